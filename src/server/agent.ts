@@ -1,0 +1,52 @@
+import type { Logger } from "pino";
+import type { AgentDDL, ActionInput, ActionName } from "../ddl/types.js";
+import type { NodeMetadata } from "../protocol/types.js";
+
+// An agent is `(request, context) -> reply`: it never touches NATS. The server owns transport,
+// verification, filtering, validation against the DDL and audit; a handler sees validated input.
+
+export interface ActionContext {
+  requestId: string;
+  caller: string;
+  sender: string;
+  identity: string;
+  agent: string;
+  action: string;
+  /** The agent's own settings from the server config (`plugins.<agent>`). */
+  config: Record<string, unknown>;
+  log: Logger;
+  /** Aborted when the DDL timeout expires or the server shuts down. */
+  signal: AbortSignal;
+  metadata(): NodeMetadata;
+}
+
+export type ReplyData = Record<string, unknown>;
+
+/** Throw RpcError (src/errors.ts) to reply with a non-zero status and optional data. */
+export type ActionHandler<I = Record<string, unknown>> = (input: I, ctx: ActionContext) => Promise<ReplyData> | ReplyData;
+
+export type Handlers<D extends AgentDDL> = { [A in ActionName<D>]: ActionHandler<ActionInput<D, A>> };
+
+/** A data plugin for compound filters: `name('argument').field OP value`. */
+export interface DataPlugin {
+  name: string;
+  description: string;
+  /** Resolve the plugin for one node. Return undefined when the argument names nothing. */
+  query(argument: string | undefined, ctx: { metadata: NodeMetadata }): Promise<Record<string, unknown> | undefined> | Record<string, unknown> | undefined;
+}
+
+export interface Agent<D extends AgentDDL = AgentDDL> {
+  ddl: D;
+  actions: Handlers<D>;
+  dataPlugins?: DataPlugin[];
+  /**
+   * Whether the node currently offers this agent (it shows in `agents` and answers `-A`).
+   * The provision agent turns itself off once provisioning is disabled.
+   */
+  isActive?(): boolean;
+}
+
+/** Identity helper that keeps the DDL's literal types for the handlers. */
+export function defineAgent<const D extends AgentDDL>(agent: Agent<D>): Agent<D> {
+  return agent;
+}
