@@ -1,0 +1,114 @@
+import type { ActionContext, ActionHandler } from "../../../server/agent.js";
+import type { ActionInput } from "../../../ddl/types.js";
+import { RpcError } from "../../../errors.js";
+import { Status } from "../../../protocol/status.js";
+import { deliver, type Notification } from "../channels.js";
+import { parseNotifyConfig } from "../config.js";
+import { displayRecipient, parseRecipient, type Recipient } from "../recipient.js";
+import type { NotifyDDL } from "../ddl.js";
+
+export type SendInput = ActionInput<NotifyDDL, "send">;
+
+export interface DeliveryResult {
+  recipient: string;
+  ok: boolean;
+  error?: string;
+}
+
+export interface SendReply {
+  [key: string]: unknown;
+  delivered: number;
+  failed: number;
+  results: DeliveryResult[];
+}
+
+export interface SendDeps {
+  now: () => Date;
+  fetch: typeof globalThis.fetch;
+}
+
+/** Hostile-input guard: one request fans out to at most this many deliveries. */
+export const MAX_RECIPIENTS = 100;
+
+export function sendAction(deps: SendDeps): ActionHandler<SendInput> {
+  return async (input: SendInput, ctx: ActionContext): Promise<SendReply> => {
+    const config = parseNotifyConfig(ctx.config, ctx.identity);
+    const fromRequest = input.recipients !== undefined;
+    const recipients = fromRequest ? requestRecipients(input.recipients ?? []) : config.recipients;
+    if (recipients.length === 0) {
+      throw new RpcError(Status.MissingData, "no recipients: pass recipients or set plugins.notify.recipients on the node");
+    }
+    // Check every recipient before delivering to any, so a typo never half-sends.
+    const parsed = recipients.map(parseRecipient);
+    if (fromRequest) {
+      for (const r of parsed) {
+        if (r.kind === "exec" && !config.execCommands.has(r.argv[0])) {
+          throw new RpcError(
+            Status.InvalidData,
+            `recipient ${JSON.stringify(r.text)}: a request may only run commands listed in plugins.notify.exec_commands`,
+          );
+        }
+      }
+    }
+    if (ctx.signal.aborted) throw new RpcError(Status.Aborted, `notification aborted before delivery: ${String(ctx.signal.reason)}`);
+
+    const note: Notification = {
+      subject: input.subject,
+      message: input.message,
+      sender: ctx.identity,
+      caller: ctx.caller,
+      time: deps.now().toISOString(),
+    };
+    const timeoutMs = config.timeout * 1000;
+
+    const attempt = async (r: Recipient): Promise<DeliveryResult> => {
+      const recipient = displayRecipient(r);
+      const timeout = AbortSignal.timeout(timeoutMs);
+      const signal = AbortSignal.any([ctx.signal, timeout]);
+      try {
+        await deliver(r, note, { signal, timeoutMs, smtp: config.smtp, fetch: deps.fetch });
+        ctx.log.debug({ recipient }, "notification delivered");
+        return { recipient, ok: true };
+      } catch (e) {
+        const error = ctx.signal.aborted
+          ? `aborted: ${describe(ctx.signal.reason)}`
+          : timeout.aborted
+            ? `timed out after ${config.timeout} s`
+            : describe(e);
+        ctx.log.warn({ recipient, error }, "notification not delivered");
+        return { recipient, ok: false, error };
+      }
+    };
+
+    const results = await Promise.all(parsed.map(attempt));
+    const failed = results.filter((r) => !r.ok);
+    const reply: SendReply = { delivered: results.length - failed.length, failed: failed.length, results };
+    if (failed.length > 0) {
+      const why = failed.map((r) => `${r.recipient}: ${r.error ?? "failed"}`).join("; ");
+      throw new RpcError(Status.Aborted, `${failed.length} of ${results.length} deliveries failed: ${why}`, reply);
+    }
+    return reply;
+  };
+}
+
+function requestRecipients(list: unknown[]): string[] {
+  const out: string[] = [];
+  for (const [i, r] of list.entries()) {
+    if (typeof r !== "string" || r.trim() === "") throw new RpcError(Status.InvalidData, `recipients[${i}] must be a non-empty string`);
+    out.push(r.trim());
+  }
+  const unique = [...new Set(out)];
+  if (unique.length > MAX_RECIPIENTS) throw new RpcError(Status.InvalidData, `too many recipients: ${unique.length} (at most ${MAX_RECIPIENTS})`);
+  return unique;
+}
+
+/** A one-line reason, including the cause fetch hides behind "fetch failed". */
+function describe(e: unknown): string {
+  if (!(e instanceof Error)) return String(e);
+  const cause: unknown = e.cause;
+  if (cause instanceof Error) {
+    const detail = cause.message || (cause as NodeJS.ErrnoException).code || cause.name;
+    return `${e.message}: ${detail}`;
+  }
+  return e.message;
+}

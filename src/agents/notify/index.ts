@@ -1,0 +1,3 @@
+export { createNotifyAgent, type NotifyAgent, type NotifyDeps } from "./agent.js";
+export { notifyDDL, type NotifyDDL } from "./ddl.js";
+export type { DeliveryResult, SendInput, SendReply } from "./actions/send.js";

@@ -1,0 +1,47 @@
+import { randomUUID } from "node:crypto";
+import { pino } from "pino";
+import type { ActionContext } from "../../src/server/agent.js";
+import type { NodeMetadata } from "../../src/protocol/types.js";
+
+export type TestContext = ActionContext & {
+  /** Abort the context's signal, as the server does on timeout or shutdown. */
+  abort(reason?: unknown): void;
+};
+
+export type ContextOverrides = Partial<Omit<ActionContext, "metadata">> & {
+  /** Node metadata, or a function returning it. */
+  metadata?: NodeMetadata | (() => NodeMetadata);
+};
+
+/**
+ * An ActionContext for calling an agent's handlers directly: silent logger, a fresh
+ * AbortController (use `abort()`), empty config, and metadata for the context's identity.
+ * Anything passed in wins.
+ */
+export function makeContext(overrides: ContextOverrides = {}): TestContext {
+  const controller = new AbortController();
+  const identity = overrides.identity ?? "node1.test";
+  const agent = overrides.agent ?? "test";
+  const metadata: NodeMetadata | (() => NodeMetadata) = overrides.metadata ?? {
+    identity,
+    facts: {},
+    classes: [],
+    agents: [agent],
+    collectives: ["muster"],
+  };
+  const { metadata: _m, ...rest } = overrides;
+  return {
+    requestId: randomUUID(),
+    caller: "user=test",
+    sender: "test-client",
+    identity,
+    agent,
+    action: "test",
+    config: {},
+    log: pino({ level: "silent" }),
+    signal: controller.signal,
+    ...rest,
+    metadata: typeof metadata === "function" ? metadata : () => metadata,
+    abort: (reason?: unknown) => controller.abort(reason),
+  };
+}
