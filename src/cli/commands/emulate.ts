@@ -1,0 +1,51 @@
+import { Command } from "commander";
+import { connectBroker, resolveBrokers } from "../../broker/connect.js";
+import { MusterClient } from "../../client/client.js";
+import { generateFleet, loadFleet } from "../../emulator/fleet.js";
+import { startEmulator } from "../../emulator/emulator.js";
+import { MusterError } from "../../errors.js";
+import { createLogger } from "../../log.js";
+import { loadClientConfig } from "../config.js";
+
+export function emulateCommand(): Command {
+  return new Command("emulate")
+    .description("Host many virtual nodes in one process (for trying muster and for benchmarks)")
+    .option("--fleet <file>", "YAML/JSON: nodes: [{identity, facts: {...}, classes: [...], agents: [...]}]")
+    .option("--count <n>", "generate N nodes instead (node-00001.example.net ...)")
+    .option("--broker <url>", "NATS broker URL(s)")
+    .option("--config <file>", "client config (for the broker and collective)")
+    .option("-T, --target <collective>", "collective the nodes join")
+    .option("--registration <seconds>", "publish registration every N seconds (0: off)", "0")
+    .option("--log-level <level>", "log level", "warn")
+    .addHelpText("after", "\nPrints a line containing 'ready' once every node answers discovery, then serves until SIGTERM/SIGINT.")
+    .action(async (o: { fleet?: string; count?: string; broker?: string; config?: string; target?: string; registration: string; logLevel: string }) => {
+      if (!!o.fleet === !!o.count) throw new MusterError("MUSTER_USAGE", "give exactly one of --fleet FILE or --count N");
+      const count = o.count ? Number(o.count) : 0;
+      if (o.count && (!Number.isInteger(count) || count < 1 || count > 200_000)) throw new MusterError("MUSTER_USAGE", "--count takes a whole number from 1 to 200000");
+      const nodes = o.fleet ? loadFleet(o.fleet) : generateFleet(count);
+      const cfg = loadClientConfig(o.config);
+      const collective = o.target ?? cfg.collective;
+      const log = createLogger({ level: o.logLevel, name: "muster-emulate" });
+      const brokers = resolveBrokers(o.broker, cfg.brokers);
+      const nc = await connectBroker({ servers: brokers, name: "muster-emulate", log, persistent: true });
+      const interval = Number(o.registration);
+      const emu = await startEmulator({ nc, nodes, collective, log, registration: interval > 0 ? { interval, splay: true } : undefined });
+      // "ready" means every node answers a real discovery round, not merely that we subscribed.
+      const client = await MusterClient.connect({ brokers, collective, name: "muster-emulate-check" });
+      const want = new Set(nodes.map((n) => n.identity));
+      for (let attempt = 1; ; attempt++) {
+        const found = await client.discover({ timeoutMs: 5000, idleMs: 500 });
+        const missing = [...want].filter((id) => !found.includes(id));
+        if (missing.length === 0) break;
+        if (attempt >= 5) throw new MusterError("MUSTER_TIMEOUT", `${missing.length} emulated nodes did not answer discovery (first: ${missing[0]})`);
+      }
+      await client.close();
+      process.stdout.write(`emulating ${nodes.length} nodes in collective ${collective}: ready\n`);
+      await new Promise<void>((resolve) => {
+        process.once("SIGTERM", () => resolve());
+        process.once("SIGINT", () => resolve());
+      });
+      await emu.stop();
+      await nc.drain().catch(() => undefined);
+    });
+}

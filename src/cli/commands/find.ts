@@ -1,0 +1,18 @@
+import { Command } from "commander";
+import { addFilterOptions, openSession, type FilterOpts } from "../options.js";
+
+export function findCommand(): Command {
+  return addFilterOptions(new Command("find"))
+    .description("Print the identities of the nodes matching the filters, sorted, one per line")
+    .addHelpText("after", "\nExamples:\n  muster find -F country=de\n  muster find -S \"web and not country=us\" --json\n\nExit code 1 when nothing matches.")
+    .action(async (o: FilterOpts) => {
+      const s = await openSession(o);
+      try {
+        const nodes = await s.client.discover({ filter: s.filter, source: s.source, timeoutMs: s.discoveryTimeoutMs });
+        process.stdout.write(o.json ? `${JSON.stringify(nodes)}\n` : nodes.map((n) => `${n}\n`).join(""));
+        process.exitCode = nodes.length ? 0 : 1;
+      } finally {
+        await s.client.close();
+      }
+    });
+}

@@ -1,0 +1,11 @@
+import type { Command } from "commander";
+import { emulateCommand } from "./emulate.js";
+import { factsCommand } from "./facts.js";
+import { findCommand } from "./find.js";
+import { inventoryCommand } from "./inventory.js";
+import { pingCommand } from "./ping.js";
+import { rpcCommand } from "./rpc.js";
+import { serverCommand } from "./server.js";
+
+// Every subcommand, listed explicitly (no registration by import side effects).
+export const commands: (() => Command)[] = [serverCommand, pingCommand, findCommand, inventoryCommand, factsCommand, rpcCommand, emulateCommand];

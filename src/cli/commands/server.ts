@@ -1,0 +1,29 @@
+import { Command } from "commander";
+import { loadServerConfig } from "../../server/config.js";
+import { startServer } from "../../server/server.js";
+import { createLogger } from "../../log.js";
+
+export function serverCommand(): Command {
+  return new Command("server")
+    .description("Run the node daemon: host agents, answer discovery and RPC, publish registration")
+    .option("--config <file>", "server config file (YAML); see examples/server.yaml")
+    .option("--identity <name>", "override the node identity (default: config, else hostname)")
+    .option("--broker <url>", "override the broker URL(s)")
+    .option("--log-level <level>", "trace|debug|info|warn|error")
+    .addHelpText("after", "\nStops cleanly on SIGTERM or SIGINT: stops taking requests, finishes in-flight actions, announces shutdown.")
+    .action(async (o: { config?: string; identity?: string; broker?: string; logLevel?: string }) => {
+      const cfg = loadServerConfig(o.config, o.identity ? { identity: o.identity } : {});
+      if (o.identity) cfg.identity = o.identity;
+      const log = createLogger({ level: o.logLevel ?? cfg.log.level, file: cfg.log.file, name: "muster-server" });
+      const srv = await startServer(cfg, log, { broker: o.broker });
+      process.stdout.write(`muster server ${cfg.identity} ready\n`);
+      await new Promise<void>((resolve) => {
+        const stop = () => resolve();
+        process.once("SIGTERM", stop);
+        process.once("SIGINT", stop);
+      });
+      log.info("shutting down");
+      await srv.stop();
+      log.flush();
+    });
+}

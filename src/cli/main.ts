@@ -1,0 +1,43 @@
+#!/usr/bin/env node
+import { Command, CommanderError } from "commander";
+import { MusterError } from "../errors.js";
+import { FilterError } from "../filter/index.js";
+import { VERSION } from "../version.js";
+import { commands } from "./commands/index.js";
+import { Exit } from "./exit.js";
+
+// `muster find | head` closes our stdout early: that is not an error.
+process.stdout.on("error", (e: NodeJS.ErrnoException) => {
+  if (e.code === "EPIPE") process.exit(0);
+  throw e;
+});
+
+const program = new Command("muster")
+  .description("Take servers from first boot to Puppet-managed, then run the fleet by what the machines are.")
+  .version(VERSION, "-v, --version")
+  .showHelpAfterError("(run with --help for usage)")
+  .exitOverride();
+for (const make of commands) program.addCommand(make().exitOverride());
+
+function fail(e: unknown): never {
+  if (e instanceof CommanderError) {
+    // help and version exit 0; usage errors (already printed by commander) exit 64
+    process.exit(e.exitCode === 0 ? 0 : Exit.Usage);
+  }
+  if (e instanceof FilterError) {
+    process.stderr.write(`muster: ${e.render()}\n`);
+    process.exit(1);
+  }
+  if (e instanceof MusterError) {
+    process.stderr.write(`muster: ${e.message}\n`);
+    process.exit(e.code === "MUSTER_USAGE" ? Exit.Usage : 1);
+  }
+  process.stderr.write(`muster: unexpected error: ${(e as Error)?.stack ?? String(e)}\n`);
+  process.exit(1);
+}
+
+try {
+  await program.parseAsync(process.argv);
+} catch (e) {
+  fail(e);
+}

@@ -1,0 +1,120 @@
+import { Option, type Command } from "commander";
+import { buildFilter } from "../filter/index.js";
+import { FlatfileSource } from "../client/discovery/flatfile.js";
+import type { NodeSource } from "../client/discovery/source.js";
+import { MusterClient } from "../client/client.js";
+import { parseLimit, type LimitSpec } from "../client/limit.js";
+import { resolveBrokers } from "../broker/connect.js";
+import { MusterError } from "../errors.js";
+import type { Filter } from "../protocol/types.js";
+import { loadClientConfig, type ClientConfig } from "./config.js";
+
+// Options shared by every command that talks to the collective, with mco/choria's spellings.
+
+const collect = (v: string, prev: string[] = []) => [...prev, v];
+
+export interface CommonOpts {
+  broker?: string;
+  config?: string;
+  target?: string;
+  json?: boolean;
+}
+
+export interface FilterOpts extends CommonOpts {
+  wf?: string[];
+  wc?: string[];
+  wi?: string[];
+  wa?: string[];
+  with?: string[];
+  select?: string[];
+  dt?: number;
+  dm?: string;
+  nodes?: string;
+}
+
+export interface RpcOpts extends FilterOpts {
+  batch?: number;
+  batchSleep?: number;
+  limit?: string;
+  limitMethod?: "first" | "random";
+  limitSeed?: number;
+  display?: "ok" | "failed" | "all";
+  timeout?: number;
+  progress?: boolean;
+}
+
+const positiveNumber = (name: string) => (v: string) => {
+  const n = Number(v);
+  if (!Number.isFinite(n) || n <= 0) throw new MusterError("MUSTER_USAGE", `${name} takes a positive number, got ${JSON.stringify(v)}`);
+  return n;
+};
+const positiveInt = (name: string) => (v: string) => {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n <= 0) throw new MusterError("MUSTER_USAGE", `${name} takes a positive whole number, got ${JSON.stringify(v)}`);
+  return n;
+};
+
+export function addCommonOptions(cmd: Command): Command {
+  return cmd
+    .option("--broker <url>", "NATS broker URL(s), comma-separated (default: $MUSTER_BROKER, the client config, nats://127.0.0.1:4222)")
+    .option("--config <file>", "client config file (default: $MUSTER_CONFIG, ./.muster/client.yaml, ~/.config/muster/client.yaml)")
+    .option("-T, --target <collective>", "collective to address")
+    .option("--json", "print machine-readable JSON");
+}
+
+export function addFilterOptions(cmd: Command): Command {
+  return addCommonOptions(cmd)
+    .option("-F, --wf <fact>", "fact filter: fact=value, fact>=3, fact=~/re/ (repeatable, ANDed)", collect)
+    .option("-C, --wc <class>", "Puppet class filter, exact or /regex/ (repeatable, ANDed)", collect)
+    .option("-I, --wi <identity>", "identity filter, exact or /regex/ (repeatable, ORed)", collect)
+    .option("-A, --wa <agent>", "agent filter (repeatable, ANDed)", collect)
+    .option("-W, --with <filter>", "mixed filter: each word a fact filter if it parses as one, else a class", collect)
+    .option("-S, --select <expr>", "compound filter: \"country=de and (web or /db/) and provision().locked=false\"", collect)
+    .option("--dt <seconds>", "discovery timeout (upper bound; broadcast ends sooner once replies stop)", positiveNumber("--dt"))
+    .addOption(new Option("--dm <method>", "discovery method").choices(["broadcast", "mc", "flatfile", "file", "registry"]))
+    .option("--nodes <file>", "identities, one per line (implies --dm flatfile)");
+}
+
+export function addRpcOptions(cmd: Command): Command {
+  return addFilterOptions(cmd)
+    .option("--batch <n>", "address nodes in batches of N", positiveInt("--batch"))
+    .option("--batch-sleep <seconds>", "pause between batches", positiveNumber("--batch-sleep"))
+    .option("--limit <n>", "call only N nodes or N% of the discovered ones")
+    .addOption(new Option("--limit-method <method>", "which nodes --limit keeps").choices(["first", "random"]).default("first"))
+    .option("--limit-seed <n>", "seed for --limit-method random (reproducible selections)", positiveInt("--limit-seed"))
+    .addOption(new Option("--display <which>", "which replies to print").choices(["ok", "failed", "all"]))
+    .option("--timeout <seconds>", "how long to wait for replies (default: the action's DDL timeout)", positiveNumber("--timeout"))
+    .option("--no-progress", "no progress bar");
+}
+
+export function filterFromOpts(o: FilterOpts): Filter {
+  return buildFilter({ fact: o.wf, class: o.wc, identity: o.wi, agent: o.wa, with: o.with, select: o.select });
+}
+
+export function limitFromOpts(o: RpcOpts): LimitSpec | undefined {
+  return o.limit ? parseLimit(o.limit, o.limitMethod ?? "first", o.limitSeed) : undefined;
+}
+
+export interface Session {
+  client: MusterClient;
+  config: ClientConfig;
+  filter: Filter;
+  source?: NodeSource;
+  discoveryTimeoutMs: number;
+}
+
+/** Parse filters first (nothing is sent when they are bad), then connect. */
+export async function openSession(o: FilterOpts, registrySource?: (client: MusterClient, cfg: ClientConfig) => NodeSource): Promise<Session> {
+  const filter = filterFromOpts(o);
+  const config = loadClientConfig(o.config);
+  const method = o.nodes ? "flatfile" : (o.dm ?? "broadcast");
+  if ((method === "flatfile" || method === "file") && !o.nodes) throw new MusterError("MUSTER_USAGE", "--dm flatfile needs --nodes FILE");
+  const client = await MusterClient.connect({ brokers: resolveBrokers(o.broker, config.brokers), collective: o.target ?? config.collective, name: "muster-cli" });
+  let source: NodeSource | undefined;
+  if (method === "flatfile" || method === "file") source = new FlatfileSource(o.nodes!);
+  else if (method === "registry") {
+    if (!registrySource) throw new MusterError("MUSTER_USAGE", "--dm registry needs the registry service (see `muster registry --help`)");
+    source = registrySource(client, config);
+  }
+  return { client, config, filter, source, discoveryTimeoutMs: (o.dt ?? config.discovery_timeout ?? 2) * 1000 };
+}

@@ -1,0 +1,103 @@
+import cliProgress from "cli-progress";
+import { aggregateReplies, formatAggregate, type AggregateResult } from "../ddl/index.js";
+import type { AgentDDL } from "../ddl/types.js";
+import type { RpcResult } from "../client/client.js";
+import { Status, statusName } from "../protocol/status.js";
+import type { Reply } from "../protocol/types.js";
+
+// Terminal and JSON rendering of RPC results, in the shape mco users know.
+
+const useColor = () => process.stdout.isTTY && !process.env.NO_COLOR;
+export const red = (s: string) => (useColor() ? `\x1b[31m${s}\x1b[0m` : s);
+export const green = (s: string) => (useColor() ? `\x1b[32m${s}\x1b[0m` : s);
+export const yellow = (s: string) => (useColor() ? `\x1b[33m${s}\x1b[0m` : s);
+export const bold = (s: string) => (useColor() ? `\x1b[1m${s}\x1b[0m` : s);
+
+export function formatValue(v: unknown): string {
+  if (v === null || v === undefined) return "";
+  if (typeof v === "string") return v;
+  if (typeof v === "number" || typeof v === "boolean") return String(v);
+  return JSON.stringify(v, null, 2).replace(/\n/g, "\n      ");
+}
+
+/** A progress bar on stderr when it is a terminal; a no-op otherwise. */
+export function progressBar(enabled: boolean): { start(total: number): void; tick(): void; stop(): void } {
+  if (!enabled || !process.stderr.isTTY) return { start() {}, tick() {}, stop() {} };
+  const bar = new cliProgress.SingleBar({ stream: process.stderr, format: " * [{bar}] {value} / {total}", barCompleteChar: "=", barIncompleteChar: " ", hideCursor: true, clearOnComplete: true }, cliProgress.Presets.legacy);
+  let started = false;
+  return {
+    start(total) {
+      bar.start(total, 0);
+      started = true;
+    },
+    tick() {
+      if (started) bar.increment();
+    },
+    stop() {
+      if (started) bar.stop();
+    },
+  };
+}
+
+function shouldShow(r: Reply, display: "ok" | "failed" | "all"): boolean {
+  if (display === "all") return true;
+  return display === "ok" ? r.statuscode === Status.OK : r.statuscode !== Status.OK;
+}
+
+export function defaultDisplay(ddl: AgentDDL | undefined, action: string): "ok" | "failed" | "all" {
+  const d = ddl?.actions[action]?.display;
+  return d === "failed" ? "failed" : d === "ok" ? "ok" : "all";
+}
+
+export function renderReplies(result: RpcResult, ddl: AgentDDL | undefined, display: "ok" | "failed" | "all"): string {
+  const outSpec = ddl?.actions[result.action]?.output ?? {};
+  const lines: string[] = [];
+  const replies = [...result.replies].sort((a, b) => a.sender.localeCompare(b.sender));
+  const width = Math.min(40, Math.max(10, ...replies.map((r) => r.sender.length)));
+  for (const r of replies) {
+    if (!shouldShow(r, display)) continue;
+    if (r.statuscode !== Status.OK) {
+      lines.push(`${r.sender.padEnd(width)}: ${red(r.statusmsg || statusName[r.statuscode as 0] || `status ${r.statuscode}`)}`);
+      if (Object.keys(r.data).length === 0) continue;
+    } else lines.push(r.sender);
+    const keys = Object.keys(r.data);
+    const labelWidth = Math.max(0, ...keys.map((k) => (outSpec[k]?.display_as ?? k).length));
+    for (const k of keys) lines.push(`   ${(outSpec[k]?.display_as ?? k).padStart(labelWidth)}: ${formatValue(r.data[k])}`);
+    lines.push("");
+  }
+  return lines.join("\n");
+}
+
+export function aggregatesFor(result: RpcResult, ddl: AgentDDL | undefined): AggregateResult[] {
+  if (!ddl) return [];
+  return aggregateReplies(ddl, result.action, result.replies.filter((r) => r.statuscode === Status.OK).map((r) => r.data));
+}
+
+export function renderAggregates(aggs: AggregateResult[]): string {
+  return aggs.map((a) => formatAggregate(a).join("\n")).join("\n\n");
+}
+
+export function renderSummary(result: RpcResult): string {
+  const s = result.stats;
+  const ms = (n: number) => `${n.toFixed(2)}ms`;
+  const lines = [
+    bold("---- rpc stats ----"),
+    `           Nodes: ${s.responded} / ${s.discovered}`,
+    `     Pass / Fail: ${s.ok} / ${s.failed}`,
+    `  Discovery Time: ${ms(s.discoveryMs)}`,
+    `      Agent Time: ${ms(s.callMs)}`,
+    `      Total Time: ${ms(s.totalMs)}`,
+  ];
+  if (s.noResponse.length) lines.push("", red(`No response from:`), ...s.noResponse.map((n) => `   ${n}`));
+  return lines.join("\n");
+}
+
+export function resultJson(result: RpcResult, aggs: AggregateResult[]): unknown {
+  return {
+    agent: result.agent,
+    action: result.action,
+    replies: result.replies.map((r) => ({ sender: r.sender, statuscode: r.statuscode, statusmsg: r.statusmsg, data: r.data })),
+    aggregates: aggs,
+    stats: result.stats,
+  };
+}

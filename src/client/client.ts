@@ -1,0 +1,189 @@
+import type { NatsConnection } from "@nats-io/transport-node";
+import type { Logger } from "pino";
+import { connectBroker, resolveBrokers } from "../broker/connect.js";
+import { validateInput } from "../ddl/index.js";
+import type { AgentDDL, ActionName, CallInput } from "../ddl/types.js";
+import { MusterError } from "../errors.js";
+import { encodeRequest } from "../protocol/envelope.js";
+import type { SigningKey } from "../protocol/signing.js";
+import { Status } from "../protocol/status.js";
+import { isValidCollective, subjects } from "../protocol/subjects.js";
+import { emptyFilter, type Filter, type Reply } from "../protocol/types.js";
+import { loadOrCreateSigningKey } from "../security/keys.js";
+import { silentLogger } from "../log.js";
+import { collectReplies } from "./collector.js";
+import { BroadcastSource } from "./discovery/broadcast.js";
+import type { DiscoveryOptions, NodeSource } from "./discovery/source.js";
+import { applyLimit, type LimitSpec } from "./limit.js";
+import { buildRequest } from "./request.js";
+
+// The client API that the CLI, the provisioner and users' scripts use: discover nodes, call actions
+// on them in parallel (directly addressed, batched, limited), collect and summarise replies.
+
+export interface ClientOptions {
+  brokers?: string[];
+  broker?: string;
+  collective?: string;
+  key?: SigningKey;
+  nc?: NatsConnection;
+  name?: string;
+  log?: Logger;
+  /** Request ttl in seconds (default 60). */
+  ttl?: number;
+}
+
+export interface DiscoverOptions {
+  filter?: Filter;
+  /** --dt: upper bound, ms (default 2000). */
+  timeoutMs?: number;
+  /** Broadcast completes this long after the last reply (default 250 ms). */
+  idleMs?: number;
+  source?: NodeSource;
+  onFound?: (identity: string) => void;
+}
+
+export interface CallOptions {
+  /** Nodes to address directly. Without them the client discovers with `filter` first. */
+  nodes?: string[];
+  filter?: Filter;
+  discovery?: DiscoverOptions;
+  /** Seconds to wait for replies after the last publish of a batch (default: the DDL timeout + 5). */
+  timeoutMs?: number;
+  batch?: number;
+  batchSleepMs?: number;
+  limit?: LimitSpec;
+  onReply?: (r: Reply) => void;
+  onDiscovered?: (nodes: string[]) => void;
+  /** Skip client-side DDL validation (the server validates anyway). */
+  ddl?: AgentDDL;
+}
+
+export interface RpcStats {
+  discovered: number;
+  responded: number;
+  ok: number;
+  failed: number;
+  noResponse: string[];
+  discoveryMs: number;
+  callMs: number;
+  totalMs: number;
+}
+
+export interface RpcResult {
+  agent: string;
+  action: string;
+  discovered: string[];
+  replies: Reply[];
+  stats: RpcStats;
+}
+
+export class MusterClient {
+  readonly collective: string;
+  private readonly ownsConnection: boolean;
+  private readonly ttl: number;
+  private readonly log: Logger;
+  private readonly broadcast: BroadcastSource;
+
+  private constructor(readonly nc: NatsConnection, readonly key: SigningKey, opts: ClientOptions, owns: boolean) {
+    this.collective = opts.collective ?? "muster";
+    if (!isValidCollective(this.collective)) throw new MusterError("MUSTER_USAGE", `invalid collective name ${JSON.stringify(this.collective)}`);
+    this.ownsConnection = owns;
+    this.ttl = opts.ttl ?? 60;
+    this.log = opts.log ?? silentLogger;
+    this.broadcast = new BroadcastSource((f, o) => this.broadcastDiscover(f, o));
+  }
+
+  static async connect(opts: ClientOptions = {}): Promise<MusterClient> {
+    const key = opts.key ?? loadOrCreateSigningKey();
+    if (opts.nc) return new MusterClient(opts.nc, key, opts, false);
+    const nc = await connectBroker({ servers: opts.brokers ?? resolveBrokers(opts.broker, undefined), name: opts.name ?? "muster-client", log: opts.log });
+    return new MusterClient(nc, key, opts, true);
+  }
+
+  async close(): Promise<void> {
+    if (this.ownsConnection) await this.nc.drain().catch(() => undefined);
+  }
+
+  /** Identities of the nodes matching the filter, sorted. */
+  async discover(opts: DiscoverOptions = {}): Promise<string[]> {
+    const source = opts.source ?? this.broadcast;
+    const found = await source.discover(opts.filter ?? emptyFilter(), { timeoutMs: opts.timeoutMs ?? 2000, idleMs: opts.idleMs ?? 250, onFound: opts.onFound });
+    return [...new Set(found)].sort();
+  }
+
+  private async broadcastDiscover(filter: Filter, opts: DiscoveryOptions): Promise<string[]> {
+    const replies = await this.broadcastRequest("discovery", "ping", {}, filter, { timeoutMs: opts.timeoutMs, idleMs: opts.idleMs, onReply: (r) => opts.onFound?.(r.sender) });
+    return replies.filter((r) => r.statuscode === Status.OK).map((r) => r.sender);
+  }
+
+  /** One signed request on the agent's broadcast subject; every matching node answers. */
+  async broadcastRequest(agent: string, action: string, data: Record<string, unknown>, filter: Filter, opts: { timeoutMs: number; idleMs?: number; onReply?: (r: Reply) => void }): Promise<Reply[]> {
+    const req = buildRequest({ key: this.key, collective: this.collective, agent, action, data, filter, ttl: this.ttl });
+    const col = collectReplies(this.nc, { requestId: req.id, timeoutMs: opts.timeoutMs, idleMs: opts.idleMs, onReply: opts.onReply });
+    this.nc.publish(subjects.broadcast(this.collective, agent), encodeRequest(req), { reply: col.inbox });
+    col.start();
+    return col.done;
+  }
+
+  /**
+   * Calls agent#action on the given or discovered nodes, directly addressed, in batches if asked.
+   * Completes as soon as every addressed node answered, or when the timeout passes.
+   */
+  async call(agent: string, action: string, data: Record<string, unknown>, opts: CallOptions = {}): Promise<RpcResult> {
+    const t0 = performance.now();
+    const input = opts.ddl ? validateInput(opts.ddl, action, data) : data;
+    const filter = opts.filter ?? emptyFilter();
+    let discovered = opts.nodes ? [...new Set(opts.nodes)].sort() : await this.discover({ ...opts.discovery, filter: opts.discovery?.filter ?? filter });
+    const t1 = performance.now();
+    opts.onDiscovered?.(discovered);
+    const targets = opts.limit ? applyLimit(discovered, opts.limit) : discovered;
+    const timeoutMs = opts.timeoutMs ?? ((opts.ddl?.metadata.timeout ?? 10) + 5) * 1000;
+    const batchSize = opts.batch && opts.batch > 0 ? opts.batch : targets.length;
+    const replies: Reply[] = [];
+    for (let i = 0; i < targets.length; i += batchSize) {
+      if (i > 0 && opts.batchSleepMs) await new Promise((r) => setTimeout(r, opts.batchSleepMs)); // --batch-sleep is a requested pause
+      const batch = targets.slice(i, i + batchSize);
+      replies.push(...(await this.callBatch(agent, action, input, filter, batch, timeoutMs, opts.onReply)));
+    }
+    const t2 = performance.now();
+    const responded = new Set(replies.map((r) => r.sender));
+    const ok = replies.filter((r) => r.statuscode === Status.OK).length;
+    discovered = opts.limit ? targets : discovered;
+    return {
+      agent,
+      action,
+      discovered,
+      replies,
+      stats: {
+        discovered: discovered.length,
+        responded: responded.size,
+        ok,
+        failed: replies.length - ok,
+        noResponse: targets.filter((n) => !responded.has(n)),
+        discoveryMs: t1 - t0,
+        callMs: t2 - t1,
+        totalMs: t2 - t0,
+      },
+    };
+  }
+
+  private async callBatch(agent: string, action: string, data: Record<string, unknown>, filter: Filter, nodes: string[], timeoutMs: number, onReply?: (r: Reply) => void): Promise<Reply[]> {
+    const req = buildRequest({ key: this.key, collective: this.collective, agent, action, data, filter, ttl: Math.max(this.ttl, Math.ceil(timeoutMs / 1000)) });
+    const col = collectReplies(this.nc, { requestId: req.id, expect: new Set(nodes), timeoutMs, onReply });
+    const bytes = encodeRequest(req);
+    for (const n of nodes) this.nc.publish(subjects.node(this.collective, n), bytes, { reply: col.inbox });
+    col.start();
+    return col.done;
+  }
+
+  /** A typed view of one agent: inputs and action names are checked at compile time and against the DDL. */
+  agent<const D extends AgentDDL>(ddl: D): TypedAgentClient<D> {
+    return {
+      call: (action, input, opts = {}) => this.call(ddl.metadata.name, action, input as Record<string, unknown>, { ...opts, ddl }),
+    };
+  }
+}
+
+export interface TypedAgentClient<D extends AgentDDL> {
+  call<A extends ActionName<D>>(action: A, input: CallInput<D, A>, opts?: Omit<CallOptions, "ddl">): Promise<RpcResult>;
+}

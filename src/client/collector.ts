@@ -1,0 +1,96 @@
+import { createInbox, type NatsConnection, type Subscription } from "@nats-io/transport-node";
+import { decodeReply } from "../protocol/envelope.js";
+import type { Reply } from "../protocol/types.js";
+
+// Reply collection on a per-request inbox. Stops when every expected node answered (directed RPC),
+// after an idle window following the last reply (broadcast discovery), or at the deadline.
+
+export interface CollectOptions {
+  requestId: string;
+  /** Identities we expect; collection completes as soon as all have replied. */
+  expect?: Set<string>;
+  timeoutMs: number;
+  /** Stop once this long passes without a reply (after at least one). */
+  idleMs?: number;
+  onReply?: (r: Reply) => void;
+}
+
+export interface Collector {
+  inbox: string;
+  /** Resolves with every reply, first per sender, in arrival order. */
+  done: Promise<Reply[]>;
+  /** Begin the deadline clocks (call after publishing). */
+  start(): void;
+  cancel(): void;
+  /** Count of malformed or unrelated messages seen on the inbox. */
+  readonly ignored: number;
+}
+
+export function collectReplies(nc: NatsConnection, opts: CollectOptions): Collector {
+  const inbox = createInbox();
+  const replies: Reply[] = [];
+  const seen = new Set<string>();
+  let ignored = 0;
+  let sub: Subscription | undefined;
+  let deadline: NodeJS.Timeout | undefined;
+  let idle: NodeJS.Timeout | undefined;
+  let resolveDone!: (r: Reply[]) => void;
+  const done = new Promise<Reply[]>((r) => (resolveDone = r));
+  let finished = false;
+
+  const finish = () => {
+    if (finished) return;
+    finished = true;
+    clearTimeout(deadline);
+    clearTimeout(idle);
+    sub?.unsubscribe();
+    resolveDone(replies);
+  };
+  const armIdle = () => {
+    if (!opts.idleMs) return;
+    clearTimeout(idle);
+    idle = setTimeout(finish, opts.idleMs);
+  };
+
+  sub = nc.subscribe(inbox, {
+    callback: (err, msg) => {
+      if (err || finished) return;
+      let r: Reply;
+      try {
+        r = decodeReply(msg.data);
+      } catch {
+        ignored++;
+        return;
+      }
+      if (r.requestid !== opts.requestId && r.requestid !== "") {
+        ignored++;
+        return;
+      }
+      if (seen.has(r.sender)) return; // a node answers once; duplicates (e.g. redelivery) are dropped
+      if (opts.expect && !opts.expect.has(r.sender)) {
+        ignored++;
+        return;
+      }
+      seen.add(r.sender);
+      replies.push(r);
+      opts.onReply?.(r);
+      if (opts.expect && seen.size >= opts.expect.size) finish();
+      else if (opts.idleMs && started) armIdle();
+    },
+  });
+  let started = false;
+  return {
+    inbox,
+    done,
+    start() {
+      started = true;
+      if (opts.expect && opts.expect.size === 0) return finish();
+      deadline = setTimeout(finish, opts.timeoutMs);
+      if (replies.length > 0) armIdle();
+    },
+    cancel: finish,
+    get ignored() {
+      return ignored;
+    },
+  };
+}

@@ -1,0 +1,61 @@
+import type { NatsConnection } from "@nats-io/transport-node";
+import type { Logger } from "pino";
+import { NodeHost } from "../server/host.js";
+import { RequestIntake } from "../server/intake.js";
+import type { NodeRuntime } from "../server/runtime.js";
+import { buildRuntime, buildTrustStore, type RuntimeBuild } from "../server/server.js";
+import { newIntakeStats } from "../server/stats.js";
+import type { ServerConfig } from "../server/config.js";
+import { VERSION } from "../version.js";
+import type { FleetNode } from "./fleet.js";
+
+// Many virtual nodes in one process behind one NATS connection. Each is a full NodeRuntime (same
+// pipeline, agents and filters as `muster server`); a message is decoded and verified once.
+
+export interface EmulatorOptions {
+  nc: NatsConnection;
+  nodes: FleetNode[];
+  collective: string;
+  log: Logger;
+  security?: Partial<ServerConfig["security"]>;
+  registration?: { interval: number; splay: boolean };
+  plugins?: Record<string, Record<string, unknown>>;
+  factories?: RuntimeBuild["factories"];
+}
+
+export interface RunningEmulator {
+  runtimes: NodeRuntime[];
+  host: NodeHost;
+  stop(): Promise<void>;
+}
+
+export async function startEmulator(o: EmulatorOptions): Promise<RunningEmulator> {
+  const intakeStats = newIntakeStats();
+  const security = { trusted_keys: [], max_clock_skew: 60, ...o.security };
+  const intake = new RequestIntake({ trust: buildTrustStore(security), freshness: { maxClockSkew: security.max_clock_skew }, maxBytes: 1024 * 1024, stats: intakeStats, log: o.log });
+  const nodeLog = o.log.child({ emulated: true });
+  const runtimes = o.nodes.map((n) => {
+    const collectives = n.collectives ?? [o.collective];
+    return buildRuntime({
+      identity: n.identity,
+      collectives,
+      mainCollective: collectives[0] ?? o.collective,
+      facts: () => n.facts,
+      classes: () => n.classes,
+      builtin: n.agents,
+      plugins: o.plugins ?? {},
+      log: nodeLog,
+      intakeStats,
+      factories: o.factories,
+    });
+  });
+  const host = new NodeHost({ nc: o.nc, intake, runtimes, log: o.log, wildcard: true, registration: o.registration, component: "emulator", version: VERSION });
+  await host.start();
+  return {
+    runtimes,
+    host,
+    async stop() {
+      await host.stop();
+    },
+  };
+}

@@ -1,0 +1,54 @@
+import { createPrivateKey, createPublicKey, generateKeyPairSync, sign, verify, type KeyObject } from "node:crypto";
+import { canonicalJson } from "./canonical.js";
+import type { Request } from "./types.js";
+
+// ed25519 over the canonical bytes of the request without its signature. Raw 32-byte public keys
+// travel base64-encoded; servers map trusted keys to caller names.
+
+const SPKI_ED25519_PREFIX = Buffer.from("302a300506032b6570032100", "hex");
+
+export interface SigningKey {
+  name: string;
+  privateKey: KeyObject;
+  publicKey: string; // base64 raw
+}
+
+export function generateSigningKey(name: string): { key: SigningKey; pem: string } {
+  const { privateKey } = generateKeyPairSync("ed25519");
+  return { key: { name, privateKey, publicKey: rawPublicKey(privateKey) }, pem: privateKey.export({ type: "pkcs8", format: "pem" }).toString() };
+}
+
+export function signingKeyFromPem(name: string, pem: string): SigningKey {
+  const privateKey = createPrivateKey(pem);
+  if (privateKey.asymmetricKeyType !== "ed25519") throw new Error("signing key is not ed25519");
+  return { name, privateKey, publicKey: rawPublicKey(privateKey) };
+}
+
+export function rawPublicKey(privateKey: KeyObject): string {
+  const spki = createPublicKey(privateKey).export({ type: "spki", format: "der" });
+  return spki.subarray(SPKI_ED25519_PREFIX.length).toString("base64");
+}
+
+export function publicKeyObject(rawBase64: string): KeyObject {
+  const raw = Buffer.from(rawBase64, "base64");
+  if (raw.length !== 32) throw new Error("ed25519 public key must be 32 bytes");
+  return createPublicKey({ key: Buffer.concat([SPKI_ED25519_PREFIX, raw]), format: "der", type: "spki" });
+}
+
+export function signableBytes(req: Omit<Request, "signature"> | Request): Buffer {
+  const { signature: _ignored, ...rest } = req as Request;
+  return Buffer.from(canonicalJson(rest));
+}
+
+export function signRequest(req: Omit<Request, "signature">, key: SigningKey): Request {
+  const signature = sign(null, signableBytes(req), key.privateKey).toString("base64");
+  return { ...req, signature };
+}
+
+export function verifyRequestSignature(req: Request, publicKey: KeyObject): boolean {
+  try {
+    return verify(null, signableBytes(req), publicKey, Buffer.from(req.signature, "base64"));
+  } catch {
+    return false;
+  }
+}

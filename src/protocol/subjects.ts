@@ -1,0 +1,32 @@
+// Subject names, built in one place. Identities may contain dots (hostnames), which NATS treats as
+// token separators: direct subscriptions use exact subjects, and the emulator uses `node.>`.
+
+const TOKEN_RE = /^[A-Za-z0-9_\-]+$/;
+const IDENTITY_RE = /^[A-Za-z0-9_\-.:@]+$/;
+
+export function isValidCollective(name: string): boolean {
+  return TOKEN_RE.test(name) && name.length <= 128;
+}
+
+export function isValidIdentity(identity: string): boolean {
+  return IDENTITY_RE.test(identity) && identity.length <= 253 && !identity.startsWith(".") && !identity.endsWith(".") && !identity.includes("..");
+}
+
+export function isValidAgentName(name: string): boolean {
+  return /^[a-z][a-z0-9_]*$/.test(name) && name.length <= 64;
+}
+
+export const subjects = {
+  broadcast: (collective: string, agent: string) => `${collective}.broadcast.agent.${agent}`,
+  node: (collective: string, identity: string) => `${collective}.node.${identity}`,
+  /** Wildcard covering every node's direct subject in a collective (the emulator hosts many). */
+  allNodes: (collective: string) => `${collective}.node.>`,
+  registration: (collective: string) => `${collective}.registration`,
+  lifecycle: (event: string, component: string) => `muster.lifecycle.${event}.${component}`,
+  allLifecycle: () => "muster.lifecycle.>",
+  /** The identity named by a direct subject, or undefined when the subject is not one. */
+  identityOf(collective: string, subject: string): string | undefined {
+    const prefix = `${collective}.node.`;
+    return subject.startsWith(prefix) ? subject.slice(prefix.length) : undefined;
+  },
+} as const;

@@ -1,0 +1,74 @@
+import { chmodSync, existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
+import { homedir, userInfo } from "node:os";
+import { join } from "node:path";
+import { MusterError } from "../errors.js";
+import { generateSigningKey, publicKeyObject, signingKeyFromPem, type SigningKey } from "../protocol/signing.js";
+import type { KeyObject } from "node:crypto";
+
+// Keys live under the user's muster config dir. The first run creates the user's signing key so a
+// single user on one machine needs no set-up; servers started by that user trust it by default.
+
+export function configDir(): string {
+  if (process.env.MUSTER_CONFIG_DIR) return process.env.MUSTER_CONFIG_DIR;
+  const base = process.env.XDG_CONFIG_HOME || join(homedir(), ".config");
+  return join(base, "muster");
+}
+
+export function defaultCallerName(): string {
+  return process.env.MUSTER_CALLER || `user=${userInfo().username}`;
+}
+
+function keyFile(name: string): string {
+  return join(configDir(), "keys", `${name.replace(/[^A-Za-z0-9_.=@-]/g, "_")}.pem`);
+}
+
+/** Load the named signing key, creating it (mode 0600) on first use. */
+export function loadOrCreateSigningKey(name = defaultCallerName(), path?: string): SigningKey {
+  const file = path ?? keyFile(name);
+  try {
+    if (existsSync(file)) return signingKeyFromPem(name, readFileSync(file, "utf8"));
+    if (path) throw new Error(`no key at ${path}`);
+    mkdirSync(join(configDir(), "keys"), { recursive: true, mode: 0o700 });
+    const { key, pem } = generateSigningKey(name);
+    writeFileSync(file, pem, { mode: 0o600, flag: "wx" });
+    chmodSync(file, 0o600);
+    writeFileSync(file.replace(/\.pem$/, ".pub"), `${key.publicKey}\n`);
+    return key;
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "EEXIST") return signingKeyFromPem(name, readFileSync(file, "utf8"));
+    throw new MusterError("MUSTER_KEY_ERROR", `cannot load or create signing key ${file}: ${(e as Error).message}. Check the directory's permissions or set MUSTER_CONFIG_DIR.`, { cause: e });
+  }
+}
+
+export interface TrustedKey {
+  name: string;
+  key: string; // base64 raw
+}
+
+/** Maps public keys to caller names. A request is trusted only if its pubkey is here under its caller name. */
+export class TrustStore {
+  private readonly byKey = new Map<string, { name: string; obj: KeyObject }>();
+  constructor(keys: TrustedKey[]) {
+    for (const k of keys) this.add(k);
+  }
+  add(k: TrustedKey): void {
+    this.byKey.set(k.key, { name: k.name, obj: publicKeyObject(k.key) });
+  }
+  lookup(pubkey: string): { name: string; obj: KeyObject } | undefined {
+    return this.byKey.get(pubkey);
+  }
+  get size(): number {
+    return this.byKey.size;
+  }
+  names(): string[] {
+    return [...this.byKey.values()].map((v) => v.name).sort();
+  }
+}
+
+/** Reads `<name>.pub` files (base64 raw ed25519) from a directory; the file name is the caller name. */
+export function readTrustedKeyDir(dir: string): TrustedKey[] {
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir)
+    .filter((f) => f.endsWith(".pub"))
+    .map((f) => ({ name: f.slice(0, -4), key: readFileSync(join(dir, f), "utf8").trim() }));
+}

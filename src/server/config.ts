@@ -1,0 +1,67 @@
+import { hostname } from "node:os";
+import { z } from "zod";
+import { loadConfigFile, validateConfig } from "../config/load.js";
+import { isValidCollective, isValidIdentity } from "../protocol/subjects.js";
+
+// `muster server` configuration. Every key has a safe default, so an empty file is a working node.
+
+const identity = z.string().refine(isValidIdentity, "identity may hold letters, digits, - _ . : @ only");
+const collective = z.string().refine(isValidCollective, "collective names are letters, digits, - and _");
+
+export const ServerConfigSchema = z
+  .object({
+    identity: identity.default(() => hostname()),
+    collectives: z.array(collective).min(1).default(["muster"]),
+    main_collective: collective.optional(),
+    brokers: z.array(z.string().regex(/^(nats|tls):\/\//, "broker URLs look like nats://host:port")).default([]),
+    facts: z
+      .object({
+        facter: z.boolean().default(true),
+        facter_command: z.string().default("facter"),
+        file: z.string().optional(),
+        refresh_interval: z.number().positive().default(300),
+        extra: z.record(z.string(), z.unknown()).default({}),
+      })
+      .strict()
+      .default({ facter: true, facter_command: "facter", refresh_interval: 300, extra: {} }),
+    classes_file: z.string().optional(),
+    agents: z
+      .object({
+        builtin: z.array(z.string()).optional(),
+        directory: z.string().optional(),
+      })
+      .strict()
+      .default({}),
+    plugins: z.record(z.string(), z.record(z.string(), z.unknown())).default({}),
+    registration: z
+      .object({ interval: z.number().nonnegative().default(300), splay: z.boolean().default(true) })
+      .strict()
+      .default({ interval: 300, splay: true }),
+    security: z
+      .object({
+        trusted_keys: z.array(z.object({ name: z.string(), key: z.string() }).strict()).default([]),
+        trusted_keys_dir: z.string().optional(),
+        trust_local_user: z.boolean().optional(),
+        max_clock_skew: z.number().nonnegative().default(60),
+      })
+      .strict()
+      .default({ trusted_keys: [], max_clock_skew: 60 }),
+    log: z
+      .object({ level: z.enum(["trace", "debug", "info", "warn", "error", "fatal"]).default("info"), file: z.string().optional() })
+      .strict()
+      .default({ level: "info" }),
+    max_message_bytes: z.number().int().positive().max(64 * 1024 * 1024).default(1024 * 1024),
+  })
+  .strict();
+
+export type ServerConfig = z.output<typeof ServerConfigSchema>;
+
+export function loadServerConfig(path: string | undefined, overrides: Partial<Record<string, unknown>> = {}): ServerConfig {
+  if (!path) return validateConfig(overrides, ServerConfigSchema, "server config");
+  const cfg = loadConfigFile(path, ServerConfigSchema, "server config");
+  return { ...cfg, ...(overrides as Partial<ServerConfig>) };
+}
+
+export function mainCollective(cfg: Pick<ServerConfig, "collectives" | "main_collective">): string {
+  return cfg.main_collective ?? cfg.collectives[0] ?? "muster";
+}

@@ -1,0 +1,192 @@
+import type { Msg, NatsConnection, Subscription } from "@nats-io/transport-node";
+import type { Logger } from "pino";
+import { compileFilter, validateWireFilter, type CompiledFilter } from "../filter/index.js";
+import { encodeJson, encodeReply } from "../protocol/envelope.js";
+import { Status } from "../protocol/status.js";
+import { subjects } from "../protocol/subjects.js";
+import type { Reply } from "../protocol/types.js";
+import type { RequestIntake } from "./intake.js";
+import type { NodeRuntime } from "./runtime.js";
+
+// Binds NodeRuntimes to NATS: subscriptions, dispatch, replies, registration and lifecycle events.
+// One message is decoded and verified once, however many nodes this process hosts.
+
+export interface NodeHostOptions {
+  nc: NatsConnection;
+  intake: RequestIntake;
+  runtimes: NodeRuntime[];
+  log: Logger;
+  /** Subscribe with wildcards (`broadcast.agent.*`, `node.>`): many nodes behind one connection. */
+  wildcard: boolean;
+  registration?: { interval: number; splay: boolean };
+  component?: string;
+  version: string;
+}
+
+export class NodeHost {
+  private readonly subs: Subscription[] = [];
+  private readonly byIdentity = new Map<string, NodeRuntime>();
+  private readonly byCollective = new Map<string, NodeRuntime[]>();
+  private readonly timers: NodeJS.Timeout[] = [];
+  private pending = 0;
+  private idle: (() => void) | undefined;
+
+  constructor(private readonly opts: NodeHostOptions) {
+    for (const rt of opts.runtimes) {
+      this.byIdentity.set(rt.identity, rt);
+      for (const c of rt.collectives) {
+        const list = this.byCollective.get(c) ?? [];
+        list.push(rt);
+        this.byCollective.set(c, list);
+      }
+    }
+  }
+
+  async start(): Promise<void> {
+    const { nc } = this.opts;
+    for (const [collective, runtimes] of this.byCollective) {
+      if (this.opts.wildcard) {
+        this.subscribe(`${collective}.broadcast.agent.*`, collective);
+        this.subscribe(subjects.allNodes(collective), collective);
+      } else {
+        const agents = new Set<string>(["discovery"]);
+        for (const rt of runtimes) for (const la of rt.loadedAgents()) agents.add(la.agent.ddl.metadata.name);
+        for (const a of agents) this.subscribe(subjects.broadcast(collective, a), collective);
+        for (const rt of runtimes) this.subscribe(subjects.node(collective, rt.identity), collective);
+      }
+    }
+    await nc.flush();
+    for (const rt of this.opts.runtimes) this.publishLifecycle("startup", rt);
+    this.startRegistration();
+  }
+
+  private subscribe(subject: string, collective: string): void {
+    const sub = this.opts.nc.subscribe(subject, {
+      callback: (err, msg) => {
+        if (err) {
+          this.opts.log.error({ err: err.message, subject }, "subscription error");
+          return;
+        }
+        this.pending++;
+        this.onMessage(collective, msg)
+          .catch((e) => this.opts.log.error({ err: (e as Error).message }, "unhandled error dispatching a message"))
+          .finally(() => {
+            if (--this.pending === 0) this.idle?.();
+          });
+      },
+    });
+    this.subs.push(sub);
+  }
+
+  private async onMessage(collective: string, msg: Msg): Promise<void> {
+    const { log, intake } = this.opts;
+    const directIdentity = subjects.identityOf(collective, msg.subject);
+    const direct = directIdentity !== undefined;
+    const target = direct ? this.byIdentity.get(directIdentity) : undefined;
+    if (direct && !target) return; // another process's node (wildcard subscription)
+
+    const res = intake.accept(msg.subject, msg.data);
+    if (!res.ok) {
+      log.warn({ subject: msg.subject, reason: res.reason, caller: res.request?.caller, requestid: res.request?.id }, "request rejected");
+      // Only direct requests get a rejection reply: answering garbage on broadcast would amplify it.
+      if (target && msg.reply) this.respond(msg, target.rejection(res.request?.id ?? "", res.status, res.reason, res.request?.agent, res.request?.action));
+      return;
+    }
+    const req = res.request;
+    if (req.collective !== collective) {
+      log.warn({ subject: msg.subject, collective: req.collective }, "request collective does not match its subject; dropped");
+      return;
+    }
+    if (!direct && msg.subject !== subjects.broadcast(collective, req.agent)) {
+      log.warn({ subject: msg.subject, agent: req.agent }, "request agent does not match its subject; dropped");
+      return;
+    }
+    let filter: CompiledFilter;
+    try {
+      filter = compileFilter(validateWireFilter(req.filter));
+    } catch (e) {
+      log.warn({ requestid: req.id, err: (e as Error).message }, "request filter is invalid");
+      if (target && msg.reply) this.respond(msg, target.rejection(req.id, Status.InvalidData, `invalid filter: ${(e as Error).message}`, req.agent, req.action));
+      return;
+    }
+    if (!msg.reply) return; // nowhere to answer; nothing to do
+    if (target) {
+      const reply = await target.handle(req, filter, true);
+      if (reply) this.respond(msg, reply);
+      return;
+    }
+    const runtimes = this.byCollective.get(collective) ?? [];
+    await Promise.all(
+      runtimes.map(async (rt) => {
+        const reply = await rt.handle(req, filter, false);
+        if (reply) this.respond(msg, reply);
+      }),
+    );
+  }
+
+  private respond(msg: Msg, reply: Reply): void {
+    try {
+      msg.respond(encodeReply(reply));
+    } catch (e) {
+      this.opts.log.warn({ err: (e as Error).message }, "cannot publish reply");
+    }
+  }
+
+  private publishLifecycle(type: "startup" | "shutdown", rt: NodeRuntime): void {
+    const component = this.opts.component ?? "server";
+    try {
+      this.opts.nc.publish(subjects.lifecycle(type, component), encodeJson({ type, identity: rt.identity, component, version: this.opts.version, collectives: rt.collectives, time: Date.now() }));
+    } catch {
+      // connection closing; lifecycle events are best effort
+    }
+  }
+
+  registrationPayload(rt: NodeRuntime): Uint8Array {
+    return encodeJson({ ...rt.metadata(), time: Date.now(), version: this.opts.version });
+  }
+
+  private startRegistration(): void {
+    const reg = this.opts.registration;
+    if (!reg || reg.interval <= 0) return;
+    for (const rt of this.opts.runtimes) {
+      const publish = () => {
+        for (const c of rt.collectives) {
+          try {
+            this.opts.nc.publish(subjects.registration(c), this.registrationPayload(rt));
+          } catch {
+            // not connected right now; the next interval tries again
+          }
+        }
+      };
+      const first = reg.splay ? Math.random() * reg.interval * 1000 : 0;
+      const t = setTimeout(() => {
+        publish();
+        const iv = setInterval(publish, reg.interval * 1000);
+        iv.unref();
+        this.timers.push(iv);
+      }, first);
+      t.unref();
+      this.timers.push(t);
+    }
+  }
+
+  /** Stop taking requests, let in-flight ones finish (bounded), announce shutdown. */
+  async stop(graceMs = 5000): Promise<void> {
+    for (const t of this.timers) clearTimeout(t);
+    for (const s of this.subs) s.unsubscribe();
+    if (this.pending > 0) {
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(() => {
+          for (const rt of this.opts.runtimes) rt.abortAll();
+          resolve();
+        }, graceMs);
+        this.idle = () => {
+          clearTimeout(t);
+          resolve();
+        };
+      });
+    }
+    for (const rt of this.opts.runtimes) this.publishLifecycle("shutdown", rt);
+    await this.opts.nc.flush().catch(() => undefined);
+  }
+}

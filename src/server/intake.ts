@@ -1,0 +1,68 @@
+import type { Logger } from "pino";
+import { MusterError } from "../errors.js";
+import { decodeRequest } from "../protocol/envelope.js";
+import { checkFreshness, ReplayCache, type FreshnessPolicy } from "../protocol/freshness.js";
+import { verifyRequestSignature } from "../protocol/signing.js";
+import { Status, type StatusCode } from "../protocol/status.js";
+import type { Request } from "../protocol/types.js";
+import type { TrustStore } from "../security/keys.js";
+import type { IntakeStats } from "./stats.js";
+
+// Pipeline stages 1-2: decode and verify. Each failure maps to one reply status and one counter.
+
+export type IntakeResult =
+  | { ok: true; request: Request }
+  | { ok: false; status: StatusCode; reason: string; request?: Request };
+
+export interface IntakeOptions {
+  trust: TrustStore;
+  freshness: FreshnessPolicy;
+  maxBytes: number;
+  stats: IntakeStats;
+  log: Logger;
+  now?: () => number;
+}
+
+export class RequestIntake {
+  private readonly replay: ReplayCache;
+  constructor(private readonly opts: IntakeOptions) {
+    this.replay = new ReplayCache(opts.freshness);
+  }
+
+  accept(subject: string, bytes: Uint8Array): IntakeResult {
+    const { stats, trust } = this.opts;
+    stats.total++;
+    if (bytes.length > this.opts.maxBytes) {
+      stats.unvalidated++;
+      return { ok: false, status: Status.InvalidData, reason: `message of ${bytes.length} bytes exceeds the limit of ${this.opts.maxBytes}` };
+    }
+    let req: Request;
+    try {
+      req = decodeRequest(bytes);
+    } catch (e) {
+      stats.unvalidated++;
+      return { ok: false, status: Status.InvalidData, reason: e instanceof MusterError ? e.message : "invalid envelope" };
+    }
+    const key = trust.lookup(req.pubkey);
+    if (!key || key.name !== req.caller) {
+      stats.badsig++;
+      return { ok: false, status: Status.Aborted, reason: `caller ${JSON.stringify(req.caller)} is not trusted by this node`, request: req };
+    }
+    if (!verifyRequestSignature(req, key.obj)) {
+      stats.badsig++;
+      return { ok: false, status: Status.Aborted, reason: "request signature does not verify", request: req };
+    }
+    const now = (this.opts.now ?? Date.now)();
+    const fresh = checkFreshness(req.time, req.ttl, now, this.opts.freshness);
+    if (fresh !== "ok") {
+      stats.ttlexpired++;
+      return { ok: false, status: Status.Aborted, reason: fresh === "expired" ? "request has expired (check clocks or raise --ttl)" : "request time is too far in the future (check clocks)", request: req };
+    }
+    if (!this.replay.admit(`${subject}|${req.id}`, req.time, req.ttl, now)) {
+      stats.replayed++;
+      return { ok: false, status: Status.Aborted, reason: `request ${req.id} was already received (replay)`, request: req };
+    }
+    stats.validated++;
+    return { ok: true, request: req };
+  }
+}
