@@ -1,0 +1,253 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { connect, type Msg, type NatsConnection, type Subscription } from "@nats-io/transport-node";
+import { stringify as toYaml } from "yaml";
+
+// Helpers for integration tests of the collective: the real `muster` binary (server, emulate, client
+// commands) against a real nats-server. Every process started here is stopped by the returned
+// handle; tests register those stops with t.after/after so they run on failure too.
+
+/** Repository root, from dist/test/support/ (compiled) . */
+export const repoRoot = fileURLToPath(new URL("../../../", import.meta.url));
+export const cliPath = join(repoRoot, "dist", "src", "cli", "main.js");
+export const examplesDir = join(repoRoot, "examples");
+
+export function tempDir(prefix: string): { path: string; remove(): void } {
+  const path = mkdtempSync(join(tmpdir(), `muster-${prefix}-`));
+  return { path, remove: () => rmSync(path, { recursive: true, force: true }) };
+}
+
+/**
+ * An environment for child processes: no inherited muster settings (a developer's MUSTER_BROKER or
+ * MUSTER_CONFIG must not leak into a test), keys under the given config dir.
+ */
+export function cleanEnv(configDir: string, extra: Record<string, string | undefined> = {}): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith("MUSTER_") && k !== "XDG_CONFIG_HOME") env[k] = v;
+  env.MUSTER_CONFIG_DIR = configDir;
+  env.NO_COLOR = "1";
+  for (const [k, v] of Object.entries(extra)) {
+    if (v === undefined) delete env[k];
+    else env[k] = v;
+  }
+  return env;
+}
+
+export interface CliResult {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs `muster ARGS` to completion (killed at the deadline, which fails the caller's assertions). */
+export function runCli(args: string[], opts: { env: NodeJS.ProcessEnv; cwd?: string; timeoutMs?: number }): Promise<CliResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [cliPath, ...args], { env: opts.env, cwd: opts.cwd ?? repoRoot, stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+    const timer = setTimeout(() => child.kill("SIGKILL"), opts.timeoutMs ?? 30_000);
+    child.once("error", (e) => {
+      clearTimeout(timer);
+      reject(e);
+    });
+    child.once("close", (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code, signal, stdout, stderr });
+    });
+  });
+}
+
+export interface MusterProcess {
+  child: ChildProcess;
+  /** Everything written so far. */
+  stdout(): string;
+  stderr(): string;
+  /** Resolves with the first stdout line matching, or rejects at the deadline or when the process exits first. */
+  waitForLine(re: RegExp, timeoutMs: number): Promise<string>;
+  /** Resolves with the exit code once the process ends. */
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** SIGTERM, then SIGKILL after the grace period. Idempotent. */
+  stop(graceMs?: number): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+/** Spawns a long-running `muster` command (server, emulate). */
+export function spawnMuster(args: string[], opts: { env: NodeJS.ProcessEnv; cwd?: string }): MusterProcess {
+  const child = spawn(process.execPath, [cliPath, ...args], { env: opts.env, cwd: opts.cwd ?? repoRoot, stdio: ["ignore", "pipe", "pipe"] });
+  let out = "";
+  let err = "";
+  const listeners = new Set<() => void>();
+  child.stdout!.on("data", (d: Buffer) => {
+    out += d.toString();
+    for (const l of listeners) l();
+  });
+  child.stderr!.on("data", (d: Buffer) => (err = (err + d.toString()).slice(-200_000)));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+    child.once("close", (code, signal) => {
+      resolve({ code, signal });
+      for (const l of listeners) l();
+    });
+  });
+  let stopping: Promise<{ code: number | null; signal: NodeJS.Signals | null }> | undefined;
+  return {
+    child,
+    stdout: () => out,
+    stderr: () => err,
+    exited,
+    waitForLine(re, timeoutMs) {
+      return new Promise((resolve, reject) => {
+        const check = () => {
+          const line = out.split("\n").find((l) => re.test(l));
+          if (line !== undefined) {
+            done();
+            resolve(line);
+          } else if (child.exitCode !== null || child.signalCode !== null) {
+            done();
+            reject(new Error(`muster ${args[0]} exited (${child.exitCode ?? child.signalCode}) before printing ${re}:\nstdout: ${out}\nstderr: ${err.slice(-3000)}`));
+          }
+        };
+        const timer = setTimeout(() => {
+          done();
+          reject(new Error(`muster ${args[0]} did not print ${re} within ${timeoutMs} ms:\nstdout: ${out}\nstderr: ${err.slice(-3000)}`));
+        }, timeoutMs);
+        const done = () => {
+          clearTimeout(timer);
+          listeners.delete(check);
+        };
+        listeners.add(check);
+        check();
+      });
+    },
+    stop(graceMs = 10_000) {
+      if (!stopping) {
+        stopping = (async () => {
+          if (child.exitCode === null && child.signalCode === null) {
+            child.kill("SIGTERM");
+            const t = setTimeout(() => child.kill("SIGKILL"), graceMs);
+            const r = await exited;
+            clearTimeout(t);
+            return r;
+          }
+          return exited;
+        })();
+      }
+      return stopping;
+    },
+  };
+}
+
+export interface ServerSetup {
+  identity: string;
+  broker: string;
+  facts?: Record<string, unknown>;
+  classes?: string[];
+  /** Extra top-level keys merged into the server config. */
+  config?: Record<string, unknown>;
+}
+
+export interface TestServer extends MusterProcess {
+  dir: string;
+  configFile: string;
+  factsFile: string;
+  classesFile: string;
+}
+
+/** Writes a server config (facter off, facts and classes from files in `dir`) and starts `muster server`. */
+export async function startMusterServer(s: ServerSetup, opts: { dir: string; env: NodeJS.ProcessEnv; waitReady?: boolean }): Promise<TestServer> {
+  const factsFile = join(opts.dir, `${s.identity}.facts.yaml`);
+  const classesFile = join(opts.dir, `${s.identity}.classes.txt`);
+  const configFile = join(opts.dir, `${s.identity}.server.yaml`);
+  writeFileSync(factsFile, toYaml(s.facts ?? {}));
+  writeFileSync(classesFile, `${(s.classes ?? []).join("\n")}\n`);
+  const extra = s.config ?? {};
+  const cfg = {
+    identity: s.identity,
+    brokers: [s.broker],
+    ...extra,
+    facts: { facter: false, file: factsFile, ...((extra.facts as object | undefined) ?? {}) },
+    classes_file: classesFile,
+    log: { level: "warn", ...((extra.log as object | undefined) ?? {}) },
+  };
+  writeFileSync(configFile, toYaml(cfg));
+  const p = spawnMuster(["server", "--config", configFile], { env: opts.env });
+  const server: TestServer = { ...p, dir: opts.dir, configFile, factsFile, classesFile };
+  if (opts.waitReady !== false) {
+    try {
+      await p.waitForLine(/ready/, 20_000);
+    } catch (e) {
+      await p.stop();
+      throw e;
+    }
+  }
+  return server;
+}
+
+export async function connectNats(url: string): Promise<NatsConnection> {
+  return connect({ servers: [url], name: "muster-test" });
+}
+
+/** Collects every message on a subject from now on; `waitFor` waits (with a deadline) for a matching one. */
+export interface Recorder {
+  messages: Msg[];
+  sub: Subscription;
+  waitFor(pred: (m: Msg) => boolean, timeoutMs: number, what?: string): Promise<Msg>;
+  stop(): void;
+}
+
+export function record(nc: NatsConnection, subject: string): Recorder {
+  const messages: Msg[] = [];
+  const waiters = new Set<() => void>();
+  const sub = nc.subscribe(subject, {
+    callback: (_e, m) => {
+      messages.push(m);
+      for (const w of waiters) w();
+    },
+  });
+  return {
+    messages,
+    sub,
+    waitFor(pred, timeoutMs, what = "a matching message") {
+      return new Promise((resolve, reject) => {
+        let seen = 0;
+        const check = () => {
+          for (; seen < messages.length; seen++) {
+            const m = messages[seen]!;
+            if (pred(m)) {
+              waiters.delete(check);
+              clearTimeout(timer);
+              return resolve(m);
+            }
+          }
+        };
+        const timer = setTimeout(() => {
+          waiters.delete(check);
+          reject(new Error(`no ${what} on ${subject} within ${timeoutMs} ms (${messages.length} messages seen)`));
+        }, timeoutMs);
+        waiters.add(check);
+        check();
+      });
+    },
+    stop: () => sub.unsubscribe(),
+  };
+}
+
+/** Polls an async probe until it returns a value (not undefined) or the deadline passes. */
+export async function eventually<T>(probe: () => Promise<T | undefined>, timeoutMs: number, what: string): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const v = await probe();
+      if (v !== undefined) return v;
+    } catch (e) {
+      last = e;
+    }
+    if (Date.now() > deadline) throw new Error(`${what} did not happen within ${timeoutMs} ms${last ? `: ${(last as Error).message}` : ""}`);
+    await new Promise((r) => setTimeout(r, 100)); // re-probe interval, not a synchronisation sleep
+  }
+}
