@@ -4,8 +4,10 @@ import { factsCommand } from "./facts.js";
 import { findCommand } from "./find.js";
 import { inventoryCommand } from "./inventory.js";
 import { pingCommand } from "./ping.js";
+import { provisionCommand } from "./provision.js";
+import { provisionerCommand } from "./provisioner.js";
 import { rpcCommand } from "./rpc.js";
 import { serverCommand } from "./server.js";
 
 // Every subcommand, listed explicitly (no registration by import side effects).
-export const commands: (() => Command)[] = [serverCommand, pingCommand, findCommand, inventoryCommand, factsCommand, rpcCommand, emulateCommand];
+export const commands: (() => Command)[] = [serverCommand, pingCommand, findCommand, inventoryCommand, factsCommand, rpcCommand, emulateCommand, provisionerCommand, provisionCommand];

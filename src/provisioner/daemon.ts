@@ -1,0 +1,79 @@
+import { spawn } from "node:child_process";
+import { existsSync, readFileSync, unlinkSync, writeFileSync } from "node:fs";
+import type { Logger } from "pino";
+import { MusterClient } from "../client/client.js";
+import { resolveBrokers } from "../broker/connect.js";
+import { MusterError } from "../errors.js";
+import type { ProvisionerConfig } from "./config.js";
+import { ProvisionerMetrics } from "./metrics.js";
+import { Provisioner } from "./runner.js";
+import { StateStore } from "./state.js";
+
+// Process concerns of `muster provisioner`: detaching, pidfile, signals, metrics endpoint.
+
+/** Re-run ourselves detached (daemonize: true); the parent returns the child's pid and exits. */
+export function detach(argv: string[], cfg: ProvisionerConfig): number {
+  const child = spawn(process.execPath, argv, { detached: true, stdio: "ignore", env: { ...process.env, MUSTER_DAEMONIZED: "1" } });
+  child.unref();
+  if (cfg.pidfile) writeFileSync(cfg.pidfile, `${child.pid}\n`);
+  return child.pid ?? 0;
+}
+
+function claimPidfile(path: string): void {
+  if (existsSync(path)) {
+    const pid = Number(readFileSync(path, "utf8").trim());
+    if (pid && pid !== process.pid) {
+      try {
+        process.kill(pid, 0);
+        throw new MusterError("MUSTER_USAGE", `another provisioner runs with pid ${pid} (pidfile ${path}); stop it first`);
+      } catch (e) {
+        if (e instanceof MusterError) throw e; // ESRCH: a stale pidfile, ours to take
+      }
+    }
+  }
+  writeFileSync(path, `${process.pid}\n`);
+}
+
+export interface RunOptions {
+  once: boolean;
+  broker?: string;
+}
+
+export async function runProvisioner(cfg: ProvisionerConfig, log: Logger, opts: RunOptions): Promise<number> {
+  if (cfg.pidfile) claimPidfile(cfg.pidfile);
+  const brokers = resolveBrokers(opts.broker, cfg.broker === undefined ? undefined : Array.isArray(cfg.broker) ? cfg.broker : [cfg.broker]);
+  const client = await MusterClient.connect({ brokers, collective: cfg.collective, name: `muster-provisioner:${cfg.id}`, log });
+  const store = await StateStore.open(client.nc, cfg.state_bucket);
+  const metrics = new ProvisionerMetrics();
+  if (cfg.metrics) log.info({ url: `${await metrics.serve(cfg.metrics.host, cfg.metrics.port)}/metrics` }, "serving metrics");
+  const p = new Provisioner(cfg, client, store, log, metrics);
+  let code = 0;
+  try {
+    if (opts.once) {
+      // One discovery cycle; provision what it found (and our own unfinished nodes), then exit.
+      await p.runOnce();
+      const failed = (await store.all()).filter((r) => r.status === "failed").length;
+      code = failed ? 2 : 0;
+    } else {
+      await p.start();
+      log.info({ id: cfg.id, concurrency: cfg.concurrency, per_master_limit: cfg.per_master_limit }, "provisioner running");
+      await new Promise<void>((resolve) => {
+        process.once("SIGTERM", () => resolve());
+        process.once("SIGINT", () => resolve());
+      });
+      log.info("stopping: no new nodes; finishing or abandoning current steps");
+      await p.stop();
+    }
+  } finally {
+    await metrics.close();
+    await client.close();
+    if (cfg.pidfile) {
+      try {
+        if (readFileSync(cfg.pidfile, "utf8").trim() === String(process.pid)) unlinkSync(cfg.pidfile);
+      } catch {
+        // already gone
+      }
+    }
+  }
+  return code;
+}

@@ -1,0 +1,482 @@
+import type { Logger } from "pino";
+import type { MusterClient, RpcResult } from "../client/client.js";
+import { buildFilter } from "../filter/index.js";
+import { decodeJson } from "../protocol/envelope.js";
+import { Status } from "../protocol/status.js";
+import { subjects } from "../protocol/subjects.js";
+import type { Filter } from "../protocol/types.js";
+import type { ProvisionerConfig } from "./config.js";
+import type { ProvisionerMetrics } from "./metrics.js";
+import { pickMaster, type MasterCandidate } from "./pick-master.js";
+import { Semaphore } from "./semaphore.js";
+import { backoffMs, CERT_STAGES, enabledStages, remainingStages, type Stage } from "./stages.js";
+import { appendLog, claimable, newRecord, type StateStore, type Versioned } from "./state.js";
+
+// The provisioning daemon's engine. Nodes come from discovery every `sleeptime` and from startup
+// lifecycle events; each runs through the enabled steps with retries, capped globally and per
+// master, with its progress in KV after every step so a restarted provisioner resumes.
+
+export class StepError extends Error {
+  constructor(message: string, readonly data: Record<string, unknown> = {}) {
+    super(message);
+  }
+}
+
+class Abandoned extends Error {}
+
+interface MasterInfo extends MasterCandidate {
+  address: string;
+  port?: number;
+}
+
+export interface ProvisionerEvents {
+  onStage?(identity: string, stage: Stage | "failed" | "done"): void;
+}
+
+export class Provisioner {
+  private readonly global: Semaphore;
+  private readonly perMaster = new Map<string, Semaphore>();
+  private readonly running = new Map<string, Promise<void>>();
+  private readonly queued = new Set<string>();
+  private readonly abort = new AbortController();
+  private stopping = false;
+  private loopTimer?: NodeJS.Timeout;
+  private wake?: () => void;
+  private masters?: { at: number; list: MasterInfo[] };
+  private readonly stages: Stage[];
+  private readonly targetFilter: Filter;
+  private readonly masterFilter: Filter;
+  private readonly notifyFilter: Filter;
+
+  constructor(
+    private readonly cfg: ProvisionerConfig,
+    private readonly client: MusterClient,
+    private readonly store: StateStore,
+    private readonly log: Logger,
+    private readonly metrics?: ProvisionerMetrics,
+    private readonly events: ProvisionerEvents = {},
+  ) {
+    this.global = new Semaphore(cfg.concurrency);
+    this.stages = enabledStages(cfg.steps);
+    // Filters are parsed once at start: a bad one stops the daemon with a clear message.
+    this.targetFilter = buildFilter({ select: cfg.target.filter ? [cfg.target.filter] : [], agent: [cfg.target.agent] });
+    this.masterFilter = buildFilter({ select: cfg.master.filter ? [cfg.master.filter] : [], agent: [cfg.master.agent] });
+    this.notifyFilter = buildFilter({ select: cfg.notify.filter ? [cfg.notify.filter] : [], agent: [cfg.notify.agent] });
+  }
+
+  /** Subscribe to startup events, resume our own unfinished work, then cycle until stopped. */
+  async start(): Promise<void> {
+    const sub = this.client.nc.subscribe(subjects.lifecycle("startup", "*"), {
+      callback: (err, msg) => {
+        if (err) return;
+        try {
+          const ev = decodeJson(msg.data) as { identity?: unknown };
+          if (typeof ev.identity === "string") void this.onNodeStartup(ev.identity);
+        } catch {
+          this.log.debug("ignored a garbled lifecycle event");
+        }
+      },
+    });
+    this.abort.signal.addEventListener("abort", () => sub.unsubscribe(), { once: true });
+    await this.resumeOwn();
+    void this.loop();
+  }
+
+  /** --once: our unfinished nodes plus one discovery cycle, provisioned to the end. */
+  async runOnce(): Promise<void> {
+    await this.resumeOwn();
+    await this.cycle();
+    while (this.running.size) await Promise.allSettled([...this.running.values()]);
+  }
+
+  /** One discovery cycle: enqueue every node waiting to be provisioned. */
+  async cycle(): Promise<string[]> {
+    const found = await this.client.discover({ filter: this.targetFilter, timeoutMs: this.cfg.discovery_timeout * 1000 });
+    if (found.length) this.log.debug({ count: found.length }, "nodes waiting to be provisioned");
+    for (const id of found) this.enqueue(id, "discovery");
+    return found;
+  }
+
+  private async loop(): Promise<void> {
+    while (!this.stopping) {
+      try {
+        this.masters = undefined; // masters are discovered afresh every cycle
+        await this.cycle();
+      } catch (e) {
+        this.log.warn({ err: (e as Error).message }, "discovery cycle failed; trying again next cycle");
+      }
+      if (this.stopping) break;
+      await new Promise<void>((resolve) => {
+        this.wake = resolve;
+        this.loopTimer = setTimeout(resolve, this.cfg.sleeptime * 1000);
+      });
+    }
+  }
+
+  private async onNodeStartup(identity: string): Promise<void> {
+    if (this.stopping) return;
+    const v = await this.store.get(identity).catch(() => undefined);
+    if (v?.record.status === "failed") {
+      // A restarted node gets a fresh round: operators fix the cause, then reboot or `provision retry`.
+      v.record.status = "pending";
+      v.record.attempts = 0;
+      v.record.stage = undefined;
+      appendLog(v.record, "node restarted; provisioning will be retried");
+      if ((await this.store.save(v)) === undefined) return;
+    } else if (v?.record.status === "done") return;
+    this.log.info({ node: identity }, "node started; provisioning it now");
+    this.enqueue(identity, "startup");
+  }
+
+  /** Records we own that were in progress when we stopped (crash or SIGKILL): take them up again. */
+  private async resumeOwn(): Promise<void> {
+    const now = Date.now();
+    for (const rec of await this.store.all()) {
+      if (rec.status === "in_progress" && (rec.owner === this.cfg.id || (rec.claimExpires ?? 0) < now)) {
+        this.log.info({ node: rec.identity, stage: rec.stage ?? "none" }, "resuming unfinished provisioning");
+        this.enqueue(rec.identity, "resume");
+      }
+    }
+  }
+
+  enqueue(identity: string, why: string): void {
+    if (this.stopping || this.running.has(identity) || this.queued.has(identity)) return;
+    this.queued.add(identity);
+    this.metrics?.discovered.inc();
+    const p = this.provision(identity, why)
+      .catch((e) => this.log.error({ node: identity, err: (e as Error).message }, "provisioning crashed"))
+      .finally(() => {
+        this.running.delete(identity);
+        this.queued.delete(identity);
+      });
+    this.running.set(identity, p);
+  }
+
+  get inFlight(): number {
+    return this.running.size;
+  }
+
+  /** Stop taking nodes; let current steps finish within the grace period, then abandon them safely. */
+  async stop(): Promise<void> {
+    if (this.stopping) return;
+    this.stopping = true;
+    clearTimeout(this.loopTimer);
+    this.wake?.();
+    const all = Promise.allSettled([...this.running.values()]);
+    const graceMs = this.cfg.shutdown_grace * 1000;
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = await Promise.race([all.then(() => false), new Promise<boolean>((r) => (timer = setTimeout(() => r(true), graceMs)))]);
+    clearTimeout(timer);
+    if (timedOut) {
+      this.log.warn({ nodes: [...this.running.keys()] }, "abandoning in-flight nodes; their locks are released and a restart resumes them");
+      this.abort.abort(new Abandoned("provisioner stopping"));
+      await all;
+    }
+  }
+
+  // ---- one node ----
+
+  private async provision(identity: string, why: string): Promise<void> {
+    await this.global.acquire(this.abort.signal).catch(() => undefined);
+    if (this.abort.signal.aborted) return;
+    let heldMaster: Semaphore | undefined;
+    let v: Versioned | undefined;
+    try {
+      v = await this.claim(identity);
+      if (!v) return;
+      const rec = v.record;
+      this.metrics?.inFlight.inc();
+      appendLog(rec, `provisioning started (${why})`);
+      const facts = await this.inventory(identity);
+      rec.nodeAddress = stringFact(facts, this.cfg.target.ipaddress_fact);
+      if (!rec.nodeAddress) throw new StepError(`node has no '${this.cfg.target.ipaddress_fact}' fact (target.ipaddress_fact)`);
+      const master = await this.chooseMaster(identity, facts, rec.master);
+      rec.master = master.identity;
+      rec.masterAddress = master.address;
+      await this.persist(v);
+      heldMaster = this.masterSemaphore(master.identity);
+      await heldMaster.acquire(this.abort.signal);
+
+      const todo = remainingStages(this.stages, rec.stage);
+      let skipCert = rec.hadCert === true;
+      for (const stage of todo) {
+        if (CERT_STAGES.has(stage)) {
+          if (rec.hadCert === undefined) {
+            rec.hadCert = await this.hasCert(identity);
+            if (rec.hadCert) appendLog(rec, "node already has a certificate; skipping certificate steps");
+            skipCert = rec.hadCert;
+          }
+          if (skipCert) continue;
+        }
+        await this.runStage(v, stage, master);
+      }
+      rec.status = "done";
+      rec.current = undefined;
+      rec.finishedAt = Date.now();
+      rec.claimExpires = undefined;
+      appendLog(rec, `provisioned against ${master.identity} in ${((rec.finishedAt - (rec.startedAt ?? rec.finishedAt)) / 1000).toFixed(1)}s`);
+      await this.persist(v);
+      this.metrics?.provisioned.inc();
+      this.events.onStage?.(identity, "done");
+      this.log.info({ node: identity, master: master.identity }, "node provisioned");
+    } catch (e) {
+      if (!v) throw e;
+      await this.handleFailure(v, e as Error);
+    } finally {
+      heldMaster?.release();
+      this.global.release();
+      if (v) this.metrics?.inFlight.dec();
+    }
+  }
+
+  /** Take ownership in KV with compare-and-set; false when done, failed or owned by a live provisioner. */
+  private async claim(identity: string): Promise<Versioned | undefined> {
+    const now = Date.now();
+    const existing = await this.store.get(identity);
+    if (!claimable(existing?.record, this.cfg.id, now)) return undefined;
+    const v: Versioned = existing ?? { record: newRecord(identity, now), revision: 0 };
+    const rec = v.record;
+    if (rec.status === "pending" || rec.owner !== this.cfg.id || !rec.startedAt) {
+      if (rec.status !== "in_progress") {
+        rec.rounds += 1;
+        rec.startedAt = now;
+        rec.timings = {};
+        rec.finishedAt = undefined;
+      }
+    }
+    rec.status = "in_progress";
+    rec.owner = this.cfg.id;
+    rec.claimExpires = now + this.cfg.lock_lease * 1000;
+    if ((await this.store.save(v)) === undefined) {
+      this.log.debug({ node: identity }, "another provisioner claimed this node first");
+      return undefined;
+    }
+    return v;
+  }
+
+  private async persist(v: Versioned): Promise<void> {
+    v.record.claimExpires = v.record.status === "in_progress" ? Date.now() + this.cfg.lock_lease * 1000 : undefined;
+    if ((await this.store.save(v)) === undefined) throw new Abandoned(`state of ${v.record.identity} was changed by someone else; leaving the node to them`);
+  }
+
+  private async runStage(v: Versioned, stage: Stage, master: MasterInfo): Promise<void> {
+    const rec = v.record;
+    rec.current = stage;
+    await this.persist(v);
+    this.events.onStage?.(rec.identity, stage);
+    for (let attempt = 1; ; attempt++) {
+      if (this.abort.signal.aborted) throw new Abandoned("provisioner stopping");
+      const t0 = performance.now();
+      try {
+        const note = await this.doStage(stage, rec.identity, master, v);
+        const ms = performance.now() - t0;
+        rec.timings[stage] = Math.round(ms);
+        rec.stage = stage;
+        rec.attempts = 0;
+        rec.lastError = undefined;
+        appendLog(rec, `${stage} ok${note ? `: ${note}` : ""} (${Math.round(ms)} ms)`);
+        await this.persist(v);
+        this.metrics?.stepDuration.observe({ step: stage }, ms / 1000);
+        return;
+      } catch (e) {
+        if (e instanceof Abandoned || this.abort.signal.aborted) throw e;
+        rec.attempts = attempt;
+        rec.lastError = `${stage}: ${(e as Error).message}`;
+        appendLog(rec, `${stage} failed (attempt ${attempt}/${this.cfg.retries.attempts}): ${(e as Error).message}`);
+        await this.persist(v);
+        if (attempt >= this.cfg.retries.attempts) throw e;
+        this.metrics?.retries.inc({ step: stage });
+        const wait = backoffMs(attempt, this.cfg.retries.backoff, this.cfg.retries.max_backoff);
+        this.log.warn({ node: rec.identity, stage, attempt, retryInMs: wait, err: (e as Error).message }, "step failed; retrying");
+        await sleep(wait, this.abort.signal); // backoff between retries is the intended delay
+      }
+    }
+  }
+
+  private async doStage(stage: Stage, id: string, master: MasterInfo, v: Versioned): Promise<string | void> {
+    const agent = this.cfg.target.agent;
+    const rec = v.record;
+    switch (stage) {
+      case "lock":
+        await this.callNode(id, agent, "lock_deploy", { owner: this.cfg.id, lease: this.cfg.lock_lease });
+        return;
+      case "set_puppet_host":
+        await this.callNode(id, agent, "set_puppet_host", master.port ? { ipaddress: master.address, port: master.port } : { ipaddress: master.address });
+        return `${master.address}${master.port ? `:${master.port}` : ""}`;
+      case "clean_cert": {
+        const masters = await this.discoverMasters();
+        await Promise.all(masters.map((m) => this.callNode(m.identity, this.cfg.master.agent, "clean", { certname: id })));
+        return `on ${masters.length} master(s)`;
+      }
+      case "request_csr": {
+        const data = await this.callNode(id, agent, "request_certificate", {});
+        if (typeof data.fingerprint !== "string") throw new StepError("request_certificate did not return a fingerprint");
+        rec.fingerprint = data.fingerprint;
+        return data.fingerprint;
+      }
+      case "sign_csr": {
+        if (!rec.fingerprint) throw new StepError("no CSR fingerprint recorded; the request_csr step must run first");
+        try {
+          await this.callNode(master.identity, this.cfg.master.agent, "sign", { certname: id, fingerprint: rec.fingerprint });
+        } catch (e) {
+          // Idempotent after a crash between signing and recording it: never sign twice.
+          if (await this.alreadySigned(master.identity, id)) return "already signed";
+          throw e;
+        }
+        rec.signedBy = master.identity;
+        return `by ${master.identity}`;
+      }
+      case "bootstrap":
+        await this.callNode(id, agent, "bootstrap_puppet", {}, this.cfg.puppet_timeout * 1000);
+        return;
+      case "production":
+        await this.callNode(id, agent, "run_puppet", {}, this.cfg.puppet_timeout * 1000);
+        return;
+      case "daemonize":
+        await this.callNode(id, agent, "daemonize_puppet", {});
+        return;
+      case "disable":
+        await this.callNode(id, agent, "disable_provisioner", {});
+        return;
+      case "unlock":
+        await this.callNode(id, agent, "unlock_deploy", { owner: this.cfg.id });
+        return;
+      case "notify":
+        await this.notify(`Provisioned ${id} against ${master.identity}`, `muster provisioned ${id} (${rec.nodeAddress}) against Puppet master ${master.identity} (${master.address}).`);
+        return;
+    }
+  }
+
+  private async alreadySigned(master: string, certname: string): Promise<boolean> {
+    try {
+      const st = await this.callNode(master, this.cfg.master.agent, "status", { certname });
+      return st.state === "signed" || st.signed === true;
+    } catch {
+      return false;
+    }
+  }
+
+  private async hasCert(id: string): Promise<boolean> {
+    const d = await this.callNode(id, this.cfg.target.agent, "has_cert", {});
+    return d.has_cert === true;
+  }
+
+  private async handleFailure(v: Versioned, e: Error): Promise<void> {
+    const rec = v.record;
+    if (e instanceof Abandoned || this.abort.signal.aborted) {
+      // Leave the record in progress (a restart resumes it) but release the node's lock now.
+      appendLog(rec, `abandoned at ${rec.current ?? "start"}: ${e.message}`);
+      rec.claimExpires = 0;
+      await this.store.save(v).catch(() => undefined);
+      await this.releaseLock(rec.identity);
+      return;
+    }
+    rec.status = "failed";
+    rec.finishedAt = Date.now();
+    rec.lastError = rec.lastError ?? e.message;
+    appendLog(rec, `failed: ${e.message}`);
+    await this.store.save(v).catch(() => undefined);
+    this.metrics?.failed.inc();
+    this.events.onStage?.(rec.identity, "failed");
+    this.log.error({ node: rec.identity, stage: rec.current, err: e.message }, "provisioning failed; retry with `muster provision retry` or restart the node");
+    await this.releaseLock(rec.identity);
+    if (this.cfg.steps.notify) {
+      await this.notify(`Provisioning ${rec.identity} FAILED`, `muster could not provision ${rec.identity}.\nStep: ${rec.current ?? "start"}\nError: ${rec.lastError}\n\nRecent log:\n${rec.log.slice(-10).join("\n")}`).catch((ne) =>
+        this.log.error({ err: (ne as Error).message }, "could not notify the admins of a failure"),
+      );
+    }
+  }
+
+  private async releaseLock(id: string): Promise<void> {
+    if (!this.cfg.steps.lock) return;
+    await this.callNode(id, this.cfg.target.agent, "unlock_deploy", { owner: this.cfg.id }, 10_000, true).catch((e) => this.log.warn({ node: id, err: (e as Error).message }, "could not release the node's lock; it expires with its lease"));
+  }
+
+  // ---- collective helpers ----
+
+  private async inventory(id: string): Promise<Record<string, unknown>> {
+    const d = await this.callNode(id, "rpcutil", "inventory", {});
+    return (d.facts as Record<string, unknown>) ?? {};
+  }
+
+  private masterSemaphore(master: string): Semaphore {
+    let s = this.perMaster.get(master);
+    if (!s) this.perMaster.set(master, (s = new Semaphore(this.cfg.per_master_limit)));
+    return s;
+  }
+
+  /** All masters with their facts; cached for one cycle so a new master is seen by the next one. */
+  async discoverMasters(): Promise<MasterInfo[]> {
+    if (this.masters && Date.now() - this.masters.at < this.cfg.sleeptime * 1000) return this.masters.list;
+    const ids = await this.client.discover({ filter: this.masterFilter, timeoutMs: this.cfg.discovery_timeout * 1000 });
+    const list: MasterInfo[] = [];
+    if (ids.length) {
+      const res = await this.client.call("rpcutil", "inventory", {}, { nodes: ids, timeoutMs: 10_000 });
+      for (const r of res.replies) {
+        if (r.statuscode !== Status.OK) continue;
+        const facts = (r.data.facts as Record<string, unknown>) ?? {};
+        const address = stringFact(facts, this.cfg.master.ipaddress_fact);
+        if (!address) {
+          this.log.warn({ master: r.sender, fact: this.cfg.master.ipaddress_fact }, "master has no address fact; not used");
+          continue;
+        }
+        const port = Number(facts.puppetserver_port);
+        list.push({ identity: r.sender, facts, address, port: Number.isInteger(port) && port > 0 ? port : undefined });
+      }
+    }
+    this.masters = { at: Date.now(), list };
+    return list;
+  }
+
+  private async chooseMaster(id: string, facts: Record<string, unknown>, previous: string | undefined): Promise<MasterInfo> {
+    const masters = await this.discoverMasters();
+    // A node resumed after a restart keeps its master: its certificate may already be signed there.
+    const kept = previous ? masters.find((m) => m.identity === previous) : undefined;
+    if (kept) return kept;
+    const choice = pickMaster(this.cfg.master.criteria, facts, masters);
+    if (!choice) throw new StepError(`no Puppet master found (filter: agent ${this.cfg.master.agent}${this.cfg.master.filter ? ` and ${this.cfg.master.filter}` : ""})`);
+    this.log.info({ node: id, master: choice.master.identity, criterion: choice.criterion ?? "first master", value: choice.value }, "picked master");
+    return choice.master as MasterInfo;
+  }
+
+  private async callNode(id: string, agent: string, action: string, data: Record<string, unknown>, timeoutMs = 60_000, quiet = false): Promise<Record<string, unknown>> {
+    let res: RpcResult;
+    try {
+      res = await this.client.call(agent, action, data, { nodes: [id], timeoutMs });
+    } catch (e) {
+      throw new StepError(`${agent}#${action} on ${id}: ${(e as Error).message}`);
+    }
+    const r = res.replies[0];
+    if (!r) throw new StepError(`${agent}#${action}: no reply from ${id} within ${Math.round(timeoutMs / 1000)}s`);
+    if (r.statuscode !== Status.OK) {
+      const detail = Array.isArray(r.data.failed_resources) && r.data.failed_resources.length ? ` (failed: ${(r.data.failed_resources as unknown[]).slice(0, 5).map(String).join(", ")})` : "";
+      if (!quiet) this.log.debug({ node: id, agent, action, status: r.statuscode, msg: r.statusmsg }, "action failed");
+      throw new StepError(`${agent}#${action} on ${id}: ${r.statusmsg}${detail}`, r.data);
+    }
+    return r.data;
+  }
+
+  /** Send to exactly one notifier: the first (by identity) of those discovered. */
+  private async notify(subject: string, message: string): Promise<void> {
+    const found = await this.client.discover({ filter: this.notifyFilter, timeoutMs: this.cfg.discovery_timeout * 1000 });
+    const notifier = found[0];
+    if (!notifier) throw new StepError(`no notifier found (agent ${this.cfg.notify.agent}${this.cfg.notify.filter ? `, filter ${this.cfg.notify.filter}` : ""})`);
+    if (found.length > 1) this.log.debug({ using: notifier, found: found.length }, "several notifiers; using the first");
+    await this.callNode(notifier, this.cfg.notify.agent, "send", { subject, message, ...(this.cfg.notify.targets.length ? { recipients: this.cfg.notify.targets } : {}) });
+  }
+}
+
+function stringFact(facts: Record<string, unknown>, name: string): string | undefined {
+  const v = facts[name];
+  return typeof v === "string" && v ? v : typeof v === "number" ? String(v) : undefined;
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const t = setTimeout(resolve, ms);
+    signal.addEventListener("abort", () => {
+      clearTimeout(t);
+      resolve();
+    }, { once: true });
+  });
+}

@@ -1,0 +1,54 @@
+import type { ProvisionerConfig } from "./config.js";
+
+// The provisioning steps in order. A node's record holds the last completed stage, so a restarted
+// provisioner resumes after it. Each step is idempotent, so redoing a step cut short is safe.
+
+export const Stages = [
+  "lock",
+  "set_puppet_host",
+  "clean_cert",
+  "request_csr",
+  "sign_csr",
+  "bootstrap",
+  "production",
+  "daemonize",
+  "disable",
+  "unlock",
+  "notify",
+] as const;
+export type Stage = (typeof Stages)[number];
+
+export type NodeStatus = "pending" | "in_progress" | "done" | "failed";
+
+/** Which steps run, from the mcprovision `steps` switches. Certificate steps are skipped when the node has a cert. */
+export function enabledStages(steps: ProvisionerConfig["steps"]): Stage[] {
+  const on: Record<Stage, boolean> = {
+    lock: steps.lock,
+    set_puppet_host: steps.set_puppet_hostname,
+    clean_cert: steps.clean_node_certname,
+    request_csr: steps.send_node_csr,
+    sign_csr: steps.sign_node_csr,
+    bootstrap: steps.puppet_bootstrap_stage,
+    production: steps.puppet_final_run,
+    daemonize: steps.puppet_daemonize,
+    disable: steps.disable_provisioner,
+    unlock: steps.lock,
+    notify: steps.notify,
+  };
+  return Stages.filter((s) => on[s]);
+}
+
+export const CERT_STAGES: ReadonlySet<Stage> = new Set(["clean_cert", "request_csr", "sign_csr"]);
+
+/** The stages still to run after `done` (the last completed one). */
+export function remainingStages(enabled: readonly Stage[], done: Stage | undefined): Stage[] {
+  if (!done) return [...enabled];
+  const idx = Stages.indexOf(done);
+  return enabled.filter((s) => Stages.indexOf(s) > idx);
+}
+
+/** Delay before retry `attempt` (1-based): exponential from `base`, capped, with ±20% jitter. */
+export function backoffMs(attempt: number, baseSeconds: number, maxSeconds: number, rand = Math.random): number {
+  const raw = Math.min(maxSeconds, baseSeconds * 2 ** (attempt - 1));
+  return Math.round(raw * 1000 * (0.8 + 0.4 * rand()));
+}

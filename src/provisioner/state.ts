@@ -1,0 +1,123 @@
+import type { NatsConnection } from "@nats-io/transport-node";
+import { jetstream } from "@nats-io/jetstream";
+import { Kvm, type KV } from "@nats-io/kv";
+import type { NodeStatus, Stage } from "./stages.js";
+
+// The durable per-node record in JetStream KV. Every write is a compare-and-set on the revision we
+// read, so two provisioners can never both own a node: the loser's write fails and it backs off.
+
+export interface NodeRecord {
+  identity: string;
+  status: NodeStatus;
+  /** The last completed stage. */
+  stage?: Stage;
+  /** The stage being worked on (for status displays). */
+  current?: Stage;
+  /** Failed attempts of the current stage. */
+  attempts: number;
+  /** Provisioning rounds started (1 + operator retries and restarts). */
+  rounds: number;
+  master?: string;
+  masterAddress?: string;
+  nodeAddress?: string;
+  owner?: string;
+  /** ms epoch after which another provisioner may take the node over. */
+  claimExpires?: number;
+  startedAt?: number;
+  updatedAt: number;
+  finishedAt?: number;
+  timings: Partial<Record<Stage, number>>;
+  fingerprint?: string;
+  hadCert?: boolean;
+  signedBy?: string;
+  lastError?: string;
+  log: string[];
+}
+
+const LOG_TAIL = 30;
+const enc = new TextEncoder();
+const dec = new TextDecoder();
+
+/** KV keys allow [-/_=.a-zA-Z0-9]; identities may hold : and @, which are hex-escaped. */
+export function keyFor(identity: string): string {
+  return identity.replace(/[^-/_=.a-zA-Z0-9]/g, (c) => `_${c.charCodeAt(0).toString(16).padStart(2, "0")}`);
+}
+
+export function newRecord(identity: string, now = Date.now()): NodeRecord {
+  return { identity, status: "pending", attempts: 0, rounds: 0, updatedAt: now, timings: {}, log: [] };
+}
+
+export function appendLog(rec: NodeRecord, line: string, now = Date.now()): void {
+  rec.log.push(`${new Date(now).toISOString()} ${line}`);
+  if (rec.log.length > LOG_TAIL) rec.log.splice(0, rec.log.length - LOG_TAIL);
+}
+
+export interface Versioned {
+  record: NodeRecord;
+  revision: number; // 0 = not stored yet
+}
+
+export class StateStore {
+  private constructor(readonly kv: KV) {}
+
+  static async open(nc: NatsConnection, bucket: string): Promise<StateStore> {
+    const kvm = new Kvm(jetstream(nc));
+    const kv = await kvm.create(bucket, { history: 5 });
+    return new StateStore(kv);
+  }
+
+  async get(identity: string): Promise<Versioned | undefined> {
+    const e = await this.kv.get(keyFor(identity));
+    if (!e || e.operation !== "PUT" || e.value.length === 0) return undefined;
+    try {
+      return { record: JSON.parse(dec.decode(e.value)) as NodeRecord, revision: e.revision };
+    } catch {
+      return undefined; // a corrupt record is treated as absent and rewritten
+    }
+  }
+
+  /** Compare-and-set. Returns the new revision, or undefined when someone else wrote first. */
+  async save(v: Versioned): Promise<number | undefined> {
+    v.record.updatedAt = Date.now();
+    const data = enc.encode(JSON.stringify(v.record));
+    try {
+      v.revision = v.revision === 0 ? await this.kv.create(keyFor(v.record.identity), data) : await this.kv.update(keyFor(v.record.identity), data, v.revision);
+      return v.revision;
+    } catch (e) {
+      const msg = (e as Error).message ?? "";
+      if (/wrong last sequence|key exists|10071|10164/i.test(msg)) return undefined;
+      throw e;
+    }
+  }
+
+  /** Unconditional write (operator commands). */
+  async put(rec: NodeRecord): Promise<void> {
+    rec.updatedAt = Date.now();
+    await this.kv.put(keyFor(rec.identity), enc.encode(JSON.stringify(rec)));
+  }
+
+  async all(): Promise<NodeRecord[]> {
+    const out: NodeRecord[] = [];
+    const keys = await this.kv.keys();
+    const names: string[] = [];
+    for await (const k of keys) names.push(k);
+    for (const k of names) {
+      const e = await this.kv.get(k);
+      if (!e || e.operation !== "PUT" || e.value.length === 0) continue;
+      try {
+        out.push(JSON.parse(dec.decode(e.value)) as NodeRecord);
+      } catch {
+        // skip corrupt entries
+      }
+    }
+    return out.sort((a, b) => a.identity.localeCompare(b.identity));
+  }
+}
+
+/** May `owner` take this node now? Pure, so the claim rule is unit-tested. */
+export function claimable(rec: NodeRecord | undefined, owner: string, now: number): boolean {
+  if (!rec) return true;
+  if (rec.status === "done" || rec.status === "failed") return false;
+  if (rec.status === "pending") return true;
+  return rec.owner === owner || (rec.claimExpires ?? 0) < now;
+}
