@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs everything muster needs on a Debian machine, idempotently: system packages (nats-server,
+# puppetserver, puppet-agent, facter), node modules (npm ci), and the TypeScript build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+for pkg in nats-server puppetserver puppet-agent facter; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  echo "==> installing system packages: ${need[*]}"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+# Debian's puppetserver package enables a system service we never use; the lab and tests run their own.
+if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet puppetserver 2>/dev/null; then
+  systemctl stop puppetserver || true
+fi
+
+if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  echo "==> npm ci"
+  npm ci --no-audit --no-fund --loglevel=error
+fi
+echo "==> build"
+npm run --silent build
