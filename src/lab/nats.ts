@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { closeSync, mkdirSync, mkdtempSync, openSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createConnection } from "node:net";
@@ -10,6 +10,7 @@ export interface NatsHandle {
   port: number;
   host: string;
   dir: string;
+  pid: number;
   stop(): Promise<void>;
 }
 
@@ -18,19 +19,30 @@ export interface StartNatsOptions {
   /** Extra nats-server config text appended to the generated file. */
   config?: string;
   jetstream?: boolean;
+  /** Keep state here (kept on stop) instead of a temp dir (removed on stop). */
+  dir?: string;
+  /** Outlive this process (the lab): logs to <dir>/nats.log, pid in <dir>/nats.pid. */
+  detached?: boolean;
+  port?: number;
 }
 
 /** Start a real nats-server (JetStream on) on a free loopback port. Always pair with stop(). */
 export async function startNats(opts: StartNatsOptions = {}): Promise<NatsHandle> {
   const host = opts.host ?? "127.0.0.1";
-  const port = await freePort(host);
-  const dir = mkdtempSync(join(tmpdir(), "muster-nats-"));
+  const port = opts.port ?? (await freePort(host));
+  const ownDir = !opts.dir;
+  const dir = opts.dir ?? mkdtempSync(join(tmpdir(), "muster-nats-"));
+  mkdirSync(dir, { recursive: true });
   const conf = join(dir, "nats.conf");
   const js = opts.jetstream === false ? "" : `jetstream { store_dir: "${join(dir, "js")}" }\n`;
   writeFileSync(conf, `listen: "${host}:${port}"\nmax_payload: 4MB\n${js}${opts.config ?? ""}\n`);
   let child: ChildProcess;
   try {
-    child = spawn("nats-server", ["-c", conf], { stdio: ["ignore", "ignore", "pipe"] });
+    if (opts.detached) {
+      const out = openSync(join(dir, "nats.log"), "a");
+      child = spawn("nats-server", ["-c", conf], { detached: true, stdio: ["ignore", out, out] });
+      closeSync(out);
+    } else child = spawn("nats-server", ["-c", conf], { stdio: ["ignore", "ignore", "pipe"] });
   } catch (e) {
     throw new Error(`cannot start nats-server (apt-get install nats-server): ${String(e)}`);
   }
@@ -40,13 +52,24 @@ export async function startNats(opts: StartNatsOptions = {}): Promise<NatsHandle
     child.once("error", (e) => reject(new Error(`nats-server failed to start (is it installed? apt-get install nats-server): ${e.message}`)));
     child.once("exit", (code) => reject(new Error(`nats-server exited early with ${code}: ${stderr.slice(-2000)}`)));
   });
+  exited.catch(() => undefined);
   await Promise.race([waitForPort(host, port, 10_000), exited]);
+  const pid = child.pid ?? -1;
+  writeFileSync(join(dir, "nats.pid"), `${pid}\n`);
+  let watchdog: ChildProcess | undefined;
+  if (opts.detached) child.unref();
+  else {
+    // Dies with us even if we crash before stop(): no broker left holding a port.
+    watchdog = spawn("/bin/sh", ["-c", 'while kill -0 "$1" 2>/dev/null && kill -0 "$2" 2>/dev/null; do sleep 1; done; kill -TERM "$2" 2>/dev/null', "watchdog", String(process.pid), String(pid)], { detached: true, stdio: "ignore" });
+    watchdog.unref();
+  }
   let stopped = false;
   return {
     url: `nats://${host}:${port}`,
     port,
     host,
     dir,
+    pid,
     async stop() {
       if (stopped) return;
       stopped = true;
@@ -57,7 +80,14 @@ export async function startNats(opts: StartNatsOptions = {}): Promise<NatsHandle
         await gone;
         clearTimeout(t);
       }
-      rmSync(dir, { recursive: true, force: true });
+      if (watchdog?.pid) {
+        try {
+          process.kill(-watchdog.pid, "SIGKILL");
+        } catch {
+          /* gone */
+        }
+      }
+      if (ownDir) rmSync(dir, { recursive: true, force: true });
     },
   };
 }

@@ -1,0 +1,81 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { closeSync, openSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+
+// Starting muster's own processes (servers, provisioner, receiver) for the lab and the tests.
+// Detached ones outlive us (the lab); attached ones die with us: a shell watchdog kills them if
+// this process goes away without stopping them (a crashed test run leaks nothing).
+
+export const MUSTER_BIN = fileURLToPath(new URL("../cli/main.js", import.meta.url));
+
+export interface MusterProcess {
+  pid: number;
+  child?: ChildProcess;
+  /** Resolves with the exit code (attached processes only). */
+  exited: Promise<number | null>;
+  stop(signal?: NodeJS.Signals, graceMs?: number): Promise<void>;
+}
+
+export function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+export function spawnMuster(args: string[], opts: { logFile: string; detached?: boolean; env?: NodeJS.ProcessEnv; cwd?: string }): MusterProcess {
+  const out = openSync(opts.logFile, "a");
+  let child: ChildProcess;
+  try {
+    child = spawn(process.execPath, [MUSTER_BIN, ...args], { detached: true, stdio: ["ignore", out, out], env: { ...process.env, ...opts.env }, cwd: opts.cwd });
+  } finally {
+    closeSync(out);
+  }
+  const pid = child.pid ?? -1;
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  let watchdog: ChildProcess | undefined;
+  if (opts.detached) child.unref();
+  else {
+    watchdog = spawn("/bin/sh", ["-c", 'while kill -0 "$1" 2>/dev/null && kill -0 "$2" 2>/dev/null; do sleep 1; done; kill -TERM "$2" 2>/dev/null', "watchdog", String(process.pid), String(pid)], { detached: true, stdio: "ignore" });
+    watchdog.unref();
+  }
+  return {
+    pid,
+    child,
+    exited,
+    async stop(signal = "SIGTERM", graceMs = 10_000) {
+      if (child.exitCode === null && child.signalCode === null) {
+        try {
+          process.kill(pid, signal);
+        } catch {
+          /* already gone */
+        }
+        const t = setTimeout(() => isAlive(pid) && process.kill(pid, "SIGKILL"), graceMs);
+        await exited;
+        clearTimeout(t);
+      }
+      if (watchdog?.pid) {
+        try {
+          process.kill(-watchdog.pid, "SIGKILL");
+        } catch {
+          /* gone */
+        }
+      }
+    },
+  };
+}
+
+/** Stop a process we did not spawn (a detached one from an earlier `lab up`) by pid. */
+export async function stopPid(pid: number, graceMs = 10_000): Promise<void> {
+  if (!isAlive(pid)) return;
+  try {
+    process.kill(pid, "SIGTERM");
+  } catch {
+    return;
+  }
+  const deadline = Date.now() + graceMs;
+  while (isAlive(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100)); // no exit event for a non-child
+  if (isAlive(pid)) process.kill(pid, "SIGKILL");
+}
