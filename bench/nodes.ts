@@ -1,0 +1,73 @@
+// Child process of bench/run.ts: hosts N nodes behind one NATS connection, either as the muster
+// emulator (full pipeline) or as the bare NATS floor (same subscription layout, no muster work).
+// It runs in its own process so the nodes never share an event loop with the measuring client.
+//
+//   node dist/bench/nodes.js <floor|muster> <N> <broker-url> <collective>
+//
+// Talks to the parent over the fork IPC channel: sends {type: "ready"} once subscribed, exits on
+// {type: "stop"} or when the parent goes away (channel disconnect).
+
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { generateFleet } from "../src/emulator/fleet.js";
+import { startEmulator, type RunningEmulator } from "../src/emulator/emulator.js";
+import { createLogger } from "../src/log.js";
+
+const [mode, countText, broker, collective] = process.argv.slice(2);
+const count = Number(countText);
+if ((mode !== "floor" && mode !== "muster") || !Number.isInteger(count) || count < 1 || !broker || !collective) {
+  process.stderr.write("usage: nodes.js <floor|muster> <N> <broker-url> <collective>\n");
+  process.exit(64);
+}
+
+const enc = new TextEncoder();
+
+/**
+ * The floor: the emulator's layout with nothing in between. One connection, one wildcard
+ * subscription for "broadcast" (one message in, N replies out, each naming its node) and one for
+ * direct node subjects (`<collective>.node.>`; each message answered once by the node it names).
+ * A reply is just the node's identity: no decode, verify, filter, validation or JSON.
+ */
+function startFloor(nc: NatsConnection, identities: string[]): void {
+  const replies = identities.map((id) => enc.encode(id));
+  const byIdentity = new Map<string, Uint8Array>();
+  identities.forEach((id, i) => byIdentity.set(id, replies[i]!));
+  nc.subscribe(`${collective}.broadcast.>`, {
+    callback: (err, msg) => {
+      if (err || !msg.reply) return;
+      for (const r of replies) nc.publish(msg.reply, r);
+    },
+  });
+  const prefix = `${collective}.node.`;
+  nc.subscribe(`${collective}.node.>`, {
+    callback: (err, msg) => {
+      if (err || !msg.reply) return;
+      const r = byIdentity.get(msg.subject.slice(prefix.length));
+      if (r) nc.publish(msg.reply, r);
+    },
+  });
+}
+
+async function main(): Promise<void> {
+  const nc = await connect({ servers: broker!, name: `bench-${mode}`, maxReconnectAttempts: 0 });
+  const fleet = generateFleet(count);
+  let emu: RunningEmulator | undefined;
+  if (mode === "floor") startFloor(nc, fleet.map((n) => n.identity));
+  else emu = await startEmulator({ nc, nodes: fleet, collective: collective!, log: createLogger({ level: "warn", name: "bench-emulator" }) });
+  await nc.flush();
+
+  const stop = async () => {
+    await emu?.stop().catch(() => undefined);
+    await nc.close().catch(() => undefined);
+    process.exit(0);
+  };
+  process.on("message", (m: { type?: string }) => {
+    if (m?.type === "stop") void stop();
+  });
+  process.on("disconnect", () => void stop());
+  process.send?.({ type: "ready", rss: process.memoryUsage.rss() });
+}
+
+main().catch((e) => {
+  process.stderr.write(`bench nodes (${mode}): ${(e as Error).stack ?? String(e)}\n`);
+  process.exit(1);
+});
