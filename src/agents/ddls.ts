@@ -4,12 +4,14 @@ import { parseDDL } from "../ddl/index.js";
 import type { AgentDDL } from "../ddl/types.js";
 import { MusterError } from "../errors.js";
 import { discoveryDDL } from "./discovery/index.js";
+import { notifyDDL } from "./notify/ddl.js";
 import { rpcutilDDL } from "./rpcutil/ddl.js";
 
 // DDLs the client knows: the built-in agents' plus external ones from ddl directories or --ddl.
 export const builtinDDLs: Record<string, AgentDDL> = {
   discovery: discoveryDDL,
   rpcutil: rpcutilDDL,
+  notify: notifyDDL,
 };
 
 export function registerBuiltinDDL(ddl: AgentDDL): void {

@@ -21,6 +21,8 @@ export interface WebhookReceiverOptions {
   file?: string;
   /** HTTP status to answer with (default 200); set e.g. 500 to play a failing endpoint. Bodies are recorded either way. */
   status?: number;
+  /** Port to listen on (default: a free one). */
+  port?: number;
 }
 
 /** True for 127.0.0.0/8 and ::1, the only addresses muster's test and lab services may use. */
@@ -54,7 +56,7 @@ export async function startWebhookReceiver(opts: WebhookReceiverOptions = {}): P
     }
     return reply.code(status).send({ ok: status >= 200 && status < 300 });
   });
-  await app.listen({ host, port: 0 });
+  await app.listen({ host, port: opts.port ?? 0 });
   const addr = app.server.address();
   if (!addr || typeof addr !== "object") throw new Error("webhook receiver has no address");
   const url = `http://${isIP(host) === 6 ? `[${host}]` : host}:${addr.port}/`;

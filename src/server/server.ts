@@ -44,7 +44,7 @@ export interface RuntimeBuild {
   mainCollective: string;
   facts: () => Record<string, unknown>;
   classes: () => string[];
-  /** Names of built-in agents to load besides discovery and rpcutil; undefined = all known. */
+  /** Names of built-in agents to load besides discovery and rpcutil. */
   builtin?: string[];
   /** Extra agents (external, or built-ins with custom deps). */
   extraAgents?: Agent[];
@@ -69,7 +69,7 @@ export function buildRuntime(b: RuntimeBuild): NodeRuntime {
     version: VERSION,
     startedAt: Date.now(),
   };
-  const names = [...new Set([...ALWAYS_LOADED, ...(b.builtin ?? Object.keys(factories))])];
+  const names = [...new Set([...ALWAYS_LOADED, ...(b.builtin ?? [])])];
   const agents: LoadedAgent[] = [];
   for (const name of names) {
     const f = factories[name];

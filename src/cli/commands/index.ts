@@ -3,6 +3,7 @@ import { emulateCommand } from "./emulate.js";
 import { factsCommand } from "./facts.js";
 import { findCommand } from "./find.js";
 import { inventoryCommand } from "./inventory.js";
+import { labCommand } from "./lab.js";
 import { pingCommand } from "./ping.js";
 import { provisionCommand } from "./provision.js";
 import { provisionerCommand } from "./provisioner.js";
@@ -10,4 +11,4 @@ import { rpcCommand } from "./rpc.js";
 import { serverCommand } from "./server.js";
 
 // Every subcommand, listed explicitly (no registration by import side effects).
-export const commands: (() => Command)[] = [serverCommand, pingCommand, findCommand, inventoryCommand, factsCommand, rpcCommand, emulateCommand, provisionerCommand, provisionCommand];
+export const commands: (() => Command)[] = [serverCommand, pingCommand, findCommand, inventoryCommand, factsCommand, rpcCommand, emulateCommand, provisionerCommand, provisionCommand, labCommand];

@@ -1,0 +1,298 @@
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { stringify as toYaml } from "yaml";
+import { MusterClient } from "../client/client.js";
+import { MusterError } from "../errors.js";
+import { startNats } from "./nats.js";
+import { freePort } from "./ports.js";
+import { isAlive, spawnMuster, stopPid, type MusterProcess } from "./processes.js";
+import { labEnvironments } from "./manifests.js";
+import { startPuppetserver, stopDetachedPuppetserver, type PuppetserverHandle } from "./puppetserver.js";
+
+// A whole fleet on loopback: nats-server with JetStream, two real puppetservers in two regions,
+// N real `muster server` nodes waiting to be provisioned, two master nodes (puppetca), a notifier
+// with a webhook receiver, and (optionally) the provisioner. Used by `muster lab` and by the tests.
+
+export const LAB_COLLECTIVE = "muster";
+
+export interface LabRegion {
+  name: string;
+  country: string;
+  region: string;
+  host: string;
+}
+
+export const LAB_REGIONS: LabRegion[] = [
+  { name: "eu", country: "de", region: "eu-central-1", host: "127.0.0.11" },
+  { name: "us", country: "us", region: "us-east-1", host: "127.0.0.12" },
+];
+
+export interface LabNode {
+  identity: string;
+  country: string;
+  region: string;
+  ipaddress: string;
+  dir: string;
+  pid: number;
+}
+
+export interface LabMaster {
+  identity: string;
+  region: LabRegion;
+  host: string;
+  port: number;
+  dir: string;
+  pid: number; // puppetserver JVM
+  serverPid: number; // its muster server (puppetca agent)
+}
+
+export interface LabState {
+  version: 1;
+  dir: string;
+  collective: string;
+  broker: string;
+  natsPid: number;
+  masters: LabMaster[];
+  nodes: LabNode[];
+  notifier: { identity: string; pid: number };
+  receiver: { url: string; file: string; pid: number };
+  provisioner?: { pid: number; config: string; metrics: string; log: string };
+  startedAt: number;
+}
+
+export interface LabOptions {
+  dir: string;
+  nodes: number;
+  detached: boolean;
+  /** Start the provisioner too (the lab); tests run their own. */
+  provisioner: boolean;
+  /** Overrides merged into the generated provisioner config. */
+  provisionerConfig?: Record<string, unknown>;
+  progress?: (line: string) => void;
+}
+
+export interface Lab {
+  state: LabState;
+  masters: PuppetserverHandle[];
+  /** Write a provisioner config for this lab (used by `lab up` and tests). */
+  provisionerConfig(overrides?: Record<string, unknown>): string;
+  stop(): Promise<void>;
+}
+
+const stateFile = (dir: string) => join(dir, "lab.json");
+
+export function readLabState(dir: string): LabState | undefined {
+  const f = stateFile(dir);
+  if (!existsSync(f)) return undefined;
+  try {
+    return JSON.parse(readFileSync(f, "utf8")) as LabState;
+  } catch {
+    return undefined;
+  }
+}
+
+export function labPids(s: LabState): { name: string; pid: number }[] {
+  return [
+    { name: "nats-server", pid: s.natsPid },
+    ...s.masters.flatMap((m) => [
+      { name: `puppetserver ${m.identity}`, pid: m.pid },
+      { name: `muster server ${m.identity}`, pid: m.serverPid },
+    ]),
+    ...s.nodes.map((n) => ({ name: `muster server ${n.identity}`, pid: n.pid })),
+    { name: `muster server ${s.notifier.identity}`, pid: s.notifier.pid },
+    { name: "webhook receiver", pid: s.receiver.pid },
+    ...(s.provisioner ? [{ name: "provisioner", pid: s.provisioner.pid }] : []),
+  ];
+}
+
+/** The node's provision agent settings: everything Puppet touches lives under the node's dir. */
+export function provisionPluginConfig(nodeDir: string): Record<string, unknown> {
+  const p = join(nodeDir, "puppet");
+  return {
+    confdir: join(p, "etc"),
+    vardir: join(p, "var"),
+    ssldir: join(p, "ssl"),
+    rundir: join(p, "run"),
+    logdir: join(p, "log"),
+    lock_file: join(nodeDir, "provision.lock"),
+    disable_file: join(nodeDir, "provision.disabled"),
+    hosts_file: join(nodeDir, "hosts"),
+    bootstrap_environment: "bootstrap",
+    production_environment: "production",
+  };
+}
+
+export function puppetcaPluginConfig(m: PuppetserverHandle): Record<string, unknown> {
+  return { confdir: m.confdir, ssldir: m.ssldir, cadir: m.cadir, server_url: m.url, ca_cert: m.caCertPath, host_cert: m.hostCertPath, host_key: m.hostKeyPath, certname: m.certname };
+}
+
+function nodeIdentity(i: number, r: LabRegion): string {
+  return `node${String(i + 1).padStart(2, "0")}.${r.name}.lab`;
+}
+
+export async function startLab(o: LabOptions): Promise<Lab> {
+  const dir = resolve(o.dir);
+  const say = o.progress ?? (() => undefined);
+  mkdirSync(join(dir, "logs"), { recursive: true });
+  const procs: MusterProcess[] = [];
+  const masters: PuppetserverHandle[] = [];
+  let natsStop: (() => Promise<void>) | undefined;
+  const stopAll = async () => {
+    await Promise.all(procs.map((p) => p.stop().catch(() => undefined)));
+    await Promise.all(masters.map((m) => m.stop().catch(() => undefined)));
+    await natsStop?.().catch(() => undefined);
+  };
+  try {
+    say("starting nats-server (JetStream) on 127.0.0.1");
+    const nats = await startNats({ dir: join(dir, "nats"), detached: o.detached });
+    natsStop = nats.stop;
+    const env = { MUSTER_BROKER: nats.url };
+
+    say(`starting 2 puppetservers (${LAB_REGIONS.map((r) => `${r.name} on ${r.host}`).join(", ")}); this takes 30-90 s`);
+    const mastersP = Promise.all(
+      LAB_REGIONS.map((r) => startPuppetserver({ host: r.host, dir: join(dir, "masters", r.name), certname: `puppet-${r.name}.lab`, environments: labEnvironments(), detached: o.detached })),
+    );
+
+    // Nodes, notifier and receiver start while the JVMs warm up.
+    const receiverPort = await freePort("127.0.0.1");
+    const receiver = { url: `http://127.0.0.1:${receiverPort}/`, file: join(dir, "notifications.jsonl"), pid: 0 };
+    const rp = spawnMuster(["lab", "receiver", "--file", receiver.file, "--port", String(receiverPort)], { logFile: join(dir, "logs", "receiver.log"), detached: o.detached, env });
+    procs.push(rp);
+    receiver.pid = rp.pid;
+
+    const serverConfig = (name: string, cfg: Record<string, unknown>) => {
+      const file = join(dir, "config", `${name}.yaml`);
+      mkdirSync(join(dir, "config"), { recursive: true });
+      writeFileSync(file, toYaml({ collectives: [LAB_COLLECTIVE], brokers: [nats.url], registration: { interval: 60, splay: true }, log: { level: "info" }, ...cfg }));
+      return file;
+    };
+    const startServer = (name: string, cfg: Record<string, unknown>) => {
+      const p = spawnMuster(["server", "--config", serverConfig(name, cfg)], { logFile: join(dir, "logs", `${name}.log`), detached: o.detached, env });
+      procs.push(p);
+      return p.pid;
+    };
+
+    const nodes: LabNode[] = [];
+    for (let i = 0; i < o.nodes; i++) {
+      const r = LAB_REGIONS[i % LAB_REGIONS.length]!;
+      const identity = nodeIdentity(i, r);
+      const ndir = join(dir, "nodes", identity);
+      const plugin = provisionPluginConfig(ndir);
+      // Facts live in Puppet's external facts dir, so the muster server and the Puppet agent see the same ones.
+      const factsDir = join(plugin.vardir as string, "facts.d");
+      mkdirSync(factsDir, { recursive: true });
+      const ipaddress = `127.0.1.${i + 1}`;
+      const factsFile = join(factsDir, "muster.yaml");
+      writeFileSync(factsFile, toYaml({ country: r.country, ec2_placement_region: r.region, ipaddress, muster_node_dir: ndir, muster_lab: true }));
+      const pid = startServer(identity, { identity, facts: { facter: false, file: factsFile, refresh_interval: 30 }, agents: { builtin: ["provision"] }, plugins: { provision: plugin } });
+      nodes.push({ identity, country: r.country, region: r.region, ipaddress, dir: ndir, pid });
+    }
+    const notifier = { identity: "notifier.lab", pid: startServer("notifier.lab", { identity: "notifier.lab", facts: { facter: false, extra: { role: "notifier" } }, agents: { builtin: ["notify"] }, plugins: { notify: { recipients: [receiver.url] } } }) };
+
+    const handles = await mastersP;
+    masters.push(...handles);
+    say(`puppetservers ready: ${handles.map((h) => `${h.url} (${(h.startMs / 1000).toFixed(0)} s)`).join(", ")}`);
+    const labMasters: LabMaster[] = handles.map((h, i) => {
+      const r = LAB_REGIONS[i]!;
+      const identity = `puppet-${r.name}.lab`;
+      const serverPid = startServer(identity, {
+        identity,
+        facts: { facter: false, extra: { country: r.country, ec2_placement_region: r.region, ipaddress: r.host, puppetserver_port: h.port, role: "puppetmaster" } },
+        agents: { builtin: ["puppetca"] },
+        plugins: { puppetca: puppetcaPluginConfig(h) },
+      });
+      return { identity, region: r, host: h.host, port: h.port, dir: h.dir, pid: h.pid, serverPid };
+    });
+
+    const state: LabState = { version: 1, dir, collective: LAB_COLLECTIVE, broker: nats.url, natsPid: nats.pid, masters: labMasters, nodes, notifier, receiver, startedAt: Date.now() };
+    writeFileSync(stateFile(dir), JSON.stringify(state, null, 2));
+
+    const want = [...nodes.map((n) => n.identity), ...labMasters.map((m) => m.identity), notifier.identity];
+    say(`waiting for ${want.length} muster servers to answer`);
+    await waitForNodes(nats.url, want, 60_000);
+
+    const metricsPort = await freePort("127.0.0.1");
+    const writeProvisionerConfig = (overrides: Record<string, unknown> = {}) => {
+      const file = join(dir, "config", "provisioner.yaml");
+      writeFileSync(file, toYaml(labProvisionerConfig(dir, nats.url, receiver.url, metricsPort, overrides)));
+      return file;
+    };
+    if (o.provisioner) {
+      const file = writeProvisionerConfig(o.provisionerConfig);
+      const cfgMetrics = metricsPort;
+      const p = spawnMuster(["provisioner", "--config", file, "--foreground"], { logFile: join(dir, "logs", "provisioner.stdout.log"), detached: o.detached, env });
+      procs.push(p);
+      state.provisioner = { pid: p.pid, config: file, metrics: `http://127.0.0.1:${cfgMetrics}/metrics`, log: join(dir, "logs", "provisioner.log") };
+      writeFileSync(stateFile(dir), JSON.stringify(state, null, 2));
+      say(`provisioner started (metrics on ${state.provisioner.metrics})`);
+    }
+    return {
+      state,
+      masters: handles,
+      provisionerConfig: writeProvisionerConfig,
+      async stop() {
+        await stopAll();
+        rmSync(stateFile(dir), { force: true });
+      },
+    };
+  } catch (e) {
+    await stopAll();
+    throw e;
+  }
+}
+
+export function labProvisionerConfig(dir: string, broker: string, receiverUrl: string, metricsPort: number, overrides: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    logfile: join(dir, "logs", "provisioner.log"),
+    loglevel: "info",
+    daemonize: false,
+    sleeptime: 2,
+    steps: { lock: true, set_puppet_hostname: true, clean_node_certname: true, send_node_csr: true, sign_node_csr: true, puppet_bootstrap_stage: true, puppet_final_run: true, puppet_daemonize: false, notify: true },
+    master: { criteria: ["ec2_placement_region", "country"], filter: "", agent: "puppetca", ipaddress_fact: "ipaddress" },
+    target: { filter: "provision().disabled=false and provision().locked=false", agent: "provision", ipaddress_fact: "ipaddress" },
+    notify: { filter: "", agent: "notify", targets: [receiverUrl] },
+    id: "lab-provisioner",
+    broker,
+    concurrency: 4,
+    per_master_limit: 2,
+    retries: { attempts: 3, backoff: 1, max_backoff: 10 },
+    lock_lease: 300,
+    metrics: { host: "127.0.0.1", port: metricsPort },
+    ...overrides,
+  };
+}
+
+/** Resolves when every identity answers discovery; rejects with the missing ones at the deadline. */
+export async function waitForNodes(broker: string, identities: string[], timeoutMs: number): Promise<void> {
+  const client = await MusterClient.connect({ brokers: [broker], collective: LAB_COLLECTIVE, name: "muster-lab-wait" });
+  const deadline = Date.now() + timeoutMs;
+  try {
+    for (;;) {
+      const found = new Set(await client.discover({ timeoutMs: 2000, idleMs: 300 }));
+      const missing = identities.filter((i) => !found.has(i));
+      if (missing.length === 0) return;
+      if (Date.now() > deadline) throw new MusterError("MUSTER_TIMEOUT", `lab nodes did not come up: ${missing.join(", ")} (see their logs under logs/)`);
+    }
+  } finally {
+    await client.close();
+  }
+}
+
+/** Stop everything a detached lab started, from its state file. */
+export async function stopLabFromState(dir: string): Promise<string[]> {
+  const s = readLabState(dir);
+  if (!s) return [];
+  const stopped: string[] = [];
+  if (s.provisioner && isAlive(s.provisioner.pid)) {
+    await stopPid(s.provisioner.pid, 40_000);
+    stopped.push("provisioner");
+  }
+  const servers = labPids(s).filter((p) => p.name.startsWith("muster server") || p.name === "webhook receiver");
+  await Promise.all(servers.map(async (p) => isAlive(p.pid) && (await stopPid(p.pid), stopped.push(p.name))));
+  await Promise.all(s.masters.map(async (m) => (await stopDetachedPuppetserver(m.dir)) && stopped.push(`puppetserver ${m.identity}`)));
+  if (isAlive(s.natsPid)) {
+    await stopPid(s.natsPid);
+    stopped.push("nats-server");
+  }
+  return stopped;
+}

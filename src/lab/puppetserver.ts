@@ -1,0 +1,428 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { request } from "node:https";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { freePort } from "./ports.js";
+
+// A real Debian puppetserver (7.x) run outside systemd, with every directory of its own:
+//
+//   <dir>/conf.d/        trapperkeeper config (webserver, jruby-puppet, auth, ca, global)
+//   <dir>/logback.xml    logs to stdout and <dir>/log/puppetserver.log
+//   <dir>/puppet/        puppet confdir: puppet.conf (certname, ssldir, cadir, dns_alt_names, autosign off)
+//   <dir>/code/          codedir: environments/<name>/{manifests/site.pp, modules/...}
+//   <dir>/ssl, ca, var, run, log
+//
+// We start the JVM the way /usr/share/puppetserver/cli/apps/foreground does, but without
+// `runuser puppet` and with our own --config dir; the bootstrap service list is Debian's
+// (/etc/puppet/puppetserver/services.d). The CA is created on first start by the CA service.
+// Measured here (2 cores, -Xmx768m, one JRuby): about 30-45 s from spawn to serving.
+
+const INSTALL_DIR = "/usr/share/puppetserver";
+const JAR = join(INSTALL_DIR, "puppetserver.jar");
+const BOOTSTRAP_DIR = "/etc/puppet/puppetserver/services.d";
+const DEBIAN_AUTH_CONF = "/etc/puppet/puppetserver/conf.d/auth.conf";
+const READY_TIMEOUT_MS = 180_000;
+
+export type EnvironmentFiles = {
+  /** site.pp text (environments/<env>/manifests/site.pp). */
+  manifest: string;
+  /** Module name -> files relative to the module root, e.g. {"manifests/init.pp": "class m {}"}. */
+  modules?: Record<string, Record<string, string>>;
+};
+
+export interface StartPuppetserverOptions {
+  /** Loopback address to bind (127.0.0.0/8). */
+  host: string;
+  /** Directory to hold everything; a new temp dir when omitted (and removed on stop). */
+  dir?: string;
+  /** The master's certname; default "puppet". */
+  certname?: string;
+  environments?: Record<string, EnvironmentFiles>;
+  /** Leave the server running after this process exits (writes <dir>/puppetserver.pid). */
+  detached?: boolean;
+  /** JVM heap options; default ["-Xms256m", "-Xmx768m"]. */
+  heap?: string[];
+  /** Deadline for the server to answer /status/v1/simple; default 180 s. */
+  readyTimeoutMs?: number;
+}
+
+export interface PuppetserverHandle {
+  host: string;
+  port: number;
+  /** https://<host>:<port> */
+  url: string;
+  certname: string;
+  dir: string;
+  /** Puppet confdir of the master (holds puppet.conf). */
+  confdir: string;
+  cadir: string;
+  codedir: string;
+  ssldir: string;
+  /** The CA certificate (PEM file) agents and clients trust. */
+  caCertPath: string;
+  /** The master's own certificate and key (it carries pp_cli_auth, so it may use the CA API). */
+  hostCertPath: string;
+  hostKeyPath: string;
+  pid: number;
+  pidfile: string;
+  logfile: string;
+  /** Milliseconds from spawn until the server answered. */
+  startMs: number;
+  stop(): Promise<void>;
+}
+
+/** Start a real puppetserver on a free port of `host`. Always pair with stop() unless detached. */
+export async function startPuppetserver(opts: StartPuppetserverOptions): Promise<PuppetserverHandle> {
+  if (!/^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(opts.host)) throw new Error(`puppetserver host must be a 127.0.0.0/8 address, got ${opts.host}`);
+  if (!existsSync(JAR)) throw new Error(`puppetserver is not installed (${JAR} missing): apt-get install puppetserver`);
+  const ownDir = opts.dir === undefined;
+  const dir = resolve(opts.dir ?? mkdtempSync(join(tmpdir(), "muster-puppetserver-")));
+  const host = opts.host;
+  const certname = opts.certname ?? "puppet";
+  const port = await freePort(host);
+  const layout = writeConfig(dir, host, port, certname);
+  for (const [name, files] of Object.entries(opts.environments ?? { production: { manifest: "" } })) {
+    writeEnvironment(layout, name, files);
+  }
+  if (!existsSync(join(layout.codedir, "environments", "production"))) writeEnvironment(layout, "production", { manifest: "" });
+
+  const java = [
+    ...(opts.heap ?? ["-Xms256m", "-Xmx768m"]),
+    // JRuby starts noticeably faster with C1 only; a test master compiles few catalogs.
+    "-XX:TieredStopAtLevel=1",
+    "-Djruby.logger.class=com.puppetlabs.jruby_utils.jruby.Slf4jLogger",
+    "-Dlogappender=STDOUT",
+    "-Djruby.lib=/usr/share/jruby/lib",
+    "-XX:+CrashOnOutOfMemoryError",
+    `-XX:ErrorFile=${join(layout.logdir, "puppetserver_err_pid%p.log")}`,
+    `-Djava.io.tmpdir=${join(dir, "tmp")}`,
+    "-jar",
+    JAR,
+    "--config",
+    join(dir, "conf.d"),
+    "--bootstrap-config",
+    BOOTSTRAP_DIR,
+  ];
+  const logfile = join(layout.logdir, "stdout.log");
+  const out = openSync(logfile, "a");
+  const started = Date.now();
+  let child: ChildProcess;
+  try {
+    // Own process group either way, so stop() can signal the JVM without touching us.
+    child = spawn("java", java, { cwd: INSTALL_DIR, detached: true, stdio: ["ignore", out, out] });
+  } finally {
+    closeSync(out);
+  }
+  const spawnError = new Promise<never>((_, reject) =>
+    child.once("error", (e) => reject(new Error(`cannot run java for puppetserver (apt-get install puppetserver): ${e.message}`))),
+  );
+  const exited = new Promise<never>((_, reject) =>
+    child.once("exit", (code, sig) => reject(new Error(`puppetserver exited early (${sig ?? code}); log tail:\n${tail(logfile)}`))),
+  );
+  spawnError.catch(() => undefined);
+  exited.catch(() => undefined);
+  const pid = await Promise.race([
+    new Promise<number>((r) => child.once("spawn", () => r(child.pid ?? -1))),
+    spawnError,
+  ]);
+  const pidfile = join(layout.rundir, "puppetserver.pid");
+  writeFileSync(pidfile, `${pid}\n`);
+
+  let watchdog: ChildProcess | undefined;
+  if (opts.detached) {
+    child.unref();
+  } else {
+    // If this process dies without calling stop() (a crash, a test runner's SIGKILL), the
+    // watchdog takes the JVM down with it.
+    watchdog = spawn(
+      "/bin/sh",
+      ["-c", 'while kill -0 "$1" 2>/dev/null && kill -0 "$2" 2>/dev/null; do sleep 1; done; kill -TERM "$2" 2>/dev/null; sleep 15; kill -KILL "$2" 2>/dev/null', "watchdog", String(process.pid), String(pid)],
+      { detached: true, stdio: "ignore" },
+    );
+    watchdog.unref();
+    process.once("exit", killNow);
+  }
+  function killNow(): void {
+    try {
+      process.kill(pid, "SIGKILL");
+    } catch {
+      /* already gone */
+    }
+  }
+
+  let stopped = false;
+  const stop = async (): Promise<void> => {
+    if (stopped) return;
+    stopped = true;
+    process.removeListener("exit", killNow);
+    if (child.exitCode === null && child.signalCode === null && isAlive(pid)) {
+      const gone = new Promise((r) => child.once("exit", r));
+      try {
+        process.kill(pid, "SIGTERM");
+      } catch {
+        /* raced with exit */
+      }
+      const t = setTimeout(() => killNow(), 20_000);
+      await gone;
+      clearTimeout(t);
+    }
+    if (watchdog?.pid !== undefined) {
+      try {
+        process.kill(-watchdog.pid, "SIGKILL");
+      } catch {
+        /* already gone */
+      }
+    }
+    rmSync(pidfile, { force: true });
+    if (ownDir) rmSync(dir, { recursive: true, force: true });
+  };
+
+  try {
+    await Promise.race([waitReady(host, port, layout.caCertPath, opts.readyTimeoutMs ?? READY_TIMEOUT_MS, logfile), exited, spawnError]);
+  } catch (e) {
+    await stop().catch(() => undefined);
+    throw e;
+  }
+  return {
+    host,
+    port,
+    url: `https://${host}:${port}`,
+    certname,
+    dir,
+    confdir: layout.confdir,
+    cadir: layout.cadir,
+    codedir: layout.codedir,
+    ssldir: layout.ssldir,
+    caCertPath: layout.caCertPath,
+    hostCertPath: join(layout.ssldir, "certs", `${certname}.pem`),
+    hostKeyPath: join(layout.ssldir, "private_keys", `${certname}.pem`),
+    pid,
+    pidfile,
+    logfile,
+    startMs: Date.now() - started,
+    stop,
+  };
+}
+
+/** Stop a detached puppetserver by its directory (reads <dir>/run/puppetserver.pid). */
+export async function stopDetachedPuppetserver(dir: string, timeoutMs = 20_000): Promise<boolean> {
+  const pidfile = join(dir, "run", "puppetserver.pid");
+  if (!existsSync(pidfile)) return false;
+  const pid = Number(readFileSync(pidfile, "utf8").trim());
+  rmSync(pidfile, { force: true });
+  if (!Number.isInteger(pid) || pid <= 0 || !isAlive(pid)) return false;
+  process.kill(pid, "SIGTERM");
+  const deadline = Date.now() + timeoutMs;
+  while (isAlive(pid) && Date.now() < deadline) await sleep(200); // no exit event for a non-child
+  if (isAlive(pid)) process.kill(pid, "SIGKILL");
+  return true;
+}
+
+interface Layout {
+  confdir: string;
+  codedir: string;
+  ssldir: string;
+  cadir: string;
+  logdir: string;
+  rundir: string;
+  caCertPath: string;
+}
+
+/** Write or replace an environment's site.pp and modules; takes effect on the next catalog. */
+export function writeEnvironment(handle: { codedir: string }, name: string, files: EnvironmentFiles): void {
+  if (!/^[a-z0-9_]+$/.test(name)) throw new Error(`invalid Puppet environment name: ${name}`);
+  const env = join(handle.codedir, "environments", name);
+  mkdirSync(join(env, "manifests"), { recursive: true });
+  mkdirSync(join(env, "modules"), { recursive: true });
+  writeFileSync(join(env, "manifests", "site.pp"), files.manifest);
+  for (const [mod, modFiles] of Object.entries(files.modules ?? {})) {
+    if (!/^[a-z][a-z0-9_]*$/.test(mod)) throw new Error(`invalid Puppet module name: ${mod}`);
+    for (const [rel, text] of Object.entries(modFiles)) {
+      const p = resolve(env, "modules", mod, rel);
+      if (!p.startsWith(join(env, "modules", mod) + "/")) throw new Error(`module file escapes its module: ${rel}`);
+      mkdirSync(dirname(p), { recursive: true });
+      writeFileSync(p, text);
+    }
+  }
+}
+
+function writeConfig(dir: string, host: string, port: number, certname: string): Layout {
+  const d = (...p: string[]) => join(dir, ...p);
+  const l: Layout = {
+    confdir: d("puppet"),
+    codedir: d("code"),
+    ssldir: d("ssl"),
+    cadir: d("ca"),
+    logdir: d("log"),
+    rundir: d("run"),
+    caCertPath: d("ssl", "certs", "ca.pem"),
+  };
+  for (const p of [d("conf.d"), d("tmp"), d("var"), l.confdir, l.codedir, l.logdir, l.rundir, join(l.codedir, "environments")]) mkdirSync(p, { recursive: true });
+
+  writeFileSync(
+    join(l.confdir, "puppet.conf"),
+    [
+      "# written by muster (src/lab/puppetserver.ts)",
+      "[main]",
+      `certname = ${certname}`,
+      `server = ${host}`,
+      `serverport = ${port}`,
+      `ssldir = ${l.ssldir}`,
+      `vardir = ${d("var")}`,
+      `logdir = ${l.logdir}`,
+      `rundir = ${l.rundir}`,
+      `codedir = ${l.codedir}`,
+      "",
+      "[server]",
+      `cadir = ${l.cadir}`,
+      "autosign = false",
+      // Agents reach the master by IP, so its certificate must name the IP.
+      `dns_alt_names = ${certname},localhost,IP:${host}`,
+      "environment_timeout = 0",
+      "reports = store",
+      "",
+    ].join("\n"),
+  );
+  writeFileSync(join(l.confdir, "hiera.yaml"), "---\nversion: 5\nhierarchy: []\n");
+
+  writeFileSync(
+    d("logback.xml"),
+    `<configuration>
+  <appender name="STDOUT" class="ch.qos.logback.core.ConsoleAppender">
+    <encoder><pattern>%d{yyyy-MM-dd'T'HH:mm:ss.SSSXXX} %-5p [%t] [%c{2}] %m%n</pattern></encoder>
+  </appender>
+  <appender name="F1" class="ch.qos.logback.core.FileAppender">
+    <file>${join(l.logdir, "puppetserver.log")}</file>
+    <append>true</append>
+    <encoder><pattern>%d{yyyy-MM-dd'T'HH:mm:ss.SSSXXX} %-5p [%t] [%c{2}] %m%n</pattern></encoder>
+  </appender>
+  <logger name="org.eclipse.jetty" level="WARN"/>
+  <logger name="org.apache.http" level="WARN"/>
+  <logger name="jruby" level="info"/>
+  <root level="info">
+    <appender-ref ref="STDOUT"/>
+    <appender-ref ref="F1"/>
+  </root>
+</configuration>
+`,
+  );
+
+  const conf = (name: string, text: string) => writeFileSync(d("conf.d", name), text);
+  conf("global.conf", `global: {\n  logging-config: ${JSON.stringify(d("logback.xml"))}\n}\n`);
+  conf(
+    "webserver.conf",
+    `webserver: {\n  client-auth: want\n  ssl-host: ${JSON.stringify(host)}\n  ssl-port: ${port}\n  shutdown-timeout-seconds: 2\n}\n`,
+  );
+  conf(
+    "puppetserver.conf",
+    `jruby-puppet: {
+  ruby-load-path: [/usr/lib/puppetserver/ruby/vendor_ruby]
+  gem-home: /var/lib/puppetserver/jruby-gems
+  gem-path: [\${jruby-puppet.gem-home}, "/usr/lib/puppetserver/vendored-jruby-gems"]
+  server-conf-dir: ${JSON.stringify(l.confdir)}
+  server-code-dir: ${JSON.stringify(l.codedir)}
+  server-var-dir: ${JSON.stringify(d("var"))}
+  server-run-dir: ${JSON.stringify(l.rundir)}
+  server-log-dir: ${JSON.stringify(l.logdir)}
+  max-active-instances: 1
+}
+http-client: {}
+profiler: { enabled: false }
+# never phone home for update checks: only loopback traffic is allowed
+product: { check-for-updates: false }
+`,
+  );
+  conf("ca.conf", "certificate-authority: {\n  allow-subject-alt-names: false\n  allow-authorization-extensions: false\n}\n");
+  conf(
+    "web-routes.conf",
+    `web-router-service: {
+  "puppetlabs.services.ca.certificate-authority-service/certificate-authority-service": "/puppet-ca"
+  "puppetlabs.services.master.master-service/master-service": "/puppet"
+  "puppetlabs.services.legacy-routes.legacy-routes-service/legacy-routes-service": ""
+  "puppetlabs.services.puppet-admin.puppet-admin-service/puppet-admin-service": "/puppet-admin-api"
+  "puppetlabs.trapperkeeper.services.status.status-service/status-service": "/status"
+  "puppetlabs.trapperkeeper.services.metrics.metrics-service/metrics-webservice": "/metrics"
+}
+`,
+  );
+  conf("metrics.conf", `metrics: {\n  server-id: ${JSON.stringify(certname)}\n  registries: { puppetserver: { reporters: { jmx: { enabled: false } } } }\n}\n`);
+  // Debian's auth.conf as shipped: the CA endpoints need a client certificate carrying
+  // pp_cli_auth, which the master's own certificate gets when the CA bootstraps itself.
+  conf("auth.conf", existsSync(DEBIAN_AUTH_CONF) ? readFileSync(DEBIAN_AUTH_CONF, "utf8") : MINIMAL_AUTH_CONF);
+  return l;
+}
+
+async function waitReady(host: string, port: number, caCertPath: string, timeoutMs: number, logfile: string): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let last = "not started";
+  for (;;) {
+    if (existsSync(caCertPath)) {
+      try {
+        const body = await httpsGet(host, port, "/status/v1/simple", readFileSync(caCertPath));
+        if (body.trim() === "running") return;
+        last = `status: ${body.trim()}`;
+      } catch (e) {
+        last = (e as Error).message;
+      }
+    }
+    if (Date.now() > deadline) throw new Error(`puppetserver on ${host}:${port} not ready after ${timeoutMs} ms (${last}); log tail:\n${tail(logfile)}`);
+    await sleep(500); // polling an HTTP endpoint: the server offers no readiness event
+  }
+}
+
+function httpsGet(host: string, port: number, path: string, ca: Buffer): Promise<string> {
+  return new Promise((resolvePromise, reject) => {
+    const req = request({ host, port, path, method: "GET", ca, timeout: 5000 }, (res) => {
+      let body = "";
+      res.setEncoding("utf8");
+      res.on("data", (c: string) => (body += c));
+      res.on("end", () => (res.statusCode === 200 ? resolvePromise(body) : reject(new Error(`HTTP ${res.statusCode}: ${body.slice(0, 200)}`))));
+    });
+    req.on("timeout", () => req.destroy(new Error("timeout")));
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+function tail(file: string, bytes = 4000): string {
+  try {
+    const t = readFileSync(file, "utf8");
+    return t.slice(-bytes);
+  } catch {
+    return "(no log)";
+  }
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+const MINIMAL_AUTH_CONF = `authorization: {
+  version: 1
+  rules: [
+    { match-request: { path: "^/puppet/v3/catalog/([^/]+)$", type: regex, method: [get, post] }, allow: "$1", sort-order: 500, name: "catalog" },
+    { match-request: { path: "^/puppet/v3/node/([^/]+)$", type: regex, method: get }, allow: "$1", sort-order: 500, name: "node" },
+    { match-request: { path: "^/puppet/v3/report/([^/]+)$", type: regex, method: put }, allow: "$1", sort-order: 500, name: "report" },
+    { match-request: { path: "^/puppet/v3/facts/([^/]+)$", type: regex, method: put }, allow: "$1", sort-order: 500, name: "facts" },
+    { match-request: { path: "/puppet/v3/file_", type: path }, allow: "*", sort-order: 500, name: "files" },
+    { match-request: { path: "/puppet/v3/environments", type: path, method: get }, allow: "*", sort-order: 500, name: "environments" },
+    { match-request: { path: "/puppet-ca/v1/certificate/", type: path, method: get }, allow-unauthenticated: true, sort-order: 500, name: "certificate" },
+    { match-request: { path: "/puppet-ca/v1/certificate_revocation_list/ca", type: path, method: get }, allow-unauthenticated: true, sort-order: 500, name: "crl" },
+    { match-request: { path: "/puppet-ca/v1/certificate_request", type: path, method: [get, put] }, allow-unauthenticated: true, sort-order: 500, name: "csr" },
+    { match-request: { path: "/puppet-ca/v1/certificate_status", type: path }, allow: { extensions: { pp_cli_auth: "true" } }, sort-order: 500, name: "cert status" },
+    { match-request: { path: "/puppet-ca/v1/clean", type: path, method: put }, allow: { extensions: { pp_cli_auth: "true" } }, sort-order: 500, name: "clean" },
+    { match-request: { path: "/status/v1/simple", type: path, method: get }, allow-unauthenticated: true, sort-order: 500, name: "status" },
+    { match-request: { path: "/", type: path }, deny: "*", sort-order: 999, name: "deny all" }
+  ]
+}
+`;
