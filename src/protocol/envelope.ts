@@ -12,14 +12,21 @@ function bad(reason: string): never {
   throw new MusterError("MUSTER_ENVELOPE_INVALID", `invalid envelope: ${reason}`);
 }
 
-function parseJsonObject(bytes: Uint8Array): Record<string, unknown> {
+/** The message's text: size-checked, strict UTF-8. */
+export function envelopeText(bytes: Uint8Array): string {
   if (bytes.length > MAX_MESSAGE_BYTES) bad(`message of ${bytes.length} bytes exceeds ${MAX_MESSAGE_BYTES}`);
-  let text: string;
   try {
-    text = dec.decode(bytes);
+    return dec.decode(bytes);
   } catch {
     bad("not UTF-8");
   }
+}
+
+function parseJsonObject(bytes: Uint8Array): Record<string, unknown> {
+  return parseJsonText(envelopeText(bytes));
+}
+
+function parseJsonText(text: string): Record<string, unknown> {
   let value: unknown;
   try {
     value = JSON.parse(text);
@@ -54,7 +61,12 @@ export function encodeRequest(req: Request): Uint8Array {
 }
 
 export function decodeRequest(bytes: Uint8Array): Request {
-  const o = parseJsonObject(bytes);
+  return decodeRequestText(envelopeText(bytes));
+}
+
+/** decodeRequest for text already taken from the bytes with envelopeText (the server keys caches by it). */
+export function decodeRequestText(text: string): Request {
+  const o = parseJsonText(text);
   if (o.protocol !== REQUEST_PROTOCOL) bad(`unsupported protocol ${JSON.stringify(o.protocol)?.slice(0, 40)}, expected ${REQUEST_PROTOCOL}`);
   const filter = o.filter === undefined ? emptyFilter() : (obj(o, "filter") as unknown as Filter);
   const ttl = num(o, "ttl");

@@ -4,7 +4,7 @@ import { compileFilter, validateWireFilter, type CompiledFilter } from "../filte
 import { encodeJson, encodeReply } from "../protocol/envelope.js";
 import { Status } from "../protocol/status.js";
 import { subjects } from "../protocol/subjects.js";
-import type { Reply } from "../protocol/types.js";
+import type { Reply, Request } from "../protocol/types.js";
 import type { RequestIntake } from "./intake.js";
 import type { NodeRuntime } from "./runtime.js";
 
@@ -29,6 +29,7 @@ export class NodeHost {
   private readonly byCollective = new Map<string, NodeRuntime[]>();
   private readonly timers: NodeJS.Timeout[] = [];
   private pending = 0;
+  private readonly filters = new WeakMap<Request, CompiledFilter>();
   private idle: (() => void) | undefined;
 
   constructor(private readonly opts: NodeHostOptions) {
@@ -67,8 +68,15 @@ export class NodeHost {
           this.opts.log.error({ err: err.message, subject }, "subscription error");
           return;
         }
+        let work: Promise<void> | undefined;
+        try {
+          work = this.onMessage(collective, msg);
+        } catch (e) {
+          this.opts.log.error({ err: (e as Error).message }, "unhandled error dispatching a message");
+        }
+        if (!work) return; // handled synchronously: nothing in flight
         this.pending++;
-        this.onMessage(collective, msg)
+        work
           .catch((e) => this.opts.log.error({ err: (e as Error).message }, "unhandled error dispatching a message"))
           .finally(() => {
             if (--this.pending === 0) this.idle?.();
@@ -78,7 +86,12 @@ export class NodeHost {
     this.subs.push(sub);
   }
 
-  private async onMessage(collective: string, msg: Msg): Promise<void> {
+  /**
+   * One message through the pipeline for every node it reaches. Returns a promise only when some
+   * node's work went asynchronous (a data plugin in the filter, a handler returning a promise):
+   * a broadcast ping to 10,000 emulated nodes runs as one synchronous loop.
+   */
+  private onMessage(collective: string, msg: Msg): Promise<void> | undefined {
     const { log, intake } = this.opts;
     const directIdentity = subjects.identityOf(collective, msg.subject);
     const direct = directIdentity !== undefined;
@@ -103,7 +116,7 @@ export class NodeHost {
     }
     let filter: CompiledFilter;
     try {
-      filter = compileFilter(validateWireFilter(req.filter));
+      filter = this.compiledFilter(req);
     } catch (e) {
       log.warn({ requestid: req.id, err: (e as Error).message }, "request filter is invalid");
       if (target && msg.reply) this.respond(msg, target.rejection(req.id, Status.InvalidData, `invalid filter: ${(e as Error).message}`, req.agent, req.action));
@@ -111,17 +124,35 @@ export class NodeHost {
     }
     if (!msg.reply) return; // nowhere to answer; nothing to do
     if (target) {
-      const reply = await target.handle(req, filter, true);
+      const reply = target.handle(req, filter, true);
+      if (reply instanceof Promise) return reply.then((r) => r && this.respond(msg, r));
       if (reply) this.respond(msg, reply);
       return;
     }
-    const runtimes = this.byCollective.get(collective) ?? [];
-    await Promise.all(
-      runtimes.map(async (rt) => {
-        const reply = await rt.handle(req, filter, false);
-        if (reply) this.respond(msg, reply);
-      }),
-    );
+    let waiting: Promise<void>[] | undefined;
+    for (const rt of this.byCollective.get(collective) ?? []) {
+      try {
+        const reply = rt.handle(req, filter, false);
+        if (reply instanceof Promise) (waiting ??= []).push(reply.then((r) => r && this.respond(msg, r)));
+        else if (reply) this.respond(msg, reply);
+      } catch (e) {
+        log.error({ identity: rt.identity, err: (e as Error).message }, "unhandled error dispatching a message");
+      }
+    }
+    if (waiting) return Promise.all(waiting).then(() => undefined);
+  }
+
+  /**
+   * The request's filter, checked and compiled once per request: the intake hands back the same
+   * Request object for every identical message (one request directly addressed to many nodes).
+   */
+  private compiledFilter(req: Request): CompiledFilter {
+    let filter = this.filters.get(req);
+    if (!filter) {
+      filter = compileFilter(validateWireFilter(req.filter));
+      this.filters.set(req, filter);
+    }
+    return filter;
   }
 
   private respond(msg: Msg, reply: Reply): void {

@@ -1,6 +1,6 @@
 import type { Logger } from "pino";
 import { MusterError } from "../errors.js";
-import { decodeRequest } from "../protocol/envelope.js";
+import { decodeRequestText, envelopeText } from "../protocol/envelope.js";
 import { checkFreshness, ReplayCache, type FreshnessPolicy } from "../protocol/freshness.js";
 import { verifyRequestSignature } from "../protocol/signing.js";
 import { Status, type StatusCode } from "../protocol/status.js";
@@ -9,6 +9,16 @@ import type { TrustStore } from "../security/keys.js";
 import type { IntakeStats } from "./stats.js";
 
 // Pipeline stages 1-2: decode and verify. Each failure maps to one reply status and one counter.
+//
+// A client calling N nodes directly publishes one signed request N times, so a process hosting many
+// nodes (the emulator) receives N messages with identical bytes. Decoding and verifying identical
+// bytes against the same key cannot give another answer, so the verified request is remembered by
+// its exact text and reused; trust, freshness and replay are still checked for every message.
+// (docs/decisions/collective-speed.md)
+
+/** Messages up to this many characters are remembered once verified; bigger ones are rare and not worth the memory. */
+const VERIFIED_MAX_CHARS = 64 * 1024;
+const VERIFIED_ENTRIES = 64;
 
 export type IntakeResult =
   | { ok: true; request: Request }
@@ -25,6 +35,8 @@ export interface IntakeOptions {
 
 export class RequestIntake {
   private readonly replay: ReplayCache;
+  /** Verified requests by message text, oldest first (a Map keeps insertion order). */
+  private readonly verified = new Map<string, Request>();
   constructor(private readonly opts: IntakeOptions) {
     this.replay = new ReplayCache(opts.freshness);
   }
@@ -36,9 +48,13 @@ export class RequestIntake {
       stats.unvalidated++;
       return { ok: false, status: Status.InvalidData, reason: `message of ${bytes.length} bytes exceeds the limit of ${this.opts.maxBytes}` };
     }
+    let text: string;
     let req: Request;
+    let known: Request | undefined;
     try {
-      req = decodeRequest(bytes);
+      text = envelopeText(bytes);
+      known = this.verified.get(text);
+      req = known ?? decodeRequestText(text);
     } catch (e) {
       stats.unvalidated++;
       return { ok: false, status: Status.InvalidData, reason: e instanceof MusterError ? e.message : "invalid envelope" };
@@ -48,9 +64,12 @@ export class RequestIntake {
       stats.badsig++;
       return { ok: false, status: Status.Aborted, reason: `caller ${JSON.stringify(req.caller)} is not trusted by this node`, request: req };
     }
-    if (!verifyRequestSignature(req, key.obj)) {
-      stats.badsig++;
-      return { ok: false, status: Status.Aborted, reason: "request signature does not verify", request: req };
+    if (!known) {
+      if (!verifyRequestSignature(req, key.obj)) {
+        stats.badsig++;
+        return { ok: false, status: Status.Aborted, reason: "request signature does not verify", request: req };
+      }
+      this.remember(text, req);
     }
     const now = (this.opts.now ?? Date.now)();
     const fresh = checkFreshness(req.time, req.ttl, now, this.opts.freshness);
@@ -64,5 +83,11 @@ export class RequestIntake {
     }
     stats.validated++;
     return { ok: true, request: req };
+  }
+
+  private remember(text: string, req: Request): void {
+    if (text.length > VERIFIED_MAX_CHARS) return;
+    this.verified.set(text, req);
+    if (this.verified.size > VERIFIED_ENTRIES) this.verified.delete(this.verified.keys().next().value!);
   }
 }

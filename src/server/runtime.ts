@@ -44,6 +44,12 @@ export interface AuditEntry {
   statusmsg: string;
 }
 
+const noData = () => undefined;
+
+function isPromiseLike(x: unknown): x is PromiseLike<unknown> {
+  return x !== null && (typeof x === "object" || typeof x === "function") && typeof (x as { then?: unknown }).then === "function";
+}
+
 export class NodeRuntime {
   readonly identity: string;
   readonly stats: NodeStats = newNodeStats();
@@ -93,10 +99,18 @@ export class NodeRuntime {
     return await dp.query(argument, { metadata: this.metadata() });
   }
 
-  /** Does this node match the filter? Data-plugin calls are resolved first, then matching is pure. */
-  async matches(filter: CompiledFilter): Promise<boolean> {
+  /**
+   * Does this node match the filter? Data-plugin calls are resolved first, then matching is pure.
+   * Synchronous when the filter calls no data plugin (the common case), so a broadcast to many
+   * emulated nodes costs no promise per node.
+   */
+  matches(filter: CompiledFilter): boolean | Promise<boolean> {
     const md = this.metadata();
-    if (filter.dataCalls.length === 0) return filter.matches(md, () => undefined);
+    if (filter.dataCalls.length === 0) return filter.matches(md, noData);
+    return this.matchesWithData(filter, md);
+  }
+
+  private async matchesWithData(filter: CompiledFilter, md: NodeMetadata): Promise<boolean> {
     const results = new Map<string, Record<string, unknown> | undefined>();
     for (const call of filter.dataCalls) {
       try {
@@ -110,9 +124,11 @@ export class NodeRuntime {
 
   /**
    * Handle a verified request. Broadcast requests that do not match return undefined (no reply);
-   * direct ones get an Aborted reply so the caller is not left waiting.
+   * direct ones get an Aborted reply so the caller is not left waiting. Returns the reply itself
+   * when every stage ran synchronously (no data plugin in the filter, a handler that does not
+   * return a promise), else a promise of it.
    */
-  async handle(req: Request, filter: CompiledFilter, direct: boolean): Promise<Reply | undefined> {
+  handle(req: Request, filter: CompiledFilter, direct: boolean): Reply | undefined | Promise<Reply | undefined> {
     const la = this.agents.get(req.agent);
     const active = la && (la.agent.isActive?.() ?? true);
     if (!active) {
@@ -120,13 +136,28 @@ export class NodeRuntime {
       this.stats.unknown_agent++;
       return this.reply(req, Status.UnknownAction, `agent '${req.agent}' is not available on ${this.identity}`, {});
     }
-    let matched: boolean;
+    let matched: boolean | Promise<boolean>;
     try {
-      matched = await this.matches(filter);
+      matched = this.matches(filter);
     } catch (e) {
       matched = false;
-      this.opts.log.warn({ err: (e as Error).message }, "filter evaluation failed");
+      this.filterFailed(e);
     }
+    if (typeof matched === "boolean") return this.dispatch(la, req, direct, matched);
+    return matched.then(
+      (m) => this.dispatch(la, req, direct, m),
+      (e: unknown) => {
+        this.filterFailed(e);
+        return this.dispatch(la, req, direct, false);
+      },
+    );
+  }
+
+  private filterFailed(e: unknown): void {
+    this.opts.log.warn({ err: (e as Error).message }, "filter evaluation failed");
+  }
+
+  private dispatch(la: LoadedAgent, req: Request, direct: boolean, matched: boolean): Reply | undefined | Promise<Reply> {
     if (!matched) {
       this.stats.filtered++;
       return direct ? this.reply(req, Status.Aborted, `${this.identity} does not match the request's filter`, {}) : undefined;
@@ -135,7 +166,7 @@ export class NodeRuntime {
     return this.invoke(la, req);
   }
 
-  private async invoke(la: LoadedAgent, req: Request): Promise<Reply> {
+  private invoke(la: LoadedAgent, req: Request): Reply | Promise<Reply> {
     const ddl = la.agent.ddl;
     const handler = (la.agent.actions as Record<string, ((i: unknown, c: ActionContext) => unknown) | undefined>)[req.action];
     if (!handler || !ddl.actions[req.action]) {
@@ -150,10 +181,17 @@ export class NodeRuntime {
       if (e instanceof RpcError) return this.reply(req, e.status, e.message, e.data);
       return this.reply(req, Status.InvalidData, (e as Error).message, {});
     }
-    const ac = new AbortController();
-    this.inflight.add(ac);
-    const timeoutMs = Math.max(1, ddl.metadata.timeout) * 1000;
-    let timer: NodeJS.Timeout | undefined;
+    // The AbortController is made when the handler first asks for ctx.signal, or when it returns a
+    // promise (which the DDL timeout must be able to abort): a handler that answers synchronously,
+    // like every ping, costs no controller and no timer.
+    let ac: AbortController | undefined;
+    const controller = (): AbortController => {
+      if (!ac) {
+        ac = new AbortController();
+        this.inflight.add(ac);
+      }
+      return ac;
+    };
     const ctx: ActionContext = {
       requestId: req.id,
       caller: req.caller,
@@ -163,31 +201,57 @@ export class NodeRuntime {
       action: req.action,
       config: la.config,
       log: la.log,
-      signal: ac.signal,
+      get signal() {
+        return controller().signal;
+      },
       metadata: () => this.metadata(),
     };
+    let out: unknown;
+    try {
+      out = handler(input, ctx);
+    } catch (e) {
+      if (ac) this.inflight.delete(ac);
+      return this.failed(la, req, e);
+    }
+    if (!isPromiseLike(out)) {
+      if (ac) this.inflight.delete(ac);
+      return this.succeeded(la, req, out);
+    }
+    return this.settle(la, req, out, controller());
+  }
+
+  private async settle(la: LoadedAgent, req: Request, pending: PromiseLike<unknown>, ac: AbortController): Promise<Reply> {
+    const timeout = la.agent.ddl.metadata.timeout;
+    let timer: NodeJS.Timeout | undefined;
     try {
       const timedOut = new Promise<never>((_, reject) => {
         timer = setTimeout(() => {
           ac.abort(new Error("timeout"));
-          reject(new RpcError(Status.Aborted, `action ${req.agent}#${req.action} timed out after ${ddl.metadata.timeout}s`));
-        }, timeoutMs);
+          reject(new RpcError(Status.Aborted, `action ${req.agent}#${req.action} timed out after ${timeout}s`));
+        }, Math.max(1, timeout) * 1000);
       });
-      const out = await Promise.race([Promise.resolve().then(() => handler(input, ctx)), timedOut]);
-      const data = out && typeof out === "object" && !Array.isArray(out) ? (out as Record<string, unknown>) : {};
-      return this.reply(req, Status.OK, "OK", applyOutputDefaults(ddl, req.action, data));
+      return this.succeeded(la, req, await Promise.race([pending, timedOut]));
     } catch (e) {
-      if (e instanceof RpcError) {
-        if (e.status === Status.Aborted) this.stats.aborted++;
-        return this.reply(req, e.status, e.message, e.data);
-      }
-      this.stats.errors++;
-      la.log.error({ err: e, action: req.action, requestid: req.id }, "action failed");
-      return this.reply(req, Status.UnknownError, `${req.agent}#${req.action} failed: ${(e as Error)?.message ?? String(e)}`, {});
+      return this.failed(la, req, e);
     } finally {
       clearTimeout(timer);
       this.inflight.delete(ac);
     }
+  }
+
+  private succeeded(la: LoadedAgent, req: Request, out: unknown): Reply {
+    const data = out && typeof out === "object" && !Array.isArray(out) ? (out as Record<string, unknown>) : {};
+    return this.reply(req, Status.OK, "OK", applyOutputDefaults(la.agent.ddl, req.action, data));
+  }
+
+  private failed(la: LoadedAgent, req: Request, e: unknown): Reply {
+    if (e instanceof RpcError) {
+      if (e.status === Status.Aborted) this.stats.aborted++;
+      return this.reply(req, e.status, e.message, e.data);
+    }
+    this.stats.errors++;
+    la.log.error({ err: e, action: req.action, requestid: req.id }, "action failed");
+    return this.reply(req, Status.UnknownError, `${req.agent}#${req.action} failed: ${(e as Error)?.message ?? String(e)}`, {});
   }
 
   /** A reply for a request this node could not accept (bad envelope, signature, ttl) on its direct subject. */
