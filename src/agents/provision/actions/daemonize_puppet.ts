@@ -1,0 +1,19 @@
+import type { ActionHandler } from "../../../server/agent.js";
+import type { ActionInput } from "../../../ddl/types.js";
+import type { ProvisionDDL } from "../ddl.js";
+import { asRpcError, puppetAgentFor, type ProvisionRuntime } from "../state.js";
+
+/** Start `puppet agent` as a daemon with the node's settings. */
+export function daemonizePuppet(rt: ProvisionRuntime): ActionHandler<ActionInput<ProvisionDDL, "daemonize_puppet">> {
+  return async (_input, ctx) => {
+    const s = rt.settings(ctx);
+    rt.ensureEnabled(s);
+    try {
+      const r = await puppetAgentFor(s).daemonize();
+      ctx.log.info({ pid: r.pid, alreadyRunning: r.alreadyRunning }, "puppet agent daemon");
+      return { pid: r.pid, already_running: r.alreadyRunning };
+    } catch (e) {
+      throw asRpcError(e);
+    }
+  };
+}

@@ -1,0 +1,49 @@
+import type { ActionContext, ReplyData } from "../../server/agent.js";
+import { RpcError } from "../../errors.js";
+import { Status } from "../../protocol/status.js";
+import type { PuppetRunResult } from "../../puppet/index.js";
+import { asRpcError, puppetAgentFor, type ProvisionRuntime } from "./state.js";
+
+// bootstrap_puppet and run_puppet: one foreground run in an environment with the stage fact set.
+// Exit 0/2 reply OK; 4/6 and 1 are Aborted with the run's details in the reply data.
+
+export async function puppetRun(rt: ProvisionRuntime, ctx: ActionContext, which: "bootstrap" | "production", noop: boolean): Promise<ReplyData> {
+  const s = rt.settings(ctx);
+  rt.ensureEnabled(s);
+  const environment = which === "bootstrap" ? s.bootstrapEnvironment : s.productionEnvironment;
+  let r: PuppetRunResult;
+  try {
+    r = await puppetAgentFor(s).run({
+      environment,
+      facts: { [s.stageFact]: which },
+      noop,
+      signal: ctx.signal,
+      timeoutMs: s.runTimeoutSeconds * 1000,
+    });
+  } catch (e) {
+    throw asRpcError(e);
+  }
+  const data = {
+    exitcode: r.exitcode,
+    changed: r.changed,
+    environment,
+    stage: which,
+    resources: r.resources,
+    failed_resources: r.failedResources,
+    errors: r.errors,
+    retryable: r.retryable,
+    duration: Math.round(r.durationMs) / 1000,
+    output: r.output,
+  };
+  ctx.log.info({ environment, exitcode: r.exitcode, changed: r.changed, failed: r.failedResources.length }, `puppet ${which} run finished`);
+  if (r.success) return data;
+  if (r.retryable) throw new RpcError(Status.Aborted, `a Puppet run is already in progress on ${s.certname}; retry later`, data);
+  if (r.disabled) throw new RpcError(Status.Aborted, `the Puppet agent on ${s.certname} is administratively disabled (puppet agent --enable to allow runs)`, data);
+  const what =
+    r.failedResources.length > 0
+      ? `${r.failedResources.length} resource(s) failed: ${r.failedResources.map((f) => f.resource).join(", ")}`
+      : r.errors.length > 0
+        ? (r.errors[r.errors.length - 1] ?? "")
+        : `see output`;
+  throw new RpcError(Status.Aborted, `puppet ${which} run in ${environment} failed (exit ${r.exitcode}): ${what}`.slice(0, 2000), data);
+}

@@ -1,0 +1,214 @@
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { dirname } from "node:path";
+import { RpcError } from "../../errors.js";
+import { Status } from "../../protocol/status.js";
+import type { ActionContext } from "../../server/agent.js";
+import { MusterError } from "../../errors.js";
+import { PuppetAgent } from "../../puppet/index.js";
+
+// Settings, the deploy lock and the disable marker of one provision agent instance. Nothing
+// here is module-level state: createProvisionAgent() owns one ProvisionState.
+
+export interface ProvisionSettings {
+  puppetBin: string;
+  confdir: string;
+  vardir: string;
+  ssldir: string;
+  logdir: string | undefined;
+  rundir: string | undefined;
+  publicdir: string | undefined;
+  certname: string;
+  server: string | undefined;
+  serverport: number | undefined;
+  lockFile: string;
+  disableFile: string;
+  lockLeaseSeconds: number;
+  bootstrapEnvironment: string;
+  productionEnvironment: string;
+  hostsFile: string;
+  useHostsFile: boolean;
+  stageFact: string;
+  runTimeoutSeconds: number;
+}
+
+export const DEFAULTS = {
+  puppet_bin: "puppet",
+  confdir: "/etc/puppet",
+  vardir: "/var/cache/puppet",
+  ssldir: "/var/lib/puppet/ssl",
+  lock_file: "/var/lib/muster/provision/deploy.lock",
+  disable_file: "/var/lib/muster/provision/disabled",
+  lock_lease: 600,
+  bootstrap_environment: "bootstrap",
+  production_environment: "production",
+  hosts_file: "/etc/hosts",
+  use_hosts_file: false,
+  stage_fact: "lifecycle_stage",
+  run_timeout: 840,
+} as const;
+
+/** Resolve `plugins.provision` settings (strings from config files are coerced). */
+export function resolveSettings(config: Record<string, unknown>, identity: string): ProvisionSettings {
+  const str = (k: string, d: string): string => {
+    const v = config[k];
+    if (v === undefined || v === null || v === "") return d;
+    if (typeof v !== "string") throw badSetting(k, v, "a string");
+    return v;
+  };
+  const optStr = (k: string): string | undefined => {
+    const v = config[k];
+    if (v === undefined || v === null || v === "") return undefined;
+    if (typeof v !== "string") throw badSetting(k, v, "a string");
+    return v;
+  };
+  const num = (k: string, d: number | undefined): number | undefined => {
+    const v = config[k];
+    if (v === undefined || v === null || v === "") return d;
+    const n = typeof v === "string" ? Number(v) : v;
+    if (typeof n !== "number" || !Number.isFinite(n) || n <= 0) throw badSetting(k, v, "a positive number");
+    return n;
+  };
+  const bool = (k: string, d: boolean): boolean => {
+    const v = config[k];
+    if (v === undefined || v === null || v === "") return d;
+    if (typeof v === "boolean") return v;
+    if (typeof v === "string" && /^(true|yes|1|on)$/i.test(v)) return true;
+    if (typeof v === "string" && /^(false|no|0|off)$/i.test(v)) return false;
+    throw badSetting(k, v, "a boolean");
+  };
+  const stageFact = str("stage_fact", DEFAULTS.stage_fact);
+  if (!/^[A-Za-z][A-Za-z0-9_]*$/.test(stageFact)) throw badSetting("stage_fact", stageFact, "a fact name");
+  return {
+    puppetBin: str("puppet_bin", DEFAULTS.puppet_bin),
+    confdir: str("confdir", DEFAULTS.confdir),
+    vardir: str("vardir", DEFAULTS.vardir),
+    ssldir: str("ssldir", DEFAULTS.ssldir),
+    logdir: optStr("logdir"),
+    rundir: optStr("rundir"),
+    publicdir: optStr("publicdir"),
+    certname: str("certname", identity),
+    server: optStr("server"),
+    serverport: num("serverport", undefined),
+    lockFile: str("lock_file", DEFAULTS.lock_file),
+    disableFile: str("disable_file", DEFAULTS.disable_file),
+    lockLeaseSeconds: num("lock_lease", DEFAULTS.lock_lease) ?? DEFAULTS.lock_lease,
+    bootstrapEnvironment: str("bootstrap_environment", DEFAULTS.bootstrap_environment),
+    productionEnvironment: str("production_environment", DEFAULTS.production_environment),
+    hostsFile: str("hosts_file", DEFAULTS.hosts_file),
+    useHostsFile: bool("use_hosts_file", DEFAULTS.use_hosts_file),
+    stageFact,
+    runTimeoutSeconds: num("run_timeout", DEFAULTS.run_timeout) ?? DEFAULTS.run_timeout,
+  };
+}
+
+function badSetting(key: string, value: unknown, want: string): RpcError {
+  return new RpcError(Status.UnknownError, `plugins.provision.${key} must be ${want}, got ${JSON.stringify(value)}: fix the node's server config`);
+}
+
+export function puppetAgentFor(s: ProvisionSettings): PuppetAgent {
+  return new PuppetAgent({
+    puppetBin: s.puppetBin,
+    confdir: s.confdir,
+    vardir: s.vardir,
+    ssldir: s.ssldir,
+    certname: s.certname,
+    ...(s.server !== undefined ? { server: s.server } : {}),
+    ...(s.serverport !== undefined ? { serverport: s.serverport } : {}),
+    ...(s.logdir !== undefined ? { logdir: s.logdir } : {}),
+    ...(s.rundir !== undefined ? { rundir: s.rundir } : {}),
+    ...(s.publicdir !== undefined ? { publicdir: s.publicdir } : {}),
+  });
+}
+
+// ---- deploy lock: a JSON file {owner, expires, acquired, identity} ----
+
+export interface LockRecord {
+  owner: string;
+  /** ms since epoch */
+  expires: number;
+  acquired: number;
+  identity: string;
+}
+
+export function readLock(path: string): LockRecord | undefined {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch {
+    return undefined;
+  }
+  try {
+    const o = JSON.parse(text) as Partial<LockRecord>;
+    if (typeof o.owner === "string" && typeof o.expires === "number") {
+      return { owner: o.owner, expires: o.expires, acquired: typeof o.acquired === "number" ? o.acquired : 0, identity: String(o.identity ?? "") };
+    }
+  } catch {
+    /* fall through */
+  }
+  // A lock file we cannot parse names no holder and no expiry: treat it as expired.
+  return { owner: "unknown (unreadable lock file)", expires: 0, acquired: 0, identity: "" };
+}
+
+export function writeLock(path: string, rec: LockRecord): void {
+  atomicWrite(path, JSON.stringify(rec) + "\n");
+}
+
+export function removeFile(path: string): void {
+  rmSync(path, { force: true });
+}
+
+// ---- disable marker ----
+
+export interface DisableRecord {
+  since: number | null;
+  reason: string | null;
+}
+
+export function readDisabled(path: string): DisableRecord | undefined {
+  if (!existsSync(path)) return undefined;
+  try {
+    const o = JSON.parse(readFileSync(path, "utf8")) as { since?: unknown; reason?: unknown };
+    return { since: typeof o.since === "number" ? o.since : null, reason: typeof o.reason === "string" ? o.reason : null };
+  } catch {
+    return { since: null, reason: null }; // any file there means disabled, as in mcprovision
+  }
+}
+
+export function writeDisabled(path: string, rec: DisableRecord & { caller: string }): void {
+  atomicWrite(path, JSON.stringify(rec) + "\n");
+}
+
+function atomicWrite(path: string, text: string): void {
+  mkdirSync(dirname(path), { recursive: true });
+  const tmp = `${path}.${process.pid}.${Date.now()}.tmp`;
+  writeFileSync(tmp, text);
+  renameSync(tmp, path);
+}
+
+/** Serialises async critical sections (lock read-modify-write) within one agent instance. */
+export class Mutex {
+  private tail: Promise<unknown> = Promise.resolve();
+  run<T>(fn: () => Promise<T> | T): Promise<T> {
+    const next = this.tail.then(fn, fn);
+    this.tail = next.catch(() => undefined);
+    return next;
+  }
+}
+
+/** What every action handler shares: the clock, settings resolution, the lock mutex. */
+export interface ProvisionRuntime {
+  now(): number;
+  /** Settings for this request: the factory's config overlaid with ctx.config. */
+  settings(ctx: ActionContext): ProvisionSettings;
+  readonly lockMutex: Mutex;
+  /** Refuse provisioning actions once the node is provisioned (the disable file exists). */
+  ensureEnabled(s: ProvisionSettings): void;
+  markDisabled(): void;
+}
+
+/** Local errors become Aborted replies with the same message; RpcErrors pass through. */
+export function asRpcError(e: unknown): RpcError {
+  if (e instanceof RpcError) return e;
+  if (e instanceof MusterError) return new RpcError(Status.Aborted, e.message, { code: e.code });
+  return new RpcError(Status.UnknownError, e instanceof Error ? e.message : String(e));
+}

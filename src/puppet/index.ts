@@ -1,0 +1,15 @@
+// The only place that spawns puppet (and facter through it) or talks to the Puppet CA.
+export { PuppetAgent, writeHostsEntry, type PuppetAgentSettings, type PuppetRunOptions, type PuppetRunResult, type CertificateRequest } from "./agent.js";
+export {
+  CertificateAuthority,
+  SignRefusedError,
+  caSettingsFromSsldir,
+  type CertificateAuthoritySettings,
+  type CertInfo,
+  type CertList,
+  type CertState,
+  type SignRefusal,
+} from "./ca.js";
+export { parseCsr, csrFingerprint, fingerprintOf, normaliseFingerprint, PP_CLI_AUTH_OID, type ParsedCsr, type AltName } from "./csr.js";
+export { setIniSettings, readIniSection, updatePuppetConf } from "./conf.js";
+export type { FailedResource } from "./report.js";
