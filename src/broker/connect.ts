@@ -59,3 +59,34 @@ export function resolveBrokers(flag: string | undefined, configured: string[] | 
   if (configured && configured.length) return configured;
   return [DEFAULT_BROKER];
 }
+
+/**
+ * Drains the connection (in-flight replies go out) but never waits longer than `graceMs`: while the
+ * broker is down a daemon keeps reconnecting forever, so an unbounded drain or flush would make
+ * SIGTERM hang until the broker came back.
+ */
+export async function closeConnection(nc: NatsConnection, graceMs = 2000): Promise<void> {
+  if (nc.isClosed()) return;
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<"timeout">((r) => (timer = setTimeout(() => r("timeout"), graceMs)));
+  const drained = nc.drain().then(
+    () => "drained" as const,
+    () => "failed" as const,
+  );
+  const how = await Promise.race([drained, timedOut]);
+  clearTimeout(timer);
+  if (how !== "drained" && !nc.isClosed()) await nc.close().catch(() => undefined);
+}
+
+/** `nc.flush()` bounded by `graceMs` (false when it did not complete, e.g. the broker is down). */
+export async function flushWithin(nc: NatsConnection, graceMs = 2000): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<boolean>((r) => (timer = setTimeout(() => r(false), graceMs)));
+  const flushed = nc.flush().then(
+    () => true,
+    () => false,
+  );
+  const ok = await Promise.race([flushed, timedOut]);
+  clearTimeout(timer);
+  return ok;
+}

@@ -1,5 +1,6 @@
 import type { Msg, NatsConnection, Subscription } from "@nats-io/transport-node";
 import type { Logger } from "pino";
+import { flushWithin } from "../broker/connect.js";
 import { compileFilter, validateWireFilter, type CompiledFilter } from "../filter/index.js";
 import { encodeJson, encodeReply } from "../protocol/envelope.js";
 import { Status } from "../protocol/status.js";
@@ -218,6 +219,6 @@ export class NodeHost {
       });
     }
     for (const rt of this.opts.runtimes) this.publishLifecycle("shutdown", rt);
-    await this.opts.nc.flush().catch(() => undefined);
+    await flushWithin(this.opts.nc); // bounded: with the broker down, shutdown must not wait for it
   }
 }

@@ -2,7 +2,7 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "pino";
 import { builtinAgentFactories, ALWAYS_LOADED } from "../agents/builtin.js";
 import type { NodeIntrospection } from "../agents/rpcutil/index.js";
-import { connectBroker, resolveBrokers } from "../broker/connect.js";
+import { closeConnection, connectBroker, resolveBrokers } from "../broker/connect.js";
 import { MusterError } from "../errors.js";
 import { loadOrCreateSigningKey, readTrustedKeyDir, TrustStore, type TrustedKey } from "../security/keys.js";
 import { VERSION } from "../version.js";
@@ -124,7 +124,7 @@ export async function startServer(cfg: ServerConfig, log: Logger, opts: { broker
       stopped = true;
       clearInterval(refresh);
       await host.stop();
-      await nc.drain().catch(() => undefined);
+      await closeConnection(nc);
     },
   };
 }

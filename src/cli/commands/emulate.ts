@@ -1,5 +1,5 @@
 import { Command } from "commander";
-import { connectBroker, resolveBrokers } from "../../broker/connect.js";
+import { closeConnection, connectBroker, resolveBrokers } from "../../broker/connect.js";
 import { MusterClient } from "../../client/client.js";
 import { generateFleet, loadFleet } from "../../emulator/fleet.js";
 import { startEmulator } from "../../emulator/emulator.js";
@@ -46,6 +46,6 @@ export function emulateCommand(): Command {
         process.once("SIGINT", () => resolve());
       });
       await emu.stop();
-      await nc.drain().catch(() => undefined);
+      await closeConnection(nc);
     });
 }
