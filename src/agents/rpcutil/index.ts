@@ -20,11 +20,12 @@ export interface NodeIntrospection {
   startedAt: number;
 }
 
+/** A fact by name or dotted path. Only own properties count: `constructor` or `__proto__` is not a fact. */
 export function lookupFact(facts: Record<string, unknown>, path: string): unknown {
-  if (path in facts) return facts[path];
+  if (Object.hasOwn(facts, path)) return facts[path];
   let cur: unknown = facts;
   for (const part of path.split(".")) {
-    if (cur === null || typeof cur !== "object") return undefined;
+    if (cur === null || typeof cur !== "object" || !Object.hasOwn(cur, part)) return undefined;
     cur = (cur as Record<string, unknown>)[part];
   }
   return cur;
