@@ -251,3 +251,60 @@ export async function eventually<T>(probe: () => Promise<T | undefined>, timeout
     await new Promise((r) => setTimeout(r, 100)); // re-probe interval, not a synchronisation sleep
   }
 }
+
+export interface Broker {
+  url: string;
+  port: number;
+  /** Stops nats-server; `start()` brings it back on the same port (a broker restart). */
+  stop(): Promise<void>;
+  start(): Promise<void>;
+  /** Stops it for good and removes its directory. */
+  dispose(): Promise<void>;
+}
+
+/**
+ * A nats-server on a chosen (or free) loopback port that can be stopped and started again on the
+ * same port, for reconnect tests. No JetStream: the collective does not use it.
+ */
+export async function startBroker(opts: { port?: number; maxPayload?: string; start?: boolean } = {}): Promise<Broker> {
+  const { freePort, waitForPort } = await import("./index.js");
+  const port = opts.port ?? (await freePort());
+  const dir = tempDir("broker");
+  const conf = join(dir.path, "nats.conf");
+  writeFileSync(conf, `listen: "127.0.0.1:${port}"\nmax_payload: ${opts.maxPayload ?? "4MB"}\n`);
+  let child: ChildProcess | undefined;
+  const broker: Broker = {
+    url: `nats://127.0.0.1:${port}`,
+    port,
+    async start() {
+      if (child) return;
+      const c = spawn("nats-server", ["-c", conf], { stdio: ["ignore", "ignore", "pipe"] });
+      child = c;
+      let stderr = "";
+      c.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
+      const early = new Promise<never>((_, reject) => {
+        c.once("error", (e) => reject(new Error(`cannot start nats-server (apt-get install nats-server): ${e.message}`)));
+        c.once("exit", (code) => reject(new Error(`nats-server exited early with ${code}: ${stderr.slice(-2000)}`)));
+      });
+      early.catch(() => undefined);
+      await Promise.race([waitForPort("127.0.0.1", port, 10_000), early]);
+    },
+    async stop() {
+      const c = child;
+      child = undefined;
+      if (!c || c.exitCode !== null || c.signalCode !== null) return;
+      const gone = new Promise((r) => c.once("exit", r));
+      c.kill("SIGTERM");
+      const t = setTimeout(() => c.kill("SIGKILL"), 5000);
+      await gone;
+      clearTimeout(t);
+    },
+    async dispose() {
+      await broker.stop();
+      dir.remove();
+    },
+  };
+  process.once("exit", () => child?.kill("SIGKILL")); // last resort if a test process dies without its after hooks
+  if (opts.start !== false) await broker.start();
+  return broker;
+}
