@@ -31,6 +31,11 @@ export class ReplayCache {
     return true;
   }
 
+  /** Whether the key was seen (and not yet forgotten), without recording it. */
+  has(key: string): boolean {
+    return this.seen.has(key);
+  }
+
   get size(): number {
     return this.seen.size;
   }

@@ -3,6 +3,7 @@
 
 const TOKEN_RE = /^[A-Za-z0-9_\-]+$/;
 const IDENTITY_RE = /^[A-Za-z0-9_\-.:@]+$/;
+const BROADCAST_RE = /^[A-Za-z0-9_\-]+\.broadcast\.agent\./;
 
 export function isValidCollective(name: string): boolean {
   return TOKEN_RE.test(name) && name.length <= 128;
@@ -24,6 +25,10 @@ export const subjects = {
   registration: (collective: string) => `${collective}.registration`,
   lifecycle: (event: string, component: string) => `muster.lifecycle.${event}.${component}`,
   allLifecycle: () => "muster.lifecycle.>",
+  /** Whether the subject is a broadcast subject (`<collective>.broadcast.agent.<agent>`). */
+  isBroadcast(subject: string): boolean {
+    return BROADCAST_RE.test(subject);
+  },
   /** The identity named by a direct subject, or undefined when the subject is not one. */
   identityOf(collective: string, subject: string): string | undefined {
     const prefix = `${collective}.node.`;

@@ -4,6 +4,7 @@ import { decodeRequestText, envelopeText } from "../protocol/envelope.js";
 import { checkFreshness, ReplayCache, type FreshnessPolicy } from "../protocol/freshness.js";
 import { verifyRequestSignature } from "../protocol/signing.js";
 import { Status, type StatusCode } from "../protocol/status.js";
+import { subjects } from "../protocol/subjects.js";
 import type { Request } from "../protocol/types.js";
 import type { TrustStore } from "../security/keys.js";
 import type { IntakeStats } from "./stats.js";
@@ -77,12 +78,29 @@ export class RequestIntake {
       stats.ttlexpired++;
       return { ok: false, status: Status.Aborted, reason: fresh === "expired" ? "request has expired (check clocks or raise --ttl)" : "request time is too far in the future (check clocks)", request: req };
     }
-    if (!this.replay.admit(`${subject}|${req.id}`, req.time, req.ttl, now)) {
+    if (!this.admit(subject, req, now)) {
       stats.replayed++;
       return { ok: false, status: Status.Aborted, reason: `request ${req.id} was already received (replay)`, request: req };
     }
     stats.validated++;
     return { ok: true, request: req };
+  }
+
+  /**
+   * Replay check. One signed request may go to many nodes' direct subjects (a directed call), or
+   * once to a broadcast subject, never both: a request seen directly and sent again on broadcast
+   * would run on every node its (usually empty) filter matches.
+   */
+  private admit(subject: string, req: Request, now: number): boolean {
+    const broadcastKey = `*broadcast|${req.id}`;
+    if (this.replay.has(broadcastKey)) return false;
+    if (subjects.isBroadcast(subject)) {
+      if (this.replay.has(`*direct|${req.id}`)) return false;
+      return this.replay.admit(broadcastKey, req.time, req.ttl, now);
+    }
+    if (!this.replay.admit(`${subject}|${req.id}`, req.time, req.ttl, now)) return false;
+    if (!this.replay.has(`*direct|${req.id}`)) this.replay.admit(`*direct|${req.id}`, req.time, req.ttl, now);
+    return true;
   }
 
   private remember(text: string, req: Request): void {
