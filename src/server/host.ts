@@ -120,6 +120,7 @@ export class NodeHost {
       filter = this.compiledFilter(req);
     } catch (e) {
       log.warn({ requestid: req.id, err: (e as Error).message }, "request filter is invalid");
+      intake.filterRejected();
       if (target && msg.reply) this.respond(msg, target.rejection(req.id, Status.InvalidData, `invalid filter: ${(e as Error).message}`, req.agent, req.action));
       return;
     }

@@ -86,6 +86,11 @@ export class RequestIntake {
     return { ok: true, request: req };
   }
 
+  /** Counts a verified request whose filter the host could not compile. */
+  filterRejected(): void {
+    this.opts.stats.badfilter++;
+  }
+
   /**
    * Replay check. One signed request may go to many nodes' direct subjects (a directed call), or
    * once to a broadcast subject, never both: a request seen directly and sent again on broadcast
