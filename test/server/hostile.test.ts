@@ -62,7 +62,7 @@ function signed(over: Partial<Request> = {}, key = trusted): Request {
   return signRequest(rest, key);
 }
 
-type Counter = "total" | "validated" | "unvalidated" | "badsig" | "ttlexpired" | "replayed" | "filtered" | "passed" | "replies" | "unknown_agent" | "unknown_action" | "invalid_input" | "aborted" | "errors";
+type Counter = "total" | "validated" | "unvalidated" | "badsig" | "ttlexpired" | "replayed" | "badfilter" | "filtered" | "passed" | "replies" | "unknown_agent" | "unknown_action" | "invalid_input" | "aborted" | "errors";
 type Delta = Partial<Record<Counter, number>>;
 
 interface Kind {
@@ -76,6 +76,8 @@ interface Kind {
   reason: RegExp;
 }
 
+/** Counted before the pipeline looks at the reply subject. */
+const intakeCounters: Counter[] = ["total", "validated", "unvalidated", "badsig", "ttlexpired", "badfilter"];
 const garbage: Delta = { total: 1, unvalidated: 1 };
 const forged: Delta = { total: 1, badsig: 1 };
 const stale: Delta = { total: 1, ttlexpired: 1 };
@@ -156,8 +158,8 @@ const kinds: Kind[] = [
           ][i % 5] as unknown as Request["filter"],
         }),
       ),
-    direct: { total: 1, validated: 1 },
-    broadcast: { total: 1, validated: 1 },
+    direct: { total: 1, validated: 1, badfilter: 1 },
+    broadcast: { total: 1, validated: 1, badfilter: 1 },
     status: Status.InvalidData,
     reason: /invalid filter/,
   },
@@ -191,10 +193,10 @@ test("thousands of hostile messages: the server survives, counts each in the rig
       sent += 2;
       // Direct messages without a reply subject are refused or dropped before any agent runs: they
       // are counted, but nothing is dispatched and no reply counted.
-      add(expected, reply ? kind.direct : pick(kind.direct, ["total", "validated", "unvalidated", "badsig", "ttlexpired"]));
+      add(expected, reply ? kind.direct : pick(kind.direct, intakeCounters));
       const onDiscovery = !(i % 3);
-      const b = onDiscovery && kind.broadcast.passed ? { total: 1, validated: 1 } : kind.broadcast; // a discovery-subject message naming rpcutil: agent mismatch, dropped
-      add(expected, reply ? b : pick(b, ["total", "validated", "unvalidated", "badsig", "ttlexpired"]));
+      const b = onDiscovery && kind.broadcast.validated ? { total: 1, validated: 1 } : kind.broadcast; // a discovery-subject message naming rpcutil: agent mismatch, dropped
+      add(expected, reply ? b : pick(b, intakeCounters));
     }
   }
   // a broadcast subject no agent of this node listens on: never reaches the server
@@ -237,7 +239,7 @@ test("thousands of hostile messages: the server survives, counts each in the rig
 
   // 5. exact counts: this call's own request is counted in total/validated/passed but not yet in replies
   add(expected, { total: 1, validated: 1, passed: 1 });
-  const counters: Counter[] = ["total", "validated", "unvalidated", "badsig", "ttlexpired", "replayed", "filtered", "passed", "replies", "unknown_agent", "unknown_action", "invalid_input", "aborted", "errors"];
+  const counters: Counter[] = ["total", "validated", "unvalidated", "badsig", "ttlexpired", "replayed", "badfilter", "filtered", "passed", "replies", "unknown_agent", "unknown_action", "invalid_input", "aborted", "errors"];
   const want = Object.fromEntries(counters.map((c) => [c, expected[c] ?? 0]));
   const got = await eventually(
     async () => {
