@@ -226,8 +226,10 @@ export class NodeRuntime {
     try {
       const timedOut = new Promise<never>((_, reject) => {
         timer = setTimeout(() => {
-          ac.abort(new Error("timeout"));
+          // settle with the timeout first: aborting makes the handler reject too (an external agent
+          // with "was aborted"), and the race keeps whichever rejection came first
           reject(new RpcError(Status.Aborted, `action ${req.agent}#${req.action} timed out after ${timeout}s`));
+          ac.abort(new Error("timeout"));
         }, Math.max(1, timeout) * 1000);
       });
       return this.succeeded(la, req, await Promise.race([pending, timedOut]));
