@@ -1,0 +1,21 @@
+import { defineAgent, type Agent } from "../../server/agent.js";
+import { clean } from "./actions/clean.js";
+import { list } from "./actions/list.js";
+import { sign } from "./actions/sign.js";
+import { status } from "./actions/status.js";
+import { puppetcaDDL, type PuppetcaDDL } from "./ddl.js";
+import type { PuppetcaDeps } from "./settings.js";
+
+// The puppetca agent: the master side of provisioning. Settings are documented in settings.ts
+// (confdir is usually enough: the master's puppet.conf names its ssldir, certname and port).
+// It talks to the CA over its HTTP API with the master's own certificate (src/puppet/ca.ts).
+
+export type PuppetcaAgent = Agent<PuppetcaDDL>;
+
+export function createPuppetcaAgent(deps: PuppetcaDeps = {}): PuppetcaAgent {
+  const d: PuppetcaDeps = { config: { ...(deps.config ?? {}) } };
+  return defineAgent({
+    ddl: puppetcaDDL,
+    actions: { list: list(d), sign: sign(d), clean: clean(d), status: status(d) },
+  });
+}

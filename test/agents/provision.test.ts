@@ -1,0 +1,336 @@
+import { describe, it, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createProvisionAgent, type ProvisionAgent } from "../../src/agents/provision/index.js";
+import { createPuppetcaAgent, type PuppetcaAgent } from "../../src/agents/puppetca/index.js";
+import { validateInput } from "../../src/ddl/validate.js";
+import { RpcError } from "../../src/errors.js";
+import { Status } from "../../src/protocol/status.js";
+import { startPuppetserver, writeEnvironment, type PuppetserverHandle } from "../../src/lab/puppetserver.js";
+import { PuppetAgent } from "../../src/puppet/index.js";
+import type { ReplyData } from "../../src/server/agent.js";
+import type { AgentDDL } from "../../src/ddl/types.js";
+import { makeContext } from "../support/context.js";
+
+// The provision and puppetca agents against one real puppetserver (started once for the file)
+// and real puppet agents, each node with its own confdir/vardir/ssldir under a temp dir.
+
+/** Call an action as the server would: validate the input against the DDL, then the handler. */
+async function call(agent: { ddl: AgentDDL; actions: object }, action: string, input: Record<string, unknown>, ctx: { identity: string; config: Record<string, unknown> }): Promise<ReplyData> {
+  const validated = validateInput(agent.ddl, action, input);
+  const handler = (agent.actions as Record<string, (i: unknown, c: unknown) => Promise<ReplyData> | ReplyData>)[action];
+  assert.ok(handler, `no handler for ${action}`);
+  return handler(validated, makeContext({ identity: ctx.identity, config: ctx.config, agent: agent.ddl.metadata.name, action }));
+}
+
+async function rejects(p: Promise<unknown>, status: number): Promise<RpcError> {
+  try {
+    await p;
+  } catch (e) {
+    assert.ok(e instanceof RpcError, `expected RpcError, got ${String(e)}`);
+    assert.equal(e.status, status, e.message);
+    return e;
+  }
+  assert.fail("expected the action to fail");
+}
+
+describe("deploy lock and disable (no Puppet needed)", () => {
+  let dir: string;
+  let clock = 1_000_000;
+  let agent: ProvisionAgent;
+  let config: Record<string, unknown>;
+  const node = () => ({ identity: "lock.example", config });
+
+  before(() => {
+    dir = mkdtempSync(join(tmpdir(), "muster-provision-lock-"));
+    config = { lock_file: join(dir, "deploy.lock"), disable_file: join(dir, "disabled"), lock_lease: 60, confdir: join(dir, "conf"), vardir: join(dir, "var"), ssldir: join(dir, "ssl") };
+    agent = createProvisionAgent({ config, identity: "lock.example", now: () => clock });
+  });
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  it("grants a free lock, renews it for its owner, refuses others naming the holder", async () => {
+    assert.deepEqual(await call(agent, "is_locked", {}, node()), { locked: false, owner: null, expires: null });
+    const a = await call(agent, "lock_deploy", { owner: "prov-a" }, node());
+    assert.deepEqual(a, { locked: true, owner: "prov-a", expires: clock + 60_000, taken: "new" });
+    clock += 10_000;
+    const again = await call(agent, "lock_deploy", { owner: "prov-a" }, node());
+    assert.equal(again.taken, "renewed");
+    assert.equal(again.expires, clock + 60_000);
+    const refused = await rejects(call(agent, "lock_deploy", { owner: "prov-b" }, node()), Status.Aborted);
+    assert.match(refused.message, /held by prov-a/);
+    assert.equal(refused.data.owner, "prov-a");
+    assert.deepEqual(await call(agent, "is_locked", {}, node()), { locked: true, owner: "prov-a", expires: clock + 60_000 });
+  });
+
+  it("lets another owner take an expired lock", async () => {
+    clock += 61_000;
+    assert.equal((await call(agent, "is_locked", {}, node())).locked, false);
+    const b = await call(agent, "lock_deploy", { owner: "prov-b", lease: 30 }, node());
+    assert.equal(b.taken, "expired");
+    assert.equal(b.expires, clock + 30_000);
+  });
+
+  it("unlocks only for the owner unless forced", async () => {
+    const e = await rejects(call(agent, "unlock_deploy", { owner: "prov-a" }, node()), Status.Aborted);
+    assert.match(e.message, /held by prov-b/);
+    await rejects(call(agent, "unlock_deploy", {}, node()), Status.Aborted);
+    assert.deepEqual(await call(agent, "unlock_deploy", { owner: "prov-b" }, node()), { unlocked: true, previous_owner: "prov-b" });
+    assert.deepEqual(await call(agent, "unlock_deploy", { owner: "prov-b" }, node()), { unlocked: false, previous_owner: null });
+    await call(agent, "lock_deploy", { owner: "prov-c" }, node());
+    assert.deepEqual(await call(agent, "unlock_deploy", { owner: "admin", force: true }, node()), { unlocked: true, previous_owner: "prov-c" });
+  });
+
+  it("serialises concurrent lock requests: exactly one owner wins", async () => {
+    const tries = await Promise.allSettled(["x1", "x2", "x3", "x4"].map((owner) => call(agent, "lock_deploy", { owner }, node())));
+    assert.equal(tries.filter((t) => t.status === "fulfilled").length, 1);
+    await call(agent, "unlock_deploy", { force: true }, node());
+  });
+
+  it("reports locked through the provision() data plugin", async () => {
+    const plugin = agent.dataPlugins?.find((p) => p.name === "provision");
+    assert.ok(plugin);
+    const md = { metadata: { identity: "lock.example", facts: {}, classes: [], agents: ["provision"], collectives: ["muster"] } };
+    assert.deepEqual(await plugin.query(undefined, md), { locked: false, disabled: false });
+    await call(agent, "lock_deploy", { owner: "prov-d" }, node());
+    assert.deepEqual(await plugin.query(undefined, md), { locked: true, disabled: false });
+    await call(agent, "unlock_deploy", { owner: "prov-d" }, node());
+  });
+
+  it("disable: isActive turns false, the data plugin says disabled, provisioning actions are refused", async () => {
+    const plugin = agent.dataPlugins?.find((p) => p.name === "provision");
+    assert.ok(plugin && agent.isActive);
+    assert.equal(agent.isActive(), true);
+    assert.deepEqual(await call(agent, "is_disabled", {}, node()), { disabled: false, since: null, reason: null });
+    assert.deepEqual(await call(agent, "disable_provisioner", { reason: "provisioned" }, node()), { disabled: true, disable_file: join(dir, "disabled") });
+    assert.equal(agent.isActive(), false);
+    assert.deepEqual(await call(agent, "is_disabled", {}, node()), { disabled: true, since: clock, reason: "provisioned" });
+    const md = { metadata: { identity: "lock.example", facts: {}, classes: [], agents: [], collectives: ["muster"] } };
+    assert.deepEqual(await plugin.query(undefined, md), { locked: false, disabled: true });
+    await rejects(call(agent, "lock_deploy", { owner: "late" }, node()), Status.Aborted);
+    await rejects(call(agent, "set_puppet_host", { ipaddress: "127.0.0.1" }, node()), Status.Aborted);
+    // A fresh agent instance (a restarted server) sees the disable file.
+    const restarted = createProvisionAgent({ config, identity: "lock.example" });
+    assert.equal(restarted.isActive?.(), false);
+  });
+});
+
+describe("provisioning against a real puppetserver", { timeout: 600_000 }, () => {
+  const host = "127.0.0.61";
+  let server: PuppetserverHandle | undefined;
+  let work: string;
+  let provision: ProvisionAgent;
+  let puppetca: PuppetcaAgent;
+  let caConfig: Record<string, unknown>;
+  const nodes: PuppetAgent[] = [];
+  const helpers: ChildProcess[] = [];
+
+  /** A fresh node: its own confdir/vardir/ssldir, and the config the provision agent gets. */
+  const newNode = (certname: string, puppetConf = "", csrAttributes?: string) => {
+    const base = join(work, certname);
+    for (const d of ["conf", "var", "ssl", "out"]) mkdirSync(join(base, d), { recursive: true });
+    if (puppetConf) writeFileSync(join(base, "conf", "puppet.conf"), puppetConf);
+    if (csrAttributes) writeFileSync(join(base, "conf", "csr_attributes.yaml"), csrAttributes);
+    const config = {
+      confdir: join(base, "conf"),
+      vardir: join(base, "var"),
+      ssldir: join(base, "ssl"),
+      lock_file: join(base, "deploy.lock"),
+      disable_file: join(base, "disabled"),
+      run_timeout: 300,
+    };
+    nodes.push(new PuppetAgent({ confdir: config.confdir, vardir: config.vardir, ssldir: config.ssldir, certname }));
+    return { identity: certname, config, base, out: join(base, "out") };
+  };
+
+  const manifests = (root: string) => ({
+    bootstrap: {
+      manifest: `file { "${root}/\${trusted['certname']}/out/stage": ensure => file, content => "\${facts['lifecycle_stage']}\\n" }\n`,
+    },
+    production: {
+      manifest: `node default { include motd }\n`,
+      modules: {
+        motd: {
+          "manifests/init.pp": `class motd {\n  file { "${root}/\${trusted['certname']}/out/motd": ensure => file, content => "managed by muster in \${facts['lifecycle_stage']}\\n" }\n}\n`,
+        },
+      },
+    },
+  });
+
+  before(async () => {
+    work = mkdtempSync(join(tmpdir(), "muster-provision-"));
+    server = await startPuppetserver({ host, environments: manifests(work) });
+    console.log(`# puppetserver ready on ${server.url} in ${server.startMs} ms`);
+    provision = createProvisionAgent();
+    caConfig = { confdir: server.confdir };
+    puppetca = createPuppetcaAgent({ config: caConfig });
+  });
+
+  after(async () => {
+    for (const h of helpers) h.kill("SIGKILL");
+    for (const n of nodes) await n.stopDaemon().catch(() => undefined);
+    await server?.stop();
+    rmSync(work, { recursive: true, force: true });
+  });
+
+  const ca = (action: string, input: Record<string, unknown>) => call(puppetca, action, input, { identity: server!.certname, config: caConfig });
+
+  /** set_puppet_host + request_certificate + sign with the node's own fingerprint. */
+  const enrol = async (n: ReturnType<typeof newNode>) => {
+    await call(provision, "set_puppet_host", { ipaddress: host, port: server!.port }, n);
+    const req = await call(provision, "request_certificate", {}, n);
+    await ca("sign", { certname: n.identity, fingerprint: req.fingerprint });
+    assert.equal((await call(provision, "has_cert", {}, n)).has_cert, true);
+  };
+
+  it("set_puppet_host writes server and serverport into puppet.conf, keeping other settings", async () => {
+    const n = newNode("conf.example", "# hand-written\n[main]\nlogdest = syslog\n\n[agent]\nserver = stale.example\nruninterval = 1h\n");
+    const r = await call(provision, "set_puppet_host", { ipaddress: host, port: server!.port }, n);
+    assert.deepEqual(r, { server: host, serverport: server!.port, puppet_conf: join(n.config.confdir, "puppet.conf"), hosts_file: null });
+    assert.equal(
+      readFileSync(join(n.config.confdir, "puppet.conf"), "utf8"),
+      `# hand-written\n[main]\nlogdest = syslog\nserver = ${host}\nserverport = ${server!.port}\n\n[agent]\nruninterval = 1h\n`,
+    );
+    await assert.rejects(async () => validateInput(provision.ddl, "set_puppet_host", { ipaddress: "not-an-ip" }), (e: unknown) => e instanceof RpcError && e.status === Status.InvalidData);
+  });
+
+  it("set_puppet_host with use_hosts_file maps `puppet` in the given hosts file", async () => {
+    const n = newNode("hosts.example");
+    const hosts = join(n.base, "hosts");
+    writeFileSync(hosts, "127.0.0.1 localhost\n");
+    const r = await call(provision, "set_puppet_host", { ipaddress: host }, { ...n, config: { ...n.config, use_hosts_file: true, hosts_file: hosts } });
+    assert.equal(r.server, "puppet");
+    assert.equal(readFileSync(hosts, "utf8"), `127.0.0.1 localhost\n${host}\tpuppet\t# muster provision\n`);
+  });
+
+  it("request_certificate returns the fingerprint the CA lists; a wrong fingerprint is refused, the right one signs", async () => {
+    const n = newNode("web1.example");
+    await call(provision, "set_puppet_host", { ipaddress: host, port: server!.port }, n);
+    assert.equal((await call(provision, "has_cert", {}, n)).has_cert, false);
+    const req = await call(provision, "request_certificate", {}, n);
+    assert.equal(req.certname, "web1.example");
+    assert.match(String(req.fingerprint), /^([0-9A-F]{2}:){31}[0-9A-F]{2}$/);
+
+    const list = await ca("list", {});
+    const pending = (list.requests as { name: string; fingerprint: string }[]).find((r) => r.name === "web1.example");
+    assert.equal(pending?.fingerprint, req.fingerprint);
+    assert.equal((await ca("status", { certname: "web1.example" })).state, "requested");
+
+    const wrong = "AA:".repeat(31) + "AA";
+    const refused = await rejects(ca("sign", { certname: "web1.example", fingerprint: wrong }), Status.Aborted);
+    assert.equal(refused.data.reason, "fingerprint_mismatch");
+    assert.match(refused.message, /did not make/);
+    assert.equal((await ca("status", { certname: "web1.example" })).state, "requested");
+    assert.equal((await call(provision, "has_cert", {}, n)).has_cert, false);
+
+    // asking again is idempotent: same CSR, same fingerprint
+    const again = await call(provision, "request_certificate", {}, n);
+    assert.equal(again.fingerprint, req.fingerprint);
+    assert.equal(again.submitted, false);
+
+    const signed = await ca("sign", { certname: "web1.example", fingerprint: String(req.fingerprint).toLowerCase() });
+    assert.equal(signed.state, "signed");
+    const has = await call(provision, "has_cert", {}, n);
+    assert.equal(has.has_cert, true);
+    assert.equal(has.fingerprint, signed.fingerprint);
+
+    const twice = await rejects(ca("sign", { certname: "web1.example", fingerprint: req.fingerprint }), Status.Aborted);
+    assert.equal(twice.data.reason, "already_signed");
+    const nothing = await rejects(ca("sign", { certname: "ghost.example", fingerprint: req.fingerprint }), Status.Aborted);
+    assert.equal(nothing.data.reason, "no_request");
+  });
+
+  it("refuses a CSR that requests pp_cli_auth, and one with an IP alternative name", async () => {
+    const evil = newNode("evil.example", "", `---\nextension_requests:\n  "1.3.6.1.4.1.34380.1.3.39": "true"\n`);
+    await call(provision, "set_puppet_host", { ipaddress: host, port: server!.port }, evil);
+    const req = await call(provision, "request_certificate", {}, evil);
+    const e = await rejects(ca("sign", { certname: "evil.example", fingerprint: req.fingerprint }), Status.Aborted);
+    assert.equal(e.data.reason, "authorization_extension");
+    assert.match(e.message, /pp_cli_auth/);
+    assert.equal((await ca("status", { certname: "evil.example" })).state, "requested");
+
+    const ip = newNode("ipalt.example", "[main]\ndns_alt_names = ipalt,IP:10.9.9.9\n");
+    await call(provision, "set_puppet_host", { ipaddress: host, port: server!.port }, ip);
+    const req2 = await call(provision, "request_certificate", {}, ip);
+    const e2 = await rejects(ca("sign", { certname: "ipalt.example", fingerprint: req2.fingerprint }), Status.Aborted);
+    assert.equal(e2.data.reason, "alt_name");
+    assert.match(e2.message, /IP:10\.9\.9\.9/);
+
+    // clean removes pending requests; cleaning an unknown name is fine
+    assert.deepEqual(await ca("clean", { certname: "evil.example" }), { certname: "evil.example", cleaned: true, previous_state: "requested" });
+    assert.deepEqual(await ca("clean", { certname: "evil.example" }), { certname: "evil.example", cleaned: false, previous_state: null });
+    assert.equal((await ca("status", { certname: "evil.example" })).state, "unknown");
+  });
+
+  it("bootstrap run sees lifecycle_stage=bootstrap; the production run applies the managed file", async () => {
+    const n = newNode("app1.example");
+    await enrol(n);
+    const boot = await call(provision, "bootstrap_puppet", {}, n);
+    assert.equal(boot.exitcode, 2);
+    assert.equal(boot.environment, "bootstrap");
+    assert.equal(readFileSync(join(n.out, "stage"), "utf8"), "bootstrap\n");
+
+    const prod = await call(provision, "run_puppet", {}, n);
+    assert.equal(prod.exitcode, 2);
+    assert.equal(prod.changed, true);
+    assert.equal(prod.environment, "production");
+    assert.equal(readFileSync(join(n.out, "motd"), "utf8"), "managed by muster in production\n");
+    assert.equal((prod.resources as Record<string, number>).failed, 0);
+
+    const steady = await call(provision, "run_puppet", {}, n);
+    assert.equal(steady.exitcode, 0);
+    assert.equal(steady.changed, false);
+  });
+
+  it("a failing resource gives Aborted with the failed resources; a compile error gives Aborted with the error", async () => {
+    const n = newNode("broken.example");
+    await enrol(n);
+    writeEnvironment(server!, "broken_resource", { manifest: `file { "/nonexistent-muster-dir/sub/file": ensure => file, content => "x" }\n` });
+    writeEnvironment(server!, "broken_compile", { manifest: `file { "/tmp/x": ensure => \n` });
+    const failing = { ...n, config: { ...n.config, production_environment: "broken_resource" } };
+    const e = await rejects(call(provision, "run_puppet", {}, failing), Status.Aborted);
+    assert.ok(e.data.exitcode === 4 || e.data.exitcode === 6, `exit ${String(e.data.exitcode)}`);
+    const failed = e.data.failed_resources as { resource: string; messages: string[] }[];
+    assert.deepEqual(failed.map((f) => f.resource), ["File[/nonexistent-muster-dir/sub/file]"]);
+    assert.match(e.message, /File\[\/nonexistent-muster-dir\/sub\/file\]/);
+
+    const compile = { ...n, config: { ...n.config, production_environment: "broken_compile" } };
+    const c = await rejects(call(provision, "run_puppet", {}, compile), Status.Aborted);
+    assert.equal(c.data.exitcode, 1);
+    assert.equal(c.data.retryable, false);
+    assert.match(c.message, /Could not retrieve catalog|Syntax error|Could not parse/i);
+    assert.ok((c.data.errors as string[]).some((l) => /Syntax error|Could not parse/i.test(l)), String(c.data.errors));
+  });
+
+  it("a run while another holds Puppet's lock is Aborted and retryable", async () => {
+    const n = newNode("busy.example");
+    await enrol(n);
+    // Puppet honours the lock when its pid is a live ruby process with "puppet" in its arguments.
+    const holder = spawn("ruby", ["-e", "sleep 600", "puppet"], { stdio: "ignore" });
+    helpers.push(holder);
+    await new Promise((r) => holder.once("spawn", r));
+    mkdirSync(join(n.config.vardir, "state"), { recursive: true });
+    writeFileSync(join(n.config.vardir, "state", "agent_catalog_run.lock"), String(holder.pid));
+    const e = await rejects(call(provision, "run_puppet", {}, n), Status.Aborted);
+    assert.equal(e.data.retryable, true);
+    assert.equal(e.data.exitcode, 1);
+    holder.kill("SIGKILL");
+  });
+
+  it("daemonize_puppet starts the agent daemon and reports its pid", async () => {
+    const n = newNode("daemon.example");
+    await enrol(n);
+    const r = await call(provision, "daemonize_puppet", {}, n);
+    assert.equal(r.already_running, false);
+    assert.ok(typeof r.pid === "number" && r.pid > 0);
+    assert.doesNotThrow(() => process.kill(r.pid as number, 0));
+    const again = await call(provision, "daemonize_puppet", {}, n);
+    assert.deepEqual(again, { pid: r.pid, already_running: true });
+    const agent = nodes[nodes.length - 1]!;
+    assert.equal(await agent.stopDaemon(), true);
+    assert.equal(agent.daemonPid(), undefined);
+    assert.equal(existsSync(join(n.config.vardir, "run", "agent.pid")), false);
+  });
+});
