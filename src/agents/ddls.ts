@@ -5,6 +5,8 @@ import type { AgentDDL } from "../ddl/types.js";
 import { MusterError } from "../errors.js";
 import { discoveryDDL } from "./discovery/index.js";
 import { notifyDDL } from "./notify/ddl.js";
+import { provisionDDL } from "./provision/ddl.js";
+import { puppetcaDDL } from "./puppetca/ddl.js";
 import { rpcutilDDL } from "./rpcutil/ddl.js";
 
 // DDLs the client knows: the built-in agents' plus external ones from ddl directories or --ddl.
@@ -12,6 +14,8 @@ export const builtinDDLs: Record<string, AgentDDL> = {
   discovery: discoveryDDL,
   rpcutil: rpcutilDDL,
   notify: notifyDDL,
+  provision: provisionDDL,
+  puppetca: puppetcaDDL,
 };
 
 export function registerBuiltinDDL(ddl: AgentDDL): void {

@@ -133,7 +133,7 @@ export class MusterClient {
     const t0 = performance.now();
     const input = opts.ddl ? validateInput(opts.ddl, action, data) : data;
     const filter = opts.filter ?? emptyFilter();
-    let discovered = opts.nodes ? [...new Set(opts.nodes)].sort() : await this.discover({ ...opts.discovery, filter: opts.discovery?.filter ?? filter });
+    let discovered = opts.nodes ? [...new Set(opts.nodes)].sort() : await this.discover({ ...opts.discovery, filter: withAgent(opts.discovery?.filter ?? filter, agent) });
     const t1 = performance.now();
     opts.onDiscovered?.(discovered);
     const targets = opts.limit ? applyLimit(discovered, opts.limit) : discovered;
@@ -182,6 +182,11 @@ export class MusterClient {
       call: (action, input, opts = {}) => this.call(ddl.metadata.name, action, input as Record<string, unknown>, { ...opts, ddl }),
     };
   }
+}
+
+/** As MCollective does, discovery for a call only finds nodes that offer the agent. */
+function withAgent(filter: Filter, agent: string): Filter {
+  return filter.agent.includes(agent) ? filter : { ...filter, agent: [...filter.agent, agent] };
 }
 
 export interface TypedAgentClient<D extends AgentDDL> {

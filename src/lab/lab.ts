@@ -123,7 +123,7 @@ export function provisionPluginConfig(nodeDir: string): Record<string, unknown> 
 }
 
 export function puppetcaPluginConfig(m: PuppetserverHandle): Record<string, unknown> {
-  return { confdir: m.confdir, ssldir: m.ssldir, cadir: m.cadir, server_url: m.url, ca_cert: m.caCertPath, host_cert: m.hostCertPath, host_key: m.hostKeyPath, certname: m.certname };
+  return { confdir: m.confdir, ssldir: m.ssldir, certname: m.certname, url: m.url, cacert: m.caCertPath, cert: m.hostCertPath, key: m.hostKeyPath };
 }
 
 function nodeIdentity(i: number, r: LabRegion): string {

@@ -1,5 +1,6 @@
 import type { Logger } from "pino";
 import { validateInput, applyOutputDefaults } from "../ddl/index.js";
+import type { AgentDDL } from "../ddl/types.js";
 import { RpcError } from "../errors.js";
 import type { CompiledFilter } from "../filter/index.js";
 import { Status, type StatusCode } from "../protocol/status.js";
@@ -46,6 +47,34 @@ export interface AuditEntry {
 
 const noData = () => undefined;
 
+/**
+ * ctx.signal is an own, enumerable accessor (so `{ ...ctx }` still carries a working signal) that
+ * makes the AbortController on first use. One shared descriptor: an accessor written in the object
+ * literal would cost a new getter function per request and node.
+ */
+const CONTROLLER = Symbol("controller");
+const lazySignal: PropertyDescriptor = {
+  enumerable: true,
+  configurable: true,
+  get(this: { [CONTROLLER]: () => AbortController }) {
+    return this[CONTROLLER]().signal;
+  },
+};
+
+/** Whether an action declares any output default; without one, a reply's data needs no copy. */
+const outputDefaults = new WeakMap<AgentDDL, Map<string, boolean>>();
+function hasOutputDefaults(ddl: AgentDDL, action: string): boolean {
+  let byAction = outputDefaults.get(ddl);
+  if (!byAction) outputDefaults.set(ddl, (byAction = new Map()));
+  let has = byAction.get(action);
+  if (has === undefined) {
+    const spec = Object.hasOwn(ddl.actions, action) ? ddl.actions[action] : undefined;
+    has = !spec || Object.values(spec.output).some((o) => o.default !== undefined);
+    byAction.set(action, has);
+  }
+  return has;
+}
+
 function isPromiseLike(x: unknown): x is PromiseLike<unknown> {
   return x !== null && (typeof x === "object" || typeof x === "function") && typeof (x as { then?: unknown }).then === "function";
 }
@@ -58,12 +87,16 @@ export class NodeRuntime {
   private readonly dataPlugins = new Map<string, DataPlugin>();
   private readonly inflight = new Set<AbortController>();
 
+  /** Sorted agent names when no agent can switch itself off (no isActive): the list never changes. */
+  private readonly fixedAgentNames: string[] | undefined;
+
   constructor(readonly opts: NodeRuntimeOptions) {
     this.identity = opts.identity;
     for (const la of opts.agents) {
       this.agents.set(la.agent.ddl.metadata.name, la);
       for (const dp of la.agent.dataPlugins ?? []) this.dataPlugins.set(dp.name, dp);
     }
+    this.fixedAgentNames = opts.agents.some((la) => la.agent.isActive) ? undefined : [...this.agents.keys()].sort();
   }
 
   addDataPlugin(dp: DataPlugin): void {
@@ -75,6 +108,7 @@ export class NodeRuntime {
   }
 
   activeAgentNames(): string[] {
+    if (this.fixedAgentNames) return this.fixedAgentNames.slice(); // filters read it on every request
     const out: string[] = [];
     for (const [name, la] of this.agents) if (la.agent.isActive?.() ?? true) out.push(name);
     return out.sort();
@@ -130,8 +164,10 @@ export class NodeRuntime {
    */
   handle(req: Request, filter: CompiledFilter, direct: boolean): Reply | undefined | Promise<Reply | undefined> {
     const la = this.agents.get(req.agent);
-    const active = la && (la.agent.isActive?.() ?? true);
-    if (!active) {
+    // An agent that switched itself off (isActive false) is not offered: it answers no broadcast
+    // and is absent from `agents`. Directly addressed requests still reach it, so a disabled
+    // provision agent can report is_disabled and release its lock; it refuses what it must.
+    if (!la || (!direct && !(la.agent.isActive?.() ?? true))) {
       if (!direct) return undefined;
       this.stats.unknown_agent++;
       return this.reply(req, Status.UnknownAction, `agent '${req.agent}' is not available on ${this.identity}`, {});
@@ -192,7 +228,7 @@ export class NodeRuntime {
       }
       return ac;
     };
-    const ctx: ActionContext = {
+    const ctx = {
       requestId: req.id,
       caller: req.caller,
       sender: req.sender,
@@ -201,11 +237,10 @@ export class NodeRuntime {
       action: req.action,
       config: la.config,
       log: la.log,
-      get signal() {
-        return controller().signal;
-      },
       metadata: () => this.metadata(),
-    };
+      [CONTROLLER]: controller,
+    } as unknown as ActionContext;
+    Object.defineProperty(ctx, "signal", lazySignal);
     let out: unknown;
     try {
       out = handler(input, ctx);
@@ -243,7 +278,7 @@ export class NodeRuntime {
 
   private succeeded(la: LoadedAgent, req: Request, out: unknown): Reply {
     const data = out && typeof out === "object" && !Array.isArray(out) ? (out as Record<string, unknown>) : {};
-    return this.reply(req, Status.OK, "OK", applyOutputDefaults(la.agent.ddl, req.action, data));
+    return this.reply(req, Status.OK, "OK", hasOutputDefaults(la.agent.ddl, req.action) ? applyOutputDefaults(la.agent.ddl, req.action, data) : data);
   }
 
   private failed(la: LoadedAgent, req: Request, e: unknown): Reply {

@@ -1,6 +1,6 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "pino";
-import { builtinAgentFactories, ALWAYS_LOADED } from "../agents/builtin.js";
+import { builtinAgentFactories, ALWAYS_LOADED, type AgentFactory } from "../agents/builtin.js";
 import type { NodeIntrospection } from "../agents/rpcutil/index.js";
 import { closeConnection, connectBroker, resolveBrokers } from "../broker/connect.js";
 import { MusterError } from "../errors.js";
@@ -52,7 +52,7 @@ export interface RuntimeBuild {
   log: Logger;
   intakeStats: IntakeStats;
   audit?: (e: AuditEntry) => void;
-  factories?: Record<string, (deps: { node: NodeIntrospection }) => Agent>;
+  factories?: Record<string, AgentFactory>;
 }
 
 /** Builds a NodeRuntime with its agents and data plugins wired to introspect it. */
@@ -74,7 +74,8 @@ export function buildRuntime(b: RuntimeBuild): NodeRuntime {
   for (const name of names) {
     const f = factories[name];
     if (!f) throw new MusterError("MUSTER_CONFIG_INVALID", `unknown built-in agent '${name}'; known: ${Object.keys(factories).sort().join(", ")}`);
-    agents.push({ agent: f({ node }), config: b.plugins[name] ?? {}, log: b.log.child({ agent: name }) });
+    const config = b.plugins[name] ?? {};
+    agents.push({ agent: f({ node, identity: b.identity, config }), config, log: b.log.child({ agent: name }) });
   }
   for (const a of b.extraAgents ?? []) agents.push({ agent: a, config: b.plugins[a.ddl.metadata.name] ?? {}, log: b.log.child({ agent: a.ddl.metadata.name }) });
   rt = new NodeRuntime({ identity: b.identity, collectives: b.collectives, mainCollective: b.mainCollective, agents, facts: b.facts, classes: b.classes, log: b.log, intakeStats: b.intakeStats, audit: b.audit });
