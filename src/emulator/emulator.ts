@@ -36,12 +36,13 @@ export async function startEmulator(o: EmulatorOptions): Promise<RunningEmulator
   const nodeLog = o.log.child({ emulated: true });
   const runtimes = o.nodes.map((n) => {
     const collectives = n.collectives ?? [o.collective];
+    const classes = [...new Set(n.classes)].sort(); // as a server reads classes.txt: sorted, no duplicates
     return buildRuntime({
       identity: n.identity,
       collectives,
       mainCollective: collectives[0] ?? o.collective,
       facts: () => n.facts,
-      classes: () => n.classes,
+      classes: () => classes,
       builtin: n.agents,
       plugins: o.plugins ?? {},
       log: nodeLog,
