@@ -3,7 +3,6 @@ import { Command, CommanderError } from "commander";
 import { MusterError } from "../errors.js";
 import { FilterError } from "../filter/index.js";
 import { VERSION } from "../version.js";
-import { commands } from "./commands/index.js";
 import { Exit } from "./exit.js";
 
 // `muster find | head` closes our stdout early: that is not an error.
@@ -17,6 +16,14 @@ const program = new Command("muster")
   .version(VERSION, "-v, --version")
   .showHelpAfterError("(run with --help for usage)")
   .exitOverride();
+// A daemon loads only its own command: every other command's imports (the provisioner, the lab,
+// their HTTP and JetStream stacks) would stay resident in each node's `muster server` for nothing.
+// Idle memory of the node daemon is a tracked figure (npm run bench, docs/bench.md).
+const daemons: Record<string, () => Promise<() => Command>> = {
+  server: async () => (await import("./commands/server.js")).serverCommand,
+};
+const only = daemons[process.argv[2] ?? ""];
+const commands = only ? [await only()] : (await import("./commands/index.js")).commands;
 for (const make of commands) program.addCommand(make().exitOverride());
 
 function fail(e: unknown): never {

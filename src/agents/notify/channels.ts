@@ -1,5 +1,4 @@
 import { spawn } from "node:child_process";
-import nodemailer from "nodemailer";
 import type { SmtpSettings } from "./config.js";
 import type { Recipient } from "./recipient.js";
 
@@ -56,6 +55,9 @@ async function postWebhook(target: URL, note: Notification, opts: ChannelOptions
 
 async function sendMail(to: string, note: Notification, opts: ChannelOptions): Promise<void> {
   const { smtp } = opts;
+  // Loaded on first use: every node hosts this agent, few ever send mail, and nodemailer would
+  // otherwise add megabytes to each idle `muster server`.
+  const { default: nodemailer } = await import("nodemailer");
   const transport = nodemailer.createTransport({
     host: smtp.host,
     port: smtp.port,
