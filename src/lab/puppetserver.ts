@@ -43,6 +43,8 @@ export interface StartPuppetserverOptions {
   detached?: boolean;
   /** JVM heap options; default ["-Xms256m", "-Xmx768m"]. */
   heap?: string[];
+  /** Extra JVM options, after the defaults. */
+  javaArgs?: string[];
   /** Deadline for the server to answer /status/v1/simple; default 180 s. */
   readyTimeoutMs?: number;
 }
@@ -97,6 +99,7 @@ export async function startPuppetserver(opts: StartPuppetserverOptions): Promise
     "-XX:+CrashOnOutOfMemoryError",
     `-XX:ErrorFile=${join(layout.logdir, "puppetserver_err_pid%p.log")}`,
     `-Djava.io.tmpdir=${join(dir, "tmp")}`,
+    ...(opts.javaArgs ?? []),
     "-jar",
     JAR,
     "--config",

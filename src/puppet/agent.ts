@@ -283,8 +283,9 @@ export class PuppetAgent {
   }
 }
 
-// Puppet's HTTP pool reuses a connection after PUT certificate_request; puppetserver 7 then
-// holds the next GET for its 30 s idle timeout. A fresh connection per request avoids that.
+// Puppet's HTTP pool reuses a connection after PUT certificate_request, and puppetserver 7
+// then answers the next GET on it only after ~30 s (observed here). A fresh connection per
+// request avoids that; these commands make only a few requests.
 const SSL_ARGS = ["--http_keepalive_timeout", "0", "--color", "false"];
 
 function lastErrors(output: string): string {

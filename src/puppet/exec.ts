@@ -85,8 +85,19 @@ export function stripAnsi(s: string): string {
   return s.replace(/\x1b\[[0-9;]*m/g, "");
 }
 
-/** The last `lines` lines of text. */
+/** The last `lines` lines of text, runs of identical lines collapsed. */
 export function tailLines(s: string, lines = 40): string {
-  const all = s.trimEnd().split("\n");
-  return all.slice(-lines).join("\n");
+  const out: string[] = [];
+  let repeats = 0;
+  for (const line of s.trimEnd().split("\n")) {
+    if (out.length && out[out.length - 1] === line) {
+      repeats++;
+      continue;
+    }
+    if (repeats) out.push(`(previous line repeated ${repeats} more times)`);
+    repeats = 0;
+    out.push(line);
+  }
+  if (repeats) out.push(`(previous line repeated ${repeats} more times)`);
+  return out.slice(-lines).join("\n");
 }
