@@ -2,20 +2,21 @@
 // emulator (full pipeline) or as the bare NATS floor (same subscription layout, no muster work).
 // It runs in its own process so the nodes never share an event loop with the measuring client.
 //
-//   node dist/bench/nodes.js <floor|muster> <N> <broker-url> <collective>
+//   node dist/bench/nodes.js <floor|muster> <N> <broker-url> <collective> [reply-bytes]
 //
-// Talks to the parent over the fork IPC channel: sends {type: "ready"} once subscribed, exits on
-// {type: "stop"} or when the parent goes away (channel disconnect).
+// Talks to the parent over the fork IPC channel: sends {type: "ready"} once subscribed, answers
+// {type: "cpu"} with its CPU time so far, exits on {type: "stop"} or when the parent goes away.
 
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { generateFleet } from "../src/emulator/fleet.js";
 import { startEmulator, type RunningEmulator } from "../src/emulator/emulator.js";
 import { createLogger } from "../src/log.js";
 
-const [mode, countText, broker, collective] = process.argv.slice(2);
+const [mode, countText, broker, collective, replyBytesText] = process.argv.slice(2);
 const count = Number(countText);
-if ((mode !== "floor" && mode !== "muster") || !Number.isInteger(count) || count < 1 || !broker || !collective) {
-  process.stderr.write("usage: nodes.js <floor|muster> <N> <broker-url> <collective>\n");
+const replyBytes = Number(replyBytesText ?? 0);
+if ((mode !== "floor" && mode !== "muster") || !Number.isInteger(count) || count < 1 || !broker || !collective || !Number.isInteger(replyBytes)) {
+  process.stderr.write("usage: nodes.js <floor|muster> <N> <broker-url> <collective> [reply-bytes]\n");
   process.exit(64);
 }
 
@@ -24,27 +25,30 @@ const enc = new TextEncoder();
 /**
  * The floor: the emulator's layout with nothing in between. One connection, one wildcard
  * subscription for "broadcast" (one message in, N replies out, each naming its node) and one for
- * direct node subjects (`<collective>.node.>`; each message answered once by the node it names).
- * A reply is just the node's identity: no decode, verify, filter, validation or JSON.
+ * direct node subjects (each message answered once by the node it names). A reply is the node's
+ * identity, padded with spaces to `replyBytes` (the size of a muster reply) on the `<collective>`
+ * subjects and bare on the `<collective>min` ones: no decode, verify, filter, validation or JSON.
  */
 function startFloor(nc: NatsConnection, identities: string[]): void {
-  const replies = identities.map((id) => enc.encode(id));
-  const byIdentity = new Map<string, Uint8Array>();
-  identities.forEach((id, i) => byIdentity.set(id, replies[i]!));
-  nc.subscribe(`${collective}.broadcast.>`, {
-    callback: (err, msg) => {
-      if (err || !msg.reply) return;
-      for (const r of replies) nc.publish(msg.reply, r);
-    },
-  });
-  const prefix = `${collective}.node.`;
-  nc.subscribe(`${collective}.node.>`, {
-    callback: (err, msg) => {
-      if (err || !msg.reply) return;
-      const r = byIdentity.get(msg.subject.slice(prefix.length));
-      if (r) nc.publish(msg.reply, r);
-    },
-  });
+  for (const [prefix, size] of [[collective!, replyBytes], [`${collective!}min`, 0]] as const) {
+    const replies = identities.map((id) => enc.encode(id.padEnd(size, " ")));
+    const byIdentity = new Map<string, Uint8Array>();
+    identities.forEach((id, i) => byIdentity.set(id, replies[i]!));
+    nc.subscribe(`${prefix}.broadcast.>`, {
+      callback: (err, msg) => {
+        if (err || !msg.reply) return;
+        for (const r of replies) nc.publish(msg.reply, r);
+      },
+    });
+    const nodePrefix = `${prefix}.node.`;
+    nc.subscribe(`${prefix}.node.>`, {
+      callback: (err, msg) => {
+        if (err || !msg.reply) return;
+        const r = byIdentity.get(msg.subject.slice(nodePrefix.length));
+        if (r) nc.publish(msg.reply, r);
+      },
+    });
+  }
 }
 
 async function main(): Promise<void> {
@@ -62,6 +66,10 @@ async function main(): Promise<void> {
   };
   process.on("message", (m: { type?: string }) => {
     if (m?.type === "stop") void stop();
+    if (m?.type === "cpu") {
+      const u = process.cpuUsage();
+      process.send?.({ type: "cpu", ms: (u.user + u.system) / 1000 });
+    }
   });
   process.on("disconnect", () => void stop());
   process.send?.({ type: "ready", rss: process.memoryUsage.rss() });
