@@ -76,6 +76,10 @@ export interface Lab {
   masters: PuppetserverHandle[];
   /** Write a provisioner config for this lab (used by `lab up` and tests). */
   provisionerConfig(overrides?: Record<string, unknown>): string;
+  /** Stop one muster server (node, master or notifier) of an attached lab. */
+  stopServer(identity: string): Promise<void>;
+  /** Start it again (a node restart: it publishes a startup lifecycle event). */
+  startServer(identity: string): void;
   stop(): Promise<void>;
 }
 
@@ -166,10 +170,16 @@ export async function startLab(o: LabOptions): Promise<Lab> {
       writeFileSync(file, toYaml({ collectives: [LAB_COLLECTIVE], brokers: [nats.url], registration: { interval: 60, splay: true }, log: { level: "info" }, ...cfg }));
       return file;
     };
-    const startServer = (name: string, cfg: Record<string, unknown>) => {
-      const p = spawnMuster(["server", "--config", serverConfig(name, cfg)], { logFile: join(dir, "logs", `${name}.log`), detached: o.detached, env });
+    const servers = new Map<string, MusterProcess>();
+    const launch = (name: string) => {
+      const p = spawnMuster(["server", "--config", join(dir, "config", `${name}.yaml`)], { logFile: join(dir, "logs", `${name}.log`), detached: o.detached, env });
       procs.push(p);
+      servers.set(name, p);
       return p.pid;
+    };
+    const startServer = (name: string, cfg: Record<string, unknown>) => {
+      serverConfig(name, cfg);
+      return launch(name);
     };
 
     const nodes: LabNode[] = [];
@@ -230,6 +240,16 @@ export async function startLab(o: LabOptions): Promise<Lab> {
       state,
       masters: handles,
       provisionerConfig: writeProvisionerConfig,
+      async stopServer(identity) {
+        const p = servers.get(identity);
+        if (!p) throw new Error(`no lab server ${identity}`);
+        await p.stop();
+        servers.delete(identity);
+      },
+      startServer(identity) {
+        if (servers.has(identity)) throw new Error(`lab server ${identity} is already running`);
+        launch(identity);
+      },
       async stop() {
         await stopAll();
         rmSync(stateFile(dir), { force: true });

@@ -71,6 +71,7 @@ export class Provisioner {
         if (err) return;
         try {
           const ev = decodeJson(msg.data) as { identity?: unknown };
+          this.masters = undefined; // whatever started may be a new master: look again before the next choice
           if (typeof ev.identity === "string") void this.onNodeStartup(ev.identity);
         } catch {
           this.log.debug("ignored a garbled lifecycle event");
@@ -264,6 +265,7 @@ export class Provisioner {
     rec.current = stage;
     await this.persist(v);
     this.events.onStage?.(rec.identity, stage);
+    let busyWaitedMs = 0;
     for (let attempt = 1; ; attempt++) {
       if (this.abort.signal.aborted) throw new Abandoned("provisioner stopping");
       const t0 = performance.now();
@@ -280,6 +282,16 @@ export class Provisioner {
         return;
       } catch (e) {
         if (e instanceof Abandoned || this.abort.signal.aborted) throw e;
+        // Another Puppet run holds the node's lock (e.g. one started before a provisioner restart):
+        // wait for it without spending attempts, up to one Puppet run's time.
+        if (e instanceof StepError && e.data.retryable === true && busyWaitedMs < this.cfg.puppet_timeout * 1000) {
+          const wait = Math.max(2000, backoffMs(1, this.cfg.retries.backoff, this.cfg.retries.max_backoff));
+          busyWaitedMs += wait;
+          attempt--;
+          appendLog(rec, `${stage}: a Puppet run is already in progress on the node; waiting ${Math.round(wait / 1000)}s`);
+          await sleep(wait, this.abort.signal); // the node's run ends on its own; nothing to subscribe to
+          continue;
+        }
         rec.attempts = attempt;
         rec.lastError = `${stage}: ${(e as Error).message}`;
         appendLog(rec, `${stage} failed (attempt ${attempt}/${this.cfg.retries.attempts}): ${(e as Error).message}`);
@@ -405,9 +417,12 @@ export class Provisioner {
     return s;
   }
 
-  /** All masters with their facts; cached for one cycle so a new master is seen by the next one. */
+  /**
+   * All masters with their facts. Cached briefly (at most one cycle, at most 5 s) and dropped on
+   * any startup event, so a master that appears is used without a restart.
+   */
   async discoverMasters(): Promise<MasterInfo[]> {
-    if (this.masters && Date.now() - this.masters.at < this.cfg.sleeptime * 1000) return this.masters.list;
+    if (this.masters && Date.now() - this.masters.at < Math.min(this.cfg.sleeptime, 5) * 1000) return this.masters.list;
     const ids = await this.client.discover({ filter: this.masterFilter, timeoutMs: this.cfg.discovery_timeout * 1000 });
     const list: MasterInfo[] = [];
     if (ids.length) {

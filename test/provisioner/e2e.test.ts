@@ -1,0 +1,204 @@
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { MusterClient } from "../../src/client/client.js";
+import { startLab, waitForNodes, type Lab } from "../../src/lab/lab.js";
+import { expectedMotd, BOOTSTRAP_SITE } from "../../src/lab/manifests.js";
+import { writeEnvironment } from "../../src/lab/puppetserver.js";
+import { spawnMuster, type MusterProcess } from "../../src/lab/processes.js";
+import { PuppetAgent } from "../../src/puppet/index.js";
+import { StateStore, type NodeRecord } from "../../src/provisioner/state.js";
+
+// The provisioner end to end against real puppetservers and real Puppet agents (the lab, attached).
+// Scenario, in order:
+//   - us master and us nodes are down at first; eu nodes are provisioned, and the provisioner is
+//     killed with SIGKILL mid-run and started again: it finishes every eu node.
+//   - node05.eu.lab holds a certificate before provisioning starts: certificate steps skipped.
+//   - an impostor's CSR for node03.eu.lab is not signed with the node's reported fingerprint.
+//   - then the us master appears (no provisioner restart) and the us nodes start: their startup
+//     events trigger provisioning against the us master; node06.us.lab's bootstrap is broken, it
+//     is retried, marked failed and the admins are told.
+
+const NODES = 6;
+let dir: string;
+let lab: Lab;
+let client: MusterClient;
+let store: StateStore;
+const provisioners: MusterProcess[] = [];
+
+const eu = ["node01.eu.lab", "node03.eu.lab", "node05.eu.lab"];
+const us = ["node02.us.lab", "node04.us.lab"];
+const broken = "node06.us.lab";
+
+before(async () => {
+  dir = mkdtempSync(join(tmpdir(), "muster-e2e-"));
+  process.env.MUSTER_CONFIG_DIR = join(dir, "keys");
+  lab = await startLab({ dir: join(dir, "lab"), nodes: NODES, detached: false, provisioner: false });
+  client = await MusterClient.connect({ brokers: [lab.state.broker], collective: lab.state.collective });
+  store = await StateStore.open(client.nc, "muster_provision");
+});
+
+after(async () => {
+  await Promise.all(provisioners.map((p) => p.stop("SIGKILL")));
+  await client?.close();
+  await lab?.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+function startProvisioner(): MusterProcess {
+  // A long sleeptime: nodes that start later are found by their startup event, not by a cycle.
+  const file = lab.provisionerConfig({ concurrency: 4, per_master_limit: 2, retries: { attempts: 2, backoff: 0.5, max_backoff: 2 }, sleeptime: 30, shutdown_grace: 5 });
+  const p = spawnMuster(["provisioner", "--config", file, "--foreground"], { logFile: join(dir, `provisioner-${provisioners.length}.log`), env: { MUSTER_CONFIG_DIR: process.env.MUSTER_CONFIG_DIR! } });
+  provisioners.push(p);
+  return p;
+}
+
+/** Resolves with the records once `done` holds for them; watches KV, no polling sleeps. */
+async function waitFor(ids: string[], done: (r: NodeRecord) => boolean, timeoutMs: number): Promise<Map<string, NodeRecord>> {
+  const latest = new Map<string, NodeRecord>();
+  for (const r of await store.all()) if (ids.includes(r.identity)) latest.set(r.identity, r);
+  const ok = () => ids.every((id) => latest.has(id) && done(latest.get(id)!));
+  if (ok()) return latest;
+  const w = await store.kv.watch();
+  const timer = setTimeout(() => w.stop(), timeoutMs);
+  try {
+    for await (const e of w) {
+      if (e.operation !== "PUT") continue;
+      const r = JSON.parse(new TextDecoder().decode(e.value)) as NodeRecord;
+      if (ids.includes(r.identity)) latest.set(r.identity, r);
+      if (ok()) return latest;
+    }
+  } finally {
+    clearTimeout(timer);
+    w.stop();
+  }
+  const state = ids.map((id) => `${id}: ${latest.get(id)?.status ?? "no record"} ${latest.get(id)?.current ?? ""} ${latest.get(id)?.lastError ?? ""}`);
+  throw new Error(`timed out after ${timeoutMs} ms waiting for:\n${state.join("\n")}`);
+}
+
+function node(id: string) {
+  const n = lab.state.nodes.find((x) => x.identity === id);
+  assert.ok(n, `lab node ${id}`);
+  return n;
+}
+
+function master(name: "eu" | "us") {
+  return lab.masters[name === "eu" ? 0 : 1]!;
+}
+
+/** Lines of the CA's inventory naming this certname: one per certificate ever signed. */
+function signedCount(name: "eu" | "us", certname: string): number {
+  const inv = join(master(name).cadir, "inventory.txt");
+  if (!existsSync(inv)) return 0;
+  return readFileSync(inv, "utf8").split("\n").filter((l) => l.trim().endsWith(`/CN=${certname}`)).length;
+}
+
+async function call(id: string, agent: string, action: string, data: Record<string, unknown> = {}) {
+  const r = await client.call(agent, action, data, { nodes: [id], timeoutMs: 120_000 });
+  const reply = r.replies[0];
+  assert.ok(reply, `${agent}#${action} on ${id} answered`);
+  return reply;
+}
+
+function notifications(): { subject: string; message: string }[] {
+  const f = lab.state.receiver.file;
+  return existsSync(f) ? readFileSync(f, "utf8").trim().split("\n").filter(Boolean).map((l) => JSON.parse(l) as { subject: string; message: string }) : [];
+}
+
+test("setup: the us region is down, node05 already has a certificate, node06's bootstrap is broken", async () => {
+  await lab.stopServer("puppet-us.lab");
+  for (const id of [...us, broken]) await lab.stopServer(id);
+  // node05: a certificate before provisioning, through the same agents the provisioner uses
+  await call("node05.eu.lab", "provision", "set_puppet_host", { ipaddress: master("eu").host, port: master("eu").port });
+  const csr = await call("node05.eu.lab", "provision", "request_certificate");
+  assert.equal(csr.statuscode, 0, csr.statusmsg);
+  const signed = await call("puppet-eu.lab", "puppetca", "sign", { certname: "node05.eu.lab", fingerprint: csr.data.fingerprint });
+  assert.equal(signed.statuscode, 0, signed.statusmsg);
+  const has = await call("node05.eu.lab", "provision", "has_cert");
+  assert.equal(has.data.has_cert, true);
+  writeEnvironment(master("us"), "bootstrap", { manifest: `node '${broken}' { fail("bootstrap is broken for ${broken} on purpose") }\n${BOOTSTRAP_SITE}` });
+});
+
+test("an impostor's CSR for a node's name is not signed", async () => {
+  const victim = "node03.eu.lab";
+  const m = master("eu");
+  await call(victim, "provision", "set_puppet_host", { ipaddress: m.host, port: m.port });
+  const reported = await call(victim, "provision", "request_certificate");
+  assert.equal(reported.statuscode, 0, reported.statusmsg);
+  // Someone else replaces the pending request with one of their own for the same name.
+  assert.equal((await call("puppet-eu.lab", "puppetca", "clean", { certname: victim })).statuscode, 0);
+  const impostorDir = mkdtempSync(join(dir, "impostor-"));
+  const impostor = new PuppetAgent({ confdir: join(impostorDir, "etc"), vardir: join(impostorDir, "var"), ssldir: join(impostorDir, "ssl"), certname: victim, server: m.host, serverport: m.port });
+  const theirs = await impostor.requestCertificate({ timeoutMs: 120_000 });
+  assert.notEqual(theirs.fingerprint, reported.data.fingerprint);
+  const sign = await call("puppet-eu.lab", "puppetca", "sign", { certname: victim, fingerprint: reported.data.fingerprint });
+  assert.equal(sign.statuscode, 1, "sign refused");
+  assert.match(sign.statusmsg, /fingerprint/i);
+  const st = await call("puppet-eu.lab", "puppetca", "status", { certname: victim });
+  assert.equal(st.data.state, "requested", "the impostor's CSR stays unsigned");
+  assert.equal(signedCount("eu", victim), 0);
+});
+
+test("eu nodes are provisioned even though the provisioner is killed mid-run and restarted", async () => {
+  const first = startProvisioner();
+  // Kill it hard once some node is inside a Puppet run (certificates already signed).
+  await waitFor(["node01.eu.lab"], (r) => r.current === "bootstrap" || r.current === "production" || r.status === "done", 300_000);
+  await first.stop("SIGKILL");
+  startProvisioner();
+  const recs = await waitFor(eu, (r) => r.status === "done" || r.status === "failed", 600_000);
+  for (const id of eu) assert.equal(recs.get(id)?.status, "done", `${id}: ${recs.get(id)?.lastError}`);
+  assert.ok(recs.get("node01.eu.lab")!.log.some((l) => /resum|started \(resume\)/.test(l)), "node01 was resumed after the kill");
+});
+
+test("eu nodes: signed once by the eu CA, catalog applied, bootstrap saw its stage, provisioning disabled, no lock", async () => {
+  for (const id of eu) {
+    const n = node(id);
+    assert.equal(signedCount("eu", id), 1, `${id} signed exactly once by eu`);
+    assert.equal(signedCount("us", id), 0, `${id} not signed by us`);
+    assert.equal(readFileSync(join(n.dir, "motd"), "utf8"), expectedMotd(id, n.country));
+    assert.equal(readFileSync(join(n.dir, "bootstrap-stage"), "utf8"), "lifecycle_stage=bootstrap\n");
+    const dis = await call(id, "provision", "is_disabled");
+    assert.equal(dis.data.disabled, true);
+    const lock = await call(id, "provision", "is_locked");
+    assert.equal(lock.data.locked, false, `${id} lock released`);
+  }
+  const rec5 = (await store.get("node05.eu.lab"))!.record;
+  assert.equal(rec5.hadCert, true);
+  assert.equal(rec5.timings.sign_csr, undefined, "node05 skipped signing");
+  assert.equal(rec5.timings.request_csr, undefined, "node05 skipped its CSR");
+  // disabled nodes no longer answer discovery for provisioning
+  const waiting = await client.discover({ filter: { fact: [], class: [], identity: [], agent: ["provision"], compound: ["provision().disabled=false"] } });
+  for (const id of eu) assert.ok(!waiting.includes(id));
+});
+
+test("a master that appears later is used without a restart; node startups trigger provisioning; a broken bootstrap fails cleanly", async () => {
+  lab.startServer("puppet-us.lab");
+  await waitForNodes(lab.state.broker, ["puppet-us.lab"], 60_000);
+  for (const id of [...us, broken]) lab.startServer(id);
+  const recs = await waitFor([...us, broken], (r) => r.status === "done" || r.status === "failed", 600_000);
+  for (const id of us) {
+    assert.equal(recs.get(id)?.status, "done", `${id}: ${recs.get(id)?.lastError}`);
+    assert.equal(recs.get(id)?.master, "puppet-us.lab");
+    assert.equal(signedCount("us", id), 1);
+    assert.equal(readFileSync(join(node(id).dir, "motd"), "utf8"), expectedMotd(id, "us"));
+  }
+  assert.ok([...us, broken].some((id) => recs.get(id)!.log.some((l) => l.includes("provisioning started (startup)"))), "a node's startup event started its provisioning");
+  const bad = recs.get(broken)!;
+  assert.equal(bad.status, "failed");
+  assert.equal(bad.current, "bootstrap");
+  assert.match(bad.lastError ?? "", /bootstrap/);
+  assert.ok(bad.log.filter((l) => /bootstrap failed \(attempt/.test(l)).length >= 2, "bootstrap was retried");
+  const lock = await call(broken, "provision", "is_locked");
+  assert.equal(lock.data.locked, false, "a failed node's lock is released");
+});
+
+test("admins got exactly one notification per provisioned node and one for the failure", () => {
+  const n = notifications();
+  for (const id of [...eu, ...us]) assert.equal(n.filter((x) => x.subject === `Provisioned ${id} against ${id.includes(".eu.") ? "puppet-eu.lab" : "puppet-us.lab"}`).length, 1, `one notification for ${id}`);
+  const failed = n.filter((x) => x.subject.includes(broken));
+  assert.equal(failed.length, 1);
+  assert.match(failed[0]!.subject, /FAILED/);
+  assert.match(failed[0]!.message, /broken/);
+});
