@@ -43,10 +43,13 @@ export interface CliResult {
   stderr: string;
 }
 
+// Commands run in the system temp dir unless told otherwise: a ./.muster/client.yaml in the checkout
+// (written by `muster lab up`) must not steer a test's client.
+
 /** Runs `muster ARGS` to completion (killed at the deadline, which fails the caller's assertions). */
 export function runCli(args: string[], opts: { env: NodeJS.ProcessEnv; cwd?: string; timeoutMs?: number }): Promise<CliResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [cliPath, ...args], { env: opts.env, cwd: opts.cwd ?? repoRoot, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, [cliPath, ...args], { env: opts.env, cwd: opts.cwd ?? tmpdir(), stdio: ["ignore", "pipe", "pipe"] });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
@@ -78,7 +81,7 @@ export interface MusterProcess {
 
 /** Spawns a long-running `muster` command (server, emulate). */
 export function spawnMuster(args: string[], opts: { env: NodeJS.ProcessEnv; cwd?: string }): MusterProcess {
-  const child = spawn(process.execPath, [cliPath, ...args], { env: opts.env, cwd: opts.cwd ?? repoRoot, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, [cliPath, ...args], { env: opts.env, cwd: opts.cwd ?? tmpdir(), stdio: ["ignore", "pipe", "pipe"] });
   let out = "";
   let err = "";
   const listeners = new Set<() => void>();
