@@ -7,7 +7,7 @@ import { Status } from "../protocol/status.js";
 import { subjects } from "../protocol/subjects.js";
 import type { Reply, Request } from "../protocol/types.js";
 import type { RequestIntake } from "./intake.js";
-import type { NodeRuntime } from "./runtime.js";
+import { MATCH_EVERY_NODE, type NodeRuntime } from "./runtime.js";
 
 // Binds NodeRuntimes to NATS: subscriptions, dispatch, replies, registration and lifecycle events.
 // One message is decoded and verified once, however many nodes this process hosts.
@@ -151,7 +151,9 @@ export class NodeHost {
   private compiledFilter(req: Request): CompiledFilter {
     let filter = this.filters.get(req);
     if (!filter) {
-      filter = compileFilter(validateWireFilter(req.filter));
+      const wire = validateWireFilter(req.filter);
+      const empty = wire.fact.length + wire.class.length + wire.identity.length + wire.agent.length + wire.compound.length === 0;
+      filter = empty ? MATCH_EVERY_NODE : compileFilter(wire);
       this.filters.set(req, filter);
     }
     return filter;

@@ -47,6 +47,9 @@ export interface AuditEntry {
 
 const noData = () => undefined;
 
+/** The compiled empty filter (most discovery and every directed call without filters): matches without looking. */
+export const MATCH_EVERY_NODE: CompiledFilter = Object.freeze({ dataCalls: [], matches: () => true });
+
 /**
  * ctx.signal is an own, enumerable accessor (so `{ ...ctx }` still carries a working signal) that
  * makes the AbortController on first use. One shared descriptor: an accessor written in the object
@@ -139,6 +142,7 @@ export class NodeRuntime {
    * emulated nodes costs no promise per node.
    */
   matches(filter: CompiledFilter): boolean | Promise<boolean> {
+    if (filter === MATCH_EVERY_NODE) return true; // no node metadata to build
     const md = this.metadata();
     if (filter.dataCalls.length === 0) return filter.matches(md, noData);
     return this.matchesWithData(filter, md);
