@@ -1,0 +1,103 @@
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createConnection } from "node:net";
+import { join } from "node:path";
+import { stringify as toYaml } from "yaml";
+import { cleanEnv, runCli, spawnMuster, startBroker, tempDir, type Broker, type MusterProcess } from "../support/collective.js";
+
+// Which broker a command talks to: --broker, else MUSTER_BROKER, else the client config file
+// (--config, MUSTER_CONFIG, ./.muster/client.yaml, <config dir>/client.yaml), else nats://127.0.0.1:4222.
+// A live broker with one emulated node, and a URL where nothing listens: a command that picked the
+// dead one fails naming it.
+
+const tmp = tempDir("broker");
+const configDir = join(tmp.path, "config");
+let live: Broker;
+let dead: Broker;
+let emu: MusterProcess;
+
+before(async () => {
+  live = await startBroker();
+  dead = await startBroker({ start: false });
+  emu = spawnMuster(["emulate", "--count", "1", "--broker", live.url], { env: cleanEnv(configDir) });
+  await emu.waitForLine(/ready/, 20_000);
+});
+
+after(async () => {
+  await emu?.stop();
+  await live?.dispose();
+  await dead?.dispose();
+  tmp.remove();
+});
+
+const NODE = "node-00001.example.net";
+
+/** A working directory with ./.muster/client.yaml naming the brokers. */
+function project(brokers: string[]): string {
+  const dir = mkdtempSync(join(tmp.path, "project-"));
+  mkdirSync(join(dir, ".muster"));
+  writeFileSync(join(dir, ".muster", "client.yaml"), toYaml({ brokers }));
+  return dir;
+}
+
+function configFile(name: string, brokers: string[]): string {
+  const f = join(tmp.path, name);
+  writeFileSync(f, toYaml({ brokers }));
+  return f;
+}
+
+async function findWith(args: string[], env: Record<string, string | undefined>, cwd = tmp.path) {
+  return runCli(["find", "--dt", "2", ...args], { env: cleanEnv(configDir, env), cwd });
+}
+
+function reached(r: { code: number | null; stdout: string; stderr: string }, what: string): void {
+  assert.equal(r.code, 0, `${what}: ${r.stderr}`);
+  assert.equal(r.stdout, `${NODE}\n`, what);
+}
+
+function triedDead(r: { code: number | null; stderr: string }, what: string): void {
+  assert.equal(r.code, 1, what);
+  assert.match(r.stderr, new RegExp(`cannot reach the NATS broker at ${dead.url}`), what);
+}
+
+test("--broker wins over MUSTER_BROKER and the config file", async () => {
+  const cwd = project([dead.url]);
+  reached(await findWith(["--broker", live.url], { MUSTER_BROKER: dead.url }, cwd), "--broker live, env dead");
+  triedDead(await findWith(["--broker", dead.url], { MUSTER_BROKER: live.url }), "--broker dead, env live");
+});
+
+test("MUSTER_BROKER wins over the config file", async () => {
+  reached(await findWith([], { MUSTER_BROKER: live.url }, project([dead.url])), "env live, ./.muster dead");
+  triedDead(await findWith([], { MUSTER_BROKER: dead.url }, project([live.url])), "env dead, ./.muster live");
+  triedDead(await findWith(["--config", configFile("live.yaml", [live.url])], { MUSTER_BROKER: dead.url }), "env dead, --config live");
+});
+
+test("the config file: --config, then MUSTER_CONFIG, then ./.muster/client.yaml, then the user's", async () => {
+  const liveFile = configFile("live.yaml", [live.url]);
+  const deadFile = configFile("dead.yaml", [dead.url]);
+  reached(await findWith(["--config", liveFile], { MUSTER_CONFIG: deadFile }, project([dead.url])), "--config live");
+  reached(await findWith([], { MUSTER_CONFIG: liveFile }, project([dead.url])), "MUSTER_CONFIG live over ./.muster");
+  reached(await findWith([], {}, project([live.url])), "./.muster/client.yaml");
+  // the user's config sits in the config dir, beside the keys the emulator trusts
+  const userConfig = join(configDir, "client.yaml");
+  writeFileSync(userConfig, toYaml({ brokers: [live.url] }));
+  try {
+    reached(await findWith([], {}), "the user's client.yaml");
+    triedDead(await findWith([], {}, project([dead.url])), "./.muster over the user's");
+  } finally {
+    rmSync(userConfig);
+  }
+});
+
+test("with nothing configured, the default nats://127.0.0.1:4222", async (t) => {
+  const listening = await new Promise<boolean>((resolve) => {
+    const s = createConnection({ host: "127.0.0.1", port: 4222 });
+    s.once("connect", () => (s.destroy(), resolve(true)));
+    s.once("error", () => resolve(false));
+  });
+  if (listening) return t.skip("something listens on 127.0.0.1:4222 here");
+  const r = await findWith([], {});
+  assert.equal(r.code, 1);
+  assert.match(r.stderr, /cannot reach the NATS broker at nats:\/\/127\.0\.0\.1:4222/);
+});
