@@ -13,8 +13,8 @@ function bad(reason: string): never {
 }
 
 /** The message's text: size-checked, strict UTF-8. */
-export function envelopeText(bytes: Uint8Array): string {
-  if (bytes.length > MAX_MESSAGE_BYTES) bad(`message of ${bytes.length} bytes exceeds ${MAX_MESSAGE_BYTES}`);
+export function envelopeText(bytes: Uint8Array, maxBytes = MAX_MESSAGE_BYTES): string {
+  if (bytes.length > maxBytes) bad(`message of ${bytes.length} bytes exceeds ${maxBytes}`);
   try {
     return dec.decode(bytes);
   } catch {
@@ -60,8 +60,9 @@ export function encodeRequest(req: Request): Uint8Array {
   return enc.encode(JSON.stringify(req));
 }
 
-export function decodeRequest(bytes: Uint8Array): Request {
-  return decodeRequestText(envelopeText(bytes));
+/** `maxBytes`: a server's `max_message_bytes` (default 1 MiB). */
+export function decodeRequest(bytes: Uint8Array, maxBytes = MAX_MESSAGE_BYTES): Request {
+  return decodeRequestText(envelopeText(bytes, maxBytes));
 }
 
 /** decodeRequest for text already taken from the bytes with envelopeText (the server keys caches by it). */

@@ -53,7 +53,7 @@ export class RequestIntake {
     let req: Request;
     let known: Request | undefined;
     try {
-      text = envelopeText(bytes);
+      text = envelopeText(bytes, this.opts.maxBytes); // the size was checked above; the configured limit may exceed the default
       known = this.verified.get(text);
       req = known ?? decodeRequestText(text);
     } catch (e) {
