@@ -43,7 +43,7 @@ before(async () => {
   client = await MusterClient.connect({ nc });
   const [s1, s2] = await Promise.all([
     startMusterServer({ ...N1, broker: broker.url, config: { facts: { refresh_interval: 0.2 }, registration: { interval: 1, splay: false } } }, { dir: tmp.path, env }),
-    startMusterServer({ ...N2, broker: broker.url, config: { registration: { interval: 0 } } }, { dir: tmp.path, env }),
+    startMusterServer({ ...N2, broker: broker.url, config: { registration: { interval: 0 }, max_message_bytes: 2 * 1024 * 1024 } }, { dir: tmp.path, env }),
   ]);
   servers.push(s1, s2);
 });
@@ -208,6 +208,22 @@ describe("rpcutil", () => {
     const r = await client.call("rpcutil", "ping", {}, { nodes: [N1.identity], filter: buildFilter({ fact: ["country=us"] }), timeoutMs: 5000 });
     assert.equal(r.replies[0]?.statuscode, Status.Aborted);
     assert.match(r.replies[0]!.statusmsg, /does not match/);
+  });
+});
+
+describe("message size", () => {
+  test("max_message_bytes above the 1 MiB default lets bigger requests through, and still refuses beyond it", async () => {
+    const pad = "x".repeat(1536 * 1024);
+    // n2 allows 2 MiB: the request decodes and reaches DDL validation (ping takes no inputs)
+    const big = await client.call("rpcutil", "ping", { pad }, { nodes: [N2.identity], timeoutMs: 10_000 });
+    assert.equal(big.replies[0]?.statuscode, Status.InvalidData);
+    assert.match(big.replies[0]!.statusmsg, /unknown input 'pad'/);
+    // n1 has the default 1 MiB
+    const refused = await client.call("rpcutil", "ping", { pad }, { nodes: [N1.identity], timeoutMs: 10_000 });
+    assert.equal(refused.replies[0]?.statuscode, Status.InvalidData);
+    assert.match(refused.replies[0]!.statusmsg, /exceeds the limit of 1048576/);
+    const tooBig = await client.call("rpcutil", "ping", { pad: pad + pad }, { nodes: [N2.identity], timeoutMs: 10_000 });
+    assert.match(tooBig.replies[0]!.statusmsg, /exceeds the limit of 2097152/);
   });
 });
 
