@@ -121,6 +121,7 @@ export function provisionPluginConfig(nodeDir: string): Record<string, unknown> 
     lock_file: join(nodeDir, "provision.lock"),
     disable_file: join(nodeDir, "provision.disabled"),
     hosts_file: join(nodeDir, "hosts"),
+    export_facts: ["country", "ec2_placement_region", "ipaddress", "muster_node_dir"],
     bootstrap_environment: "bootstrap",
     production_environment: "production",
   };
@@ -188,11 +189,11 @@ export async function startLab(o: LabOptions): Promise<Lab> {
       const identity = nodeIdentity(i, r);
       const ndir = join(dir, "nodes", identity);
       const plugin = provisionPluginConfig(ndir);
-      // Facts live in Puppet's external facts dir, so the muster server and the Puppet agent see the same ones.
-      const factsDir = join(plugin.vardir as string, "facts.d");
-      mkdirSync(factsDir, { recursive: true });
+      // The node's facts file; the provision agent exports them to its Puppet runs (export_facts).
+      // Not Puppet's facts.d: pluginsync purges files there that the master does not serve.
+      mkdirSync(ndir, { recursive: true });
       const ipaddress = `127.0.1.${i + 1}`;
-      const factsFile = join(factsDir, "muster.yaml");
+      const factsFile = join(ndir, "facts.yaml");
       writeFileSync(factsFile, toYaml({ country: r.country, ec2_placement_region: r.region, ipaddress, muster_node_dir: ndir, muster_lab: true }));
       const pid = startServer(identity, { identity, facts: { facter: false, file: factsFile, refresh_interval: 30 }, agents: { builtin: ["provision"] }, plugins: { provision: plugin } });
       nodes.push({ identity, country: r.country, region: r.region, ipaddress, dir: ndir, pid });

@@ -39,6 +39,9 @@ import { Mutex, readLock, resolveSettings, type ProvisionRuntime, type Provision
 //                                                    hosts_file and writes `server = puppet`
 //   stage_fact              "lifecycle_stage"        fact (FACTER_<name>) set to bootstrap/production
 //   run_timeout             840                      seconds a Puppet run may take (the DDL allows 900)
+//   export_facts            []                       facts of the node daemon (facts file, facter) that
+//                                                    Puppet runs see too, as FACTER_<name>: e.g. facts
+//                                                    only cloud metadata or the operator's file know
 //
 // Once disabled (disable_provisioner), the agent stops offering itself (isActive() is false)
 // and refuses the actions that change the node (set_puppet_host, request_certificate,

@@ -7,6 +7,16 @@ import { asRpcError, puppetAgentFor, type ProvisionRuntime } from "./state.js";
 // bootstrap_puppet and run_puppet: one foreground run in an environment with the stage fact set.
 // Exit 0/2 reply OK; 4/6 and 1 are Aborted with the run's details in the reply data.
 
+/** Scalar facts of the node daemon named by export_facts, for the Puppet run (FACTER_<name>). */
+function exportedFacts(names: readonly string[], facts: Record<string, unknown>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const n of names) {
+    const v = facts[n];
+    if (typeof v === "string" || typeof v === "number" || typeof v === "boolean") out[n] = String(v);
+  }
+  return out;
+}
+
 export async function puppetRun(rt: ProvisionRuntime, ctx: ActionContext, which: "bootstrap" | "production", noop: boolean): Promise<ReplyData> {
   const s = rt.settings(ctx);
   rt.ensureEnabled(s);
@@ -15,7 +25,7 @@ export async function puppetRun(rt: ProvisionRuntime, ctx: ActionContext, which:
   try {
     r = await puppetAgentFor(s).run({
       environment,
-      facts: { [s.stageFact]: which },
+      facts: { ...exportedFacts(s.exportFacts, ctx.metadata().facts), [s.stageFact]: which },
       noop,
       signal: ctx.signal,
       timeoutMs: s.runTimeoutSeconds * 1000,
@@ -43,7 +53,8 @@ export async function puppetRun(rt: ProvisionRuntime, ctx: ActionContext, which:
     r.failedResources.length > 0
       ? `${r.failedResources.length} resource(s) failed: ${r.failedResources.map((f) => f.resource).join(", ")}`
       : r.errors.length > 0
-        ? (r.errors[r.errors.length - 1] ?? "")
+        ? // the first error is the cause (e.g. the master's compile error); later ones are consequences
+          `${r.errors[0] ?? ""}${r.errors.length > 1 ? ` (+${r.errors.length - 1} more)` : ""}`
         : `see output`;
   throw new RpcError(Status.Aborted, `puppet ${which} run in ${environment} failed (exit ${r.exitcode}): ${what}`.slice(0, 2000), data);
 }

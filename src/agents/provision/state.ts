@@ -29,6 +29,8 @@ export interface ProvisionSettings {
   useHostsFile: boolean;
   stageFact: string;
   runTimeoutSeconds: number;
+  /** Facts the node daemon knows that Puppet runs should see too (passed as FACTER_<name>). */
+  exportFacts: string[];
 }
 
 export const DEFAULTS = {
@@ -45,6 +47,7 @@ export const DEFAULTS = {
   use_hosts_file: false,
   stage_fact: "lifecycle_stage",
   run_timeout: 840,
+  export_facts: [] as readonly string[],
 } as const;
 
 /** Resolve `plugins.provision` settings (strings from config files are coerced). */
@@ -76,6 +79,8 @@ export function resolveSettings(config: Record<string, unknown>, identity: strin
     if (typeof v === "string" && /^(false|no|0|off)$/i.test(v)) return false;
     throw badSetting(k, v, "a boolean");
   };
+  const exportFacts = config.export_facts ?? DEFAULTS.export_facts;
+  if (!Array.isArray(exportFacts) || !exportFacts.every((f) => typeof f === "string" && /^[A-Za-z][A-Za-z0-9_]*$/.test(f))) throw badSetting("export_facts", exportFacts, "a list of fact names");
   const stageFact = str("stage_fact", DEFAULTS.stage_fact);
   if (!/^[A-Za-z][A-Za-z0-9_]*$/.test(stageFact)) throw badSetting("stage_fact", stageFact, "a fact name");
   return {
@@ -98,6 +103,7 @@ export function resolveSettings(config: Record<string, unknown>, identity: strin
     useHostsFile: bool("use_hosts_file", DEFAULTS.use_hosts_file),
     stageFact,
     runTimeoutSeconds: num("run_timeout", DEFAULTS.run_timeout) ?? DEFAULTS.run_timeout,
+    exportFacts: [...(exportFacts as string[])],
   };
 }
 
