@@ -1,3 +1,4 @@
+import { setMaxListeners } from "node:events";
 import type { Logger } from "pino";
 import type { MusterClient, RpcResult } from "../client/client.js";
 import { buildFilter } from "../filter/index.js";
@@ -9,7 +10,7 @@ import type { ProvisionerConfig } from "./config.js";
 import type { ProvisionerMetrics } from "./metrics.js";
 import { pickMaster, type MasterCandidate } from "./pick-master.js";
 import { Semaphore } from "./semaphore.js";
-import { backoffMs, CERT_STAGES, enabledStages, remainingStages, type Stage } from "./stages.js";
+import { backoffMs, CERT_STAGES, enabledStages, remainingStages, SLOW_STAGES, type Stage } from "./stages.js";
 import { appendLog, claimable, newRecord, type StateStore, type Versioned } from "./state.js";
 
 // The provisioning daemon's engine. Nodes come from discovery every `sleeptime` and from startup
@@ -43,6 +44,7 @@ export class Provisioner {
   private loopTimer?: NodeJS.Timeout;
   private wake?: () => void;
   private masters?: { at: number; list: MasterInfo[] };
+  private notifiers?: { at: number; list: string[] };
   private readonly stages: Stage[];
   private readonly targetFilter: Filter;
   private readonly masterFilter: Filter;
@@ -57,6 +59,7 @@ export class Provisioner {
     private readonly events: ProvisionerEvents = {},
   ) {
     this.global = new Semaphore(cfg.concurrency);
+    setMaxListeners(0, this.abort.signal); // every waiting node listens for shutdown
     this.stages = enabledStages(cfg.steps);
     // Filters are parsed once at start: a bad one stops the daemon with a clear message.
     this.targetFilter = buildFilter({ select: cfg.target.filter ? [cfg.target.filter] : [], agent: [cfg.target.agent] });
@@ -263,7 +266,8 @@ export class Provisioner {
   private async runStage(v: Versioned, stage: Stage, master: MasterInfo): Promise<void> {
     const rec = v.record;
     rec.current = stage;
-    await this.persist(v);
+    // One KV write per step: fast steps are recorded when they complete; slow ones also when they start.
+    if (SLOW_STAGES.has(stage)) await this.persist(v);
     this.events.onStage?.(rec.identity, stage);
     let busyWaitedMs = 0;
     for (let attempt = 1; ; attempt++) {
@@ -473,7 +477,11 @@ export class Provisioner {
 
   /** Send to exactly one notifier: the first (by identity) of those discovered. */
   private async notify(subject: string, message: string): Promise<void> {
-    const found = await this.client.discover({ filter: this.notifyFilter, timeoutMs: this.cfg.discovery_timeout * 1000 });
+    // Discovered like the masters: at most once per cycle (5 s), not once per node.
+    if (!this.notifiers || Date.now() - this.notifiers.at >= Math.min(this.cfg.sleeptime, 5) * 1000) {
+      this.notifiers = { at: Date.now(), list: await this.client.discover({ filter: this.notifyFilter, timeoutMs: this.cfg.discovery_timeout * 1000 }) };
+    }
+    const found = this.notifiers.list;
     const notifier = found[0];
     if (!notifier) throw new StepError(`no notifier found (agent ${this.cfg.notify.agent}${this.cfg.notify.filter ? `, filter ${this.cfg.notify.filter}` : ""})`);
     if (found.length > 1) this.log.debug({ using: notifier, found: found.length }, "several notifiers; using the first");
@@ -488,10 +496,14 @@ function stringFact(facts: Record<string, unknown>, name: string): string | unde
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
-    const t = setTimeout(resolve, ms);
-    signal.addEventListener("abort", () => {
+    const onAbort = () => {
       clearTimeout(t);
       resolve();
-    }, { once: true });
+    };
+    const t = setTimeout(() => {
+      signal.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    signal.addEventListener("abort", onAbort, { once: true });
   });
 }

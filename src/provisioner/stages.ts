@@ -38,6 +38,9 @@ export function enabledStages(steps: ProvisionerConfig["steps"]): Stage[] {
   return Stages.filter((s) => on[s]);
 }
 
+/** Stages that take seconds to minutes: the record names them before they start, for status displays. */
+export const SLOW_STAGES: ReadonlySet<Stage> = new Set(["request_csr", "bootstrap", "production", "daemonize"]);
+
 export const CERT_STAGES: ReadonlySet<Stage> = new Set(["clean_cert", "request_csr", "sign_csr"]);
 
 /** The stages still to run after `done` (the last completed one). */

@@ -1,0 +1,100 @@
+// `npm run bench:provision`: provisioning throughput with emulated nodes whose provision agent
+// simulates Puppet's timings (src/emulator/simulated.ts), beside the ideal for the same
+// concurrency and timings measured in the same run.
+//
+//   node dist/bench/provision.js [--nodes 1000] [--masters 10] [--concurrency 200] [--per-master 50]
+//                                [--run-ms 200,400] [--csr-ms 50]
+//
+// The fleet runs in a child process (one connection, like `muster emulate`); the provisioner runs
+// here, so its CPU time (process.cpuUsage) is the provisioner's own. Ideal makespan: nodes x
+// (csr + 2 Puppet runs) / concurrency, i.e. what a provisioner with zero overhead would take.
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import { createInterface } from "node:readline";
+import { MusterClient } from "../src/client/client.js";
+import { startNats } from "../src/lab/nats.js";
+import { silentLogger } from "../src/log.js";
+import { ProvisionerConfigSchema } from "../src/provisioner/config.js";
+import { Provisioner } from "../src/provisioner/runner.js";
+import { StateStore } from "../src/provisioner/state.js";
+
+const { values: a } = parseArgs({
+  options: {
+    nodes: { type: "string", default: "1000" },
+    masters: { type: "string", default: "10" },
+    concurrency: { type: "string", default: "200" },
+    "per-master": { type: "string", default: "50" },
+    "run-ms": { type: "string", default: "200,400" },
+    "csr-ms": { type: "string", default: "50" },
+  },
+});
+const N = Number(a.nodes);
+const [runMin, runMax] = a["run-ms"]!.split(",").map(Number) as [number, number];
+const csrMs = Number(a["csr-ms"]);
+const concurrency = Number(a.concurrency);
+
+const dir = mkdtempSync(join(tmpdir(), "muster-bench-prov-"));
+process.env.MUSTER_CONFIG_DIR = join(dir, "keys");
+const nats = await startNats({});
+const fleetJs = join(dirname(fileURLToPath(import.meta.url)), "provision-fleet.js");
+const fleet = spawn(process.execPath, [fleetJs, nats.url, String(N), a.masters!, String(runMin), String(runMax), String(csrMs)], { stdio: ["ignore", "pipe", "inherit"], env: process.env });
+const lines = createInterface({ input: fleet.stdout! });
+const next = () => new Promise<string>((resolve) => lines.once("line", resolve));
+try {
+  if ((await next()) !== "ready") throw new Error("fleet did not start");
+  const cfg = ProvisionerConfigSchema.parse({
+    steps: { lock: true, set_puppet_hostname: true, clean_node_certname: true, send_node_csr: true, sign_node_csr: true, puppet_bootstrap_stage: true, puppet_final_run: true, notify: true },
+    master: { criteria: ["ec2_placement_region"], agent: "puppetca" },
+    notify: { agent: "notify", targets: ["http://127.0.0.1:9/"] },
+    id: "bench-provisioner",
+    concurrency,
+    per_master_limit: Number(a["per-master"]),
+    discovery_timeout: 10,
+    sleeptime: 60,
+  });
+  const client = await MusterClient.connect({ brokers: [nats.url], collective: "muster", name: "bench-provisioner" });
+  const store = await StateStore.open(client.nc, cfg.state_bucket);
+  const p = new Provisioner(cfg, client, store, silentLogger);
+  const cpu0 = process.cpuUsage();
+  const t0 = performance.now();
+  await p.runOnce();
+  const wallMs = performance.now() - t0;
+  const cpu = process.cpuUsage(cpu0);
+  const recs = await store.all();
+  const done = recs.filter((r) => r.status === "done").length;
+  const failed = recs.filter((r) => r.status === "failed");
+  await client.close();
+  fleet.kill("SIGTERM");
+  const ca = JSON.parse(await next()) as { signed: number; doubleSigned: number; notifications: number };
+  const perNodeIdealMs = csrMs + runMin + runMax; // two runs at the mean duration
+  const idealMs = (N * perNodeIdealMs) / Math.min(concurrency, N);
+  const cpuSec = (cpu.user + cpu.system) / 1e6;
+  const out = {
+    nodes: N,
+    masters: Number(a.masters),
+    concurrency,
+    provisioned: done,
+    failed: failed.length,
+    wall_s: +(wallMs / 1000).toFixed(2),
+    nodes_per_min: Math.round((done / wallMs) * 60_000),
+    ideal_s: +(idealMs / 1000).toFixed(2),
+    ideal_nodes_per_min: Math.round((N / idealMs) * 60_000),
+    ratio_to_ideal: +(wallMs / idealMs).toFixed(2),
+    provisioner_cpu_s: +cpuSec.toFixed(2),
+    provisioner_cpu_share: +(cpuSec / (wallMs / 1000)).toFixed(2),
+    cpu_ms_per_node: +((cpuSec * 1000) / Math.max(1, done)).toFixed(2),
+    certificates_signed: ca.signed,
+    double_signed: ca.doubleSigned,
+    notifications: ca.notifications,
+  };
+  console.log(JSON.stringify(out, null, 2));
+  if (failed.length) console.error(`first failure: ${failed[0]!.identity}: ${failed[0]!.lastError}`);
+} finally {
+  fleet.kill("SIGKILL");
+  await nats.stop();
+  rmSync(dir, { recursive: true, force: true });
+}

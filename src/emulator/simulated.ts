@@ -1,0 +1,134 @@
+import { createHash, randomBytes } from "node:crypto";
+import type { AgentFactory } from "../agents/builtin.js";
+import { builtinAgentFactories } from "../agents/builtin.js";
+import { notifyDDL } from "../agents/notify/ddl.js";
+import { provisionDDL } from "../agents/provision/ddl.js";
+import { puppetcaDDL } from "../agents/puppetca/ddl.js";
+import { RpcError } from "../errors.js";
+import { Status } from "../protocol/status.js";
+import { defineAgent, type Agent } from "../server/agent.js";
+
+// Simulated provision, puppetca and notify agents for emulated fleets (benchmarks, demos): the real
+// DDLs (so requests are validated exactly as on real nodes) with Puppet's work replaced by timed
+// waits and an in-process CA that enforces the same fingerprint rule. One process only.
+
+export interface SimulationOptions {
+  /** Duration of one simulated Puppet run, ms: uniformly in [min, max]. */
+  puppetRunMs: [number, number];
+  /** Duration of a simulated CSR submission, ms. */
+  csrMs: number;
+}
+
+interface SimCert {
+  state: "requested" | "signed";
+  fingerprint: string;
+  signedBy?: string;
+  signings: number;
+}
+
+export class SimulatedCA {
+  readonly certs = new Map<string, SimCert>();
+  notifications = 0;
+  /** Certificates signed more than once (must stay 0). */
+  get doubleSigned(): number {
+    return [...this.certs.values()].filter((c) => c.signings > 1).length;
+  }
+}
+
+const wait = (ms: number, signal: AbortSignal) =>
+  new Promise<void>((resolve, reject) => {
+    const t = setTimeout(resolve, ms);
+    signal.addEventListener("abort", () => {
+      clearTimeout(t);
+      reject(new RpcError(Status.Aborted, "aborted"));
+    }, { once: true });
+  });
+
+function fingerprint(seed: string): string {
+  return createHash("sha256").update(seed).digest("hex").toUpperCase().match(/../g)!.join(":");
+}
+
+export function simulatedFactories(ca: SimulatedCA, opt: SimulationOptions): Record<string, AgentFactory> {
+  const runMs = () => opt.puppetRunMs[0] + Math.random() * (opt.puppetRunMs[1] - opt.puppetRunMs[0]);
+  const provision: AgentFactory = (d) => {
+    let lock: { owner: string; expires: number } | undefined;
+    let disabled = false;
+    let csr: string | undefined;
+    const enabled = () => {
+      if (disabled) throw new RpcError(Status.Aborted, "provisioning is disabled on this node", { disabled: true });
+    };
+    const run = async (which: "bootstrap" | "production", signal: AbortSignal) => {
+      enabled();
+      const ms = runMs();
+      await wait(ms, signal);
+      return { exitcode: 2, changed: true, environment: which, stage: which, resources: {}, failed_resources: [], errors: [], retryable: false, duration: ms / 1000, output: "" };
+    };
+    return defineAgent({
+      ddl: provisionDDL,
+      dataPlugins: [{ name: "provision", description: "simulated provisioning state", query: () => ({ locked: !!lock && lock.expires > Date.now(), disabled }) }],
+      isActive: () => !disabled,
+      actions: {
+        set_puppet_host: (i) => (enabled(), { server: i.ipaddress, serverport: i.port ?? null, puppet_conf: "(simulated)", hosts_file: null }),
+        has_cert: () => ({ has_cert: ca.certs.get(d.identity)?.state === "signed", certname: d.identity, fingerprint: null }),
+        request_certificate: async (_i, ctx) => {
+          enabled();
+          await wait(opt.csrMs, ctx.signal);
+          csr ??= fingerprint(`${d.identity}:${randomBytes(8).toString("hex")}`);
+          if (ca.certs.get(d.identity)?.state !== "signed") ca.certs.set(d.identity, { state: "requested", fingerprint: csr, signings: 0 });
+          return { certname: d.identity, fingerprint: csr, submitted: true };
+        },
+        bootstrap_puppet: (_i, ctx) => run("bootstrap", ctx.signal),
+        run_puppet: (_i, ctx) => run("production", ctx.signal),
+        daemonize_puppet: () => (enabled(), { pid: 1, already_running: false }),
+        lock_deploy: (i) => {
+          enabled();
+          const now = Date.now();
+          if (lock && lock.expires > now && lock.owner !== i.owner) throw new RpcError(Status.Aborted, `locked by ${lock.owner}`);
+          const taken = !lock ? "new" : lock.owner === i.owner ? "renewed" : "expired";
+          lock = { owner: i.owner, expires: now + (i.lease ?? 600) * 1000 };
+          return { locked: true, owner: i.owner, expires: lock.expires, taken };
+        },
+        unlock_deploy: (i) => {
+          if (lock && i.owner && lock.owner !== i.owner && !i.force) throw new RpcError(Status.Aborted, `locked by ${lock.owner}`);
+          const previous = lock?.owner ?? null;
+          lock = undefined;
+          return { unlocked: previous !== null, previous_owner: previous };
+        },
+        is_locked: () => ({ locked: !!lock && lock.expires > Date.now(), owner: lock?.owner ?? null, expires: lock?.expires ?? null }),
+        disable_provisioner: () => ((disabled = true), { disabled: true, disable_file: "(simulated)" }),
+        is_disabled: () => ({ disabled, since: null, reason: null }),
+      },
+    }) as unknown as Agent;
+  };
+  const puppetca: AgentFactory = (d) =>
+    defineAgent({
+      ddl: puppetcaDDL,
+      actions: {
+        list: () => ({ requests: [...ca.certs].filter(([, c]) => c.state === "requested").map(([name, c]) => ({ name, fingerprint: c.fingerprint })), signed: [...ca.certs].filter(([, c]) => c.state === "signed").map(([name, c]) => ({ name, fingerprint: c.fingerprint })) }),
+        sign: (i) => {
+          const c = ca.certs.get(i.certname);
+          if (!c || c.state !== "requested") throw new RpcError(Status.Aborted, `no pending request for ${i.certname}`);
+          if (c.fingerprint !== i.fingerprint) throw new RpcError(Status.Aborted, `fingerprint mismatch for ${i.certname}`);
+          c.state = "signed";
+          c.signedBy = d.identity;
+          c.signings++;
+          return { certname: i.certname, state: "signed", fingerprint: c.fingerprint };
+        },
+        clean: (i) => {
+          const c = ca.certs.get(i.certname);
+          ca.certs.delete(i.certname);
+          return { certname: i.certname, state: "unknown", previous_state: c?.state ?? null, fingerprint: null };
+        },
+        status: (i) => {
+          const c = ca.certs.get(i.certname);
+          return { certname: i.certname, state: c?.state ?? "unknown", fingerprint: c?.fingerprint ?? null };
+        },
+      },
+    }) as unknown as Agent;
+  const notify: AgentFactory = () =>
+    defineAgent({
+      ddl: notifyDDL,
+      actions: { send: (i) => ((ca.notifications++), { delivered: (i.recipients ?? []).length || 1, failed: 0, results: [] }) },
+    }) as unknown as Agent;
+  return { ...builtinAgentFactories, provision, puppetca, notify };
+}
