@@ -320,8 +320,12 @@ export class Provisioner {
         await this.callNode(id, agent, "set_puppet_host", master.port ? { ipaddress: master.address, port: master.port } : { ipaddress: master.address });
         return `${master.address}${master.port ? `:${master.port}` : ""}`;
       case "clean_cert": {
+        // One signed request to every master at once (as mcprovision, clean everywhere: a node may
+        // have been provisioned against another master before).
         const masters = await this.discoverMasters();
-        await Promise.all(masters.map((m) => this.callNode(m.identity, this.cfg.master.agent, "clean", { certname: id })));
+        const res = await this.client.call(this.cfg.master.agent, "clean", { certname: id }, { nodes: masters.map((m) => m.identity), timeoutMs: 60_000 });
+        const bad = masters.filter((m) => !res.replies.some((r) => r.sender === m.identity && r.statuscode === Status.OK));
+        if (bad.length) throw new StepError(`clean of ${id} failed on ${bad.map((m) => m.identity).join(", ")}: ${res.replies.find((r) => r.statuscode !== Status.OK)?.statusmsg ?? "no reply"}`);
         return `on ${masters.length} master(s)`;
       }
       case "request_csr": {
