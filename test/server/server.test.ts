@@ -263,9 +263,14 @@ describe("metadata, registration and lifecycle", () => {
   });
 
   test("SIGTERM stops a server cleanly: exit 0, a shutdown event, no more answers", async () => {
-    const s3 = await startMusterServer({ identity: "n3.example.net", broker: broker.url, facts: { country: "nl" } }, { dir: tmp.path, env });
+    const s3 = await startMusterServer({ identity: "n3.example.net", broker: broker.url, facts: { country: "nl" }, config: { collectives: ["muster", "eu"] } }, { dir: tmp.path, env });
     servers.push(s3);
     assert.deepEqual(await find({ identity: ["n3.example.net"] }), ["n3.example.net"]);
+    // a sub-collective: only its members answer there
+    const eu = await MusterClient.connect({ nc, collective: "eu" });
+    assert.deepEqual(await eu.discover({ timeoutMs: 1500 }), ["n3.example.net"]);
+    const info = await eu.call("rpcutil", "collective_info", {}, { nodes: ["n3.example.net"], timeoutMs: 5000 });
+    assert.deepEqual(info.replies[0]?.data, { collectives: ["muster", "eu"], main_collective: "muster" });
     const { code, signal } = await s3.stop();
     assert.equal(signal, null, `server died of ${signal}: ${s3.stderr()}`);
     assert.equal(code, 0, s3.stderr());
