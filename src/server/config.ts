@@ -59,7 +59,9 @@ export type ServerConfig = z.output<typeof ServerConfigSchema>;
 export function loadServerConfig(path: string | undefined, overrides: Partial<Record<string, unknown>> = {}): ServerConfig {
   if (!path) return validateConfig(overrides, ServerConfigSchema, "server config");
   const cfg = loadConfigFile(path, ServerConfigSchema, "server config");
-  return { ...cfg, ...(overrides as Partial<ServerConfig>) };
+  if (Object.keys(overrides).length === 0) return cfg;
+  // command-line overrides (--identity) obey the same rules as the file
+  return validateConfig({ ...cfg, ...overrides }, ServerConfigSchema, `server config ${path} with command-line overrides`);
 }
 
 export function mainCollective(cfg: Pick<ServerConfig, "collectives" | "main_collective">): string {
