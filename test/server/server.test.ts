@@ -8,7 +8,7 @@ import { MusterClient } from "../../src/client/client.js";
 import { buildFilter, type FilterOptions } from "../../src/filter/index.js";
 import { decodeJson } from "../../src/protocol/envelope.js";
 import { Status } from "../../src/protocol/status.js";
-import { cleanEnv, connectNats, eventually, record, runCli, startBroker, startMusterServer, tempDir, type Broker, type Recorder, type TestServer } from "../support/collective.js";
+import { cleanEnv, connectNats, eventually, record, runCli, spawnMuster, startBroker, startMusterServer, tempDir, type Broker, type Recorder, type TestServer } from "../support/collective.js";
 
 // A real `muster server` process (facter off, facts and classes from files) on a real nats-server.
 
@@ -292,6 +292,19 @@ describe("configuration errors", () => {
     assert.match(r.stderr, /facts\.facter/);
     assert.match(r.stderr, /colectives/);
     assert.doesNotMatch(r.stderr, /at .*\.js:\d+/, "a stack trace is not a clear error");
+  });
+
+  test("--identity overrides the file and obeys the same rules", async (t) => {
+    const file = join(tmp.path, "plain.yaml");
+    writeFileSync(file, toYaml({ brokers: [broker.url], facts: { facter: false }, log: { level: "warn" } }));
+    const bad = await runCli(["server", "--config", file, "--identity", "bad id>"], { env });
+    assert.equal(bad.code, 1);
+    assert.match(bad.stderr, /identity: identity may hold/);
+    const p = spawnMuster(["server", "--config", file, "--identity", "override.example.net"], { env });
+    t.after(() => p.stop());
+    await p.waitForLine(/override\.example\.net ready/, 20_000);
+    assert.deepEqual(await find({ identity: ["override.example.net"] }), ["override.example.net"]);
+    assert.equal((await p.stop()).code, 0);
   });
 
   test("a config file that is not YAML, or does not exist, exits 1 with the path", async () => {
