@@ -117,7 +117,7 @@ describe("deploy lock and disable (no Puppet needed)", () => {
   });
 });
 
-describe("provisioning against a real puppetserver", { timeout: 600_000 }, () => {
+describe("provisioning against a real puppetserver", { timeout: 900_000 }, () => {
   const host = "127.0.0.61";
   let server: PuppetserverHandle | undefined;
   let work: string;
@@ -161,7 +161,8 @@ describe("provisioning against a real puppetserver", { timeout: 600_000 }, () =>
 
   before(async () => {
     work = mkdtempSync(join(tmpdir(), "muster-provision-"));
-    server = await startPuppetserver({ host, environments: manifests(work) });
+    // a generous deadline: other test files may be starting JVMs on the same 2 cores
+    server = await startPuppetserver({ host, environments: manifests(work), readyTimeoutMs: 300_000 });
     console.log(`# puppetserver ready on ${server.url} in ${server.startMs} ms`);
     provision = createProvisionAgent();
     caConfig = { confdir: server.confdir };
