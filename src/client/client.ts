@@ -54,6 +54,8 @@ export interface CallOptions {
   limit?: LimitSpec;
   onReply?: (r: Reply) => void;
   onDiscovered?: (nodes: string[]) => void;
+  /** Stop waiting for replies when aborted (the call resolves with what arrived). */
+  signal?: AbortSignal;
   /** Skip client-side DDL validation (the server validates anyway). */
   ddl?: AgentDDL;
 }
@@ -143,7 +145,8 @@ export class MusterClient {
     for (let i = 0; i < targets.length; i += batchSize) {
       if (i > 0 && opts.batchSleepMs) await new Promise((r) => setTimeout(r, opts.batchSleepMs)); // --batch-sleep is a requested pause
       const batch = targets.slice(i, i + batchSize);
-      replies.push(...(await this.callBatch(agent, action, input, filter, batch, timeoutMs, opts.onReply)));
+      if (opts.signal?.aborted) break;
+      replies.push(...(await this.callBatch(agent, action, input, filter, batch, timeoutMs, opts.onReply, opts.signal)));
     }
     const t2 = performance.now();
     const responded = new Set(replies.map((r) => r.sender));
@@ -167,13 +170,21 @@ export class MusterClient {
     };
   }
 
-  private async callBatch(agent: string, action: string, data: Record<string, unknown>, filter: Filter, nodes: string[], timeoutMs: number, onReply?: (r: Reply) => void): Promise<Reply[]> {
+  private async callBatch(agent: string, action: string, data: Record<string, unknown>, filter: Filter, nodes: string[], timeoutMs: number, onReply?: (r: Reply) => void, signal?: AbortSignal): Promise<Reply[]> {
     const req = buildRequest({ key: this.key, collective: this.collective, agent, action, data, filter, ttl: Math.max(this.ttl, Math.ceil(timeoutMs / 1000)) });
     const col = collectReplies(this.nc, { requestId: req.id, expect: new Set(nodes), timeoutMs, onReply });
     const bytes = encodeRequest(req);
     for (const n of nodes) this.nc.publish(subjects.node(this.collective, n), bytes, { reply: col.inbox });
     col.start();
-    return col.done;
+    if (!signal) return col.done;
+    const cancel = () => col.cancel();
+    signal.addEventListener("abort", cancel, { once: true });
+    if (signal.aborted) col.cancel();
+    try {
+      return await col.done;
+    } finally {
+      signal.removeEventListener("abort", cancel);
+    }
   }
 
   /** A typed view of one agent: inputs and action names are checked at compile time and against the DDL. */

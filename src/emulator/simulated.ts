@@ -17,6 +17,8 @@ export interface SimulationOptions {
   puppetRunMs: [number, number];
   /** Duration of a simulated CSR submission, ms. */
   csrMs: number;
+  /** Failure injection: return true to make this node's action fail (a broken manifest, say). */
+  fail?: (identity: string, action: string) => boolean;
 }
 
 interface SimCert {
@@ -59,6 +61,9 @@ export function simulatedFactories(ca: SimulatedCA, opt: SimulationOptions): Rec
     };
     const run = async (which: "bootstrap" | "production", signal: AbortSignal) => {
       enabled();
+      if (opt.fail?.(d.identity, which === "bootstrap" ? "bootstrap_puppet" : "run_puppet")) {
+        throw new RpcError(Status.Aborted, `puppet ${which} run failed (exit 4): 1 resource(s) failed: File[/simulated]`, { exitcode: 4, failed_resources: [{ resource: "File[/simulated]" }] });
+      }
       const ms = runMs();
       await wait(ms, signal);
       return { exitcode: 2, changed: true, environment: which, stage: which, resources: {}, failed_resources: [], errors: [], retryable: false, duration: ms / 1000, output: "" };

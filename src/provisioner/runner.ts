@@ -323,7 +323,7 @@ export class Provisioner {
         // One signed request to every master at once (as mcprovision, clean everywhere: a node may
         // have been provisioned against another master before).
         const masters = await this.discoverMasters();
-        const res = await this.client.call(this.cfg.master.agent, "clean", { certname: id }, { nodes: masters.map((m) => m.identity), timeoutMs: 60_000 });
+        const res = await this.client.call(this.cfg.master.agent, "clean", { certname: id }, { nodes: masters.map((m) => m.identity), timeoutMs: 60_000, signal: this.abort.signal });
         const bad = masters.filter((m) => !res.replies.some((r) => r.sender === m.identity && r.statuscode === Status.OK));
         if (bad.length) throw new StepError(`clean of ${id} failed on ${bad.map((m) => m.identity).join(", ")}: ${res.replies.find((r) => r.statuscode !== Status.OK)?.statusmsg ?? "no reply"}`);
         return `on ${masters.length} master(s)`;
@@ -462,10 +462,11 @@ export class Provisioner {
     return choice.master as MasterInfo;
   }
 
+  /** One action on one node. Steps stop waiting when the provisioner abandons them; lock releases do not. */
   private async callNode(id: string, agent: string, action: string, data: Record<string, unknown>, timeoutMs = 60_000, quiet = false): Promise<Record<string, unknown>> {
     let res: RpcResult;
     try {
-      res = await this.client.call(agent, action, data, { nodes: [id], timeoutMs });
+      res = await this.client.call(agent, action, data, { nodes: [id], timeoutMs, signal: quiet ? undefined : this.abort.signal });
     } catch (e) {
       throw new StepError(`${agent}#${action} on ${id}: ${(e as Error).message}`);
     }

@@ -1,0 +1,203 @@
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { stringify as toYaml } from "yaml";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { MusterClient } from "../../src/client/client.js";
+import { startEmulator, type RunningEmulator } from "../../src/emulator/emulator.js";
+import type { FleetNode } from "../../src/emulator/fleet.js";
+import { SimulatedCA, simulatedFactories } from "../../src/emulator/simulated.js";
+import { startNats, type NatsHandle } from "../../src/lab/nats.js";
+import { freePort } from "../../src/lab/ports.js";
+import { spawnMuster, isAlive, type MusterProcess } from "../../src/lab/processes.js";
+import { silentLogger } from "../../src/log.js";
+import { StateStore, type NodeRecord } from "../../src/provisioner/state.js";
+import { runCli } from "../support/collective.js";
+
+// The provisioner's control plane against an emulated fleet whose agents simulate Puppet (fast, so
+// these cover concurrency and operations; test/provisioner/e2e.test.ts covers real Puppet).
+
+const N = 40;
+let dir: string;
+let nats: NatsHandle;
+let nc: NatsConnection;
+let emu: RunningEmulator;
+let client: MusterClient;
+let store: StateStore;
+const ca = new SimulatedCA();
+const failing = new Set<string>();
+const procs: MusterProcess[] = [];
+let env: NodeJS.ProcessEnv;
+
+const ids = Array.from({ length: N }, (_, i) => `sim${String(i).padStart(3, "0")}.test`);
+
+before(async () => {
+  dir = mkdtempSync(join(tmpdir(), "muster-simprov-"));
+  process.env.MUSTER_CONFIG_DIR = join(dir, "keys");
+  env = { ...process.env, MUSTER_CONFIG_DIR: join(dir, "keys") };
+  nats = await startNats({});
+  nc = await connect({ servers: nats.url });
+  const fleet: FleetNode[] = [
+    ...ids.map((identity, i) => ({ identity, facts: { ipaddress: `127.2.0.${i + 1}`, country: i % 2 ? "de" : "us" }, classes: [], agents: ["provision"] })),
+    { identity: "master-de.test", facts: { ipaddress: "127.3.0.1", country: "de" }, classes: [], agents: ["puppetca"] },
+    { identity: "master-us.test", facts: { ipaddress: "127.3.0.2", country: "us" }, classes: [], agents: ["puppetca"] },
+    { identity: "notifier.test", facts: {}, classes: [], agents: ["notify"] },
+  ];
+  emu = await startEmulator({ nc, nodes: fleet, collective: "muster", log: silentLogger, factories: simulatedFactories(ca, { puppetRunMs: [20, 80], csrMs: 5, fail: (id) => failing.has(id) }) });
+  client = await MusterClient.connect({ brokers: [nats.url], collective: "muster" });
+  store = await StateStore.open(client.nc, "muster_provision");
+});
+
+after(async () => {
+  await Promise.all(procs.map((p) => p.stop("SIGKILL")));
+  await client?.close();
+  await emu?.stop();
+  await nc?.drain();
+  await nats?.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+function config(name: string, extra: Record<string, unknown> = {}): string {
+  const file = join(dir, `${name}.yaml`);
+  writeFileSync(
+    file,
+    toYaml({
+      logfile: join(dir, `${name}.log`),
+      loglevel: "debug",
+      sleeptime: 1,
+      steps: { lock: true, set_puppet_hostname: true, clean_node_certname: true, send_node_csr: true, sign_node_csr: true, puppet_bootstrap_stage: true, puppet_final_run: true, notify: true },
+      master: { criteria: ["country"], agent: "puppetca" },
+      notify: { agent: "notify", targets: ["http://127.0.0.1:9/"] },
+      id: name,
+      broker: nats.url,
+      concurrency: 8,
+      per_master_limit: 4,
+      retries: { attempts: 2, backoff: 0.05, max_backoff: 0.1 },
+      ...extra,
+    }),
+  );
+  return file;
+}
+
+function provisioner(name: string, extra: Record<string, unknown> = {}, args: string[] = ["--foreground"]): MusterProcess {
+  const p = spawnMuster(["provisioner", "--config", config(name, extra), ...args], { logFile: join(dir, `${name}.out`), env });
+  procs.push(p);
+  return p;
+}
+
+async function waitFor(want: string[], done: (r: NodeRecord) => boolean, timeoutMs = 60_000): Promise<Map<string, NodeRecord>> {
+  const latest = new Map<string, NodeRecord>();
+  for (const r of await store.all()) latest.set(r.identity, r);
+  const ok = () => want.every((id) => latest.has(id) && done(latest.get(id)!));
+  if (ok()) return latest;
+  const w = await store.kv.watch();
+  const t = setTimeout(() => w.stop(), timeoutMs);
+  try {
+    for await (const e of w) {
+      if (e.operation !== "PUT") continue;
+      const r = JSON.parse(new TextDecoder().decode(e.value)) as NodeRecord;
+      latest.set(r.identity, r);
+      if (ok()) return latest;
+    }
+  } finally {
+    clearTimeout(t);
+    w.stop();
+  }
+  throw new Error(`timed out: ${want.filter((id) => !done(latest.get(id) ?? ({} as NodeRecord))).slice(0, 5).join(", ")} not there`);
+}
+
+test("two provisioners at once provision every node exactly once; a broken node fails and is notified", async () => {
+  failing.add(ids[7]!);
+  const metricsPort = await freePort();
+  provisioner("prov-a", { metrics: { host: "127.0.0.1", port: metricsPort } });
+  provisioner("prov-b");
+  const recs = await waitFor(ids, (r) => r.status === "done" || r.status === "failed");
+  const done = ids.filter((id) => recs.get(id)!.status === "done");
+  assert.equal(done.length, N - 1);
+  assert.equal(recs.get(ids[7]!)!.status, "failed");
+  assert.match(recs.get(ids[7]!)!.lastError!, /bootstrap/);
+  assert.equal(ca.doubleSigned, 0, "no certificate signed twice");
+  for (const id of done) {
+    assert.equal(ca.certs.get(id)?.state, "signed");
+    assert.equal(recs.get(id)!.rounds, 1, `${id} provisioned in one round`);
+    assert.equal(ca.certs.get(id)?.signedBy, id.endsWith(".test") && Number(id.slice(3, 6)) % 2 ? "master-de.test" : "master-us.test", `${id} signed by the master of its country`);
+  }
+  const owners = new Set(done.map((id) => recs.get(id)!.owner));
+  assert.deepEqual([...owners].sort(), ["prov-a", "prov-b"], "both provisioners took nodes");
+  assert.equal(ca.notifications, N, "one notification per node, the failure included");
+  const metrics = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+  assert.match(metrics, /muster_provisioner_provisioned_total \d+/);
+  assert.match(metrics, /muster_provisioner_step_duration_seconds_bucket\{le="[^"]+",step="bootstrap"\}/);
+});
+
+test("provision status lists every node; retry provisions a fixed node again", async () => {
+  const status = await runCli(["provision", "status", "--json", "--broker", nats.url], { env });
+  assert.equal(status.code, 0, status.stderr);
+  const list = JSON.parse(status.stdout) as NodeRecord[];
+  assert.equal(list.length, N);
+  assert.equal(list.find((r) => r.identity === ids[7])!.status, "failed");
+  const table = await runCli(["provision", "status", "--broker", nats.url], { env });
+  assert.match(table.stdout, new RegExp(`${ids[7]!.replace(/\./g, "\\.")}\\s+failed\\s+`));
+  assert.match(table.stdout, /39 done, 0 in progress, 0 pending, 1 failed/);
+
+  failing.delete(ids[7]!);
+  const retry = await runCli(["provision", "retry", ids[7]!, "--broker", nats.url], { env });
+  assert.equal(retry.code, 0, retry.stderr);
+  const recs = await waitFor([ids[7]!], (r) => r.status === "done");
+  assert.equal(recs.get(ids[7]!)!.rounds, 2);
+  assert.equal(ca.doubleSigned, 0);
+  await Promise.all(procs.splice(0).map((p) => p.stop("SIGTERM")));
+});
+
+test("SIGTERM: stops taking nodes, abandons in-flight ones after the grace period, releases their locks", async () => {
+  // New nodes whose runs take long: the provisioner is inside bootstrap when it is told to stop.
+  const slow = ["slow1.test", "slow2.test"];
+  const slowEmu = await startEmulator({
+    nc,
+    nodes: slow.map((identity) => ({ identity, facts: { ipaddress: "127.2.1.1", country: "de" }, classes: [], agents: ["provision"] })),
+    collective: "muster",
+    log: silentLogger,
+    factories: simulatedFactories(ca, { puppetRunMs: [60_000, 60_000], csrMs: 5 }),
+  });
+  try {
+    const pidfile = join(dir, "prov-c.pid");
+    const p = provisioner("prov-c", { shutdown_grace: 0.5, pidfile });
+    await waitFor(slow, (r) => r.current === "bootstrap");
+    assert.equal(readFileSync(pidfile, "utf8").trim(), String(p.pid));
+    await p.stop("SIGTERM", 20_000);
+    assert.equal(await p.exited, 0);
+    assert.ok(!existsSync(pidfile), "pidfile removed");
+    const res = await client.call("provision", "is_locked", {}, { nodes: slow });
+    assert.equal(res.replies.length, 2);
+    for (const r of res.replies) assert.equal(r.data.locked, false, `${r.sender} unlocked`);
+    for (const id of slow) {
+      const rec = (await store.get(id))!.record;
+      assert.equal(rec.status, "in_progress", "left for a restart to resume");
+      assert.ok(rec.log.some((l) => l.includes("abandoned at bootstrap")));
+    }
+  } finally {
+    await slowEmu.stop();
+  }
+});
+
+test("daemonize: true detaches and writes the pidfile; a bad config is refused with a clear message", async () => {
+  const pidfile = join(dir, "daemon.pid");
+  const r = await runCli(["provisioner", "--config", config("prov-d", { daemonize: true, pidfile, sleeptime: 60 })], { env });
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /started in the background, pid (\d+)/);
+  const pid = Number(/pid (\d+)/.exec(r.stdout)![1]);
+  try {
+    assert.ok(isAlive(pid));
+    assert.equal(readFileSync(pidfile, "utf8").trim(), String(pid));
+  } finally {
+    process.kill(pid, "SIGTERM");
+  }
+  const badFile = join(dir, "bad.yaml");
+  writeFileSync(badFile, "steps:\n  lock: maybe\nconcurency: 3\n");
+  const bad = await runCli(["provisioner", "--config", badFile], { env });
+  assert.equal(bad.code, 1);
+  assert.match(bad.stderr, /steps\.lock/);
+  assert.match(bad.stderr, /concurency/);
+});
