@@ -43,6 +43,16 @@ export function loadOrCreateSigningKey(name = defaultCallerName(), path?: string
 export interface TrustedKey {
   name: string;
   key: string; // base64 raw
+  /** Where it was configured, for error messages (a .pub file; default security.trusted_keys). */
+  source?: string;
+}
+
+function trustedKeyObject(k: TrustedKey): KeyObject {
+  try {
+    return publicKeyObject(k.key);
+  } catch (e) {
+    throw new MusterError("MUSTER_CONFIG_INVALID", `trusted key '${k.name}' in ${k.source ?? "security.trusted_keys"} is not an ed25519 public key (base64 of 32 bytes, as in a .pub file): ${(e as Error).message}`);
+  }
 }
 
 /** Maps public keys to caller names. A request is trusted only if its pubkey is here under its caller name. */
@@ -52,7 +62,7 @@ export class TrustStore {
     for (const k of keys) this.add(k);
   }
   add(k: TrustedKey): void {
-    this.byKey.set(k.key, { name: k.name, obj: publicKeyObject(k.key) });
+    this.byKey.set(k.key, { name: k.name, obj: trustedKeyObject(k) });
   }
   lookup(pubkey: string): { name: string; obj: KeyObject } | undefined {
     return this.byKey.get(pubkey);
@@ -70,5 +80,9 @@ export function readTrustedKeyDir(dir: string): TrustedKey[] {
   if (!existsSync(dir)) return [];
   return readdirSync(dir)
     .filter((f) => f.endsWith(".pub"))
-    .map((f) => ({ name: f.slice(0, -4), key: readFileSync(join(dir, f), "utf8").trim() }));
+    .map((f) => {
+      const k = { name: f.slice(0, -4), key: readFileSync(join(dir, f), "utf8").trim(), source: join(dir, f) };
+      trustedKeyObject(k); // refuse a bad file by its path, at start-up
+      return k;
+    });
 }
