@@ -1,12 +1,13 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { stringify as toYaml } from "yaml";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { MusterClient } from "../../src/client/client.js";
 import { buildFilter, type FilterOptions } from "../../src/filter/index.js";
 import { decodeJson } from "../../src/protocol/envelope.js";
+import { generateSigningKey } from "../../src/protocol/signing.js";
 import { Status } from "../../src/protocol/status.js";
 import { cleanEnv, connectNats, eventually, record, runCli, spawnMuster, startBroker, startMusterServer, tempDir, type Broker, type Recorder, type TestServer } from "../support/collective.js";
 
@@ -278,6 +279,37 @@ describe("metadata, registration and lifecycle", () => {
     assert.equal((decodeJson(m.data) as { type: string }).type, "shutdown");
     assert.deepEqual(await find({ identity: ["n3.example.net"] }), []);
     assert.doesNotMatch(s3.stderr(), /unexpected|unhandled|Error:/i);
+  });
+});
+
+describe("trust", () => {
+  test("a node with configured keys trusts those callers and no longer the local user", async (t) => {
+    const dir = join(tmp.path, "trusted");
+    mkdirSync(dir, { recursive: true });
+    const alice = generateSigningKey("user=alice").key;
+    writeFileSync(join(dir, "user=alice.pub"), `${alice.publicKey}\n`);
+    const srv = await startMusterServer({ identity: "guarded.example.net", broker: broker.url, config: { security: { trusted_keys_dir: dir } } }, { dir: tmp.path, env });
+    t.after(() => srv.stop());
+    const asAlice = await MusterClient.connect({ nc, key: alice });
+    assert.equal((await asAlice.call("rpcutil", "ping", {}, { nodes: ["guarded.example.net"], timeoutMs: 5000 })).replies[0]?.statuscode, Status.OK);
+    const asLocal = await client.call("rpcutil", "ping", {}, { nodes: ["guarded.example.net"], timeoutMs: 5000 });
+    assert.equal(asLocal.replies[0]?.statuscode, Status.Aborted);
+    assert.match(asLocal.replies[0]!.statusmsg, /not trusted/);
+    // alice's key under another name is not alice
+    const impostor = await MusterClient.connect({ nc, key: { ...alice, name: "user=root" } });
+    assert.equal((await impostor.call("rpcutil", "ping", {}, { nodes: ["guarded.example.net"], timeoutMs: 5000 })).replies[0]?.statuscode, Status.Aborted);
+  });
+
+  test("a trusted key that is not a key stops the server with the file named", async () => {
+    const dir = join(tmp.path, "badkeys");
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, "user=bob.pub"), "not a key\n");
+    const file = join(tmp.path, "badkeys.yaml");
+    writeFileSync(file, toYaml({ brokers: [broker.url], facts: { facter: false }, security: { trusted_keys_dir: dir } }));
+    const r = await runCli(["server", "--config", file], { env });
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /trusted key 'user=bob' in .*user=bob\.pub is not an ed25519 public key/);
+    assert.doesNotMatch(r.stderr, /unexpected error/);
   });
 });
 
