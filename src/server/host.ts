@@ -109,6 +109,8 @@ export class NodeHost {
     const req = res.request;
     if (req.collective !== collective) {
       log.warn({ subject: msg.subject, collective: req.collective }, "request collective does not match its subject; dropped");
+      // a direct caller would otherwise wait for its timeout
+      if (target && msg.reply) this.respond(msg, target.rejection(req.id, Status.InvalidData, `request for collective '${req.collective}' arrived on collective '${collective}'`, req.agent, req.action));
       return;
     }
     if (!direct && msg.subject !== subjects.broadcast(collective, req.agent)) {
