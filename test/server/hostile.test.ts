@@ -121,6 +121,14 @@ const kinds: Kind[] = [
     reason: /not available/,
   },
   {
+    name: "wrong collective",
+    make: () => json(signed({ collective: "elsewhere" })),
+    direct: { total: 1, validated: 1 },
+    broadcast: { total: 1, validated: 1 },
+    status: Status.InvalidData,
+    reason: /collective 'elsewhere'/,
+  },
+  {
     name: "unknown action",
     make: () => json(signed({ action: "rm_rf" })),
     direct: { total: 1, validated: 1, passed: 1, unknown_action: 1, replies: 1 },
