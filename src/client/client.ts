@@ -187,6 +187,36 @@ export class MusterClient {
     }
   }
 
+  /**
+   * The replies of a call as they arrive: `for await (const r of client.stream(...))`. The
+   * iterator ends when every addressed node answered or the timeout passed; breaking out early
+   * stops waiting.
+   */
+  async *stream(agent: string, action: string, data: Record<string, unknown>, opts: Omit<CallOptions, "onReply" | "signal"> = {}): AsyncGenerator<Reply, RpcResult, undefined> {
+    const queue: Reply[] = [];
+    let wake: (() => void) | undefined;
+    const ac = new AbortController();
+    let result: RpcResult | undefined;
+    let failure: unknown;
+    const done = this.call(agent, action, data, { ...opts, signal: ac.signal, onReply: (r) => (queue.push(r), wake?.()) }).then(
+      (r) => (result = r),
+      (e: unknown) => (failure = e),
+    );
+    void done.finally(() => wake?.());
+    try {
+      for (;;) {
+        while (queue.length) yield queue.shift()!;
+        if (failure) throw failure;
+        if (result) return result;
+        await new Promise<void>((r) => (wake = r));
+        wake = undefined;
+      }
+    } finally {
+      ac.abort();
+      await done;
+    }
+  }
+
   /** A typed view of one agent: inputs and action names are checked at compile time and against the DDL. */
   agent<const D extends AgentDDL>(ddl: D): TypedAgentClient<D> {
     return {
