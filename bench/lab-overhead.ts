@@ -26,17 +26,7 @@ const store = await StateStore.open(client.nc, "muster_provision");
 const prov = spawnMuster(["provisioner", "--config", lab.provisionerConfig(), "--foreground"], { logFile: join(dir, "provisioner.log") });
 try {
   const ids = lab.state.nodes.map((n) => n.identity);
-  const latest = new Map<string, NodeRecord>();
-  const w = await store.kv.watch();
-  const deadline = setTimeout(() => w.stop(), 15 * 60_000);
-  for await (const e of w) {
-    if (e.operation !== "PUT") continue;
-    const r = JSON.parse(new TextDecoder().decode(e.value)) as NodeRecord;
-    latest.set(r.identity, r);
-    if (ids.every((id) => ["done", "failed"].includes(latest.get(id)?.status ?? ""))) break;
-  }
-  clearTimeout(deadline);
-  w.stop();
+  const latest = await store.waitFor(ids, (r) => r.status === "done" || r.status === "failed", 15 * 60_000);
   const recs = ids.map((id) => latest.get(id)).filter((r): r is NodeRecord => r?.status === "done");
   let elapsed = 0;
   let puppet = 0;

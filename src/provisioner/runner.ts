@@ -391,20 +391,25 @@ export class Provisioner {
       await this.releaseLock(rec.identity);
       return;
     }
+    // Release the lock and tell the admins first, then record the failure: a node that reads
+    // "failed" is unlocked and its admins have been told (or the log says why not).
+    rec.lastError = rec.lastError ?? e.message;
+    this.log.error({ node: rec.identity, stage: rec.current, err: e.message }, "provisioning failed; retry with `muster provision retry` or restart the node");
+    await this.releaseLock(rec.identity);
+    if (this.cfg.steps.notify) {
+      const body = `muster could not provision ${rec.identity}.\nStep: ${rec.current ?? "start"}\nError: ${rec.lastError}\n\nRecent log:\n${rec.log.slice(-10).join("\n")}`;
+      await this.notify(`Provisioning ${rec.identity} FAILED`, body).catch((ne) => {
+        appendLog(rec, `could not notify the admins: ${(ne as Error).message}`);
+        this.log.error({ err: (ne as Error).message }, "could not notify the admins of a failure");
+      });
+    }
     rec.status = "failed";
     rec.finishedAt = Date.now();
-    rec.lastError = rec.lastError ?? e.message;
+    rec.claimExpires = undefined;
     appendLog(rec, `failed: ${e.message}`);
     await this.store.save(v).catch(() => undefined);
     this.metrics?.failed.inc();
     this.events.onStage?.(rec.identity, "failed");
-    this.log.error({ node: rec.identity, stage: rec.current, err: e.message }, "provisioning failed; retry with `muster provision retry` or restart the node");
-    await this.releaseLock(rec.identity);
-    if (this.cfg.steps.notify) {
-      await this.notify(`Provisioning ${rec.identity} FAILED`, `muster could not provision ${rec.identity}.\nStep: ${rec.current ?? "start"}\nError: ${rec.lastError}\n\nRecent log:\n${rec.log.slice(-10).join("\n")}`).catch((ne) =>
-        this.log.error({ err: (ne as Error).message }, "could not notify the admins of a failure"),
-      );
-    }
   }
 
   private async releaseLock(id: string): Promise<void> {

@@ -96,6 +96,37 @@ export class StateStore {
     await this.kv.put(keyFor(rec.identity), enc.encode(JSON.stringify(rec)));
   }
 
+  /**
+   * Resolves with the latest record of each id once `done` holds for all of them (a KV watch:
+   * event-driven). `onUpdate` sees every record written meanwhile. Rejects at the deadline
+   * naming the ids still waiting.
+   */
+  async waitFor(ids: readonly string[], done: (r: NodeRecord) => boolean, timeoutMs: number, onUpdate?: (r: NodeRecord) => void): Promise<Map<string, NodeRecord>> {
+    const latest = new Map<string, NodeRecord>();
+    const ok = () => ids.every((id) => latest.has(id) && done(latest.get(id)!));
+    const w = await this.kv.watch(); // starts with every current value, then follows updates
+    const timer = setTimeout(() => w.stop(), timeoutMs);
+    try {
+      for await (const e of w) {
+        if (e.operation !== "PUT" || e.value.length === 0) continue;
+        let r: NodeRecord;
+        try {
+          r = JSON.parse(dec.decode(e.value)) as NodeRecord;
+        } catch {
+          continue;
+        }
+        latest.set(r.identity, r);
+        onUpdate?.(r);
+        if (ok()) return latest;
+      }
+    } finally {
+      clearTimeout(timer);
+      w.stop();
+    }
+    const waiting = ids.filter((id) => !latest.has(id) || !done(latest.get(id)!));
+    throw new Error(`timed out after ${timeoutMs} ms waiting for ${waiting.length} node(s): ${waiting.slice(0, 10).map((id) => `${id} (${latest.get(id)?.status ?? "no record"}${latest.get(id)?.current ? ` at ${latest.get(id)?.current}` : ""}${latest.get(id)?.lastError ? `: ${latest.get(id)?.lastError}` : ""})`).join(", ")}`);
+  }
+
   async all(): Promise<NodeRecord[]> {
     const out: NodeRecord[] = [];
     const keys = await this.kv.keys();

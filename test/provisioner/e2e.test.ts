@@ -55,27 +55,8 @@ function startProvisioner(): MusterProcess {
   return p;
 }
 
-/** Resolves with the records once `done` holds for them; watches KV, no polling sleeps. */
-async function waitFor(ids: string[], done: (r: NodeRecord) => boolean, timeoutMs: number): Promise<Map<string, NodeRecord>> {
-  const latest = new Map<string, NodeRecord>();
-  for (const r of await store.all()) if (ids.includes(r.identity)) latest.set(r.identity, r);
-  const ok = () => ids.every((id) => latest.has(id) && done(latest.get(id)!));
-  if (ok()) return latest;
-  const w = await store.kv.watch();
-  const timer = setTimeout(() => w.stop(), timeoutMs);
-  try {
-    for await (const e of w) {
-      if (e.operation !== "PUT") continue;
-      const r = JSON.parse(new TextDecoder().decode(e.value)) as NodeRecord;
-      if (ids.includes(r.identity)) latest.set(r.identity, r);
-      if (ok()) return latest;
-    }
-  } finally {
-    clearTimeout(timer);
-    w.stop();
-  }
-  const state = ids.map((id) => `${id}: ${latest.get(id)?.status ?? "no record"} ${latest.get(id)?.current ?? ""} ${latest.get(id)?.lastError ?? ""}`);
-  throw new Error(`timed out after ${timeoutMs} ms waiting for:\n${state.join("\n")}`);
+function waitFor(ids: string[], done: (r: NodeRecord) => boolean, timeoutMs: number): Promise<Map<string, NodeRecord>> {
+  return store.waitFor(ids, done, timeoutMs);
 }
 
 function node(id: string) {

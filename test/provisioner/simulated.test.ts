@@ -87,25 +87,8 @@ function provisioner(name: string, extra: Record<string, unknown> = {}, args: st
   return p;
 }
 
-async function waitFor(want: string[], done: (r: NodeRecord) => boolean, timeoutMs = 60_000): Promise<Map<string, NodeRecord>> {
-  const latest = new Map<string, NodeRecord>();
-  for (const r of await store.all()) latest.set(r.identity, r);
-  const ok = () => want.every((id) => latest.has(id) && done(latest.get(id)!));
-  if (ok()) return latest;
-  const w = await store.kv.watch();
-  const t = setTimeout(() => w.stop(), timeoutMs);
-  try {
-    for await (const e of w) {
-      if (e.operation !== "PUT") continue;
-      const r = JSON.parse(new TextDecoder().decode(e.value)) as NodeRecord;
-      latest.set(r.identity, r);
-      if (ok()) return latest;
-    }
-  } finally {
-    clearTimeout(t);
-    w.stop();
-  }
-  throw new Error(`timed out: ${want.filter((id) => !done(latest.get(id) ?? ({} as NodeRecord))).slice(0, 5).join(", ")} not there`);
+function waitFor(want: string[], done: (r: NodeRecord) => boolean, timeoutMs = 60_000): Promise<Map<string, NodeRecord>> {
+  return store.waitFor(want, done, timeoutMs);
 }
 
 test("two provisioners at once provision every node exactly once; a broken node fails and is notified", async () => {

@@ -26,43 +26,29 @@ async function followProvisioning(s: LabState, timeoutMs: number): Promise<NodeR
   const client = await MusterClient.connect({ brokers: [s.broker], collective: s.collective, name: "muster-lab-follow" });
   const store = await StateStore.open(client.nc, "muster_provision");
   const bar = progressBar(true);
-  const ids = new Set(s.nodes.map((n) => n.identity));
+  const ids = s.nodes.map((n) => n.identity);
   const seen = new Map<string, string>();
-  const deadline = Date.now() + timeoutMs;
-  bar.start(ids.size);
-  const watcher = await store.kv.watch();
+  const finished = (r: NodeRecord) => r.status === "done" || r.status === "failed";
+  bar.start(ids.length);
   try {
-    let finished = 0;
-    for await (const e of watcher) {
-      if (e.operation !== "PUT") continue;
-      let rec: NodeRecord;
-      try {
-        rec = JSON.parse(new TextDecoder().decode(e.value)) as NodeRecord;
-      } catch {
-        continue;
-      }
-      if (!ids.has(rec.identity)) continue;
+    await store.waitFor(ids, finished, timeoutMs, (rec) => {
+      if (!ids.includes(rec.identity)) return;
       const label = rec.status === "in_progress" ? (rec.current ?? "starting") : rec.status;
-      if (seen.get(rec.identity) !== label) {
-        const was = seen.get(rec.identity);
-        seen.set(rec.identity, label);
-        const line = rec.status === "done" ? green(`provisioned against ${rec.master}`) : rec.status === "failed" ? red(`FAILED: ${rec.lastError ?? ""}`) : `${label}${rec.attempts ? ` (retry ${rec.attempts})` : ""}`;
-        process.stderr.write(`\r\x1b[K${ts()} ${rec.identity.padEnd(16)} ${line}\n`);
-        if ((rec.status === "done" || rec.status === "failed") && was !== "done" && was !== "failed") {
-          finished++;
-          bar.tick();
-        }
-      }
-      if (finished >= ids.size) break;
-      if (Date.now() > deadline) break;
-    }
+      const was = seen.get(rec.identity);
+      if (was === label) return;
+      seen.set(rec.identity, label);
+      const line = rec.status === "done" ? green(`provisioned against ${rec.master}`) : rec.status === "failed" ? red(`FAILED: ${rec.lastError ?? ""}`) : `${label}${rec.attempts ? ` (retry ${rec.attempts})` : ""}`;
+      process.stderr.write(`\r\x1b[K${ts()} ${rec.identity.padEnd(16)} ${line}\n`);
+      if (finished(rec) && was !== "done" && was !== "failed") bar.tick();
+    });
+  } catch (e) {
+    process.stderr.write(`${ts()} ${(e as Error).message}\n`);
   } finally {
-    watcher.stop();
     bar.stop();
   }
   const all = await store.all();
   await client.close();
-  return all.filter((r) => ids.has(r.identity));
+  return all.filter((r) => ids.includes(r.identity));
 }
 
 export function labCommand(): Command {
