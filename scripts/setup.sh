@@ -25,3 +25,7 @@ if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.j
 fi
 echo "==> build"
 npm run --silent build
+# Put `muster` on PATH (a link to this checkout), so plain `muster ...` works, e.g. against the lab.
+if [ "$(readlink -f "$(command -v muster 2>/dev/null)" 2>/dev/null)" != "$(readlink -f dist/src/cli/main.js)" ]; then
+  npm link --silent --no-audit --no-fund >/dev/null 2>&1 && echo "==> linked: $(command -v muster)" || echo "note: could not put muster on PATH (npm link); use node $PWD/dist/src/cli/main.js"
+fi
