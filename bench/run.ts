@@ -369,10 +369,11 @@ interface IdleRss {
 /**
  * Idle means: at least IDLE_MIN_MS after `ready`, and no VmRSS sample in the last 3 s moved more
  * than 0.5 MB. The minimum matters: V8's memory reducer shrinks the young generation (16 MB after
- * start-up, 1 MB idle) about 8 s after allocation stops, and a node daemon spends its life idle.
- * Polling is the measurement itself here (memory has no "settled" event); bounded at 60 s.
+ * start-up, 1 MB idle) once allocation has stopped for a while (observed 15-35 s after ready), and
+ * a node daemon spends its life idle. Polling is the measurement itself here (memory has no
+ * "settled" event); bounded at 120 s.
  */
-const IDLE_MIN_MS = 15_000;
+const IDLE_MIN_MS = 45_000;
 
 /** Starts a process, waits for `ready` on stdout (if given), then until it is idle; reads VmRSS. */
 async function idleRss(cmd: string, argv: string[], env: NodeJS.ProcessEnv, readyText?: string): Promise<IdleRss> {
@@ -405,7 +406,7 @@ async function idleRss(cmd: string, argv: string[], env: NodeJS.ProcessEnv, read
       samples.push(rssMB(child.pid!));
       const last = samples.slice(-12);
       if (Date.now() - t0 >= IDLE_MIN_MS && last.length === 12 && Math.max(...last) - Math.min(...last) <= 0.5) break;
-      if (Date.now() - t0 > 60_000) break;
+      if (Date.now() - t0 > 120_000) break;
     }
     return { rssMB: samples[samples.length - 1]!, readyRssMB, settledAfterMs: Date.now() - t0 };
   } finally {

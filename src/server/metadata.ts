@@ -6,7 +6,12 @@ import type { Logger } from "pino";
 // Facts come from the real `facter --json`, merged with a YAML facts file (which wins, so operators
 // can pin or add facts); classes from Puppet's classes.txt. All refreshed on an interval.
 
-export function runFacter(command: string, timeoutMs = 60_000): Promise<Record<string, unknown>> {
+/**
+ * Runs `facter --json`. Facter exits non-zero when some fact fails to resolve (in containers, for
+ * instance, it cannot read /proc/1/environ) yet still prints every other fact: a JSON object on
+ * stdout is used whatever the exit code, and `onPartial` hears about the failure.
+ */
+export function runFacter(command: string, timeoutMs = 60_000, onPartial?: (reason: string) => void): Promise<Record<string, unknown>> {
   return new Promise((resolve, reject) => {
     const child = spawn(command, ["--json"], { stdio: ["ignore", "pipe", "pipe"] });
     const out: Buffer[] = [];
@@ -20,14 +25,16 @@ export function runFacter(command: string, timeoutMs = 60_000): Promise<Record<s
     });
     child.once("close", (code) => {
       clearTimeout(timer);
-      if (code !== 0) return reject(new Error(`${command} --json exited ${code}: ${err.slice(-500)}`));
+      let v: unknown;
       try {
-        const v = JSON.parse(Buffer.concat(out).toString("utf8")) as unknown;
+        v = JSON.parse(Buffer.concat(out).toString("utf8")) as unknown;
         if (!v || typeof v !== "object" || Array.isArray(v)) throw new Error("not an object");
-        resolve(v as Record<string, unknown>);
       } catch (e) {
-        reject(new Error(`${command} --json printed something that is not a JSON object: ${(e as Error).message}`));
+        if (code !== 0) return reject(new Error(`${command} --json exited ${code}: ${err.slice(-500)}`));
+        return reject(new Error(`${command} --json printed something that is not a JSON object: ${(e as Error).message}`));
       }
+      if (code !== 0) onPartial?.(`${command} --json exited ${code} but printed facts; some did not resolve: ${err.slice(-500)}`);
+      resolve(v as Record<string, unknown>);
     });
   });
 }
@@ -66,7 +73,7 @@ export class FactSource {
     const { opts } = this;
     if (opts.facter) {
       try {
-        this.facterFacts = await runFacter(opts.facterCommand);
+        this.facterFacts = await runFacter(opts.facterCommand, undefined, (reason) => opts.log.warn({ err: reason }, "facter reported errors; using the facts it resolved"));
       } catch (e) {
         opts.log.warn({ err: (e as Error).message }, "facter failed; keeping the previous facts");
       }
