@@ -25,6 +25,8 @@ export const subjects = {
   registration: (collective: string) => `${collective}.registration`,
   lifecycle: (event: string, component: string) => `muster.lifecycle.${event}.${component}`,
   allLifecycle: () => "muster.lifecycle.>",
+  /** Events agents publish about their node (ActionContext.emit). */
+  event: (agent: string, event: string) => `muster.event.${agent}.${event}`,
   /** Whether the subject is a broadcast subject (`<collective>.broadcast.agent.<agent>`). */
   isBroadcast(subject: string): boolean {
     return BROADCAST_RE.test(subject);

@@ -18,6 +18,12 @@ export interface ActionContext {
   /** Aborted when the DDL timeout expires or the server shuts down. */
   signal: AbortSignal;
   metadata(): NodeMetadata;
+  /**
+   * Publish an event about this node (subject `muster.event.<agent>.<event>`, JSON
+   * `{identity, agent, event, time, data}`), e.g. a Puppet run that ended after the request that
+   * started it was answered. Usable after the handler returned; a no-op when nothing is connected.
+   */
+  emit(event: string, data: Record<string, unknown>): void;
 }
 
 export type ReplyData = Record<string, unknown>;

@@ -34,6 +34,7 @@ export class NodeHost {
   private idle: (() => void) | undefined;
 
   constructor(private readonly opts: NodeHostOptions) {
+    for (const rt of opts.runtimes) rt.emitter = (subject, payload) => opts.nc.publish(subject, payload);
     for (const rt of opts.runtimes) {
       this.byIdentity.set(rt.identity, rt);
       for (const c of rt.collectives) {

@@ -3,7 +3,9 @@ import { validateInput, applyOutputDefaults } from "../ddl/index.js";
 import type { AgentDDL } from "../ddl/types.js";
 import { RpcError } from "../errors.js";
 import type { CompiledFilter } from "../filter/index.js";
+import { encodeJson } from "../protocol/envelope.js";
 import { Status, type StatusCode } from "../protocol/status.js";
+import { subjects } from "../protocol/subjects.js";
 import { REPLY_PROTOCOL, type NodeMetadata, type Reply, type Request } from "../protocol/types.js";
 import type { Agent, ActionContext, DataPlugin } from "./agent.js";
 import { newNodeStats, type IntakeStats, type NodeStats } from "./stats.js";
@@ -242,6 +244,7 @@ export class NodeRuntime {
       config: la.config,
       log: la.log,
       metadata: () => this.metadata(),
+      emit: (event: string, data: Record<string, unknown>) => this.emit(req.agent, event, data),
       [CONTROLLER]: controller,
     } as unknown as ActionContext;
     Object.defineProperty(ctx, "signal", lazySignal);
@@ -304,6 +307,18 @@ export class NodeRuntime {
     this.stats.replies++;
     this.opts.audit?.({ time: Date.now(), identity: this.identity, requestid: req.id, caller: req.caller, sender: req.sender, agent: req.agent, action: req.action, data: req.data, statuscode: status, statusmsg: msg });
     return { protocol: REPLY_PROTOCOL, requestid: req.id, sender: this.identity, agent: req.agent, action: req.action, time: Date.now(), statuscode: status, statusmsg: msg, data };
+  }
+
+  /** Set by the host that carries this node: publishes a subject with a JSON payload. */
+  emitter?: (subject: string, payload: Uint8Array) => void;
+
+  emit(agent: string, event: string, data: Record<string, unknown>): void {
+    if (!/^[a-z][a-z0-9_]*$/.test(event)) throw new Error(`invalid event name ${JSON.stringify(event)}`);
+    try {
+      this.emitter?.(subjects.event(agent, event), encodeJson({ identity: this.identity, agent, event, time: Date.now(), data }));
+    } catch (e) {
+      this.opts.log.warn({ agent, event, err: (e as Error).message }, "could not publish an event");
+    }
   }
 
   /** Abort every running action (shutdown). */

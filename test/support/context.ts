@@ -6,6 +6,8 @@ import type { NodeMetadata } from "../../src/protocol/types.js";
 export type TestContext = ActionContext & {
   /** Abort the context's signal, as the server does on timeout or shutdown. */
   abort(reason?: unknown): void;
+  /** Events the handler emitted (ctx.emit), in order. */
+  emitted: { event: string; data: Record<string, unknown> }[];
 };
 
 export type ContextOverrides = Partial<Omit<ActionContext, "metadata">> & {
@@ -20,6 +22,7 @@ export type ContextOverrides = Partial<Omit<ActionContext, "metadata">> & {
  */
 export function makeContext(overrides: ContextOverrides = {}): TestContext {
   const controller = new AbortController();
+  const emitted: { event: string; data: Record<string, unknown> }[] = [];
   const identity = overrides.identity ?? "node1.test";
   const agent = overrides.agent ?? "test";
   const metadata: NodeMetadata | (() => NodeMetadata) = overrides.metadata ?? {
@@ -40,8 +43,10 @@ export function makeContext(overrides: ContextOverrides = {}): TestContext {
     config: {},
     log: pino({ level: "silent" }),
     signal: controller.signal,
+    emit: (event: string, data: Record<string, unknown>) => emitted.push({ event, data }),
     ...rest,
     metadata: typeof metadata === "function" ? metadata : () => metadata,
     abort: (reason?: unknown) => controller.abort(reason),
+    emitted,
   };
 }
