@@ -1,7 +1,7 @@
 // `npm run bench`: the collective's speed and memory, each beside a floor measured in the same run.
 //
-//   node dist/bench/run.js [--nodes 1000,10000] [--rounds 5] [--warmup 1] [--no-rss] [--rss-only]
-//                          [--profile DIR] [--out bench/results/latest.json]
+//   node dist/bench/run.js [--nodes 1000,10000] [--rounds 5] [--warmup 1] [--idle-ms 250]
+//                          [--no-rss | --rss-only] [--profile DIR] [--out bench/results/latest.json]
 //
 // For each node count N it starts two child processes on one nats-server: the bare NATS floor and
 // the muster emulator, each hosting N nodes behind one connection (bench/nodes.ts). This process
