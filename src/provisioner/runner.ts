@@ -23,7 +23,12 @@ export class StepError extends Error {
   }
 }
 
-class Abandoned extends Error {}
+/** A node given up mid-way: we are stopping, or another provisioner took it over ("lost"). */
+class Abandoned extends Error {
+  constructor(message: string, readonly lost = false) {
+    super(message);
+  }
+}
 
 interface MasterInfo extends MasterCandidate {
   address: string;
@@ -240,13 +245,12 @@ export class Provisioner {
     if (!claimable(existing?.record, this.cfg.id, now)) return undefined;
     const v: Versioned = existing ?? { record: newRecord(identity, now), revision: 0 };
     const rec = v.record;
-    if (rec.status === "pending" || rec.owner !== this.cfg.id || !rec.startedAt) {
-      if (rec.status !== "in_progress") {
-        rec.rounds += 1;
-        rec.startedAt = now;
-        rec.timings = {};
-        rec.finishedAt = undefined;
-      }
+    if (rec.status !== "in_progress") {
+      // a new round (first time, operator retry, node restart); in_progress ones are resumed
+      rec.rounds += 1;
+      rec.startedAt = now;
+      rec.timings = {};
+      rec.finishedAt = undefined;
     }
     rec.status = "in_progress";
     rec.owner = this.cfg.id;
@@ -258,16 +262,25 @@ export class Provisioner {
     return v;
   }
 
-  private async persist(v: Versioned): Promise<void> {
-    v.record.claimExpires = v.record.status === "in_progress" ? Date.now() + this.cfg.lock_lease * 1000 : undefined;
-    if ((await this.store.save(v)) === undefined) throw new Abandoned(`state of ${v.record.identity} was changed by someone else; leaving the node to them`);
+  /** Write the record, renewing our claim for `leaseSeconds` (a slow step's own duration included). */
+  private async persist(v: Versioned, leaseSeconds = this.cfg.lock_lease): Promise<void> {
+    v.record.claimExpires = v.record.status === "in_progress" ? Date.now() + leaseSeconds * 1000 : undefined;
+    if ((await this.store.save(v)) === undefined) throw new Abandoned(`state of ${v.record.identity} was changed by someone else; leaving the node to them`, true);
   }
 
   private async runStage(v: Versioned, stage: Stage, master: MasterInfo): Promise<void> {
     const rec = v.record;
     rec.current = stage;
-    // One KV write per step: fast steps are recorded when they complete; slow ones also when they start.
-    if (SLOW_STAGES.has(stage)) await this.persist(v);
+    // One KV write per step: fast steps are recorded when they complete; slow ones also when they
+    // start, with claim and node lock renewed to outlast the step (a Puppet run may exceed the lease).
+    if (SLOW_STAGES.has(stage)) {
+      const lease = this.cfg.lock_lease + this.cfg.puppet_timeout;
+      if (this.stages.includes("lock") && rec.stage !== undefined && (rec.lockExpires ?? 0) - Date.now() < this.cfg.puppet_timeout * 1000) {
+        const d = await this.callNode(rec.identity, this.cfg.target.agent, "lock_deploy", { owner: this.cfg.id, lease });
+        rec.lockExpires = typeof d.expires === "number" ? d.expires : undefined;
+      }
+      await this.persist(v, lease);
+    }
     this.events.onStage?.(rec.identity, stage);
     let busyWaitedMs = 0;
     for (let attempt = 1; ; attempt++) {
@@ -313,9 +326,12 @@ export class Provisioner {
     const agent = this.cfg.target.agent;
     const rec = v.record;
     switch (stage) {
-      case "lock":
-        await this.callNode(id, agent, "lock_deploy", { owner: this.cfg.id, lease: this.cfg.lock_lease });
+      case "lock": {
+        // The lease covers one Puppet run beyond lock_lease; slow steps renew it when it runs short.
+        const d = await this.callNode(id, agent, "lock_deploy", { owner: this.cfg.id, lease: this.cfg.lock_lease + this.cfg.puppet_timeout });
+        rec.lockExpires = typeof d.expires === "number" ? d.expires : undefined;
         return;
+      }
       case "set_puppet_host":
         await this.callNode(id, agent, "set_puppet_host", master.port ? { ipaddress: master.address, port: master.port } : { ipaddress: master.address });
         return `${master.address}${master.port ? `:${master.port}` : ""}`;
@@ -383,6 +399,11 @@ export class Provisioner {
 
   private async handleFailure(v: Versioned, e: Error): Promise<void> {
     const rec = v.record;
+    if (e instanceof Abandoned && e.lost) {
+      // Another provisioner owns the node now: its record and its lock are not ours to touch.
+      this.log.warn({ node: rec.identity }, e.message);
+      return;
+    }
     if (e instanceof Abandoned || this.abort.signal.aborted) {
       // Leave the record in progress (a restart resumes it) but release the node's lock now.
       appendLog(rec, `abandoned at ${rec.current ?? "start"}: ${e.message}`);

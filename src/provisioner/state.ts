@@ -23,6 +23,8 @@ export interface NodeRecord {
   owner?: string;
   /** ms epoch after which another provisioner may take the node over. */
   claimExpires?: number;
+  /** ms epoch at which the node's deploy lock (ours) expires. */
+  lockExpires?: number;
   startedAt?: number;
   updatedAt: number;
   finishedAt?: number;
