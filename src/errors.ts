@@ -21,6 +21,7 @@ export const ErrorCodes = {
   MUSTER_CA_ERROR: "the Puppet CA refused or failed a request",
   MUSTER_NOTIFY_FAILED: "a notification could not be delivered",
   MUSTER_TIMEOUT: "an operation did not finish in time",
+  MUSTER_REGISTRY_UNAVAILABLE: "the registry bucket does not exist or cannot be read",
 } as const;
 export type ErrorCode = keyof typeof ErrorCodes;
 
