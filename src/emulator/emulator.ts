@@ -4,6 +4,7 @@ import { NodeHost } from "../server/host.js";
 import { RequestIntake } from "../server/intake.js";
 import type { NodeRuntime } from "../server/runtime.js";
 import { buildRuntime, buildTrustStore, type RuntimeBuild } from "../server/server.js";
+import { compilePolicies } from "../security/policy.js";
 import { newIntakeStats } from "../server/stats.js";
 import type { ServerConfig } from "../server/config.js";
 import { VERSION } from "../version.js";
@@ -21,6 +22,8 @@ export interface EmulatorOptions {
   registration?: { interval: number; splay: boolean };
   plugins?: Record<string, Record<string, unknown>>;
   factories?: RuntimeBuild["factories"];
+  /** Action policies by agent, as in the server config's `policies`; every emulated node applies them. */
+  policies?: Record<string, unknown>;
 }
 
 export interface RunningEmulator {
@@ -34,6 +37,7 @@ export async function startEmulator(o: EmulatorOptions): Promise<RunningEmulator
   const security = { trusted_keys: [], max_clock_skew: 60, ...o.security };
   const intake = new RequestIntake({ trust: buildTrustStore(security), freshness: { maxClockSkew: security.max_clock_skew }, maxBytes: 1024 * 1024, stats: intakeStats, log: o.log });
   const nodeLog = o.log.child({ emulated: true });
+  const policies = o.policies ? compilePolicies(o.policies) : undefined;
   const runtimes = o.nodes.map((n) => {
     const collectives = n.collectives ?? [o.collective];
     const classes = [...new Set(n.classes)].sort(); // as a server reads classes.txt: sorted, no duplicates
@@ -48,6 +52,7 @@ export async function startEmulator(o: EmulatorOptions): Promise<RunningEmulator
       log: nodeLog,
       intakeStats,
       factories: o.factories,
+      policies,
     });
   });
   const host = new NodeHost({ nc: o.nc, intake, runtimes, log: o.log, wildcard: true, registration: o.registration, component: "emulator", version: VERSION });

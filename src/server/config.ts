@@ -2,6 +2,8 @@ import { hostname } from "node:os";
 import { z } from "zod";
 import { loadConfigFile, validateConfig } from "../config/load.js";
 import { isValidCollective, isValidIdentity } from "../protocol/subjects.js";
+import { AuditConfigSchema } from "../security/audit.js";
+import { PoliciesSchema } from "../security/policy.js";
 
 // `muster server` configuration. Every key has a safe default, so an empty file is a working node.
 
@@ -51,6 +53,12 @@ export const ServerConfigSchema = z
       .strict()
       .default({ level: "info" }),
     max_message_bytes: z.number().int().positive().max(64 * 1024 * 1024).default(1024 * 1024),
+    /** Action policies by agent (docs/security.md); an agent without one allows every trusted caller. */
+    policies: PoliciesSchema.default({}),
+    /** More policies, one <agent>.yaml each. */
+    policy_dir: z.string().optional(),
+    /** Audit trail destinations; without them each request is logged at debug only. */
+    audit: AuditConfigSchema.optional(),
   })
   .strict();
 

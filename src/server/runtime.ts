@@ -7,12 +7,14 @@ import { encodeJson } from "../protocol/envelope.js";
 import { Status, type StatusCode } from "../protocol/status.js";
 import { subjects } from "../protocol/subjects.js";
 import { REPLY_PROTOCOL, type NodeMetadata, type Reply, type Request } from "../protocol/types.js";
+import type { AuditEntry } from "../security/audit.js";
+import { denialMessage, type CompiledPolicies, type Decision } from "../security/policy.js";
 import type { Agent, ActionContext, DataPlugin } from "./agent.js";
 import { newNodeStats, type IntakeStats, type NodeStats } from "./stats.js";
 
-// One node's request pipeline after decode and verify: filter, authorise, validate, audit, invoke,
-// reply. Each failing stage maps to exactly one status code. A NodeRuntime never touches NATS, so
-// `muster server` hosts one and `muster emulate` hosts thousands behind one connection.
+// One node's request pipeline after decode and verify: filter, authorise (action policies), validate,
+// invoke, reply; every reply is audited. Each failing stage maps to exactly one status code. A
+// NodeRuntime never touches NATS, so `muster server` hosts one and `muster emulate` hosts thousands behind one connection.
 
 export interface LoadedAgent {
   agent: Agent;
@@ -32,20 +34,11 @@ export interface NodeRuntimeOptions {
   intakeStats: IntakeStats;
   /** Audit hook: called once per handled request with its outcome. */
   audit?: (entry: AuditEntry) => void;
+  /** Action policies by agent (src/security/policy.ts); an agent without one allows every caller. */
+  policies?: CompiledPolicies;
 }
 
-export interface AuditEntry {
-  time: number;
-  identity: string;
-  requestid: string;
-  caller: string;
-  sender: string;
-  agent: string;
-  action: string;
-  data: Record<string, unknown>;
-  statuscode: number;
-  statusmsg: string;
-}
+export type { AuditEntry };
 
 const noData = () => undefined;
 
@@ -203,6 +196,21 @@ export class NodeRuntime {
     if (!matched) {
       this.stats.filtered++;
       return direct ? this.reply(req, Status.Aborted, `${this.identity} does not match the request's filter`, {}) : undefined;
+    }
+    // authorise: the agent's policy, if it has one, decides before anything of the agent runs
+    const policy = this.opts.policies?.get(req.agent);
+    if (policy) {
+      let d: Decision;
+      try {
+        d = policy.decide(req.caller, req.action, () => this.metadata());
+      } catch (e) {
+        this.opts.log.error({ agent: req.agent, err: (e as Error).message }, "policy evaluation failed; denying");
+        d = { allowed: false, rule: 0 };
+      }
+      if (!d.allowed) {
+        this.stats.denied++;
+        return this.reply(req, Status.Aborted, denialMessage(this.identity, req.caller, req.agent, req.action, d), {});
+      }
     }
     this.stats.passed++;
     return this.invoke(la, req);

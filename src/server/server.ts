@@ -4,7 +4,10 @@ import { builtinAgentFactories, ALWAYS_LOADED, type AgentFactory } from "../agen
 import type { NodeIntrospection } from "../agents/rpcutil/index.js";
 import { closeConnection, connectBroker, resolveBrokers } from "../broker/connect.js";
 import { MusterError } from "../errors.js";
+import { Auditor } from "../security/audit.js";
 import { loadOrCreateSigningKey, readTrustedKeyDir, TrustStore, type TrustedKey } from "../security/keys.js";
+import { mergePolicies } from "../security/policy-files.js";
+import { compilePolicies, policyWarnings, type CompiledPolicies } from "../security/policy.js";
 import { VERSION } from "../version.js";
 import type { Agent } from "./agent.js";
 import { mainCollective, type ServerConfig } from "./config.js";
@@ -52,6 +55,10 @@ export interface RuntimeBuild {
   log: Logger;
   intakeStats: IntakeStats;
   audit?: (e: AuditEntry) => void;
+  /** Action policies by agent (compiled once; shared by every node of an emulator). */
+  policies?: CompiledPolicies;
+  /** More process-wide counters for daemon_stats (the audit trail's). */
+  extraStats?: () => Record<string, number>;
   factories?: Record<string, AgentFactory>;
 }
 
@@ -61,7 +68,7 @@ export function buildRuntime(b: RuntimeBuild): NodeRuntime {
   let rt: NodeRuntime | undefined;
   const node: NodeIntrospection = {
     metadata: () => rt!.metadata(),
-    stats: () => ({ ...b.intakeStats, ...rt!.stats }),
+    stats: () => ({ ...b.intakeStats, ...rt!.stats, ...b.extraStats?.() }),
     agentDDLs: () => rt!.loadedAgents().map((la) => la.agent.ddl),
     dataPluginNames: () => rt!.dataPluginNames(),
     queryData: (p, a) => rt!.queryData(p, a),
@@ -78,7 +85,7 @@ export function buildRuntime(b: RuntimeBuild): NodeRuntime {
     agents.push({ agent: f({ node, identity: b.identity, config }), config, log: b.log.child({ agent: name }) });
   }
   for (const a of b.extraAgents ?? []) agents.push({ agent: a, config: b.plugins[a.ddl.metadata.name] ?? {}, log: b.log.child({ agent: a.ddl.metadata.name }) });
-  rt = new NodeRuntime({ identity: b.identity, collectives: b.collectives, mainCollective: b.mainCollective, agents, facts: b.facts, classes: b.classes, log: b.log, intakeStats: b.intakeStats, audit: b.audit });
+  rt = new NodeRuntime({ identity: b.identity, collectives: b.collectives, mainCollective: b.mainCollective, agents, facts: b.facts, classes: b.classes, log: b.log, intakeStats: b.intakeStats, audit: b.audit, policies: b.policies });
   rt.addDataPlugin(factDataPlugin);
   rt.addDataPlugin(agentDataPlugin(() => rt!.loadedAgents().map((la) => la.agent.ddl)));
   return rt;
@@ -97,6 +104,10 @@ export async function startServer(cfg: ServerConfig, log: Logger, opts: { broker
     extra.push(...agents);
   }
   const intakeStats = newIntakeStats();
+  const policySources = mergePolicies(cfg.policies, cfg.policy_dir);
+  const policies = compilePolicies(policySources);
+  // the audit file is opened now: a path the node cannot write is a config error, not a silent gap
+  const auditor = new Auditor(cfg.audit, { identity: cfg.identity, log });
   const runtime = buildRuntime({
     identity: cfg.identity,
     collectives: cfg.collectives,
@@ -108,13 +119,17 @@ export async function startServer(cfg: ServerConfig, log: Logger, opts: { broker
     plugins: cfg.plugins,
     log,
     intakeStats,
-    audit: (e) => log.info({ audit: e }, "request"),
+    audit: auditor.record,
+    policies,
+    extraStats: () => ({ ...auditor.stats }),
   });
+  for (const w of policyWarnings(policySources, runtime.loadedAgents().map((la) => la.agent.ddl))) log.warn(w);
   const intake = new RequestIntake({ trust: buildTrustStore(cfg.security), freshness: { maxClockSkew: cfg.security.max_clock_skew }, maxBytes: cfg.max_message_bytes, stats: intakeStats, log });
   const nc = await connectBroker({ servers: resolveBrokers(opts.broker, cfg.brokers), name: `muster-server:${cfg.identity}`, log, persistent: true });
+  auditor.connect(nc);
   const host = new NodeHost({ nc, intake, runtimes: [runtime], log, wildcard: false, registration: cfg.registration, version: VERSION });
   await host.start();
-  log.info({ identity: cfg.identity, collectives: cfg.collectives, agents: runtime.activeAgentNames(), broker: nc.getServer() }, "muster server ready");
+  log.info({ identity: cfg.identity, collectives: cfg.collectives, agents: runtime.activeAgentNames(), broker: nc.getServer(), policies: [...policies.keys()], audit: { file: cfg.audit?.file, stream: cfg.audit?.stream?.name } }, "muster server ready");
   let stopped = false;
   return {
     runtime,
@@ -125,6 +140,7 @@ export async function startServer(cfg: ServerConfig, log: Logger, opts: { broker
       stopped = true;
       clearInterval(refresh);
       await host.stop();
+      await auditor.close(); // in-flight requests have been audited; flush before the connection goes
       await closeConnection(nc);
     },
   };

@@ -17,7 +17,8 @@ export type IntakeStats = ReturnType<typeof newIntakeStats>;
 export function newNodeStats() {
   return {
     filtered: 0, // did not match the filter
-    passed: 0, // matched and dispatched to an agent
+    passed: 0, // matched, allowed by policy and dispatched to an agent
+    denied: 0, // matched, but the agent's action policy refused the caller
     replies: 0,
     unknown_agent: 0,
     unknown_action: 0,
