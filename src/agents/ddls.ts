@@ -5,8 +5,11 @@ import type { AgentDDL } from "../ddl/types.js";
 import { MusterError } from "../errors.js";
 import { discoveryDDL } from "./discovery/index.js";
 import { notifyDDL } from "./notify/ddl.js";
+import { nrpeDDL } from "./nrpe/ddl.js";
 import { provisionDDL } from "./provision/ddl.js";
 import { puppetcaDDL } from "./puppetca/ddl.js";
+import { resourceDDL } from "./resource/ddl.js";
+import { puppetDDL } from "./puppet/ddl.js";
 import { rpcutilDDL } from "./rpcutil/ddl.js";
 
 // DDLs the client knows: the built-in agents' plus external ones from ddl directories or --ddl.
@@ -16,6 +19,9 @@ export const builtinDDLs: Record<string, AgentDDL> = {
   notify: notifyDDL,
   provision: provisionDDL,
   puppetca: puppetcaDDL,
+  resource: resourceDDL,
+  nrpe: nrpeDDL,
+  puppet: puppetDDL,
 };
 
 export function registerBuiltinDDL(ddl: AgentDDL): void {

@@ -13,3 +13,4 @@ export {
 export { parseCsr, csrFingerprint, fingerprintOf, normaliseFingerprint, PP_CLI_AUTH_OID, type ParsedCsr, type AltName } from "./csr.js";
 export { setIniSettings, readIniSection, updatePuppetConf } from "./conf.js";
 export type { FailedResource } from "./report.js";
+export { puppetStatePaths, readDisabled, disableAgent, enableAgent, catalogRunPid, readLastRunSummary, parseLastRunSummary, type PuppetStatePaths, type DisabledState, type LastRunSummary } from "./state.js";

@@ -1,0 +1,23 @@
+import { disableAgent, puppetStatePaths, readDisabled } from "../../../puppet/index.js";
+import type { ActionHandler } from "../../../server/agent.js";
+import type { ActionInput } from "../../../ddl/types.js";
+import type { PuppetDDL } from "../ddl.js";
+import type { PuppetRuntime } from "../runtime.js";
+import { puppetAgentFor } from "../settings.js";
+
+/** Write Puppet's disable lock; an agent already disabled keeps its lock and message. */
+export function disable(rt: PuppetRuntime): ActionHandler<ActionInput<PuppetDDL, "disable">> {
+  return (input, ctx) => {
+    const lock = puppetStatePaths(puppetAgentFor(rt.settings(ctx))).disabledLockfile;
+    const message = input.message?.trim() || `Disabled via muster by ${ctx.caller} at ${new Date(rt.now()).toISOString()}`;
+    const changed = disableAgent(lock, message);
+    const current = readDisabled(lock).message;
+    ctx.log.info({ caller: ctx.caller, changed, message: current }, "puppet disabled");
+    return {
+      enabled: false,
+      changed,
+      disable_message: current,
+      status: changed ? `Puppet disabled: ${current ?? ""}` : `Puppet was already disabled${current ? `: ${current}` : ""}`,
+    };
+  };
+}

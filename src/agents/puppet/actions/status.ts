@@ -1,0 +1,11 @@
+import type { ActionHandler } from "../../../server/agent.js";
+import type { ActionInput } from "../../../ddl/types.js";
+import type { PuppetDDL } from "../ddl.js";
+import { readStatus, type PuppetRuntime } from "../runtime.js";
+
+export function status(rt: PuppetRuntime): ActionHandler<ActionInput<PuppetDDL, "status">> {
+  return (_input, ctx) => {
+    const { applying_pid: _pid, ...st } = readStatus(rt, rt.settings(ctx));
+    return { ...st };
+  };
+}

@@ -1,0 +1,144 @@
+import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { parse } from "yaml";
+import type { PuppetAgent } from "./agent.js";
+
+// What Puppet keeps on disk about its agent, read and written the way Puppet itself does. These
+// files are Puppet's documented interface for outside tools (puppet/agent/disabler.rb, locker.rb):
+//
+//   <statedir>/agent_disabled.lock       JSON {"disabled_message": "..."}; present = disabled
+//   <statedir>/agent_catalog_run.lock    the pid of the process applying a catalog
+//   <publicdir>/last_run_summary.yaml    counts and times of the last run (time.last_run: epoch s)
+//   <rundir>/agent.pid                   the agent daemon's pid
+//
+// statedir is <vardir>/state (Puppet's default); PuppetAgent passes vardir and publicdir itself.
+
+export interface PuppetStatePaths {
+  statedir: string;
+  disabledLockfile: string;
+  catalogRunLockfile: string;
+  lastRunSummary: string;
+  lastRunReport: string;
+}
+
+export function puppetStatePaths(agent: PuppetAgent): PuppetStatePaths {
+  const statedir = join(agent.settings.vardir, "state");
+  return {
+    statedir,
+    disabledLockfile: join(statedir, "agent_disabled.lock"),
+    catalogRunLockfile: join(statedir, "agent_catalog_run.lock"),
+    lastRunSummary: join(agent.settings.publicdir, "last_run_summary.yaml"),
+    lastRunReport: join(statedir, "last_run_report.yaml"),
+  };
+}
+
+export interface DisabledState {
+  disabled: boolean;
+  /** The message given to `puppet agent --disable`, or null (also when none was given). */
+  message: string | null;
+}
+
+/** Whether the agent is administratively disabled, and why. */
+export function readDisabled(lockfile: string): DisabledState {
+  let text: string;
+  try {
+    text = readFileSync(lockfile, "utf8");
+  } catch {
+    return { disabled: false, message: null };
+  }
+  try {
+    const data = JSON.parse(text) as unknown;
+    const msg = data && typeof data === "object" ? (data as Record<string, unknown>).disabled_message : undefined;
+    return { disabled: true, message: typeof msg === "string" ? msg : null };
+  } catch {
+    return { disabled: true, message: null }; // Puppet too treats an unreadable lock as disabled
+  }
+}
+
+/**
+ * `puppet agent --disable MESSAGE` without starting Ruby: writes the JSON lock Puppet reads.
+ * Returns false (and leaves the lock alone) when the agent was already disabled.
+ */
+export function disableAgent(lockfile: string, message: string): boolean {
+  if (readDisabled(lockfile).disabled) return false;
+  mkdirSync(dirname(lockfile), { recursive: true });
+  const tmp = `${lockfile}.muster-${process.pid}.tmp`;
+  writeFileSync(tmp, JSON.stringify({ disabled_message: message }));
+  renameSync(tmp, lockfile);
+  return true;
+}
+
+/** `puppet agent --enable`. Returns false when the agent was not disabled. */
+export function enableAgent(lockfile: string): boolean {
+  const was = readDisabled(lockfile).disabled;
+  rmSync(lockfile, { force: true });
+  return was;
+}
+
+/** The pid applying a catalog right now (Puppet's run lock names a live process), if any. */
+export function catalogRunPid(lockfile: string): number | undefined {
+  let pid: number;
+  try {
+    pid = Number(readFileSync(lockfile, "utf8").trim());
+  } catch {
+    return undefined;
+  }
+  if (!Number.isInteger(pid) || pid <= 0) return undefined;
+  try {
+    process.kill(pid, 0);
+    return pid;
+  } catch (e) {
+    // EPERM: alive but another user's (a root daemon seen by an unprivileged server)
+    return (e as NodeJS.ErrnoException).code === "EPERM" ? pid : undefined;
+  }
+}
+
+/** last_run_summary.yaml as Puppet writes it (every section optional). */
+export interface LastRunSummary {
+  version: { config: string | null; puppet: string | null };
+  /** application.converged_environment (Puppet 6+), or null. */
+  environment: string | null;
+  resources: Record<string, number>;
+  time: Record<string, number>;
+  changes: Record<string, number>;
+  events: Record<string, number>;
+  /** time.last_run: epoch seconds of the run's end, 0 when absent. */
+  lastrun: number;
+}
+
+export function readLastRunSummary(path: string): LastRunSummary | undefined {
+  let doc: unknown;
+  try {
+    doc = parse(readFileSync(path, "utf8"), { logLevel: "silent" });
+  } catch {
+    return undefined;
+  }
+  return parseLastRunSummary(doc);
+}
+
+/** Pure: the parsed YAML document of last_run_summary.yaml. */
+export function parseLastRunSummary(doc: unknown): LastRunSummary | undefined {
+  if (!isRecord(doc)) return undefined;
+  const nums = (v: unknown): Record<string, number> => {
+    const out: Record<string, number> = {};
+    if (isRecord(v)) for (const [k, n] of Object.entries(v)) if (typeof n === "number" && Number.isFinite(n)) out[k] = n;
+    return out;
+  };
+  const version = isRecord(doc.version) ? doc.version : {};
+  const application = isRecord(doc.application) ? doc.application : {};
+  const time = nums(doc.time);
+  const str = (v: unknown) => (v === undefined || v === null ? null : String(v));
+  return {
+    version: { config: str(version.config), puppet: str(version.puppet) },
+    environment: str(application.converged_environment ?? application.initial_environment),
+    resources: nums(doc.resources),
+    time,
+    changes: nums(doc.changes),
+    events: nums(doc.events),
+    lastrun: Math.trunc(time.last_run ?? 0),
+  };
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
