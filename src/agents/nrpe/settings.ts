@@ -1,0 +1,54 @@
+import { RpcError } from "../../errors.js";
+import { Status } from "../../protocol/status.js";
+
+// Settings of the nrpe agent (`plugins.nrpe` in the server config, passed as ctx.config). Every key
+// is optional; strings from config files are coerced:
+//
+//   conf_dir         "/etc/nagios/nrpe.d"   directory of *.cfg files with command[name]=... lines
+//   timeout          10                     seconds a check may run (NRPE's command_timeout;
+//                                           at most 55, the DDL allows 60); a timeout is UNKNOWN
+//   allow_arguments  true                   accept $ARGn$ arguments from requests (NRPE's
+//                                           dont_blame_nrpe); false refuses any request with args
+//   path             "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+//                                           PATH of the checks. Plugins get a small environment
+//                                           (PATH, LANG, LC_ALL, TZ), never the daemon's own.
+
+export interface NrpeSettings {
+  confDir: string;
+  timeoutMs: number;
+  allowArguments: boolean;
+  path: string;
+}
+
+export const DEFAULTS = { conf_dir: "/etc/nagios/nrpe.d", timeout: 10, allow_arguments: true, path: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" } as const;
+const MAX_TIMEOUT = 55;
+
+function bad(key: string, v: unknown, expected: string): RpcError {
+  return new RpcError(Status.UnknownError, `nrpe agent is misconfigured: plugins.nrpe.${key} must be ${expected}, got ${JSON.stringify(v)}`);
+}
+
+export function resolveNrpeSettings(config: Record<string, unknown>): NrpeSettings {
+  const str = (k: string, d: string): string => {
+    const v = config[k];
+    if (v === undefined || v === null || v === "") return d;
+    if (typeof v !== "string") throw bad(k, v, "a string");
+    return v;
+  };
+  const t = config.timeout ?? DEFAULTS.timeout;
+  const timeout = typeof t === "string" ? Number(t) : t;
+  if (typeof timeout !== "number" || !Number.isFinite(timeout) || timeout <= 0 || timeout > MAX_TIMEOUT) throw bad("timeout", t, `a number of seconds up to ${MAX_TIMEOUT}`);
+  const aa = config.allow_arguments ?? DEFAULTS.allow_arguments;
+  let allowArguments: boolean;
+  if (typeof aa === "boolean") allowArguments = aa;
+  else if (typeof aa === "string" && /^(true|yes|1|on)$/i.test(aa)) allowArguments = true;
+  else if (typeof aa === "string" && /^(false|no|0|off)$/i.test(aa)) allowArguments = false;
+  else throw bad("allow_arguments", aa, "a boolean");
+  return { confDir: str("conf_dir", DEFAULTS.conf_dir), timeoutMs: timeout * 1000, allowArguments, path: str("path", DEFAULTS.path) };
+}
+
+/** The environment a check runs with. */
+export function pluginEnv(s: NrpeSettings): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { PATH: s.path };
+  for (const k of ["LANG", "LC_ALL", "TZ"]) if (process.env[k] !== undefined) env[k] = process.env[k];
+  return env;
+}

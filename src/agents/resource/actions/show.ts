@@ -1,0 +1,27 @@
+import type { ActionHandler } from "../../../server/agent.js";
+import type { ActionInput } from "../../../ddl/types.js";
+import { RpcError } from "../../../errors.js";
+import { Status } from "../../../protocol/status.js";
+import { isManagedResource, readManagedResources } from "../../../puppet/resource.js";
+import type { ResourceDDL } from "../ddl.js";
+import { ensureTypeAllowed, resolveResourceSettings } from "../settings.js";
+import type { ResourceDeps } from "../agent.js";
+import { runPuppetResource } from "./run.js";
+
+/** puppet resource TYPE NAME: reading is still limited to allowed types (a user resource shows password hashes). */
+export function show(deps: ResourceDeps): ActionHandler<ActionInput<ResourceDDL, "show">> {
+  return async (input, ctx) => {
+    const s = resolveResourceSettings({ ...deps.config, ...ctx.config });
+    ensureTypeAllowed(s, input.type);
+    let managed = false;
+    try {
+      managed = isManagedResource(readManagedResources(s.resourcesFile), input.type, input.name);
+    } catch (e) {
+      ctx.log.warn({ err: (e as Error).message }, "cannot tell whether the resource is managed");
+    }
+    const r = await runPuppetResource(s, ctx, input.type, input.name, []);
+    const reply = { type: input.type, name: input.name, state: r.state, managed, duration: r.durationMs / 1000 };
+    if (!r.ok) throw new RpcError(Status.Aborted, `puppet resource ${input.type} ${input.name} failed: ${r.errors[0] ?? "see errors"}`, { ...reply, errors: r.errors });
+    return reply;
+  };
+}
