@@ -64,7 +64,12 @@ export type AgentPolicy = z.output<typeof AgentPolicySchema>;
 
 // zod builds records with a null prototype; hand callers an ordinary object.
 export const PoliciesSchema = z
-  .record(z.string().regex(AGENT_NAME, "agent names are lower case letters, digits and underscores, starting with a letter"), AgentPolicySchema)
+  .record(z.string(), AgentPolicySchema)
+  .superRefine((r, ctx) => {
+    for (const agent of Object.keys(r)) {
+      if (!AGENT_NAME.test(agent)) ctx.addIssue({ code: "custom", path: [agent], message: "agent names are lower case letters, digits and underscores, starting with a letter" });
+    }
+  })
   .transform((r) => Object.fromEntries(Object.entries(r)) as Record<string, AgentPolicy>);
 export type Policies = z.output<typeof PoliciesSchema>;
 
