@@ -63,16 +63,21 @@ export function addCommonOptions(cmd: Command): Command {
 }
 
 export function addFilterOptions(cmd: Command): Command {
-  return addCommonOptions(cmd)
+  return addFilterFlags(addCommonOptions(cmd))
+    .option("--dt <seconds>", "discovery timeout (upper bound; broadcast ends sooner once replies stop)", positiveNumber("--dt"))
+    .addOption(new Option("--dm <method>", "discovery method").choices(["broadcast", "mc", "flatfile", "file", "registry"]))
+    .option("--nodes <file>", "identities, one per line (implies --dm flatfile)");
+}
+
+/** -F -C -I -A -W -S alone (commands that filter without discovering, e.g. `registry query`). */
+export function addFilterFlags(cmd: Command): Command {
+  return cmd
     .option("-F, --wf <fact>", "fact filter: fact=value, fact>=3, fact=~/re/ (repeatable, ANDed)", collect)
     .option("-C, --wc <class>", "Puppet class filter, exact or /regex/ (repeatable, ANDed)", collect)
     .option("-I, --wi <identity>", "identity filter, exact or /regex/ (repeatable, ORed)", collect)
     .option("-A, --wa <agent>", "agent filter (repeatable, ANDed)", collect)
     .option("-W, --with <filter>", "mixed filter: each word a fact filter if it parses as one, else a class", collect)
-    .option("-S, --select <expr>", "compound filter: \"country=de and (web or /db/) and provision().locked=false\"", collect)
-    .option("--dt <seconds>", "discovery timeout (upper bound; broadcast ends sooner once replies stop)", positiveNumber("--dt"))
-    .addOption(new Option("--dm <method>", "discovery method").choices(["broadcast", "mc", "flatfile", "file", "registry"]))
-    .option("--nodes <file>", "identities, one per line (implies --dm flatfile)");
+    .option("-S, --select <expr>", "compound filter: \"country=de and (web or /db/) and provision().locked=false\"", collect);
 }
 
 export function addRpcOptions(cmd: Command): Command {
@@ -109,12 +114,15 @@ export async function openSession(o: FilterOpts, registrySource?: (client: Muste
   const config = loadClientConfig(o.config);
   const method = o.nodes ? "flatfile" : (o.dm ?? "broadcast");
   if ((method === "flatfile" || method === "file") && !o.nodes) throw new MusterError("MUSTER_USAGE", "--dm flatfile needs --nodes FILE");
+  // The registry answers from registration data: a filter it cannot answer fails before connecting.
+  // Loaded on demand so commands that never use it do not load JetStream KV.
+  const registry = method === "registry" && !registrySource ? await import("../client/discovery/registry.js") : undefined;
+  if (registry) (await import("../registry/select.js")).checkRegistryFilter(filter);
   const client = await MusterClient.connect({ brokers: resolveBrokers(o.broker, config.brokers), collective: o.target ?? config.collective, name: "muster-cli" });
   let source: NodeSource | undefined;
   if (method === "flatfile" || method === "file") source = new FlatfileSource(o.nodes!);
   else if (method === "registry") {
-    if (!registrySource) throw new MusterError("MUSTER_USAGE", "--dm registry needs the registry service (see `muster registry --help`)");
-    source = registrySource(client, config);
+    source = registrySource ? registrySource(client, config) : new registry!.RegistrySource(client.nc, { bucket: config.registry_bucket, collective: client.collective });
   }
   return { client, config, filter, source, discoveryTimeoutMs: (o.dt ?? config.discovery_timeout ?? 2) * 1000 };
 }

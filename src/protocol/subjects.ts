@@ -23,6 +23,8 @@ export const subjects = {
   /** Wildcard covering every node's direct subject in a collective (the emulator hosts many). */
   allNodes: (collective: string) => `${collective}.node.>`,
   registration: (collective: string) => `${collective}.registration`,
+  /** Queries answered by `muster registry serve` from its in-memory copy of the bucket. */
+  registryQuery: (bucket: string) => `muster.registry.${bucket}.query`,
   lifecycle: (event: string, component: string) => `muster.lifecycle.${event}.${component}`,
   allLifecycle: () => "muster.lifecycle.>",
   /** Events agents publish about their node (ActionContext.emit). */

@@ -7,8 +7,12 @@ import { labCommand } from "./lab.js";
 import { pingCommand } from "./ping.js";
 import { provisionCommand } from "./provision.js";
 import { provisionerCommand } from "./provisioner.js";
+import { registryCommand } from "./registry.js";
 import { rpcCommand } from "./rpc.js";
+import { resourceCommand } from "./resource.js";
+import { nrpeCommand } from "./nrpe.js";
+import { sshCommand } from "./ssh.js";
 import { serverCommand } from "./server.js";
 
 // Every subcommand, listed explicitly (no registration by import side effects).
-export const commands: (() => Command)[] = [serverCommand, pingCommand, findCommand, inventoryCommand, factsCommand, rpcCommand, emulateCommand, provisionerCommand, provisionCommand, labCommand];
+export const commands: (() => Command)[] = [serverCommand, pingCommand, findCommand, inventoryCommand, factsCommand, rpcCommand, emulateCommand, provisionerCommand, provisionCommand, labCommand, sshCommand, nrpeCommand, resourceCommand, registryCommand];

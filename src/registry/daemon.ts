@@ -1,0 +1,63 @@
+import type { NatsConnection, Subscription } from "@nats-io/transport-node";
+import type { FastifyInstance } from "fastify";
+import type { Logger } from "pino";
+import { closeConnection, connectBroker, resolveBrokers } from "../broker/connect.js";
+import { openRegistryBucket } from "./bucket.js";
+import { configuredBrokers, timings, type RegistryConfig } from "./config.js";
+import { serveHttp } from "./http.js";
+import { RegistrationReceiver } from "./receiver.js";
+import { serveQueries } from "./service.js";
+import { RegistryStore } from "./store.js";
+
+// `muster registry serve`: the bucket (created or its expiry brought in line with the config), the
+// in-memory store following it, the registration receiver, the query subject, and HTTP if asked.
+
+export interface RunningRegistry {
+  store: RegistryStore;
+  receiver: RegistrationReceiver;
+  /** `http://host:port` when HTTP is on. */
+  httpAddress?: string;
+  stop(): Promise<void>;
+}
+
+export async function startRegistry(cfg: RegistryConfig, log: Logger, opts: { broker?: string; nc?: NatsConnection } = {}): Promise<RunningRegistry> {
+  const t = timings(cfg);
+  const nc = opts.nc ?? (await connectBroker({ servers: resolveBrokers(opts.broker, configuredBrokers(cfg)), name: "muster-registry", log, persistent: true }));
+  const owns = !opts.nc;
+  let store: RegistryStore | undefined;
+  let receiver: RegistrationReceiver | undefined;
+  let querySub: Subscription | undefined;
+  let http: { app: FastifyInstance; address: string } | undefined;
+  const stop = async () => {
+    querySub?.unsubscribe();
+    await http?.app.close();
+    await receiver?.stop();
+    store?.stop();
+    if (owns) await closeConnection(nc);
+  };
+  try {
+    const kv = await openRegistryBucket(nc, cfg.bucket, t.expireAfterMs, log);
+    store = await RegistryStore.open(nc, cfg.bucket, log);
+    receiver = new RegistrationReceiver({
+      nc,
+      kv,
+      store,
+      collectives: cfg.collectives,
+      log,
+      limits: { maxBytes: cfg.max_payload },
+      refreshMs: t.refreshMs,
+      flushMs: t.flushMs,
+      maxPending: cfg.max_pending,
+      queue: `muster-registry-${cfg.bucket}`,
+    });
+    receiver.start();
+    querySub = serveQueries(nc, store, log);
+    await nc.flush();
+    if (cfg.http) http = await serveHttp(store, receiver, cfg.http.host, cfg.http.port);
+    log.info({ bucket: cfg.bucket, collectives: cfg.collectives, nodes: store.size, max_age_s: cfg.max_age, refresh_ms: t.refreshMs, http: http?.address }, "registry serving");
+  } catch (e) {
+    await stop().catch(() => undefined);
+    throw e;
+  }
+  return { store, receiver, httpAddress: http?.address, stop };
+}

@@ -1,0 +1,99 @@
+import Fastify, { type FastifyInstance } from "fastify";
+import { Gauge, Registry } from "prom-client";
+import { buildFilter, FilterError } from "../filter/index.js";
+import { isValidCollective } from "../protocol/subjects.js";
+import type { RegistrationReceiver } from "./receiver.js";
+import { nodeView } from "./record.js";
+import type { RegistryStore } from "./store.js";
+
+// The registry over HTTP (read only):
+//   GET /nodes?fact=country=de&class=web&identity=/^web/&agent=puppet&with=...&select=...&collective=muster
+//       every parameter repeatable and written as on the command line (-F -C -I -A -W -S): the
+//       query goes through buildFilter and compileFilter, the same parser nodes use (no eval)
+//       -> 200 {"count": N, "nodes": [{identity, facts, classes, agents, collectives, version, sent_at, last_seen, age_seconds}]}
+//       -> 400 {"error": "MUSTER_FILTER_INVALID", "message": "..."} for a filter that does not parse
+//          or that the registry cannot answer (data plugins other than fact() and agent())
+//   GET /nodes/<identity>  -> 200 one node, 404 when unknown or expired
+//   GET /healthz           -> 200 {"ok": true, "bucket", "nodes", "received", "accepted", "rejected", "written", ...}
+//   GET /metrics           -> Prometheus text
+
+const FILTER_PARAMS = ["fact", "class", "identity", "agent", "with", "select", "collective"] as const;
+
+function list(v: unknown): string[] | undefined {
+  if (v === undefined) return undefined;
+  if (Array.isArray(v)) return v.map(String);
+  return [String(v)];
+}
+
+export function registryMetrics(store: RegistryStore, receiver: RegistrationReceiver): Registry {
+  const registry = new Registry();
+  const s = receiver.stats;
+  const gauge = (name: string, help: string, value: () => number) =>
+    new Gauge({
+      name,
+      help,
+      registers: [registry],
+      collect() {
+        this.set(value());
+      },
+    });
+  gauge("muster_registry_nodes", "Current (unexpired) nodes in the registry", () => [...store.current()].length);
+  gauge("muster_registry_registrations_received_total", "Registration messages received", () => s.received);
+  gauge("muster_registry_registrations_accepted_total", "Registration messages accepted", () => s.accepted);
+  new Gauge({
+    name: "muster_registry_registrations_rejected_total",
+    help: "Registration messages rejected, by reason",
+    labelNames: ["reason"],
+    registers: [registry],
+    collect() {
+      for (const [reason, n] of Object.entries(s.rejected)) this.set({ reason }, n);
+    },
+  });
+  gauge("muster_registry_writes_total", "Records written to the bucket", () => s.written);
+  gauge("muster_registry_unchanged_total", "Registrations not written because nothing changed (coalesced)", () => s.unchanged);
+  gauge("muster_registry_merged_total", "Registrations merged with one already waiting to be written", () => s.merged);
+  gauge("muster_registry_dropped_total", "Registrations dropped because too many nodes waited to be written", () => s.dropped);
+  gauge("muster_registry_write_errors_total", "Failed bucket writes", () => s.writeErrors);
+  return registry;
+}
+
+export async function serveHttp(store: RegistryStore, receiver: RegistrationReceiver, host: string, port: number): Promise<{ app: FastifyInstance; address: string }> {
+  const app = Fastify({ logger: false, routerOptions: { maxParamLength: 300 } });
+  const metrics = registryMetrics(store, receiver);
+
+  app.get("/nodes", async (req, reply) => {
+    const q = (req.query ?? {}) as Record<string, unknown>;
+    const unknown = Object.keys(q).filter((k) => !(FILTER_PARAMS as readonly string[]).includes(k));
+    if (unknown.length) return reply.code(400).send({ error: "MUSTER_USAGE", message: `unknown parameter ${unknown.map((k) => JSON.stringify(k.slice(0, 40))).join(", ")}; use ${FILTER_PARAMS.join(", ")}` });
+    const collective = list(q["collective"]);
+    if (collective && (collective.length !== 1 || !isValidCollective(collective[0]!))) return reply.code(400).send({ error: "MUSTER_USAGE", message: "collective takes one collective name" });
+    try {
+      const filter = buildFilter({ fact: list(q["fact"]), class: list(q["class"]), identity: list(q["identity"]), agent: list(q["agent"]), with: list(q["with"]), select: list(q["select"]) });
+      const now = Date.now();
+      const nodes = store.select(filter, collective?.[0], now).map((r) => nodeView(r, now));
+      return { count: nodes.length, nodes };
+    } catch (e) {
+      if (e instanceof FilterError) return reply.code(400).send({ error: e.code, message: e.message });
+      throw e;
+    }
+  });
+
+  app.get<{ Params: { identity: string } }>("/nodes/:identity", async (req, reply) => {
+    const r = store.get(req.params.identity);
+    if (!r) return reply.code(404).send({ error: "not_found", message: `no current registration for ${JSON.stringify(req.params.identity.slice(0, 253))}` });
+    return nodeView(r, Date.now());
+  });
+
+  app.get("/healthz", async () => {
+    const s = receiver.stats;
+    return { ok: true, bucket: store.bucket, nodes: [...store.current()].length, received: s.received, accepted: s.accepted, rejected: s.rejected, written: s.written, unchanged: s.unchanged, merged: s.merged, dropped: s.dropped, write_errors: s.writeErrors };
+  });
+
+  app.get("/metrics", async (_req, reply) => {
+    reply.header("content-type", metrics.contentType);
+    return metrics.metrics();
+  });
+
+  const address = await app.listen({ host, port });
+  return { app, address };
+}
