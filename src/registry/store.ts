@@ -39,6 +39,7 @@ export class RegistryStore extends EventEmitter<RegistryStoreEvents> {
     private readonly log: Logger,
   ) {
     super();
+    this.setMaxListeners(0); // one per waiter: HTTP, the receiver, tests waiting on many nodes
   }
 
   /** Loads the bucket (which must exist) and follows it. */

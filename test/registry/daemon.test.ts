@@ -1,0 +1,195 @@
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import type { NatsConnection } from "@nats-io/transport-node";
+import { RegistrySource } from "../../src/client/discovery/registry.js";
+import { startEmulator } from "../../src/emulator/emulator.js";
+import { generateFleet } from "../../src/emulator/fleet.js";
+import { buildFilter, type FilterOptions } from "../../src/filter/index.js";
+import { silentLogger } from "../../src/log.js";
+import { subjects } from "../../src/protocol/subjects.js";
+import { readRegistry } from "../../src/registry/bucket.js";
+import { RegistryConfigSchema } from "../../src/registry/config.js";
+import { startRegistry, type RunningRegistry } from "../../src/registry/daemon.js";
+import type { RegistryRecord } from "../../src/registry/record.js";
+import type { RegistryStore } from "../../src/registry/store.js";
+import { connectNats, eventually } from "../support/collective.js";
+import { startNats, type NatsHandle } from "../support/index.js";
+
+// The registry daemon in-process against a real nats-server with JetStream: registrations from
+// real (emulated) nodes and from a hostile publisher, coalesced writes, expiry, the query subject.
+
+let nats: NatsHandle;
+let nc: NatsConnection;
+
+before(async () => {
+  nats = await startNats();
+  nc = await connectNats(nats.url);
+});
+
+after(async () => {
+  await nc?.drain().catch(() => undefined);
+  await nats?.stop();
+});
+
+const enc = new TextEncoder();
+const reg = (identity: string, extra: Record<string, unknown> = {}) => enc.encode(JSON.stringify({ identity, facts: { country: "de" }, classes: ["base"], agents: ["rpcutil"], collectives: ["muster"], time: Date.now(), ...extra }));
+
+async function registry(t: { after(fn: () => unknown): void }, cfg: Record<string, unknown>): Promise<RunningRegistry> {
+  const r = await startRegistry(RegistryConfigSchema.parse({ log: { level: "silent" }, ...cfg }), silentLogger, { nc });
+  t.after(() => r.stop());
+  return r;
+}
+
+/** Resolves once the store holds a record satisfying `pred` (driven by the store's watch events). */
+function storeHas(store: RegistryStore, identity: string, pred: (r: RegistryRecord) => boolean = () => true, timeoutMs = 10_000): Promise<RegistryRecord> {
+  return new Promise((resolve, reject) => {
+    const now = store.get(identity);
+    if (now && pred(now)) return resolve(now);
+    const timer = setTimeout(() => {
+      store.off("update", on);
+      reject(new Error(`registry never held a matching record for ${identity} within ${timeoutMs} ms`));
+    }, timeoutMs);
+    const on = (r: RegistryRecord) => {
+      if (r.identity !== identity || !pred(r)) return;
+      clearTimeout(timer);
+      store.off("update", on);
+      resolve(r);
+    };
+    store.on("update", on);
+  });
+}
+
+function storeLoses(store: RegistryStore, identity: string, timeoutMs: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (!store.get(identity)) return resolve();
+    const timer = setTimeout(() => {
+      store.off("remove", on);
+      reject(new Error(`${identity} did not expire within ${timeoutMs} ms`));
+    }, timeoutMs);
+    const on = (id: string) => {
+      if (id !== identity) return;
+      clearTimeout(timer);
+      store.off("remove", on);
+      resolve();
+    };
+    store.on("remove", on);
+  });
+}
+
+test("emulated nodes' registrations fill the registry, and --dm registry answers like broadcast", async (t) => {
+  const r = await registry(t, { bucket: "fleet", collectives: ["muster"] });
+  const fleet = generateFleet(50);
+  const emu = await startEmulator({ nc, nodes: fleet, collective: "muster", log: silentLogger, registration: { interval: 30, splay: false } });
+  t.after(() => emu.stop());
+  await Promise.all(fleet.map((n) => storeHas(r.store, n.identity)));
+
+  const viaService = new RegistrySource(nc, { bucket: "fleet", collective: "muster", via: "service" });
+  const viaBucket = new RegistrySource(nc, { bucket: "fleet", collective: "muster", via: "bucket" });
+  const { MusterClient } = await import("../../src/client/client.js");
+  const client = await MusterClient.connect({ nc });
+  const cases: FilterOptions[] = [{}, { fact: ["country=de"] }, { class: ["db"], fact: ["processorcount>4"] }, { select: ["(country=uk or country=fr) and not cache and fact('os.family').value=Debian"] }, { identity: ["/000[1-3]/"] }, { agent: ["rpcutil"] }];
+  for (const c of cases) {
+    const filter = buildFilter(c);
+    const broadcast = await client.discover({ filter, timeoutMs: 5000 });
+    assert.ok(broadcast.length > 0, JSON.stringify(c));
+    assert.deepEqual(await client.discover({ filter, source: viaService }), broadcast, `service ${JSON.stringify(c)}`);
+    assert.equal(viaService.lastVia, "service");
+    assert.deepEqual(await client.discover({ filter, source: viaBucket }), broadcast, `bucket ${JSON.stringify(c)}`);
+    assert.equal(viaBucket.lastVia, "bucket");
+  }
+  await client.close();
+});
+
+test("hostile registrations are counted and logged, never stop the receiver", async (t) => {
+  const r = await registry(t, { bucket: "hostile", collectives: ["muster"], max_payload: 4096 });
+  const subject = subjects.registration("muster");
+  const garbage: Uint8Array[] = [
+    enc.encode("{not json"),
+    new Uint8Array([0xc3, 0x28, 0xa0, 0xa1]),
+    enc.encode("null"),
+    enc.encode('"a string"'),
+    new Uint8Array(8192).fill(0x7b),
+    reg("bad identity"),
+    reg("x", { facts: "country=de" }),
+    reg("x", { classes: [1, 2] }),
+    reg("x", { agents: ["Upper"] }),
+    reg("x", { collectives: ["other"] }),
+    reg("x", { time: "soon" }),
+    enc.encode(JSON.stringify({ identity: "proto", collectives: ["muster"], facts: JSON.parse('{"__proto__": {"admin": true}}') })),
+  ];
+  for (const g of garbage) nc.publish(subject, g);
+  nc.publish(subject, reg("after-the-garbage.example.net"));
+  // Messages from one publisher arrive in order: once this is stored, all the garbage was handled.
+  await storeHas(r.store, "after-the-garbage.example.net");
+  const s = r.receiver.stats;
+  assert.equal(s.received, garbage.length + 1);
+  assert.deepEqual(s.rejected, { oversized: 1, garbled: 2, shape: 6, identity: 1, collective: 1 });
+  assert.equal(s.accepted, 2, "the __proto__ facts are plain data and the node is accepted");
+  assert.equal(({} as Record<string, unknown>)["admin"], undefined);
+  assert.deepEqual(r.store.get("proto")?.facts, JSON.parse('{"__proto__": {"admin": true}}'));
+});
+
+test("writes are coalesced: repeated registrations with the same data are not rewritten", async (t) => {
+  const r = await registry(t, { bucket: "coalesce", collectives: ["muster", "eu"], max_age: 600, refresh: 300, flush_interval: 0.05 });
+  const both = (extra: Record<string, unknown> = {}) => reg("n1.example.net", { collectives: ["muster", "eu"], ...extra });
+  // the same node in two collectives, three times each: one write
+  for (let i = 0; i < 3; i++) {
+    nc.publish(subjects.registration("muster"), both());
+    nc.publish(subjects.registration("eu"), both());
+  }
+  const first = await storeHas(r.store, "n1.example.net");
+  nc.publish(subjects.registration("muster"), both());
+  nc.publish(subjects.registration("muster"), both({ facts: { country: "fr" } }));
+  await storeHas(r.store, "n1.example.net", (x) => x.facts["country"] === "fr");
+  nc.publish(subjects.registration("eu"), both({ facts: { country: "fr" } }));
+  nc.publish(subjects.registration("muster"), reg("marker.example.net"));
+  await storeHas(r.store, "marker.example.net");
+  await r.receiver.flush();
+  const s = r.receiver.stats;
+  assert.equal(s.accepted, 10);
+  assert.equal(s.written, 3, `n1 twice (first data, changed data) and the marker: ${JSON.stringify(s)}`);
+  assert.equal(s.merged + s.unchanged, 7);
+  assert.ok(first.last_seen > 0);
+});
+
+test("nodes not heard within max_age expire, from the bucket and from queries; nodes still registering stay", async (t) => {
+  const r = await registry(t, { bucket: "expiry", collectives: ["muster"], max_age: 1, refresh: 0.2, flush_interval: 0.05 });
+  assert.equal(r.store.expireAfterMs, 1200);
+  const alive = generateFleet(1, "alive");
+  const emu = await startEmulator({ nc, nodes: alive, collective: "muster", log: silentLogger, registration: { interval: 0.2, splay: false } });
+  t.after(() => emu.stop());
+  nc.publish(subjects.registration("muster"), reg("gone.example.net"));
+  await storeHas(r.store, "gone.example.net");
+  await storeHas(r.store, alive[0]!.identity);
+  const source = new RegistrySource(nc, { bucket: "expiry", collective: "muster", via: "bucket" });
+  const service = new RegistrySource(nc, { bucket: "expiry", collective: "muster", via: "service" });
+  const opts = { timeoutMs: 5000, idleMs: 100 };
+  assert.deepEqual((await source.discover(buildFilter({}), opts)).sort(), [alive[0]!.identity, "gone.example.net"]);
+
+  await storeLoses(r.store, "gone.example.net", 10_000);
+  assert.deepEqual(await service.discover(buildFilter({}), opts), [alive[0]!.identity]);
+  // the broker expires the key by the bucket's max_age too (no watch event: probe the bucket)
+  await eventually(async () => ((await readRegistry(nc, "expiry")).records.some((x) => x.identity === "gone.example.net") ? undefined : true), 10_000, "the broker expiring gone.example.net");
+  assert.deepEqual(await source.discover(buildFilter({}), opts), [alive[0]!.identity]);
+  assert.ok(r.store.get(alive[0]!.identity), "a node registering every 0.2 s never expires");
+});
+
+test("the query subject validates untrusted requests", async (t) => {
+  const r = await registry(t, { bucket: "queries", collectives: ["muster"] });
+  nc.publish(subjects.registration("muster"), reg("q1.example.net"));
+  await storeHas(r.store, "q1.example.net");
+  const ask = async (body: string) => JSON.parse(new TextDecoder().decode((await nc.request(subjects.registryQuery("queries"), enc.encode(body), { timeout: 5000 })).data)) as Record<string, unknown>;
+  assert.deepEqual(await ask(JSON.stringify({ filter: buildFilter({ fact: ["country=de"] }), collective: "muster" })), { identities: ["q1.example.net"] });
+  assert.deepEqual(await ask(JSON.stringify({ filter: buildFilter({}), collective: "elsewhere" })), { identities: [] });
+  assert.equal((await ask("nope")).code, "bad_request");
+  assert.equal((await ask(JSON.stringify({ filter: { fact: "x" } }))).code, "MUSTER_FILTER_INVALID");
+  assert.equal((await ask(JSON.stringify({ filter: { ...buildFilter({}), extra: [] } }))).code, "MUSTER_FILTER_INVALID");
+  assert.match(String((await ask(JSON.stringify({ filter: buildFilter({ select: ["provision().locked=false"] }) }))).error), /--dm broadcast/);
+  // still serving
+  assert.deepEqual(await ask(JSON.stringify({ filter: buildFilter({ identity: ["q1.example.net"] }) })), { identities: ["q1.example.net"] });
+});
+
+test("--dm registry without a registry bucket says what to do", async () => {
+  const source = new RegistrySource(nc, { bucket: "never-created", collective: "muster" });
+  await assert.rejects(source.discover(buildFilter({}), { timeoutMs: 500, idleMs: 100 }), (e: Error & { code?: string }) => e.code === "MUSTER_REGISTRY_UNAVAILABLE" && /muster registry serve/.test(e.message));
+});
