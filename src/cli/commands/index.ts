@@ -7,6 +7,7 @@ import { labCommand } from "./lab.js";
 import { pingCommand } from "./ping.js";
 import { provisionCommand } from "./provision.js";
 import { provisionerCommand } from "./provisioner.js";
+import { puppetCommand } from "./puppet.js";
 import { registryCommand } from "./registry.js";
 import { rpcCommand } from "./rpc.js";
 import { resourceCommand } from "./resource.js";
@@ -15,4 +16,4 @@ import { sshCommand } from "./ssh.js";
 import { serverCommand } from "./server.js";
 
 // Every subcommand, listed explicitly (no registration by import side effects).
-export const commands: (() => Command)[] = [serverCommand, pingCommand, findCommand, inventoryCommand, factsCommand, rpcCommand, emulateCommand, provisionerCommand, provisionCommand, labCommand, sshCommand, nrpeCommand, resourceCommand, registryCommand];
+export const commands: (() => Command)[] = [serverCommand, pingCommand, findCommand, inventoryCommand, factsCommand, rpcCommand, emulateCommand, provisionerCommand, provisionCommand, labCommand, sshCommand, nrpeCommand, resourceCommand, registryCommand, puppetCommand];

@@ -1,0 +1,189 @@
+import type { MusterClient } from "../client/client.js";
+import { puppetDDL, RUN_COMPLETE_EVENT } from "../agents/puppet/ddl.js";
+import { Status } from "../protocol/status.js";
+import type { Reply } from "../protocol/types.js";
+import { subscribeNodeEvents } from "./events.js";
+import { RunallScheduler, type PollStatus, type ProgressEvent, type RunallReport, type RunResult, type SchedulerAction, type SchedulerOptions } from "./runall.js";
+
+// runall over the collective: the scheduler of ./runall.ts driven by the puppet agent's runonce
+// replies, its run_complete events (subscribed before the first start) and, only for runs not heard
+// of for a while, status polls.
+
+export interface RunonceInput {
+  noop?: boolean;
+  tags?: string;
+  environment?: string;
+  force?: boolean;
+}
+
+export interface RunallOptions extends Partial<Omit<SchedulerOptions, "concurrency">> {
+  concurrency: number;
+  /** The nodes to run (discovered by the caller). */
+  nodes: readonly string[];
+  runonce?: RunonceInput;
+  /** Expected run times (ms), e.g. measured in the previous cycle; else the nodes' last run. */
+  expectedMs?: ReadonlyMap<string, number>;
+  /** Ask every node's status first: disabled nodes are skipped, silent ones not started. Default true. */
+  checkStatus?: boolean;
+  onProgress?: (e: ProgressEvent) => void;
+  /** Aborting stops starting runs and ends the call (runs already going carry on on their nodes). */
+  signal?: AbortSignal;
+  now?: () => number;
+}
+
+export interface RunallResult {
+  report: RunallReport;
+  /** The order runs were started in. */
+  order: string[];
+  /** Start-to-end time of every run that ended (for the next cycle's order). */
+  measuredMs: Map<string, number>;
+}
+
+export async function runAll(client: MusterClient, opts: RunallOptions): Promise<RunallResult> {
+  const now = opts.now ?? Date.now;
+  const puppet = client.agent(puppetDDL);
+  const internal = new AbortController(); // ends outstanding calls when we are done
+  const onAbort = () => internal.abort();
+  opts.signal?.addEventListener("abort", onAbort, { once: true });
+  let dirty = false;
+  let wake: (() => void) | undefined;
+  const kick = () => {
+    dirty = true;
+    wake?.();
+  };
+  const wanted = new Set(opts.nodes);
+  let scheduler: RunallScheduler | undefined;
+  const pendingEvents: { identity: string; requestid: string; result: RunResult; at: number }[] = [];
+
+  // Subscribe before anything starts, so no run's end can be missed.
+  const sub = subscribeNodeEvents(client.nc, "puppet", RUN_COMPLETE_EVENT, (e) => {
+    if (!wanted.has(e.identity) || typeof e.data.requestid !== "string") return;
+    const ev = { identity: e.identity, requestid: e.data.requestid, result: runResult(e.data), at: now() };
+    if (scheduler) scheduler.completed(ev.identity, ev.requestid, ev.at, ev.result);
+    else pendingEvents.push(ev);
+    kick();
+  });
+  try {
+    await client.nc.flush(); // the subscription is registered with the broker before any runonce goes out
+
+    const startTimeoutMs = opts.startTimeoutMs ?? 10_000;
+    const estimates = new Map<string, number>();
+    const preskip: { identity: string; outcome: "skipped" | "vanished" | "busy"; detail: string }[] = [];
+    if (opts.checkStatus !== false && opts.nodes.length) {
+      const st = await puppet.call("status", {}, { nodes: [...opts.nodes], timeoutMs: startTimeoutMs, signal: internal.signal });
+      const answered = new Map(st.replies.map((r) => [r.sender, r]));
+      for (const id of opts.nodes) {
+        const r = answered.get(id);
+        if (!r) preskip.push({ identity: id, outcome: "vanished", detail: `no answer to status within ${startTimeoutMs / 1000} s` });
+        else if (r.statuscode !== Status.OK) preskip.push({ identity: id, outcome: "vanished", detail: `status failed: ${r.statusmsg}` });
+        else if (r.data.enabled === false) preskip.push({ identity: id, outcome: "skipped", detail: `Puppet is disabled${typeof r.data.disable_message === "string" ? `: ${r.data.disable_message}` : ""}` });
+        else if (typeof r.data.last_run_duration === "number") estimates.set(id, r.data.last_run_duration * 1000);
+      }
+    }
+    for (const [id, ms] of opts.expectedMs ?? []) estimates.set(id, ms);
+
+    const sched = new RunallScheduler(
+      opts.nodes.map((identity) => ({ identity, expectedMs: estimates.get(identity) })),
+      { ...stripUndefined(opts), concurrency: opts.concurrency, startTimeoutMs },
+      opts.onProgress,
+    );
+    scheduler = sched;
+    for (const p of preskip) sched.skip(p.identity, now(), p.outcome, p.detail);
+    for (const ev of pendingEvents) sched.completed(ev.identity, ev.requestid, ev.at, ev.result);
+
+    const dispatch = (a: SchedulerAction) => {
+      if (a.type === "start") {
+        void puppet
+          .call("runonce", opts.runonce ?? {}, { nodes: [a.identity], timeoutMs: startTimeoutMs, signal: internal.signal })
+          .then(
+            (res) => onStartReply(sched, a.identity, res.replies[0], now()),
+            (e: unknown) => sched.refused(a.identity, now(), "failed", `runonce could not be sent: ${(e as Error).message}`),
+          )
+          .finally(kick);
+      } else {
+        void puppet
+          .call("status", {}, { nodes: a.identities, timeoutMs: Math.min(startTimeoutMs, sched.opts.pollIntervalMs), signal: internal.signal })
+          .then(
+            (res) => {
+              const byNode = new Map(res.replies.map((r) => [r.sender, r]));
+              for (const id of a.identities) sched.polled(id, now(), pollStatus(byNode.get(id)));
+            },
+            () => {
+              for (const id of a.identities) sched.polled(id, now(), undefined);
+            },
+          )
+          .finally(kick);
+      }
+    };
+
+    for (;;) {
+      if (opts.signal?.aborted) {
+        sched.cancel(now(), "interrupted before it finished");
+        break;
+      }
+      dirty = false;
+      for (const a of sched.next(now())) dispatch(a);
+      if (sched.done) break;
+      if (dirty) continue;
+      const deadline = sched.nextDeadline();
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(resolve, deadline === undefined ? 60_000 : Math.max(0, deadline - now()) + 1);
+        const abort = () => resolve();
+        opts.signal?.addEventListener("abort", abort, { once: true });
+        wake = () => {
+          clearTimeout(t);
+          opts.signal?.removeEventListener("abort", abort);
+          resolve();
+        };
+      });
+      wake = undefined;
+    }
+    const report = sched.report();
+    const measuredMs = new Map<string, number>();
+    for (const n of report.nodes) if (n.durationMs !== undefined && (n.outcome === "ok" || n.outcome === "changed" || n.outcome === "failed")) measuredMs.set(n.identity, n.durationMs);
+    return { report, order: sched.order, measuredMs };
+  } finally {
+    internal.abort();
+    opts.signal?.removeEventListener("abort", onAbort);
+    sub.unsubscribe();
+  }
+}
+
+function onStartReply(sched: RunallScheduler, identity: string, reply: Reply | undefined, at: number): void {
+  if (!reply) return sched.noReply(identity, at);
+  if (reply.statuscode === Status.OK) return sched.started(identity, reply.requestid, at);
+  const kind = reply.data.enabled === false ? "disabled" : reply.data.applying === true ? "busy" : "failed";
+  sched.refused(identity, at, kind, reply.statusmsg);
+}
+
+/** A run_complete event's data (or a status reply's last_runonce) as the scheduler's RunResult. */
+export function runResult(d: Record<string, unknown>): RunResult {
+  const r: RunResult = {
+    exitcode: typeof d.exitcode === "number" ? d.exitcode : null,
+    changed: d.changed === true,
+    failed: d.failed === true || d.success === false,
+    message: typeof d.message === "string" ? d.message : "",
+  };
+  if (typeof d.resources === "object" && d.resources !== null && !Array.isArray(d.resources)) r.resources = d.resources as Record<string, number>;
+  return r;
+}
+
+function pollStatus(reply: Reply | undefined): PollStatus | undefined {
+  if (!reply || reply.statuscode !== Status.OK) return undefined;
+  const d = reply.data;
+  const st: PollStatus = { busy: d.applying === true || d.status === "splaying", lastrun: typeof d.lastrun === "number" ? d.lastrun : 0 };
+  const last = d.last_runonce;
+  if (typeof last === "object" && last !== null && typeof (last as Record<string, unknown>).requestid === "string") {
+    st.lastRunonce = { requestid: (last as Record<string, unknown>).requestid as string, result: runResult(last as Record<string, unknown>) };
+  }
+  return st;
+}
+
+function stripUndefined<T extends object>(o: T): Partial<SchedulerOptions> {
+  const out: Record<string, unknown> = {};
+  for (const k of ["startTimeoutMs", "pollIntervalMs", "maxMissedPolls", "runTimeoutMs", "order"] as const) {
+    const v = (o as Record<string, unknown>)[k];
+    if (v !== undefined) out[k] = v;
+  }
+  return out as Partial<SchedulerOptions>;
+}
