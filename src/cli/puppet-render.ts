@@ -34,7 +34,7 @@ export function progressLine(e: ProgressEvent): string | undefined {
     case "finish":
       return `${stamp(e.at)}> ${e.identity} ${colour[e.outcome](e.outcome)}${e.durationMs !== undefined ? ` after ${secs(e.durationMs)}` : ""}${e.detail ? `: ${e.detail}` : ""} (${e.done}/${e.total} done)`;
     case "skip":
-      return `${stamp(e.at)}> Skipping ${e.identity}: ${colour[e.outcome](e.outcome)}${e.detail ? `, ${e.detail}` : ""}`;
+      return `${stamp(e.at)}> Skipping ${e.identity} (${colour[e.outcome](e.outcome)})${e.detail ? `: ${e.detail}` : ""}`;
   }
 }
 
@@ -44,7 +44,7 @@ export function renderRunallSummary(r: RunallReport): string {
   const rows = r.nodes.map((n) => [n.identity, n.outcome, n.exitcode === null ? "" : String(n.exitcode), n.durationMs === undefined ? "" : secs(n.durationMs), n.detail.replace(/\s+/g, " ").slice(0, 100)]);
   const head = ["NODE", "RESULT", "EXIT", "TIME", "DETAIL"];
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
-  const lines = [bold(head.map((h, i) => h.padEnd(widths[i]!)).join("  "))];
+  const lines = [bold(head.map((h, i) => h.padEnd(widths[i]!)).join("  ").trimEnd())];
   for (const row of rows) lines.push(row.map((c, i) => (i === 1 ? colour[c as RunOutcome](c.padEnd(widths[i]!)) : c.padEnd(widths[i]!))).join("  ").trimEnd());
   const skipped = r.nodes.filter((n) => n.outcome === "skipped");
   if (skipped.length) {

@@ -104,13 +104,20 @@ Exit codes: 0 every run ok (disabled nodes skipped are fine), 1 nothing discover
           } else {
             const bar = tty ? new cliProgress.MultiBar({ stream: process.stderr, format: " * [{bar}] {value} / {total}  running {running}", barCompleteChar: "=", barIncompleteChar: " ", hideCursor: true, clearOnComplete: true }, cliProgress.Presets.legacy) : undefined;
             const b = bar?.create(nodes.length, 0, { running: 0 });
+            let going = 0;
+            let finished = 0;
             const onProgress = (e: ProgressEvent) => {
               const line = progressLine(e);
               if (line && !o.json) {
                 if (bar) bar.log(`${line}\n`);
                 else out(line);
               }
-              if (e.type !== "start") b?.update(e.done, { running: e.type === "finish" ? e.running : 0 });
+              if (e.type === "start") going = e.running + 1;
+              else {
+                if (e.type === "finish") going = e.running;
+                finished = e.done;
+              }
+              b?.update(finished, { running: going });
             };
             let report: RunallReport;
             try {

@@ -1,0 +1,212 @@
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { builtinAgentFactories } from "../../src/agents/builtin.js";
+import { MusterClient } from "../../src/client/client.js";
+import { startEmulator, type RunningEmulator } from "../../src/emulator/emulator.js";
+import type { FleetNode } from "../../src/emulator/fleet.js";
+import { SimulatedPuppetFleet, spreadRunTimes, type SimulatedRun } from "../../src/emulator/simulated-puppet.js";
+import type { ProgressEvent } from "../../src/fleet/runall.js";
+import { runAll } from "../../src/fleet/runner.js";
+import { startNats, type NatsHandle } from "../../src/lab/nats.js";
+import { silentLogger } from "../../src/log.js";
+import { cleanEnv, runCli } from "../support/collective.js";
+
+// runall and the puppet commands against an emulated fleet whose puppet agent simulates runs of a
+// known length (src/emulator/simulated-puppet.ts). test/fleet/puppet-real.test.ts does real Puppet.
+
+const N = 14;
+const ids = Array.from({ length: N }, (_, i) => `sim${String(i).padStart(2, "0")}.test`);
+const disabled = new Map([
+  ["sim03.test", "kernel upgrade, ask ops"],
+  ["sim09.test", "frozen for the audit"],
+]);
+const times = spreadRunTimes(N, 150, 400, 7);
+const runMs = new Map(ids.map((id, i) => [id, times[i]!]));
+
+let dir: string;
+let nats: NatsHandle;
+let nc: NatsConnection;
+let emu: RunningEmulator;
+let sim: SimulatedPuppetFleet;
+let client: MusterClient;
+let env: NodeJS.ProcessEnv;
+
+before(async () => {
+  dir = mkdtempSync(join(tmpdir(), "muster-fleet-sim-"));
+  process.env.MUSTER_CONFIG_DIR = join(dir, "keys");
+  env = cleanEnv(join(dir, "keys"));
+  nats = await startNats({ jetstream: false });
+  nc = await connect({ servers: nats.url, name: "fleet-sim-emulator" });
+  sim = new SimulatedPuppetFleet({ runMs: (id) => runMs.get(id) ?? 200, disabled: (id) => disabled.get(id), history: true });
+  const fleet: FleetNode[] = ids.map((identity, i) => ({ identity, facts: { country: i % 2 ? "de" : "us" }, classes: [], agents: ["puppet"] }));
+  emu = await startEmulator({ nc, nodes: fleet, collective: "muster", log: silentLogger, factories: { ...builtinAgentFactories, puppet: sim.factory } });
+  client = await MusterClient.connect({ brokers: [nats.url], collective: "muster" });
+});
+
+after(async () => {
+  sim?.stop();
+  await client?.close();
+  await emu?.stop();
+  await nc?.drain();
+  await nats?.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** Most runs going at once on the nodes, and the mean over [first start, last start]. */
+function concurrencyProfile(runs: SimulatedRun[]): { max: number; meanWhileQueued: number } {
+  const edges = runs.flatMap((r) => [
+    { t: r.startedAt, d: +1 },
+    { t: r.finishedAt ?? Infinity, d: -1 },
+  ]);
+  edges.sort((a, b) => a.t - b.t || a.d - b.d); // an end before a start at the same instant
+  const first = Math.min(...runs.map((r) => r.startedAt));
+  const last = Math.max(...runs.map((r) => r.startedAt));
+  let cur = 0;
+  let max = 0;
+  let area = 0;
+  let prev = first;
+  for (const e of edges) {
+    const t = Math.min(Math.max(e.t, first), last);
+    area += cur * (t - prev);
+    prev = t;
+    cur += e.d;
+    max = Math.max(max, cur);
+  }
+  return { max, meanWhileQueued: last > first ? area / (last - first) : cur };
+}
+
+describe("runall on a simulated fleet", () => {
+  it("keeps exactly N runs going, skips and lists the disabled nodes", async () => {
+    const before = sim.runs.length;
+    const events: ProgressEvent[] = [];
+    const { report, order } = await runAll(client, { concurrency: 3, nodes: ids, onProgress: (e) => events.push(e), runonce: { force: true } });
+    const runs = sim.runs.slice(before);
+    assert.equal(runs.length, N - disabled.size, "every enabled node ran once");
+    const profile = concurrencyProfile(runs);
+    assert.equal(profile.max, 3, "never more than N at once on the nodes");
+    assert.ok(profile.meanWhileQueued > 2.5, `slots refilled as runs ended (mean ${profile.meanWhileQueued.toFixed(2)} going while nodes were queued)`);
+    assert.equal(report.maxConcurrency, 3);
+    // the scheduler's own account: the first three fill the slots, every later start follows an end
+    const startsSeen = events.filter((e) => e.type === "start").map((e) => (e as { running: number }).running);
+    assert.deepEqual(startsSeen.slice(0, 3), [0, 1, 2]);
+    assert.ok(startsSeen.slice(3).every((r) => r >= 1 && r <= 2), `later starts refill a freed slot: ${startsSeen.join(",")}`);
+    // longest last run first (the nodes have a history)
+    const enabledOrder = order.filter((id) => !disabled.has(id));
+    assert.deepEqual(enabledOrder, [...enabledOrder].sort((a, b) => runMs.get(b)! - runMs.get(a)!));
+    for (const n of report.nodes) {
+      if (disabled.has(n.identity)) {
+        assert.equal(n.outcome, "skipped");
+        assert.match(n.detail, new RegExp(disabled.get(n.identity)!));
+      } else assert.ok(n.outcome === "changed" || n.outcome === "ok", `${n.identity}: ${n.outcome} ${n.detail}`);
+    }
+    assert.equal(report.counts.skipped, 2);
+  });
+
+  it("a node that vanishes mid-run, or was never there, does not block the rest", async () => {
+    const nc2 = await connect({ servers: nats.url, name: "fleet-sim-vanishing" });
+    const sim2 = new SimulatedPuppetFleet({ runMs: () => 60_000 });
+    const emu2 = await startEmulator({ nc: nc2, nodes: [{ identity: "aaa-vanishing.test", facts: {}, classes: [], agents: ["puppet"] }], collective: "muster", log: silentLogger, factories: { ...builtinAgentFactories, puppet: sim2.factory } });
+    sim2.onRunStart = () => {
+      // the node accepts its run (the reply goes out), then disappears: no run_complete, no answers
+      setTimeout(() => {
+        sim2.stop();
+        void emu2.stop().then(() => nc2.close());
+      }, 50);
+    };
+    try {
+      const nodes = ["aaa-vanishing.test", "aab-never-existed.test", ...ids.slice(0, 5)];
+      const { report } = await runAll(client, { concurrency: 2, nodes, order: "name", startTimeoutMs: 1000, pollIntervalMs: 300, maxMissedPolls: 2, runonce: { force: true } });
+      const by = new Map(report.nodes.map((n) => [n.identity, n]));
+      assert.equal(by.get("aab-never-existed.test")?.outcome, "vanished");
+      assert.match(by.get("aab-never-existed.test")!.detail, /no answer to status/);
+      assert.equal(by.get("aaa-vanishing.test")?.outcome, "vanished");
+      assert.match(by.get("aaa-vanishing.test")!.detail, /stopped answering/);
+      for (const id of ids.slice(0, 5)) assert.ok(["changed", "ok", "skipped"].includes(by.get(id)!.outcome), `${id}: ${by.get(id)!.outcome}`);
+    } finally {
+      sim2.stop();
+      if (!nc2.isClosed()) {
+        await emu2.stop();
+        await nc2.close();
+      }
+    }
+  });
+});
+
+describe("muster puppet commands on a simulated fleet", () => {
+  it("runall prints mc-puppetd style progress, lists skipped nodes, and exits 0", async () => {
+    const r = await runCli(["puppet", "runall", "4", "--broker", nats.url, "-F", "country=de"], { env, timeoutMs: 60_000 });
+    assert.equal(r.code, 0, r.stderr + r.stdout);
+    assert.match(r.stdout, /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}> Running all nodes with a concurrency of 4$/m);
+    assert.match(r.stdout, /> Found 7 nodes$/m);
+    assert.match(r.stdout, /> Running sim\d\d\.test, concurrency is 0$/m);
+    assert.match(r.stdout, /> Running sim\d\d\.test, concurrency is 3$/m);
+    assert.doesNotMatch(r.stdout, /concurrency is [4-9]/);
+    assert.match(r.stdout, /Skipped, Puppet disabled \(2\):\n {3}sim03\.test {2}Puppet is disabled: kernel upgrade, ask ops\n {3}sim09\.test {2}Puppet is disabled: frozen for the audit/);
+    assert.match(r.stdout, /^7 nodes: .*2 skipped$/m);
+    assert.match(r.stdout, /makespan \d+\.\d+ s \(first start to last end\) with concurrency 4, at most 4 at once/);
+  });
+
+  it("runall --json --rerun loops for --cycles rounds", async () => {
+    const r = await runCli(["puppet", "runall", "5", "--broker", nats.url, "-I", "/sim0[0-4]/", "--json", "--rerun", "0.2", "--cycles", "2"], { env, timeoutMs: 60_000 });
+    assert.equal(r.code, 0, r.stderr);
+    const rounds = r.stdout.trim().split("\n").map((l) => JSON.parse(l) as { round: number; nodes: { identity: string; outcome: string }[]; maxConcurrency: number });
+    assert.deepEqual(rounds.map((x) => x.round), [1, 2]);
+    for (const round of rounds) {
+      assert.equal(round.nodes.length, 5);
+      for (const n of round.nodes) assert.ok(n.identity === "sim03.test" ? n.outcome === "skipped" : ["ok", "changed"].includes(n.outcome), `${n.identity}: ${n.outcome}`);
+    }
+  });
+
+  it("a node file naming a node that is not there: listed as vanished, exit 2", async () => {
+    const file = join(dir, "nodes.txt");
+    writeFileSync(file, "sim00.test\nnot-there.test\n");
+    const r = await runCli(["puppet", "runall", "2", "--broker", nats.url, "--nodes", file, "--start-timeout", "1"], { env, timeoutMs: 60_000 });
+    assert.equal(r.code, 2, r.stderr + r.stdout);
+    assert.match(r.stdout, /Not heard from \(1\):\n {3}not-there\.test {2}no answer to status/);
+  });
+
+  it("disable, count, status, the puppet() data plugin and enable", async () => {
+    const dis = await runCli(["puppet", "disable", "--broker", nats.url, "-I", "sim01.test", "schema", "change"], { env });
+    assert.equal(dis.code, 0, dis.stderr + dis.stdout);
+    assert.match(dis.stdout, /Puppet disabled: schema change/);
+    const count = await runCli(["puppet", "count", "--broker", nats.url], { env });
+    assert.equal(count.code, 0, count.stderr);
+    assert.match(count.stdout, /Total Puppet nodes: 14/);
+    assert.match(count.stdout, /Nodes currently disabled: 3/);
+    const find = await runCli(["find", "--broker", nats.url, "-S", "puppet().enabled=false"], { env });
+    assert.equal(find.stdout, "sim01.test\nsim03.test\nsim09.test\n");
+    const st = await runCli(["puppet", "status", "--broker", nats.url, "-I", "sim01.test"], { env });
+    assert.match(st.stdout, /sim01\.test\s*: Currently disabled \(simulated\) \(schema change\)/);
+    assert.match(st.stdout, /Nodes: 1 \/ 1/);
+    const en = await runCli(["puppet", "enable", "--broker", nats.url, "-I", "sim01.test"], { env });
+    assert.equal(en.code, 0);
+    assert.match(en.stdout, /Puppet enabled/);
+    const again = await runCli(["puppet", "enable", "--broker", nats.url, "-I", "sim01.test", "--json"], { env });
+    const j = JSON.parse(again.stdout) as { replies: { data: { changed: boolean } }[] };
+    assert.equal(j.replies[0]?.data.changed, false, "enabling twice is fine and says so");
+  });
+
+  it("summary aggregates the last runs; runonce refuses a disabled node with its message", async () => {
+    const sum = await runCli(["puppet", "summary", "--broker", nats.url], { env });
+    assert.equal(sum.code, 0, sum.stderr);
+    assert.match(sum.stdout, /Summary statistics for 14 nodes:/);
+    assert.match(sum.stdout, /Total resources:\s+min\s+20\s+avg\s+20\.0\s+max\s+20/);
+    const ro = await runCli(["puppet", "runonce", "--broker", nats.url, "-I", "sim03.test"], { env });
+    assert.equal(ro.code, 2);
+    assert.match(ro.stdout, /Puppet is disabled on sim03\.test: kernel upgrade, ask ops/);
+  });
+
+  it("bad arguments: a usage error and nothing sent", async () => {
+    for (const args of [["runall", "0"], ["runall", "x"], ["runonce", "--tags", "a b"], ["runall", "2", "--cycles", "2"]]) {
+      const r = await runCli(["puppet", ...args, "--broker", nats.url], { env });
+      assert.equal(r.code, 64, `${args.join(" ")}: ${r.stderr}`);
+    }
+    const help = await runCli(["puppet", "runall", "--help"], { env });
+    assert.equal(help.code, 0);
+    assert.match(help.stdout, /keeping exactly CONCURRENCY runs going/);
+  });
+});
