@@ -193,3 +193,22 @@ test("--dm registry without a registry bucket says what to do", async () => {
   const source = new RegistrySource(nc, { bucket: "never-created", collective: "muster" });
   await assert.rejects(source.discover(buildFilter({}), { timeoutMs: 500, idleMs: 100 }), (e: Error & { code?: string }) => e.code === "MUSTER_REGISTRY_UNAVAILABLE" && /muster registry serve/.test(e.message));
 });
+
+test("the config's max_age is the bucket's expiry, also for a bucket created with another", async (t) => {
+  const first = await startRegistry(RegistryConfigSchema.parse({ bucket: "resize", max_age: 600 }), silentLogger, { nc });
+  assert.equal(first.store.expireAfterMs, 660_000);
+  await first.stop();
+  const second = await registry(t, { bucket: "resize", max_age: 2, refresh: 0.5 });
+  assert.equal(second.store.expireAfterMs, 2500);
+  assert.equal((await readRegistry(nc, "resize")).expireAfterMs, 2500);
+});
+
+test("registry config: defaults, and clear errors for bad values", async () => {
+  const { loadRegistryConfig, timings } = await import("../../src/registry/config.js");
+  const d = loadRegistryConfig(undefined);
+  assert.deepEqual([d.bucket, d.collectives, d.max_age, d.http], ["muster-registry", ["muster"], 900, undefined]);
+  assert.deepEqual(timings(d), { maxAgeMs: 900_000, refreshMs: 90_000, expireAfterMs: 990_000, flushMs: 250 });
+  for (const bad of [{ bucket: "a.b" }, { max_age: -1 }, { refresh: 100, max_age: 10 }, { collectives: ["a b"] }, { http: { port: 70000 } }, { nosuch: 1 }]) {
+    assert.equal(RegistryConfigSchema.safeParse(bad).success, false, JSON.stringify(bad));
+  }
+});
