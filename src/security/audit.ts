@@ -6,7 +6,7 @@ import type { Logger } from "pino";
 import { z } from "zod";
 import { MusterError } from "../errors.js";
 
-// The audit trail: one record per request a node handled (every reply of pipeline stages 9-14,
+// The audit trail: one record per request a node handled (every reply of pipeline stages 9-15,
 // policy refusals and invalid input included), as JSON lines in a file and, optionally, in a
 // JetStream stream. Recording never blocks or fails the request: records queue in memory (bounded
 // by `audit.buffer`), are written in the background, and what cannot be kept is counted as
