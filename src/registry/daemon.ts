@@ -2,6 +2,7 @@ import type { NatsConnection, Subscription } from "@nats-io/transport-node";
 import type { FastifyInstance } from "fastify";
 import type { Logger } from "pino";
 import { closeConnection, connectBroker, resolveBrokers } from "../broker/connect.js";
+import { MusterError } from "../errors.js";
 import { openRegistryBucket } from "./bucket.js";
 import { configuredBrokers, timings, type RegistryConfig } from "./config.js";
 import { serveHttp } from "./http.js";
@@ -36,7 +37,9 @@ export async function startRegistry(cfg: RegistryConfig, log: Logger, opts: { br
     if (owns) await closeConnection(nc);
   };
   try {
-    const kv = await openRegistryBucket(nc, cfg.bucket, t.expireAfterMs, log);
+    const kv = await openRegistryBucket(nc, cfg.bucket, t.expireAfterMs, log).catch((e: Error) => {
+      throw new MusterError("MUSTER_REGISTRY_UNAVAILABLE", `cannot create or open the registry bucket '${cfg.bucket}': ${e.message}. The broker needs JetStream (nats-server -js, or jetstream {} in its config).`, { cause: e });
+    });
     store = await RegistryStore.open(nc, cfg.bucket, log);
     receiver = new RegistrationReceiver({
       nc,
