@@ -85,6 +85,8 @@ export interface NodeReport {
 
 export interface RunallReport {
   nodes: NodeReport[];
+  /** The order runs were to start in (nodes skipped or vanished before their turn included). */
+  order: string[];
   counts: Record<RunOutcome, number>;
   /** First start sent to the last run's end, ms (0 when nothing ran). */
   makespanMs: number;
@@ -282,6 +284,7 @@ export class RunallScheduler {
     }
     const out: RunallReport = {
       nodes,
+      order: [...this.startOrder],
       counts,
       makespanMs: this.firstStartAt !== undefined && this.lastFinishAt !== undefined ? this.lastFinishAt - this.firstStartAt : 0,
       maxConcurrency: this.maxInFlight,
@@ -332,6 +335,17 @@ export function idealMakespan(runMs: readonly number[], concurrency: number): nu
   if (runMs.length === 0) return 0;
   const total = runMs.reduce((a, b) => a + b, 0);
   return Math.max(total / concurrency, Math.max(...runMs));
+}
+
+/** The makespan of list scheduling: runs started in this order, each on the first free slot, no overhead. */
+export function listMakespan(runMsInOrder: readonly number[], concurrency: number): number {
+  const slots = new Array<number>(Math.max(1, concurrency)).fill(0);
+  for (const ms of runMsInOrder) {
+    let i = 0;
+    for (let j = 1; j < slots.length; j++) if (slots[j]! < slots[i]!) i = j;
+    slots[i]! += ms;
+  }
+  return Math.max(...slots);
 }
 
 const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);

@@ -163,7 +163,7 @@ Exit codes: 0 every run ok (disabled nodes skipped are fine), 1 nothing discover
 }
 
 function emptyReport(concurrency: number): RunallReport {
-  return { nodes: [], counts: { ok: 0, changed: 0, failed: 0, skipped: 0, busy: 0, vanished: 0, timeout: 0, cancelled: 0 }, makespanMs: 0, maxConcurrency: 0, concurrency };
+  return { nodes: [], order: [], counts: { ok: 0, changed: 0, failed: 0, skipped: 0, busy: 0, vanished: 0, timeout: 0, cancelled: 0 }, makespanMs: 0, maxConcurrency: 0, concurrency };
 }
 
 interface RunonceOpts extends RpcOpts {
