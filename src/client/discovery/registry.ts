@@ -1,4 +1,5 @@
 import type { NatsConnection } from "@nats-io/transport-node";
+import { MusterError } from "../../errors.js";
 import { subjects } from "../../protocol/subjects.js";
 import type { Filter } from "../../protocol/types.js";
 import { DEFAULT_BUCKET, readRegistry } from "../../registry/bucket.js";
@@ -48,7 +49,7 @@ export class RegistrySource implements NodeSource {
     let found: string[] | undefined;
     if (via !== "bucket") {
       found = await this.askService(filter, Math.min(this.opts.serviceTimeoutMs ?? 1000, opts.timeoutMs));
-      if (found === undefined && via === "service") throw new Error(`no registry daemon answered on ${subjects.registryQuery(this.bucket)}`);
+      if (found === undefined && via === "service") throw new MusterError("MUSTER_REGISTRY_UNAVAILABLE", `no registry daemon answered on ${subjects.registryQuery(this.bucket)}; start \`muster registry serve\``);
     }
     if (found === undefined) found = (await this.records(filter, Math.max(opts.timeoutMs, 30_000))).map((r) => r.identity);
     else this.lastVia = "service";
