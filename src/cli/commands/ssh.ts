@@ -23,7 +23,7 @@ const ADDRESS = /^(?!-)[A-Za-z0-9_.:%@[\]-]{1,255}$/;
 export function sshArgv(sshCommand: string, address: string, extra: readonly string[]): string[] {
   const cmd = sshCommand.trim().split(/\s+/).filter((w) => w !== "");
   if (cmd.length === 0) throw new MusterError("MUSTER_USAGE", "--ssh-command is empty");
-  if (!ADDRESS.test(address)) throw new MusterError("MUSTER_USAGE", `refusing to ssh to ${JSON.stringify(address)}: not a host name or address`);
+  if (!ADDRESS.test(address)) throw new MusterError("MUSTER_INPUT_INVALID", `refusing to ssh to ${JSON.stringify(address)}: not a host name or address`);
   // The destination first: ssh reads options after it too, and `-- cmd` style arguments stay a remote command.
   return [...cmd, address, ...extra];
 }
@@ -64,7 +64,7 @@ function runSsh(argv: string[]): Promise<number> {
     process.on("SIGINT", ignore);
     child.once("error", (e: NodeJS.ErrnoException) => {
       process.off("SIGINT", ignore);
-      reject(new MusterError("MUSTER_USAGE", e.code === "ENOENT" ? `${bin} not found: install an ssh client or pass --ssh-command` : `cannot run ${bin}: ${e.message}`));
+      reject(new MusterError("MUSTER_INPUT_INVALID", e.code === "ENOENT" ? `${bin} not found: install an ssh client or pass --ssh-command` : `cannot run ${bin}: ${e.message}`));
     });
     child.once("close", (code, signal) => {
       process.off("SIGINT", ignore);
@@ -113,8 +113,8 @@ export function sshCommand(): Command {
           const reply = r.replies[0];
           if (!reply) throw new MusterError("MUSTER_TIMEOUT", `${target} did not answer rpcutil#get_fact for ${fact}`);
           const v = reply.data.value;
-          if (reply.statuscode !== Status.OK || v === null || v === undefined || v === "") throw new MusterError("MUSTER_USAGE", `${target} has no fact ${fact}${reply.statusmsg && reply.statuscode !== Status.OK ? ` (${reply.statusmsg})` : ""}; pick another --fact`);
-          if (typeof v !== "string" && typeof v !== "number") throw new MusterError("MUSTER_USAGE", `fact ${fact} on ${target} is not a host name or address: ${JSON.stringify(v).slice(0, 100)}`);
+          if (reply.statuscode !== Status.OK || v === null || v === undefined || v === "") throw new MusterError("MUSTER_INPUT_INVALID", `${target} has no fact ${fact}${reply.statusmsg && reply.statuscode !== Status.OK ? ` (${reply.statusmsg})` : ""}; pick another --fact`);
+          if (typeof v !== "string" && typeof v !== "number") throw new MusterError("MUSTER_INPUT_INVALID", `fact ${fact} on ${target} is not a host name or address: ${JSON.stringify(v).slice(0, 100)}`);
           address = String(v);
         }
       } finally {
