@@ -125,7 +125,7 @@ export class SimulatedPuppetFleet {
         },
       ],
       actions: {
-        runonce: (_input, ctx) => {
+        runonce: (input, ctx) => {
           if (n.disabled) throw new RpcError(Status.Aborted, `Puppet is disabled on ${identity}${n.disabledMessage ? `: ${n.disabledMessage}` : ""}`, { started: false, enabled: false, disable_message: n.disabledMessage });
           if (n.active) throw new RpcError(Status.Aborted, `a Puppet run is already in progress on ${identity}`, { started: false, applying: true });
           const initiatedAt = Date.now();
@@ -154,7 +154,7 @@ export class SimulatedPuppetFleet {
               success: !failed,
               changed,
               failed,
-              noop: false,
+              noop: input.noop ?? null,
               environment: "production",
               resources: { ...n.summary },
               failed_resources: failed ? ["File[/simulated]"] : [],

@@ -33,6 +33,7 @@ export interface PuppetRunOptions {
   environment?: string;
   /** Extra facts, passed as FACTER_<name> environment variables. */
   facts?: Record<string, string>;
+  /** --noop / --no-noop; undefined leaves it to puppet.conf's noop setting. */
   noop?: boolean;
   tags?: string[];
   signal?: AbortSignal;
@@ -180,7 +181,7 @@ export class PuppetAgent {
       if (!/^[a-z0-9_]+$/.test(opts.environment)) throw new MusterError("MUSTER_PUPPET_FAILED", `invalid Puppet environment name ${JSON.stringify(opts.environment)}`);
       args.push("--environment", opts.environment);
     }
-    args.push(opts.noop ? "--noop" : "--no-noop");
+    if (opts.noop !== undefined) args.push(opts.noop ? "--noop" : "--no-noop");
     if (opts.tags?.length) args.push("--tags", opts.tags.join(","));
     const factEnv: Record<string, string> = {};
     for (const [k, v] of Object.entries(opts.facts ?? {})) {

@@ -36,7 +36,7 @@ export const puppetDDL = {
       display: "always",
       input: {
         force: { prompt: "Force", description: "Start now: no splay, whatever was asked or configured", type: "boolean", optional: true, default: false },
-        noop: { prompt: "No-op", description: "Only report what would change", type: "boolean", optional: true, default: false },
+        noop: { prompt: "No-op", description: "true: only report what would change; false: apply even if puppet.conf says noop (default: puppet.conf decides)", type: "boolean", optional: true },
         tags: { prompt: "Tags", description: "Apply only resources with these tags (comma-separated)", type: "string", validation: PUPPET_TAGS_RE, maxlength: 1024, optional: true },
         environment: { prompt: "Environment", description: "Puppet environment for this run", type: "string", validation: "^[a-z0-9_]+$", maxlength: 128, optional: true },
         splay: { prompt: "Splay", description: "Wait a random time up to splaylimit before running (default: the node's splay setting)", type: "boolean", optional: true },
@@ -136,7 +136,8 @@ export interface RunCompleteData {
   success: boolean;
   changed: boolean;
   failed: boolean;
-  noop: boolean;
+  /** The noop asked for; null when puppet.conf decided. */
+  noop: boolean | null;
   environment: string | null;
   resources: Record<string, number>;
   failed_resources: string[];

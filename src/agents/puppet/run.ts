@@ -57,12 +57,12 @@ async function execute(rt: PuppetRuntime, ctx: ActionContext, agent: PuppetAgent
     startedAt = rt.now();
     const r = await agent.run({
       ...(environment !== undefined ? { environment } : {}),
-      noop: input.noop,
+      ...(input.noop !== undefined ? { noop: input.noop } : {}),
       ...(input.tags ? { tags: input.tags.split(",") } : {}),
       signal: run.abort.signal,
       timeoutMs: s.runTimeoutSeconds * 1000,
     });
-    data = completeData(run, startedAt, rt.now(), input.noop, r);
+    data = completeData(run, startedAt, rt.now(), input.noop ?? null, r);
   } catch (e) {
     const finishedAt = rt.now();
     data = {
@@ -74,7 +74,7 @@ async function execute(rt: PuppetRuntime, ctx: ActionContext, agent: PuppetAgent
       success: false,
       changed: false,
       failed: true,
-      noop: input.noop,
+      noop: input.noop ?? null,
       environment: environment ?? null,
       resources: {},
       failed_resources: [],
@@ -94,7 +94,7 @@ async function execute(rt: PuppetRuntime, ctx: ActionContext, agent: PuppetAgent
   }
 }
 
-function completeData(run: ActiveRun, startedAt: number, finishedAt: number, noop: boolean, r: PuppetRunResult): RunCompleteData {
+function completeData(run: ActiveRun, startedAt: number, finishedAt: number, noop: boolean | null, r: PuppetRunResult): RunCompleteData {
   const failedNames = r.failedResources.map((f) => f.resource);
   const message = r.success
     ? r.changed
