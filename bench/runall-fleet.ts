@@ -2,7 +2,7 @@
 // per-node lengths (src/emulator/simulated-puppet.ts). Prints "ready" once subscribed; on SIGTERM
 // prints a JSON line with what the nodes saw (most runs at once) and exits.
 import { connect } from "@nats-io/transport-node";
-import { builtinAgentFactories } from "../src/agents/builtin.js";
+import { coreAgentFactories } from "../src/agents/builtin.js";
 import { startEmulator } from "../src/emulator/emulator.js";
 import { SimulatedPuppetFleet } from "../src/emulator/simulated-puppet.js";
 import { silentLogger } from "../src/log.js";
@@ -17,7 +17,7 @@ const emu = await startEmulator({
   nodes: plan.ids.map((identity) => ({ identity, facts: {}, classes: [], agents: ["puppet"] })),
   collective: "muster",
   log: silentLogger,
-  factories: { ...builtinAgentFactories, puppet: sim.factory },
+  factories: { ...coreAgentFactories, puppet: sim.factory },
 });
 process.stdout.write("ready\n");
 process.once("SIGTERM", async () => {

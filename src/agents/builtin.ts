@@ -1,16 +1,12 @@
+import { MusterError } from "../errors.js";
 import type { Agent } from "../server/agent.js";
 import { createDiscoveryAgent } from "./discovery/index.js";
-import { createNotifyAgent } from "./notify/index.js";
-import { createNrpeAgent } from "./nrpe/index.js";
-import { createProvisionAgent } from "./provision/index.js";
-import { createPuppetcaAgent } from "./puppetca/index.js";
-import { createResourceAgent } from "./resource/index.js";
-import { createPuppetAgent } from "./puppet/index.js";
 import { createRpcutilAgent, type NodeIntrospection } from "./rpcutil/index.js";
 
 // The built-in agents by name. A node loads `discovery` and `rpcutil` always, plus those its config
 // lists under agents.builtin: the others act on the machine (Puppet, the CA, notifications), so a
-// node offers them only when its operator says so.
+// node offers them only when its operator says so. Their code is imported only when listed, which
+// keeps an idle `muster server` small (docs/bench.md).
 
 export interface BuiltinDeps {
   node: NodeIntrospection;
@@ -21,15 +17,51 @@ export interface BuiltinDeps {
 
 export type AgentFactory = (deps: BuiltinDeps) => Agent;
 
-export const builtinAgentFactories: Record<string, AgentFactory> = {
+/** The agents every node hosts. */
+export const coreAgentFactories: Record<string, AgentFactory> = {
   discovery: () => createDiscoveryAgent() as unknown as Agent,
   rpcutil: (d) => createRpcutilAgent(d.node) as unknown as Agent,
-  notify: () => createNotifyAgent() as unknown as Agent,
-  provision: (d) => createProvisionAgent({ config: d.config, identity: d.identity }) as unknown as Agent,
-  puppetca: (d) => createPuppetcaAgent({ config: d.config }) as unknown as Agent,
-  resource: (d) => createResourceAgent({ config: d.config }) as unknown as Agent,
-  nrpe: (d) => createNrpeAgent({ config: d.config }) as unknown as Agent,
-  puppet: (d) => createPuppetAgent({ config: d.config, identity: d.identity }) as unknown as Agent,
 };
+
+const optionalAgentLoaders: Record<string, () => Promise<AgentFactory>> = {
+  notify: async () => {
+    const { createNotifyAgent } = await import("./notify/index.js");
+    return () => createNotifyAgent() as unknown as Agent;
+  },
+  provision: async () => {
+    const { createProvisionAgent } = await import("./provision/index.js");
+    return (d) => createProvisionAgent({ config: d.config, identity: d.identity }) as unknown as Agent;
+  },
+  puppetca: async () => {
+    const { createPuppetcaAgent } = await import("./puppetca/index.js");
+    return (d) => createPuppetcaAgent({ config: d.config }) as unknown as Agent;
+  },
+  resource: async () => {
+    const { createResourceAgent } = await import("./resource/index.js");
+    return (d) => createResourceAgent({ config: d.config }) as unknown as Agent;
+  },
+  nrpe: async () => {
+    const { createNrpeAgent } = await import("./nrpe/index.js");
+    return (d) => createNrpeAgent({ config: d.config }) as unknown as Agent;
+  },
+  puppet: async () => {
+    const { createPuppetAgent } = await import("./puppet/index.js");
+    return (d) => createPuppetAgent({ config: d.config, identity: d.identity }) as unknown as Agent;
+  },
+};
+
+export const BUILTIN_AGENT_NAMES = [...Object.keys(coreAgentFactories), ...Object.keys(optionalAgentLoaders)].sort();
+
+/** Factories for the core agents plus the named optional ones; an unknown name is a config error. */
+export async function loadBuiltinFactories(names: readonly string[]): Promise<Record<string, AgentFactory>> {
+  const out: Record<string, AgentFactory> = { ...coreAgentFactories };
+  for (const name of new Set(names)) {
+    if (out[name]) continue;
+    const load = optionalAgentLoaders[name];
+    if (!load) throw new MusterError("MUSTER_CONFIG_INVALID", `unknown built-in agent '${name}'; known: ${BUILTIN_AGENT_NAMES.join(", ")}`);
+    out[name] = await load();
+  }
+  return out;
+}
 
 export const ALWAYS_LOADED = ["discovery", "rpcutil"] as const;

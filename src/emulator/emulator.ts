@@ -1,5 +1,6 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "pino";
+import { loadBuiltinFactories } from "../agents/builtin.js";
 import { NodeHost } from "../server/host.js";
 import { RequestIntake } from "../server/intake.js";
 import type { NodeRuntime } from "../server/runtime.js";
@@ -38,6 +39,7 @@ export async function startEmulator(o: EmulatorOptions): Promise<RunningEmulator
   const intake = new RequestIntake({ trust: buildTrustStore(security), freshness: { maxClockSkew: security.max_clock_skew }, maxBytes: 1024 * 1024, stats: intakeStats, log: o.log });
   const nodeLog = o.log.child({ emulated: true });
   const policies = o.policies ? compilePolicies(o.policies) : undefined;
+  const factories = o.factories ?? (await loadBuiltinFactories(o.nodes.flatMap((n) => n.agents)));
   const runtimes = o.nodes.map((n) => {
     const collectives = n.collectives ?? [o.collective];
     const classes = [...new Set(n.classes)].sort(); // as a server reads classes.txt: sorted, no duplicates
@@ -51,7 +53,7 @@ export async function startEmulator(o: EmulatorOptions): Promise<RunningEmulator
       plugins: o.plugins ?? {},
       log: nodeLog,
       intakeStats,
-      factories: o.factories,
+      factories,
       policies,
     });
   });

@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from "node:crypto";
 import type { AgentFactory } from "../agents/builtin.js";
-import { builtinAgentFactories } from "../agents/builtin.js";
+import { coreAgentFactories } from "../agents/builtin.js";
 import { notifyDDL } from "../agents/notify/ddl.js";
 import { provisionDDL } from "../agents/provision/ddl.js";
 import { puppetcaDDL } from "../agents/puppetca/ddl.js";
@@ -135,5 +135,5 @@ export function simulatedFactories(ca: SimulatedCA, opt: SimulationOptions): Rec
       ddl: notifyDDL,
       actions: { send: (i) => ((ca.notifications++), { delivered: (i.recipients ?? []).length || 1, failed: 0, results: [] }) },
     }) as unknown as Agent;
-  return { ...builtinAgentFactories, provision, puppetca, notify };
+  return { ...coreAgentFactories, provision, puppetca, notify };
 }

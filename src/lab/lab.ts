@@ -195,7 +195,9 @@ export async function startLab(o: LabOptions): Promise<Lab> {
       const ipaddress = `127.0.1.${i + 1}`;
       const factsFile = join(ndir, "facts.yaml");
       writeFileSync(factsFile, toYaml({ country: r.country, ec2_placement_region: r.region, ipaddress, muster_node_dir: ndir, muster_lab: true }));
-      const pid = startServer(identity, { identity, facts: { facter: false, file: factsFile, refresh_interval: 30 }, agents: { builtin: ["provision"] }, plugins: { provision: plugin } });
+      // After provisioning, the puppet agent runs the same Puppet (muster puppet runall ...).
+      const puppet = { confdir: plugin.confdir, vardir: plugin.vardir, ssldir: plugin.ssldir, rundir: plugin.rundir, logdir: plugin.logdir, export_facts: plugin.export_facts, facts: { lifecycle_stage: "production" } };
+      const pid = startServer(identity, { identity, facts: { facter: false, file: factsFile, refresh_interval: 30 }, agents: { builtin: ["provision", "puppet"] }, plugins: { provision: plugin, puppet } });
       nodes.push({ identity, country: r.country, region: r.region, ipaddress, dir: ndir, pid });
     }
     const notifier = { identity: "notifier.lab", pid: startServer("notifier.lab", { identity: "notifier.lab", facts: { facter: false, extra: { role: "notifier" } }, agents: { builtin: ["notify"] }, plugins: { notify: { recipients: [receiver.url] } } }) };

@@ -14,3 +14,4 @@ export { parseCsr, csrFingerprint, fingerprintOf, normaliseFingerprint, PP_CLI_A
 export { setIniSettings, readIniSection, updatePuppetConf } from "./conf.js";
 export type { FailedResource } from "./report.js";
 export { puppetStatePaths, readDisabled, disableAgent, enableAgent, catalogRunPid, readLastRunSummary, parseLastRunSummary, type PuppetStatePaths, type DisabledState, type LastRunSummary } from "./state.js";
+export { exportedFacts, isFactName } from "./facts.js";

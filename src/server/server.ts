@@ -1,6 +1,6 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "pino";
-import { builtinAgentFactories, ALWAYS_LOADED, type AgentFactory } from "../agents/builtin.js";
+import { coreAgentFactories, loadBuiltinFactories, ALWAYS_LOADED, BUILTIN_AGENT_NAMES, type AgentFactory } from "../agents/builtin.js";
 import type { NodeIntrospection } from "../agents/rpcutil/index.js";
 import { closeConnection, connectBroker, resolveBrokers } from "../broker/connect.js";
 import { MusterError } from "../errors.js";
@@ -64,7 +64,7 @@ export interface RuntimeBuild {
 
 /** Builds a NodeRuntime with its agents and data plugins wired to introspect it. */
 export function buildRuntime(b: RuntimeBuild): NodeRuntime {
-  const factories = b.factories ?? builtinAgentFactories;
+  const factories = b.factories ?? coreAgentFactories;
   let rt: NodeRuntime | undefined;
   const node: NodeIntrospection = {
     metadata: () => rt!.metadata(),
@@ -80,7 +80,7 @@ export function buildRuntime(b: RuntimeBuild): NodeRuntime {
   const agents: LoadedAgent[] = [];
   for (const name of names) {
     const f = factories[name];
-    if (!f) throw new MusterError("MUSTER_CONFIG_INVALID", `unknown built-in agent '${name}'; known: ${Object.keys(factories).sort().join(", ")}`);
+    if (!f) throw new MusterError("MUSTER_CONFIG_INVALID", `unknown built-in agent '${name}'; known: ${BUILTIN_AGENT_NAMES.join(", ")}`);
     const config = b.plugins[name] ?? {};
     agents.push({ agent: f({ node, identity: b.identity, config }), config, log: b.log.child({ agent: name }) });
   }
@@ -115,6 +115,7 @@ export async function startServer(cfg: ServerConfig, log: Logger, opts: { broker
     facts: () => facts.facts,
     classes: () => facts.classes,
     builtin: cfg.agents.builtin,
+    factories: await loadBuiltinFactories(cfg.agents.builtin ?? []),
     extraAgents: extra,
     plugins: cfg.plugins,
     log,

@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
-import { builtinAgentFactories } from "../../src/agents/builtin.js";
+import { coreAgentFactories } from "../../src/agents/builtin.js";
 import { MusterClient } from "../../src/client/client.js";
 import { startEmulator, type RunningEmulator } from "../../src/emulator/emulator.js";
 import type { FleetNode } from "../../src/emulator/fleet.js";
@@ -43,7 +43,7 @@ before(async () => {
   nc = await connect({ servers: nats.url, name: "fleet-sim-emulator" });
   sim = new SimulatedPuppetFleet({ runMs: (id) => runMs.get(id) ?? 200, disabled: (id) => disabled.get(id), history: true });
   const fleet: FleetNode[] = ids.map((identity, i) => ({ identity, facts: { country: i % 2 ? "de" : "us" }, classes: [], agents: ["puppet"] }));
-  emu = await startEmulator({ nc, nodes: fleet, collective: "muster", log: silentLogger, factories: { ...builtinAgentFactories, puppet: sim.factory } });
+  emu = await startEmulator({ nc, nodes: fleet, collective: "muster", log: silentLogger, factories: { ...coreAgentFactories, puppet: sim.factory } });
   client = await MusterClient.connect({ brokers: [nats.url], collective: "muster" });
 });
 
@@ -109,7 +109,7 @@ describe("runall on a simulated fleet", () => {
   it("a node that vanishes mid-run, or was never there, does not block the rest", async () => {
     const nc2 = await connect({ servers: nats.url, name: "fleet-sim-vanishing" });
     const sim2 = new SimulatedPuppetFleet({ runMs: () => 60_000 });
-    const emu2 = await startEmulator({ nc: nc2, nodes: [{ identity: "aaa-vanishing.test", facts: {}, classes: [], agents: ["puppet"] }], collective: "muster", log: silentLogger, factories: { ...builtinAgentFactories, puppet: sim2.factory } });
+    const emu2 = await startEmulator({ nc: nc2, nodes: [{ identity: "aaa-vanishing.test", facts: {}, classes: [], agents: ["puppet"] }], collective: "muster", log: silentLogger, factories: { ...coreAgentFactories, puppet: sim2.factory } });
     sim2.onRunStart = () => {
       // the node accepts its run (the reply goes out), then disappears: no run_complete, no answers
       setTimeout(() => {

@@ -1,21 +1,11 @@
 import type { ActionContext, ReplyData } from "../../server/agent.js";
 import { RpcError } from "../../errors.js";
 import { Status } from "../../protocol/status.js";
-import type { PuppetRunResult } from "../../puppet/index.js";
+import { exportedFacts, type PuppetRunResult } from "../../puppet/index.js";
 import { asRpcError, puppetAgentFor, type ProvisionRuntime } from "./state.js";
 
 // bootstrap_puppet and run_puppet: one foreground run in an environment with the stage fact set.
 // Exit 0/2 reply OK; 4/6 and 1 are Aborted with the run's details in the reply data.
-
-/** Scalar facts of the node daemon named by export_facts, for the Puppet run (FACTER_<name>). */
-function exportedFacts(names: readonly string[], facts: Record<string, unknown>): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const n of names) {
-    const v = facts[n];
-    if (typeof v === "string" || typeof v === "number" || typeof v === "boolean") out[n] = String(v);
-  }
-  return out;
-}
 
 export async function puppetRun(rt: ProvisionRuntime, ctx: ActionContext, which: "bootstrap" | "production", noop: boolean): Promise<ReplyData> {
   const s = rt.settings(ctx);

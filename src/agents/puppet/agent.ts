@@ -27,6 +27,8 @@ import { puppetStatePaths, readLastRunSummary } from "../../puppet/index.js";
 //   splay                  false                 runonce's default for `splay`
 //   splaylimit             1800                  runonce's default for `splaylimit` (seconds)
 //   environment            (puppet.conf)         environment when runonce names none
+//   export_facts           []                    facts of the node daemon given to runs (FACTER_<name>)
+//   facts                  {}                    fixed facts given to runs, e.g. {lifecycle_stage: production}
 //
 // Events: muster.event.puppet.run_complete {identity, agent, event, time, data: RunCompleteData}
 // once for every run runonce started, whether it succeeded, failed or could not start.

@@ -1,7 +1,7 @@
 import type { ActionInput } from "../../ddl/types.js";
 import { RpcError } from "../../errors.js";
 import { Status } from "../../protocol/status.js";
-import { catalogRunPid, puppetStatePaths, readDisabled, type PuppetAgent, type PuppetRunResult } from "../../puppet/index.js";
+import { catalogRunPid, exportedFacts, puppetStatePaths, readDisabled, type PuppetAgent, type PuppetRunResult } from "../../puppet/index.js";
 import type { ActionContext, ReplyData } from "../../server/agent.js";
 import { RUN_COMPLETE_EVENT, type PuppetDDL, type RunCompleteData } from "./ddl.js";
 import type { ActiveRun, PuppetRuntime } from "./runtime.js";
@@ -59,6 +59,7 @@ async function execute(rt: PuppetRuntime, ctx: ActionContext, agent: PuppetAgent
       ...(environment !== undefined ? { environment } : {}),
       ...(input.noop !== undefined ? { noop: input.noop } : {}),
       ...(input.tags ? { tags: input.tags.split(",") } : {}),
+      facts: { ...exportedFacts(s.exportFacts, ctx.metadata().facts), ...s.extraFacts },
       signal: run.abort.signal,
       timeoutMs: s.runTimeoutSeconds * 1000,
     });

@@ -1,3 +1,4 @@
+import { isFactName } from "../../puppet/index.js";
 import { RpcError } from "../../errors.js";
 import { Status } from "../../protocol/status.js";
 import { PuppetAgent } from "../../puppet/index.js";
@@ -23,6 +24,10 @@ export interface PuppetSettings {
   splaylimitSeconds: number;
   /** Environment of runonce when the request names none (default: puppet.conf decides). */
   environment: string | undefined;
+  /** Facts of the node daemon passed to runs as FACTER_<name> (export_facts). */
+  exportFacts: string[];
+  /** Fixed facts passed to every run (facts), e.g. {lifecycle_stage: production}. */
+  extraFacts: Record<string, string>;
 }
 
 export const DEFAULTS = {
@@ -77,7 +82,26 @@ export function resolveSettings(config: Record<string, unknown>, identity: strin
     splay: bool("splay", DEFAULTS.splay),
     splaylimitSeconds: num("splaylimit", DEFAULTS.splaylimit) ?? DEFAULTS.splaylimit,
     environment,
+    exportFacts: factNames(config.export_facts),
+    extraFacts: fixedFacts(config.facts),
   };
+}
+
+function factNames(v: unknown): string[] {
+  if (v === undefined || v === null) return [];
+  if (!Array.isArray(v) || !v.every((f) => typeof f === "string" && isFactName(f))) throw badSetting("export_facts", v, "a list of fact names");
+  return [...(v as string[])];
+}
+
+function fixedFacts(v: unknown): Record<string, string> {
+  if (v === undefined || v === null) return {};
+  if (typeof v !== "object" || Array.isArray(v)) throw badSetting("facts", v, "a mapping of fact names to values");
+  const out: Record<string, string> = {};
+  for (const [k, val] of Object.entries(v as Record<string, unknown>)) {
+    if (!isFactName(k) || !["string", "number", "boolean"].includes(typeof val)) throw badSetting("facts", v, "a mapping of fact names to scalar values");
+    out[k] = String(val);
+  }
+  return out;
 }
 
 function badSetting(key: string, value: unknown, want: string): RpcError {
