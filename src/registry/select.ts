@@ -1,4 +1,5 @@
 import { compileFilter, FilterError, parseCompound, type CompoundExpr, type DataLookup } from "../filter/index.js";
+import { lookupFact } from "../protocol/facts.js";
 import type { Filter } from "../protocol/types.js";
 import type { RegistryRecord } from "./record.js";
 
@@ -49,15 +50,6 @@ export function checkRegistryFilter(filter: Filter): void {
   for (const source of filter.compound) checkExpr(parseCompound(source));
 }
 
-function lookupFact(facts: Record<string, unknown>, path: string): unknown {
-  if (Object.hasOwn(facts, path)) return facts[path];
-  let cur: unknown = facts;
-  for (const part of path.split(".")) {
-    if (cur === null || typeof cur !== "object" || !Object.hasOwn(cur, part)) return undefined;
-    cur = (cur as Record<string, unknown>)[part];
-  }
-  return cur;
-}
 
 /** fact() and agent() answered from a record, as the node's own plugins would. */
 export function registryData(r: RegistryRecord): DataLookup {

@@ -1,5 +1,5 @@
 import type { AgentDDL } from "../ddl/types.js";
-import { lookupFact } from "../agents/rpcutil/index.js";
+import { lookupFact } from "../protocol/facts.js";
 import type { DataPlugin } from "./agent.js";
 
 // Built-in data plugins for compound filters: fact('os.family').value=Debian, agent('puppet').present=true.

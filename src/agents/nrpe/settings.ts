@@ -1,5 +1,4 @@
-import { RpcError } from "../../errors.js";
-import { Status } from "../../protocol/status.js";
+import { settingsReader } from "../settings.js";
 
 // Settings of the nrpe agent (`plugins.nrpe` in the server config, passed as ctx.config). Every key
 // is optional; strings from config files are coerced:
@@ -23,26 +22,11 @@ export interface NrpeSettings {
 export const DEFAULTS = { conf_dir: "/etc/nagios/nrpe.d", timeout: 10, allow_arguments: true, path: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" } as const;
 const MAX_TIMEOUT = 55;
 
-function bad(key: string, v: unknown, expected: string): RpcError {
-  return new RpcError(Status.UnknownError, `nrpe agent is misconfigured: plugins.nrpe.${key} must be ${expected}, got ${JSON.stringify(v)}`);
-}
 
 export function resolveNrpeSettings(config: Record<string, unknown>): NrpeSettings {
-  const str = (k: string, d: string): string => {
-    const v = config[k];
-    if (v === undefined || v === null || v === "") return d;
-    if (typeof v !== "string") throw bad(k, v, "a string");
-    return v;
-  };
-  const t = config.timeout ?? DEFAULTS.timeout;
-  const timeout = typeof t === "string" ? Number(t) : t;
-  if (typeof timeout !== "number" || !Number.isFinite(timeout) || timeout <= 0 || timeout > MAX_TIMEOUT) throw bad("timeout", t, `a number of seconds up to ${MAX_TIMEOUT}`);
-  const aa = config.allow_arguments ?? DEFAULTS.allow_arguments;
-  let allowArguments: boolean;
-  if (typeof aa === "boolean") allowArguments = aa;
-  else if (typeof aa === "string" && /^(true|yes|1|on)$/i.test(aa)) allowArguments = true;
-  else if (typeof aa === "string" && /^(false|no|0|off)$/i.test(aa)) allowArguments = false;
-  else throw bad("allow_arguments", aa, "a boolean");
+  const { str, num, bool } = settingsReader("nrpe", config);
+  const timeout = num("timeout", DEFAULTS.timeout, { positive: true, max: MAX_TIMEOUT });
+  const allowArguments = bool("allow_arguments", DEFAULTS.allow_arguments);
   return { confDir: str("conf_dir", DEFAULTS.conf_dir), timeoutMs: timeout * 1000, allowArguments, path: str("path", DEFAULTS.path) };
 }
 

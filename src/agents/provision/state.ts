@@ -1,4 +1,5 @@
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { settingsReader } from "../settings.js";
 import { dirname } from "node:path";
 import { RpcError } from "../../errors.js";
 import { Status } from "../../protocol/status.js";
@@ -52,33 +53,7 @@ export const DEFAULTS = {
 
 /** Resolve `plugins.provision` settings (strings from config files are coerced). */
 export function resolveSettings(config: Record<string, unknown>, identity: string): ProvisionSettings {
-  const str = (k: string, d: string): string => {
-    const v = config[k];
-    if (v === undefined || v === null || v === "") return d;
-    if (typeof v !== "string") throw badSetting(k, v, "a string");
-    return v;
-  };
-  const optStr = (k: string): string | undefined => {
-    const v = config[k];
-    if (v === undefined || v === null || v === "") return undefined;
-    if (typeof v !== "string") throw badSetting(k, v, "a string");
-    return v;
-  };
-  const num = (k: string, d: number | undefined): number | undefined => {
-    const v = config[k];
-    if (v === undefined || v === null || v === "") return d;
-    const n = typeof v === "string" ? Number(v) : v;
-    if (typeof n !== "number" || !Number.isFinite(n) || n <= 0) throw badSetting(k, v, "a positive number");
-    return n;
-  };
-  const bool = (k: string, d: boolean): boolean => {
-    const v = config[k];
-    if (v === undefined || v === null || v === "") return d;
-    if (typeof v === "boolean") return v;
-    if (typeof v === "string" && /^(true|yes|1|on)$/i.test(v)) return true;
-    if (typeof v === "string" && /^(false|no|0|off)$/i.test(v)) return false;
-    throw badSetting(k, v, "a boolean");
-  };
+  const { str, optStr, optNum, num, bool, bad: badSetting } = settingsReader("provision", config);
   const exportFacts = config.export_facts ?? DEFAULTS.export_facts;
   if (!Array.isArray(exportFacts) || !exportFacts.every((f) => typeof f === "string" && /^[A-Za-z][A-Za-z0-9_]*$/.test(f))) throw badSetting("export_facts", exportFacts, "a list of fact names");
   const stageFact = str("stage_fact", DEFAULTS.stage_fact);
@@ -93,23 +68,20 @@ export function resolveSettings(config: Record<string, unknown>, identity: strin
     publicdir: optStr("publicdir"),
     certname: str("certname", identity),
     server: optStr("server"),
-    serverport: num("serverport", undefined),
+    serverport: optNum("serverport", { min: 1, max: 65535 }),
     lockFile: str("lock_file", DEFAULTS.lock_file),
     disableFile: str("disable_file", DEFAULTS.disable_file),
-    lockLeaseSeconds: num("lock_lease", DEFAULTS.lock_lease) ?? DEFAULTS.lock_lease,
+    lockLeaseSeconds: num("lock_lease", DEFAULTS.lock_lease, { positive: true }),
     bootstrapEnvironment: str("bootstrap_environment", DEFAULTS.bootstrap_environment),
     productionEnvironment: str("production_environment", DEFAULTS.production_environment),
     hostsFile: str("hosts_file", DEFAULTS.hosts_file),
     useHostsFile: bool("use_hosts_file", DEFAULTS.use_hosts_file),
     stageFact,
-    runTimeoutSeconds: num("run_timeout", DEFAULTS.run_timeout) ?? DEFAULTS.run_timeout,
+    runTimeoutSeconds: num("run_timeout", DEFAULTS.run_timeout, { positive: true }),
     exportFacts: [...(exportFacts as string[])],
   };
 }
 
-function badSetting(key: string, value: unknown, want: string): RpcError {
-  return new RpcError(Status.UnknownError, `plugins.provision.${key} must be ${want}, got ${JSON.stringify(value)}: fix the node's server config`);
-}
 
 export function puppetAgentFor(s: ProvisionSettings): PuppetAgent {
   return new PuppetAgent({

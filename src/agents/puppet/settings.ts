@@ -1,7 +1,5 @@
-import { isFactName } from "../../puppet/index.js";
-import { RpcError } from "../../errors.js";
-import { Status } from "../../protocol/status.js";
-import { PuppetAgent } from "../../puppet/index.js";
+import { settingsReader, type SettingsReader } from "../settings.js";
+import { isFactName, PuppetAgent } from "../../puppet/index.js";
 
 // `plugins.puppet` settings (ctx.config; strings from config files are coerced).
 
@@ -42,28 +40,7 @@ export const DEFAULTS = {
 } as const;
 
 export function resolveSettings(config: Record<string, unknown>, identity: string): PuppetSettings {
-  const optStr = (k: string): string | undefined => {
-    const v = config[k];
-    if (v === undefined || v === null || v === "") return undefined;
-    if (typeof v !== "string") throw badSetting(k, v, "a string");
-    return v;
-  };
-  const str = (k: string, d: string): string => optStr(k) ?? d;
-  const num = (k: string, d: number | undefined, min = 0): number | undefined => {
-    const v = config[k];
-    if (v === undefined || v === null || v === "") return d;
-    const n = typeof v === "string" ? Number(v) : v;
-    if (typeof n !== "number" || !Number.isFinite(n) || n < min) throw badSetting(k, v, min > 0 ? "a positive number" : "a number >= 0");
-    return n;
-  };
-  const bool = (k: string, d: boolean): boolean => {
-    const v = config[k];
-    if (v === undefined || v === null || v === "") return d;
-    if (typeof v === "boolean") return v;
-    if (typeof v === "string" && /^(true|yes|1|on)$/i.test(v)) return true;
-    if (typeof v === "string" && /^(false|no|0|off)$/i.test(v)) return false;
-    throw badSetting(k, v, "a boolean");
-  };
+  const { str, optStr, optNum, num, bool, bad: badSetting } = settingsReader("puppet", config);
   const environment = optStr("environment");
   if (environment !== undefined && !/^[a-z0-9_]+$/.test(environment)) throw badSetting("environment", environment, "a Puppet environment name");
   return {
@@ -76,24 +53,24 @@ export function resolveSettings(config: Record<string, unknown>, identity: strin
     publicdir: optStr("publicdir"),
     certname: str("certname", identity),
     server: optStr("server"),
-    serverport: num("serverport", undefined, 1),
+    serverport: optNum("serverport", { min: 1, max: 65535 }),
     allowServerOverride: bool("allow_server_override", DEFAULTS.allow_server_override),
-    runTimeoutSeconds: num("run_timeout", DEFAULTS.run_timeout, 1) ?? DEFAULTS.run_timeout,
+    runTimeoutSeconds: num("run_timeout", DEFAULTS.run_timeout, { min: 1 }),
     splay: bool("splay", DEFAULTS.splay),
-    splaylimitSeconds: num("splaylimit", DEFAULTS.splaylimit) ?? DEFAULTS.splaylimit,
+    splaylimitSeconds: num("splaylimit", DEFAULTS.splaylimit),
     environment,
-    exportFacts: factNames(config.export_facts),
-    extraFacts: fixedFacts(config.facts),
+    exportFacts: factNames(config.export_facts, badSetting),
+    extraFacts: fixedFacts(config.facts, badSetting),
   };
 }
 
-function factNames(v: unknown): string[] {
+function factNames(v: unknown, badSetting: SettingsReader["bad"]): string[] {
   if (v === undefined || v === null) return [];
   if (!Array.isArray(v) || !v.every((f) => typeof f === "string" && isFactName(f))) throw badSetting("export_facts", v, "a list of fact names");
   return [...(v as string[])];
 }
 
-function fixedFacts(v: unknown): Record<string, string> {
+function fixedFacts(v: unknown, badSetting: SettingsReader["bad"]): Record<string, string> {
   if (v === undefined || v === null) return {};
   if (typeof v !== "object" || Array.isArray(v)) throw badSetting("facts", v, "a mapping of fact names to values");
   const out: Record<string, string> = {};
@@ -104,9 +81,6 @@ function fixedFacts(v: unknown): Record<string, string> {
   return out;
 }
 
-function badSetting(key: string, value: unknown, want: string): RpcError {
-  return new RpcError(Status.UnknownError, `plugins.puppet.${key} must be ${want}, got ${JSON.stringify(value)}: fix the node's server config`);
-}
 
 /** The node's PuppetAgent; `server` ("host[:port]") overrides the configured master. */
 export function puppetAgentFor(s: PuppetSettings, server?: string): PuppetAgent {

@@ -1,3 +1,4 @@
+import { settingsReader } from "../settings.js";
 import { RpcError } from "../../errors.js";
 import { Status } from "../../protocol/status.js";
 import { defaultResourcesFile } from "../../puppet/resource.js";
@@ -35,30 +36,14 @@ export const DEFAULTS = {
 
 const MAX_TIMEOUT = 170;
 
-function bad(key: string, v: unknown, expected: string): RpcError {
-  return new RpcError(Status.UnknownError, `resource agent is misconfigured: plugins.resource.${key} must be ${expected}, got ${JSON.stringify(v)}`);
-}
-
 export function resolveResourceSettings(config: Record<string, unknown>): ResourceSettings {
-  const str = (k: string, d: string): string => {
-    const v = config[k];
-    if (v === undefined || v === null || v === "") return d;
-    if (typeof v !== "string") throw bad(k, v, "a string");
-    return v;
-  };
+  const { str, num, bool, bad } = settingsReader("resource", config);
   const rawTypes = config.allowed_types ?? [];
   const types = typeof rawTypes === "string" ? rawTypes.split(",").map((t) => t.trim()).filter((t) => t !== "") : rawTypes;
   const typeRe = new RegExp(RESOURCE_TYPE);
   if (!Array.isArray(types) || !types.every((t): t is string => typeof t === "string" && typeRe.test(t))) throw bad("allowed_types", rawTypes, "a list of resource type names");
-  const am = config.allow_managed ?? false;
-  let allowManaged: boolean;
-  if (typeof am === "boolean") allowManaged = am;
-  else if (typeof am === "string" && /^(true|yes|1|on)$/i.test(am)) allowManaged = true;
-  else if (typeof am === "string" && /^(false|no|0|off)$/i.test(am)) allowManaged = false;
-  else throw bad("allow_managed", am, "a boolean");
-  const t = config.timeout ?? DEFAULTS.timeout;
-  const timeout = typeof t === "string" ? Number(t) : t;
-  if (typeof timeout !== "number" || !Number.isFinite(timeout) || timeout <= 0 || timeout > MAX_TIMEOUT) throw bad("timeout", t, `a number of seconds up to ${MAX_TIMEOUT}`);
+  const allowManaged = bool("allow_managed", false);
+  const timeout = num("timeout", DEFAULTS.timeout, { positive: true, max: MAX_TIMEOUT });
   const vardir = str("vardir", DEFAULTS.vardir);
   return {
     allowedTypes: new Set(types),

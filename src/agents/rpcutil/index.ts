@@ -4,6 +4,7 @@ import type { AgentDDL } from "../../ddl/types.js";
 import { Status } from "../../protocol/status.js";
 import type { NodeMetadata } from "../../protocol/types.js";
 import { defineAgent } from "../../server/agent.js";
+import { lookupFact } from "../../protocol/facts.js";
 import { rpcutilDDL } from "./ddl.js";
 
 export { rpcutilDDL };
@@ -20,16 +21,6 @@ export interface NodeIntrospection {
   startedAt: number;
 }
 
-/** A fact by name or dotted path. Only own properties count: `constructor` or `__proto__` is not a fact. */
-export function lookupFact(facts: Record<string, unknown>, path: string): unknown {
-  if (Object.hasOwn(facts, path)) return facts[path];
-  let cur: unknown = facts;
-  for (const part of path.split(".")) {
-    if (cur === null || typeof cur !== "object" || !Object.hasOwn(cur, part)) return undefined;
-    cur = (cur as Record<string, unknown>)[part];
-  }
-  return cur;
-}
 
 export function createRpcutilAgent(node: NodeIntrospection) {
   return defineAgent({

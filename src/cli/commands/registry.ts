@@ -1,4 +1,5 @@
 import { Command } from "commander";
+import { lookupFact } from "../../protocol/facts.js";
 import { closeConnection, connectBroker, resolveBrokers } from "../../broker/connect.js";
 import { RegistrySource } from "../../client/discovery/registry.js";
 import { MusterError } from "../../errors.js";
@@ -74,11 +75,7 @@ function age(ms: number): string {
 }
 
 function factText(facts: Record<string, unknown>, path: string): string {
-  let cur: unknown = Object.hasOwn(facts, path) ? facts[path] : undefined;
-  if (cur === undefined) {
-    cur = facts;
-    for (const part of path.split(".")) cur = cur !== null && typeof cur === "object" && Object.hasOwn(cur, part) ? (cur as Record<string, unknown>)[part] : undefined;
-  }
+  const cur = lookupFact(facts, path);
   if (cur === undefined || cur === null) return "-";
   return typeof cur === "object" ? JSON.stringify(cur) : String(cur);
 }

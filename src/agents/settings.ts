@@ -1,0 +1,62 @@
+import { RpcError } from "../errors.js";
+import { Status } from "../protocol/status.js";
+
+// Reading an agent's `plugins.<agent>` settings. Values from YAML may arrive as strings, so
+// numbers and booleans are coerced; a bad value is the node's fault (UnknownError), not the
+// caller's, with a message naming the key.
+
+export interface SettingsReader {
+  bad(key: string, value: unknown, want: string): RpcError;
+  optStr(key: string): string | undefined;
+  str(key: string, fallback: string): string;
+  /** A number >= min (default 0), > 0 when `positive`, and <= max when given. */
+  num(key: string, fallback: number, opts?: NumberBounds): number;
+  optNum(key: string, opts?: NumberBounds): number | undefined;
+  bool(key: string, fallback: boolean): boolean;
+}
+
+export interface NumberBounds {
+  min?: number;
+  max?: number;
+  positive?: boolean;
+}
+
+const TRUE = /^(true|yes|1|on)$/i;
+const FALSE = /^(false|no|0|off)$/i;
+
+export function settingsReader(agent: string, config: Record<string, unknown>): SettingsReader {
+  const bad = (key: string, value: unknown, want: string) =>
+    new RpcError(Status.UnknownError, `plugins.${agent}.${key} must be ${want}, got ${JSON.stringify(value)}: fix the node's server config`);
+  const absent = (v: unknown) => v === undefined || v === null || v === "";
+  const optStr = (key: string): string | undefined => {
+    const v = config[key];
+    if (absent(v)) return undefined;
+    if (typeof v !== "string") throw bad(key, v, "a string");
+    return v;
+  };
+  const optNum = (key: string, opts: NumberBounds = {}): number | undefined => {
+    const v = config[key];
+    if (absent(v)) return undefined;
+    const n = typeof v === "string" ? Number(v) : v;
+    const min = opts.min ?? 0;
+    const low = opts.positive ? "a positive number" : `a number >= ${min}`;
+    const want = opts.max !== undefined ? `${low} up to ${opts.max}` : low;
+    if (typeof n !== "number" || !Number.isFinite(n) || n < min || (opts.positive && n <= 0) || (opts.max !== undefined && n > opts.max)) throw bad(key, v, want);
+    return n;
+  };
+  return {
+    bad,
+    optStr,
+    str: (key, fallback) => optStr(key) ?? fallback,
+    optNum,
+    num: (key, fallback, opts) => optNum(key, opts) ?? fallback,
+    bool(key, fallback) {
+      const v = config[key];
+      if (absent(v)) return fallback;
+      if (typeof v === "boolean") return v;
+      if (typeof v === "string" && TRUE.test(v)) return true;
+      if (typeof v === "string" && FALSE.test(v)) return false;
+      throw bad(key, v, "a boolean");
+    },
+  };
+}
