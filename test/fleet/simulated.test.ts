@@ -90,10 +90,11 @@ describe("runall on a simulated fleet", () => {
     assert.equal(profile.max, 3, "never more than N at once on the nodes");
     assert.ok(profile.meanWhileQueued > 2.5, `slots refilled as runs ended (mean ${profile.meanWhileQueued.toFixed(2)} going while nodes were queued)`);
     assert.equal(report.maxConcurrency, 3);
-    // the scheduler's own account: the first three fill the slots, every later start follows an end
+    // the scheduler's own account: the first three fill the slots, and a start only ever goes into
+    // a free slot. (How promptly slots refill is timing: meanWhileQueued above, and bench:runall.)
     const startsSeen = events.filter((e) => e.type === "start").map((e) => (e as { running: number }).running);
     assert.deepEqual(startsSeen.slice(0, 3), [0, 1, 2]);
-    assert.ok(startsSeen.slice(3).every((r) => r >= 1 && r <= 2), `later starts refill a freed slot: ${startsSeen.join(",")}`);
+    assert.ok(startsSeen.every((r) => r >= 0 && r <= 2), `every start takes a free slot: ${startsSeen.join(",")}`);
     // longest last run first (the nodes have a history)
     const enabledOrder = order.filter((id) => !disabled.has(id));
     assert.deepEqual(enabledOrder, [...enabledOrder].sort((a, b) => runMs.get(b)! - runMs.get(a)!));
