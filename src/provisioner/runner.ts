@@ -186,8 +186,11 @@ export class Provisioner {
   // ---- one node ----
 
   private async provision(identity: string, why: string): Promise<void> {
-    await this.global.acquire(this.abort.signal).catch(() => undefined);
-    if (this.abort.signal.aborted) return;
+    try {
+      await this.global.acquire(this.abort.signal);
+    } catch {
+      return; // stopping while queued: never held a slot
+    }
     let heldMaster: Semaphore | undefined;
     let v: Versioned | undefined;
     try {
@@ -203,8 +206,9 @@ export class Provisioner {
       rec.master = master.identity;
       rec.masterAddress = master.address;
       await this.persist(v);
-      heldMaster = this.masterSemaphore(master.identity);
-      await heldMaster.acquire(this.abort.signal);
+      const masterSlot = this.masterSemaphore(master.identity);
+      await masterSlot.acquire(this.abort.signal);
+      heldMaster = masterSlot; // only a slot actually held is released below
 
       const todo = remainingStages(this.stages, rec.stage);
       let skipCert = rec.hadCert === true;
