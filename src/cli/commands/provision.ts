@@ -1,4 +1,5 @@
 import { Command } from "commander";
+import { KvWatchInclude } from "@nats-io/kv";
 import { MusterClient } from "../../client/client.js";
 import { resolveBrokers } from "../../broker/connect.js";
 import { MusterError } from "../../errors.js";
@@ -63,7 +64,7 @@ export function provisionCommand(): Command {
           };
           await show();
           if (!o.watch) return;
-          const w = await store.kv.watch({ include: "updates" as never });
+          const w = await store.kv.watch({ include: KvWatchInclude.UpdatesOnly });
           const stop = new Promise<void>((r) => process.once("SIGINT", () => r()));
           let pending = false;
           void (async () => {
