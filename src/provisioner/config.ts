@@ -59,6 +59,8 @@ export const ProvisionerConfigSchema = z
     production_environment: z.string().default("production"),
     stage_fact: z.string().default("lifecycle_stage"),
     state_bucket: z.string().regex(/^[A-Za-z0-9_-]+$/).default("muster_provision"),
+    /** Replicas of the state bucket when it is created: 3 on a clustered broker so losing one server loses no state. */
+    state_replicas: z.number().int().min(1).max(5).default(1),
     discovery_timeout: z.number().positive().default(2),
     /** Seconds to wait for a Puppet run (bootstrap or production) to answer. */
     puppet_timeout: z.number().positive().default(900),

@@ -43,7 +43,7 @@ export async function runProvisioner(cfg: ProvisionerConfig, log: Logger, opts: 
   if (cfg.pidfile) claimPidfile(cfg.pidfile);
   const brokers = resolveBrokers(opts.broker, cfg.broker === undefined ? undefined : Array.isArray(cfg.broker) ? cfg.broker : [cfg.broker]);
   const client = await MusterClient.connect({ brokers, collective: cfg.collective, name: `muster-provisioner:${cfg.id}`, log });
-  const store = await StateStore.open(client.nc, cfg.state_bucket);
+  const store = await StateStore.open(client.nc, cfg.state_bucket, cfg.state_replicas);
   const metrics = new ProvisionerMetrics();
   if (cfg.metrics) log.info({ url: `${await metrics.serve(cfg.metrics.host, cfg.metrics.port)}/metrics` }, "serving metrics");
   const p = new Provisioner(cfg, client, store, log, metrics);

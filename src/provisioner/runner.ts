@@ -110,6 +110,8 @@ export class Provisioner {
     while (!this.stopping) {
       try {
         this.masters = undefined; // masters are discovered afresh every cycle
+        // Records whose owner died after disabling a node are invisible to discovery: take them over here.
+        await this.resumeOwn();
         await this.cycle();
       } catch (e) {
         this.log.warn({ err: (e as Error).message }, "discovery cycle failed; trying again next cycle");
@@ -141,6 +143,7 @@ export class Provisioner {
   private async resumeOwn(): Promise<void> {
     const now = Date.now();
     for (const rec of await this.store.all()) {
+      if (this.running.has(rec.identity) || this.queued.has(rec.identity)) continue;
       if (rec.status === "in_progress" && (rec.owner === this.cfg.id || (rec.claimExpires ?? 0) < now)) {
         this.log.info({ node: rec.identity, stage: rec.stage ?? "none" }, "resuming unfinished provisioning");
         this.enqueue(rec.identity, "resume");
@@ -445,8 +448,16 @@ export class Provisioner {
   // ---- collective helpers ----
 
   private async inventory(id: string): Promise<Record<string, unknown>> {
-    const d = await this.callNode(id, "rpcutil", "inventory", {});
-    return (d.facts as Record<string, unknown>) ?? {};
+    // A request published while a broker fails over is simply lost (core NATS is at-most-once), and
+    // inventory is idempotent: ask again, briefly, rather than failing the node.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const d = await this.callNode(id, "rpcutil", "inventory", {}, Math.min(10_000, this.cfg.lock_lease * 500));
+        return (d.facts as Record<string, unknown>) ?? {};
+      } catch (e) {
+        if (attempt >= this.cfg.retries.attempts || this.abort.signal.aborted || !/no reply/.test((e as Error).message)) throw e;
+      }
+    }
   }
 
   private masterSemaphore(master: string): Semaphore {

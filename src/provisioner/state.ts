@@ -59,17 +59,46 @@ export interface Versioned {
   revision: number; // 0 = not stored yet
 }
 
+/** Seconds a KV operation is retried through a broker outage or a JetStream leader election. */
+const TRANSIENT_MS = 20_000;
+
+/**
+ * No responders (reported as "jetstream is not enabled") and timeouts are what a clustered
+ * JetStream answers while a server is down or a stream leader is being elected: they pass.
+ */
+function isTransient(e: unknown): boolean {
+  const err = e as Error;
+  return err?.name === "TimeoutError" || /jetstream is not enabled|no responders|timeout|503|disconnect|reconnect/i.test(err?.message ?? "");
+}
+
+async function retrying<T>(op: (attempt: number) => Promise<T>): Promise<T> {
+  const deadline = Date.now() + TRANSIENT_MS;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await op(attempt);
+    } catch (e) {
+      if (!isTransient(e) || Date.now() > deadline) throw e;
+      await new Promise((r) => setTimeout(r, Math.min(100 * 2 ** attempt, 1000))); // backoff while the cluster recovers
+    }
+  }
+}
+
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
+}
+
 export class StateStore {
   private constructor(readonly kv: KV) {}
 
-  static async open(nc: NatsConnection, bucket: string): Promise<StateStore> {
+  /** `replicas` applies when the bucket is created (an existing bucket keeps its own). */
+  static async open(nc: NatsConnection, bucket: string, replicas = 1): Promise<StateStore> {
     const kvm = new Kvm(jetstream(nc));
-    const kv = await kvm.create(bucket, { history: 5 });
+    const kv = await kvm.create(bucket, { history: 5, replicas });
     return new StateStore(kv);
   }
 
   async get(identity: string): Promise<Versioned | undefined> {
-    const e = await this.kv.get(keyFor(identity));
+    const e = await retrying(() => this.kv.get(keyFor(identity)));
     if (!e || e.operation !== "PUT" || e.value.length === 0) return undefined;
     try {
       return { record: JSON.parse(dec.decode(e.value)) as NodeRecord, revision: e.revision };
@@ -82,20 +111,33 @@ export class StateStore {
   async save(v: Versioned): Promise<number | undefined> {
     v.record.updatedAt = Date.now();
     const data = enc.encode(JSON.stringify(v.record));
+    const key = keyFor(v.record.identity);
+    const expected = v.revision;
+    let retried = false;
     try {
-      v.revision = v.revision === 0 ? await this.kv.create(keyFor(v.record.identity), data) : await this.kv.update(keyFor(v.record.identity), data, v.revision);
+      v.revision = await retrying((attempt) => {
+        retried = attempt > 0;
+        return expected === 0 ? this.kv.create(key, data) : this.kv.update(key, data, expected);
+      });
       return v.revision;
     } catch (e) {
       const msg = (e as Error).message ?? "";
-      if (/wrong last sequence|key exists|10071|10164/i.test(msg)) return undefined;
-      throw e;
+      if (!/wrong last sequence|key exists|10071|10164/i.test(msg)) throw e;
+      // After a timed-out attempt the conflict may be our own write having landed: it is ours if
+      // the stored value is exactly what we wrote.
+      if (retried) {
+        const cur = await retrying(() => this.kv.get(key));
+        if (cur && cur.operation === "PUT" && sameBytes(cur.value, data)) return (v.revision = cur.revision);
+      }
+      return undefined;
     }
   }
 
   /** Unconditional write (operator commands). */
   async put(rec: NodeRecord): Promise<void> {
     rec.updatedAt = Date.now();
-    await this.kv.put(keyFor(rec.identity), enc.encode(JSON.stringify(rec)));
+    const data = enc.encode(JSON.stringify(rec));
+    await retrying(() => this.kv.put(keyFor(rec.identity), data));
   }
 
   /**
