@@ -50,6 +50,7 @@ export class Provisioner {
   private wake?: () => void;
   private masters?: { at: number; list: MasterInfo[] };
   private notifiers?: { at: number; list: string[] };
+  private lastResumeScan = 0;
   private readonly stages: Stage[];
   private readonly targetFilter: Filter;
   private readonly masterFilter: Filter;
@@ -110,8 +111,9 @@ export class Provisioner {
     while (!this.stopping) {
       try {
         this.masters = undefined; // masters are discovered afresh every cycle
-        // Records whose owner died after disabling a node are invisible to discovery: take them over here.
-        await this.resumeOwn();
+        // Records whose owner died after disabling a node are invisible to discovery: take them over
+        // here. Claims expire only after lock_lease, so scanning every record more often is waste.
+        if (Date.now() - this.lastResumeScan >= (this.cfg.lock_lease * 1000) / 2) await this.resumeOwn();
         await this.cycle();
       } catch (e) {
         this.log.warn({ err: (e as Error).message }, "discovery cycle failed; trying again next cycle");
@@ -142,6 +144,7 @@ export class Provisioner {
   /** Records we own that were in progress when we stopped (crash or SIGKILL): take them up again. */
   private async resumeOwn(): Promise<void> {
     const now = Date.now();
+    this.lastResumeScan = now;
     for (const rec of await this.store.all()) {
       if (this.running.has(rec.identity) || this.queued.has(rec.identity)) continue;
       if (rec.status === "in_progress" && (rec.owner === this.cfg.id || (rec.claimExpires ?? 0) < now)) {
