@@ -60,3 +60,27 @@ export function settingsReader(agent: string, config: Record<string, unknown>): 
     },
   };
 }
+
+/** Where a node's Puppet lives: the settings the provision and puppet agents share. */
+export function puppetNodeSettings(r: SettingsReader, identity: string) {
+  return {
+    puppetBin: r.str("puppet_bin", "puppet"),
+    confdir: r.str("confdir", "/etc/puppet"),
+    vardir: r.str("vardir", "/var/cache/puppet"),
+    ssldir: r.str("ssldir", "/var/lib/puppet/ssl"),
+    logdir: r.optStr("logdir"),
+    rundir: r.optStr("rundir"),
+    publicdir: r.optStr("publicdir"),
+    certname: r.str("certname", identity),
+    server: r.optStr("server"),
+    serverport: r.optNum("serverport", { min: 1, max: 65535 }),
+  };
+}
+
+/** export_facts: names of the node daemon's facts handed to Puppet runs. */
+export function exportFactsSetting(r: SettingsReader, config: Record<string, unknown>): string[] {
+  const v = config.export_facts;
+  if (v === undefined || v === null) return [];
+  if (!Array.isArray(v) || !v.every((f) => typeof f === "string" && /^[A-Za-z][A-Za-z0-9_]*$/.test(f))) throw r.bad("export_facts", v, "a list of fact names");
+  return [...(v as string[])];
+}

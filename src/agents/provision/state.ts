@@ -1,5 +1,5 @@
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
-import { settingsReader } from "../settings.js";
+import { exportFactsSetting, puppetNodeSettings, settingsReader } from "../settings.js";
 import { dirname } from "node:path";
 import { RpcError } from "../../errors.js";
 import { Status } from "../../protocol/status.js";
@@ -48,27 +48,16 @@ export const DEFAULTS = {
   use_hosts_file: false,
   stage_fact: "lifecycle_stage",
   run_timeout: 840,
-  export_facts: [] as readonly string[],
 } as const;
 
 /** Resolve `plugins.provision` settings (strings from config files are coerced). */
 export function resolveSettings(config: Record<string, unknown>, identity: string): ProvisionSettings {
-  const { str, optStr, optNum, num, bool, bad: badSetting } = settingsReader("provision", config);
-  const exportFacts = config.export_facts ?? DEFAULTS.export_facts;
-  if (!Array.isArray(exportFacts) || !exportFacts.every((f) => typeof f === "string" && /^[A-Za-z][A-Za-z0-9_]*$/.test(f))) throw badSetting("export_facts", exportFacts, "a list of fact names");
+  const r = settingsReader("provision", config);
+  const { str, num, bool, bad: badSetting } = r;
   const stageFact = str("stage_fact", DEFAULTS.stage_fact);
   if (!/^[A-Za-z][A-Za-z0-9_]*$/.test(stageFact)) throw badSetting("stage_fact", stageFact, "a fact name");
   return {
-    puppetBin: str("puppet_bin", DEFAULTS.puppet_bin),
-    confdir: str("confdir", DEFAULTS.confdir),
-    vardir: str("vardir", DEFAULTS.vardir),
-    ssldir: str("ssldir", DEFAULTS.ssldir),
-    logdir: optStr("logdir"),
-    rundir: optStr("rundir"),
-    publicdir: optStr("publicdir"),
-    certname: str("certname", identity),
-    server: optStr("server"),
-    serverport: optNum("serverport", { min: 1, max: 65535 }),
+    ...puppetNodeSettings(r, identity),
     lockFile: str("lock_file", DEFAULTS.lock_file),
     disableFile: str("disable_file", DEFAULTS.disable_file),
     lockLeaseSeconds: num("lock_lease", DEFAULTS.lock_lease, { positive: true }),
@@ -78,7 +67,7 @@ export function resolveSettings(config: Record<string, unknown>, identity: strin
     useHostsFile: bool("use_hosts_file", DEFAULTS.use_hosts_file),
     stageFact,
     runTimeoutSeconds: num("run_timeout", DEFAULTS.run_timeout, { positive: true }),
-    exportFacts: [...(exportFacts as string[])],
+    exportFacts: exportFactsSetting(r, config),
   };
 }
 

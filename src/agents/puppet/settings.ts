@@ -1,4 +1,4 @@
-import { settingsReader, type SettingsReader } from "../settings.js";
+import { exportFactsSetting, puppetNodeSettings, settingsReader, type SettingsReader } from "../settings.js";
 import { isFactName, PuppetAgent } from "../../puppet/index.js";
 
 // `plugins.puppet` settings (ctx.config; strings from config files are coerced).
@@ -40,35 +40,22 @@ export const DEFAULTS = {
 } as const;
 
 export function resolveSettings(config: Record<string, unknown>, identity: string): PuppetSettings {
-  const { str, optStr, optNum, num, bool, bad: badSetting } = settingsReader("puppet", config);
+  const r = settingsReader("puppet", config);
+  const { optStr, num, bool, bad: badSetting } = r;
   const environment = optStr("environment");
   if (environment !== undefined && !/^[a-z0-9_]+$/.test(environment)) throw badSetting("environment", environment, "a Puppet environment name");
   return {
-    puppetBin: str("puppet_bin", DEFAULTS.puppet_bin),
-    confdir: str("confdir", DEFAULTS.confdir),
-    vardir: str("vardir", DEFAULTS.vardir),
-    ssldir: str("ssldir", DEFAULTS.ssldir),
-    logdir: optStr("logdir"),
-    rundir: optStr("rundir"),
-    publicdir: optStr("publicdir"),
-    certname: str("certname", identity),
-    server: optStr("server"),
-    serverport: optNum("serverport", { min: 1, max: 65535 }),
+    ...puppetNodeSettings(r, identity),
     allowServerOverride: bool("allow_server_override", DEFAULTS.allow_server_override),
     runTimeoutSeconds: num("run_timeout", DEFAULTS.run_timeout, { min: 1 }),
     splay: bool("splay", DEFAULTS.splay),
     splaylimitSeconds: num("splaylimit", DEFAULTS.splaylimit),
     environment,
-    exportFacts: factNames(config.export_facts, badSetting),
+    exportFacts: exportFactsSetting(r, config),
     extraFacts: fixedFacts(config.facts, badSetting),
   };
 }
 
-function factNames(v: unknown, badSetting: SettingsReader["bad"]): string[] {
-  if (v === undefined || v === null) return [];
-  if (!Array.isArray(v) || !v.every((f) => typeof f === "string" && isFactName(f))) throw badSetting("export_facts", v, "a list of fact names");
-  return [...(v as string[])];
-}
 
 function fixedFacts(v: unknown, badSetting: SettingsReader["bad"]): Record<string, string> {
   if (v === undefined || v === null) return {};
