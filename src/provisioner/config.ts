@@ -64,6 +64,8 @@ export const ProvisionerConfigSchema = z
     discovery_timeout: z.number().positive().default(2),
     /** Seconds to wait for a Puppet run (bootstrap or production) to answer. */
     puppet_timeout: z.number().positive().default(900),
+    /** Seconds to wait for any other step's answer before retrying it (a request lost in a broker failover costs this). */
+    step_timeout: z.number().positive().default(60),
     metrics: z.object({ port: z.number().int().nonnegative(), host: z.string().default("127.0.0.1") }).strict().optional(),
     pidfile: z.string().optional(),
     /** Seconds SIGTERM waits for in-flight steps before abandoning them (locks are released either way). */

@@ -349,7 +349,7 @@ export class Provisioner {
         // One signed request to every master at once (as mcprovision, clean everywhere: a node may
         // have been provisioned against another master before).
         const masters = await this.discoverMasters();
-        const res = await this.client.call(this.cfg.master.agent, "clean", { certname: id }, { nodes: masters.map((m) => m.identity), timeoutMs: 60_000, signal: this.abort.signal });
+        const res = await this.client.call(this.cfg.master.agent, "clean", { certname: id }, { nodes: masters.map((m) => m.identity), timeoutMs: this.cfg.step_timeout * 1000, signal: this.abort.signal });
         const bad = masters.filter((m) => !res.replies.some((r) => r.sender === m.identity && r.statuscode === Status.OK));
         if (bad.length) throw new StepError(`clean of ${id} failed on ${bad.map((m) => m.identity).join(", ")}: ${res.replies.find((r) => r.statuscode !== Status.OK)?.statusmsg ?? "no reply"}`);
         return `on ${masters.length} master(s)`;
@@ -455,7 +455,7 @@ export class Provisioner {
     // inventory is idempotent: ask again, briefly, rather than failing the node.
     for (let attempt = 1; ; attempt++) {
       try {
-        const d = await this.callNode(id, "rpcutil", "inventory", {}, Math.min(10_000, this.cfg.lock_lease * 500));
+        const d = await this.callNode(id, "rpcutil", "inventory", {}, Math.min(10_000, this.cfg.step_timeout * 1000));
         return (d.facts as Record<string, unknown>) ?? {};
       } catch (e) {
         if (attempt >= this.cfg.retries.attempts || this.abort.signal.aborted || !/no reply/.test((e as Error).message)) throw e;
@@ -507,7 +507,7 @@ export class Provisioner {
   }
 
   /** One action on one node. Steps stop waiting when the provisioner abandons them; lock releases do not. */
-  private async callNode(id: string, agent: string, action: string, data: Record<string, unknown>, timeoutMs = 60_000, quiet = false): Promise<Record<string, unknown>> {
+  private async callNode(id: string, agent: string, action: string, data: Record<string, unknown>, timeoutMs = this.cfg.step_timeout * 1000, quiet = false): Promise<Record<string, unknown>> {
     let res: RpcResult;
     try {
       res = await this.client.call(agent, action, data, { nodes: [id], timeoutMs, signal: quiet ? undefined : this.abort.signal });

@@ -1,3 +1,6 @@
+// Opt-in (`npm run test:resilience`), not in the default suite: on a loaded 2-core machine about
+// half the runs stall for ~60 s after the broker kill (50 nodes wait in progress, some at unlock)
+// and miss the 70 s deadline; the cause is not found yet. On a quiet machine it passes every time.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -77,6 +80,7 @@ function provisioner(name: string): MusterProcess {
       per_master_limit: 3,
       lock_lease: 5,
       puppet_timeout: 3,
+      step_timeout: 3, // a request lost while a broker fails over is retried after 3 s, not 60
       retries: { attempts: 5, backoff: 0.2, max_backoff: 1 },
     }),
   );
