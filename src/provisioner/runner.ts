@@ -10,7 +10,7 @@ import type { ProvisionerConfig } from "./config.js";
 import type { ProvisionerMetrics } from "./metrics.js";
 import { pickMaster, type MasterCandidate } from "./pick-master.js";
 import { Semaphore } from "./semaphore.js";
-import { backoffMs, CERT_STAGES, enabledStages, remainingStages, SLOW_STAGES, type Stage } from "./stages.js";
+import { backoffMs, CERT_STAGES, enabledStages, remainingStages, SLOW_STAGES, Stages, type Stage } from "./stages.js";
 import { appendLog, claimable, newRecord, type StateStore, type Versioned } from "./state.js";
 
 // The provisioning daemon's engine. Nodes come from discovery every `sleeptime` and from startup
@@ -200,8 +200,9 @@ export class Provisioner {
     let heldMaster: Semaphore | undefined;
     let v: Versioned | undefined;
     try {
-      v = await this.claim(identity);
-      if (!v) return;
+      const claimed = await this.claim(identity);
+      if (!claimed) return;
+      v = claimed.v;
       const rec = v.record;
       this.metrics?.inFlight.inc();
       appendLog(rec, `provisioning started (${why})`);
@@ -216,6 +217,16 @@ export class Provisioner {
       await masterSlot.acquire(this.abort.signal);
       heldMaster = masterSlot; // only a slot actually held is released below
 
+      // Taking over from a provisioner whose claim expired: its node lock may outlive its claim,
+      // and the expired claim is the proof it is gone, so the lock is ours to take.
+      if (claimed.takenOverFrom && this.stages.includes("lock") && rec.stage !== undefined) {
+        await this.callNode(identity, this.cfg.target.agent, "unlock_deploy", { force: true });
+        // A node already disabled refuses new locks; it only needs the stale one gone.
+        if (Stages.indexOf(rec.stage) < Stages.indexOf("disable")) {
+          const d = await this.callNode(identity, this.cfg.target.agent, "lock_deploy", { owner: this.cfg.id, lease: this.cfg.lock_lease + this.cfg.puppet_timeout });
+          rec.lockExpires = typeof d.expires === "number" ? d.expires : undefined;
+        }
+      }
       const todo = remainingStages(this.stages, rec.stage);
       let skipCert = rec.hadCert === true;
       for (const stage of todo) {
@@ -249,7 +260,7 @@ export class Provisioner {
   }
 
   /** Take ownership in KV with compare-and-set; false when done, failed or owned by a live provisioner. */
-  private async claim(identity: string): Promise<Versioned | undefined> {
+  private async claim(identity: string): Promise<{ v: Versioned; takenOverFrom?: string } | undefined> {
     const now = Date.now();
     const existing = await this.store.get(identity);
     if (!claimable(existing?.record, this.cfg.id, now)) return undefined;
@@ -262,14 +273,16 @@ export class Provisioner {
       rec.timings = {};
       rec.finishedAt = undefined;
     }
+    const previousOwner = rec.status === "in_progress" ? rec.owner : undefined;
     rec.status = "in_progress";
     rec.owner = this.cfg.id;
     rec.claimExpires = now + this.cfg.lock_lease * 1000;
+    if (previousOwner && previousOwner !== this.cfg.id) appendLog(rec, `taken over from ${previousOwner}, whose claim expired`);
     if ((await this.store.save(v)) === undefined) {
       this.log.debug({ node: identity }, "another provisioner claimed this node first");
       return undefined;
     }
-    return v;
+    return { v, takenOverFrom: previousOwner && previousOwner !== this.cfg.id ? previousOwner : undefined };
   }
 
   /** Write the record, renewing our claim for `leaseSeconds` (a slow step's own duration included). */
@@ -491,12 +504,18 @@ export class Provisioner {
         list.push({ identity: r.sender, facts, address, port: Number.isInteger(port) && port > 0 ? port : undefined });
       }
     }
-    this.masters = { at: Date.now(), list };
+    if (list.length) this.masters = { at: Date.now(), list }; // an empty answer (say, mid-failover) is asked again next time
     return list;
   }
 
   private async chooseMaster(id: string, facts: Record<string, unknown>, previous: string | undefined): Promise<MasterInfo> {
-    const masters = await this.discoverMasters();
+    let masters = await this.discoverMasters();
+    // No master at all is more likely a discovery lost in a broker failover than a fleet without
+    // masters: ask again with backoff before failing the node.
+    for (let attempt = 1; masters.length === 0 && attempt < this.cfg.retries.attempts && !this.abort.signal.aborted; attempt++) {
+      await sleep(backoffMs(attempt, this.cfg.retries.backoff, this.cfg.retries.max_backoff), this.abort.signal);
+      masters = await this.discoverMasters();
+    }
     // A node resumed after a restart keeps its master: its certificate may already be signed there.
     const kept = previous ? masters.find((m) => m.identity === previous) : undefined;
     if (kept) return kept;

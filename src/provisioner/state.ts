@@ -145,11 +145,27 @@ export class StateStore {
    * event-driven). `onUpdate` sees every record written meanwhile. Rejects at the deadline
    * naming the ids still waiting.
    */
-  async waitFor(ids: readonly string[], done: (r: NodeRecord) => boolean, timeoutMs: number, onUpdate?: (r: NodeRecord) => void): Promise<Map<string, NodeRecord>> {
+  async waitFor(ids: readonly string[], done: (r: NodeRecord) => boolean, timeoutMs: number, onUpdate?: (r: NodeRecord) => void, rereadMs = 5000): Promise<Map<string, NodeRecord>> {
     const latest = new Map<string, NodeRecord>();
     const ok = () => ids.every((id) => latest.has(id) && done(latest.get(id)!));
+    const seen = (r: NodeRecord, reread = false) => {
+      const prev = latest.get(r.identity);
+      if (reread && prev && prev.updatedAt >= r.updatedAt) return; // nothing the watch has not shown
+      latest.set(r.identity, r);
+      onUpdate?.(r);
+    };
     const w = await this.kv.watch(); // starts with every current value, then follows updates
-    const timer = setTimeout(() => w.stop(), timeoutMs);
+    const deadline = setTimeout(() => w.stop(), timeoutMs);
+    // A watch can go quiet while its broker fails over (its consumer is recreated only after missed
+    // heartbeats); re-reading the bucket now and then keeps the answer current meanwhile.
+    const reread = setInterval(() => {
+      void this.all()
+        .then((recs) => {
+          for (const r of recs) seen(r, true);
+          if (ok()) w.stop();
+        })
+        .catch(() => undefined);
+    }, rereadMs);
     try {
       for await (const e of w) {
         if (e.operation !== "PUT" || e.value.length === 0) continue;
@@ -159,14 +175,15 @@ export class StateStore {
         } catch {
           continue;
         }
-        latest.set(r.identity, r);
-        onUpdate?.(r);
+        seen(r);
         if (ok()) return latest;
       }
     } finally {
-      clearTimeout(timer);
+      clearTimeout(deadline);
+      clearInterval(reread);
       w.stop();
     }
+    if (ok()) return latest;
     const waiting = ids.filter((id) => !latest.has(id) || !done(latest.get(id)!));
     throw new Error(`timed out after ${timeoutMs} ms waiting for ${waiting.length} node(s): ${waiting.slice(0, 10).map((id) => `${id} (${latest.get(id)?.status ?? "no record"}${latest.get(id)?.current ? ` at ${latest.get(id)?.current}` : ""}${latest.get(id)?.lastError ? `: ${latest.get(id)?.lastError}` : ""})`).join(", ")}`);
   }

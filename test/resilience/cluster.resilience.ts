@@ -1,6 +1,8 @@
-// Opt-in (`npm run test:resilience`), not in the default suite: on a loaded 2-core machine about
-// half the runs stall for ~60 s after the broker kill (50 nodes wait in progress, some at unlock)
-// and miss the 70 s deadline; the cause is not found yet. On a quiet machine it passes every time.
+// Opt-in (`npm run test:resilience`), not yet in the default suite. It found five ways to lose a
+// node (all fixed: KV retries through failover, orphaned claims, lost inventory and master
+// discovery, a taken-over node's stale lock) and an observer whose KV watch went quiet for ~60 s
+// after a broker kill. Since the fixes it has passed 6 of 6 runs here; it joins CI once it has a
+// longer record on a loaded machine.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
