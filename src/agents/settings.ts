@@ -62,7 +62,22 @@ export function settingsReader(agent: string, config: Record<string, unknown>): 
 }
 
 /** Where a node's Puppet lives: the settings the provision and puppet agents share. */
-export function puppetNodeSettings(r: SettingsReader, identity: string) {
+export interface PuppetNodeSettings {
+  puppetBin: string;
+  confdir: string;
+  vardir: string;
+  ssldir: string;
+  logdir: string | undefined;
+  rundir: string | undefined;
+  publicdir: string | undefined;
+  certname: string;
+  server: string | undefined;
+  serverport: number | undefined;
+  /** Facts of the node daemon passed to Puppet runs as FACTER_<name> (export_facts). */
+  exportFacts: string[];
+}
+
+export function puppetNodeSettings(r: SettingsReader, identity: string): Omit<PuppetNodeSettings, "exportFacts"> {
   return {
     puppetBin: r.str("puppet_bin", "puppet"),
     confdir: r.str("confdir", "/etc/puppet"),

@@ -1,5 +1,5 @@
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
-import { exportFactsSetting, puppetNodeSettings, settingsReader } from "../settings.js";
+import { exportFactsSetting, puppetNodeSettings, settingsReader, type PuppetNodeSettings } from "../settings.js";
 import { dirname } from "node:path";
 import { RpcError } from "../../errors.js";
 import { Status } from "../../protocol/status.js";
@@ -10,17 +10,7 @@ import { PuppetAgent } from "../../puppet/index.js";
 // Settings, the deploy lock and the disable marker of one provision agent instance. Nothing
 // here is module-level state: createProvisionAgent() owns one ProvisionState.
 
-export interface ProvisionSettings {
-  puppetBin: string;
-  confdir: string;
-  vardir: string;
-  ssldir: string;
-  logdir: string | undefined;
-  rundir: string | undefined;
-  publicdir: string | undefined;
-  certname: string;
-  server: string | undefined;
-  serverport: number | undefined;
+export interface ProvisionSettings extends PuppetNodeSettings {
   lockFile: string;
   disableFile: string;
   lockLeaseSeconds: number;
@@ -30,8 +20,6 @@ export interface ProvisionSettings {
   useHostsFile: boolean;
   stageFact: string;
   runTimeoutSeconds: number;
-  /** Facts the node daemon knows that Puppet runs should see too (passed as FACTER_<name>). */
-  exportFacts: string[];
 }
 
 export const DEFAULTS = {

@@ -1,19 +1,9 @@
-import { exportFactsSetting, puppetNodeSettings, settingsReader, type SettingsReader } from "../settings.js";
+import { exportFactsSetting, puppetNodeSettings, settingsReader, type PuppetNodeSettings, type SettingsReader } from "../settings.js";
 import { isFactName, PuppetAgent } from "../../puppet/index.js";
 
 // `plugins.puppet` settings (ctx.config; strings from config files are coerced).
 
-export interface PuppetSettings {
-  puppetBin: string;
-  confdir: string;
-  vardir: string;
-  ssldir: string;
-  logdir: string | undefined;
-  rundir: string | undefined;
-  publicdir: string | undefined;
-  certname: string;
-  server: string | undefined;
-  serverport: number | undefined;
+export interface PuppetSettings extends PuppetNodeSettings {
   /** Whether runonce may name another master (input `server`). */
   allowServerOverride: boolean;
   runTimeoutSeconds: number;
@@ -22,8 +12,6 @@ export interface PuppetSettings {
   splaylimitSeconds: number;
   /** Environment of runonce when the request names none (default: puppet.conf decides). */
   environment: string | undefined;
-  /** Facts of the node daemon passed to runs as FACTER_<name> (export_facts). */
-  exportFacts: string[];
   /** Fixed facts passed to every run (facts), e.g. {lifecycle_stage: production}. */
   extraFacts: Record<string, string>;
 }
