@@ -3,7 +3,6 @@ import assert from "node:assert/strict";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { stringify as toYaml } from "yaml";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { MusterClient } from "../../src/client/client.js";
 import { startEmulator, type RunningEmulator } from "../../src/emulator/emulator.js";
@@ -15,6 +14,7 @@ import { spawnMuster, isAlive, type MusterProcess } from "../../src/lab/processe
 import { silentLogger } from "../../src/log.js";
 import { StateStore, type NodeRecord } from "../../src/provisioner/state.js";
 import { runCli } from "../support/collective.js";
+import { writeSimulatedProvisionerConfig } from "../support/provisioner.js";
 
 // The provisioner's control plane against an emulated fleet whose agents simulate Puppet (fast, so
 // these cover concurrency and operations; test/provisioner/e2e.test.ts covers real Puppet).
@@ -60,25 +60,7 @@ after(async () => {
 });
 
 function config(name: string, extra: Record<string, unknown> = {}): string {
-  const file = join(dir, `${name}.yaml`);
-  writeFileSync(
-    file,
-    toYaml({
-      logfile: join(dir, `${name}.log`),
-      loglevel: "debug",
-      sleeptime: 1,
-      steps: { lock: true, set_puppet_hostname: true, clean_node_certname: true, send_node_csr: true, sign_node_csr: true, puppet_bootstrap_stage: true, puppet_final_run: true, notify: true },
-      master: { criteria: ["country"], agent: "puppetca" },
-      notify: { agent: "notify", targets: ["http://127.0.0.1:9/"] },
-      id: name,
-      broker: nats.url,
-      concurrency: 8,
-      per_master_limit: 4,
-      retries: { attempts: 2, backoff: 0.05, max_backoff: 0.1 },
-      ...extra,
-    }),
-  );
-  return file;
+  return writeSimulatedProvisionerConfig(dir, name, { broker: nats.url, concurrency: 8, per_master_limit: 4, retries: { attempts: 2, backoff: 0.05, max_backoff: 0.1 }, ...extra });
 }
 
 function provisioner(name: string, extra: Record<string, unknown> = {}, args: string[] = ["--foreground"]): MusterProcess {

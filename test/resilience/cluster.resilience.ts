@@ -5,10 +5,10 @@
 // longer record on a loaded machine.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { writeSimulatedProvisionerConfig } from "../support/provisioner.js";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { stringify as toYaml } from "yaml";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { MusterClient } from "../../src/client/client.js";
 import { startEmulator, type RunningEmulator } from "../../src/emulator/emulator.js";
@@ -64,28 +64,17 @@ after(async () => {
 });
 
 function provisioner(name: string): MusterProcess {
-  const file = join(dir, `${name}.yaml`);
-  writeFileSync(
-    file,
-    toYaml({
-      logfile: join(dir, `${name}.log`),
-      loglevel: "debug",
-      sleeptime: 1,
-      steps: { lock: true, set_puppet_hostname: true, clean_node_certname: true, send_node_csr: true, sign_node_csr: true, puppet_bootstrap_stage: true, puppet_final_run: true, notify: true },
-      master: { criteria: ["country"], agent: "puppetca" },
-      notify: { agent: "notify", targets: ["http://127.0.0.1:9/"] },
-      id: name,
-      broker: cluster!.urls,
-      state_bucket: BUCKET,
-      state_replicas: 3,
-      concurrency: 6,
-      per_master_limit: 3,
-      lock_lease: 5,
-      puppet_timeout: 3,
-      step_timeout: 3, // a request lost while a broker fails over is retried after 3 s, not 60
-      retries: { attempts: 5, backoff: 0.2, max_backoff: 1 },
-    }),
-  );
+  const file = writeSimulatedProvisionerConfig(dir, name, {
+    broker: cluster!.urls,
+    state_bucket: BUCKET,
+    state_replicas: 3,
+    concurrency: 6,
+    per_master_limit: 3,
+    lock_lease: 5,
+    puppet_timeout: 3,
+    step_timeout: 3, // a request lost while a broker fails over is retried after 3 s, not 60
+    retries: { attempts: 5, backoff: 0.2, max_backoff: 1 },
+  });
   const p = spawnMuster(["provisioner", "--foreground", "--config", file], { logFile: join(dir, `${name}.out`), env });
   procs.push(p);
   return p;
