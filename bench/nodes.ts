@@ -8,6 +8,7 @@
 // {type: "cpu"} with its CPU time so far, exits on {type: "stop"} or when the parent goes away.
 
 import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { serveParent } from "./child-ipc.js";
 import { generateFleet } from "../src/emulator/fleet.js";
 import { startEmulator, type RunningEmulator } from "../src/emulator/emulator.js";
 import { createLogger } from "../src/log.js";
@@ -59,20 +60,13 @@ async function main(): Promise<void> {
   else emu = await startEmulator({ nc, nodes: fleet, collective: collective!, log: createLogger({ level: "warn", name: "bench-emulator" }) });
   await nc.flush();
 
-  const stop = async () => {
-    await emu?.stop().catch(() => undefined);
-    await nc.close().catch(() => undefined);
-    process.exit(0);
-  };
-  process.on("message", (m: { type?: string }) => {
-    if (m?.type === "stop") void stop();
-    if (m?.type === "cpu") {
-      const u = process.cpuUsage();
-      process.send?.({ type: "cpu", ms: (u.user + u.system) / 1000 });
-    }
-  });
-  process.on("disconnect", () => void stop());
-  process.send?.({ type: "ready", rss: process.memoryUsage.rss() });
+  serveParent(
+    async () => {
+      await emu?.stop().catch(() => undefined);
+      await nc.close().catch(() => undefined);
+    },
+    { rss: process.memoryUsage.rss() },
+  );
 }
 
 main().catch((e) => {

@@ -9,6 +9,7 @@
 // exits on {type: "stop"} or when the parent goes away.
 
 import { connect } from "@nats-io/transport-node";
+import { serveParent } from "./child-ipc.js";
 import { startEmulator } from "../src/emulator/emulator.js";
 import { generateFleet } from "../src/emulator/fleet.js";
 import { createLogger } from "../src/log.js";
@@ -24,17 +25,7 @@ const nc = await connect({ servers: broker, name: "bench-registry-nodes", maxRec
 // interval long enough that registration happens once during a bench; no splay: all at start.
 const emu = await startEmulator({ nc, nodes: generateFleet(count), collective, log: createLogger({ level: "warn", name: "bench-registry-nodes" }), registration: { interval: 24 * 3600, splay: false } });
 await nc.flush();
-const stop = async () => {
+serveParent(async () => {
   await emu.stop().catch(() => undefined);
   await nc.close().catch(() => undefined);
-  process.exit(0);
-};
-process.on("message", (m: { type?: string }) => {
-  if (m?.type === "stop") void stop();
-  if (m?.type === "cpu") {
-    const u = process.cpuUsage();
-    process.send?.({ type: "cpu", ms: (u.user + u.system) / 1000 });
-  }
 });
-process.on("disconnect", () => void stop());
-process.send?.({ type: "ready" });
