@@ -22,6 +22,7 @@ export const ErrorCodes = {
   MUSTER_NOTIFY_FAILED: "a notification could not be delivered",
   MUSTER_TIMEOUT: "an operation did not finish in time",
   MUSTER_REGISTRY_UNAVAILABLE: "the registry bucket does not exist or cannot be read",
+  MUSTER_PKI_FAILED: "a TLS certificate or key could not be made or read",
 } as const;
 export type ErrorCode = keyof typeof ErrorCodes;
 

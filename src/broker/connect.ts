@@ -1,13 +1,61 @@
+import { accessSync, constants } from "node:fs";
 import { connect as natsConnect, type NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "pino";
+import { z } from "zod";
 import { MusterError } from "../errors.js";
 
 export const DEFAULT_BROKER = "nats://127.0.0.1:4222";
+
+/**
+ * TLS to the broker (docs/security.md#tls): `ca` verifies nats-server's certificate; `cert` and
+ * `key` are this process's client credential, which a broker with `verify_and_map` turns into a
+ * NATS user and its permissions.
+ */
+export const TlsConfigSchema = z
+  .object({
+    ca: z.string().min(1).optional(),
+    cert: z.string().min(1).optional(),
+    key: z.string().min(1).optional(),
+  })
+  .strict()
+  .refine((t) => !t.cert === !t.key, { message: "cert and key go together: set both or neither" });
+export type TlsSettings = z.output<typeof TlsConfigSchema>;
+
+/**
+ * The TLS settings in force: the config's, else MUSTER_TLS_CA / MUSTER_TLS_CERT / MUSTER_TLS_KEY
+ * (how the lab's shell and the tests hand them to every command), else none.
+ */
+export function resolveTls(configured: TlsSettings | undefined): TlsSettings | undefined {
+  if (configured && (configured.ca || configured.cert)) return configured;
+  const env = { ca: process.env.MUSTER_TLS_CA || undefined, cert: process.env.MUSTER_TLS_CERT || undefined, key: process.env.MUSTER_TLS_KEY || undefined };
+  return env.ca || env.cert ? env : undefined;
+}
+
+/** Fails early, naming the file, instead of a TLS handshake error that does not say which file. */
+export function checkTlsFiles(tls: TlsSettings, where = "tls"): void {
+  for (const k of ["ca", "cert", "key"] as const) {
+    const f = tls[k];
+    if (!f) continue;
+    try {
+      accessSync(f, constants.R_OK);
+    } catch {
+      throw new MusterError("MUSTER_PKI_FAILED", `${where}.${k}: cannot read ${f}`);
+    }
+  }
+  if (!tls.cert !== !tls.key) throw new MusterError("MUSTER_PKI_FAILED", `${where}: cert and key go together: set both or neither`);
+}
 
 export interface BrokerOptions {
   servers: string[];
   name: string;
   log?: Logger;
+  /** TLS to the broker; resolveTls() picks the config's or the environment's. */
+  tls?: TlsSettings;
+  /**
+   * Reply inboxes under this prefix instead of `_INBOX`, so a broker can confine the connection's
+   * subscriptions to its own inboxes (nodes: see inboxPrefixFor).
+   */
+  inboxPrefix?: string;
   /** Keep retrying forever (daemons) instead of failing after the first attempt (CLI). */
   persistent?: boolean;
   timeoutMs?: number;
@@ -20,10 +68,14 @@ export interface BrokerOptions {
  */
 export async function connectBroker(opts: BrokerOptions): Promise<NatsConnection> {
   const servers = opts.servers.length ? opts.servers : [DEFAULT_BROKER];
+  const tls = opts.tls;
+  if (tls) checkTlsFiles(tls);
   try {
     const nc = await natsConnect({
       servers,
       name: opts.name,
+      ...(tls ? { tls: { ...(tls.ca ? { caFile: tls.ca } : {}), ...(tls.cert ? { certFile: tls.cert, keyFile: tls.key } : {}) } } : {}),
+      ...(opts.inboxPrefix ? { inboxPrefix: opts.inboxPrefix } : {}),
       timeout: opts.timeoutMs ?? 5000,
       maxReconnectAttempts: opts.persistent ? -1 : 10,
       reconnectTimeWait: 1000,
@@ -36,10 +88,29 @@ export async function connectBroker(opts: BrokerOptions): Promise<NatsConnection
   } catch (e) {
     throw new MusterError(
       "MUSTER_BROKER_UNREACHABLE",
-      `cannot reach the NATS broker at ${servers.join(", ")}: ${(e as Error).message}. Start one (muster lab up), or name it with --broker URL or MUSTER_BROKER.`,
+      `cannot reach the NATS broker at ${servers.join(", ")}${tls ? " over TLS" : ""}: ${(e as Error).message}. ${hint(e as Error, tls)}`,
       { cause: e },
     );
   }
+}
+
+function hint(e: Error, tls: TlsSettings | undefined): string {
+  const m = e.message;
+  if (/authoriz|authentic|permission/i.test(m)) return "The broker refused this credential: check tls.cert/tls.key (or MUSTER_TLS_CERT/MUSTER_TLS_KEY) name a user in its authorization (docs/security.md#nats-users-and-permissions).";
+  if (/does not support 'tls'/i.test(m)) return "TLS is set up here (tls.ca/tls.cert or MUSTER_TLS_*) but this broker does not offer it: turn TLS on in its nats-server config, or name the right broker.";
+  if (/tls|certificate|self.signed|handshake/i.test(m)) return tls?.ca ? `Check that ${tls.ca} is the CA that signed the broker's certificate.` : "The broker requires TLS: set tls.ca (or MUSTER_TLS_CA) to its CA, and a client certificate if it asks for one.";
+  // A broker that requires a client certificate and gets none refuses the TLS handshake after
+  // nats.js has taken it as done (TLS 1.3), so what surfaces is a timeout.
+  if (tls && !tls.cert && /timeout/i.test(m)) return "If the broker requires client certificates, set tls.cert and tls.key (or MUSTER_TLS_CERT and MUSTER_TLS_KEY); without one it refuses the TLS handshake and this looks like a timeout. Otherwise start one (muster lab up), or name it with --broker URL or MUSTER_BROKER.";
+  return "Start one (muster lab up), or name it with --broker URL or MUSTER_BROKER.";
+}
+
+/**
+ * A node's private inbox prefix: `_INBOX_` and its identity in hex, since identities may hold dots
+ * (NATS token separators) and a dotted prefix of one node would cover another's.
+ */
+export function inboxPrefixFor(identity: string): string {
+  return `_INBOX_${Buffer.from(identity, "utf8").toString("hex")}`;
 }
 
 function watchStatus(nc: NatsConnection, log: Logger): void {

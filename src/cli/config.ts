@@ -1,6 +1,7 @@
 import { existsSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { z } from "zod";
+import { TlsConfigSchema } from "../broker/connect.js";
 import { loadConfigFile } from "../config/load.js";
 import { configDir } from "../security/keys.js";
 
@@ -14,6 +15,8 @@ export const ClientConfigSchema = z
     ddl_directories: z.array(z.string()).default([]),
     discovery_timeout: z.number().positive().optional(),
     registry_bucket: z.string().optional(),
+    /** TLS to the broker: ca, and cert/key for a broker that maps client certificates to users. */
+    tls: TlsConfigSchema.optional(),
   })
   .passthrough();
 export type ClientConfig = z.output<typeof ClientConfigSchema>;

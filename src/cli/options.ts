@@ -118,7 +118,7 @@ export async function openSession(o: FilterOpts, registrySource?: (client: Muste
   // Loaded on demand so commands that never use it do not load JetStream KV.
   const registry = method === "registry" && !registrySource ? await import("../client/discovery/registry.js") : undefined;
   if (registry) (await import("../registry/select.js")).checkRegistryFilter(filter);
-  const client = await MusterClient.connect({ brokers: resolveBrokers(o.broker, config.brokers), collective: o.target ?? config.collective, name: "muster-cli" });
+  const client = await MusterClient.connect({ brokers: resolveBrokers(o.broker, config.brokers), collective: o.target ?? config.collective, name: "muster-cli", tls: config.tls });
   let source: NodeSource | undefined;
   if (method === "flatfile" || method === "file") source = new FlatfileSource(o.nodes!);
   else if (method === "registry") {

@@ -1,6 +1,6 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "pino";
-import { connectBroker, resolveBrokers } from "../broker/connect.js";
+import { connectBroker, resolveBrokers, resolveTls, type TlsSettings } from "../broker/connect.js";
 import { validateInput } from "../ddl/index.js";
 import type { AgentDDL, ActionName, CallInput } from "../ddl/types.js";
 import { MusterError } from "../errors.js";
@@ -30,6 +30,8 @@ export interface ClientOptions {
   log?: Logger;
   /** Request ttl in seconds (default 60). */
   ttl?: number;
+  /** TLS to the broker; default MUSTER_TLS_CA / MUSTER_TLS_CERT / MUSTER_TLS_KEY. */
+  tls?: TlsSettings;
 }
 
 export interface DiscoverOptions {
@@ -98,8 +100,17 @@ export class MusterClient {
   static async connect(opts: ClientOptions = {}): Promise<MusterClient> {
     const key = opts.key ?? loadOrCreateSigningKey();
     if (opts.nc) return new MusterClient(opts.nc, key, opts, false);
-    const nc = await connectBroker({ servers: opts.brokers ?? resolveBrokers(opts.broker, undefined), name: opts.name ?? "muster-client", log: opts.log });
+    const nc = await connectBroker({ servers: opts.brokers ?? resolveBrokers(opts.broker, undefined), name: opts.name ?? "muster-client", log: opts.log, tls: resolveTls(opts.tls) });
     return new MusterClient(nc, key, opts, true);
+  }
+
+  /**
+   * The same connection and key addressing another collective (the provisioner reaches waiting
+   * nodes in `provisioning` and masters in the main one). Closing the view leaves the connection open.
+   */
+  withCollective(collective: string): MusterClient {
+    if (collective === this.collective) return this;
+    return new MusterClient(this.nc, this.key, { collective, ttl: this.ttl, log: this.log }, false);
   }
 
   async close(): Promise<void> {

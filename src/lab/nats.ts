@@ -11,7 +11,20 @@ export interface NatsHandle {
   host: string;
   dir: string;
   pid: number;
+  /** Where clients find the CA when TLS is on. */
+  tls?: NatsTls;
+  /** Re-read nats.conf (SIGHUP): TLS files and users change without dropping connections. */
+  reload(config?: string): void;
   stop(): Promise<void>;
+}
+
+export interface NatsTls {
+  cert: string;
+  key: string;
+  /** CA bundle for client certificates (and what clients verify the server with, when it signed it). */
+  ca: string;
+  /** Client certificates: none asked for, required, or required and mapped to users (verify_and_map). */
+  clients?: "optional" | "verify" | "map";
 }
 
 export interface StartNatsOptions {
@@ -24,6 +37,13 @@ export interface StartNatsOptions {
   /** Outlive this process (the lab): logs to <dir>/nats.log, pid in <dir>/nats.pid. */
   detached?: boolean;
   port?: number;
+  /** TLS on the client port. */
+  tls?: NatsTls;
+}
+
+export function tlsBlock(t: NatsTls): string {
+  const verify = t.clients === "map" ? "verify_and_map: true\n" : t.clients === "verify" ? "verify: true\n" : "";
+  return `tls {\n  cert_file: ${JSON.stringify(t.cert)}\n  key_file: ${JSON.stringify(t.key)}\n  ca_file: ${JSON.stringify(t.ca)}\n  ${verify}  timeout: 5\n}\n`;
 }
 
 /** Start a real nats-server (JetStream on) on a free loopback port. Always pair with stop(). */
@@ -35,7 +55,8 @@ export async function startNats(opts: StartNatsOptions = {}): Promise<NatsHandle
   mkdirSync(dir, { recursive: true });
   const conf = join(dir, "nats.conf");
   const js = opts.jetstream === false ? "" : `jetstream { store_dir: "${join(dir, "js")}" }\n`;
-  writeFileSync(conf, `listen: "${host}:${port}"\nmax_payload: 4MB\n${js}${opts.config ?? ""}\n`);
+  const render = (extra: string | undefined) => `listen: "${host}:${port}"\nmax_payload: 4MB\n${js}${opts.tls ? tlsBlock(opts.tls) : ""}${extra ?? ""}\n`;
+  writeFileSync(conf, render(opts.config));
   let child: ChildProcess;
   try {
     if (opts.detached) {
@@ -70,6 +91,11 @@ export async function startNats(opts: StartNatsOptions = {}): Promise<NatsHandle
     host,
     dir,
     pid,
+    tls: opts.tls,
+    reload(config?: string) {
+      if (config !== undefined) writeFileSync(conf, render(config));
+      process.kill(pid, "SIGHUP");
+    },
     async stop() {
       if (stopped) return;
       stopped = true;

@@ -1,5 +1,6 @@
 import { hostname } from "node:os";
 import { z } from "zod";
+import { TlsConfigSchema } from "../broker/connect.js";
 import { loadConfigFile } from "../config/load.js";
 
 // mcprovision's YAML, accepted unchanged (logfile, loglevel, daemonize, sleeptime, steps, master,
@@ -23,6 +24,8 @@ const Steps = z
 
 const Role = z
   .object({
+    /** Where this role's nodes are; default: the top-level collective. Waiting nodes under provisioning isolation are in `provisioning`. */
+    collective: z.string().regex(/^[A-Za-z0-9_-]+$/, "collective names are letters, digits, - and _").optional(),
     filter: z.string().default(""),
     agent: z.string().default("provision"),
     ipaddress_fact: z.string().default("ipaddress"),
@@ -39,7 +42,7 @@ export const ProvisionerConfigSchema = z
     master: Role.extend({ criteria: z.array(z.string()).default([]), agent: z.string().default("puppetca") }).default({ filter: "", agent: "puppetca", ipaddress_fact: "ipaddress", criteria: [] }),
     target: Role.default({ filter: "provision().disabled=false and provision().locked=false", agent: "provision", ipaddress_fact: "ipaddress" }),
     notify: z
-      .object({ filter: z.string().default(""), agent: z.string().default("notify"), targets: z.array(z.string()).default([]) })
+      .object({ collective: z.string().regex(/^[A-Za-z0-9_-]+$/, "collective names are letters, digits, - and _").optional(), filter: z.string().default(""), agent: z.string().default("notify"), targets: z.array(z.string()).default([]) })
       .strict()
       .default({ filter: "", agent: "notify", targets: [] }),
 
@@ -47,6 +50,9 @@ export const ProvisionerConfigSchema = z
     /** Who this provisioner is: owner of node locks and KV claims. Stable across restarts so a restarted one resumes its own work. */
     id: z.string().default(() => `provisioner@${hostname()}`),
     broker: z.union([z.string(), z.array(z.string())]).optional(),
+    /** TLS to the broker (docs/security.md#tls); MUSTER_TLS_* when absent. */
+    tls: TlsConfigSchema.optional(),
+    /** The collective of the masters and notifiers, and of the targets unless target.collective says otherwise. */
     collective: z.string().default("muster"),
     concurrency: z.number().int().positive().default(10),
     per_master_limit: z.number().int().positive().default(5),

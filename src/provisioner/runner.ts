@@ -44,6 +44,8 @@ export class Provisioner {
   private readonly perMaster = new Map<string, Semaphore>();
   private readonly running = new Map<string, Promise<void>>();
   private readonly queued = new Set<string>();
+  /** Per node being provisioned: aborted when the node restarts, so a request it lost is asked again at once. */
+  private readonly nodeRestarts = new Map<string, AbortController>();
   private readonly abort = new AbortController();
   private stopping = false;
   private loopTimer?: NodeJS.Timeout;
@@ -55,6 +57,10 @@ export class Provisioner {
   private readonly targetFilter: Filter;
   private readonly masterFilter: Filter;
   private readonly notifyFilter: Filter;
+  // Each role's nodes may live in their own collective (waiting nodes in `provisioning`).
+  private readonly targetClient: MusterClient;
+  private readonly masterClient: MusterClient;
+  private readonly notifyClient: MusterClient;
 
   constructor(
     private readonly cfg: ProvisionerConfig,
@@ -65,6 +71,9 @@ export class Provisioner {
     private readonly events: ProvisionerEvents = {},
   ) {
     this.global = new Semaphore(cfg.concurrency);
+    this.targetClient = client.withCollective(cfg.target.collective ?? cfg.collective);
+    this.masterClient = client.withCollective(cfg.master.collective ?? cfg.collective);
+    this.notifyClient = client.withCollective(cfg.notify.collective ?? cfg.collective);
     setMaxListeners(0, this.abort.signal); // every waiting node listens for shutdown
     this.stages = enabledStages(cfg.steps);
     // Filters are parsed once at start: a bad one stops the daemon with a clear message.
@@ -79,9 +88,11 @@ export class Provisioner {
       callback: (err, msg) => {
         if (err) return;
         try {
-          const ev = decodeJson(msg.data) as { identity?: unknown };
+          const ev = decodeJson(msg.data) as { identity?: unknown; collectives?: unknown };
           this.masters = undefined; // whatever started may be a new master: look again before the next choice
-          if (typeof ev.identity === "string") void this.onNodeStartup(ev.identity);
+          // A provisioned node announcing itself in the fleet is not a restart of a waiting node.
+          const inTargets = !Array.isArray(ev.collectives) || ev.collectives.includes(this.targetClient.collective);
+          if (typeof ev.identity === "string" && inTargets) void this.onNodeStartup(ev.identity);
         } catch {
           this.log.debug("ignored a garbled lifecycle event");
         }
@@ -101,7 +112,7 @@ export class Provisioner {
 
   /** One discovery cycle: enqueue every node waiting to be provisioned. */
   async cycle(): Promise<string[]> {
-    const found = await this.client.discover({ filter: this.targetFilter, timeoutMs: this.cfg.discovery_timeout * 1000 });
+    const found = await this.targetClient.discover({ filter: this.targetFilter, timeoutMs: this.cfg.discovery_timeout * 1000 });
     if (found.length) this.log.debug({ count: found.length }, "nodes waiting to be provisioned");
     for (const id of found) this.enqueue(id, "discovery");
     return found;
@@ -128,6 +139,14 @@ export class Provisioner {
 
   private async onNodeStartup(identity: string): Promise<void> {
     if (this.stopping) return;
+    const inFlight = this.nodeRestarts.get(identity);
+    if (inFlight) {
+      // The node restarted mid-step: whatever it was doing for us died with it (or, a Puppet run,
+      // carries on without it). Stop waiting for that reply and ask again.
+      this.log.warn({ node: identity }, "node restarted while being provisioned; repeating its current step");
+      inFlight.abort();
+      return;
+    }
     const v = await this.store.get(identity).catch(() => undefined);
     if (v?.record.status === "failed") {
       // A restarted node gets a fresh round: operators fix the cause, then reboot or `provision retry`.
@@ -221,8 +240,8 @@ export class Provisioner {
       // and the expired claim is the proof it is gone, so the lock is ours to take.
       if (claimed.takenOverFrom && this.stages.includes("lock") && rec.stage !== undefined) {
         await this.callNode(identity, this.cfg.target.agent, "unlock_deploy", { force: true });
-        // A node already disabled refuses new locks; it only needs the stale one gone.
-        if (Stages.indexOf(rec.stage) < Stages.indexOf("disable")) {
+        // Past unlock (or disabled, which refuses new locks) it only needs the stale one gone.
+        if (Stages.indexOf(rec.stage) < Stages.indexOf("unlock")) {
           const d = await this.callNode(identity, this.cfg.target.agent, "lock_deploy", { owner: this.cfg.id, lease: this.cfg.lock_lease + this.cfg.puppet_timeout });
           rec.lockExpires = typeof d.expires === "number" ? d.expires : undefined;
         }
@@ -253,6 +272,7 @@ export class Provisioner {
       if (!v) throw e;
       await this.handleFailure(v, e as Error);
     } finally {
+      this.nodeRestarts.delete(identity);
       heldMaster?.release();
       this.global.release();
       if (v) this.metrics?.inFlight.dec();
@@ -306,9 +326,12 @@ export class Provisioner {
     }
     this.events.onStage?.(rec.identity, stage);
     let busyWaitedMs = 0;
+    let restarts = 0;
     for (let attempt = 1; ; attempt++) {
       if (this.abort.signal.aborted) throw new Abandoned("provisioner stopping");
       const t0 = performance.now();
+      const restart = new AbortController();
+      this.nodeRestarts.set(rec.identity, restart);
       try {
         const note = await this.doStage(stage, rec.identity, master, v);
         const ms = performance.now() - t0;
@@ -322,6 +345,12 @@ export class Provisioner {
         return;
       } catch (e) {
         if (e instanceof Abandoned || this.abort.signal.aborted) throw e;
+        // Every step is idempotent: a node restart costs a repeat, not an attempt (bounded, for a node that keeps restarting).
+        if (restart.signal.aborted && ++restarts <= this.cfg.retries.attempts * 2) {
+          attempt--;
+          appendLog(rec, `${stage}: the node restarted; asking again`);
+          continue;
+        }
         // Another Puppet run holds the node's lock (e.g. one started before a provisioner restart):
         // wait for it without spending attempts, up to one Puppet run's time.
         if (e instanceof StepError && e.data.retryable === true && busyWaitedMs < this.cfg.puppet_timeout * 1000) {
@@ -362,7 +391,7 @@ export class Provisioner {
         // One signed request to every master at once (as mcprovision, clean everywhere: a node may
         // have been provisioned against another master before).
         const masters = await this.discoverMasters();
-        const res = await this.client.call(this.cfg.master.agent, "clean", { certname: id }, { nodes: masters.map((m) => m.identity), timeoutMs: this.cfg.step_timeout * 1000, signal: this.abort.signal });
+        const res = await this.masterClient.call(this.cfg.master.agent, "clean", { certname: id }, { nodes: masters.map((m) => m.identity), timeoutMs: this.cfg.step_timeout * 1000, signal: this.abort.signal });
         const bad = masters.filter((m) => !res.replies.some((r) => r.sender === m.identity && r.statuscode === Status.OK));
         if (bad.length) throw new StepError(`clean of ${id} failed on ${bad.map((m) => m.identity).join(", ")}: ${res.replies.find((r) => r.statuscode !== Status.OK)?.statusmsg ?? "no reply"}`);
         return `on ${masters.length} master(s)`;
@@ -376,7 +405,7 @@ export class Provisioner {
       case "sign_csr": {
         if (!rec.fingerprint) throw new StepError("no CSR fingerprint recorded; the request_csr step must run first");
         try {
-          await this.callNode(master.identity, this.cfg.master.agent, "sign", { certname: id, fingerprint: rec.fingerprint });
+          await this.callNode(master.identity, this.cfg.master.agent, "sign", { certname: id, fingerprint: rec.fingerprint }, undefined, false, this.masterClient);
         } catch (e) {
           // Idempotent after a crash between signing and recording it: never sign twice.
           if (await this.alreadySigned(master.identity, id)) return "already signed";
@@ -408,7 +437,7 @@ export class Provisioner {
 
   private async alreadySigned(master: string, certname: string): Promise<boolean> {
     try {
-      const st = await this.callNode(master, this.cfg.master.agent, "status", { certname });
+      const st = await this.callNode(master, this.cfg.master.agent, "status", { certname }, undefined, false, this.masterClient);
       return st.state === "signed" || st.signed === true;
     } catch {
       return false;
@@ -488,10 +517,10 @@ export class Provisioner {
    */
   async discoverMasters(): Promise<MasterInfo[]> {
     if (this.masters && Date.now() - this.masters.at < Math.min(this.cfg.sleeptime, 5) * 1000) return this.masters.list;
-    const ids = await this.client.discover({ filter: this.masterFilter, timeoutMs: this.cfg.discovery_timeout * 1000 });
+    const ids = await this.masterClient.discover({ filter: this.masterFilter, timeoutMs: this.cfg.discovery_timeout * 1000 });
     const list: MasterInfo[] = [];
     if (ids.length) {
-      const res = await this.client.call("rpcutil", "inventory", {}, { nodes: ids, timeoutMs: 10_000 });
+      const res = await this.masterClient.call("rpcutil", "inventory", {}, { nodes: ids, timeoutMs: 10_000 });
       for (const r of res.replies) {
         if (r.statuscode !== Status.OK) continue;
         const facts = (r.data.facts as Record<string, unknown>) ?? {};
@@ -526,10 +555,12 @@ export class Provisioner {
   }
 
   /** One action on one node. Steps stop waiting when the provisioner abandons them; lock releases do not. */
-  private async callNode(id: string, agent: string, action: string, data: Record<string, unknown>, timeoutMs = this.cfg.step_timeout * 1000, quiet = false): Promise<Record<string, unknown>> {
+  private async callNode(id: string, agent: string, action: string, data: Record<string, unknown>, timeoutMs = this.cfg.step_timeout * 1000, quiet = false, via = this.targetClient): Promise<Record<string, unknown>> {
     let res: RpcResult;
+    const restart = via === this.targetClient ? this.nodeRestarts.get(id)?.signal : undefined;
+    const signal = quiet ? undefined : restart ? AbortSignal.any([this.abort.signal, restart]) : this.abort.signal;
     try {
-      res = await this.client.call(agent, action, data, { nodes: [id], timeoutMs, signal: quiet ? undefined : this.abort.signal });
+      res = await via.call(agent, action, data, { nodes: [id], timeoutMs, signal });
     } catch (e) {
       throw new StepError(`${agent}#${action} on ${id}: ${(e as Error).message}`);
     }
@@ -547,13 +578,13 @@ export class Provisioner {
   private async notify(subject: string, message: string): Promise<void> {
     // Discovered like the masters: at most once per cycle (5 s), not once per node.
     if (!this.notifiers || Date.now() - this.notifiers.at >= Math.min(this.cfg.sleeptime, 5) * 1000) {
-      this.notifiers = { at: Date.now(), list: await this.client.discover({ filter: this.notifyFilter, timeoutMs: this.cfg.discovery_timeout * 1000 }) };
+      this.notifiers = { at: Date.now(), list: await this.notifyClient.discover({ filter: this.notifyFilter, timeoutMs: this.cfg.discovery_timeout * 1000 }) };
     }
     const found = this.notifiers.list;
     const notifier = found[0];
     if (!notifier) throw new StepError(`no notifier found (agent ${this.cfg.notify.agent}${this.cfg.notify.filter ? `, filter ${this.cfg.notify.filter}` : ""})`);
     if (found.length > 1) this.log.debug({ using: notifier, found: found.length }, "several notifiers; using the first");
-    await this.callNode(notifier, this.cfg.notify.agent, "send", { subject, message, ...(this.cfg.notify.targets.length ? { recipients: this.cfg.notify.targets } : {}) });
+    await this.callNode(notifier, this.cfg.notify.agent, "send", { subject, message, ...(this.cfg.notify.targets.length ? { recipients: this.cfg.notify.targets } : {}) }, undefined, false, this.notifyClient);
   }
 }
 

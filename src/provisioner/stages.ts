@@ -12,8 +12,10 @@ export const Stages = [
   "bootstrap",
   "production",
   "daemonize",
-  "disable",
+  // unlock before disable: under provisioning isolation a disabled node leaves the provisioning
+  // collective at once (docs/security.md#provisioning-isolation), so nothing after it reaches it
   "unlock",
+  "disable",
   "notify",
 ] as const;
 export type Stage = (typeof Stages)[number];

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { TlsConfigSchema } from "../broker/connect.js";
 import { loadConfigFile, validateConfig } from "../config/load.js";
 import { isValidCollective } from "../protocol/subjects.js";
 import { DEFAULT_BUCKET, isValidBucketName } from "./bucket.js";
@@ -11,6 +12,8 @@ export const RegistryConfigSchema = z
     /** Broker URL(s): a string (comma-separated) or a list. --broker and MUSTER_BROKER win. */
     broker: z.union([z.string(), z.array(z.string())]).optional(),
     brokers: z.array(z.string()).optional(),
+    /** TLS to the broker (docs/security.md#tls); MUSTER_TLS_* when absent. */
+    tls: TlsConfigSchema.optional(),
     collectives: z.array(z.string().refine(isValidCollective, "a collective name: letters, digits, - and _")).min(1).default(["muster"]),
     bucket: z.string().refine(isValidBucketName, "a bucket name: letters, digits, - and _").default(DEFAULT_BUCKET),
     /** Seconds: a node not heard for this long is expired. */

@@ -313,6 +313,7 @@ export class Auditor {
   private readonly sinks: Sink[] = [];
   private readonly log: Logger;
   private readonly stream: { cfg: NonNullable<AuditConfig["stream"]>; subject: string; buffer: number } | undefined;
+  private streamSink: Sink | undefined;
 
   /** Opens the file and checks the stream settings: either failing is a config error, before the node connects. */
   constructor(cfg: AuditConfig | undefined, opts: AuditorOptions) {
@@ -330,7 +331,13 @@ export class Auditor {
   /** Starts publishing to the stream (if configured) over the node's connection, in the background. */
   connect(nc: NatsConnection): void {
     if (!this.stream) return;
-    this.sinks.push(new StreamSink(nc, this.stream.cfg, this.stream.subject, this.stream.buffer, this.stats, this.log));
+    // A node that switches credentials (provisioning → production) reconnects: the old sink goes.
+    if (this.streamSink) {
+      this.streamSink.close();
+      this.sinks.splice(this.sinks.indexOf(this.streamSink), 1);
+    }
+    this.streamSink = new StreamSink(nc, this.stream.cfg, this.stream.subject, this.stream.buffer, this.stats, this.log);
+    this.sinks.push(this.streamSink);
   }
 
   /** Records one handled request. Synchronous, cheap and never throws. */

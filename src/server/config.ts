@@ -2,6 +2,7 @@ import { hostname } from "node:os";
 import { z } from "zod";
 import { loadConfigFile, validateConfig } from "../config/load.js";
 import { isValidCollective, isValidIdentity } from "../protocol/subjects.js";
+import { TlsConfigSchema } from "../broker/connect.js";
 import { AuditConfigSchema } from "../security/audit.js";
 import { PoliciesSchema } from "../security/policy.js";
 
@@ -59,8 +60,45 @@ export const ServerConfigSchema = z
     policy_dir: z.string().optional(),
     /** Audit trail destinations; without them each request is logged at debug only. */
     audit: AuditConfigSchema.optional(),
+    /**
+     * TLS to the broker (docs/security.md#tls). `use_puppet_cert` makes the node's Puppet
+     * certificate and key (ssldir and certname from plugins.provision, else plugins.puppet) its
+     * client credential: what a provisioned node connects with.
+     */
+    tls: z
+      .object({
+        ca: z.string().min(1).optional(),
+        cert: z.string().min(1).optional(),
+        key: z.string().min(1).optional(),
+        use_puppet_cert: z.boolean().default(false),
+      })
+      .strict()
+      .refine((t) => !t.cert === !t.key, { message: "cert and key go together: set both or neither" })
+      .refine((t) => !(t.use_puppet_cert && t.cert), { message: "use_puppet_cert replaces cert and key: set one or the other" })
+      .optional(),
+    /**
+     * Provisioning isolation (docs/security.md#provisioning-isolation): until the provision agent
+     * is disabled, the node joins only `collective`, hosts only the provision agent (with
+     * discovery and rpcutil), answers only `callers`, and connects with the restricted `cert`/`key`.
+     * Once provisioned it reconnects on its own with its production credential (`tls`).
+     */
+    provisioning: z
+      .object({
+        collective: collective.default("provisioning"),
+        callers: z.array(z.string().min(1)).min(1, "name the provisioner's caller name (its key's name), e.g. [provisioner]"),
+        cert: z.string().min(1).optional(),
+        key: z.string().min(1).optional(),
+      })
+      .strict()
+      .refine((t) => !t.cert === !t.key, { message: "cert and key go together: set both or neither" })
+      .optional(),
   })
-  .strict();
+  .strict()
+  .superRefine((c, ctx) => {
+    if (c.provisioning && c.collectives.includes(c.provisioning.collective)) {
+      ctx.addIssue({ code: "custom", path: ["provisioning", "collective"], message: `must differ from the production collectives (${c.collectives.join(", ")}): isolation means a provisioning node shares no subjects with the fleet` });
+    }
+  });
 
 export type ServerConfig = z.output<typeof ServerConfigSchema>;
 

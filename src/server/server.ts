@@ -2,12 +2,15 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "pino";
 import { coreAgentFactories, loadBuiltinFactories, ALWAYS_LOADED, BUILTIN_AGENT_NAMES, type AgentFactory } from "../agents/builtin.js";
 import type { NodeIntrospection } from "../agents/rpcutil/index.js";
-import { closeConnection, connectBroker, resolveBrokers } from "../broker/connect.js";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { closeConnection, connectBroker, inboxPrefixFor, resolveBrokers, resolveTls, type TlsSettings } from "../broker/connect.js";
 import { MusterError } from "../errors.js";
 import { Auditor } from "../security/audit.js";
 import { loadOrCreateSigningKey, readTrustedKeyDir, TrustStore, type TrustedKey } from "../security/keys.js";
 import { mergePolicies } from "../security/policy-files.js";
-import { compilePolicies, policyWarnings, type CompiledPolicies } from "../security/policy.js";
+import { compilePolicies, policyWarnings, PolicyEffect, type CompiledPolicies, type Policies } from "../security/policy.js";
+import { subjects } from "../protocol/subjects.js";
 import { VERSION } from "../version.js";
 import type { Agent } from "./agent.js";
 import { mainCollective, type ServerConfig } from "./config.js";
@@ -23,9 +26,13 @@ import { newIntakeStats, type IntakeStats } from "./stats.js";
 // subscribes and serves until stopped.
 
 export interface RunningServer {
-  runtime: NodeRuntime;
-  host: NodeHost;
-  nc: NatsConnection;
+  /** The current phase's runtime, host and connection (a provisioned node replaces all three). */
+  readonly runtime: NodeRuntime;
+  readonly host: NodeHost;
+  readonly nc: NatsConnection;
+  readonly phase: NodePhase;
+  /** Resolves once a switch to production under way has finished. */
+  switched(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -91,6 +98,49 @@ export function buildRuntime(b: RuntimeBuild): NodeRuntime {
   return rt;
 }
 
+/** Where a node stands: waiting to be provisioned (isolated) or part of the fleet. */
+export type NodePhase = "provisioning" | "production";
+
+/**
+ * Under provisioning isolation every agent the node hosts answers only the provisioner's callers:
+ * a policy per agent, default deny, so a trusted admin key is refused too.
+ */
+export function provisioningPolicies(callers: string[], agents: string[]): Policies {
+  const rules = [{ effect: PolicyEffect.Allow, callers, description: "provisioning isolation: the provisioner only" }];
+  return Object.fromEntries(agents.map((a) => [a, { default: PolicyEffect.Deny, rules }]));
+}
+
+/** The node's Puppet certificate and key, from the same settings the provision agent uses. */
+export async function puppetCredential(cfg: ServerConfig): Promise<{ cert: string; key: string }> {
+  const { settingsReader, puppetNodeSettings } = await import("../agents/settings.js");
+  const conf = { ...(cfg.plugins.puppet ?? {}), ...(cfg.plugins.provision ?? {}) };
+  const s = puppetNodeSettings(settingsReader(cfg.plugins.provision ? "provision" : "puppet", conf), cfg.identity);
+  return { cert: join(s.ssldir, "certs", `${s.certname}.pem`), key: join(s.ssldir, "private_keys", `${s.certname}.pem`) };
+}
+
+/** The disable marker of the provision agent: present once the node is provisioned. */
+async function provisionedMarker(cfg: ServerConfig): Promise<string> {
+  const { resolveSettings } = await import("../agents/provision/state.js");
+  return resolveSettings(cfg.plugins.provision ?? {}, cfg.identity).disableFile;
+}
+
+/** The credential the node connects with in a phase (docs/security.md#provisioning-isolation). */
+export async function phaseCredential(cfg: ServerConfig, phase: NodePhase): Promise<TlsSettings | undefined> {
+  const ca = cfg.tls?.ca;
+  if (phase === "provisioning") {
+    const p = cfg.provisioning!;
+    return p.cert ? { ca, cert: p.cert, key: p.key } : resolveTls(ca ? { ca } : undefined);
+  }
+  if (cfg.tls?.use_puppet_cert) {
+    const pc = await puppetCredential(cfg);
+    if (!existsSync(pc.cert) || !existsSync(pc.key)) {
+      throw new MusterError("MUSTER_PKI_FAILED", `tls.use_puppet_cert: the node has no Puppet certificate yet (${pc.cert}); provision it first (configure provisioning: so it waits in isolation), or set tls.cert and tls.key`);
+    }
+    return { ca, ...pc };
+  }
+  return resolveTls(cfg.tls && (cfg.tls.ca || cfg.tls.cert) ? { ca, cert: cfg.tls.cert, key: cfg.tls.key } : undefined);
+}
+
 export async function startServer(cfg: ServerConfig, log: Logger, opts: { broker?: string } = {}): Promise<RunningServer> {
   const facts = new FactSource({ facter: cfg.facts.facter, facterCommand: cfg.facts.facter_command, factsFile: cfg.facts.file, classesFile: cfg.classes_file, extra: cfg.facts.extra, log });
   await facts.refresh();
@@ -108,41 +158,98 @@ export async function startServer(cfg: ServerConfig, log: Logger, opts: { broker
   const policies = compilePolicies(policySources);
   // the audit file is opened now: a path the node cannot write is a config error, not a silent gap
   const auditor = new Auditor(cfg.audit, { identity: cfg.identity, log });
-  const runtime = buildRuntime({
-    identity: cfg.identity,
-    collectives: cfg.collectives,
-    mainCollective: mainCollective(cfg),
-    facts: () => facts.facts,
-    classes: () => facts.classes,
-    builtin: cfg.agents.builtin,
-    factories: await loadBuiltinFactories(cfg.agents.builtin ?? []),
-    extraAgents: extra,
-    plugins: cfg.plugins,
-    log,
-    intakeStats,
-    audit: auditor.record,
-    policies,
-    extraStats: () => ({ ...auditor.stats }),
-  });
-  for (const w of policyWarnings(policySources, runtime.loadedAgents().map((la) => la.agent.ddl))) log.warn(w);
-  const intake = new RequestIntake({ trust: buildTrustStore(cfg.security), freshness: { maxClockSkew: cfg.security.max_clock_skew }, maxBytes: cfg.max_message_bytes, stats: intakeStats, log });
-  const nc = await connectBroker({ servers: resolveBrokers(opts.broker, cfg.brokers), name: `muster-server:${cfg.identity}`, log, persistent: true });
-  auditor.connect(nc);
-  const host = new NodeHost({ nc, intake, runtimes: [runtime], log, wildcard: false, registration: cfg.registration, version: VERSION });
-  await host.start();
-  log.info({ identity: cfg.identity, collectives: cfg.collectives, agents: runtime.activeAgentNames(), broker: nc.getServer(), policies: [...policies.keys()], audit: { file: cfg.audit?.file, stream: cfg.audit?.stream?.name } }, "muster server ready");
+  const trust = buildTrustStore(cfg.security);
+  const brokers = resolveBrokers(opts.broker, cfg.brokers);
+  const marker = cfg.provisioning ? await provisionedMarker(cfg) : undefined;
+  const common = { identity: cfg.identity, facts: () => facts.facts, classes: () => facts.classes, plugins: cfg.plugins, log, intakeStats, audit: auditor.record, extraStats: () => ({ ...auditor.stats }) };
+
+  const buildPhase = async (phase: NodePhase): Promise<NodeRuntime> => {
+    if (phase === "provisioning") {
+      const p = cfg.provisioning!;
+      const builtin = ["provision"];
+      const agentNames = [...new Set([...ALWAYS_LOADED, ...builtin])];
+      return buildRuntime({ ...common, collectives: [p.collective], mainCollective: p.collective, builtin, factories: await loadBuiltinFactories(builtin), policies: compilePolicies(provisioningPolicies(p.callers, agentNames)) });
+    }
+    const runtime = buildRuntime({ ...common, collectives: cfg.collectives, mainCollective: mainCollective(cfg), builtin: cfg.agents.builtin, factories: await loadBuiltinFactories(cfg.agents.builtin ?? []), extraAgents: extra, policies });
+    for (const w of policyWarnings(policySources, runtime.loadedAgents().map((la) => la.agent.ddl))) log.warn(w);
+    return runtime;
+  };
+
+  interface Serving {
+    phase: NodePhase;
+    runtime: NodeRuntime;
+    host: NodeHost;
+    nc: NatsConnection;
+  }
+  const serve = async (phase: NodePhase): Promise<Serving> => {
+    const runtime = await buildPhase(phase);
+    const tls = await phaseCredential(cfg, phase);
+    const intake = new RequestIntake({ trust, freshness: { maxClockSkew: cfg.security.max_clock_skew }, maxBytes: cfg.max_message_bytes, stats: intakeStats, log });
+    const nc = await connectBroker({ servers: brokers, name: `muster-server:${cfg.identity}`, log, persistent: true, tls, inboxPrefix: inboxPrefixFor(cfg.identity) });
+    auditor.connect(nc);
+    const host = new NodeHost({ nc, intake, runtimes: [runtime], log, wildcard: false, registration: cfg.registration, version: VERSION });
+    if (phase === "provisioning") {
+      // The provision agent announces its own disabling; once that reply is out, switch.
+      const publish = runtime.emitter!;
+      const disabled = subjects.event("provision", "disabled");
+      runtime.emitter = (subject, payload) => {
+        publish(subject, payload);
+        if (subject === disabled) setImmediate(() => void switchToProduction());
+      };
+    }
+    await host.start();
+    log.info({ identity: cfg.identity, phase, collectives: runtime.collectives, agents: runtime.activeAgentNames(), broker: nc.getServer(), tls: tls ? { ca: tls.ca, cert: tls.cert } : undefined, policies: phase === "production" ? [...policies.keys()] : "provisioning callers only", audit: { file: cfg.audit?.file, stream: cfg.audit?.stream?.name } }, "muster server ready");
+    return { phase, runtime, host, nc };
+  };
+
   let stopped = false;
+  let switching: Promise<void> | undefined;
+  let current = await serve(marker && !existsSync(marker) ? "provisioning" : "production");
+
+  const switchToProduction = (): Promise<void> => {
+    if (switching || stopped || current.phase !== "provisioning") return switching ?? Promise.resolve();
+    switching = (async () => {
+      log.info({ marker }, "provisioned: leaving the provisioning collective for production credentials");
+      const old = current;
+      await old.host.stop(); // in-flight work (the disable reply) finishes first
+      await closeConnection(old.nc);
+      for (;;) {
+        try {
+          current = await serve("production");
+          return;
+        } catch (e) {
+          // e.g. the certificate is not on disk yet: keep trying rather than leave the node dark
+          log.error({ err: (e as Error).message }, "cannot start in production; retrying in 10 s");
+          await new Promise((r) => setTimeout(r, 10_000).unref());
+          if (stopped) return;
+        }
+      }
+    })().finally(() => (switching = undefined));
+    return switching;
+  };
+
   return {
-    runtime,
-    host,
-    nc,
+    get runtime() {
+      return current.runtime;
+    },
+    get host() {
+      return current.host;
+    },
+    get nc() {
+      return current.nc;
+    },
+    get phase() {
+      return current.phase;
+    },
+    switched: () => switching ?? Promise.resolve(),
     async stop() {
       if (stopped) return;
       stopped = true;
       clearInterval(refresh);
-      await host.stop();
+      await switching?.catch(() => undefined);
+      await current.host.stop();
       await auditor.close(); // in-flight requests have been audited; flush before the connection goes
-      await closeConnection(nc);
+      await closeConnection(current.nc);
     },
   };
 }

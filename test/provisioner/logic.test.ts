@@ -40,8 +40,8 @@ test("pickMaster: no masters gives undefined; numbers compare by value text", ()
 test("stages follow the steps switches in order and resume after the last completed", () => {
   const cfg = ProvisionerConfigSchema.parse({ steps: { lock: true, sign_node_csr: true, puppet_final_run: true, notify: true } });
   const st = enabledStages(cfg.steps);
-  assert.deepEqual(st, ["lock", "sign_csr", "production", "disable", "unlock", "notify"]);
-  assert.deepEqual(remainingStages(st, "sign_csr"), ["production", "disable", "unlock", "notify"]);
+  assert.deepEqual(st, ["lock", "sign_csr", "production", "unlock", "disable", "notify"]);
+  assert.deepEqual(remainingStages(st, "sign_csr"), ["production", "unlock", "disable", "notify"]);
   assert.deepEqual(remainingStages(st, undefined), st);
   const off = ProvisionerConfigSchema.parse({ steps: { disable_provisioner: false } });
   assert.deepEqual(enabledStages(off.steps), []);

@@ -16,7 +16,7 @@ interface ProvisionOpts extends CommonOpts {
 
 async function openStore(o: ProvisionOpts): Promise<{ client: MusterClient; store: StateStore }> {
   const cfg = loadClientConfig(o.config);
-  const client = await MusterClient.connect({ brokers: resolveBrokers(o.broker, cfg.brokers), collective: o.target ?? cfg.collective, name: "muster-provision" });
+  const client = await MusterClient.connect({ brokers: resolveBrokers(o.broker, cfg.brokers), collective: o.target ?? cfg.collective, name: "muster-provision", tls: cfg.tls });
   const bucket = o.bucket ?? (cfg.provision_bucket as string | undefined) ?? "muster_provision";
   return { client, store: await StateStore.open(client.nc, bucket) };
 }

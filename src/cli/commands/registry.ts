@@ -1,6 +1,6 @@
 import { Command } from "commander";
 import { lookupFact } from "../../protocol/facts.js";
-import { closeConnection, connectBroker, resolveBrokers } from "../../broker/connect.js";
+import { closeConnection, connectBroker, resolveBrokers, resolveTls } from "../../broker/connect.js";
 import { RegistrySource } from "../../client/discovery/registry.js";
 import { MusterError } from "../../errors.js";
 import { createLogger } from "../../log.js";
@@ -111,7 +111,7 @@ Exit code 1 when nothing matches.`,
       const bucket = o.bucket ?? config.registry_bucket ?? DEFAULT_BUCKET;
       if (!isValidBucketName(bucket)) throw new MusterError("MUSTER_USAGE", `invalid bucket name ${JSON.stringify(bucket)}: letters, digits, - and _ only`);
       const collective = o.target ?? config.collective;
-      const nc = await connectBroker({ servers: resolveBrokers(o.broker, config.brokers), name: "muster-registry-query" });
+      const nc = await connectBroker({ servers: resolveBrokers(o.broker, config.brokers), name: "muster-registry-query", tls: resolveTls(config.tls) });
       try {
         const source = new RegistrySource(nc, { bucket, collective });
         const records = await source.records(filter);

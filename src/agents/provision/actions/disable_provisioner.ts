@@ -14,6 +14,8 @@ export function disableProvisioner(rt: ProvisionRuntime): ActionHandler<ActionIn
     }
     rt.markDisabled();
     ctx.log.info({ file: s.disableFile }, "provisioning disabled");
+    // A node under provisioning isolation switches to its production credential on this event.
+    ctx.emit("disabled", { disable_file: s.disableFile });
     return { disabled: true, disable_file: s.disableFile };
   };
 }

@@ -1,0 +1,78 @@
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { MusterError } from "../errors.js";
+
+// A small certificate authority for the broker's TLS: the lab's and the tests' CA, the
+// nats-server certificate and the service credentials (provisioner, admin, bootstrap). It drives
+// the openssl CLI: Node can parse X.509 but not issue it, and openssl is what operators would use.
+// Keys are ECDSA P-256: quick to make, and every TLS stack here speaks it.
+
+export interface CertFiles {
+  cert: string;
+  key: string;
+}
+
+export interface CA extends CertFiles {
+  dir: string;
+}
+
+export interface IssueOptions {
+  /** File stem in the CA's directory: <name>.pem and <name>.key. */
+  name: string;
+  /** Subject in openssl's form, e.g. "/O=muster/OU=service/CN=provisioner". */
+  subject: string;
+  dns?: string[];
+  ips?: string[];
+  /** serverAuth, clientAuth or both (default both). */
+  usage?: "server" | "client" | "both";
+  days?: number;
+}
+
+function openssl(args: string[], cwd: string): void {
+  try {
+    execFileSync("openssl", args, { cwd, stdio: ["ignore", "ignore", "pipe"] });
+  } catch (e) {
+    const err = e as NodeJS.ErrnoException & { stderr?: Buffer };
+    if (err.code === "ENOENT") throw new MusterError("MUSTER_PKI_FAILED", "openssl is not installed (apt-get install openssl)");
+    throw new MusterError("MUSTER_PKI_FAILED", `openssl ${args[0]} failed: ${err.stderr?.toString().trim() ?? err.message}`);
+  }
+}
+
+/** The CA in `dir` (ca.pem, ca.key), created on first use. Safe to call again: an existing CA is kept. */
+export function ensureCA(dir: string, subject = "/O=muster/CN=muster CA"): CA {
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const ca = { dir, cert: join(dir, "ca.pem"), key: join(dir, "ca.key") };
+  if (existsSync(ca.cert) && existsSync(ca.key)) return ca;
+  openssl(["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", "ca.key"], dir);
+  openssl(["req", "-x509", "-new", "-key", "ca.key", "-sha256", "-days", "3650", "-subj", subject, "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign", "-out", "ca.pem"], dir);
+  return ca;
+}
+
+/** A certificate signed by `ca`, kept if it exists already (the same name always means the same identity). */
+export function issueCert(ca: CA, o: IssueOptions): CertFiles {
+  if (!/^[A-Za-z0-9_.-]+$/.test(o.name)) throw new MusterError("MUSTER_USAGE", `certificate file name ${JSON.stringify(o.name)}: letters, digits, . _ - only`);
+  const out = { cert: join(ca.dir, `${o.name}.pem`), key: join(ca.dir, `${o.name}.key`) };
+  if (existsSync(out.cert) && existsSync(out.key)) return out;
+  const usage = o.usage ?? "both";
+  const eku = usage === "server" ? "serverAuth" : usage === "client" ? "clientAuth" : "serverAuth,clientAuth";
+  const san = [...(o.dns ?? []).map((d) => `DNS:${d}`), ...(o.ips ?? []).map((i) => `IP:${i}`)];
+  const ext = [
+    "basicConstraints=critical,CA:FALSE",
+    "keyUsage=critical,digitalSignature,keyEncipherment",
+    `extendedKeyUsage=${eku}`,
+    ...(san.length ? [`subjectAltName=${san.join(",")}`] : []),
+  ].join("\n");
+  const extFile = join(ca.dir, `${o.name}.ext`);
+  const csr = join(ca.dir, `${o.name}.csr`);
+  writeFileSync(extFile, `${ext}\n`);
+  try {
+    openssl(["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", `${o.name}.key`], ca.dir);
+    openssl(["req", "-new", "-key", `${o.name}.key`, "-subj", o.subject, "-out", `${o.name}.csr`], ca.dir);
+    openssl(["x509", "-req", "-in", `${o.name}.csr`, "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-days", String(o.days ?? 825), "-sha256", "-extfile", `${o.name}.ext`, "-out", `${o.name}.pem`], ca.dir);
+  } finally {
+    rmSync(extFile, { force: true });
+    rmSync(csr, { force: true });
+  }
+  return out;
+}

@@ -1,0 +1,233 @@
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { stringify as toYaml } from "yaml";
+import { authorizationConfig, brokerUsers, type BrokerAuthSpec } from "../../src/broker/auth.js";
+import { MusterClient } from "../../src/client/client.js";
+import { startNats, type NatsHandle } from "../../src/lab/nats.js";
+import { spawnMuster, type MusterProcess } from "../../src/lab/processes.js";
+import { generateSigningKey, type SigningKey } from "../../src/protocol/signing.js";
+import { ServerConfigSchema } from "../../src/server/config.js";
+import { ensureCA, issueCert, type CA, type CertFiles } from "../../src/security/pki.js";
+import { eventually, tempDir } from "../support/collective.js";
+
+// Provisioning isolation and broker permissions with a real nats-server (TLS, verify_and_map, the
+// users muster generates) and a real `muster server`: who may subscribe and publish where, who a
+// waiting node answers, and the node's own switch to its production credential once provisioned.
+// The node's "Puppet certificate" comes from a second CA standing in for a Puppet CA; the real
+// Puppet flow is covered by test/provisioner/e2e.test.ts.
+
+const tmp = tempDir("isolation");
+let nats: NatsHandle;
+let ca: CA;
+let puppetCA: CA;
+const svc: Record<"admin" | "provisioner" | "bootstrap", CertFiles> = {} as never;
+const keys: Record<"admin" | "provisioner", SigningKey> = {} as never;
+const servers: MusterProcess[] = [];
+
+const user = (name: string) => `CN=${name},OU=service,O=muster`;
+const spec: BrokerAuthSpec = {
+  collectives: ["muster"],
+  provisioning_collective: "provisioning",
+  nodes: [{ identity: "web1.test" }, { identity: "web2.test" }],
+  bootstrap: [{ user: user("bootstrap") }],
+  provisioners: [user("provisioner")],
+  admins: [user("admin")],
+};
+
+before(async () => {
+  ca = ensureCA(join(tmp.path, "ca"));
+  puppetCA = ensureCA(join(tmp.path, "puppet-ca"), "/CN=Puppet CA: test");
+  for (const n of ["admin", "provisioner", "bootstrap"] as const) svc[n] = issueCert(ca, { name: n, subject: `/O=muster/OU=service/CN=${n}`, usage: "client" });
+  for (const n of ["admin", "provisioner"] as const) keys[n] = generateSigningKey(n).key;
+  const server = issueCert(ca, { name: "nats", subject: "/O=muster/CN=nats", ips: ["127.0.0.1"], dns: ["localhost"], usage: "server" });
+  const bundle = join(tmp.path, "clients-ca.pem");
+  writeFileSync(bundle, readFileSync(ca.cert, "utf8") + readFileSync(puppetCA.cert, "utf8"));
+  nats = await startNats({ tls: { ...server, ca: bundle, clients: "map" }, config: authorizationConfig(spec) });
+});
+
+after(async () => {
+  await Promise.all(servers.map((s) => s.stop("SIGKILL")));
+  await nats?.stop();
+  tmp.remove();
+});
+
+/** A node's Puppet layout: the certificate the Puppet CA issued, where Puppet keeps it. */
+function puppetCert(identity: string, ssldir: string): void {
+  const c = issueCert(puppetCA, { name: identity, subject: `/CN=${identity}`, usage: "client" });
+  mkdirSync(join(ssldir, "certs"), { recursive: true });
+  mkdirSync(join(ssldir, "private_keys"), { recursive: true });
+  writeFileSync(join(ssldir, "certs", `${identity}.pem`), readFileSync(c.cert));
+  writeFileSync(join(ssldir, "private_keys", `${identity}.pem`), readFileSync(c.key));
+}
+
+function nodeDir(identity: string) {
+  const d = join(tmp.path, "nodes", identity);
+  return { dir: d, ssldir: join(d, "ssl"), disable: join(d, "provision.disabled") };
+}
+
+function startNode(identity: string): MusterProcess {
+  const n = nodeDir(identity);
+  mkdirSync(n.dir, { recursive: true });
+  const cfg = {
+    identity,
+    collectives: ["muster"],
+    brokers: [nats.url],
+    facts: { facter: false, extra: { role: "web" } },
+    registration: { interval: 0 },
+    agents: { builtin: ["provision"] },
+    plugins: { provision: { confdir: join(n.dir, "etc"), vardir: join(n.dir, "var"), ssldir: n.ssldir, lock_file: join(n.dir, "provision.lock"), disable_file: n.disable } },
+    security: { trusted_keys: [{ name: "admin", key: keys.admin.publicKey }, { name: "provisioner", key: keys.provisioner.publicKey }], trust_local_user: false },
+    tls: { ca: ca.cert, use_puppet_cert: true },
+    provisioning: { collective: "provisioning", callers: ["provisioner"], cert: svc.bootstrap.cert, key: svc.bootstrap.key },
+  };
+  const file = join(n.dir, "server.yaml");
+  writeFileSync(file, toYaml(cfg));
+  const p = spawnMuster(["server", "--config", file], { logFile: join(n.dir, "server.log") });
+  servers.push(p);
+  return p;
+}
+
+const tlsOf = (c: CertFiles) => ({ ca: ca.cert, cert: c.cert, key: c.key });
+
+async function client(who: "admin" | "provisioner", collective: string, key = keys[who]): Promise<MusterClient> {
+  return MusterClient.connect({ brokers: [nats.url], collective, tls: tlsOf(svc[who]), key });
+}
+
+/** A raw connection that records the broker's asynchronous permission errors. */
+async function raw(cert: CertFiles): Promise<{ nc: NatsConnection; errors: string[]; saw(re: RegExp): Promise<void> }> {
+  const nc = await connect({ servers: nats.url, tls: { caFile: ca.cert, certFile: cert.cert, keyFile: cert.key } });
+  const errors: string[] = [];
+  void (async () => {
+    for await (const s of nc.status()) if (s.type === "error") errors.push(String((s.error as Error)?.message ?? s.error));
+  })();
+  return {
+    nc,
+    errors,
+    saw: (re) => eventually(async () => (await nc.flush(), errors.some((e) => re.test(e)) ? true : undefined), 10_000, `broker error ${re}`).then(() => undefined),
+  };
+}
+
+const present = (c: MusterClient, id: string) => eventually(async () => ((await c.discover({ timeoutMs: 1500, idleMs: 200 })).includes(id) ? true : undefined), 30_000, `${id} answering in ${c.collective}`);
+
+test("generated users: one role per credential, node subjects confined to the node", () => {
+  const users = brokerUsers(spec);
+  const web1 = users.find((u) => u.user === "CN=web1.test")!;
+  assert.deepEqual(web1.permissions.subscribe.allow.filter((s) => s.includes(".node.")), ["muster.node.web1.test"]);
+  assert.equal(web1.permissions.allow_responses, true);
+  assert.ok(!web1.permissions.publish.allow.some((s) => s.includes(".node.") || s.includes("broadcast")), "nodes never publish requests");
+  const boot = users.find((u) => u.user === user("bootstrap"))!;
+  assert.ok(boot.permissions.subscribe.allow.every((s) => s.startsWith("provisioning.")));
+  const admin = users.find((u) => u.user === user("admin"))!;
+  assert.ok(!admin.permissions.publish.allow.some((s) => s.startsWith("provisioning.")), "admins cannot reach waiting nodes");
+  assert.throws(() => brokerUsers({ ...spec, admins: [user("provisioner")] }), /appears twice/);
+  const confined = brokerUsers({ bootstrap: [{ user: "CN=boot-web9", identity: "web9.test" }] })[0]!;
+  assert.deepEqual(confined.permissions.subscribe.allow, ["provisioning.broadcast.agent.>", "provisioning.node.web9.test"]);
+});
+
+test("config: the provisioning collective must differ from the fleet's; use_puppet_cert excludes cert", () => {
+  const bad = ServerConfigSchema.safeParse({ collectives: ["muster"], provisioning: { collective: "muster", callers: ["p"] } });
+  assert.equal(bad.success, false);
+  assert.match(JSON.stringify(bad.error?.issues), /must differ/);
+  const both = ServerConfigSchema.safeParse({ tls: { use_puppet_cert: true, cert: "a", key: "b" } });
+  assert.equal(both.success, false);
+  assert.equal(ServerConfigSchema.safeParse({ provisioning: { callers: [] } }).success, false, "an empty callers list would lock the node out");
+});
+
+test("a waiting node: bootstrap credential, provisioning collective only, the provisioner's key only", async () => {
+  startNode("web1.test");
+  const prov = await client("provisioner", "provisioning");
+  const admin = await client("admin", "muster");
+  // the admin key over the provisioner's credential: past the broker, refused by the node
+  const adminKeyViaProvCred = await client("provisioner", "provisioning", keys.admin);
+  try {
+    await present(prov, "web1.test");
+    assert.ok(!(await admin.discover({ timeoutMs: 1000, idleMs: 200 })).includes("web1.test"), "not in the fleet collective");
+    const ok = await prov.call("provision", "is_disabled", {}, { nodes: ["web1.test"], timeoutMs: 10_000 });
+    assert.equal(ok.replies[0]?.statuscode, 0, ok.replies[0]?.statusmsg);
+    assert.equal(ok.replies[0]?.data.disabled, false);
+    const denied = await adminKeyViaProvCred.call("provision", "is_disabled", {}, { nodes: ["web1.test"], timeoutMs: 10_000 });
+    assert.notEqual(denied.replies[0]?.statuscode, 0);
+    assert.match(denied.replies[0]?.statusmsg ?? "", /denied by policy on web1\.test: admin may not call provision#is_disabled/);
+    const rpc = await adminKeyViaProvCred.call("rpcutil", "inventory", {}, { nodes: ["web1.test"], timeoutMs: 10_000 });
+    assert.match(rpc.replies[0]?.statusmsg ?? "", /denied by policy/, "every agent of a waiting node, not only provision");
+  } finally {
+    await Promise.all([prov.close(), admin.close(), adminKeyViaProvCred.close()]);
+  }
+});
+
+test("the broker refuses what a credential may not do", async () => {
+  puppetCert("web2.test", join(tmp.path, "web2-ssl"));
+  const web2 = { cert: join(tmp.path, "web2-ssl", "certs", "web2.test.pem"), key: join(tmp.path, "web2-ssl", "private_keys", "web2.test.pem") };
+  const node = await raw(web2);
+  const admin = await raw(svc.admin);
+  const boot = await raw(svc.bootstrap);
+  try {
+    // a node subscribing outside its permissions: another node's subject
+    node.nc.subscribe("muster.node.web1.test");
+    await node.saw(/Permissions Violation for Subscription to "muster\.node\.web1\.test"/);
+    // its own and the broadcast subjects are fine
+    node.nc.subscribe("muster.node.web2.test");
+    node.nc.subscribe("muster.broadcast.agent.provision");
+    await node.nc.flush();
+    assert.ok(!node.errors.some((e) => /web2\.test"|broadcast/.test(e)), node.errors.join("; "));
+    // nodes publish no requests
+    node.nc.publish("muster.node.web1.test", new Uint8Array(1));
+    await node.saw(/Permissions Violation for Publish to "muster\.node\.web1\.test"/);
+    // the bootstrap credential reaches nothing of the fleet
+    boot.nc.subscribe("muster.broadcast.agent.>");
+    await boot.saw(/Permissions Violation for Subscription to "muster\.broadcast\.agent\.>"/);
+    // admins do not reach waiting nodes
+    admin.nc.publish("provisioning.node.web1.test", new Uint8Array(1));
+    await admin.saw(/Permissions Violation for Publish to "provisioning\.node\.web1\.test"/);
+  } finally {
+    await Promise.all([node.nc.close(), admin.nc.close(), boot.nc.close()]);
+  }
+  // a certificate from no trusted CA does not connect at all
+  const stranger = ensureCA(join(tmp.path, "stranger"));
+  const s = issueCert(stranger, { name: "x", subject: "/O=muster/OU=service/CN=admin", usage: "client" });
+  await assert.rejects(connect({ servers: nats.url, tls: { caFile: ca.cert, certFile: s.cert, keyFile: s.key }, timeout: 3000 }));
+});
+
+test("once provisioned the node leaves the provisioning collective and reconnects with its Puppet certificate", async () => {
+  const n = nodeDir("web1.test");
+  puppetCert("web1.test", n.ssldir); // what the provisioning steps leave behind
+  const prov = await client("provisioner", "provisioning");
+  const admin = await client("admin", "muster");
+  try {
+    const r = await prov.call("provision", "disable_provisioner", { reason: "test" }, { nodes: ["web1.test"], timeoutMs: 10_000 });
+    assert.equal(r.replies[0]?.statuscode, 0, r.replies[0]?.statusmsg);
+    await present(admin, "web1.test");
+    assert.ok(!(await prov.discover({ timeoutMs: 1000, idleMs: 200 })).includes("web1.test"), "gone from the provisioning collective");
+    const st = await admin.call("provision", "is_disabled", {}, { nodes: ["web1.test"], timeoutMs: 10_000 });
+    assert.equal(st.replies[0]?.data.disabled, true);
+    const log = readFileSync(join(n.dir, "server.log"), "utf8");
+    assert.match(log, /"phase":"production"/);
+    assert.ok(log.includes(join(n.ssldir, "certs", "web1.test.pem")), "connected with the Puppet certificate");
+  } finally {
+    await Promise.all([prov.close(), admin.close()]);
+  }
+  // a restart comes straight up in production
+  await servers[0]!.stop("SIGTERM");
+  startNode("web1.test");
+  const admin2 = await client("admin", "muster");
+  try {
+    await present(admin2, "web1.test");
+  } finally {
+    await admin2.close();
+  }
+});
+
+test("a provisioned node without its Puppet certificate stops with a clear error", async () => {
+  const n = nodeDir("web3.test");
+  mkdirSync(n.dir, { recursive: true });
+  writeFileSync(n.disable, JSON.stringify({ since: Date.now() }));
+  const p = startNode("web3.test");
+  const code = await p.exited;
+  assert.notEqual(code, 0);
+  const log = readFileSync(join(n.dir, "server.log"), "utf8");
+  assert.match(log, /no Puppet certificate yet/);
+  assert.ok(!existsSync(join(n.ssldir, "certs", "web3.test.pem")));
+});
