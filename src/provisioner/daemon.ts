@@ -42,7 +42,7 @@ export interface RunOptions {
 export async function runProvisioner(cfg: ProvisionerConfig, log: Logger, opts: RunOptions): Promise<number> {
   if (cfg.pidfile) claimPidfile(cfg.pidfile);
   const brokers = resolveBrokers(opts.broker, cfg.broker === undefined ? undefined : Array.isArray(cfg.broker) ? cfg.broker : [cfg.broker]);
-  const client = await MusterClient.connect({ brokers, collective: cfg.collective, name: `muster-provisioner:${cfg.id}`, log });
+  const client = await MusterClient.connect({ brokers, collective: cfg.collective, name: `muster-provisioner:${cfg.id}`, log, tls: cfg.tls });
   const store = await StateStore.open(client.nc, cfg.state_bucket, cfg.state_replicas);
   const metrics = new ProvisionerMetrics();
   if (cfg.metrics) log.info({ url: `${await metrics.serve(cfg.metrics.host, cfg.metrics.port)}/metrics` }, "serving metrics");
