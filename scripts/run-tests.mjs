@@ -1,9 +1,14 @@
 #!/usr/bin/env node
 // Runs every compiled test file (dist/test/**/*.test.js) with node's test runner.
 // Pass paths or substrings to run a subset: `npm test -- filter provision`.
-import { readdirSync, statSync } from "node:fs";
+//
+// The suite runs with TLS on: one test PKI (CA, nats-server certificate, client certificate) is made
+// for the run in a temp dir, named to every test process in MUSTER_TEST_PKI and handed to muster in
+// MUSTER_TLS_CA / MUSTER_TLS_CERT / MUSTER_TLS_KEY (test/support/tls.ts), and removed afterwards.
+import { mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { spawnSync } from "node:child_process";
+import { spawn } from "node:child_process";
 
 function walk(dir) {
   let out = [];
@@ -22,5 +27,21 @@ if (files.length === 0) {
   console.error("no test files matched; did you run `npm run build`?");
   process.exit(1);
 }
-const res = spawnSync(process.execPath, ["--test", "--test-concurrency=2", "--test-reporter=spec", ...files], { stdio: "inherit" });
-process.exit(res.status ?? 1);
+
+const { createTestPki, testTlsEnv } = await import(new URL("../dist/test/support/tls.js", import.meta.url).href);
+const pkiDir = mkdtempSync(join(tmpdir(), "muster-test-pki-run-"));
+const removePki = () => rmSync(pkiDir, { recursive: true, force: true });
+let status = 1;
+try {
+  const pki = createTestPki(pkiDir);
+  const env = { ...process.env, MUSTER_TEST_PKI: pki.dir, ...testTlsEnv(pki) };
+  const child = spawn(process.execPath, ["--test", "--test-concurrency=2", "--test-reporter=spec", ...files], { stdio: "inherit", env });
+  // Ctrl-C reaches the test runner itself (same process group); a SIGTERM is passed on. Either way we
+  // wait for it to clean up, then remove the PKI.
+  process.on("SIGINT", () => undefined);
+  process.on("SIGTERM", () => child.kill("SIGTERM"));
+  status = await new Promise((resolve) => child.once("close", (code) => resolve(code ?? 1)));
+} finally {
+  removePki();
+}
+process.exit(status);

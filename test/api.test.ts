@@ -3,11 +3,12 @@ import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { connect, type NatsConnection } from "@nats-io/transport-node";
+import type { NatsConnection } from "@nats-io/transport-node";
 import { MusterClient, buildFilter, rpcutilDDL, Status, aggregateReplies, RpcError } from "../src/index.js";
 import { startEmulator, type RunningEmulator } from "../src/emulator/emulator.js";
 import { generateFleet } from "../src/emulator/fleet.js";
-import { startNats, type NatsHandle } from "../src/lab/nats.js";
+import { connectNats } from "./support/collective.js";
+import { startNats, type NatsHandle } from "./support/index.js";
 import { silentLogger } from "../src/log.js";
 
 // The public API (src/index.ts) as a user's script sees it: typed calls, streaming, aggregates.
@@ -22,7 +23,7 @@ before(async () => {
   dir = mkdtempSync(join(tmpdir(), "muster-api-"));
   process.env.MUSTER_CONFIG_DIR = dir;
   nats = await startNats({});
-  nc = await connect({ servers: nats.url });
+  nc = await connectNats(nats.url);
   emu = await startEmulator({ nc, nodes: generateFleet(50), collective: "muster", log: silentLogger });
   client = await MusterClient.connect({ broker: nats.url });
 });

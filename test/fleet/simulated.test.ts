@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { connect, type NatsConnection } from "@nats-io/transport-node";
+import type { NatsConnection } from "@nats-io/transport-node";
 import { coreAgentFactories } from "../../src/agents/builtin.js";
 import { MusterClient } from "../../src/client/client.js";
 import { startEmulator, type RunningEmulator } from "../../src/emulator/emulator.js";
@@ -11,9 +11,9 @@ import type { FleetNode } from "../../src/emulator/fleet.js";
 import { SimulatedPuppetFleet, spreadRunTimes, type SimulatedRun } from "../../src/emulator/simulated-puppet.js";
 import type { ProgressEvent } from "../../src/fleet/runall.js";
 import { runAll } from "../../src/fleet/runner.js";
-import { startNats, type NatsHandle } from "../../src/lab/nats.js";
 import { silentLogger } from "../../src/log.js";
-import { cleanEnv, runCli } from "../support/collective.js";
+import { cleanEnv, connectNats, runCli } from "../support/collective.js";
+import { startNats, type NatsHandle } from "../support/index.js";
 
 // runall and the puppet commands against an emulated fleet whose puppet agent simulates runs of a
 // known length (src/emulator/simulated-puppet.ts). test/fleet/puppet-real.test.ts does real Puppet.
@@ -40,7 +40,7 @@ before(async () => {
   process.env.MUSTER_CONFIG_DIR = join(dir, "keys");
   env = cleanEnv(join(dir, "keys"));
   nats = await startNats({ jetstream: false });
-  nc = await connect({ servers: nats.url, name: "fleet-sim-emulator" });
+  nc = await connectNats(nats.url, { name: "fleet-sim-emulator" });
   sim = new SimulatedPuppetFleet({ runMs: (id) => runMs.get(id) ?? 200, disabled: (id) => disabled.get(id), history: true });
   const fleet: FleetNode[] = ids.map((identity, i) => ({ identity, facts: { country: i % 2 ? "de" : "us" }, classes: [], agents: ["puppet"] }));
   emu = await startEmulator({ nc, nodes: fleet, collective: "muster", log: silentLogger, factories: { ...coreAgentFactories, puppet: sim.factory } });
@@ -108,7 +108,7 @@ describe("runall on a simulated fleet", () => {
   });
 
   it("a node that vanishes mid-run, or was never there, does not block the rest", async () => {
-    const nc2 = await connect({ servers: nats.url, name: "fleet-sim-vanishing" });
+    const nc2 = await connectNats(nats.url, { name: "fleet-sim-vanishing" });
     const sim2 = new SimulatedPuppetFleet({ runMs: () => 60_000 });
     const emu2 = await startEmulator({ nc: nc2, nodes: [{ identity: "aaa-vanishing.test", facts: {}, classes: [], agents: ["puppet"] }], collective: "muster", log: silentLogger, factories: { ...coreAgentFactories, puppet: sim2.factory } });
     sim2.onRunStart = () => {

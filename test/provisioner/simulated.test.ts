@@ -3,17 +3,16 @@ import assert from "node:assert/strict";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { connect, type NatsConnection } from "@nats-io/transport-node";
+import type { NatsConnection } from "@nats-io/transport-node";
 import { MusterClient } from "../../src/client/client.js";
 import { startEmulator, type RunningEmulator } from "../../src/emulator/emulator.js";
 import type { FleetNode } from "../../src/emulator/fleet.js";
 import { SimulatedCA, simulatedFactories } from "../../src/emulator/simulated.js";
-import { startNats, type NatsHandle } from "../../src/lab/nats.js";
-import { freePort } from "../../src/lab/ports.js";
 import { spawnMuster, isAlive, type MusterProcess } from "../../src/lab/processes.js";
 import { silentLogger } from "../../src/log.js";
 import { StateStore, type NodeRecord } from "../../src/provisioner/state.js";
-import { runCli } from "../support/collective.js";
+import { connectNats, runCli } from "../support/collective.js";
+import { freePort, startNats, type NatsHandle } from "../support/index.js";
 import { writeSimulatedProvisionerConfig } from "../support/provisioner.js";
 
 // The provisioner's control plane against an emulated fleet whose agents simulate Puppet (fast, so
@@ -38,7 +37,7 @@ before(async () => {
   process.env.MUSTER_CONFIG_DIR = join(dir, "keys");
   env = { ...process.env, MUSTER_CONFIG_DIR: join(dir, "keys") };
   nats = await startNats({});
-  nc = await connect({ servers: nats.url });
+  nc = await connectNats(nats.url);
   const fleet: FleetNode[] = [
     ...ids.map((identity, i) => ({ identity, facts: { ipaddress: `127.2.0.${i + 1}`, country: i % 2 ? "de" : "us" }, classes: [], agents: ["provision"] })),
     { identity: "master-de.test", facts: { ipaddress: "127.3.0.1", country: "de" }, classes: [], agents: ["puppetca"] },

@@ -1,15 +1,14 @@
-// Opt-in (`npm run test:resilience`), not yet in the default suite. It found five ways to lose a
-// node (all fixed: KV retries through failover, orphaned claims, lost inventory and master
-// discovery, a taken-over node's stale lock) and an observer whose KV watch went quiet for ~60 s
-// after a broker kill. Since the fixes it has passed 6 of 6 runs here; it joins CI once it has a
-// longer record on a loaded machine.
+// Part of the default suite (alone: `npm run test:resilience`), over TLS like every test broker. It
+// found five ways to lose a node (all fixed: KV retries through failover, orphaned claims, lost
+// inventory and master discovery, a taken-over node's stale lock) and an observer whose KV watch
+// went quiet for ~60 s after a broker kill.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { writeSimulatedProvisionerConfig } from "../support/provisioner.js";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { connect, type NatsConnection } from "@nats-io/transport-node";
+import type { NatsConnection } from "@nats-io/transport-node";
 import { MusterClient } from "../../src/client/client.js";
 import { startEmulator, type RunningEmulator } from "../../src/emulator/emulator.js";
 import type { FleetNode } from "../../src/emulator/fleet.js";
@@ -18,6 +17,7 @@ import { spawnMuster, type MusterProcess } from "../../src/lab/processes.js";
 import { silentLogger } from "../../src/log.js";
 import { StateStore, type NodeRecord } from "../../src/provisioner/state.js";
 import { startCluster, type NatsCluster } from "../support/cluster.js";
+import { connectNats } from "../support/collective.js";
 
 // The security & resilience issue: the collective and the provisioner on a 3-node JetStream
 // cluster. One broker is SIGKILLed (and later restarted) and one of two provisioners is SIGKILLed
@@ -41,7 +41,7 @@ before(async () => {
   process.env.MUSTER_CONFIG_DIR = join(dir, "keys");
   env = { ...process.env, MUSTER_CONFIG_DIR: join(dir, "keys") };
   cluster = await startCluster(3);
-  nc = await connect({ servers: cluster.urls, maxReconnectAttempts: -1, reconnectTimeWait: 250 });
+  nc = await connectNats(cluster.urls, { maxReconnectAttempts: -1, reconnectTimeWait: 250 });
   const fleet: FleetNode[] = [
     ...ids.map((identity, i) => ({ identity, facts: { ipaddress: `127.2.0.${i + 1}`, country: i % 2 ? "de" : "us" }, classes: [], agents: ["provision"] })),
     { identity: "master-de.test", facts: { ipaddress: "127.3.0.1", country: "de" }, classes: [], agents: ["puppetca"] },

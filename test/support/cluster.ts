@@ -1,14 +1,15 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { connect } from "@nats-io/transport-node";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
-import { startNats, type NatsHandle } from "../../src/lab/nats.js";
-import { freePort } from "../../src/lab/ports.js";
+import { connectNats } from "./collective.js";
+import { freePort, startNats, type NatsHandle } from "./index.js";
 
 // A 3-node nats-server cluster with JetStream on loopback, for resilience tests: each member has its
 // own store dir and fixed client/route ports, so a member killed with stop(i)/kill(i) comes back with
-// start(i) on the same address and the same JetStream state.
+// start(i) on the same address and the same JetStream state. Client ports use TLS with the test PKI
+// (client certificates required), as every test broker does; routes between members stay plain TCP
+// on loopback.
 
 export interface NatsCluster {
   urls: string[];
@@ -52,7 +53,7 @@ export async function startCluster(size = 3, name = "muster-test"): Promise<Nats
     },
     async ready(timeoutMs = 30_000) {
       const deadline = Date.now() + timeoutMs;
-      const nc = await connect({ servers: urls, maxReconnectAttempts: -1 });
+      const nc = await connectNats(urls, { maxReconnectAttempts: -1 });
       try {
         for (;;) {
           try {

@@ -3,12 +3,17 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { connect, type Msg, type NatsConnection, type Subscription } from "@nats-io/transport-node";
+import { connect, type Msg, type NatsConnection, type NodeConnectionOptions, type Subscription } from "@nats-io/transport-node";
 import { stringify as toYaml } from "yaml";
+import { tlsBlock, type NatsTls } from "../../src/lab/nats.js";
+import { testNatsTls, testPki, testTlsEnv, testTlsOptions } from "./tls.js";
 
 // Helpers for integration tests of the collective: the real `muster` binary (server, emulate, client
 // commands) against a real nats-server. Every process started here is stopped by the returned
-// handle; tests register those stops with t.after/after so they run on failure too.
+// handle; tests register those stops with t.after/after so they run on failure too. Brokers run
+// with TLS (the test PKI, ./tls.ts) and every client here presents the test client certificate.
+
+testPki(); // MUSTER_TLS_* in this process's environment before any test builds a client or a child env
 
 /** Repository root, from dist/test/support/ (compiled) . */
 export const repoRoot = fileURLToPath(new URL("../../../", import.meta.url));
@@ -22,11 +27,13 @@ export function tempDir(prefix: string): { path: string; remove(): void } {
 
 /**
  * An environment for child processes: no inherited muster settings (a developer's MUSTER_BROKER or
- * MUSTER_CONFIG must not leak into a test), keys under the given config dir.
+ * MUSTER_CONFIG must not leak into a test), keys under the given config dir, TLS from the test PKI
+ * (MUSTER_TLS_*; pass them as undefined in `extra` for a command with no TLS settings).
  */
 export function cleanEnv(configDir: string, extra: Record<string, string | undefined> = {}): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
   for (const [k, v] of Object.entries(process.env)) if (!k.startsWith("MUSTER_") && k !== "XDG_CONFIG_HOME") env[k] = v;
+  Object.assign(env, testTlsEnv());
   env.MUSTER_CONFIG_DIR = configDir;
   env.NO_COLOR = "1";
   for (const [k, v] of Object.entries(extra)) {
@@ -190,8 +197,9 @@ export async function startMusterServer(s: ServerSetup, opts: { dir: string; env
   return server;
 }
 
-export async function connectNats(url: string): Promise<NatsConnection> {
-  return connect({ servers: [url], name: "muster-test" });
+/** A NATS connection over TLS with the test client certificate; `opts` adds or overrides options. */
+export async function connectNats(url: string | string[], opts: NodeConnectionOptions = {}): Promise<NatsConnection> {
+  return connect({ servers: url, name: "muster-test", tls: testTlsOptions(), ...opts });
 }
 
 /** Collects every message on a subject from now on; `waitFor` waits (with a deadline) for a matching one. */
@@ -267,14 +275,16 @@ export interface Broker {
 
 /**
  * A nats-server on a chosen (or free) loopback port that can be stopped and started again on the
- * same port, for reconnect tests. No JetStream: the collective does not use it.
+ * same port, for reconnect tests. No JetStream: the collective does not use it. TLS with the test
+ * PKI (client certificates required) unless `tls` says otherwise; false for plain TCP.
  */
-export async function startBroker(opts: { port?: number; maxPayload?: string; start?: boolean } = {}): Promise<Broker> {
+export async function startBroker(opts: { port?: number; maxPayload?: string; start?: boolean; tls?: NatsTls | false } = {}): Promise<Broker> {
   const { freePort, waitForPort } = await import("./index.js");
   const port = opts.port ?? (await freePort());
   const dir = tempDir("broker");
   const conf = join(dir.path, "nats.conf");
-  writeFileSync(conf, `listen: "127.0.0.1:${port}"\nmax_payload: ${opts.maxPayload ?? "4MB"}\n`);
+  const tls = opts.tls === false ? "" : tlsBlock(opts.tls ?? testNatsTls());
+  writeFileSync(conf, `listen: "127.0.0.1:${port}"\nmax_payload: ${opts.maxPayload ?? "4MB"}\n${tls}`);
   let child: ChildProcess | undefined;
   const broker: Broker = {
     url: `nats://127.0.0.1:${port}`,
