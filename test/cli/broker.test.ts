@@ -4,12 +4,15 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createConnection } from "node:net";
 import { join } from "node:path";
 import { stringify as toYaml } from "yaml";
+import { ensureCA } from "../../src/security/pki.js";
 import { cleanEnv, runCli, spawnMuster, startBroker, tempDir, type Broker, type MusterProcess } from "../support/collective.js";
 
 // Which broker a command talks to: --broker, else MUSTER_BROKER, else the client config file
 // (--config, MUSTER_CONFIG, ./.muster/client.yaml, <config dir>/client.yaml), else nats://127.0.0.1:4222.
 // A live broker with one emulated node, and a URL where nothing listens: a command that picked the
-// dead one fails naming it.
+// dead one fails naming it. The live broker runs with TLS and requires client certificates, as
+// every test broker does (test/support/tls.ts): a command without the right TLS settings is refused
+// with a message that says so.
 
 const tmp = tempDir("broker");
 const configDir = join(tmp.path, "config");
@@ -100,4 +103,32 @@ test("with nothing configured, the default nats://127.0.0.1:4222", async (t) => 
   const r = await findWith([], {});
   assert.equal(r.code, 1);
   assert.match(r.stderr, /cannot reach the NATS broker at nats:\/\/127\.0\.0\.1:4222/);
+});
+
+const escapeRe = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+const NO_TLS = { MUSTER_TLS_CA: undefined, MUSTER_TLS_CERT: undefined, MUSTER_TLS_KEY: undefined };
+
+test("TLS: no TLS settings, a CA that did not sign the broker's certificate, or no client certificate: refused, saying why", async () => {
+  const otherCa = ensureCA(join(tmp.path, "other-ca"), "/O=elsewhere/CN=another CA");
+  const at = escapeRe(live.url);
+  const [none, wrongCa, noCert, right] = await Promise.all([
+    findWith(["--broker", live.url], NO_TLS),
+    findWith(["--broker", live.url], { MUSTER_TLS_CA: otherCa.cert }),
+    findWith(["--broker", live.url], { MUSTER_TLS_CERT: undefined, MUSTER_TLS_KEY: undefined }),
+    findWith(["--broker", live.url], {}),
+  ]);
+  // no TLS settings: the broker's certificate cannot be verified, and the hint names the setting
+  assert.equal(none.code, 1, none.stderr);
+  assert.match(none.stderr, new RegExp(`cannot reach the NATS broker at ${at}: .*certificate`));
+  assert.match(none.stderr, /The broker requires TLS: set tls\.ca \(or MUSTER_TLS_CA\) to its CA/);
+  // the wrong CA: refused over TLS, naming the CA file to check
+  assert.equal(wrongCa.code, 1, wrongCa.stderr);
+  assert.match(wrongCa.stderr, new RegExp(`cannot reach the NATS broker at ${at} over TLS: .*certificate`));
+  assert.match(wrongCa.stderr, new RegExp(`Check that ${escapeRe(otherCa.cert)} is the CA that signed the broker's certificate`));
+  // the right CA but no client certificate: the broker (verify) refuses the handshake
+  assert.equal(noCert.code, 1, noCert.stderr);
+  assert.match(noCert.stderr, new RegExp(`cannot reach the NATS broker at ${at} over TLS: `));
+  assert.match(noCert.stderr, /set tls\.cert and tls\.key \(or MUSTER_TLS_CERT and MUSTER_TLS_KEY\)/);
+  // and the test PKI's settings reach the node
+  reached(right, "the test PKI's CA and client certificate");
 });
