@@ -21,9 +21,9 @@ const N = Number(a.nodes);
 const dir = mkdtempSync(join(tmpdir(), "muster-bench-lab-"));
 process.env.MUSTER_CONFIG_DIR = join(dir, "keys");
 const lab = await startLab({ dir: join(dir, "lab"), nodes: N, detached: false, provisioner: false, progress: (l) => console.error(l) });
-const client = await MusterClient.connect({ brokers: [lab.state.broker], collective: lab.state.collective });
+const client = await MusterClient.connect({ brokers: [lab.state.broker], collective: lab.state.collective, tls: lab.state.tls.admin });
 const store = await StateStore.open(client.nc, "muster_provision");
-const prov = spawnMuster(["provisioner", "--config", lab.provisionerConfig(), "--foreground"], { logFile: join(dir, "provisioner.log") });
+const prov = spawnMuster(["provisioner", "--config", lab.provisionerConfig(), "--foreground"], { logFile: join(dir, "provisioner.log"), env: lab.state.provisionerEnv });
 try {
   const ids = lab.state.nodes.map((n) => n.identity);
   const latest = await store.waitFor(ids, (r) => r.status === "done" || r.status === "failed", 15 * 60_000);

@@ -1,8 +1,12 @@
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { stringify as toYaml } from "yaml";
+import { authorizationConfig, type BrokerAuthSpec } from "../broker/auth.js";
+import type { TlsSettings } from "../broker/connect.js";
 import { MusterClient } from "../client/client.js";
 import { MusterError } from "../errors.js";
+import { generateSigningKey, signingKeyFromPem, type SigningKey } from "../protocol/signing.js";
+import { ensureCA, issueCert, type CA } from "../security/pki.js";
 import { startNats } from "./nats.js";
 import { freePort } from "./ports.js";
 import { isAlive, spawnMuster, stopPid, type MusterProcess } from "./processes.js";
@@ -14,6 +18,10 @@ import { startPuppetserver, stopDetachedPuppetserver, type PuppetserverHandle } 
 // with a webhook receiver, and (optionally) the provisioner. Used by `muster lab` and by the tests.
 
 export const LAB_COLLECTIVE = "muster";
+/** Where nodes wait to be provisioned (provisioning isolation). */
+export const LAB_PROVISIONING_COLLECTIVE = "provisioning";
+/** The provisioner's caller name: the only one a waiting node answers. */
+export const LAB_PROVISIONER_CALLER = "provisioner";
 
 export interface LabRegion {
   name: string;
@@ -58,6 +66,13 @@ export interface LabState {
   receiver: { url: string; file: string; pid: number };
   provisioner?: { pid: number; config: string; metrics: string; log: string };
   startedAt: number;
+  provisioningCollective: string;
+  /** The broker's TLS: the lab CA and the credentials of the lab's own users. */
+  tls: { ca: string; admin: TlsSettings; provisioner: TlsSettings };
+  /** MUSTER_CONFIG_DIR and MUSTER_CALLER for a process that signs as the provisioner. */
+  provisionerEnv: Record<string, string>;
+  /** nats-server monitoring (connz shows which user each connection mapped to). */
+  monitor: string;
 }
 
 export interface LabOptions {
@@ -76,8 +91,8 @@ export interface Lab {
   masters: PuppetserverHandle[];
   /** Write a provisioner config for this lab (used by `lab up` and tests). */
   provisionerConfig(overrides?: Record<string, unknown>): string;
-  /** Stop one muster server (node, master or notifier) of an attached lab. */
-  stopServer(identity: string): Promise<void>;
+  /** Stop one muster server (node, master or notifier) of an attached lab (SIGTERM unless told). */
+  stopServer(identity: string, signal?: NodeJS.Signals): Promise<void>;
   /** Start it again (a node restart: it publishes a startup lifecycle event). */
   startServer(identity: string): void;
   stop(): Promise<void>;
@@ -107,6 +122,62 @@ export function labPids(s: LabState): { name: string; pid: number }[] {
     { name: "webhook receiver", pid: s.receiver.pid },
     ...(s.provisioner ? [{ name: "provisioner", pid: s.provisioner.pid }] : []),
   ];
+}
+
+/** Environment for a muster command acting as the lab's operator (admin credential, the user's key). */
+export function labAdminEnv(s: LabState): Record<string, string> {
+  return { MUSTER_BROKER: s.broker, MUSTER_TLS_CA: s.tls.ca, MUSTER_TLS_CERT: s.tls.admin.cert!, MUSTER_TLS_KEY: s.tls.admin.key! };
+}
+
+/** A client acting as the provisioner: its credential, its key, the provisioning collective. */
+export async function labProvisionerClient(s: LabState, name = "muster-lab-provisioner"): Promise<MusterClient> {
+  const home = s.provisionerEnv.MUSTER_CONFIG_DIR!;
+  const key = signingKeyFromPem(LAB_PROVISIONER_CALLER, readFileSync(join(home, "keys", `${LAB_PROVISIONER_CALLER}.pem`), "utf8"));
+  return MusterClient.connect({ brokers: [s.broker], collective: s.provisioningCollective, name, tls: s.tls.provisioner, key });
+}
+
+/** The lab's users: services by subject with OU=service (no Puppet certificate can carry one), nodes by their Puppet certname. */
+export function labBrokerUsers(nodes: string[], servicesNodes: string[]): BrokerAuthSpec {
+  return {
+    collectives: [LAB_COLLECTIVE],
+    provisioning_collective: LAB_PROVISIONING_COLLECTIVE,
+    nodes: [...nodes.map((identity) => ({ identity })), ...servicesNodes.map((identity) => ({ identity, users: [labNodeUser(identity)] }))],
+    bootstrap: [{ user: serviceUser("bootstrap") }],
+    provisioners: [serviceUser("provisioner")],
+    admins: [serviceUser("admin")],
+  };
+}
+
+const serviceUser = (name: string) => `CN=${name},OU=service,O=muster`;
+const labNodeUser = (identity: string) => `CN=${identity},OU=node,O=muster`;
+
+/** The provisioner's signing key for the lab (created once), and the environment that makes a muster process use it. */
+function provisionerKey(dir: string): { key: SigningKey; env: Record<string, string> } {
+  const home = join(dir, "provisioner-home");
+  const file = join(home, "keys", `${LAB_PROVISIONER_CALLER}.pem`);
+  let key: SigningKey;
+  if (existsSync(file)) key = signingKeyFromPem(LAB_PROVISIONER_CALLER, readFileSync(file, "utf8"));
+  else {
+    mkdirSync(join(home, "keys"), { recursive: true, mode: 0o700 });
+    const made = generateSigningKey(LAB_PROVISIONER_CALLER);
+    writeFileSync(file, made.pem, { mode: 0o600 });
+    chmodSync(file, 0o600);
+    key = made.key;
+  }
+  return { key, env: { MUSTER_CONFIG_DIR: home, MUSTER_CALLER: LAB_PROVISIONER_CALLER } };
+}
+
+/** The lab CA, the broker's certificate and the service credentials. */
+function labPki(dir: string): { ca: CA; nats: { cert: string; key: string }; admin: TlsSettings; provisioner: TlsSettings; bootstrap: { cert: string; key: string } } {
+  const ca = ensureCA(join(dir, "pki"), "/O=muster/CN=muster lab CA");
+  const svc = (name: string) => ({ ca: ca.cert, ...issueCert(ca, { name, subject: `/O=muster/OU=service/CN=${name}`, usage: "client" }) });
+  return {
+    ca,
+    nats: issueCert(ca, { name: "nats", subject: "/O=muster/OU=broker/CN=nats.lab", ips: ["127.0.0.1"], dns: ["localhost"], usage: "server" }),
+    admin: svc("admin"),
+    provisioner: svc("provisioner"),
+    bootstrap: svc("bootstrap"),
+  };
 }
 
 /** The node's provision agent settings: everything Puppet touches lives under the node's dir. */
@@ -148,10 +219,26 @@ export async function startLab(o: LabOptions): Promise<Lab> {
     await natsStop?.().catch(() => undefined);
   };
   try {
-    say("starting nats-server (JetStream) on 127.0.0.1");
-    const nats = await startNats({ dir: join(dir, "nats"), detached: o.detached });
+    // TLS everywhere, every connection a user with its own permissions (docs/security.md).
+    const pki = labPki(dir);
+    const prov = provisionerKey(dir);
+    const bundle = join(dir, "pki", "clients-ca.pem");
+    // Client certificates come from the lab CA now and from the masters' Puppet CAs once they are
+    // up (a provisioned node connects with its Puppet certificate): the bundle grows, then a reload.
+    writeFileSync(bundle, readFileSync(pki.ca.cert));
+    const nodeIds = Array.from({ length: o.nodes }, (_, i) => nodeIdentity(i, LAB_REGIONS[i % LAB_REGIONS.length]!));
+    const serviceNodes = ["notifier.lab", ...LAB_REGIONS.map((r) => `puppet-${r.name}.lab`)];
+    const monitorPort = await freePort("127.0.0.1");
+    const natsConfig = `http: "127.0.0.1:${monitorPort}"\n${authorizationConfig(labBrokerUsers(nodeIds, serviceNodes))}`;
+    say("starting nats-server (JetStream, TLS, a user per node) on 127.0.0.1");
+    const nats = await startNats({ dir: join(dir, "nats"), detached: o.detached, tls: { ...pki.nats, ca: bundle, clients: "map" }, config: natsConfig });
     natsStop = nats.stop;
-    const env = { MUSTER_BROKER: nats.url };
+    const tlsState = { ca: pki.ca.cert, admin: pki.admin, provisioner: pki.provisioner };
+    // Processes that are not muster servers (the receiver) and commands acting as the operator.
+    const env = { MUSTER_BROKER: nats.url, MUSTER_TLS_CA: pki.ca.cert, MUSTER_TLS_CERT: pki.admin.cert!, MUSTER_TLS_KEY: pki.admin.key! };
+    const nodeTls = (identity: string) => ({ ca: pki.ca.cert, ...issueCert(pki.ca, { name: identity, subject: `/O=muster/OU=node/CN=${identity}`, usage: "client" }) });
+    // Every server trusts the provisioner's key and the operator's own (trust_local_user).
+    const security = { trusted_keys: [{ name: LAB_PROVISIONER_CALLER, key: prov.key.publicKey }], trust_local_user: true };
 
     say(`starting 2 puppetservers (${LAB_REGIONS.map((r) => `${r.name} on ${r.host}`).join(", ")}); this takes 30-90 s`);
     const mastersP = Promise.all(
@@ -168,7 +255,7 @@ export async function startLab(o: LabOptions): Promise<Lab> {
     const serverConfig = (name: string, cfg: Record<string, unknown>) => {
       const file = join(dir, "config", `${name}.yaml`);
       mkdirSync(join(dir, "config"), { recursive: true });
-      writeFileSync(file, toYaml({ collectives: [LAB_COLLECTIVE], brokers: [nats.url], registration: { interval: 60, splay: true }, log: { level: "info" }, ...cfg }));
+      writeFileSync(file, toYaml({ collectives: [LAB_COLLECTIVE], brokers: [nats.url], registration: { interval: 60, splay: true }, log: { level: "info" }, security, ...cfg }));
       return file;
     };
     const servers = new Map<string, MusterProcess>();
@@ -186,7 +273,7 @@ export async function startLab(o: LabOptions): Promise<Lab> {
     const nodes: LabNode[] = [];
     for (let i = 0; i < o.nodes; i++) {
       const r = LAB_REGIONS[i % LAB_REGIONS.length]!;
-      const identity = nodeIdentity(i, r);
+      const identity = nodeIds[i]!;
       const ndir = join(dir, "nodes", identity);
       const plugin = provisionPluginConfig(ndir);
       // The node's facts file; the provision agent exports them to its Puppet runs (export_facts).
@@ -197,19 +284,31 @@ export async function startLab(o: LabOptions): Promise<Lab> {
       writeFileSync(factsFile, toYaml({ country: r.country, ec2_placement_region: r.region, ipaddress, muster_node_dir: ndir, muster_lab: true }));
       // After provisioning, the puppet agent runs the same Puppet (muster puppet runall ...).
       const puppet = { confdir: plugin.confdir, vardir: plugin.vardir, ssldir: plugin.ssldir, rundir: plugin.rundir, logdir: plugin.logdir, export_facts: plugin.export_facts, facts: { lifecycle_stage: "production" } };
-      const pid = startServer(identity, { identity, facts: { facter: false, file: factsFile, refresh_interval: 30 }, agents: { builtin: ["provision", "puppet"] }, plugins: { provision: plugin, puppet } });
+      // Waits in the provisioning collective with the shared bootstrap credential; once provisioned
+      // it reconnects on its own with its Puppet certificate.
+      const pid = startServer(identity, {
+        identity,
+        facts: { facter: false, file: factsFile, refresh_interval: 30 },
+        agents: { builtin: ["provision", "puppet"] },
+        plugins: { provision: plugin, puppet },
+        tls: { ca: pki.ca.cert, use_puppet_cert: true },
+        provisioning: { collective: LAB_PROVISIONING_COLLECTIVE, callers: [LAB_PROVISIONER_CALLER], cert: pki.bootstrap.cert, key: pki.bootstrap.key },
+      });
       nodes.push({ identity, country: r.country, region: r.region, ipaddress, dir: ndir, pid });
     }
-    const notifier = { identity: "notifier.lab", pid: startServer("notifier.lab", { identity: "notifier.lab", facts: { facter: false, extra: { role: "notifier" } }, agents: { builtin: ["notify"] }, plugins: { notify: { recipients: [receiver.url] } } }) };
+    const notifier = { identity: "notifier.lab", pid: startServer("notifier.lab", { identity: "notifier.lab", tls: nodeTls("notifier.lab"), facts: { facter: false, extra: { role: "notifier" } }, agents: { builtin: ["notify"] }, plugins: { notify: { recipients: [receiver.url] } } }) };
 
     const handles = await mastersP;
     masters.push(...handles);
     say(`puppetservers ready: ${handles.map((h) => `${h.url} (${(h.startMs / 1000).toFixed(0)} s)`).join(", ")}`);
+    writeFileSync(bundle, [pki.ca.cert, ...handles.map((h) => h.caCertPath)].map((f) => readFileSync(f, "utf8").trim()).join("\n") + "\n");
+    nats.reload();
     const labMasters: LabMaster[] = handles.map((h, i) => {
       const r = LAB_REGIONS[i]!;
       const identity = `puppet-${r.name}.lab`;
       const serverPid = startServer(identity, {
         identity,
+        tls: nodeTls(identity),
         facts: { facter: false, extra: { country: r.country, ec2_placement_region: r.region, ipaddress: r.host, puppetserver_port: h.port, role: "puppetmaster" } },
         agents: { builtin: ["puppetca"] },
         plugins: { puppetca: puppetcaPluginConfig(h) },
@@ -217,23 +316,38 @@ export async function startLab(o: LabOptions): Promise<Lab> {
       return { identity, region: r, host: h.host, port: h.port, dir: h.dir, pid: h.pid, serverPid };
     });
 
-    const state: LabState = { version: 1, dir, collective: LAB_COLLECTIVE, broker: nats.url, natsPid: nats.pid, masters: labMasters, nodes, notifier, receiver, startedAt: Date.now() };
+    const state: LabState = {
+      version: 1,
+      dir,
+      collective: LAB_COLLECTIVE,
+      provisioningCollective: LAB_PROVISIONING_COLLECTIVE,
+      broker: nats.url,
+      natsPid: nats.pid,
+      masters: labMasters,
+      nodes,
+      notifier,
+      receiver,
+      startedAt: Date.now(),
+      tls: tlsState,
+      provisionerEnv: prov.env,
+      monitor: `http://127.0.0.1:${monitorPort}`,
+    };
     writeFileSync(stateFile(dir), JSON.stringify(state, null, 2));
 
-    const want = [...nodes.map((n) => n.identity), ...labMasters.map((m) => m.identity), notifier.identity];
-    say(`waiting for ${want.length} muster servers to answer`);
-    await waitForNodes(nats.url, want, 60_000);
+    const want = [...labMasters.map((m) => m.identity), notifier.identity];
+    say(`waiting for ${want.length + nodes.length} muster servers to answer (${nodes.length} in the provisioning collective)`);
+    await Promise.all([waitForNodes(state, want, 60_000), waitForNodes(state, nodes.map((n) => n.identity), 60_000, "provisioning")]);
 
     const metricsPort = await freePort("127.0.0.1");
     const writeProvisionerConfig = (overrides: Record<string, unknown> = {}) => {
       const file = join(dir, "config", "provisioner.yaml");
-      writeFileSync(file, toYaml(labProvisionerConfig(dir, nats.url, receiver.url, metricsPort, overrides)));
+      writeFileSync(file, toYaml(labProvisionerConfig(dir, nats.url, receiver.url, metricsPort, { tls: tlsState.provisioner, ...overrides })));
       return file;
     };
     if (o.provisioner) {
       const file = writeProvisionerConfig(o.provisionerConfig);
       const cfgMetrics = metricsPort;
-      const p = spawnMuster(["provisioner", "--config", file, "--foreground"], { logFile: join(dir, "logs", "provisioner.stdout.log"), detached: o.detached, env });
+      const p = spawnMuster(["provisioner", "--config", file, "--foreground"], { logFile: join(dir, "logs", "provisioner.stdout.log"), detached: o.detached, env: { ...env, ...prov.env } });
       procs.push(p);
       state.provisioner = { pid: p.pid, config: file, metrics: `http://127.0.0.1:${cfgMetrics}/metrics`, log: join(dir, "logs", "provisioner.log") };
       writeFileSync(stateFile(dir), JSON.stringify(state, null, 2));
@@ -243,10 +357,10 @@ export async function startLab(o: LabOptions): Promise<Lab> {
       state,
       masters: handles,
       provisionerConfig: writeProvisionerConfig,
-      async stopServer(identity) {
+      async stopServer(identity, signal) {
         const p = servers.get(identity);
         if (!p) throw new Error(`no lab server ${identity}`);
-        await p.stop();
+        await p.stop(signal);
         servers.delete(identity);
       },
       startServer(identity) {
@@ -272,7 +386,7 @@ export function labProvisionerConfig(dir: string, broker: string, receiverUrl: s
     sleeptime: 2,
     steps: { lock: true, set_puppet_hostname: true, clean_node_certname: true, send_node_csr: true, sign_node_csr: true, puppet_bootstrap_stage: true, puppet_final_run: true, puppet_daemonize: false, notify: true },
     master: { criteria: ["ec2_placement_region", "country"], filter: "", agent: "puppetca", ipaddress_fact: "ipaddress" },
-    target: { filter: "provision().disabled=false and provision().locked=false", agent: "provision", ipaddress_fact: "ipaddress" },
+    target: { collective: LAB_PROVISIONING_COLLECTIVE, filter: "provision().disabled=false and provision().locked=false", agent: "provision", ipaddress_fact: "ipaddress" },
     notify: { filter: "", agent: "notify", targets: [receiverUrl] },
     id: "lab-provisioner",
     broker,
@@ -285,9 +399,12 @@ export function labProvisionerConfig(dir: string, broker: string, receiverUrl: s
   };
 }
 
-/** Resolves when every identity answers discovery; rejects with the missing ones at the deadline. */
-export async function waitForNodes(broker: string, identities: string[], timeoutMs: number): Promise<void> {
-  const client = await MusterClient.connect({ brokers: [broker], collective: LAB_COLLECTIVE, name: "muster-lab-wait" });
+/**
+ * Resolves when every identity answers discovery (in the fleet, or as the provisioner in the
+ * provisioning collective); rejects with the missing ones at the deadline.
+ */
+export async function waitForNodes(s: LabState, identities: string[], timeoutMs: number, where: "fleet" | "provisioning" = "fleet"): Promise<void> {
+  const client = where === "provisioning" ? await labProvisionerClient(s, "muster-lab-wait") : await MusterClient.connect({ brokers: [s.broker], collective: s.collective, name: "muster-lab-wait", tls: s.tls.admin });
   const deadline = Date.now() + timeoutMs;
   try {
     for (;;) {

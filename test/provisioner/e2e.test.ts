@@ -4,7 +4,8 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { MusterClient } from "../../src/client/client.js";
-import { startLab, waitForNodes, type Lab } from "../../src/lab/lab.js";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { labProvisionerClient, startLab, waitForNodes, type Lab } from "../../src/lab/lab.js";
 import { expectedMotd, BOOTSTRAP_SITE } from "../../src/lab/manifests.js";
 import { writeEnvironment } from "../../src/lab/puppetserver.js";
 import { spawnMuster, type MusterProcess } from "../../src/lab/processes.js";
@@ -18,13 +19,18 @@ import { StateStore, type NodeRecord } from "../../src/provisioner/state.js";
 //   - node05.eu.lab holds a certificate before provisioning starts: certificate steps skipped.
 //   - an impostor's CSR for node03.eu.lab is not signed with the node's reported fingerprint.
 //   - then the us master appears (no provisioner restart) and the us nodes start: their startup
-//     events trigger provisioning against the us master; node06.us.lab's bootstrap is broken, it
-//     is retried, marked failed and the admins are told.
+//     events trigger provisioning against the us master; node04.us.lab's muster server is killed
+//     mid-Puppet-run and started again; node06.us.lab's bootstrap is broken, it is retried, marked
+//     failed and the admins are told.
+// Everything runs over TLS with a nats-server user per credential: waiting nodes sit in the
+// provisioning collective with the shared bootstrap credential and answer only the provisioner;
+// provisioned ones reconnect with their Puppet certificates.
 
 const NODES = 6;
 let dir: string;
 let lab: Lab;
-let client: MusterClient;
+let client: MusterClient; // the operator: admin credential, the user's key, the fleet collective
+let prov: MusterClient; // the provisioner's credential and key, the provisioning collective
 let store: StateStore;
 const provisioners: MusterProcess[] = [];
 
@@ -36,13 +42,15 @@ before(async () => {
   dir = mkdtempSync(join(tmpdir(), "muster-e2e-"));
   process.env.MUSTER_CONFIG_DIR = join(dir, "keys");
   lab = await startLab({ dir: join(dir, "lab"), nodes: NODES, detached: false, provisioner: false });
-  client = await MusterClient.connect({ brokers: [lab.state.broker], collective: lab.state.collective });
+  client = await MusterClient.connect({ brokers: [lab.state.broker], collective: lab.state.collective, tls: lab.state.tls.admin });
+  prov = await labProvisionerClient(lab.state);
   store = await StateStore.open(client.nc, "muster_provision");
 });
 
 after(async () => {
   await Promise.all(provisioners.map((p) => p.stop("SIGKILL")));
   await client?.close();
+  await prov?.close();
   await lab?.stop();
   rmSync(dir, { recursive: true, force: true });
 });
@@ -50,7 +58,7 @@ after(async () => {
 function startProvisioner(): MusterProcess {
   // A long sleeptime: nodes that start later are found by their startup event, not by a cycle.
   const file = lab.provisionerConfig({ concurrency: 4, per_master_limit: 2, retries: { attempts: 2, backoff: 0.5, max_backoff: 2 }, sleeptime: 30, shutdown_grace: 5 });
-  const p = spawnMuster(["provisioner", "--config", file, "--foreground"], { logFile: join(dir, `provisioner-${provisioners.length}.log`), env: { MUSTER_CONFIG_DIR: process.env.MUSTER_CONFIG_DIR! } });
+  const p = spawnMuster(["provisioner", "--config", file, "--foreground"], { logFile: join(dir, `provisioner-${provisioners.length}.log`), env: lab.state.provisionerEnv });
   provisioners.push(p);
   return p;
 }
@@ -76,8 +84,8 @@ function signedCount(name: "eu" | "us", certname: string): number {
   return readFileSync(inv, "utf8").split("\n").filter((l) => l.trim().endsWith(`/CN=${certname}`)).length;
 }
 
-async function call(id: string, agent: string, action: string, data: Record<string, unknown> = {}) {
-  const r = await client.call(agent, action, data, { nodes: [id], timeoutMs: 120_000 });
+async function call(id: string, agent: string, action: string, data: Record<string, unknown> = {}, via = client) {
+  const r = await via.call(agent, action, data, { nodes: [id], timeoutMs: 120_000 });
   const reply = r.replies[0];
   assert.ok(reply, `${agent}#${action} on ${id} answered`);
   return reply;
@@ -88,16 +96,62 @@ function notifications(): { subject: string; message: string }[] {
   return existsSync(f) ? readFileSync(f, "utf8").trim().split("\n").filter(Boolean).map((l) => JSON.parse(l) as { subject: string; message: string }) : [];
 }
 
+/** The nats-server user each muster server's connection is mapped to (monitoring endpoint). */
+async function brokerUsers(): Promise<Map<string, string>> {
+  const res = await fetch(`${lab.state.monitor}/connz?auth=true&limit=1024`);
+  const body = (await res.json()) as { connections: { name?: string; authorized_user?: string }[] };
+  return new Map(body.connections.filter((c) => c.name?.startsWith("muster-server:")).map((c) => [c.name!.slice("muster-server:".length), c.authorized_user ?? ""]));
+}
+
+async function adminConnection(): Promise<{ nc: NatsConnection; errors: string[] }> {
+  const t = lab.state.tls.admin;
+  const nc = await connect({ servers: lab.state.broker, tls: { caFile: t.ca, certFile: t.cert, keyFile: t.key } });
+  const errors: string[] = [];
+  void (async () => {
+    for await (const st of nc.status()) if (st.type === "error") errors.push(String(st.error?.message ?? st.error));
+  })();
+  return { nc, errors };
+}
+
+test("isolation: waiting nodes use the bootstrap credential, hide from the fleet and answer only the provisioner", async () => {
+  const users = await brokerUsers();
+  assert.equal(users.get("node01.eu.lab"), "CN=bootstrap,OU=service,O=muster");
+  assert.equal(users.get("puppet-eu.lab"), "CN=puppet-eu.lab,OU=node,O=muster");
+  // the operator's fleet discovery does not see them; the provisioner's does
+  assert.ok(!(await client.discover()).includes("node01.eu.lab"));
+  assert.ok((await prov.discover()).includes("node01.eu.lab"));
+  // the broker refuses the admin credential on provisioning subjects
+  const admin = await adminConnection();
+  try {
+    admin.nc.publish(`${lab.state.provisioningCollective}.node.node01.eu.lab`, new TextEncoder().encode("{}"));
+    await admin.nc.flush();
+    const deadline = Date.now() + 10_000;
+    while (!admin.errors.some((e) => /Permissions Violation for Publish/.test(e)) && Date.now() < deadline) await admin.nc.flush();
+    assert.ok(admin.errors.some((e) => /Permissions Violation for Publish to "provisioning\.node\.node01\.eu\.lab"/.test(e)), admin.errors.join("; "));
+  } finally {
+    await admin.nc.close();
+  }
+  // and a key the node trusts, brought over the provisioner's credential, is refused by the node
+  const impostor = await MusterClient.connect({ brokers: [lab.state.broker], collective: lab.state.provisioningCollective, tls: lab.state.tls.provisioner });
+  try {
+    const r = await call("node01.eu.lab", "provision", "is_locked", {}, impostor);
+    assert.notEqual(r.statuscode, 0);
+    assert.match(r.statusmsg, /not allowed|denied|policy/i);
+  } finally {
+    await impostor.close();
+  }
+});
+
 test("setup: the us region is down, node05 already has a certificate, node06's bootstrap is broken", async () => {
   await lab.stopServer("puppet-us.lab");
   for (const id of [...us, broken]) await lab.stopServer(id);
   // node05: a certificate before provisioning, through the same agents the provisioner uses
-  await call("node05.eu.lab", "provision", "set_puppet_host", { ipaddress: master("eu").host, port: master("eu").port });
-  const csr = await call("node05.eu.lab", "provision", "request_certificate");
+  await call("node05.eu.lab", "provision", "set_puppet_host", { ipaddress: master("eu").host, port: master("eu").port }, prov);
+  const csr = await call("node05.eu.lab", "provision", "request_certificate", {}, prov);
   assert.equal(csr.statuscode, 0, csr.statusmsg);
   const signed = await call("puppet-eu.lab", "puppetca", "sign", { certname: "node05.eu.lab", fingerprint: csr.data.fingerprint });
   assert.equal(signed.statuscode, 0, signed.statusmsg);
-  const has = await call("node05.eu.lab", "provision", "has_cert");
+  const has = await call("node05.eu.lab", "provision", "has_cert", {}, prov);
   assert.equal(has.data.has_cert, true);
   writeEnvironment(master("us"), "bootstrap", { manifest: `node '${broken}' { fail("bootstrap is broken for ${broken} on purpose") }\n${BOOTSTRAP_SITE}` });
 });
@@ -105,8 +159,8 @@ test("setup: the us region is down, node05 already has a certificate, node06's b
 test("an impostor's CSR for a node's name is not signed", async () => {
   const victim = "node03.eu.lab";
   const m = master("eu");
-  await call(victim, "provision", "set_puppet_host", { ipaddress: m.host, port: m.port });
-  const reported = await call(victim, "provision", "request_certificate");
+  await call(victim, "provision", "set_puppet_host", { ipaddress: m.host, port: m.port }, prov);
+  const reported = await call(victim, "provision", "request_certificate", {}, prov);
   assert.equal(reported.statuscode, 0, reported.statusmsg);
   // Someone else replaces the pending request with one of their own for the same name.
   assert.equal((await call("puppet-eu.lab", "puppetca", "clean", { certname: victim })).statuscode, 0);
@@ -134,6 +188,10 @@ test("eu nodes are provisioned even though the provisioner is killed mid-run and
 });
 
 test("eu nodes: signed once by the eu CA, catalog applied, bootstrap saw its stage, provisioning disabled, no lock", async () => {
+  // provisioned nodes reconnected on their own with their Puppet certificates, into the fleet
+  await waitForNodes(lab.state, eu, 60_000);
+  const users = await brokerUsers();
+  for (const id of eu) assert.equal(users.get(id), `CN=${id}`, `${id} connects with its Puppet certificate`);
   for (const id of eu) {
     const n = node(id);
     assert.equal(signedCount("eu", id), 1, `${id} signed exactly once by eu`);
@@ -150,15 +208,23 @@ test("eu nodes: signed once by the eu CA, catalog applied, bootstrap saw its sta
   assert.equal(rec5.timings.sign_csr, undefined, "node05 skipped signing");
   assert.equal(rec5.timings.request_csr, undefined, "node05 skipped its CSR");
   // disabled nodes no longer answer discovery for provisioning
-  const waiting = await client.discover({ filter: { fact: [], class: [], identity: [], agent: ["provision"], compound: ["provision().disabled=false"] } });
+  const waiting = await prov.discover({ filter: { fact: [], class: [], identity: [], agent: ["provision"], compound: ["provision().disabled=false"] } });
   for (const id of eu) assert.ok(!waiting.includes(id));
 });
 
 test("a master that appears later is used without a restart; node startups trigger provisioning; a broken bootstrap fails cleanly", async () => {
   lab.startServer("puppet-us.lab");
-  await waitForNodes(lab.state.broker, ["puppet-us.lab"], 60_000);
+  await waitForNodes(lab.state, ["puppet-us.lab"], 60_000);
   for (const id of [...us, broken]) lab.startServer(id);
+  // node04 restarts hard in the middle of a Puppet run: the run carries on orphaned, the provisioner
+  // hears the startup and asks again, the node answers once its run lock is free.
+  const restarted = "node04.us.lab";
+  await waitFor([restarted], (r) => r.current === "bootstrap" || r.current === "production" || r.status !== "in_progress", 300_000);
+  await lab.stopServer(restarted, "SIGKILL");
+  lab.startServer(restarted);
   const recs = await waitFor([...us, broken], (r) => r.status === "done" || r.status === "failed", 600_000);
+  assert.ok(recs.get(restarted)!.log.some((l) => /the node restarted; asking again/.test(l)), `the restart was noticed: ${recs.get(restarted)!.log.join(" | ")}`);
+  assert.equal(recs.get(restarted)!.rounds, 1, "one round: resumed, not started over");
   for (const id of us) {
     assert.equal(recs.get(id)?.status, "done", `${id}: ${recs.get(id)?.lastError}`);
     assert.equal(recs.get(id)?.master, "puppet-us.lab");
@@ -171,7 +237,7 @@ test("a master that appears later is used without a restart; node startups trigg
   assert.equal(bad.current, "bootstrap");
   assert.match(bad.lastError ?? "", /bootstrap/);
   assert.ok(bad.log.filter((l) => /bootstrap failed \(attempt/.test(l)).length >= 2, "bootstrap was retried");
-  const lock = await call(broken, "provision", "is_locked");
+  const lock = await call(broken, "provision", "is_locked", {}, prov);
   assert.equal(lock.data.locked, false, "a failed node's lock is released");
 });
 

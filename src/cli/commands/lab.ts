@@ -23,7 +23,7 @@ function running(s: LabState): boolean {
 }
 
 async function followProvisioning(s: LabState, timeoutMs: number): Promise<NodeRecord[]> {
-  const client = await MusterClient.connect({ brokers: [s.broker], collective: s.collective, name: "muster-lab-follow" });
+  const client = await MusterClient.connect({ brokers: [s.broker], collective: s.collective, name: "muster-lab-follow", tls: s.tls?.admin });
   const store = await StateStore.open(client.nc, "muster_provision");
   const bar = progressBar(true);
   const ids = s.nodes.map((n) => n.identity);
@@ -72,7 +72,7 @@ export function labCommand(): Command {
         const t0 = Date.now();
         const started = await startLab({ dir: labDir(), nodes: n, detached: true, provisioner: true, progress: (l) => process.stderr.write(`${ts()} ${l}\n`) });
         const s = started.state;
-        writeFileSync(clientConfig(), toYaml({ brokers: [s.broker], collective: s.collective }));
+        writeFileSync(clientConfig(), toYaml({ brokers: [s.broker], collective: s.collective, tls: s.tls.admin }));
         process.stderr.write(`${ts()} lab is up; provisioning ${n} nodes\n`);
         const recs = await followProvisioning(s, Number(o.timeout) * 1000);
         const done = recs.filter((r) => r.status === "done").length;
@@ -104,7 +104,7 @@ export function labCommand(): Command {
         const procs = labPids(s).map((p) => ({ ...p, alive: isAlive(p.pid) }));
         let recs: NodeRecord[] = [];
         if (running(s)) {
-          const client = await MusterClient.connect({ brokers: [s.broker], collective: s.collective, name: "muster-lab-status" });
+          const client = await MusterClient.connect({ brokers: [s.broker], collective: s.collective, name: "muster-lab-status", tls: s.tls?.admin });
           recs = await (await StateStore.open(client.nc, "muster_provision")).all();
           await client.close();
         }
