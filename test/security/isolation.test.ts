@@ -11,7 +11,7 @@ import { spawnMuster, type MusterProcess } from "../../src/lab/processes.js";
 import { generateSigningKey, type SigningKey } from "../../src/protocol/signing.js";
 import { ServerConfigSchema } from "../../src/server/config.js";
 import { ensureCA, issueCert, type CA, type CertFiles } from "../../src/security/pki.js";
-import { eventually, tempDir } from "../support/collective.js";
+import { cleanEnv, eventually, runCli, tempDir } from "../support/collective.js";
 
 // Provisioning isolation and broker permissions with a real nats-server (TLS, verify_and_map, the
 // users muster generates) and a real `muster server`: who may subscribe and publish where, who a
@@ -125,6 +125,23 @@ test("generated users: one role per credential, node subjects confined to the no
   assert.throws(() => brokerUsers({ ...spec, admins: [user("provisioner")] }), /appears twice/);
   const confined = brokerUsers({ bootstrap: [{ user: "CN=boot-web9", identity: "web9.test" }] })[0]!;
   assert.deepEqual(confined.permissions.subscribe.allow, ["provisioning.broadcast.agent.>", "provisioning.node.web9.test"]);
+});
+
+test("muster broker users prints the same users for nats-server, and names a bad spec", async () => {
+  const file = join(tmp.path, "spec.yaml");
+  writeFileSync(file, toYaml(spec));
+  const env = cleanEnv(join(tmp.path, "cli"));
+  const ok = await runCli(["broker", "users", "--spec", file], { env });
+  assert.equal(ok.code, 0, ok.stderr);
+  assert.equal(ok.stdout, authorizationConfig(spec));
+  writeFileSync(file, toYaml({ ...spec, admins: [user("bootstrap")] }));
+  const dup = await runCli(["broker", "users", "--spec", file], { env });
+  assert.notEqual(dup.code, 0);
+  assert.match(dup.stderr, /appears twice/);
+  writeFileSync(file, toYaml({ nodes: [{ identity: "bad id" }] }));
+  const bad = await runCli(["broker", "users", "--spec", file], { env });
+  assert.notEqual(bad.code, 0);
+  assert.match(bad.stderr, /nodes\.0\.identity/);
 });
 
 test("config: the provisioning collective must differ from the fleet's; use_puppet_cert excludes cert", () => {
