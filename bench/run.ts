@@ -23,6 +23,7 @@ import { encodeReply, encodeRequest } from "../src/protocol/envelope.js";
 import { emptyFilter, REPLY_PROTOCOL } from "../src/protocol/types.js";
 import { buildRequest } from "../src/client/request.js";
 import { loadOrCreateSigningKey } from "../src/security/keys.js";
+import { ensureCA, issueCert } from "../src/security/pki.js";
 import { VERSION } from "../src/version.js";
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -420,14 +421,28 @@ async function idleRss(cmd: string, argv: string[], env: NodeJS.ProcessEnv, read
 }
 
 async function benchRss(url: string, env: NodeJS.ProcessEnv, dir: string) {
-  const serverRss = async (facter: boolean) => {
-    const cfg = join(dir, `server-facter-${facter}.yaml`);
-    writeFileSync(cfg, [`identity: bench-rss-${facter ? "facter" : "nofacter"}.example.net`, `collectives: [${MUSTER}]`, `brokers: ["${url}"]`, `facts:`, `  facter: ${facter}`, `log:`, `  level: warn`, ""].join("\n"));
+  // The same node over TLS with a client certificate, as the lab and production run it.
+  const ca = ensureCA(join(dir, "pki"));
+  const tlsNats = await startNats({ jetstream: false, tls: { ...issueCert(ca, { name: "nats", subject: "/CN=nats", ips: ["127.0.0.1"], dns: ["localhost"], usage: "server" }), ca: ca.cert, clients: "verify" } });
+  const client = issueCert(ca, { name: "node", subject: "/CN=bench-rss-tls.example.net", usage: "client" });
+  const serverRss = async (facter: boolean, tls = false) => {
+    const name = `${facter ? "facter" : "nofacter"}${tls ? "-tls" : ""}`;
+    const cfg = join(dir, `server-${name}.yaml`);
+    const tlsLines = tls ? [`tls:`, `  ca: ${ca.cert}`, `  cert: ${client.cert}`, `  key: ${client.key}`] : [];
+    writeFileSync(cfg, [`identity: bench-rss-${name}.example.net`, `collectives: [${MUSTER}]`, `brokers: ["${tls ? tlsNats.url : url}"]`, `facts:`, `  facter: ${facter}`, `log:`, `  level: warn`, ...tlsLines, ""].join("\n"));
     return idleRss(process.execPath, [cliPath, "server", "--config", cfg], env, "ready");
   };
-  // Side by side: the three wait out the same idle time together.
-  const [floor, facterFalse, facterTrue] = await Promise.all([idleRss(process.execPath, ["-e", "setInterval(()=>{},1000)"], env), serverRss(false), serverRss(true)]);
-  return { floor, server: { facterFalse, facterTrue }, ratios: { facterFalse: ratio(facterFalse.rssMB, floor.rssMB), facterTrue: ratio(facterTrue.rssMB, floor.rssMB) } };
+  try {
+    // Side by side: the four wait out the same idle time together.
+    const [floor, facterFalse, facterTrue, facterFalseTls] = await Promise.all([idleRss(process.execPath, ["-e", "setInterval(()=>{},1000)"], env), serverRss(false), serverRss(true), serverRss(false, true)]);
+    return {
+      floor,
+      server: { facterFalse, facterTrue, facterFalseTls },
+      ratios: { facterFalse: ratio(facterFalse.rssMB, floor.rssMB), facterTrue: ratio(facterTrue.rssMB, floor.rssMB), facterFalseTls: ratio(facterFalseTls.rssMB, floor.rssMB) },
+    };
+  } finally {
+    await tlsNats.stop();
+  }
 }
 
 // ---- report ---------------------------------------------------------------------------------
@@ -473,6 +488,7 @@ function report(results: SizeResult[], rss: Awaited<ReturnType<typeof benchRss>>
     lines.push(`| node -e "setInterval(()=>{},1000)" (floor) | ${rss.floor.readyRssMB} | ${rss.floor.rssMB} | 1x |`);
     lines.push(`| muster server, facts.facter: false | ${rss.server.facterFalse.readyRssMB} | ${rss.server.facterFalse.rssMB} | ${rss.ratios.facterFalse}x |`);
     lines.push(`| muster server, facts.facter: true | ${rss.server.facterTrue.readyRssMB} | ${rss.server.facterTrue.rssMB} | ${rss.ratios.facterTrue}x |`);
+    lines.push(`| muster server, facts.facter: false, TLS with a client certificate | ${rss.server.facterFalseTls.readyRssMB} | ${rss.server.facterFalseTls.rssMB} | ${rss.ratios.facterFalseTls}x |`);
   }
   const big = results.find((r) => r.nodes === 10_000);
   lines.push("");
@@ -486,7 +502,7 @@ function report(results: SizeResult[], rss: Awaited<ReturnType<typeof benchRss>>
     lines.push(`  rpcutil ping to 10,000 nodes, every reply under 1 s: median ${f(p.ms.median)} ms, p90 ${f(p.ms.p90)} ms -> ${p.ms.p90 < 1000 && allPinged ? "met" : "NOT MET"}`);
   } else lines.push("  (include 10000 in --nodes for the node-count targets)");
   if (rss) {
-    const worst = Math.max(rss.server.facterFalse.rssMB, rss.server.facterTrue.rssMB);
+    const worst = Math.max(rss.server.facterFalse.rssMB, rss.server.facterTrue.rssMB, rss.server.facterFalseTls.rssMB);
     lines.push(`  idle muster server under 60 MB resident: ${worst} MB at most -> ${worst < 60 ? "met" : "NOT MET"}`);
   }
   return lines.join("\n") + "\n";
