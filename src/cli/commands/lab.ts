@@ -18,6 +18,17 @@ const labDir = () => resolve(".muster", "lab");
 const clientConfig = () => resolve(".muster", "client.yaml");
 const ts = () => new Date().toISOString().slice(11, 19);
 
+/** Connection name → the broker user its certificate mapped to (nats-server's monitoring endpoint). */
+async function brokerUsers(monitor: string): Promise<Map<string, string>> {
+  try {
+    const res = await fetch(`${monitor}/connz?auth=true&limit=4096`, { signal: AbortSignal.timeout(3000) });
+    const body = (await res.json()) as { connections?: { name?: string; authorized_user?: string }[] };
+    return new Map((body.connections ?? []).filter((c) => c.name && c.authorized_user).map((c) => [c.name!, c.authorized_user!]));
+  } catch {
+    return new Map(); // monitoring is a nicety here; the process list stands without it
+  }
+}
+
 function running(s: LabState): boolean {
   return isAlive(s.natsPid);
 }
@@ -112,8 +123,13 @@ export function labCommand(): Command {
           process.stdout.write(`${JSON.stringify({ state: s, processes: procs, provisioning: recs }, null, 2)}\n`);
           return;
         }
-        process.stdout.write(`lab in ${s.dir}\nbroker ${s.broker}, collective ${s.collective}\n\n`);
-        for (const p of procs) process.stdout.write(`  ${p.alive ? green("running") : red("stopped")}  ${String(p.pid).padStart(7)}  ${p.name}\n`);
+        process.stdout.write(`lab in ${s.dir}\nbroker ${s.broker} (TLS, CA ${s.tls?.ca ?? "none"}), collective ${s.collective}, waiting nodes in ${s.provisioningCollective ?? s.collective}\n\n`);
+        const users = running(s) && s.monitor ? await brokerUsers(s.monitor) : new Map<string, string>();
+        for (const p of procs) {
+          const id = p.name.startsWith("muster server ") ? p.name.slice("muster server ".length) : p.name === "provisioner" ? undefined : "";
+          const user = id === undefined ? [...users.entries()].find(([n]) => n.startsWith("muster-provisioner:"))?.[1] : id ? users.get(`muster-server:${id}`) : undefined;
+          process.stdout.write(`  ${p.alive ? green("running") : red("stopped")}  ${String(p.pid).padStart(7)}  ${p.name}${user ? `  (broker user ${user})` : ""}\n`);
+        }
         for (const m of s.masters) process.stdout.write(`\n  master ${m.identity}: https://${m.host}:${m.port} (${m.region.country}, ${m.region.region})`);
         process.stdout.write(`\n\n${recs.length ? renderStatusTable(recs) : "no provisioning records"}\n`);
         process.exitCode = procs.every((p) => p.alive) ? 0 : 2;
