@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { MusterError } from "../errors.js";
 import { isValidCollective, isValidIdentity, subjects } from "../protocol/subjects.js";
 import { inboxPrefixFor } from "./connect.js";
 
@@ -113,7 +114,7 @@ export function brokerUsers(input: BrokerAuthSpec): BrokerUser[] {
   const seen = new Set<string>();
   const add = (user: string, permissions: Permissions) => {
     // one certificate name, one user: nats-server would refuse the duplicate anyway, less clearly
-    if (seen.has(user)) throw new Error(`user ${JSON.stringify(user)} appears twice; each credential has one role`);
+    if (seen.has(user)) throw new MusterError("MUSTER_CONFIG_INVALID", `user ${JSON.stringify(user)} appears twice; each credential has one role`);
     seen.add(user);
     out.push({ user, permissions });
   };

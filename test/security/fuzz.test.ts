@@ -23,6 +23,7 @@ import { Auditor, auditLine, AuditConfigSchema } from "../../src/security/audit.
 import { TrustStore } from "../../src/security/keys.js";
 import { compilePolicies } from "../../src/security/policy.js";
 import { ServerConfigSchema } from "../../src/server/config.js";
+import { authorizationConfig, BrokerAuthSpecSchema } from "../../src/broker/auth.js";
 import { RequestIntake } from "../../src/server/intake.js";
 import { MATCH_EVERY_NODE } from "../../src/server/runtime.js";
 import { buildRuntime } from "../../src/server/server.js";
@@ -460,8 +461,16 @@ describe(`fuzz (seed ${SEED}; MUSTER_FUZZ_SEED replays)`, () => {
       const serverObj = parseYaml(serverYaml) as Record<string, unknown>;
       const provisionerObj = parseYaml(provisionerYaml) as Record<string, unknown>;
       assert.ok(validateConfig(serverObj, ServerConfigSchema, "examples/server.yaml"));
+      // the sections examples/server.yaml leaves commented out: TLS and provisioning isolation
+      const isolatedObj = { ...serverObj, tls: { ca: "/ca.pem", use_puppet_cert: true }, provisioning: { collective: "provisioning", callers: ["provisioner"], cert: "/b.pem", key: "/b.key" } };
+      assert.ok(validateConfig(isolatedObj, ServerConfigSchema, "isolated server config"));
+      const brokerSpec = { collectives: ["muster"], nodes: [{ identity: "web1.example.net" }, { identity: "db1", users: ["CN=db1,OU=node,O=x"] }], bootstrap: [{ user: "CN=boot,OU=service,O=x", identity: "web9" }], provisioners: ["CN=p,OU=service,O=x"], admins: ["CN=a,OU=service,O=x"], registries: ["CN=r,OU=service,O=x"] };
       for (let i = 0; i < 2500; i++) {
-        const s = o.check("ServerConfigSchema", i, null, () => validateConfig(mutate(r, clone(serverObj), r.bool(0.3)), ServerConfigSchema, "fuzz"));
+        const s = o.check("ServerConfigSchema", i, null, () => validateConfig(mutate(r, clone(i % 3 ? serverObj : isolatedObj), r.bool(0.3)), ServerConfigSchema, "fuzz"));
+        const spec = mutate(r, clone(brokerSpec), r.bool(0.3));
+        // a spec the schema accepts renders, or is refused with a catalogued error (a duplicate user)
+        const parsed = BrokerAuthSpecSchema.safeParse(spec);
+        if (parsed.success) o.check("authorizationConfig", i, spec, () => authorizationConfig(parsed.data));
         // what the schema accepted compiles; only a file the node cannot open may still be refused
         if (s) {
           o.check("compilePolicies (accepted config)", i, s.policies, () => compilePolicies(s.policies));
