@@ -71,7 +71,7 @@ const JS_CLIENT = ["$JS.API.>", "$JS.FC.>", "$JS.ACK.>"];
 export function nodePermissions(identity: string, collectives: string[]): Permissions {
   return {
     // audit.stream: the node publishes its own records and looks the stream up; admins create it
-    publish: { allow: [...collectives.map((c) => subjects.registration(c)), "muster.lifecycle.>", "muster.event.>", `muster.audit.${identity}`, "$JS.API.STREAM.INFO.*"] },
+    publish: { allow: [...collectives.map((c) => subjects.registration(c)), "muster.lifecycle.>", "muster.event.>", `muster.audit.${identity}`, "$JS.API.INFO", "$JS.API.STREAM.INFO.*"] },
     subscribe: { allow: [...collectives.flatMap((c) => [`${c}.broadcast.agent.>`, subjects.node(c, identity)]), `${inboxPrefixFor(identity)}.>`] },
     allow_responses: true,
   };

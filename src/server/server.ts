@@ -186,7 +186,9 @@ export async function startServer(cfg: ServerConfig, log: Logger, opts: { broker
     const tls = await phaseCredential(cfg, phase);
     const intake = new RequestIntake({ trust, freshness: { maxClockSkew: cfg.security.max_clock_skew }, maxBytes: cfg.max_message_bytes, stats: intakeStats, log });
     const nc = await connectBroker({ servers: brokers, name: `muster-server:${cfg.identity}`, log, persistent: true, tls, inboxPrefix: inboxPrefixFor(cfg.identity) });
-    auditor.connect(nc);
+    // The shared bootstrap credential may not publish audit records (a waiting node could forge
+    // another's): while provisioning, the audit file is the record.
+    if (phase === "production") auditor.connect(nc);
     const host = new NodeHost({ nc, intake, runtimes: [runtime], log, wildcard: false, registration: cfg.registration, version: VERSION });
     if (phase === "provisioning") {
       // The provision agent announces its own disabling; once that reply is out, switch.

@@ -3,6 +3,7 @@ import assert from "node:assert/strict";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { jetstreamManager } from "@nats-io/jetstream";
 import { stringify as toYaml } from "yaml";
 import { authorizationConfig, brokerUsers, type BrokerAuthSpec } from "../../src/broker/auth.js";
 import { MusterClient } from "../../src/client/client.js";
@@ -46,6 +47,12 @@ before(async () => {
   const bundle = join(tmp.path, "clients-ca.pem");
   writeFileSync(bundle, readFileSync(ca.cert, "utf8") + readFileSync(puppetCA.cert, "utf8"));
   nats = await startNats({ tls: { ...server, ca: bundle, clients: "map" }, config: authorizationConfig(spec) });
+  const admin = await client("admin", "muster");
+  try {
+    await (await jetstreamManager(admin.nc)).streams.add({ name: "MUSTER_AUDIT", subjects: ["muster.audit.>"] });
+  } finally {
+    await admin.close();
+  }
 });
 
 after(async () => {
@@ -82,6 +89,8 @@ function startNode(identity: string): MusterProcess {
     security: { trusted_keys: [{ name: "admin", key: keys.admin.publicKey }, { name: "provisioner", key: keys.provisioner.publicKey }], trust_local_user: false },
     tls: { ca: ca.cert, use_puppet_cert: true },
     provisioning: { collective: "provisioning", callers: ["provisioner"], cert: svc.bootstrap.cert, key: svc.bootstrap.key },
+    // the stream an admin created; the node publishes only its own subject, once in production
+    audit: { file: join(n.dir, "audit.jsonl"), stream: { name: "MUSTER_AUDIT" } },
   };
   const file = join(n.dir, "server.yaml");
   writeFileSync(file, toYaml(cfg));
@@ -220,6 +229,18 @@ test("once provisioned the node leaves the provisioning collective and reconnect
     assert.ok(!(await prov.discover({ timeoutMs: 1000, idleMs: 200 })).includes("web1.test"), "gone from the provisioning collective");
     const st = await admin.call("provision", "is_disabled", {}, { nodes: ["web1.test"], timeoutMs: 10_000 });
     assert.equal(st.replies[0]?.data.disabled, true);
+    // in production the node's user may publish its audit records (acknowledged on its own inbox)
+    const jsm = await jetstreamManager(admin.nc);
+    const audited = await eventually(async () => {
+      const m = await jsm.streams.getMessage("MUSTER_AUDIT", { last_by_subj: "muster.audit.web1.test" }).catch(() => undefined);
+      return m && (m.json() as { action?: string }).action === "is_disabled" ? m : undefined;
+    }, 15_000, "the node's audit record in the stream").catch((e: Error) => {
+      throw new Error(`${e.message}; node log tail: ${readFileSync(join(n.dir, "server.log"), "utf8").split("\n").slice(-8).join("\n")}`);
+    });
+    assert.equal((audited.json() as { caller: string }).caller, "admin");
+    // while it was provisioning, the file was the record: the provisioner's calls are there, not in the stream
+    const lines = readFileSync(join(n.dir, "audit.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l) as { caller: string; action: string });
+    assert.ok(lines.some((l) => l.caller === "provisioner" && l.action === "disable_provisioner"));
     const log = readFileSync(join(n.dir, "server.log"), "utf8");
     assert.match(log, /"phase":"production"/);
     assert.ok(log.includes(join(n.ssldir, "certs", "web1.test.pem")), "connected with the Puppet certificate");
