@@ -93,33 +93,57 @@ test("a broker and a provisioner SIGKILLed mid-run: 60 nodes, each provisioned e
       if (done.size >= n) resolve();
     };
   });
-  const provA = provisioner("prov-a");
-  provisioner("prov-b");
-  const finished = store.waitFor(ids, (r) => r.status === "done" || r.status === "failed", 70_000, (r) => {
+  const saw = (r: NodeRecord) => {
     if (r.status === "done" && !done.has(r.identity)) {
       done.add(r.identity);
       onDone?.();
     }
+  };
+  // Progress, to time the faults: the KV watch below is the authority on the outcome, but it goes
+  // quiet for seconds after a broker kill (it re-reads every 5 s meanwhile), so the faults would
+  // land after the last node. The bucket's writes are also plain messages on $KV.<bucket>.<key>:
+  // a core subscription follows them live and is back as soon as its connection reconnects.
+  const live = nc!.subscribe(`$KV.${BUCKET}.>`, {
+    callback: (_e, m) => {
+      if (m.data.length === 0) return;
+      try {
+        saw(JSON.parse(new TextDecoder().decode(m.data)) as NodeRecord);
+      } catch {
+        /* not a record */
+      }
+    },
   });
+  t.after(() => live.unsubscribe());
+  const emulatorOn = nc!.info?.server_name; // where a reply lost in the broker kill would have gone
+  const at = () => `${done.size}/${N} done, ${((Date.now() - started) / 1000).toFixed(1)} s`;
+  const provA = provisioner("prov-a");
+  provisioner("prov-b");
+  const finished = store.waitFor(ids, (r) => r.status === "done" || r.status === "failed", 70_000, saw);
   finished.catch(() => undefined);
 
+  const doneAtFault: number[] = []; // nodes done as each fault went in: all three must land mid-run
   await Promise.race([doneAtLeast(10), finished]);
+  doneAtFault.push(done.size);
   await cluster!.kill(0);
-  faults.push(`broker n0 SIGKILLed at ${done.size}/${N} done`);
+  faults.push(`broker n0 SIGKILLed at ${at()}`);
   await Promise.race([doneAtLeast(Math.min(done.size + 10, N)), finished]);
+  const restarting = at();
+  doneAtFault.push(done.size);
   await cluster!.start(0);
-  faults.push(`broker n0 restarted at ${done.size}/${N} done`);
+  faults.push(`broker n0 restarted at ${restarting} (listening at ${at()})`);
   await Promise.race([doneAtLeast(35), finished]);
+  doneAtFault.push(done.size);
   await provA.stop("SIGKILL");
-  faults.push(`provisioner prov-a SIGKILLed at ${done.size}/${N} done`);
+  faults.push(`provisioner prov-a SIGKILLed at ${at()}`);
 
   const recs = await finished;
   const all = await store.all();
   const provisioned = ids.filter((id) => recs.get(id)!.status === "done");
   const failed = ids.filter((id) => recs.get(id)!.status !== "done");
   const duplicates = [...ca.certs.values()].filter((c) => c.signings > 1).length + ids.filter((id) => recs.get(id)!.rounds !== 1).length;
-  t.diagnostic(`nodes: ${N}; faults injected: ${faults.length} (${faults.join("; ")}); nodes provisioned: ${provisioned.length}; duplicates: ${duplicates}; notifications: ${ca.notifications}; took ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  t.diagnostic(`nodes: ${N}; faults injected: ${faults.length} (${faults.join("; ")}); emulator connected to ${emulatorOn}; nodes provisioned: ${provisioned.length}; duplicates: ${duplicates}; notifications: ${ca.notifications}; took ${((Date.now() - started) / 1000).toFixed(1)} s`);
   assert.equal(faults.length, 3);
+  assert.ok(doneAtFault.every((n) => n < N), `every fault went in while nodes were still being provisioned (done at each: ${doneAtFault.join(", ")})`);
   assert.deepEqual(failed, [], `failed: ${failed.map((id) => `${id}: ${recs.get(id)!.lastError}`).join("; ")}`);
   assert.equal(all.length, N, "one record per node");
   assert.equal(ca.doubleSigned, 0, "no certificate signed twice");
