@@ -31,6 +31,8 @@ interface SimCert {
 export class SimulatedCA {
   readonly certs = new Map<string, SimCert>();
   notifications = 0;
+  /** dedupe_keys already delivered (one fleet process: one notifier's memory). */
+  readonly notified = new Set<string>();
   /** Certificates signed more than once (must stay 0). */
   get doubleSigned(): number {
     return [...this.certs.values()].filter((c) => c.signings > 1).length;
@@ -133,7 +135,15 @@ export function simulatedFactories(ca: SimulatedCA, opt: SimulationOptions): Rec
   const notify: AgentFactory = () =>
     defineAgent({
       ddl: notifyDDL,
-      actions: { send: (i) => ((ca.notifications++), { delivered: (i.recipients ?? []).length || 1, failed: 0, results: [] }) },
+      // dedupe_key as the real agent keeps it: a repeat is acknowledged, not counted
+      actions: {
+        send: (i) => {
+          const duplicate = i.dedupe_key !== undefined && ca.notified.has(i.dedupe_key);
+          if (i.dedupe_key !== undefined) ca.notified.add(i.dedupe_key);
+          if (!duplicate) ca.notifications++;
+          return { duplicate, delivered: duplicate ? 0 : (i.recipients ?? []).length || 1, failed: 0, results: [] };
+        },
+      },
     }) as unknown as Agent;
   return { ...coreAgentFactories, provision, puppetca, notify };
 }

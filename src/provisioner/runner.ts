@@ -430,7 +430,7 @@ export class Provisioner {
         await this.callNode(id, agent, "unlock_deploy", { owner: this.cfg.id });
         return;
       case "notify":
-        await this.notify(`Provisioned ${id} against ${master.identity}`, `muster provisioned ${id} (${rec.nodeAddress}) against Puppet master ${master.identity} (${master.address}).`);
+        await this.notify(`Provisioned ${id} against ${master.identity}`, `muster provisioned ${id} (${rec.nodeAddress}) against Puppet master ${master.identity} (${master.address}).`, `${id}#${rec.rounds}#provisioned`);
         return;
     }
   }
@@ -471,7 +471,7 @@ export class Provisioner {
     await this.releaseLock(rec.identity);
     if (this.cfg.steps.notify) {
       const body = `muster could not provision ${rec.identity}.\nStep: ${rec.current ?? "start"}\nError: ${rec.lastError}\n\nRecent log:\n${rec.log.slice(-10).join("\n")}`;
-      await this.notify(`Provisioning ${rec.identity} FAILED`, body).catch((ne) => {
+      await this.notify(`Provisioning ${rec.identity} FAILED`, body, `${rec.identity}#${rec.rounds}#failed`).catch((ne) => {
         appendLog(rec, `could not notify the admins: ${(ne as Error).message}`);
         this.log.error({ err: (ne as Error).message }, "could not notify the admins of a failure");
       });
@@ -575,7 +575,8 @@ export class Provisioner {
   }
 
   /** Send to exactly one notifier: the first (by identity) of those discovered. */
-  private async notify(subject: string, message: string): Promise<void> {
+  /** `key` makes the notifier deliver once however often it is asked (retries, a second provisioner). */
+  private async notify(subject: string, message: string, key: string): Promise<void> {
     // Discovered like the masters: at most once per cycle (5 s), not once per node.
     if (!this.notifiers || Date.now() - this.notifiers.at >= Math.min(this.cfg.sleeptime, 5) * 1000) {
       this.notifiers = { at: Date.now(), list: await this.notifyClient.discover({ filter: this.notifyFilter, timeoutMs: this.cfg.discovery_timeout * 1000 }) };
@@ -584,7 +585,7 @@ export class Provisioner {
     const notifier = found[0];
     if (!notifier) throw new StepError(`no notifier found (agent ${this.cfg.notify.agent}${this.cfg.notify.filter ? `, filter ${this.cfg.notify.filter}` : ""})`);
     if (found.length > 1) this.log.debug({ using: notifier, found: found.length }, "several notifiers; using the first");
-    await this.callNode(notifier, this.cfg.notify.agent, "send", { subject, message, ...(this.cfg.notify.targets.length ? { recipients: this.cfg.notify.targets } : {}) }, undefined, false, this.notifyClient);
+    await this.callNode(notifier, this.cfg.notify.agent, "send", { subject, message, dedupe_key: key, ...(this.cfg.notify.targets.length ? { recipients: this.cfg.notify.targets } : {}) }, undefined, false, this.notifyClient);
   }
 }
 

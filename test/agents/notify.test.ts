@@ -17,7 +17,7 @@ const WAIT = 10_000;
 const FIXED = new Date("2030-01-02T03:04:05.000Z");
 const agent = createNotifyAgent({ now: () => FIXED });
 
-function send(input: { subject: string; message: string; recipients?: unknown[] }, ctx: ContextOverrides = {}) {
+function send(input: { subject: string; message: string; recipients?: unknown[]; dedupe_key?: string }, ctx: ContextOverrides = {}) {
   return agent.actions.send(input, makeContext({ identity: "node1.test", caller: "user=alice", agent: "notify", action: "send", ...ctx }));
 }
 
@@ -52,7 +52,7 @@ test("webhook: POSTs {subject, message, sender, caller, time} as JSON", async (t
   const hook = await startWebhookReceiver();
   t.after(() => hook.close());
   const reply = (await send({ subject: "node1 provisioned", message: "all done\nline 2", recipients: [hook.url] })) as SendReply;
-  assert.deepEqual(reply, { delivered: 1, failed: 0, results: [{ recipient: hook.url, ok: true }] });
+  assert.deepEqual(reply, { duplicate: false, delivered: 1, failed: 0, results: [{ recipient: hook.url, ok: true }] });
   const [body] = await hook.waitFor(1, WAIT);
   assert.deepEqual(body, {
     subject: "node1 provisioned",
@@ -121,6 +121,7 @@ test("exec: a request may not run a command the node did not allow; a non-zero e
   await chmod(failing, 0o755);
   const e = await rejectsWith(send({ subject: "s", message: "m" }, { config: { recipients: [`exec:${failing}`] } }), Status.Aborted);
   assert.deepEqual(e.data, {
+    duplicate: false,
     delivered: 0,
     failed: 1,
     results: [{ recipient: `exec:${failing}`, ok: false, error: `${failing} exited with code 3: no pager today` }],
@@ -211,4 +212,25 @@ test("a delivery that outlives the configured timeout fails with a clear reason"
     Status.Aborted,
   );
   assert.match(e.message, /timed out after 0.2 s/);
+});
+
+test("dedupe_key: a repeat (concurrent or later) is acknowledged without sending; a failed delivery may be retried", async (t) => {
+  const hook = await startWebhookReceiver();
+  t.after(() => hook.close());
+  const own = createNotifyAgent({ now: () => FIXED });
+  const call = (key: string, recipients: unknown[] = [hook.url]) =>
+    own.actions.send({ subject: "s", message: "m", recipients, dedupe_key: key }, makeContext({ identity: "n1", caller: "provisioner", agent: "notify", action: "send" })) as Promise<SendReply>;
+  // the provisioner's retry after a lost reply arrives while the first is still delivering
+  const [a, b] = await Promise.all([call("web1#1#provisioned"), call("web1#1#provisioned")]);
+  const later = await call("web1#1#provisioned");
+  assert.deepEqual([a.duplicate, b.duplicate, later.duplicate].sort(), [false, true, true]);
+  await call("web1#2#provisioned"); // another round is another notification
+  await hook.waitFor(2, WAIT);
+  assert.equal(hook.received.length, 2, "one delivery per key");
+  // a key whose delivery failed is not remembered
+  const dead = `http://127.0.0.1:${await freePort("127.0.0.1")}/`;
+  await rejectsWith(call("web2#1#provisioned", [dead]), Status.Aborted);
+  const retried = await call("web2#1#provisioned");
+  assert.equal(retried.duplicate, false);
+  await hook.waitFor(3, WAIT);
 });

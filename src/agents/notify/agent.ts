@@ -11,6 +11,8 @@ import { notifyDDL, type NotifyDDL } from "./ddl.js";
 //   exec_commands  string[]  absolute paths of commands that a request's own `exec:` recipients may run
 //                            (default none). Configured `recipients` are trusted as written; without this list a
 //                            caller could run any program on the node through `exec:`.
+//   dedupe_window  number    seconds a delivered dedupe_key is remembered (default 86400): a repeat request
+//                            with the key (a retry after a lost reply, a second provisioner) sends nothing
 //   smtp.host      string    SMTP server for mailto: (default 127.0.0.1)
 //   smtp.port      number    (default 25)
 //   smtp.from      string    envelope and header sender (default muster@<identity>)

@@ -11,6 +11,7 @@ const schema = z.object({
   recipients: z.array(z.string().min(1)).optional(),
   timeout: z.coerce.number().positive().max(3600).optional(),
   exec_commands: z.array(absolutePath).optional(),
+  dedupe_window: z.coerce.number().positive().max(30 * 86400).optional(),
   smtp: z
     .object({
       host: z.string().min(1).optional(),
@@ -37,6 +38,8 @@ export interface NotifyConfig {
   timeout: number;
   /** Commands a request's own exec: recipients may name. */
   execCommands: ReadonlySet<string>;
+  /** Seconds a delivered dedupe_key is remembered. */
+  dedupeWindow: number;
   smtp: SmtpSettings;
 }
 
@@ -54,6 +57,7 @@ export function parseNotifyConfig(raw: Record<string, unknown>, identity: string
     recipients: c.recipients ?? [],
     timeout: c.timeout ?? DEFAULT_TIMEOUT_SECONDS,
     execCommands: new Set(c.exec_commands ?? []),
+    dedupeWindow: c.dedupe_window ?? 86400,
     smtp: {
       host: smtp.host ?? "127.0.0.1",
       port: smtp.port ?? 25,

@@ -37,8 +37,17 @@ export const notifyDDL = {
           type: "array",
           optional: true,
         },
+        dedupe_key: {
+          prompt: "Deduplication key",
+          description:
+            "Deliver at most once per key: a repeat while the first is in flight or after it succeeded (within plugins.notify.dedupe_window) is answered without sending again. The provisioner sends <node>#<round>#<outcome>",
+          type: "string",
+          optional: true,
+          maxlength: 512,
+        },
       },
       output: {
+        duplicate: { description: "True when this key was already delivered and nothing was sent again", display_as: "Duplicate", type: "boolean" },
         delivered: { description: "Recipients that accepted the notification", display_as: "Delivered", type: "integer" },
         failed: { description: "Recipients that could not be reached or refused it", display_as: "Failed", type: "integer" },
         results: { description: "Per recipient: {recipient, ok, error?}", display_as: "Results", type: "array" },

@@ -17,6 +17,7 @@ export interface DeliveryResult {
 
 export interface SendReply {
   [key: string]: unknown;
+  duplicate: boolean;
   delivered: number;
   failed: number;
   results: DeliveryResult[];
@@ -30,7 +31,45 @@ export interface SendDeps {
 /** Hostile-input guard: one request fans out to at most this many deliveries. */
 export const MAX_RECIPIENTS = 100;
 
-export function sendAction(deps: SendDeps): ActionHandler<SendInput> {
+/**
+ * Deliveries by dedupe_key: requests are at-least-once (a reply lost in a broker failover, a
+ * provisioner killed between sending and recording), notifications should be once. A key is kept
+ * while its delivery runs and, once it succeeded, for the window; a failed one may be tried again.
+ * In memory: a notifier restart forgets, bounded by MAX_KEYS (oldest dropped first).
+ */
+export class DeliveryLog {
+  static readonly MAX_KEYS = 100_000;
+  private readonly entries = new Map<string, { at: number; result: Promise<SendReply> }>();
+  constructor(private readonly now: () => number) {}
+
+  /** The delivery under `key`: the one already made (or in flight), else `send()`'s, remembered. */
+  async once(key: string, windowMs: number, send: () => Promise<SendReply>): Promise<SendReply> {
+    const now = this.now();
+    const seen = this.entries.get(key);
+    if (seen && now - seen.at < windowMs) return { ...(await seen.result), duplicate: true };
+    const result = send();
+    this.entries.delete(key); // re-inserted last: Map order is age order
+    this.entries.set(key, { at: now, result });
+    while (this.entries.size > DeliveryLog.MAX_KEYS) this.entries.delete(this.entries.keys().next().value!);
+    try {
+      return await result;
+    } catch (e) {
+      if (this.entries.get(key)?.result === result) this.entries.delete(key);
+      throw e;
+    }
+  }
+}
+
+export function sendAction(deps: SendDeps, log: DeliveryLog = new DeliveryLog(() => deps.now().getTime())): ActionHandler<SendInput> {
+  const deliverOnce = sendOnce(deps);
+  return (input: SendInput, ctx: ActionContext): Promise<SendReply> => {
+    if (input.dedupe_key === undefined) return deliverOnce(input, ctx);
+    const windowMs = parseNotifyConfig(ctx.config, ctx.identity).dedupeWindow * 1000;
+    return log.once(input.dedupe_key, windowMs, () => deliverOnce(input, ctx));
+  };
+}
+
+function sendOnce(deps: SendDeps): (input: SendInput, ctx: ActionContext) => Promise<SendReply> {
   return async (input: SendInput, ctx: ActionContext): Promise<SendReply> => {
     const config = parseNotifyConfig(ctx.config, ctx.identity);
     const fromRequest = input.recipients !== undefined;
@@ -82,7 +121,7 @@ export function sendAction(deps: SendDeps): ActionHandler<SendInput> {
 
     const results = await Promise.all(parsed.map(attempt));
     const failed = results.filter((r) => !r.ok);
-    const reply: SendReply = { delivered: results.length - failed.length, failed: failed.length, results };
+    const reply: SendReply = { duplicate: false, delivered: results.length - failed.length, failed: failed.length, results };
     if (failed.length > 0) {
       const why = failed.map((r) => `${r.recipient}: ${r.error ?? "failed"}`).join("; ");
       throw new RpcError(Status.Aborted, `${failed.length} of ${results.length} deliveries failed: ${why}`, reply);
