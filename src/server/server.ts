@@ -31,8 +31,6 @@ export interface RunningServer {
   readonly host: NodeHost;
   readonly nc: NatsConnection;
   readonly phase: NodePhase;
-  /** Resolves once a switch to production under way has finished. */
-  switched(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -105,13 +103,13 @@ export type NodePhase = "provisioning" | "production";
  * Under provisioning isolation every agent the node hosts answers only the provisioner's callers:
  * a policy per agent, default deny, so a trusted admin key is refused too.
  */
-export function provisioningPolicies(callers: string[], agents: string[]): Policies {
+function provisioningPolicies(callers: string[], agents: string[]): Policies {
   const rules = [{ effect: PolicyEffect.Allow, callers, description: "provisioning isolation: the provisioner only" }];
   return Object.fromEntries(agents.map((a) => [a, { default: PolicyEffect.Deny, rules }]));
 }
 
 /** The node's Puppet certificate and key, from the same settings the provision agent uses. */
-export async function puppetCredential(cfg: ServerConfig): Promise<{ cert: string; key: string }> {
+async function puppetCredential(cfg: ServerConfig): Promise<{ cert: string; key: string }> {
   const { settingsReader, puppetNodeSettings } = await import("../agents/settings.js");
   const conf = { ...(cfg.plugins.puppet ?? {}), ...(cfg.plugins.provision ?? {}) };
   const s = puppetNodeSettings(settingsReader(cfg.plugins.provision ? "provision" : "puppet", conf), cfg.identity);
@@ -125,7 +123,7 @@ async function provisionedMarker(cfg: ServerConfig): Promise<string> {
 }
 
 /** The credential the node connects with in a phase (docs/security.md#provisioning-isolation). */
-export async function phaseCredential(cfg: ServerConfig, phase: NodePhase): Promise<TlsSettings | undefined> {
+async function phaseCredential(cfg: ServerConfig, phase: NodePhase): Promise<TlsSettings | undefined> {
   const ca = cfg.tls?.ca;
   if (phase === "provisioning") {
     const p = cfg.provisioning!;
@@ -158,7 +156,8 @@ export async function startServer(cfg: ServerConfig, log: Logger, opts: { broker
   const policies = compilePolicies(policySources);
   // the audit file is opened now: a path the node cannot write is a config error, not a silent gap
   const auditor = new Auditor(cfg.audit, { identity: cfg.identity, log });
-  const trust = buildTrustStore(cfg.security);
+  // One intake for both phases: its replay cache outlives the switch to production.
+  const intake = new RequestIntake({ trust: buildTrustStore(cfg.security), freshness: { maxClockSkew: cfg.security.max_clock_skew }, maxBytes: cfg.max_message_bytes, stats: intakeStats, log });
   const brokers = resolveBrokers(opts.broker, cfg.brokers);
   const marker = cfg.provisioning ? await provisionedMarker(cfg) : undefined;
   const common = { identity: cfg.identity, facts: () => facts.facts, classes: () => facts.classes, plugins: cfg.plugins, log, intakeStats, audit: auditor.record, extraStats: () => ({ ...auditor.stats }) };
@@ -184,7 +183,6 @@ export async function startServer(cfg: ServerConfig, log: Logger, opts: { broker
   const serve = async (phase: NodePhase): Promise<Serving> => {
     const runtime = await buildPhase(phase);
     const tls = await phaseCredential(cfg, phase);
-    const intake = new RequestIntake({ trust, freshness: { maxClockSkew: cfg.security.max_clock_skew }, maxBytes: cfg.max_message_bytes, stats: intakeStats, log });
     const nc = await connectBroker({ servers: brokers, name: `muster-server:${cfg.identity}`, log, persistent: true, tls, inboxPrefix: inboxPrefixFor(cfg.identity) });
     // The shared bootstrap credential may not publish audit records (a waiting node could forge
     // another's): while provisioning, the audit file is the record.
@@ -243,7 +241,6 @@ export async function startServer(cfg: ServerConfig, log: Logger, opts: { broker
     get phase() {
       return current.phase;
     },
-    switched: () => switching ?? Promise.resolve(),
     async stop() {
       if (stopped) return;
       stopped = true;
