@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { MusterError } from "../errors.js";
 
@@ -45,6 +45,7 @@ export function ensureCA(dir: string, subject = "/O=muster/CN=muster CA"): CA {
   const ca = { dir, cert: join(dir, "ca.pem"), key: join(dir, "ca.key") };
   if (existsSync(ca.cert) && existsSync(ca.key)) return ca;
   openssl(["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", "ca.key"], dir);
+  chmodSync(ca.key, 0o600); // openssl writes keys with the umask's mode
   openssl(["req", "-x509", "-new", "-key", "ca.key", "-sha256", "-days", "3650", "-subj", subject, "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign", "-out", "ca.pem"], dir);
   return ca;
 }
@@ -68,6 +69,7 @@ export function issueCert(ca: CA, o: IssueOptions): CertFiles {
   writeFileSync(extFile, `${ext}\n`);
   try {
     openssl(["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", `${o.name}.key`], ca.dir);
+    chmodSync(out.key, 0o600);
     openssl(["req", "-new", "-key", `${o.name}.key`, "-subj", o.subject, "-out", `${o.name}.csr`], ca.dir);
     openssl(["x509", "-req", "-in", `${o.name}.csr`, "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-days", String(o.days ?? 825), "-sha256", "-extfile", `${o.name}.ext`, "-out", `${o.name}.pem`], ca.dir);
   } finally {

@@ -1,6 +1,6 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
@@ -151,6 +151,14 @@ test("muster broker users prints the same users for nats-server, and names a bad
   const bad = await runCli(["broker", "users", "--spec", file], { env });
   assert.notEqual(bad.code, 0);
   assert.match(bad.stderr, /nodes\.0\.identity/);
+});
+
+test("the PKI keeps private keys private and reuses what exists", () => {
+  assert.equal(statSync(ca.key).mode & 0o777, 0o600);
+  assert.equal(statSync(svc.provisioner.key).mode & 0o777, 0o600);
+  const before = readFileSync(svc.provisioner.cert, "utf8");
+  assert.equal(readFileSync(issueCert(ca, { name: "provisioner", subject: "/O=muster/OU=service/CN=provisioner", usage: "client" }).cert, "utf8"), before, "the same name is the same credential");
+  assert.throws(() => issueCert(ca, { name: "../x", subject: "/CN=x" }), /letters, digits/);
 });
 
 test("config: the provisioning collective must differ from the fleet's; use_puppet_cert excludes cert", () => {
