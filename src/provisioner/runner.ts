@@ -225,12 +225,19 @@ export class Provisioner {
       const rec = v.record;
       this.metrics?.inFlight.inc();
       appendLog(rec, `provisioning started (${why})`);
-      const facts = await this.inventory(identity);
-      rec.nodeAddress = stringFact(facts, this.cfg.target.ipaddress_fact);
-      if (!rec.nodeAddress) throw new StepError(`node has no '${this.cfg.target.ipaddress_fact}' fact (target.ipaddress_fact)`);
-      const master = await this.chooseMaster(identity, facts, rec.master);
-      rec.master = master.identity;
-      rec.masterAddress = master.address;
+      // A node already disabled is provisioned: under isolation it has left the target collective,
+      // and what remains (notify) needs nothing from it, so it is not asked.
+      const disabled = rec.stage !== undefined && Stages.indexOf(rec.stage) >= Stages.indexOf("disable") && rec.master !== undefined && rec.masterAddress !== undefined;
+      let master: MasterInfo;
+      if (disabled) master = { identity: rec.master!, address: rec.masterAddress!, facts: {} };
+      else {
+        const facts = await this.inventory(identity);
+        rec.nodeAddress = stringFact(facts, this.cfg.target.ipaddress_fact);
+        if (!rec.nodeAddress) throw new StepError(`node has no '${this.cfg.target.ipaddress_fact}' fact (target.ipaddress_fact)`);
+        master = await this.chooseMaster(identity, facts, rec.master);
+        rec.master = master.identity;
+        rec.masterAddress = master.address;
+      }
       await this.persist(v);
       const masterSlot = this.masterSemaphore(master.identity);
       await masterSlot.acquire(this.abort.signal);
@@ -238,7 +245,7 @@ export class Provisioner {
 
       // Taking over from a provisioner whose claim expired: its node lock may outlive its claim,
       // and the expired claim is the proof it is gone, so the lock is ours to take.
-      if (claimed.takenOverFrom && this.stages.includes("lock") && rec.stage !== undefined) {
+      if (claimed.takenOverFrom && this.stages.includes("lock") && rec.stage !== undefined && !disabled) {
         await this.callNode(identity, this.cfg.target.agent, "unlock_deploy", { force: true });
         // Past unlock (or disabled, which refuses new locks) it only needs the stale one gone.
         if (Stages.indexOf(rec.stage) < Stages.indexOf("unlock")) {

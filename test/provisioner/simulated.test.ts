@@ -10,7 +10,7 @@ import type { FleetNode } from "../../src/emulator/fleet.js";
 import { SimulatedCA, simulatedFactories } from "../../src/emulator/simulated.js";
 import { spawnMuster, isAlive, type MusterProcess } from "../../src/lab/processes.js";
 import { silentLogger } from "../../src/log.js";
-import { StateStore, type NodeRecord } from "../../src/provisioner/state.js";
+import { newRecord, StateStore, type NodeRecord } from "../../src/provisioner/state.js";
 import { connectNats, runCli } from "../support/collective.js";
 import { freePort, startNats, type NatsHandle } from "../support/index.js";
 import { writeSimulatedProvisionerConfig } from "../support/provisioner.js";
@@ -113,6 +113,22 @@ test("provision status lists every node; retry provisions a fixed node again", a
   assert.equal(recs.get(ids[7]!)!.rounds, 2);
   assert.equal(ca.doubleSigned, 0);
   await Promise.all(procs.splice(0).map((p) => p.stop("SIGTERM")));
+});
+
+test("a node a dead provisioner had already disabled is finished without asking the node", async () => {
+  // Under provisioning isolation a disabled node has left the target collective: the heir must not
+  // need its inventory or its lock, only send the notification that was still owed.
+  const id = "gone.test";
+  const now = Date.now();
+  const rec: NodeRecord = { ...newRecord(id, now), status: "in_progress", stage: "disable", owner: "prov-dead", claimExpires: now - 1000, rounds: 1, master: "master-de.test", masterAddress: "127.3.0.1", nodeAddress: "127.9.9.9" };
+  assert.ok(await store.save({ record: rec, revision: 0 }));
+  const p = provisioner("prov-heir", {}, ["--once"]);
+  assert.equal(await p.exited, 0);
+  const after = (await store.get(id))!.record;
+  assert.equal(after.status, "done", after.lastError);
+  assert.equal(after.owner, "prov-heir");
+  assert.ok(after.log.some((l) => l.includes("taken over from prov-dead")));
+  assert.ok(ca.notified.has(`${id}#1#provisioned`), "the owed notification went out");
 });
 
 test("SIGTERM: stops taking nodes, abandons in-flight ones after the grace period, releases their locks", async () => {
