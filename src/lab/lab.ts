@@ -124,11 +124,6 @@ export function labPids(s: LabState): { name: string; pid: number }[] {
   ];
 }
 
-/** Environment for a muster command acting as the lab's operator (admin credential, the user's key). */
-export function labAdminEnv(s: LabState): Record<string, string> {
-  return { MUSTER_BROKER: s.broker, MUSTER_TLS_CA: s.tls.ca, MUSTER_TLS_CERT: s.tls.admin.cert!, MUSTER_TLS_KEY: s.tls.admin.key! };
-}
-
 /** A client acting as the provisioner: its credential, its key, the provisioning collective. */
 export async function labProvisionerClient(s: LabState, name = "muster-lab-provisioner"): Promise<MusterClient> {
   const home = s.provisionerEnv.MUSTER_CONFIG_DIR!;
@@ -137,7 +132,7 @@ export async function labProvisionerClient(s: LabState, name = "muster-lab-provi
 }
 
 /** The lab's users: services by subject with OU=service (no Puppet certificate can carry one), nodes by their Puppet certname. */
-export function labBrokerUsers(nodes: string[], servicesNodes: string[]): BrokerAuthSpec {
+function labBrokerUsers(nodes: string[], servicesNodes: string[]): BrokerAuthSpec {
   return {
     collectives: [LAB_COLLECTIVE],
     provisioning_collective: LAB_PROVISIONING_COLLECTIVE,
