@@ -11,7 +11,7 @@ import type { ProvisionerMetrics } from "./metrics.js";
 import { pickMaster, type MasterCandidate } from "./pick-master.js";
 import { Semaphore } from "./semaphore.js";
 import { backoffMs, CERT_STAGES, enabledStages, remainingStages, SLOW_STAGES, Stages, type Stage } from "./stages.js";
-import { appendLog, claimable, newRecord, type StateStore, type Versioned } from "./state.js";
+import { appendLog, claimable, newRecord, type NodeRecord, type StateStore, type Versioned } from "./state.js";
 
 // The provisioning daemon's engine. Nodes come from discovery every `sleeptime` and from startup
 // lifecycle events; each runs through the enabled steps with retries, capped globally and per
@@ -468,14 +468,14 @@ export class Provisioner {
       appendLog(rec, `abandoned at ${rec.current ?? "start"}: ${e.message}`);
       rec.claimExpires = 0;
       await this.store.save(v).catch(() => undefined);
-      await this.releaseLock(rec.identity);
+      await this.releaseLock(rec);
       return;
     }
     // Release the lock and tell the admins first, then record the failure: a node that reads
     // "failed" is unlocked and its admins have been told (or the log says why not).
     rec.lastError = rec.lastError ?? e.message;
     this.log.error({ node: rec.identity, stage: rec.current, err: e.message }, "provisioning failed; retry with `muster provision retry` or restart the node");
-    await this.releaseLock(rec.identity);
+    await this.releaseLock(rec);
     if (this.cfg.steps.notify) {
       const body = `muster could not provision ${rec.identity}.\nStep: ${rec.current ?? "start"}\nError: ${rec.lastError}\n\nRecent log:\n${rec.log.slice(-10).join("\n")}`;
       await this.notify(`Provisioning ${rec.identity} FAILED`, body, `${rec.identity}#${rec.rounds}#failed`).catch((ne) => {
@@ -492,8 +492,10 @@ export class Provisioner {
     this.events.onStage?.(rec.identity, "failed");
   }
 
-  private async releaseLock(id: string): Promise<void> {
-    if (!this.cfg.steps.lock) return;
+  private async releaseLock(rec: NodeRecord): Promise<void> {
+    // past unlock the node holds no lock of ours (and, disabled under isolation, is out of reach)
+    if (!this.cfg.steps.lock || (rec.stage !== undefined && Stages.indexOf(rec.stage) >= Stages.indexOf("unlock"))) return;
+    const id = rec.identity;
     await this.callNode(id, this.cfg.target.agent, "unlock_deploy", { owner: this.cfg.id }, 10_000, true).catch((e) => this.log.warn({ node: id, err: (e as Error).message }, "could not release the node's lock; it expires with its lease"));
   }
 
