@@ -1,5 +1,7 @@
 import { z } from "zod";
 import { MusterError } from "../errors.js";
+import { DEFAULT_STATE_BUCKET } from "../provisioner/config.js";
+import { DEFAULT_BUCKET } from "../registry/bucket.js";
 import { isValidCollective, isValidIdentity, subjects } from "../protocol/subjects.js";
 import { inboxPrefixFor } from "./connect.js";
 
@@ -47,9 +49,9 @@ export const BrokerAuthSpecSchema = z
     admins: z.array(dn).default([]),
     registries: z.array(dn).default([]),
     /** KV bucket of the provisioner's state (provisioner state_bucket). */
-    state_bucket: z.string().default("muster_provision"),
+    state_bucket: z.string().default(DEFAULT_STATE_BUCKET),
     /** KV bucket of the registry. */
-    registry_bucket: z.string().default("muster_registry"),
+    registry_bucket: z.string().default(DEFAULT_BUCKET),
   })
   .strict();
 export type BrokerAuthSpec = z.input<typeof BrokerAuthSpecSchema>;

@@ -32,6 +32,9 @@ const Role = z
   })
   .strict();
 
+/** The KV bucket of node records, unless state_bucket says otherwise. */
+export const DEFAULT_STATE_BUCKET = "muster_provision";
+
 export const ProvisionerConfigSchema = z
   .object({
     logfile: z.string().optional(),
@@ -64,7 +67,7 @@ export const ProvisionerConfigSchema = z
     bootstrap_environment: z.string().default("bootstrap"),
     production_environment: z.string().default("production"),
     stage_fact: z.string().default("lifecycle_stage"),
-    state_bucket: z.string().regex(/^[A-Za-z0-9_-]+$/).default("muster_provision"),
+    state_bucket: z.string().regex(/^[A-Za-z0-9_-]+$/).default(DEFAULT_STATE_BUCKET),
     /** Replicas of the state bucket when it is created: 3 on a clustered broker so losing one server loses no state. */
     state_replicas: z.number().int().min(1).max(5).default(1),
     discovery_timeout: z.number().positive().default(2),

@@ -11,6 +11,11 @@ import { startNats, type NatsHandle } from "../../src/lab/nats.js";
 import { spawnMuster, type MusterProcess } from "../../src/lab/processes.js";
 import { generateSigningKey, type SigningKey } from "../../src/protocol/signing.js";
 import { ServerConfigSchema } from "../../src/server/config.js";
+import { RegistrySource } from "../../src/client/discovery/registry.js";
+import { RegistryConfigSchema } from "../../src/registry/config.js";
+import { startRegistry } from "../../src/registry/daemon.js";
+import { createLogger } from "../../src/log.js";
+import { emptyFilter } from "../../src/protocol/types.js";
 import { ensureCA, issueCert, type CA, type CertFiles } from "../../src/security/pki.js";
 import { cleanEnv, eventually, runCli, tempDir } from "../support/collective.js";
 
@@ -24,7 +29,7 @@ const tmp = tempDir("isolation");
 let nats: NatsHandle;
 let ca: CA;
 let puppetCA: CA;
-const svc: Record<"admin" | "provisioner" | "bootstrap", CertFiles> = {} as never;
+const svc: Record<"admin" | "provisioner" | "bootstrap" | "registry", CertFiles> = {} as never;
 const keys: Record<"admin" | "provisioner", SigningKey> = {} as never;
 const servers: MusterProcess[] = [];
 
@@ -36,12 +41,13 @@ const spec: BrokerAuthSpec = {
   bootstrap: [{ user: user("bootstrap") }],
   provisioners: [user("provisioner")],
   admins: [user("admin")],
+  registries: [user("registry")],
 };
 
 before(async () => {
   ca = ensureCA(join(tmp.path, "ca"));
   puppetCA = ensureCA(join(tmp.path, "puppet-ca"), "/CN=Puppet CA: test");
-  for (const n of ["admin", "provisioner", "bootstrap"] as const) svc[n] = issueCert(ca, { name: n, subject: `/O=muster/OU=service/CN=${n}`, usage: "client" });
+  for (const n of ["admin", "provisioner", "bootstrap", "registry"] as const) svc[n] = issueCert(ca, { name: n, subject: `/O=muster/OU=service/CN=${n}`, usage: "client" });
   for (const n of ["admin", "provisioner"] as const) keys[n] = generateSigningKey(n).key;
   const server = issueCert(ca, { name: "nats", subject: "/O=muster/CN=nats", ips: ["127.0.0.1"], dns: ["localhost"], usage: "server" });
   const bundle = join(tmp.path, "clients-ca.pem");
@@ -75,10 +81,10 @@ function nodeDir(identity: string) {
   return { dir: d, ssldir: join(d, "ssl"), disable: join(d, "provision.disabled") };
 }
 
-function startNode(identity: string): MusterProcess {
+function startNode(identity: string, over: Record<string, unknown> = {}): MusterProcess {
   const n = nodeDir(identity);
   mkdirSync(n.dir, { recursive: true });
-  const cfg = {
+  const cfg: Record<string, unknown> = {
     identity,
     collectives: ["muster"],
     brokers: [nats.url],
@@ -91,6 +97,7 @@ function startNode(identity: string): MusterProcess {
     provisioning: { collective: "provisioning", callers: ["provisioner"], cert: svc.bootstrap.cert, key: svc.bootstrap.key },
     // the stream an admin created; the node publishes only its own subject, once in production
     audit: { file: join(n.dir, "audit.jsonl"), stream: { name: "MUSTER_AUDIT" } },
+    ...over,
   };
   const file = join(n.dir, "server.yaml");
   writeFileSync(file, toYaml(cfg));
@@ -276,4 +283,27 @@ test("a provisioned node without its Puppet certificate stops with a clear error
   const log = readFileSync(join(n.dir, "server.log"), "utf8");
   assert.match(log, /no Puppet certificate yet/);
   assert.ok(!existsSync(join(n.ssldir, "certs", "web3.test.pem")));
+});
+
+test("the registry works within its user: nodes register, it stores, admins query", async () => {
+  // web4 is provisioned already (no provisioning section) and registers every second
+  const n = nodeDir("web4.test");
+  puppetCert("web4.test", n.ssldir);
+  spec.nodes!.push({ identity: "web4.test" });
+  nats.reload(authorizationConfig(spec)); // a node added to a running broker: its user, then a reload
+  const regLog = join(tmp.path, "registry.log");
+  const reg = await startRegistry(RegistryConfigSchema.parse({ brokers: [nats.url], tls: tlsOf(svc.registry) }), createLogger({ level: "debug", file: regLog, name: "registry" }));
+  const admin = await client("admin", "muster");
+  try {
+    startNode("web4.test", { provisioning: undefined, registration: { interval: 1, splay: false } });
+    const source = new RegistrySource(admin.nc, { collective: "muster", via: "service" });
+    await eventually(async () => ((await source.discover(emptyFilter(), { timeoutMs: 2000, idleMs: 200 })).includes("web4.test") ? true : undefined), 30_000, "web4.test in the registry").catch((e: Error) => {
+      throw new Error(`${e.message}; node log tail: ${readFileSync(join(n.dir, "server.log"), "utf8").split("\n").slice(-6).join("\n")}; registry log tail: ${readFileSync(regLog, "utf8").split("\n").slice(-6).join("\n")}`);
+    });
+    const records = await new RegistrySource(admin.nc, { collective: "muster", via: "bucket" }).records(emptyFilter());
+    assert.ok(records.some((r) => r.identity === "web4.test"), "the admin reads the bucket too");
+  } finally {
+    await admin.close();
+    await reg.stop();
+  }
 });

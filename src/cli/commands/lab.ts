@@ -8,6 +8,7 @@ import { isAlive } from "../../lab/processes.js";
 import { labPids, readLabState, startLab, stopLabFromState, type LabState } from "../../lab/lab.js";
 import { receiverCommand } from "../../lab/receiver-command.js";
 import { StateStore, type NodeRecord } from "../../provisioner/state.js";
+import { DEFAULT_STATE_BUCKET } from "../../provisioner/config.js";
 import { progressBar, bold, green, red } from "../output.js";
 import { renderStatusTable } from "./provision.js";
 
@@ -35,7 +36,7 @@ function running(s: LabState): boolean {
 
 async function followProvisioning(s: LabState, timeoutMs: number): Promise<NodeRecord[]> {
   const client = await MusterClient.connect({ brokers: [s.broker], collective: s.collective, name: "muster-lab-follow", tls: s.tls?.admin });
-  const store = await StateStore.open(client.nc, "muster_provision");
+  const store = await StateStore.open(client.nc, DEFAULT_STATE_BUCKET);
   const bar = progressBar(true);
   const ids = s.nodes.map((n) => n.identity);
   const seen = new Map<string, string>();
@@ -116,7 +117,7 @@ export function labCommand(): Command {
         let recs: NodeRecord[] = [];
         if (running(s)) {
           const client = await MusterClient.connect({ brokers: [s.broker], collective: s.collective, name: "muster-lab-status", tls: s.tls?.admin });
-          recs = await (await StateStore.open(client.nc, "muster_provision")).all();
+          recs = await (await StateStore.open(client.nc, DEFAULT_STATE_BUCKET)).all();
           await client.close();
         }
         if (o.json) {
