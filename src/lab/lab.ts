@@ -124,6 +124,20 @@ export function labPids(s: LabState): { name: string; pid: number }[] {
   ];
 }
 
+/**
+ * Connection name -> the broker user its certificate mapped to, from nats-server's monitoring
+ * endpoint (`connz?auth=true`). Empty when monitoring does not answer.
+ */
+export async function connectedUsers(monitor: string): Promise<Map<string, string>> {
+  try {
+    const res = await fetch(`${monitor}/connz?auth=true&limit=4096`, { signal: AbortSignal.timeout(3000) });
+    const body = (await res.json()) as { connections?: { name?: string; authorized_user?: string }[] };
+    return new Map((body.connections ?? []).filter((c) => c.name && c.authorized_user).map((c) => [c.name!, c.authorized_user!]));
+  } catch {
+    return new Map();
+  }
+}
+
 /** A client acting as the provisioner: its credential, its key, the provisioning collective. */
 export async function labProvisionerClient(s: LabState, name = "muster-lab-provisioner"): Promise<MusterClient> {
   const home = s.provisionerEnv.MUSTER_CONFIG_DIR!;

@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { MusterClient } from "../../src/client/client.js";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
-import { labProvisionerClient, startLab, waitForNodes, type Lab } from "../../src/lab/lab.js";
+import { connectedUsers, labProvisionerClient, startLab, waitForNodes, type Lab } from "../../src/lab/lab.js";
 import { expectedMotd, BOOTSTRAP_SITE } from "../../src/lab/manifests.js";
 import { writeEnvironment } from "../../src/lab/puppetserver.js";
 import { spawnMuster, type MusterProcess } from "../../src/lab/processes.js";
@@ -96,11 +96,11 @@ function notifications(): { subject: string; message: string }[] {
   return existsSync(f) ? readFileSync(f, "utf8").trim().split("\n").filter(Boolean).map((l) => JSON.parse(l) as { subject: string; message: string }) : [];
 }
 
-/** The nats-server user each muster server's connection is mapped to (monitoring endpoint). */
+/** The nats-server user each muster server's connection is mapped to, by identity. */
 async function brokerUsers(): Promise<Map<string, string>> {
-  const res = await fetch(`${lab.state.monitor}/connz?auth=true&limit=1024`);
-  const body = (await res.json()) as { connections: { name?: string; authorized_user?: string }[] };
-  return new Map(body.connections.filter((c) => c.name?.startsWith("muster-server:")).map((c) => [c.name!.slice("muster-server:".length), c.authorized_user ?? ""]));
+  const users = await connectedUsers(lab.state.monitor);
+  assert.ok(users.size > 0, "nats-server monitoring answered");
+  return new Map([...users].filter(([name]) => name.startsWith("muster-server:")).map(([name, user]) => [name.slice("muster-server:".length), user]));
 }
 
 async function adminConnection(): Promise<{ nc: NatsConnection; errors: string[] }> {

@@ -5,7 +5,7 @@ import { stringify as toYaml } from "yaml";
 import { MusterClient } from "../../client/client.js";
 import { MusterError } from "../../errors.js";
 import { isAlive } from "../../lab/processes.js";
-import { labPids, readLabState, startLab, stopLabFromState, type LabState } from "../../lab/lab.js";
+import { connectedUsers, labPids, readLabState, startLab, stopLabFromState, type LabState } from "../../lab/lab.js";
 import { receiverCommand } from "../../lab/receiver-command.js";
 import { StateStore, type NodeRecord } from "../../provisioner/state.js";
 import { DEFAULT_STATE_BUCKET } from "../../provisioner/config.js";
@@ -18,17 +18,6 @@ import { renderStatusTable } from "./provision.js";
 const labDir = () => resolve(".muster", "lab");
 const clientConfig = () => resolve(".muster", "client.yaml");
 const ts = () => new Date().toISOString().slice(11, 19);
-
-/** Connection name → the broker user its certificate mapped to (nats-server's monitoring endpoint). */
-async function brokerUsers(monitor: string): Promise<Map<string, string>> {
-  try {
-    const res = await fetch(`${monitor}/connz?auth=true&limit=4096`, { signal: AbortSignal.timeout(3000) });
-    const body = (await res.json()) as { connections?: { name?: string; authorized_user?: string }[] };
-    return new Map((body.connections ?? []).filter((c) => c.name && c.authorized_user).map((c) => [c.name!, c.authorized_user!]));
-  } catch {
-    return new Map(); // monitoring is a nicety here; the process list stands without it
-  }
-}
 
 function running(s: LabState): boolean {
   return isAlive(s.natsPid);
@@ -125,7 +114,7 @@ export function labCommand(): Command {
           return;
         }
         process.stdout.write(`lab in ${s.dir}\nbroker ${s.broker} (TLS, CA ${s.tls?.ca ?? "none"}), collective ${s.collective}, waiting nodes in ${s.provisioningCollective ?? s.collective}\n\n`);
-        const users = running(s) && s.monitor ? await brokerUsers(s.monitor) : new Map<string, string>();
+        const users = running(s) && s.monitor ? await connectedUsers(s.monitor) : new Map<string, string>(); // a nicety: the list stands without it
         for (const p of procs) {
           const id = p.name.startsWith("muster server ") ? p.name.slice("muster server ".length) : p.name === "provisioner" ? undefined : "";
           const user = id === undefined ? [...users.entries()].find(([n]) => n.startsWith("muster-provisioner:"))?.[1] : id ? users.get(`muster-server:${id}`) : undefined;
