@@ -2,52 +2,72 @@ import { hostname } from "node:os";
 import { z } from "zod";
 import { TlsConfigSchema } from "../broker/connect.js";
 import { loadConfigFile } from "../config/load.js";
+import { didYouMean } from "../suggest.js";
+import { parseRecipient } from "../agents/notify/recipient.js";
+import { MusterError } from "../errors.js";
 
 // mcprovision's YAML, accepted unchanged (logfile, loglevel, daemonize, sleeptime, steps, master,
 // target, notify), plus muster's additions, each with a safe default (docs/provisioner.md).
+// Unknown keys are refused, naming the nearest valid key: a typo must not silently switch a step off.
 
-const Steps = z
-  .object({
-    lock: z.boolean().default(false),
-    set_puppet_hostname: z.boolean().default(false),
-    clean_node_certname: z.boolean().default(false),
-    send_node_csr: z.boolean().default(false),
-    sign_node_csr: z.boolean().default(false),
-    puppet_bootstrap_stage: z.boolean().default(false),
-    puppet_final_run: z.boolean().default(false),
-    puppet_daemonize: z.boolean().default(false),
-    notify: z.boolean().default(false),
-    // muster addition: turn the provision agent off once the node is done (mcprovision did this in the agent)
-    disable_provisioner: z.boolean().default(true),
-  })
-  .strict();
+/** A strict object whose unknown keys are reported with the nearest valid one. */
+function strict<S extends z.ZodRawShape>(what: string, shape: S) {
+  const known = Object.keys(shape);
+  return z.strictObject(shape, {
+    error: (iss) => (iss.code === "unrecognized_keys" ? iss.keys.map((k) => unknownKey(what, k, known)).join("; ") : undefined),
+  });
+}
 
-const Role = z
-  .object({
+function unknownKey(what: string, key: string, known: string[]): string {
+  const hint = didYouMean(key, known);
+  // Without a close match, list the choices when there are few enough to read.
+  const choices = !hint && known.length <= 12 ? ` (valid: ${known.join(", ")})` : "";
+  return `unknown ${what} ${JSON.stringify(key)}${hint}${choices}`;
+}
+
+const stepShape = {
+  lock: z.boolean().default(false),
+  // mcprovision's own switch for releasing the lock; when absent it follows `lock`, so a lock
+  // muster takes is also released unless the operator asks to keep it (unlock: false).
+  unlock: z.boolean().optional(),
+  set_puppet_hostname: z.boolean().default(false),
+  clean_node_certname: z.boolean().default(false),
+  send_node_csr: z.boolean().default(false),
+  sign_node_csr: z.boolean().default(false),
+  puppet_bootstrap_stage: z.boolean().default(false),
+  puppet_final_run: z.boolean().default(false),
+  puppet_daemonize: z.boolean().default(false),
+  notify: z.boolean().default(false),
+  // muster addition: turn the provision agent off once the node is done (mcprovision did this in the agent)
+  disable_provisioner: z.boolean().default(true),
+};
+
+const Steps = strict("step", stepShape).transform((s) => ({ ...s, unlock: s.unlock ?? s.lock }));
+
+const collectiveName = z.string().regex(/^[A-Za-z0-9_-]+$/, "collective names are letters, digits, - and _");
+
+function role(defaults: { filter: string; agent: string }) {
+  return {
     /** Where this role's nodes are; default: the top-level collective. Waiting nodes under provisioning isolation are in `provisioning`. */
-    collective: z.string().regex(/^[A-Za-z0-9_-]+$/, "collective names are letters, digits, - and _").optional(),
-    filter: z.string().default(""),
-    agent: z.string().default("provision"),
+    collective: collectiveName.optional(),
+    filter: z.string().default(defaults.filter),
+    agent: z.string().default(defaults.agent),
     ipaddress_fact: z.string().default("ipaddress"),
-  })
-  .strict();
+  };
+}
 
 /** The KV bucket of node records, unless state_bucket says otherwise. */
 export const DEFAULT_STATE_BUCKET = "muster_provision";
 
-export const ProvisionerConfigSchema = z
-  .object({
+export const ProvisionerConfigSchema = strict("key", {
     logfile: z.string().optional(),
     loglevel: z.enum(["trace", "debug", "info", "warn", "error", "fatal"]).default("info"),
     daemonize: z.boolean().default(false),
     sleeptime: z.number().positive().default(5),
-    steps: Steps.default(Steps.parse({})),
-    master: Role.extend({ criteria: z.array(z.string()).default([]), agent: z.string().default("puppetca") }).default({ filter: "", agent: "puppetca", ipaddress_fact: "ipaddress", criteria: [] }),
-    target: Role.default({ filter: "provision().disabled=false and provision().locked=false", agent: "provision", ipaddress_fact: "ipaddress" }),
-    notify: z
-      .object({ collective: z.string().regex(/^[A-Za-z0-9_-]+$/, "collective names are letters, digits, - and _").optional(), filter: z.string().default(""), agent: z.string().default("notify"), targets: z.array(z.string()).default([]) })
-      .strict()
-      .default({ filter: "", agent: "notify", targets: [] }),
+    steps: Steps.prefault({}),
+    master: strict("master key", { ...role({ filter: "", agent: "puppetca" }), criteria: z.array(z.string()).default([]) }).prefault({}),
+    target: strict("target key", role({ filter: "provision().disabled=false and provision().locked=false", agent: "provision" })).prefault({}),
+    notify: strict("notify key", { collective: collectiveName.optional(), filter: z.string().default(""), agent: z.string().default("notify"), targets: z.array(z.string()).default([]) }).prefault({}),
 
     // ---- muster additions ----
     /** Who this provisioner is: owner of node locks and KV claims. Stable across restarts so a restarted one resumes its own work. */
@@ -59,10 +79,7 @@ export const ProvisionerConfigSchema = z
     collective: z.string().default("muster"),
     concurrency: z.number().int().positive().default(10),
     per_master_limit: z.number().int().positive().default(5),
-    retries: z
-      .object({ attempts: z.number().int().positive().default(3), backoff: z.number().nonnegative().default(2), max_backoff: z.number().positive().default(60) })
-      .strict()
-      .default({ attempts: 3, backoff: 2, max_backoff: 60 }),
+    retries: strict("retries key", { attempts: z.number().int().positive().default(3), backoff: z.number().nonnegative().default(2), max_backoff: z.number().positive().default(60) }).prefault({}),
     lock_lease: z.number().int().positive().default(600),
     bootstrap_environment: z.string().default("bootstrap"),
     production_environment: z.string().default("production"),
@@ -75,15 +92,42 @@ export const ProvisionerConfigSchema = z
     puppet_timeout: z.number().positive().default(900),
     /** Seconds to wait for any other step's answer before retrying it (a request lost in a broker failover costs this). */
     step_timeout: z.number().positive().default(60),
-    metrics: z.object({ port: z.number().int().nonnegative(), host: z.string().default("127.0.0.1") }).strict().optional(),
+    metrics: strict("metrics key", { port: z.number().int().nonnegative(), host: z.string().default("127.0.0.1") }).optional(),
     pidfile: z.string().optional(),
     /** Seconds SIGTERM waits for in-flight steps before abandoning them (locks are released either way). */
     shutdown_grace: z.number().nonnegative().default(30),
-  })
-  .strict();
+});
 
 export type ProvisionerConfig = z.output<typeof ProvisionerConfigSchema>;
 
+/**
+ * notify.targets the notifier cannot deliver to, one message each naming the target and the
+ * schemes it can deliver. The provisioner sends targets as `recipients` of notify#send, which
+ * refuses the whole request for one bad recipient: caught here, at start-up, not at the first node.
+ */
+export function undeliverableTargets(cfg: Pick<ProvisionerConfig, "notify">): string[] {
+  const out: string[] = [];
+  cfg.notify.targets.forEach((target, i) => {
+    try {
+      parseRecipient(target);
+    } catch (e) {
+      // parseRecipient's message repeats the target: keep only why, which names the schemes.
+      const why = (e as Error).message.replace(/^invalid recipient "(?:[^"\\]|\\.)*": /, "");
+      out.push(`notify.targets[${i}] ${JSON.stringify(target)} cannot be delivered: ${why}`);
+    }
+  });
+  return out;
+}
+
+/**
+ * Reads and checks the config. An undeliverable notify target is fatal only when the notify step
+ * is on (every node would fail at its last step); otherwise the daemon warns once at start-up.
+ */
 export function loadProvisionerConfig(path: string): ProvisionerConfig {
-  return loadConfigFile(path, ProvisionerConfigSchema, "provisioner config");
+  const cfg = loadConfigFile(path, ProvisionerConfigSchema, "provisioner config");
+  const bad = undeliverableTargets(cfg);
+  if (bad.length && cfg.steps.notify) {
+    throw new MusterError("MUSTER_CONFIG_INVALID", `provisioner config ${path} is invalid (steps.notify is on):\n${bad.map((b) => `  ${b}`).join("\n")}\nFix or remove the target, or set steps.notify: false.`);
+  }
+  return cfg;
 }

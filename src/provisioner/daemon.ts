@@ -4,7 +4,7 @@ import type { Logger } from "pino";
 import { MusterClient } from "../client/client.js";
 import { resolveBrokers } from "../broker/connect.js";
 import { MusterError } from "../errors.js";
-import type { ProvisionerConfig } from "./config.js";
+import { undeliverableTargets, type ProvisionerConfig } from "./config.js";
 import { ProvisionerMetrics } from "./metrics.js";
 import { Provisioner } from "./runner.js";
 import { StateStore } from "./state.js";
@@ -41,6 +41,8 @@ export interface RunOptions {
 
 export async function runProvisioner(cfg: ProvisionerConfig, log: Logger, opts: RunOptions): Promise<number> {
   if (cfg.pidfile) claimPidfile(cfg.pidfile);
+  // With the notify step on these were refused when the config was read; off, they are unused.
+  for (const problem of undeliverableTargets(cfg)) log.warn(`${problem}; unused while steps.notify is false`);
   const brokers = resolveBrokers(opts.broker, cfg.broker === undefined ? undefined : Array.isArray(cfg.broker) ? cfg.broker : [cfg.broker]);
   const client = await MusterClient.connect({ brokers, collective: cfg.collective, name: `muster-provisioner:${cfg.id}`, log, tls: cfg.tls });
   const store = await StateStore.open(client.nc, cfg.state_bucket, cfg.state_replicas);

@@ -34,7 +34,7 @@ export function enabledStages(steps: ProvisionerConfig["steps"]): Stage[] {
     production: steps.puppet_final_run,
     daemonize: steps.puppet_daemonize,
     disable: steps.disable_provisioner,
-    unlock: steps.lock,
+    unlock: steps.unlock,
     notify: steps.notify,
   };
   return Stages.filter((s) => on[s]);

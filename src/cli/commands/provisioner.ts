@@ -15,7 +15,7 @@ export function provisionerCommand(): Command {
       `
 Steps (each switched by steps.* in the config): lock, set_puppet_hostname, clean_node_certname,
 send_node_csr, sign_node_csr, puppet_bootstrap_stage, puppet_final_run, puppet_daemonize,
-disable_provisioner, notify. Progress is kept in NATS KV: see \`muster provision status\`.
+unlock (default: as lock), disable_provisioner, notify. Progress is kept in NATS KV: see \`muster provision status\`.
 SIGTERM stops taking nodes, finishes or abandons current steps and releases node locks.`,
     )
     .action(async (o: { config: string; once?: boolean; broker?: string; foreground?: boolean }) => {
