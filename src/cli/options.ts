@@ -1,4 +1,5 @@
 import { Option, type Command } from "commander";
+import { dataPluginCatalogue } from "../agents/data-ddls.js";
 import { buildFilter } from "../filter/index.js";
 import { FlatfileSource } from "../client/discovery/flatfile.js";
 import type { NodeSource } from "../client/discovery/source.js";
@@ -92,8 +93,14 @@ export function addRpcOptions(cmd: Command): Command {
     .option("--no-progress", "no progress bar");
 }
 
-export function filterFromOpts(o: FilterOpts): Filter {
-  return buildFilter({ fact: o.wf, class: o.wc, identity: o.wi, agent: o.wa, with: o.with, select: o.select });
+/**
+ * The wire filter from -F -C -I -A -W -S. With the client config, -S data plugin calls are also
+ * checked against the data plugins the client knows (built-in, and DDLs in its ddl_directories):
+ * an unknown plugin or field is refused here, before anything is sent (docs/filters.md).
+ */
+export function filterFromOpts(o: FilterOpts, config?: Pick<ClientConfig, "ddl_directories">): Filter {
+  const dataPlugins = config ? dataPluginCatalogue(config.ddl_directories) : undefined;
+  return buildFilter({ fact: o.wf, class: o.wc, identity: o.wi, agent: o.wa, with: o.with, select: o.select }, { dataPlugins });
 }
 
 export function limitFromOpts(o: RpcOpts): LimitSpec | undefined {
@@ -108,10 +115,10 @@ export interface Session {
   discoveryTimeoutMs: number;
 }
 
-/** Parse filters first (nothing is sent when they are bad), then connect. */
+/** Check the filters first (nothing is sent when they are bad), then connect. */
 export async function openSession(o: FilterOpts, registrySource?: (client: MusterClient, cfg: ClientConfig) => NodeSource): Promise<Session> {
-  const filter = filterFromOpts(o);
   const config = loadClientConfig(o.config);
+  const filter = filterFromOpts(o, config);
   const method = o.nodes ? "flatfile" : (o.dm ?? "broadcast");
   if ((method === "flatfile" || method === "file") && !o.nodes) throw new MusterError("MUSTER_USAGE", "--dm flatfile needs --nodes FILE");
   // The registry answers from registration data: a filter it cannot answer fails before connecting.

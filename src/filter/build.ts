@@ -5,6 +5,7 @@ import type { FactFilter, Filter } from "../protocol/types.js";
 import { FilterError } from "./error.js";
 import {
   checkFactFilter,
+  type DataPluginCatalogue,
   FilterLimits,
   parseAgentFilter,
   parseClassFilter,
@@ -38,8 +39,9 @@ function labelled<T>(context: string, fn: () => T): T {
 /**
  * Builds the wire Filter from CLI flags. Fact filters are stored parsed; -S expressions are
  * parsed here (to fail before anything is sent) and stored as source text. Errors name the flag.
+ * With `dataPlugins`, -S calls to data plugins (or fields) the caller does not know are refused.
  */
-export function buildFilter(options: FilterOptions = {}): Filter {
+export function buildFilter(options: FilterOptions = {}, check: { dataPlugins?: DataPluginCatalogue } = {}): Filter {
   const filter = emptyFilter();
   for (const text of options.fact ?? []) filter.fact.push(labelled("-F", () => parseFactFilter(text)));
   for (const text of options.class ?? []) filter.class.push(labelled("-C", () => parseClassFilter(text)));
@@ -51,7 +53,7 @@ export function buildFilter(options: FilterOptions = {}): Filter {
     filter.class.push(...parsed.class);
   }
   for (const text of options.select ?? []) {
-    labelled("-S", () => parseCompound(text));
+    labelled("-S", () => parseCompound(text, check.dataPlugins));
     filter.compound.push(text);
   }
   return filter;

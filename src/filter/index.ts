@@ -9,7 +9,7 @@ export {
   parseIdentityFilter,
   parseWith,
 } from "./parse.js";
-export type { CompoundExpr, FactStatement, FilterValue } from "./parse.js";
+export type { CompoundExpr, DataPluginCatalogue, DataPluginShape, FactStatement, FilterValue } from "./parse.js";
 export { buildFilter, validateWireFilter } from "./build.js";
 export type { FilterOptions } from "./build.js";
 export { compileCompound, compileFilter } from "./match.js";

@@ -9,6 +9,7 @@ import { FactOperators } from "../protocol/types.js";
 import type { FactFilter, FactOperator } from "../protocol/types.js";
 import { FilterError } from "./error.js";
 import { compileRegex } from "./regex.js";
+import { nearest } from "../suggest.js";
 
 export const FilterLimits = {
   /** Longest filter text (one -F, -S, ... value, or one wire string). */
@@ -49,6 +50,27 @@ export type CompoundExpr =
       readonly value: FilterValue;
     };
 
+/** What a client knows about one data plugin: enough to refuse a call no node could answer. */
+export interface DataPluginShape {
+  /** The result's fields; a filter names one of them, or a dotted path below one. */
+  readonly fields: readonly string[];
+  /** `name()` without an argument is refused: the plugin answers nothing without one. */
+  readonly argumentRequired: boolean;
+}
+
+/**
+ * The data plugins a client knows (its DDLs). Given to parseCompound, a call to an unknown plugin
+ * or field is a FilterError at its column. Nodes never pass one: a plugin that only some nodes
+ * have simply does not match on the others.
+ */
+export interface DataPluginCatalogue {
+  lookup(name: string): DataPluginShape | undefined;
+  /** Every known plugin name, sorted, for the message. */
+  names(): readonly string[];
+  /** How to make a plugin known, appended to the unknown-plugin message. */
+  readonly hint?: string;
+}
+
 // Longest first, so "==" is not read as "=" followed by a value "=...".
 const OPERATOR_SPELLINGS = ["==", "!=", "<=", ">=", "=~", "=", "<", ">"] as const;
 type OperatorSpelling = (typeof OPERATOR_SPELLINGS)[number];
@@ -75,6 +97,7 @@ class Cursor {
     readonly src: string,
     start: number,
     readonly end: number,
+    readonly dataPlugins?: DataPluginCatalogue,
   ) {
     this.pos = start;
   }
@@ -425,10 +448,13 @@ function keywordAt(c: Cursor): (typeof KEYWORDS)[number] | undefined {
   return undefined;
 }
 
-/** Parses a -S expression into an AST. Precedence: not > and > or. */
-export function parseCompound(text: string): CompoundExpr {
+/**
+ * Parses a -S expression into an AST. Precedence: not > and > or. With `dataPlugins` (a client
+ * checking what it is about to send), calls to plugins or fields it does not know are refused.
+ */
+export function parseCompound(text: string, dataPlugins?: DataPluginCatalogue): CompoundExpr {
   checkLength(text);
-  const c: Cursor = new Cursor(text, 0, text.length);
+  const c: Cursor = new Cursor(text, 0, text.length, dataPlugins);
   const expr = parseOr(c, 0, undefined);
   c.skipSpace();
   if (!c.done) {
@@ -524,6 +550,8 @@ function parsePrimary(c: Cursor, depth: number, after: string | undefined): Comp
 
 function parseDataCall(c: Cursor, plugin: string, at: number): CompoundExpr {
   if (!PLUGIN_NAME.test(plugin)) c.fail(`invalid data plugin name '${abbreviate(plugin)}'`, at);
+  const shape = c.dataPlugins ? knownPlugin(c, c.dataPlugins, plugin, at) : undefined;
+  const open = c.pos;
   c.pos++; // (
   c.skipSpace();
   let argument: string | undefined;
@@ -540,6 +568,7 @@ function parseDataCall(c: Cursor, plugin: string, at: number): CompoundExpr {
     );
   }
   c.pos++;
+  if (shape?.argumentRequired && argument === undefined) c.fail(`${plugin}() needs an argument: ${plugin}('...')`, open + 1);
   const call = `${plugin}(${argument === undefined ? "" : "..."})`;
   if (c.peek() !== ".") c.fail(`expected '.field' after '${call}' but found ${c.describe()}`);
   c.pos++;
@@ -547,9 +576,23 @@ function parseDataCall(c: Cursor, plugin: string, at: number): CompoundExpr {
   const field = scanWord(c);
   if (field === "") c.fail(`expected a field name after '${call}.' but found ${c.describe()}`);
   if (!FIELD_NAME.test(field)) c.fail(`invalid field name '${abbreviate(field)}'`, fieldAt);
+  const head = field.split(".")[0] ?? field;
+  if (shape && !shape.fields.includes(head)) {
+    const close = nearest(head, shape.fields);
+    c.fail(`${plugin}() has no field '${abbreviate(head)}'${close ? `; did you mean '${close}'?` : ""} (its fields: ${shape.fields.join(", ")})`, fieldAt);
+  }
   c.skipSpace();
   const op = scanOperator(c);
   if (op === undefined) c.fail(`expected an operator after '${call}.${abbreviate(field)}' but found ${c.describe()}`);
   const value = scanValue(c, op.operator, op.spelling, "word");
   return { kind: "data", plugin, argument, field, operator: op.operator, value };
+}
+
+function knownPlugin(c: Cursor, catalogue: DataPluginCatalogue, plugin: string, at: number): DataPluginShape {
+  const shape = catalogue.lookup(plugin);
+  if (shape) return shape;
+  const names = catalogue.names();
+  const close = nearest(plugin, names);
+  const known = names.length ? `known data plugins: ${names.join(", ")}` : "no data plugins are known";
+  return c.fail(`unknown data plugin '${abbreviate(plugin)}'${close ? `; did you mean '${close}'?` : ""} (${known}${catalogue.hint ? `; ${catalogue.hint}` : ""})`, at);
 }

@@ -106,8 +106,8 @@ registry's max_age are listed. Data plugins in -S: fact() and agent() only (docs
 Exit code 1 when nothing matches.`,
     )
     .action(async (o: QueryOpts) => {
-      const filter = filterFromOpts(o);
       const config = loadClientConfig(o.config);
+      const filter = filterFromOpts(o, config);
       const bucket = o.bucket ?? config.registry_bucket ?? DEFAULT_BUCKET;
       if (!isValidBucketName(bucket)) throw new MusterError("MUSTER_USAGE", `invalid bucket name ${JSON.stringify(bucket)}: letters, digits, - and _ only`);
       const collective = o.target ?? config.collective;
