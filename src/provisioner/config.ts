@@ -5,6 +5,8 @@ import { loadConfigFile } from "../config/load.js";
 import { didYouMean } from "../suggest.js";
 import { parseRecipient } from "../agents/notify/recipient.js";
 import { MusterError } from "../errors.js";
+import { dataPluginCatalogue } from "../agents/data-ddls.js";
+import { FilterError, parseCompound } from "../filter/index.js";
 
 // mcprovision's YAML, accepted unchanged (logfile, loglevel, daemonize, sleeptime, steps, master,
 // target, notify), plus muster's additions, each with a safe default (docs/provisioner.md).
@@ -96,6 +98,8 @@ export const ProvisionerConfigSchema = strict("key", {
     pidfile: z.string().optional(),
     /** Seconds SIGTERM waits for in-flight steps before abandoning them (locks are released either way). */
     shutdown_grace: z.number().nonnegative().default(30),
+    /** Where DDLs of your own data plugins are (`<dir>/data/<name>.json`), for checking the role filters. */
+    ddl_directories: z.array(z.string()).default([]),
 });
 
 export type ProvisionerConfig = z.output<typeof ProvisionerConfigSchema>;
@@ -120,11 +124,34 @@ export function undeliverableTargets(cfg: Pick<ProvisionerConfig, "notify">): st
 }
 
 /**
+ * The role filters checked as the CLI checks -S: syntax, and data plugins and fields the
+ * provisioner knows (built-in, or DDLs in ddl_directories). A typo such as provision().lockd
+ * would otherwise match no node, and the provisioner would wait for ever without saying why.
+ */
+export function filterProblems(cfg: Pick<ProvisionerConfig, "master" | "target" | "notify" | "ddl_directories">): string[] {
+  const dataPlugins = dataPluginCatalogue(cfg.ddl_directories);
+  const out: string[] = [];
+  for (const role of ["master", "target", "notify"] as const) {
+    const text = cfg[role].filter;
+    if (!text) continue;
+    try {
+      parseCompound(text, dataPlugins);
+    } catch (e) {
+      if (!(e instanceof FilterError)) throw e;
+      out.push(`${role}.filter: ${e.render().replace(/\n/g, "\n  ")}`);
+    }
+  }
+  return out;
+}
+
+/**
  * Reads and checks the config. An undeliverable notify target is fatal only when the notify step
  * is on (every node would fail at its last step); otherwise the daemon warns once at start-up.
  */
 export function loadProvisionerConfig(path: string): ProvisionerConfig {
   const cfg = loadConfigFile(path, ProvisionerConfigSchema, "provisioner config");
+  const badFilters = filterProblems(cfg);
+  if (badFilters.length) throw new MusterError("MUSTER_CONFIG_INVALID", `provisioner config ${path} is invalid:\n${badFilters.map((b) => `  ${b}`).join("\n")}`);
   const bad = undeliverableTargets(cfg);
   if (bad.length && cfg.steps.notify) {
     throw new MusterError("MUSTER_CONFIG_INVALID", `provisioner config ${path} is invalid (steps.notify is on):\n${bad.map((b) => `  ${b}`).join("\n")}\nFix or remove the target, or set steps.notify: false.`);

@@ -8,7 +8,8 @@ import { MusterClient } from "../../src/client/client.js";
 import { startEmulator, type RunningEmulator } from "../../src/emulator/emulator.js";
 import { SimulatedCA, simulatedFactories } from "../../src/emulator/simulated.js";
 import { silentLogger } from "../../src/log.js";
-import { ProvisionerConfigSchema } from "../../src/provisioner/config.js";
+import { loadProvisionerConfig, ProvisionerConfigSchema } from "../../src/provisioner/config.js";
+import { mkdirSync } from "node:fs";
 import { enabledStages } from "../../src/provisioner/stages.js";
 import { StateStore } from "../../src/provisioner/state.js";
 import { cleanEnv, connectNats, repoRoot, runCli, tempDir } from "../support/collective.js";
@@ -80,6 +81,21 @@ test("typos are refused naming the nearest valid key", () => {
   const far = issues({ steps: { reboot: true } });
   assert.equal(far.length, 1);
   assert.match(far[0]!, /unknown step "reboot" \(valid: lock, unlock, set_puppet_hostname/);
+});
+
+test("role filters are checked when the config is read: syntax, data plugins and fields, plugins of your own by DDL", () => {
+  const file = join(dir.path, "filters.yaml");
+  const load = (cfg: Record<string, unknown>) => {
+    writeFileSync(file, toYaml(cfg));
+    return () => loadProvisionerConfig(file);
+  };
+  assert.throws(load({ target: { filter: "provision().lockd=false" } }), /target\.filter: provision\(\) has no field 'lockd'; did you mean 'locked'\? \(its fields: locked, disabled\) at column 13\n {4}provision\(\)\.lockd=false\n {4} {12}\^/);
+  assert.throws(load({ master: { filter: "region=eu and (" } }), /master\.filter: expected a statement after '\(' at column 16/);
+  assert.throws(load({ notify: { filter: "rack().row=1" } }), /notify\.filter: unknown data plugin 'rack'/);
+  mkdirSync(join(dir.path, "ddl", "data"), { recursive: true });
+  writeFileSync(join(dir.path, "ddl", "data", "rack.json"), JSON.stringify({ metadata: { name: "rack", description: "racks" }, output: { row: { description: "Row" } } }));
+  assert.equal(load({ notify: { filter: "rack().row=1" }, ddl_directories: [join(dir.path, "ddl")] })().notify.filter, "rack().row=1");
+  assert.equal(load({})().target.filter, "provision().disabled=false and provision().locked=false", "the default target filter passes");
 });
 
 test("muster provisioner accepts the README verbatim, reports the boxcar target once at start-up and runs", async () => {
