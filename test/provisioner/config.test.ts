@@ -61,6 +61,7 @@ test("the README's config parses: every step it names is switched as written", (
   assert.deepEqual(cfg.master.criteria, ["ec2_placement_region", "country"]);
   assert.equal(cfg.target.filter, "");
   assert.deepEqual(enabledStages(cfg.steps), ["lock", "set_puppet_host", "clean_cert", "request_csr", "sign_csr", "bootstrap", "production", "unlock", "disable"]);
+  assert.ok(readFileSync(join(repoRoot, "docs", "provisioner.md"), "utf8").includes(`\`\`\`yaml\n${README}\`\`\``), "docs/provisioner.md quotes the same text");
 });
 
 test("unlock follows lock unless set; every step key mcprovision had is accepted", () => {
