@@ -62,44 +62,44 @@ function role(defaults: { filter: string; agent: string }) {
 export const DEFAULT_STATE_BUCKET = "muster_provision";
 
 export const ProvisionerConfigSchema = strict("key", {
-    logfile: z.string().optional(),
-    loglevel: z.enum(["trace", "debug", "info", "warn", "error", "fatal"]).default("info"),
-    daemonize: z.boolean().default(false),
-    sleeptime: z.number().positive().default(5),
-    steps: Steps.prefault({}),
-    master: strict("master key", { ...role({ filter: "", agent: "puppetca" }), criteria: z.array(z.string()).default([]) }).prefault({}),
-    target: strict("target key", role({ filter: "provision().disabled=false and provision().locked=false", agent: "provision" })).prefault({}),
-    notify: strict("notify key", { collective: collectiveName.optional(), filter: z.string().default(""), agent: z.string().default("notify"), targets: z.array(z.string()).default([]) }).prefault({}),
+  logfile: z.string().optional(),
+  loglevel: z.enum(["trace", "debug", "info", "warn", "error", "fatal"]).default("info"),
+  daemonize: z.boolean().default(false),
+  sleeptime: z.number().positive().default(5),
+  steps: Steps.prefault({}),
+  master: strict("master key", { ...role({ filter: "", agent: "puppetca" }), criteria: z.array(z.string()).default([]) }).prefault({}),
+  target: strict("target key", role({ filter: "provision().disabled=false and provision().locked=false", agent: "provision" })).prefault({}),
+  notify: strict("notify key", { collective: collectiveName.optional(), filter: z.string().default(""), agent: z.string().default("notify"), targets: z.array(z.string()).default([]) }).prefault({}),
 
-    // ---- muster additions ----
-    /** Who this provisioner is: owner of node locks and KV claims. Stable across restarts so a restarted one resumes its own work. */
-    id: z.string().default(() => `provisioner@${hostname()}`),
-    broker: z.union([z.string(), z.array(z.string())]).optional(),
-    /** TLS to the broker (docs/security.md#tls); MUSTER_TLS_* when absent. */
-    tls: TlsConfigSchema.optional(),
-    /** The collective of the masters and notifiers, and of the targets unless target.collective says otherwise. */
-    collective: z.string().default("muster"),
-    concurrency: z.number().int().positive().default(10),
-    per_master_limit: z.number().int().positive().default(5),
-    retries: strict("retries key", { attempts: z.number().int().positive().default(3), backoff: z.number().nonnegative().default(2), max_backoff: z.number().positive().default(60) }).prefault({}),
-    lock_lease: z.number().int().positive().default(600),
-    bootstrap_environment: z.string().default("bootstrap"),
-    production_environment: z.string().default("production"),
-    stage_fact: z.string().default("lifecycle_stage"),
-    state_bucket: z.string().regex(/^[A-Za-z0-9_-]+$/).default(DEFAULT_STATE_BUCKET),
-    /** Replicas of the state bucket when it is created: 3 on a clustered broker so losing one server loses no state. */
-    state_replicas: z.number().int().min(1).max(5).default(1),
-    discovery_timeout: z.number().positive().default(2),
-    /** Seconds to wait for a Puppet run (bootstrap or production) to answer. */
-    puppet_timeout: z.number().positive().default(900),
-    /** Seconds to wait for any other step's answer before retrying it (a request lost in a broker failover costs this). */
-    step_timeout: z.number().positive().default(60),
-    metrics: strict("metrics key", { port: z.number().int().nonnegative(), host: z.string().default("127.0.0.1") }).optional(),
-    pidfile: z.string().optional(),
-    /** Seconds SIGTERM waits for in-flight steps before abandoning them (locks are released either way). */
-    shutdown_grace: z.number().nonnegative().default(30),
-    /** Where DDLs of your own data plugins are (`<dir>/data/<name>.json`), for checking the role filters. */
-    ddl_directories: z.array(z.string()).default([]),
+  // ---- muster additions ----
+  /** Who this provisioner is: owner of node locks and KV claims. Stable across restarts so a restarted one resumes its own work. */
+  id: z.string().default(() => `provisioner@${hostname()}`),
+  broker: z.union([z.string(), z.array(z.string())]).optional(),
+  /** TLS to the broker (docs/security.md#tls); MUSTER_TLS_* when absent. */
+  tls: TlsConfigSchema.optional(),
+  /** The collective of the masters and notifiers, and of the targets unless target.collective says otherwise. */
+  collective: z.string().default("muster"),
+  concurrency: z.number().int().positive().default(10),
+  per_master_limit: z.number().int().positive().default(5),
+  retries: strict("retries key", { attempts: z.number().int().positive().default(3), backoff: z.number().nonnegative().default(2), max_backoff: z.number().positive().default(60) }).prefault({}),
+  lock_lease: z.number().int().positive().default(600),
+  bootstrap_environment: z.string().default("bootstrap"),
+  production_environment: z.string().default("production"),
+  stage_fact: z.string().default("lifecycle_stage"),
+  state_bucket: z.string().regex(/^[A-Za-z0-9_-]+$/).default(DEFAULT_STATE_BUCKET),
+  /** Replicas of the state bucket when it is created: 3 on a clustered broker so losing one server loses no state. */
+  state_replicas: z.number().int().min(1).max(5).default(1),
+  discovery_timeout: z.number().positive().default(2),
+  /** Seconds to wait for a Puppet run (bootstrap or production) to answer. */
+  puppet_timeout: z.number().positive().default(900),
+  /** Seconds to wait for any other step's answer before retrying it (a request lost in a broker failover costs this). */
+  step_timeout: z.number().positive().default(60),
+  metrics: strict("metrics key", { port: z.number().int().nonnegative(), host: z.string().default("127.0.0.1") }).optional(),
+  pidfile: z.string().optional(),
+  /** Seconds SIGTERM waits for in-flight steps before abandoning them (locks are released either way). */
+  shutdown_grace: z.number().nonnegative().default(30),
+  /** Where DDLs of your own data plugins are (`<dir>/data/<name>.json`), for checking the role filters. */
+  ddl_directories: z.array(z.string()).default([]),
 });
 
 export type ProvisionerConfig = z.output<typeof ProvisionerConfigSchema>;
