@@ -113,7 +113,7 @@ Exit code 1 when nothing matches.`,
       const collective = o.target ?? config.collective;
       const nc = await connectBroker({ servers: resolveBrokers(o.broker, config.brokers), name: "muster-registry-query", tls: resolveTls(config.tls) });
       try {
-        const source = new RegistrySource(nc, { bucket, collective });
+        const source = new RegistrySource(nc, { bucket, collective, onWarning: (m) => process.stderr.write(`warning: ${m}\n`) });
         const records = await source.records(filter);
         const now = Date.now();
         if (o.json) process.stdout.write(`${JSON.stringify(records.map((r) => nodeView(r, now)), null, 2)}\n`);
