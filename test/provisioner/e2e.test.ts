@@ -196,7 +196,7 @@ test("eu nodes: signed once by the eu CA, catalog applied, bootstrap saw its sta
     const n = node(id);
     assert.equal(signedCount("eu", id), 1, `${id} signed exactly once by eu`);
     assert.equal(signedCount("us", id), 0, `${id} not signed by us`);
-    assert.equal(readFileSync(join(n.dir, "motd"), "utf8"), expectedMotd(id, n.country));
+    assert.equal(readFileSync(join(n.dir, "motd"), "utf8"), expectedMotd(id, n.country, n.role));
     assert.equal(readFileSync(join(n.dir, "bootstrap-stage"), "utf8"), "lifecycle_stage=bootstrap\n");
     const dis = await call(id, "provision", "is_disabled");
     assert.equal(dis.data.disabled, true);
@@ -229,7 +229,7 @@ test("a master that appears later is used without a restart; node startups trigg
     assert.equal(recs.get(id)?.status, "done", `${id}: ${recs.get(id)?.lastError}`);
     assert.equal(recs.get(id)?.master, "puppet-us.lab");
     assert.equal(signedCount("us", id), 1);
-    assert.equal(readFileSync(join(node(id).dir, "motd"), "utf8"), expectedMotd(id, "us"));
+    assert.equal(readFileSync(join(node(id).dir, "motd"), "utf8"), expectedMotd(id, "us", node(id).role));
   }
   assert.ok([...us, broken].some((id) => recs.get(id)!.log.some((l) => l.includes("provisioning started (startup)"))), "a node's startup event started its provisioning");
   const bad = recs.get(broken)!;
