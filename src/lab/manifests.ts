@@ -5,7 +5,7 @@ import type { EnvironmentFiles } from "./puppetserver.js";
 
 // The lab's Puppet code: a small site in the style of the blog posts muster comes from.
 //
-// - Each node has a role (fact muster_role) that the site maps to a class: role::web, role::db
+// - Each node has a role (fact role) that the site maps to a class: role::web, role::db
 //   (with mysql::master or mysql::slave by fact mysql_role) or role::monitor, and a customer and
 //   environment (facts). labRole() assigns them by node index, the same way every time.
 // - Every role class registers itself in the motd (motd::register, as in the blog), so the motd
@@ -62,22 +62,22 @@ export function roleClasses(r: LabRole): string[] {
 
 /** The facts a lab node's role puts in its facts file (and exports to Puppet). */
 export function roleFacts(r: LabRole): Record<string, string> {
-  return { customer: r.customer, environment: r.environment, muster_role: r.role, ...(r.mysql ? { mysql_role: r.mysql } : {}) };
+  return { customer: r.customer, environment: r.environment, role: r.role, ...(r.mysql ? { mysql_role: r.mysql } : {}) };
 }
 
-export const ROLE_FACT_NAMES = ["customer", "environment", "muster_role", "mysql_role"] as const;
+export const ROLE_FACT_NAMES = ["customer", "environment", "role", "mysql_role"] as const;
 
 const NODE_DIR_GUARD = "if !$facts['muster_node_dir'] { fail('fact muster_node_dir is missing: refusing to manage files outside the lab node') }";
 
 // One node definition for both environments; the bootstrap one adds its stage marker.
 const SITE_NODE = `  ${NODE_DIR_GUARD}
   include motd
-  case $facts['muster_role'] {
+  case $facts['role'] {
     'web':     { include role::web }
     'db':      { include role::db }
     'monitor': { include role::monitor }
     undef, '': { }
-    default:   { fail("unknown muster_role '\${facts['muster_role']}': web, db or monitor") }
+    default:   { fail("unknown role '\${facts['role']}': web, db or monitor") }
   }`;
 
 export const BOOTSTRAP_SITE = `# muster lab: bootstrap stage (classes that are not bootstrap-aware leave themselves out)

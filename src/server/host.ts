@@ -228,6 +228,13 @@ export class NodeHost {
     }
   }
 
+  /** Registers every hosted node now, outside the interval (a node that just joined the fleet). No-op with registration off. */
+  registerNow(): void {
+    const reg = this.opts.registration;
+    if (!reg || reg.interval <= 0) return;
+    for (const rt of this.opts.runtimes) for (const c of rt.collectives) this.publishRegistration(rt, c);
+  }
+
   private startRegistration(): void {
     const reg = this.opts.registration;
     if (!reg || reg.interval <= 0) return;
