@@ -44,7 +44,8 @@ function serveCommand(): Command {
       `
 Config keys (all optional): broker, collectives [muster], bucket [${DEFAULT_BUCKET}], max_age
 seconds [900], refresh seconds [max_age/10], flush_interval seconds [0.25], max_payload bytes
-[1048576], max_pending [200000], http {host [127.0.0.1], port [8089]}, log {level, file}.
+[1048576], max_pending [200000], fill_on_start [true: ask the nodes to register now],
+http {host [127.0.0.1], port [8089], token_file: bearer token HTTP clients must send}, log {level, file}.
 Prints a line containing 'ready' once it serves; stops on SIGTERM/SIGINT.`,
     )
     .action(async (o: { config?: string; broker?: string }) => {
