@@ -19,7 +19,8 @@ import { inboxPrefixFor } from "./connect.js";
 //                reaches nothing else, and nothing but the provisioner reaches it
 //   provisioner  requests to the provisioning collective and the fleet, its state bucket, events
 //   admin        requests to the fleet (never to provisioning nodes), JetStream, KV, events
-//   registry     registrations in, queries answered, its bucket
+//   registry     registrations in, queries answered, its bucket; asks nodes to register now
+//                (<collective>.registration.solicit), which nodes and bootstrap nodes subscribe to
 
 const dn = z.string().min(1).max(1024);
 const collective = z.string().refine(isValidCollective, "collective names are letters, digits, - and _");
@@ -74,7 +75,7 @@ export function nodePermissions(identity: string, collectives: string[]): Permis
   return {
     // audit.stream: the node publishes its own records and looks the stream up; admins create it
     publish: { allow: [...collectives.map((c) => subjects.registration(c)), "muster.lifecycle.>", "muster.event.>", `muster.audit.${identity}`, "$JS.API.INFO", "$JS.API.STREAM.INFO.*"] },
-    subscribe: { allow: [...collectives.flatMap((c) => [`${c}.broadcast.agent.>`, subjects.node(c, identity)]), `${inboxPrefixFor(identity)}.>`] },
+    subscribe: { allow: [...collectives.flatMap((c) => [`${c}.broadcast.agent.>`, subjects.node(c, identity), subjects.registrationSolicit(c)]), `${inboxPrefixFor(identity)}.>`] },
     allow_responses: true,
   };
 }
@@ -83,7 +84,7 @@ export function nodePermissions(identity: string, collectives: string[]): Permis
 export function bootstrapPermissions(provisioning: string, identity?: string): Permissions {
   return {
     publish: { allow: [subjects.registration(provisioning), "muster.lifecycle.>", "muster.event.provision.>"] },
-    subscribe: { allow: [`${provisioning}.broadcast.agent.>`, identity ? subjects.node(provisioning, identity) : subjects.allNodes(provisioning)] },
+    subscribe: { allow: [`${provisioning}.broadcast.agent.>`, identity ? subjects.node(provisioning, identity) : subjects.allNodes(provisioning), subjects.registrationSolicit(provisioning)] },
     allow_responses: true,
   };
 }
@@ -104,7 +105,7 @@ export function adminPermissions(collectives: string[], buckets: string[]): Perm
 
 export function registryPermissions(collectives: string[], bucket: string): Permissions {
   return {
-    publish: { allow: [...JS_CLIENT, `$KV.${bucket}.>`] },
+    publish: { allow: [...JS_CLIENT, `$KV.${bucket}.>`, ...collectives.map((c) => subjects.registrationSolicit(c))] },
     subscribe: { allow: ["_INBOX.>", ...collectives.map((c) => subjects.registration(c)), "muster.registry.*.query"] },
     allow_responses: true,
   };

@@ -129,7 +129,7 @@ export async function openSession(o: FilterOpts, registrySource?: (client: Muste
   let source: NodeSource | undefined;
   if (method === "flatfile" || method === "file") source = new FlatfileSource(o.nodes!);
   else if (method === "registry") {
-    source = registrySource ? registrySource(client, config) : new registry!.RegistrySource(client.nc, { bucket: config.registry_bucket, collective: client.collective });
+    source = registrySource ? registrySource(client, config) : new registry!.RegistrySource(client.nc, { bucket: config.registry_bucket, collective: client.collective, onWarning: (m) => process.stderr.write(`warning: ${m}\n`) });
   }
   return { client, config, filter, source, discoveryTimeoutMs: (o.dt ?? config.discovery_timeout ?? 2) * 1000 };
 }

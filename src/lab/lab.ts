@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { stringify as toYaml } from "yaml";
@@ -10,12 +11,13 @@ import { ensureCA, issueCert, type CA } from "../security/pki.js";
 import { startNats } from "./nats.js";
 import { freePort } from "./ports.js";
 import { isAlive, spawnMuster, stopPid, type MusterProcess } from "./processes.js";
-import { labEnvironments } from "./manifests.js";
+import { labEnvironments, labRole, ROLE_FACT_NAMES, roleFacts, type LabRole } from "./manifests.js";
 import { startPuppetserver, stopDetachedPuppetserver, type PuppetserverHandle } from "./puppetserver.js";
 
 // A whole fleet on loopback: nats-server with JetStream, two real puppetservers in two regions,
-// N real `muster server` nodes waiting to be provisioned, two master nodes (puppetca), a notifier
-// with a webhook receiver, and (optionally) the provisioner. Used by `muster lab` and by the tests.
+// N real `muster server` nodes waiting to be provisioned, two master nodes (puppetca), the
+// registry (HTTP with a bearer token, queried by the masters' search_nodes), a notifier with a
+// webhook receiver, and (optionally) the provisioner. Used by `muster lab` and by the tests.
 
 export const LAB_COLLECTIVE = "muster";
 /** Where nodes wait to be provisioned (provisioning isolation). */
@@ -42,6 +44,17 @@ export interface LabNode {
   ipaddress: string;
   dir: string;
   pid: number;
+  /** Role, customer and environment (manifests.ts labRole). */
+  role: LabRole;
+}
+
+export interface LabRegistry {
+  pid: number;
+  /** http://127.0.0.1:<port>: what the masters' search_nodes asks (with the token). */
+  url: string;
+  token_file: string;
+  config: string;
+  log: string;
 }
 
 export interface LabMaster {
@@ -64,6 +77,7 @@ export interface LabState {
   nodes: LabNode[];
   notifier: { identity: string; pid: number };
   receiver: { url: string; file: string; pid: number };
+  registry: LabRegistry;
   provisioner?: { pid: number; config: string; metrics: string; log: string };
   startedAt: number;
   provisioningCollective: string;
@@ -119,6 +133,7 @@ export function labPids(s: LabState): { name: string; pid: number }[] {
     ]),
     ...s.nodes.map((n) => ({ name: `muster server ${n.identity}`, pid: n.pid })),
     { name: `muster server ${s.notifier.identity}`, pid: s.notifier.pid },
+    ...(s.registry ? [{ name: `registry ${s.registry.url}`, pid: s.registry.pid }] : []),
     { name: "webhook receiver", pid: s.receiver.pid },
     ...(s.provisioner ? [{ name: "provisioner", pid: s.provisioner.pid }] : []),
   ];
@@ -154,6 +169,7 @@ function labBrokerUsers(nodes: string[], servicesNodes: string[]): BrokerAuthSpe
     bootstrap: [{ user: serviceUser("bootstrap") }],
     provisioners: [serviceUser("provisioner")],
     admins: [serviceUser("admin")],
+    registries: [serviceUser("registry")],
   };
 }
 
@@ -177,7 +193,7 @@ function provisionerKey(dir: string): { key: SigningKey; env: Record<string, str
 }
 
 /** The lab CA, the broker's certificate and the service credentials. */
-function labPki(dir: string): { ca: CA; nats: { cert: string; key: string }; admin: TlsSettings; provisioner: TlsSettings; bootstrap: { cert: string; key: string } } {
+function labPki(dir: string): { ca: CA; nats: { cert: string; key: string }; admin: TlsSettings; provisioner: TlsSettings; registry: TlsSettings; bootstrap: { cert: string; key: string } } {
   const ca = ensureCA(join(dir, "pki"), "/O=muster/CN=muster lab CA");
   const svc = (name: string) => ({ ca: ca.cert, ...issueCert(ca, { name, subject: `/O=muster/OU=service/CN=${name}`, usage: "client" }) });
   return {
@@ -185,6 +201,7 @@ function labPki(dir: string): { ca: CA; nats: { cert: string; key: string }; adm
     nats: issueCert(ca, { name: "nats", subject: "/O=muster/OU=broker/CN=nats.lab", ips: ["127.0.0.1"], dns: ["localhost"], usage: "server" }),
     admin: svc("admin"),
     provisioner: svc("provisioner"),
+    registry: svc("registry"),
     bootstrap: svc("bootstrap"),
   };
 }
@@ -201,7 +218,7 @@ export function provisionPluginConfig(nodeDir: string): Record<string, unknown> 
     lock_file: join(nodeDir, "provision.lock"),
     disable_file: join(nodeDir, "provision.disabled"),
     hosts_file: join(nodeDir, "hosts"),
-    export_facts: ["country", "ec2_placement_region", "ipaddress", "muster_node_dir"],
+    export_facts: ["country", "ec2_placement_region", "ipaddress", "muster_node_dir", ...ROLE_FACT_NAMES],
     bootstrap_environment: "bootstrap",
     production_environment: "production",
   };
@@ -213,6 +230,99 @@ export function puppetcaPluginConfig(m: PuppetserverHandle): Record<string, unkn
 
 function nodeIdentity(i: number, r: LabRegion): string {
   return `node${String(i + 1).padStart(2, "0")}.${r.name}.lab`;
+}
+
+/** The lab node with this index (0-based): where it lives, what it is, and its muster server config. */
+export interface LabNodeSpec {
+  identity: string;
+  region: LabRegion;
+  ipaddress: string;
+  dir: string;
+  role: LabRole;
+  /** The node's facts file (muster reads it; export_facts hands the scalars to Puppet). */
+  facts: Record<string, unknown>;
+  /** Files to write before the server starts, by absolute path. */
+  files: Record<string, string>;
+  /** The node-specific part of its `muster server` config (startLab adds brokers, security, ...). */
+  server: Record<string, unknown>;
+}
+
+/** Real checks from Debian's monitoring-plugins-basic, as NRPE's nrpe.d would define them. */
+export const LAB_NRPE_PLUGINS = "/usr/lib/nagios/plugins";
+export function labNrpeConfig(): string {
+  const p = LAB_NRPE_PLUGINS;
+  return [
+    "# muster lab: NRPE commands for the nrpe agent (monitoring-plugins-basic)",
+    `command[check_load]=${p}/check_load -r -w 8,6,4 -c 16,12,8`,
+    `command[check_disk]=${p}/check_disk -w 10% -c 5% -p /`,
+    `command[check_procs]=${p}/check_procs -w 1500 -c 3000`,
+    `command[check_users]=${p}/check_users -w 20 -c 50`,
+    "",
+  ].join("\n");
+}
+
+/**
+ * One lab node's identity, role, facts and server config, deterministic by index, so `lab up`
+ * and adding a node later make the same node. `bootstrap` is the shared waiting credential.
+ */
+export function labNodeSpec(labDir: string, index: number, bootstrap: { ca: string; cert: string; key: string }): LabNodeSpec {
+  const region = LAB_REGIONS[index % LAB_REGIONS.length]!;
+  const identity = nodeIdentity(index, region);
+  const dir = join(resolve(labDir), "nodes", identity);
+  const role = labRole(index);
+  const plugin = provisionPluginConfig(dir);
+  const ipaddress = `127.0.1.${index + 1}`;
+  const factsFile = join(dir, "facts.yaml");
+  const nrpeDir = join(dir, "nrpe.d");
+  // Not Puppet's facts.d for the facts: pluginsync purges files there that the master does not serve.
+  const facts = { country: region.country, ec2_placement_region: region.region, ipaddress, muster_node_dir: dir, muster_lab: true, ...roleFacts(role) };
+  // After provisioning, the puppet agent runs the same Puppet (muster puppet runall ...).
+  const puppet = { confdir: plugin.confdir, vardir: plugin.vardir, ssldir: plugin.ssldir, rundir: plugin.rundir, logdir: plugin.logdir, export_facts: plugin.export_facts, facts: { lifecycle_stage: "production" } };
+  return {
+    identity,
+    region,
+    ipaddress,
+    dir,
+    role,
+    facts,
+    files: { [factsFile]: toYaml(facts), [join(nrpeDir, "lab.cfg")]: labNrpeConfig(), [join(dir, "files", ".keep")]: "" },
+    server: {
+      identity,
+      // classes from the node's last Puppet run (Puppet's classfile): role::web, mysql::master, ...
+      facts: { facter: false, file: factsFile, refresh_interval: 10 },
+      classes_file: join(String(plugin.vardir), "state", "classes.txt"),
+      // nrpe and resource are served once provisioned: a waiting node hosts the provision agent only
+      agents: { builtin: ["provision", "puppet", "nrpe", "resource"] },
+      plugins: {
+        provision: plugin,
+        puppet,
+        nrpe: { conf_dir: nrpeDir, timeout: 10 },
+        // file resources only, only under <node dir>/files, never one the catalog manages
+        resource: { allowed_types: ["file"], file_paths: [join(dir, "files")], confdir: plugin.confdir, vardir: plugin.vardir },
+      },
+      tls: { ca: bootstrap.ca, use_puppet_cert: true },
+      // Waits in the provisioning collective with the shared bootstrap credential; once provisioned
+      // it reconnects on its own with its Puppet certificate.
+      provisioning: { collective: LAB_PROVISIONING_COLLECTIVE, callers: [LAB_PROVISIONER_CALLER], cert: bootstrap.cert, key: bootstrap.key },
+    },
+  };
+}
+
+/** What the masters' search_nodes reads (<confdir>/muster.yaml; puppet/modules/muster/README.md). */
+export function writeSearchNodesConfig(masterConfdir: string, r: { url: string; token_file: string }): string {
+  const file = join(masterConfdir, "muster.yaml");
+  writeFileSync(file, toYaml({ registry_url: r.url, token_file: r.token_file, timeout: 10 }));
+  return file;
+}
+
+/** The lab registry's bearer token (made once, kept across restarts of the lab). */
+function registryToken(dir: string): string {
+  const file = join(dir, "registry", "token");
+  if (!existsSync(file)) {
+    mkdirSync(join(dir, "registry"), { recursive: true, mode: 0o700 });
+    writeFileSync(file, `${randomBytes(32).toString("hex")}\n`, { mode: 0o600 });
+  }
+  return file;
 }
 
 export async function startLab(o: LabOptions): Promise<Lab> {
@@ -264,7 +374,7 @@ export async function startLab(o: LabOptions): Promise<Lab> {
     const serverConfig = (name: string, cfg: Record<string, unknown>) => {
       const file = join(dir, "config", `${name}.yaml`);
       mkdirSync(join(dir, "config"), { recursive: true });
-      writeFileSync(file, toYaml({ collectives: [LAB_COLLECTIVE], brokers: [nats.url], registration: { interval: 60, splay: true }, log: { level: "info" }, security, ...cfg }));
+      writeFileSync(file, toYaml({ collectives: [LAB_COLLECTIVE], brokers: [nats.url], registration: { interval: 30, splay: true }, log: { level: "info" }, security, ...cfg }));
       return file;
     };
     const servers = new Map<string, MusterProcess>();
@@ -279,36 +389,35 @@ export async function startLab(o: LabOptions): Promise<Lab> {
       return launch(name);
     };
 
+    // The registry: before the nodes, so none of their registrations is missed (a registry
+    // started later asks them to register at once anyway). Masters' search_nodes reads it.
+    const registryPort = await freePort("127.0.0.1");
+    const registry: LabRegistry = { pid: 0, url: `http://127.0.0.1:${registryPort}`, token_file: registryToken(dir), config: join(dir, "config", "registry.yaml"), log: join(dir, "logs", "registry.log") };
+    mkdirSync(join(dir, "config"), { recursive: true });
+    writeFileSync(
+      registry.config,
+      toYaml({ brokers: [nats.url], tls: pki.registry, collectives: [LAB_COLLECTIVE], max_age: 300, http: { host: "127.0.0.1", port: registryPort, token_file: registry.token_file }, log: { level: "info", file: registry.log } }),
+    );
+    const regProc = spawnMuster(["registry", "serve", "--config", registry.config], { logFile: join(dir, "logs", "registry.stdout.log"), detached: o.detached, env });
+    procs.push(regProc);
+    registry.pid = regProc.pid;
+    say(`registry on ${registry.url} (bearer token in ${registry.token_file})`);
+
     const nodes: LabNode[] = [];
     for (let i = 0; i < o.nodes; i++) {
-      const r = LAB_REGIONS[i % LAB_REGIONS.length]!;
-      const identity = nodeIds[i]!;
-      const ndir = join(dir, "nodes", identity);
-      const plugin = provisionPluginConfig(ndir);
-      // The node's facts file; the provision agent exports them to its Puppet runs (export_facts).
-      // Not Puppet's facts.d: pluginsync purges files there that the master does not serve.
-      mkdirSync(ndir, { recursive: true });
-      const ipaddress = `127.0.1.${i + 1}`;
-      const factsFile = join(ndir, "facts.yaml");
-      writeFileSync(factsFile, toYaml({ country: r.country, ec2_placement_region: r.region, ipaddress, muster_node_dir: ndir, muster_lab: true }));
-      // After provisioning, the puppet agent runs the same Puppet (muster puppet runall ...).
-      const puppet = { confdir: plugin.confdir, vardir: plugin.vardir, ssldir: plugin.ssldir, rundir: plugin.rundir, logdir: plugin.logdir, export_facts: plugin.export_facts, facts: { lifecycle_stage: "production" } };
-      // Waits in the provisioning collective with the shared bootstrap credential; once provisioned
-      // it reconnects on its own with its Puppet certificate.
-      const pid = startServer(identity, {
-        identity,
-        facts: { facter: false, file: factsFile, refresh_interval: 30 },
-        agents: { builtin: ["provision", "puppet"] },
-        plugins: { provision: plugin, puppet },
-        tls: { ca: pki.ca.cert, use_puppet_cert: true },
-        provisioning: { collective: LAB_PROVISIONING_COLLECTIVE, callers: [LAB_PROVISIONER_CALLER], cert: pki.bootstrap.cert, key: pki.bootstrap.key },
-      });
-      nodes.push({ identity, country: r.country, region: r.region, ipaddress, dir: ndir, pid });
+      const spec = labNodeSpec(dir, i, { ca: pki.ca.cert, cert: pki.bootstrap.cert, key: pki.bootstrap.key });
+      for (const [file, text] of Object.entries(spec.files)) {
+        mkdirSync(join(file, ".."), { recursive: true });
+        writeFileSync(file, text);
+      }
+      const pid = startServer(spec.identity, spec.server);
+      nodes.push({ identity: spec.identity, country: spec.region.country, region: spec.region.region, ipaddress: spec.ipaddress, dir: spec.dir, pid, role: spec.role });
     }
     const notifier = { identity: "notifier.lab", pid: startServer("notifier.lab", { identity: "notifier.lab", tls: nodeTls("notifier.lab"), facts: { facter: false, extra: { role: "notifier" } }, agents: { builtin: ["notify"] }, plugins: { notify: { recipients: [receiver.url] } } }) };
 
     const handles = await mastersP;
     masters.push(...handles);
+    for (const h of handles) writeSearchNodesConfig(h.confdir, registry);
     say(`puppetservers ready: ${handles.map((h) => `${h.url} (${(h.startMs / 1000).toFixed(0)} s)`).join(", ")}`);
     writeFileSync(bundle, [pki.ca.cert, ...handles.map((h) => h.caCertPath)].map((f) => readFileSync(f, "utf8").trim()).join("\n") + "\n");
     nats.reload();
@@ -336,6 +445,7 @@ export async function startLab(o: LabOptions): Promise<Lab> {
       nodes,
       notifier,
       receiver,
+      registry,
       startedAt: Date.now(),
       tls: tlsState,
       provisionerEnv: prov.env,
@@ -345,7 +455,7 @@ export async function startLab(o: LabOptions): Promise<Lab> {
 
     const want = [...labMasters.map((m) => m.identity), notifier.identity];
     say(`waiting for ${want.length + nodes.length} muster servers to answer (${nodes.length} in the provisioning collective)`);
-    await Promise.all([waitForNodes(state, want, 60_000), waitForNodes(state, nodes.map((n) => n.identity), 60_000, "provisioning")]);
+    await Promise.all([waitForNodes(state, want, 60_000), waitForNodes(state, nodes.map((n) => n.identity), 60_000, "provisioning"), waitForRegistry(registry, 60_000)]);
 
     const metricsPort = await freePort("127.0.0.1");
     const writeProvisionerConfig = (overrides: Record<string, unknown> = {}) => {
@@ -427,6 +537,21 @@ export async function waitForNodes(s: LabState, identities: string[], timeoutMs:
   }
 }
 
+/** Resolves once the lab registry answers over HTTP; rejects at the deadline pointing at its log. */
+export async function waitForRegistry(r: LabRegistry, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      const res = await fetch(`${r.url}/healthz`, { signal: AbortSignal.timeout(2000) });
+      if (res.ok) return;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) throw new MusterError("MUSTER_TIMEOUT", `the lab registry did not answer on ${r.url} within ${timeoutMs / 1000} s (see ${r.log})`);
+    await new Promise((res) => setTimeout(res, 250)); // polling an HTTP port: no event to wait on
+  }
+}
+
 /** Stop everything a detached lab started, from its state file. */
 export async function stopLabFromState(dir: string): Promise<string[]> {
   const s = readLabState(dir);
@@ -436,7 +561,7 @@ export async function stopLabFromState(dir: string): Promise<string[]> {
     await stopPid(s.provisioner.pid, 40_000);
     stopped.push("provisioner");
   }
-  const servers = labPids(s).filter((p) => p.name.startsWith("muster server") || p.name === "webhook receiver");
+  const servers = labPids(s).filter((p) => p.name.startsWith("muster server") || p.name === "webhook receiver" || p.name.startsWith("registry "));
   await Promise.all(servers.map(async (p) => isAlive(p.pid) && (await stopPid(p.pid), stopped.push(p.name))));
   await Promise.all(s.masters.map(async (m) => (await stopDetachedPuppetserver(m.dir)) && stopped.push(`puppetserver ${m.identity}`)));
   if (isAlive(s.natsPid)) {

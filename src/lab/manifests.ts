@@ -1,13 +1,88 @@
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { join, relative } from "node:path";
+import { fileURLToPath } from "node:url";
 import type { EnvironmentFiles } from "./puppetserver.js";
 
-// The lab's Puppet code. The bootstrap environment records the lifecycle stage it saw; production
-// manages a file with known content. Both write under the node's own directory (fact muster_node_dir),
-// so many lab nodes share one machine without touching each other or the host; without that fact
-// the catalog fails rather than write to /.
+// The lab's Puppet code: a small site in the style of the blog posts muster comes from.
+//
+// - Each node has a role (fact role) that the site maps to a class: role::web, role::db
+//   (with mysql::master or mysql::slave by fact mysql_role) or role::monitor, and a customer and
+//   environment (facts). labRole() assigns them by node index, the same way every time.
+// - Every role class registers itself in the motd (motd::register, as in the blog), so the motd
+//   lists the node's roles; removing a class removes its line.
+// - webapp (on role::web) finds the database master of its own customer and environment with
+//   search_nodes (puppet/modules/muster, shipped in the repository) and writes it into a config
+//   file it manages. mysql::slave finds its master the same way; role::monitor lists the nodes
+//   to monitor with full records.
+// - Classes that need the fleet (search_nodes) or a finished machine (mysql) are not
+//   bootstrap-aware: both environments carry the same code and leave them out while
+//   $facts['lifecycle_stage'] is 'bootstrap', as the CoreOS two-stage bootstrap does.
+//
+// Everything is written under the node's own directory (fact muster_node_dir), so many lab nodes
+// share one machine without touching each other or the host; without that fact the catalog fails
+// rather than write to /.
 
-export const BOOTSTRAP_SITE = `# muster lab: bootstrap stage
+export type LabRoleName = "web" | "db" | "monitor";
+
+export interface LabRole {
+  role: LabRoleName;
+  /** role::db only: which mysql class. */
+  mysql?: "master" | "slave";
+  customer: "acme" | "globex";
+  environment: "development" | "production";
+}
+
+// Any lab of 4 nodes has a database master with a web node of the same customer and environment
+// (acme, development), a second customer's web node and a monitor; 6 add globex's master and an
+// acme slave. Past that the cycle repeats with slaves only: one master per customer and
+// environment, so `muster find -W "environment=development customer=acme mysql::master"` finds
+// exactly one node whatever --nodes says.
+const ROLE_CYCLE: readonly LabRole[] = [
+  { role: "db", mysql: "master", customer: "acme", environment: "development" },
+  { role: "web", customer: "acme", environment: "development" },
+  { role: "web", customer: "globex", environment: "production" },
+  { role: "monitor", customer: "acme", environment: "production" },
+  { role: "db", mysql: "master", customer: "globex", environment: "production" },
+  { role: "db", mysql: "slave", customer: "acme", environment: "development" },
+];
+
+/** The role, customer and environment of the lab node with this index (0-based). */
+export function labRole(index: number): LabRole {
+  if (!Number.isInteger(index) || index < 0) throw new Error(`lab node index must be a non-negative integer, got ${index}`);
+  const r = ROLE_CYCLE[index % ROLE_CYCLE.length]!;
+  return index >= ROLE_CYCLE.length && r.mysql === "master" ? { ...r, mysql: "slave" } : { ...r };
+}
+
+/** The Puppet classes the production run gives a node of this role (besides settings, motd, ...). */
+export function roleClasses(r: LabRole): string[] {
+  if (r.role === "web") return ["role::web", "webapp"];
+  if (r.role === "db") return ["role::db", `mysql::${r.mysql ?? "slave"}`];
+  return ["role::monitor"];
+}
+
+/** The facts a lab node's role puts in its facts file (and exports to Puppet). */
+export function roleFacts(r: LabRole): Record<string, string> {
+  return { customer: r.customer, environment: r.environment, role: r.role, ...(r.mysql ? { mysql_role: r.mysql } : {}) };
+}
+
+export const ROLE_FACT_NAMES = ["customer", "environment", "role", "mysql_role"] as const;
+
+const NODE_DIR_GUARD = "if !$facts['muster_node_dir'] { fail('fact muster_node_dir is missing: refusing to manage files outside the lab node') }";
+
+// One node definition for both environments; the bootstrap one adds its stage marker.
+const SITE_NODE = `  ${NODE_DIR_GUARD}
+  include motd
+  case $facts['role'] {
+    'web':     { include role::web }
+    'db':      { include role::db }
+    'monitor': { include role::monitor }
+    undef, '': { }
+    default:   { fail("unknown role '\${facts['role']}': web, db or monitor") }
+  }`;
+
+export const BOOTSTRAP_SITE = `# muster lab: bootstrap stage (classes that are not bootstrap-aware leave themselves out)
 node default {
-  if !$facts['muster_node_dir'] { fail('fact muster_node_dir is missing: refusing to manage files outside the lab node') }
+${SITE_NODE}
   file { "\${facts['muster_node_dir']}/bootstrap-stage":
     ensure  => file,
     content => "lifecycle_stage=\${facts['lifecycle_stage']}\\n",
@@ -17,19 +92,173 @@ node default {
 
 export const PRODUCTION_SITE = `# muster lab: production
 node default {
-  if !$facts['muster_node_dir'] { fail('fact muster_node_dir is missing: refusing to manage files outside the lab node') }
-  file { "\${facts['muster_node_dir']}/motd":
+${SITE_NODE}
+}
+`;
+
+// motd in the blog's style: a header, then one line per registered module. The fragments live
+// in motd.d (purged of anything not registered) and are joined in name order whenever the joined
+// text differs from the motd: no concat module needed.
+const MOTD_INIT = `class motd {
+  ${NODE_DIR_GUARD}
+  $dir = $facts['muster_node_dir']
+  $q = shellquote($dir)
+  file { "\${dir}/motd.d":
+    ensure  => directory,
+    recurse => true,
+    purge   => true,
+    force   => true,
+  }
+  file { "\${dir}/motd.d/00-header":
     ensure  => file,
-    content => "\${trusted['certname']} is managed by Puppet (country \${facts['country']}, stage \${facts['lifecycle_stage']})\\n",
+    content => "\${trusted['certname']} is managed by Puppet (country \${facts['country']}, stage \${facts['lifecycle_stage']})\\ncustomer \${facts['customer']}, environment \${facts['environment']}\\nPuppet modules:\\n",
+  }
+  exec { 'motd':
+    command  => "cat \${q}/motd.d/* > \${q}/motd.new && mv \${q}/motd.new \${q}/motd",
+    unless   => "cat \${q}/motd.d/* | cmp -s - \${q}/motd",
+    provider => shell,
+    path     => ['/usr/bin', '/bin'],
+    require  => File["\${dir}/motd.d/00-header"],
   }
 }
 `;
 
-export function labEnvironments(): Record<string, EnvironmentFiles> {
-  return { bootstrap: { manifest: BOOTSTRAP_SITE }, production: { manifest: PRODUCTION_SITE } };
+const MOTD_REGISTER = `# A line in the motd for the class that declares it (the blog's motd::register).
+define motd::register(Integer[1, 99] $order = 50) {
+  include motd
+  $slug = downcase(regsubst($title, '[^A-Za-z0-9]+', '_', 'G'))
+  file { "\${facts['muster_node_dir']}/motd.d/\${order}-\${slug}":
+    ensure  => file,
+    content => "        - \${title}\\n",
+    before  => Exec['motd'],
+  }
+}
+`;
+
+const ROLE_WEB = `class role::web {
+  motd::register { 'web server (role::web)': order => 10 }
+  # webapp asks the registry (search_nodes): not before the node is part of the fleet
+  if $facts['lifecycle_stage'] != 'bootstrap' { include webapp }
+}
+`;
+
+const ROLE_DB = `class role::db {
+  motd::register { 'database server (role::db)': order => 10 }
+  if $facts['lifecycle_stage'] != 'bootstrap' {
+    case $facts['mysql_role'] {
+      'master': { include mysql::master }
+      'slave':  { include mysql::slave }
+      default:  { fail("role::db needs the fact mysql_role: master or slave, not '\${facts['mysql_role']}'") }
+    }
+  }
+}
+`;
+
+const ROLE_MONITOR = `class role::monitor {
+  motd::register { 'monitoring (role::monitor)': order => 10 }
+  if $facts['lifecycle_stage'] != 'bootstrap' {
+    # full records: what to monitor and where it is
+    $nodes = search_nodes({ 'select' => 'role::web or role::db' }, { 'full' => true })
+    file { "\${facts['muster_node_dir']}/monitored-nodes":
+      ensure  => file,
+      content => $nodes.map |$n| { "\${n['identity']} \${n['facts']['ipaddress']} \${n['facts']['customer']} \${n['facts']['environment']}\\n" }.join(''),
+    }
+  }
+}
+`;
+
+/** The query a web node (and a slave) uses to find its database master. */
+export const MASTERDB_QUERY = "customer=${facts['customer']} environment=${facts['environment']} mysql::master";
+
+const WEBAPP = `class webapp {
+  $masterdb = search_nodes("${MASTERDB_QUERY}")
+  if $masterdb.length > 1 { warning("webapp: more than one mysql::master for \${facts['customer']} \${facts['environment']}: \${masterdb.join(', ')}; using the first") }
+  $db = if $masterdb.empty { 'none' } else { $masterdb[0] }
+  motd::register { 'web application (webapp)': order => 20 }
+  file { "\${facts['muster_node_dir']}/webapp.conf":
+    ensure  => file,
+    content => "# managed by Puppet (webapp); the database master of \${facts['customer']} \${facts['environment']}, found with search_nodes\\ndatabase_host = \${db}\\n",
+  }
+}
+`;
+
+const MYSQL_MASTER = `class mysql::master {
+  motd::register { 'MySQL master (mysql::master)': order => 20 }
+  file { "\${facts['muster_node_dir']}/my.cnf":
+    ensure  => file,
+    content => "[mysqld]\\nserver-id = 1\\nlog-bin = mysql-bin\\n",
+  }
+}
+`;
+
+const MYSQL_SLAVE = `class mysql::slave {
+  $masterdb = search_nodes("${MASTERDB_QUERY}")
+  $master = if $masterdb.empty { 'none' } else { $masterdb[0] }
+  motd::register { 'MySQL slave (mysql::slave)': order => 20 }
+  file { "\${facts['muster_node_dir']}/my.cnf":
+    ensure  => file,
+    content => "[mysqld]\\nread-only = 1\\n# replicates from\\nmaster-host = \${master}\\n",
+  }
+}
+`;
+
+/** The lab's own modules (motd, role, mysql, webapp). */
+export function labModules(): Record<string, Record<string, string>> {
+  return {
+    motd: { "manifests/init.pp": MOTD_INIT, "manifests/register.pp": MOTD_REGISTER },
+    role: { "manifests/web.pp": ROLE_WEB, "manifests/db.pp": ROLE_DB, "manifests/monitor.pp": ROLE_MONITOR },
+    webapp: { "manifests/init.pp": WEBAPP },
+    mysql: { "manifests/master.pp": MYSQL_MASTER, "manifests/slave.pp": MYSQL_SLAVE },
+  };
 }
 
-/** The content the production run must leave in <node dir>/motd. */
-export function expectedMotd(identity: string, country: string): string {
-  return `${identity} is managed by Puppet (country ${country}, stage production)\n`;
+/** puppet/modules/ of this checkout (where the muster module ships), from src/ or dist/src/. */
+export function shippedModulesDir(): string {
+  for (const up of ["../../../puppet/modules", "../../puppet/modules"]) {
+    const d = fileURLToPath(new URL(up, import.meta.url));
+    if (existsSync(join(d, "muster"))) return d;
+  }
+  throw new Error("puppet/modules/muster is missing from this muster installation (it ships search_nodes)");
+}
+
+/** A shipped module's files, relative to the module root. */
+export function shippedModule(name: string): Record<string, string> {
+  const root = join(shippedModulesDir(), name);
+  const out: Record<string, string> = {};
+  const walk = (d: string) => {
+    for (const e of readdirSync(d)) {
+      const p = join(d, e);
+      if (statSync(p).isDirectory()) walk(p);
+      else out[relative(root, p)] = readFileSync(p, "utf8");
+    }
+  };
+  walk(root);
+  return out;
+}
+
+export function labEnvironments(): Record<string, EnvironmentFiles> {
+  const modules = { ...labModules(), muster: shippedModule("muster") };
+  return { bootstrap: { manifest: BOOTSTRAP_SITE, modules }, production: { manifest: PRODUCTION_SITE, modules } };
+}
+
+/** The motd lines each class registers, in the order motd::register files them. */
+function motdEntries(r: LabRole, stage: "bootstrap" | "production"): [number, string][] {
+  const entries: [number, string][] = [];
+  if (r.role === "web") entries.push([10, "web server (role::web)"]);
+  if (r.role === "db") entries.push([10, "database server (role::db)"]);
+  if (r.role === "monitor") entries.push([10, "monitoring (role::monitor)"]);
+  if (stage === "production") {
+    if (r.role === "web") entries.push([20, "web application (webapp)"]);
+    if (r.role === "db") entries.push([20, r.mysql === "master" ? "MySQL master (mysql::master)" : "MySQL slave (mysql::slave)"]);
+  }
+  return entries;
+}
+
+/** The content a run of `stage` leaves in <node dir>/motd. */
+export function expectedMotd(identity: string, country: string, role: LabRole, stage: "bootstrap" | "production" = "production"): string {
+  const slug = (t: string) => t.replace(/[^A-Za-z0-9]+/g, "_").toLowerCase();
+  const lines = motdEntries(role, stage)
+    .map(([order, title]) => ({ file: `${order}-${slug(title)}`, line: `        - ${title}\n` }))
+    .sort((a, b) => (a.file < b.file ? -1 : a.file > b.file ? 1 : 0));
+  return `${identity} is managed by Puppet (country ${country}, stage ${stage})\ncustomer ${role.customer}, environment ${role.environment}\nPuppet modules:\n${lines.map((l) => l.line).join("")}`;
 }

@@ -23,6 +23,11 @@ export const subjects = {
   /** Wildcard covering every node's direct subject in a collective (the emulator hosts many). */
   allNodes: (collective: string) => `${collective}.node.>`,
   registration: (collective: string) => `${collective}.registration`,
+  /**
+   * A registry asking every node of the collective to register now (fill on start). Nodes answer
+   * with a registration after a short random splay, at most once per SOLICIT_MIN_GAP_MS.
+   */
+  registrationSolicit: (collective: string) => `${collective}.registration.solicit`,
   /** Queries answered by `muster registry serve` from its in-memory copy of the bucket. */
   registryQuery: (bucket: string) => `muster.registry.${bucket}.query`,
   lifecycle: (event: string, component: string) => `muster.lifecycle.${event}.${component}`,

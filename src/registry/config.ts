@@ -26,12 +26,20 @@ export const RegistryConfigSchema = z
     max_payload: z.number().int().positive().default(1024 * 1024),
     /** Distinct nodes waiting to be written before further registrations are dropped. */
     max_pending: z.number().int().positive().default(200_000),
+    /** Ask the collectives' nodes to register at once when the daemon starts, instead of waiting out their interval. */
+    fill_on_start: z.boolean().default(true),
     http: z
       .object({
         host: z.string().default("127.0.0.1"),
         port: z.number().int().min(0).max(65535).default(8089),
+        /** File holding the bearer token HTTP clients must send (Authorization: Bearer ...). */
+        token_file: z.string().min(1).optional(),
       })
       .strict()
+      .refine((h) => h.token_file !== undefined || isLoopbackHost(h.host), {
+        message: "node metadata must not be served off loopback without authentication: set http.token_file, or bind http.host to 127.0.0.1",
+        path: ["token_file"],
+      })
       .optional(),
     log: z
       .object({
@@ -45,6 +53,11 @@ export const RegistryConfigSchema = z
   .superRefine((c, ctx) => {
     if (c.refresh !== undefined && c.refresh > c.max_age) ctx.addIssue({ code: "custom", path: ["refresh"], message: "must not exceed max_age" });
   });
+
+/** Whether an HTTP bind address is reachable from this machine only. */
+export function isLoopbackHost(host: string): boolean {
+  return /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host) || host === "::1" || host === "localhost";
+}
 
 export type RegistryConfig = z.output<typeof RegistryConfigSchema>;
 

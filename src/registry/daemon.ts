@@ -5,7 +5,8 @@ import { closeConnection, connectBroker, resolveBrokers, resolveTls } from "../b
 import { MusterError } from "../errors.js";
 import { openRegistryBucket } from "./bucket.js";
 import { configuredBrokers, timings, type RegistryConfig } from "./config.js";
-import { serveHttp } from "./http.js";
+import { readToken, serveHttp } from "./http.js";
+import { subjects } from "../protocol/subjects.js";
 import { RegistrationReceiver } from "./receiver.js";
 import { serveQueries } from "./service.js";
 import { RegistryStore } from "./store.js";
@@ -23,6 +24,9 @@ export interface RunningRegistry {
 
 export async function startRegistry(cfg: RegistryConfig, log: Logger, opts: { broker?: string; nc?: NatsConnection } = {}): Promise<RunningRegistry> {
   const t = timings(cfg);
+  const startedAt = Date.now();
+  // a bad token file is a config error: refuse before touching the broker
+  const token = cfg.http?.token_file ? readToken(cfg.http.token_file) : undefined;
   const nc = opts.nc ?? (await connectBroker({ servers: resolveBrokers(opts.broker, configuredBrokers(cfg)), name: "muster-registry", log, persistent: true, tls: resolveTls(cfg.tls) }));
   const owns = !opts.nc;
   let store: RegistryStore | undefined;
@@ -54,10 +58,12 @@ export async function startRegistry(cfg: RegistryConfig, log: Logger, opts: { br
       queue: `muster-registry-${cfg.bucket}`,
     });
     receiver.start();
-    querySub = serveQueries(nc, store, log);
+    querySub = serveQueries(nc, store, log, startedAt);
     await nc.flush();
-    if (cfg.http) http = await serveHttp(store, receiver, cfg.http.host, cfg.http.port);
-    log.info({ bucket: cfg.bucket, collectives: cfg.collectives, nodes: store.size, max_age_s: cfg.max_age, refresh_ms: t.refreshMs, http: http?.address }, "registry serving");
+    // Receiving first, then asking: the answers (spread over a couple of seconds) find us listening.
+    if (cfg.fill_on_start) for (const c of cfg.collectives) nc.publish(subjects.registrationSolicit(c), new TextEncoder().encode(JSON.stringify({ bucket: cfg.bucket, time: Date.now() })));
+    if (cfg.http) http = await serveHttp(store, receiver, { host: cfg.http.host, port: cfg.http.port, token, startedAt });
+    log.info({ bucket: cfg.bucket, collectives: cfg.collectives, nodes: store.size, max_age_s: cfg.max_age, refresh_ms: t.refreshMs, http: http?.address, http_auth: token ? "bearer" : "none", fill_on_start: cfg.fill_on_start }, "registry serving");
   } catch (e) {
     await stop().catch(() => undefined);
     throw e;

@@ -1,16 +1,23 @@
+import { timingSafeEqual, createHash } from "node:crypto";
+import { readFileSync } from "node:fs";
 import Fastify, { type FastifyInstance } from "fastify";
 import { Gauge, Registry } from "prom-client";
 import { buildFilter, FilterError } from "../filter/index.js";
 import { isValidCollective } from "../protocol/subjects.js";
 import type { RegistrationReceiver } from "./receiver.js";
+import { MusterError } from "../errors.js";
 import { nodeView } from "./record.js";
+import { registryWarning } from "./select.js";
 import type { RegistryStore } from "./store.js";
 
-// The registry over HTTP (read only):
+// The registry over HTTP (read only). With http.token_file set, every route but /healthz wants
+// `Authorization: Bearer <token>` (401 without it); /healthz carries counts only, for probes.
+//
 //   GET /nodes?fact=country=de&class=web&identity=/^web/&agent=puppet&with=...&select=...&collective=muster
 //       every parameter repeatable and written as on the command line (-F -C -I -A -W -S): the
 //       query goes through buildFilter and compileFilter, the same parser nodes use (no eval)
-//       -> 200 {"count": N, "nodes": [{identity, facts, classes, agents, collectives, version, sent_at, last_seen, age_seconds}]}
+//       -> 200 {"count": N, "nodes": [{identity, facts, classes, agents, collectives, version, sent_at, last_seen, age_seconds}],
+//               "registry": {nodes, newest_seen, started_at, expire_after_ms}, "warning"?: "empty / filling / stale ..."}
 //       -> 400 {"error": "MUSTER_FILTER_INVALID", "message": "..."} for a filter that does not parse
 //          or that the registry cannot answer (data plugins other than fact() and agent())
 //   GET /nodes/<identity>  -> 200 one node, 404 when unknown or expired
@@ -57,9 +64,46 @@ export function registryMetrics(store: RegistryStore, receiver: RegistrationRece
   return registry;
 }
 
-export async function serveHttp(store: RegistryStore, receiver: RegistrationReceiver, host: string, port: number): Promise<{ app: FastifyInstance; address: string }> {
+/** The bearer token in a token file (surrounding whitespace ignored). */
+export function readToken(file: string): string {
+  let text: string;
+  try {
+    text = readFileSync(file, "utf8");
+  } catch (e) {
+    throw new MusterError("MUSTER_CONFIG_INVALID", `http.token_file: cannot read ${file}: ${(e as Error).message}`);
+  }
+  const token = text.trim();
+  if (token.length < 16 || /\s/.test(token)) throw new MusterError("MUSTER_CONFIG_INVALID", `http.token_file: ${file} must hold one token of at least 16 characters (e.g. openssl rand -hex 32 > ${file})`);
+  return token;
+}
+
+// Compared as digests so the comparison takes the same time whatever the length.
+const digest = (s: string) => createHash("sha256").update(s).digest();
+
+export interface HttpOptions {
+  host: string;
+  port: number;
+  /** Bearer token clients must send; none: no authentication (loopback only, config.ts). */
+  token?: string;
+  /** When the daemon started (ms epoch), to say when it is still filling. */
+  startedAt?: number;
+}
+
+export async function serveHttp(store: RegistryStore, receiver: RegistrationReceiver, o: HttpOptions): Promise<{ app: FastifyInstance; address: string }> {
   const app = Fastify({ logger: false, routerOptions: { maxParamLength: 300 } });
   const metrics = registryMetrics(store, receiver);
+  if (o.token !== undefined) {
+    const want = digest(o.token);
+    app.addHook("onRequest", async (req, reply) => {
+      if (req.url === "/healthz" || req.url.startsWith("/healthz?")) return;
+      const m = /^Bearer\s+(\S+)$/i.exec(req.headers.authorization ?? "");
+      if (m && timingSafeEqual(digest(m[1]!), want)) return;
+      return reply
+        .code(401)
+        .header("www-authenticate", 'Bearer realm="muster-registry"')
+        .send({ error: "unauthorized", message: m ? "the bearer token is not this registry's (http.token_file)" : "send Authorization: Bearer <token> (the registry's http.token_file)" });
+    });
+  }
 
   app.get("/nodes", async (req, reply) => {
     const q = (req.query ?? {}) as Record<string, unknown>;
@@ -71,7 +115,9 @@ export async function serveHttp(store: RegistryStore, receiver: RegistrationRece
       const filter = buildFilter({ fact: list(q["fact"]), class: list(q["class"]), identity: list(q["identity"]), agent: list(q["agent"]), with: list(q["with"]), select: list(q["select"]) });
       const now = Date.now();
       const nodes = store.select(filter, collective?.[0], now).map((r) => nodeView(r, now));
-      return { count: nodes.length, nodes };
+      const status = store.status(collective?.[0], o.startedAt, now);
+      const warning = registryWarning(status, now, `bucket ${store.bucket}`);
+      return { count: nodes.length, nodes, registry: status, ...(warning ? { warning } : {}) };
     } catch (e) {
       if (e instanceof FilterError) return reply.code(400).send({ error: e.code, message: e.message });
       throw e;
@@ -94,6 +140,6 @@ export async function serveHttp(store: RegistryStore, receiver: RegistrationRece
     return metrics.metrics();
   });
 
-  const address = await app.listen({ host, port });
+  const address = await app.listen({ host: o.host, port: o.port });
   return { app, address };
 }

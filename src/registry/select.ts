@@ -91,3 +91,53 @@ export function selectNodes(records: Iterable<RegistryRecord>, filter: Filter, o
   }
   return out.sort((a, b) => (a.identity < b.identity ? -1 : a.identity > b.identity ? 1 : 0));
 }
+
+/** How full and how fresh the registry is, for one collective: what a reader needs to trust an empty answer. */
+export interface RegistryStatus {
+  /** Current records (of the collective, when one is given). */
+  nodes: number;
+  /** last_seen of the most recently heard node, ms epoch; null when there is none. */
+  newest_seen: number | null;
+  /** When the answering registry daemon started, ms epoch (absent when the bucket was read directly). */
+  started_at?: number;
+  /** The bucket's expiry, ms (0: none). */
+  expire_after_ms: number;
+}
+
+/** A starting daemon asks nodes to register (splay up to 2 s) and writes them in batches: its first seconds may be incomplete. */
+export const FILL_WINDOW_MS = 5_000;
+
+export function registryStatus(records: Iterable<RegistryRecord>, opts: SelectOptions & { startedAt?: number }): RegistryStatus {
+  let nodes = 0;
+  let newest: number | null = null;
+  for (const r of records) {
+    if (!isCurrent(r, opts.now, opts.expireAfterMs)) continue;
+    if (opts.collective !== undefined && !r.collectives.includes(opts.collective)) continue;
+    nodes++;
+    if (newest === null || r.last_seen > newest) newest = r.last_seen;
+  }
+  return { nodes, newest_seen: newest, expire_after_ms: opts.expireAfterMs, ...(opts.startedAt !== undefined ? { started_at: opts.startedAt } : {}) };
+}
+
+/** Longest a live fleet goes without any registration reaching the registry before we call it stale. */
+export function staleAfterMs(expireAfterMs: number): number {
+  return expireAfterMs > 0 ? expireAfterMs / 2 : 600_000;
+}
+
+/**
+ * What is wrong with answering from this registry, or undefined when nothing is: empty, still
+ * filling, or not hearing from anyone. Discovery prints it so an empty result is not mistaken for
+ * "no node matches".
+ */
+export function registryWarning(s: RegistryStatus, now: number, where: string): string | undefined {
+  const fix = "check that the nodes register (server config registration.interval > 0) and that `muster registry serve` runs against this broker, or discover with --dm broadcast";
+  if (s.started_at !== undefined && now - s.started_at < FILL_WINDOW_MS) {
+    return `the registry (${where}) started ${Math.max(0, Math.round((now - s.started_at) / 1000))} s ago and is still filling (${s.nodes} node${s.nodes === 1 ? "" : "s"} so far): the answer may be incomplete`;
+  }
+  if (s.nodes === 0) return `the registry (${where}) holds no current nodes, so nothing can match: ${fix}`;
+  const age = s.newest_seen === null ? Infinity : now - s.newest_seen;
+  if (age > staleAfterMs(s.expire_after_ms)) {
+    return `the registry (${where}) is stale: its newest registration is ${Math.round(age / 1000)} s old (${s.nodes} node${s.nodes === 1 ? "" : "s"}); ${fix}`;
+  }
+  return undefined;
+}

@@ -7,7 +7,7 @@ import type { Filter } from "../protocol/types.js";
 import { silentLogger } from "../log.js";
 import { readRegistry } from "./bucket.js";
 import { decodeRecord, keyFor, type RegistryRecord } from "./record.js";
-import { isCurrent, selectNodes } from "./select.js";
+import { isCurrent, registryStatus, selectNodes, type RegistryStatus } from "./select.js";
 
 // Every registry record in memory, kept current by a KV watch: queries (HTTP, the query subject,
 // the receiver's "unchanged?" check) never touch the broker. Loaded once with one streaming read
@@ -131,6 +131,11 @@ export class RegistryStore extends EventEmitter<RegistryStoreEvents> {
   /** Records matching the filter, sorted by identity. Throws FilterError for filters the registry cannot answer. */
   select(filter: Filter, collective?: string, now = Date.now()): RegistryRecord[] {
     return selectNodes(this.records.values(), filter, { collective, now, expireAfterMs: this.expireAfterMs });
+  }
+
+  /** How full and fresh the store is (for `startedAt`, pass when the daemon started). */
+  status(collective?: string, startedAt?: number, now = Date.now()): RegistryStatus {
+    return registryStatus(this.records.values(), { collective, now, expireAfterMs: this.expireAfterMs, startedAt });
   }
 
   stop(): void {

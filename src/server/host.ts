@@ -12,6 +12,11 @@ import { MATCH_EVERY_NODE, type NodeRuntime } from "./runtime.js";
 // Binds NodeRuntimes to NATS: subscriptions, dispatch, replies, registration and lifecycle events.
 // One message is decoded and verified once, however many nodes this process hosts.
 
+/** A node answers at most one registry solicitation per this gap (per collective): a flood costs one registration. */
+export const SOLICIT_MIN_GAP_MS = 10_000;
+/** Answers are spread over up to this long, so a large fleet does not register in one burst. */
+export const SOLICIT_MAX_SPLAY_MS = 2_000;
+
 export interface NodeHostOptions {
   nc: NatsConnection;
   intake: RequestIntake;
@@ -32,6 +37,10 @@ export class NodeHost {
   private pending = 0;
   private readonly filters = new WeakMap<Request, CompiledFilter>();
   private idle: (() => void) | undefined;
+  /** "<collective> <identity>" -> when that node last answered a solicitation. */
+  private readonly solicited = new Map<string, number>();
+  /** Solicited registrations waiting out their splay. */
+  private readonly splayed = new Set<NodeJS.Timeout>();
 
   constructor(private readonly opts: NodeHostOptions) {
     for (const rt of opts.runtimes) rt.emitter = (subject, payload) => opts.nc.publish(subject, payload);
@@ -183,18 +192,56 @@ export class NodeHost {
     return encodeJson({ ...rt.metadata(), time: Date.now(), version: this.opts.version });
   }
 
+  private publishRegistration(rt: NodeRuntime, collective: string): void {
+    try {
+      this.opts.nc.publish(subjects.registration(collective), this.registrationPayload(rt));
+    } catch {
+      // not connected right now; the next interval tries again
+    }
+  }
+
+  /**
+   * A registry that just started asks every node to register now instead of waiting out the
+   * interval (subjects.registrationSolicit). The message carries nothing a node acts on beyond
+   * "register": it is unsigned, so it is rate-limited per node and only registries may publish it.
+   */
+  private answerSolicitations(): void {
+    for (const [collective, runtimes] of this.byCollective) {
+      const sub = this.opts.nc.subscribe(subjects.registrationSolicit(collective), {
+        callback: (err) => {
+          if (err) return;
+          const now = Date.now();
+          for (const rt of runtimes) {
+            const key = `${collective} ${rt.identity}`;
+            if (now - (this.solicited.get(key) ?? -Infinity) < SOLICIT_MIN_GAP_MS) continue;
+            this.solicited.set(key, now);
+            const t = setTimeout(() => {
+              this.splayed.delete(t);
+              this.publishRegistration(rt, collective);
+            }, Math.random() * SOLICIT_MAX_SPLAY_MS);
+            t.unref();
+            this.splayed.add(t);
+          }
+        },
+      });
+      this.subs.push(sub);
+    }
+  }
+
+  /** Registers every hosted node now, outside the interval (a node that just joined the fleet). No-op with registration off. */
+  registerNow(): void {
+    const reg = this.opts.registration;
+    if (!reg || reg.interval <= 0) return;
+    for (const rt of this.opts.runtimes) for (const c of rt.collectives) this.publishRegistration(rt, c);
+  }
+
   private startRegistration(): void {
     const reg = this.opts.registration;
     if (!reg || reg.interval <= 0) return;
+    this.answerSolicitations();
     for (const rt of this.opts.runtimes) {
       const publish = () => {
-        for (const c of rt.collectives) {
-          try {
-            this.opts.nc.publish(subjects.registration(c), this.registrationPayload(rt));
-          } catch {
-            // not connected right now; the next interval tries again
-          }
-        }
+        for (const c of rt.collectives) this.publishRegistration(rt, c);
       };
       const first = reg.splay ? Math.random() * reg.interval * 1000 : 0;
       const t = setTimeout(() => {
@@ -211,6 +258,7 @@ export class NodeHost {
   /** Stop taking requests, let in-flight ones finish (bounded), announce shutdown. */
   async stop(graceMs = 5000): Promise<void> {
     for (const t of this.timers) clearTimeout(t);
+    for (const t of this.splayed) clearTimeout(t);
     for (const s of this.subs) s.unsubscribe();
     if (this.pending > 0) {
       await new Promise<void>((resolve) => {

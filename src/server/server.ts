@@ -215,7 +215,11 @@ export async function startServer(cfg: ServerConfig, log: Logger, opts: { broker
       await closeConnection(old.nc);
       for (;;) {
         try {
+          // the production run just wrote classes.txt: answer -C and register with it at once,
+          // not one refresh interval and a splayed registration later
+          await facts.refresh();
           current = await serve("production");
+          current.host.registerNow();
           return;
         } catch (e) {
           // e.g. the certificate is not on disk yet: keep trying rather than leave the node dark

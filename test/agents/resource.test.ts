@@ -115,6 +115,35 @@ describe("policy: allowed types", () => {
   });
 });
 
+describe("policy: file_paths", () => {
+  const fenced = { ...base, file_paths: [files] };
+  test("a file under file_paths is applied by the real Puppet; elsewhere, or with other properties, it is refused", async () => {
+    const ok = join(files, "fenced-ok");
+    const r = await call("apply", { type: "file", name: ok, properties: { ensure: "file", content: "hi", mode: "0640" } }, fenced);
+    assert.equal(r.status, Status.OK, r.message);
+    assert.equal(readFileSync(ok, "utf8"), "hi");
+    const outside = join(dir, "outside");
+    const { symlinkSync } = await import("node:fs");
+    symlinkSync(dir, join(files, "escape"));
+    for (const [name, props, why] of [
+      [outside, { ensure: "file" }, /outside the directories/],
+      [`${files}/../outside`, { ensure: "file" }, /not a plain absolute path/],
+      ["relative/x", { ensure: "file" }, /not a plain absolute path/],
+      [join(files, "escape", "outside"), { ensure: "file" }, /outside the directories/],
+      [join(files, "copy"), { ensure: "file", source: "/etc/hostname" }, /property source is not allowed/],
+      [join(files, "link"), { ensure: "link", target: "/etc" }, /property target is not allowed/],
+    ] as const) {
+      const d = await call("apply", { type: "file", name, properties: props }, fenced);
+      assert.equal(d.status, Status.Aborted, name);
+      assert.match(d.message, why, name);
+      assert.equal(d.data.reason, "path_denied");
+    }
+    assert.equal(existsSync(outside), false);
+    assert.equal((await call("show", { type: "file", name: "/etc/hostname" }, fenced)).status, Status.Aborted, "reads are fenced too");
+    assert.equal((await call("show", { type: "file", name: ok }, fenced)).status, Status.OK);
+  });
+});
+
 describe("policy: resources the catalog manages", () => {
   test("a resource listed in resources.txt is refused unless allow_managed", async () => {
     const path = join(files, "managed");

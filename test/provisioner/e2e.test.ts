@@ -1,6 +1,6 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { MusterClient } from "../../src/client/client.js";
@@ -11,6 +11,7 @@ import { writeEnvironment } from "../../src/lab/puppetserver.js";
 import { spawnMuster, type MusterProcess } from "../../src/lab/processes.js";
 import { PuppetAgent } from "../../src/puppet/index.js";
 import { StateStore, type NodeRecord } from "../../src/provisioner/state.js";
+import { eventually, runCli } from "../support/collective.js";
 
 // The provisioner end to end against real puppetservers and real Puppet agents (the lab, attached).
 // Scenario, in order:
@@ -196,7 +197,7 @@ test("eu nodes: signed once by the eu CA, catalog applied, bootstrap saw its sta
     const n = node(id);
     assert.equal(signedCount("eu", id), 1, `${id} signed exactly once by eu`);
     assert.equal(signedCount("us", id), 0, `${id} not signed by us`);
-    assert.equal(readFileSync(join(n.dir, "motd"), "utf8"), expectedMotd(id, n.country));
+    assert.equal(readFileSync(join(n.dir, "motd"), "utf8"), expectedMotd(id, n.country, n.role));
     assert.equal(readFileSync(join(n.dir, "bootstrap-stage"), "utf8"), "lifecycle_stage=bootstrap\n");
     const dis = await call(id, "provision", "is_disabled");
     assert.equal(dis.data.disabled, true);
@@ -229,7 +230,7 @@ test("a master that appears later is used without a restart; node startups trigg
     assert.equal(recs.get(id)?.status, "done", `${id}: ${recs.get(id)?.lastError}`);
     assert.equal(recs.get(id)?.master, "puppet-us.lab");
     assert.equal(signedCount("us", id), 1);
-    assert.equal(readFileSync(join(node(id).dir, "motd"), "utf8"), expectedMotd(id, "us"));
+    assert.equal(readFileSync(join(node(id).dir, "motd"), "utf8"), expectedMotd(id, "us", node(id).role));
   }
   assert.ok([...us, broken].some((id) => recs.get(id)!.log.some((l) => l.includes("provisioning started (startup)"))), "a node's startup event started its provisioning");
   const bad = recs.get(broken)!;
@@ -248,4 +249,70 @@ test("admins got exactly one notification per provisioned node and one for the f
   assert.equal(failed.length, 1);
   assert.match(failed[0]!.subject, /FAILED/);
   assert.match(failed[0]!.message, /broken/);
+});
+
+// The lab as a site (docs/fleet.md#the-lab-site): the blog's metadata workflows through the real
+// `muster` CLI, as the operator runs them, against the nodes provisioned above.
+
+const MASTERDB = "environment=development customer=acme mysql::master";
+
+function operatorEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  const t = lab.state.tls.admin;
+  return { ...process.env, MUSTER_BROKER: lab.state.broker, MUSTER_TLS_CA: t.ca!, MUSTER_TLS_CERT: t.cert!, MUSTER_TLS_KEY: t.key!, ...extra };
+}
+
+const muster = (args: string[], extra: Record<string, string> = {}) => runCli(args, { env: operatorEnv(extra), timeoutMs: 120_000 });
+
+test("site: muster find -W finds exactly the acme development database master, by broadcast and from the registry", async () => {
+  for (const dm of ["broadcast", "registry"]) {
+    const r = await eventually(async () => {
+      const x = await muster(["find", "--dm", dm, "-W", MASTERDB]);
+      return x.code === 0 && x.stdout === "node01.eu.lab\n" ? x : undefined;
+    }, 90_000, `find --dm ${dm} -W "${MASTERDB}" answering node01.eu.lab alone`);
+    assert.doesNotMatch(r.stderr, /warning/, `a filled, fresh registry says nothing (${dm})`);
+  }
+  const webs = await muster(["find", "-C", "role::web"]);
+  assert.deepEqual(webs.stdout.trim().split("\n"), ["node02.us.lab", "node03.eu.lab"]);
+});
+
+test("site: web nodes write the database master search_nodes found for their customer and environment", async () => {
+  // a web node provisioned before its master registered found none; a run now asks again
+  const r = await muster(["puppet", "runall", "2", "-C", "role::web"]);
+  assert.equal(r.code, 0, `${r.stdout}${r.stderr}`);
+  assert.match(readFileSync(join(node("node02.us.lab").dir, "webapp.conf"), "utf8"), /^database_host = node01\.eu\.lab$/m);
+  assert.match(readFileSync(join(node("node03.eu.lab").dir, "webapp.conf"), "utf8"), /^database_host = node05\.eu\.lab$/m);
+  // the web class is not bootstrap-aware: the bootstrap run left it out, production has it
+  const classes = readFileSync(join(node("node02.us.lab").dir, "puppet", "var", "state", "classes.txt"), "utf8").split("\n");
+  assert.ok(classes.includes("webapp") && classes.includes("role::web"), classes.join(" "));
+});
+
+test("site: muster nrpe runs the real check_load from monitoring-plugins-basic on the node found by query", async () => {
+  const r = await muster(["nrpe", "check_load", "-W", MASTERDB]);
+  assert.match(r.stdout, /^check_load: OK: \d WARNING: \d CRITICAL: \d UNKNOWN: 0\|total=1 ok=\d warn=\d crit=\d unknown=0 checktime=[\d.]+\n/, r.stdout + r.stderr);
+  const reply = await call("node01.eu.lab", "nrpe", "runcommand", { command: "check_load" });
+  assert.equal(reply.statuscode, 0, reply.statusmsg);
+  assert.match(String(reply.data.output), /^LOAD (OK|WARNING|CRITICAL) - (scaled |total )?load average/, "the real plugin's own output");
+});
+
+test("site: muster ssh by query runs ssh to the one matching node", async () => {
+  const bin = join(dir, "fakebin");
+  mkdirSync(bin, { recursive: true });
+  const argvFile = join(dir, "ssh-argv");
+  writeFileSync(join(bin, "ssh"), `#!/bin/sh\nprintf '%s\\n' "$@" > '${argvFile}'\n`);
+  chmodSync(join(bin, "ssh"), 0o755);
+  const r = await muster(["ssh", "-W", MASTERDB, "--", "uptime"], { PATH: `${bin}:${process.env.PATH ?? ""}` });
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(readFileSync(argvFile, "utf8"), "node01.eu.lab\nuptime\n");
+});
+
+test("site: muster resource writes files under the node's files/ only", async () => {
+  const target = join(node("node01.eu.lab").dir, "files", "e2e");
+  const ok = await muster(["resource", "file", target, "ensure=file", "content=from-e2e", "-W", MASTERDB]);
+  assert.equal(ok.code, 0, ok.stdout + ok.stderr);
+  assert.equal(readFileSync(target, "utf8"), "from-e2e");
+  const outside = join(dir, "not-allowed");
+  const refused = await muster(["resource", "file", outside, "ensure=file", "-W", MASTERDB]);
+  assert.equal(refused.code, 2);
+  assert.match(refused.stdout + refused.stderr, /outside the directories this node allows/);
+  assert.equal(existsSync(outside), false);
 });

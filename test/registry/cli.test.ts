@@ -198,6 +198,19 @@ test("HTTP: /nodes with the filter language, /nodes/<identity>, /healthz, /metri
   assert.match(metrics.body as string, /muster_registry_registrations_rejected_total\{reason="garbled"\} 0/);
 });
 
+test("--dm registry against a collective nobody registers in says so on stderr", async () => {
+  const r = await muster(["find", "--dm", "registry", "-T", "nobody"]);
+  assert.equal(r.code, 1, r.stderr);
+  assert.equal(r.stdout, "");
+  assert.match(r.stderr, /warning: the registry \(bucket muster-registry, collective nobody\) (holds no current nodes|started \d+ s ago and is still filling)/);
+  const q = await muster(["registry", "query", "-T", "nobody"]);
+  assert.match(q.stderr, /warning: the registry .* holds no current nodes/);
+  // a populated collective: no warning
+  const de = await muster(["find", "--dm", "registry", "-F", "country=de"]);
+  assert.equal(de.code, 0);
+  assert.doesNotMatch(de.stderr, /warning/);
+});
+
 test("muster registry --help explains serve and query", async () => {
   const r = await runCli(["registry", "--help"], { env });
   assert.equal(r.code, 0);

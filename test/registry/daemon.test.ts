@@ -179,14 +179,18 @@ test("the query subject validates untrusted requests", async (t) => {
   nc.publish(subjects.registration("muster"), reg("q1.example.net"));
   await storeHas(r.store, "q1.example.net");
   const ask = async (body: string) => JSON.parse(new TextDecoder().decode((await nc.request(subjects.registryQuery("queries"), enc.encode(body), { timeout: 5000 })).data)) as Record<string, unknown>;
-  assert.deepEqual(await ask(JSON.stringify({ filter: buildFilter({ fact: ["country=de"] }), collective: "muster" })), { identities: ["q1.example.net"] });
-  assert.deepEqual(await ask(JSON.stringify({ filter: buildFilter({}), collective: "elsewhere" })), { identities: [] });
+  const de = await ask(JSON.stringify({ filter: buildFilter({ fact: ["country=de"] }), collective: "muster" }));
+  assert.deepEqual(de.identities, ["q1.example.net"]);
+  assert.equal((de.status as { nodes: number }).nodes, 1, "the reply says how full the registry is");
+  const elsewhere = await ask(JSON.stringify({ filter: buildFilter({}), collective: "elsewhere" }));
+  assert.deepEqual(elsewhere.identities, []);
+  assert.equal((elsewhere.status as { nodes: number }).nodes, 0);
   assert.equal((await ask("nope")).code, "bad_request");
   assert.equal((await ask(JSON.stringify({ filter: { fact: "x" } }))).code, "MUSTER_FILTER_INVALID");
   assert.equal((await ask(JSON.stringify({ filter: { ...buildFilter({}), extra: [] } }))).code, "MUSTER_FILTER_INVALID");
   assert.match(String((await ask(JSON.stringify({ filter: buildFilter({ select: ["provision().locked=false"] }) }))).error), /--dm broadcast/);
   // still serving
-  assert.deepEqual(await ask(JSON.stringify({ filter: buildFilter({ identity: ["q1.example.net"] }) })), { identities: ["q1.example.net"] });
+  assert.deepEqual((await ask(JSON.stringify({ filter: buildFilter({ identity: ["q1.example.net"] }) }))).identities, ["q1.example.net"]);
 });
 
 test("--dm registry without a registry bucket says what to do", async () => {
@@ -211,4 +215,92 @@ test("registry config: defaults, and clear errors for bad values", async () => {
   for (const bad of [{ bucket: "a.b" }, { max_age: -1 }, { refresh: 100, max_age: 10 }, { collectives: ["a b"] }, { http: { port: 70000 } }, { nosuch: 1 }]) {
     assert.equal(RegistryConfigSchema.safeParse(bad).success, false, JSON.stringify(bad));
   }
+});
+
+test("a registry started after the nodes fills within seconds: it asks them to register now", async (t) => {
+  // Nodes registering once an hour, first at a random point of it: without the registry asking,
+  // next to none would be heard within the deadline below.
+  const fleet = generateFleet(30, "late");
+  const emu = await startEmulator({ nc, nodes: fleet, collective: "muster", log: silentLogger, registration: { interval: 3600, splay: true } });
+  t.after(() => emu.stop());
+  const r = await registry(t, { bucket: "fill", collectives: ["muster"], flush_interval: 0.05 });
+  await Promise.all(fleet.map((n) => storeHas(r.store, n.identity, () => true, 10_000)));
+  assert.equal(r.store.status("muster").nodes, fleet.length);
+});
+
+test("with fill_on_start off, the registry publishes no solicitation", async (t) => {
+  const seen: string[] = [];
+  const sub = nc.subscribe(subjects.registrationSolicit("quiet"), { callback: (_e, m) => void seen.push(m.subject) });
+  const loud = nc.subscribe(subjects.registrationSolicit("loud"), { callback: (_e, m) => void seen.push(m.subject) });
+  t.after(() => (sub.unsubscribe(), loud.unsubscribe()));
+  await nc.flush();
+  await registry(t, { bucket: "quiet", collectives: ["quiet"], fill_on_start: false });
+  await registry(t, { bucket: "loud", collectives: ["loud"] });
+  // one publisher, ordered delivery: the second registry's solicitation arriving means the first's would have
+  await eventually(async () => (seen.length > 0 ? true : undefined), 5000, "the loud registry's solicitation");
+  assert.deepEqual(seen, [subjects.registrationSolicit("loud")]);
+});
+
+test("--dm registry says when the registry is empty, still filling or stale", async (t) => {
+  const r = await registry(t, { bucket: "health", collectives: ["muster"], max_age: 900, flush_interval: 0.05 });
+  const warnings: string[] = [];
+  const viaBucket = new RegistrySource(nc, { bucket: "health", collective: "muster", via: "bucket", onWarning: (m) => warnings.push(m) });
+  const viaService = new RegistrySource(nc, { bucket: "health", collective: "muster", via: "service", onWarning: (m) => warnings.push(m) });
+  const opts = { timeoutMs: 5000, idleMs: 100 };
+  assert.deepEqual(await viaBucket.discover(buildFilter({}), opts), []);
+  assert.match(viaBucket.lastWarning ?? "", /holds no current nodes, so nothing can match.*--dm broadcast/);
+  assert.deepEqual(await viaService.discover(buildFilter({}), opts), []);
+  assert.match(viaService.lastWarning ?? "", /started \d+ s ago and is still filling|holds no current nodes/);
+  assert.equal(warnings.length, 2);
+
+  // one node last heard 10 minutes ago: current (max_age 900 s) but the registry hears nobody
+  const { keyFor, encodeRecord } = await import("../../src/registry/record.js");
+  const old = { identity: "old.example.net", facts: { country: "de" }, classes: [], agents: [], collectives: ["muster"], last_seen: Date.now() - 600_000 };
+  await r.store.kv.put(keyFor(old.identity), encodeRecord(old));
+  await storeHas(r.store, old.identity);
+  assert.deepEqual(await viaBucket.discover(buildFilter({ fact: ["country=de"] }), opts), [old.identity]);
+  assert.match(viaBucket.lastWarning ?? "", /is stale: its newest registration is 6\d\d s old/);
+
+  // a fresh registration: nothing to say
+  nc.publish(subjects.registration("muster"), reg("fresh.example.net"));
+  await storeHas(r.store, "fresh.example.net");
+  assert.deepEqual(await viaBucket.discover(buildFilter({ fact: ["country=de"] }), opts), [old.identity, "fresh.example.net"].sort());
+  assert.equal(viaBucket.lastWarning, undefined);
+});
+
+test("HTTP with http.token_file: 401 without the bearer token, /healthz stays open", async (t) => {
+  const { mkdtempSync, writeFileSync, rmSync } = await import("node:fs");
+  const { tmpdir } = await import("node:os");
+  const { join } = await import("node:path");
+  const dir = mkdtempSync(join(tmpdir(), "muster-registry-token-"));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const tokenFile = join(dir, "token");
+  writeFileSync(tokenFile, "s3cret-token-0123456789abcdef\n");
+  const r = await registry(t, { bucket: "authed", collectives: ["muster"], http: { host: "127.0.0.1", port: 0, token_file: tokenFile } });
+  nc.publish(subjects.registration("muster"), reg("h1.example.net"));
+  await storeHas(r.store, "h1.example.net");
+  const get = (path: string, auth?: string) => fetch(`${r.httpAddress}${path}`, auth ? { headers: { authorization: auth } } : {});
+  const none = await get("/nodes");
+  assert.equal(none.status, 401);
+  assert.match(((await none.json()) as { message: string }).message, /Authorization: Bearer/);
+  assert.equal((await get("/nodes", "Bearer wrong-token-0123456789")).status, 401);
+  assert.equal((await get("/nodes/h1.example.net", "Basic czNjcmV0")).status, 401);
+  assert.equal((await get("/metrics")).status, 401);
+  assert.equal((await get("/healthz")).status, 200);
+  const ok = await get(`/nodes?with=${encodeURIComponent("country=de")}`, "Bearer s3cret-token-0123456789abcdef");
+  assert.equal(ok.status, 200);
+  const body = (await ok.json()) as { count: number; nodes: { identity: string }[]; registry: { nodes: number } };
+  assert.deepEqual(body.nodes.map((n) => n.identity), ["h1.example.net"]);
+  assert.equal(body.registry.nodes, 1);
+
+  // a token file that is missing or too short is a config error, before anything is served
+  writeFileSync(join(dir, "short"), "abc\n");
+  for (const f of [join(dir, "short"), join(dir, "missing")]) {
+    await assert.rejects(startRegistry(RegistryConfigSchema.parse({ bucket: "authed", http: { host: "127.0.0.1", port: 0, token_file: f } }), silentLogger, { nc }), (e: Error & { code?: string }) => e.code === "MUSTER_CONFIG_INVALID" && e.message.includes(f));
+  }
+  // off loopback only with a token
+  const open = RegistryConfigSchema.safeParse({ http: { host: "0.0.0.0", port: 8089 } });
+  assert.equal(open.success, false);
+  assert.match(JSON.stringify(open.error?.issues), /token_file/);
+  assert.equal(RegistryConfigSchema.safeParse({ http: { host: "0.0.0.0", port: 8089, token_file: tokenFile } }).success, true);
 });

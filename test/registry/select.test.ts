@@ -104,3 +104,17 @@ test("data plugins the registry cannot answer are refused, pointing at broadcast
   );
   checkRegistryFilter(buildFilter({ select: ["fact('a.b').value=1 or agent('x').name=x"] }));
 });
+
+test("registryWarning: empty, filling and stale registries are named; a fresh one is not", async () => {
+  const { registryStatus, registryWarning, staleAfterMs } = await import("../../src/registry/select.js");
+  const expire = 990_000;
+  const status = (last: number[], startedAt?: number) => registryStatus(last.map((t, i) => ({ ...records[0]!, identity: `n${i}`, last_seen: t })), { now: NOW, expireAfterMs: expire, collective: "muster", startedAt });
+  assert.match(registryWarning(status([]), NOW, "bucket b") ?? "", /registry \(bucket b\) holds no current nodes/);
+  assert.match(registryWarning(status([NOW - 1000], NOW - 1500), NOW, "b") ?? "", /started 2 s ago and is still filling \(1 node so far\)/);
+  assert.equal(registryWarning(status([NOW - 1000], NOW - 60_000), NOW, "b"), undefined);
+  assert.equal(registryWarning(status([NOW - staleAfterMs(expire) + 1000, NOW - 900_000]), NOW, "b"), undefined);
+  assert.match(registryWarning(status([NOW - staleAfterMs(expire) - 1000]), NOW, "b") ?? "", /is stale: its newest registration is 496 s old/);
+  // records past the expiry do not count at all
+  assert.equal(status([NOW - expire - 1]).nodes, 0);
+  assert.equal(status([NOW - 5, NOW - 10]).newest_seen, NOW - 5);
+});

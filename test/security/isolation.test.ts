@@ -140,7 +140,7 @@ test("generated users: one role per credential, node subjects confined to the no
   assert.ok(!admin.permissions.publish.allow.some((s) => s.startsWith("provisioning.")), "admins cannot reach waiting nodes");
   assert.throws(() => brokerUsers({ ...spec, admins: [user("provisioner")] }), /appears twice/);
   const confined = brokerUsers({ bootstrap: [{ user: "CN=boot-web9", identity: "web9.test" }] })[0]!;
-  assert.deepEqual(confined.permissions.subscribe.allow, ["provisioning.broadcast.agent.>", "provisioning.node.web9.test"]);
+  assert.deepEqual(confined.permissions.subscribe.allow, ["provisioning.broadcast.agent.>", "provisioning.node.web9.test", "provisioning.registration.solicit"]);
 });
 
 test("muster broker users prints the same users for nats-server, and names a bad spec", async () => {
@@ -305,5 +305,28 @@ test("the registry works within its user: nodes register, it stores, admins quer
   } finally {
     await admin.close();
     await reg.stop();
+  }
+});
+
+test("a registry started after a node asks it to register, within the broker's permissions", async () => {
+  // web5 registers once an hour, first at a random point of it: only the registry's request brings it in soon
+  const n = nodeDir("web5.test");
+  puppetCert("web5.test", n.ssldir);
+  spec.nodes!.push({ identity: "web5.test" });
+  nats.reload(authorizationConfig(spec));
+  const admin = await client("admin", "muster");
+  let reg: Awaited<ReturnType<typeof startRegistry>> | undefined;
+  try {
+    startNode("web5.test", { provisioning: undefined, registration: { interval: 3600, splay: true } });
+    await present(admin, "web5.test");
+    reg = await startRegistry(RegistryConfigSchema.parse({ brokers: [nats.url], tls: tlsOf(svc.registry), log: { level: "silent" } }), createLogger({ level: "silent", name: "registry" }));
+    const source = new RegistrySource(admin.nc, { collective: "muster", via: "service" });
+    await eventually(async () => ((await source.discover(emptyFilter(), { timeoutMs: 2000, idleMs: 200 })).includes("web5.test") ? true : undefined), 15_000, "web5.test registering on request").catch((e: Error) => {
+      throw new Error(`${e.message}; node log tail: ${readFileSync(join(n.dir, "server.log"), "utf8").split("\n").slice(-6).join("\n")}`);
+    });
+    assert.doesNotMatch(readFileSync(join(n.dir, "server.log"), "utf8"), /Permissions Violation/);
+  } finally {
+    await admin.close();
+    await reg?.stop();
   }
 });

@@ -44,7 +44,8 @@ function serveCommand(): Command {
       `
 Config keys (all optional): broker, collectives [muster], bucket [${DEFAULT_BUCKET}], max_age
 seconds [900], refresh seconds [max_age/10], flush_interval seconds [0.25], max_payload bytes
-[1048576], max_pending [200000], http {host [127.0.0.1], port [8089]}, log {level, file}.
+[1048576], max_pending [200000], fill_on_start [true: ask the nodes to register now],
+http {host [127.0.0.1], port [8089], token_file: bearer token HTTP clients must send}, log {level, file}.
 Prints a line containing 'ready' once it serves; stops on SIGTERM/SIGINT.`,
     )
     .action(async (o: { config?: string; broker?: string }) => {
@@ -113,7 +114,7 @@ Exit code 1 when nothing matches.`,
       const collective = o.target ?? config.collective;
       const nc = await connectBroker({ servers: resolveBrokers(o.broker, config.brokers), name: "muster-registry-query", tls: resolveTls(config.tls) });
       try {
-        const source = new RegistrySource(nc, { bucket, collective });
+        const source = new RegistrySource(nc, { bucket, collective, onWarning: (m) => process.stderr.write(`warning: ${m}\n`) });
         const records = await source.records(filter);
         const now = Date.now();
         if (o.json) process.stdout.write(`${JSON.stringify(records.map((r) => nodeView(r, now)), null, 2)}\n`);

@@ -4,7 +4,7 @@ import { RpcError } from "../../../errors.js";
 import { Status } from "../../../protocol/status.js";
 import { isManagedResource, readManagedResources } from "../../../puppet/resource.js";
 import type { ResourceDDL } from "../ddl.js";
-import { ensureTypeAllowed, resolveResourceSettings } from "../settings.js";
+import { ensureFileAllowed, ensureTypeAllowed, resolveResourceSettings } from "../settings.js";
 import { resourceProperties } from "../validate.js";
 import type { ResourceDeps } from "../agent.js";
 import { runPuppetResource } from "./run.js";
@@ -16,6 +16,7 @@ export function apply(deps: ResourceDeps): ActionHandler<ActionInput<ResourceDDL
     const params = resourceProperties(input.properties);
     if (params.length === 0) throw new RpcError(Status.MissingData, "no properties to set; use the show action to read a resource");
     ensureTypeAllowed(s, input.type);
+    ensureFileAllowed(s, input.type, input.name, params.map(([k]) => k));
     if (!s.allowManaged) {
       let managed: boolean;
       try {

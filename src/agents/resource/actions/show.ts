@@ -4,7 +4,7 @@ import { RpcError } from "../../../errors.js";
 import { Status } from "../../../protocol/status.js";
 import { isManagedResource, readManagedResources } from "../../../puppet/resource.js";
 import type { ResourceDDL } from "../ddl.js";
-import { ensureTypeAllowed, resolveResourceSettings } from "../settings.js";
+import { ensureFileAllowed, ensureTypeAllowed, resolveResourceSettings } from "../settings.js";
 import type { ResourceDeps } from "../agent.js";
 import { runPuppetResource } from "./run.js";
 
@@ -13,6 +13,7 @@ export function show(deps: ResourceDeps): ActionHandler<ActionInput<ResourceDDL,
   return async (input, ctx) => {
     const s = resolveResourceSettings({ ...deps.config, ...ctx.config });
     ensureTypeAllowed(s, input.type);
+    ensureFileAllowed(s, input.type, input.name);
     let managed = false;
     try {
       managed = isManagedResource(readManagedResources(s.resourcesFile), input.type, input.name);
