@@ -152,7 +152,7 @@ export async function decommission(client: MusterClient, ids: string[], o: Decom
         if (!notifier) throw new Error(`no notifier (agent ${o.notifyAgent ?? "notify"}) answered discovery; the admins were not told`);
         const lines = steps.map((s) => `  ${s.step}: ${s.ok ? "" : "FAILED: "}${s.detail}`);
         const failedAny = steps.some((s) => !s.ok);
-        const subject = `${failedAny ? "Decommission of" : "Decommissioned"} ${identity}${failedAny ? " INCOMPLETE" : ""}`;
+        const subject = failedAny ? `Decommission of ${identity} INCOMPLETE` : steps.some((s) => s.changed) ? `Decommissioned ${identity}` : `Decommission of ${identity}: nothing was left to clean`;
         const message = `${o.operator ?? "An operator"} decommissioned ${identity}${running.includes(identity) ? " (it still answered in the fleet)" : ""}.\n${lines.join("\n")}\n`;
         const res = await client.call(o.notifyAgent ?? "notify", "send", { subject, message, ...(o.recipients?.length ? { recipients: o.recipients } : {}) }, { nodes: [notifier], timeoutMs });
         const r = res.replies[0];
