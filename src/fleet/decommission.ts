@@ -2,7 +2,6 @@ import type { MusterClient } from "../client/client.js";
 import { MusterError } from "../errors.js";
 import { buildFilter } from "../filter/index.js";
 import { Status } from "../protocol/status.js";
-import type { Filter } from "../protocol/types.js";
 import { StateStore } from "../provisioner/state.js";
 import { dropRegistryRecord } from "../registry/bucket.js";
 
@@ -53,6 +52,8 @@ export interface DecommissionOptions {
   discoveryTimeoutMs?: number;
   /** Per request to the masters and the notifier. */
   timeoutMs?: number;
+  /** Nodes decommissioned at the same time (default 8). */
+  concurrency?: number;
   /** Who asks (recorded in the notification). */
   operator?: string;
   onStep?: (r: StepResult) => void;
@@ -71,23 +72,34 @@ export function checkDecommissionIds(ids: string[]): void {
  * Decommission every node in `ids`. Throws (before changing anything) when no master answers:
  * without one, certificates cannot be revoked, and a half-done decommission would look done.
  */
-export async function decommission(client: MusterClient, ids: string[], o: DecommissionOptions): Promise<NodeOutcome[]> {
-  checkDecommissionIds(ids);
+export async function decommission(client: MusterClient, names: string[], o: DecommissionOptions): Promise<NodeOutcome[]> {
+  checkDecommissionIds(names);
+  const ids = [...new Set(names)];
   const dt = o.discoveryTimeoutMs ?? 2000;
   const timeoutMs = o.timeoutMs ?? 60_000;
   const masterAgent = o.masterAgent ?? "puppetca";
   const masterFilter = buildFilter({ agent: [masterAgent], select: o.masterSelect ? [o.masterSelect] : [] });
-  const [masters, running] = await Promise.all([
+  const notifyFilter = buildFilter({ agent: [o.notifyAgent ?? "notify"], select: o.notifySelect ? [o.notifySelect] : [] });
+  const [masters, running, notifiers] = await Promise.all([
     client.discover({ filter: masterFilter, timeoutMs: dt }),
     client.discover({ filter: buildFilter({ identity: ids }), timeoutMs: dt }),
+    o.notify === false ? Promise.resolve([]) : client.discover({ filter: notifyFilter, timeoutMs: dt }),
   ]);
+  const notifier = notifiers[0];
   if (masters.length === 0) {
     throw new MusterError("MUSTER_NO_MASTER", `no Puppet master (agent ${masterAgent}${o.masterSelect ? `, ${o.masterSelect}` : ""}) answered discovery in collective ${client.collective}; nothing was changed. Check the masters' muster servers, or --masters`);
   }
   const state = await StateStore.openExisting(client.nc, o.stateBucket);
-  let notifier: string | undefined | null = null; // null: not looked for yet
-  const out: NodeOutcome[] = [];
-  for (const identity of ids) {
+  // A scale-in event retires many nodes at once: a few at a time, each node's steps in order.
+  const out: NodeOutcome[] = new Array(ids.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < ids.length) {
+      const i = next++;
+      out[i] = await one(ids[i]!);
+    }
+  };
+  const one = async (identity: string): Promise<NodeOutcome> => {
     const steps: StepResult[] = [];
     const run = async (step: DecommissionStep, fn: () => Promise<{ changed: boolean; detail: string }>) => {
       const t0 = performance.now();
@@ -145,10 +157,6 @@ export async function decommission(client: MusterClient, ids: string[], o: Decom
 
     if (o.notify !== false) {
       await run("notify", async () => {
-        if (notifier === null) {
-          const f: Filter = buildFilter({ agent: [o.notifyAgent ?? "notify"], select: o.notifySelect ? [o.notifySelect] : [] });
-          notifier = (await client.discover({ filter: f, timeoutMs: dt }))[0];
-        }
         if (!notifier) throw new Error(`no notifier (agent ${o.notifyAgent ?? "notify"}) answered discovery; the admins were not told`);
         const lines = steps.map((s) => `  ${s.step}: ${s.ok ? "" : "FAILED: "}${s.detail}`);
         const failedAny = steps.some((s) => !s.ok);
@@ -161,7 +169,8 @@ export async function decommission(client: MusterClient, ids: string[], o: Decom
         return { changed: true, detail: `admins told by ${notifier} (${String(r.data.delivered ?? 0)} recipient(s))` };
       });
     }
-    out.push({ identity, ok: steps.every((s) => s.ok), stillRunning: running.includes(identity), steps });
-  }
+    return { identity, ok: steps.every((s) => s.ok), stillRunning: running.includes(identity), steps };
+  };
+  await Promise.all(Array.from({ length: Math.min(o.concurrency ?? 8, ids.length) }, worker));
   return out;
 }
