@@ -80,6 +80,8 @@ export interface LabState {
   services?: string[];
   /** The highest node number handed out: added nodes continue from here (a cloud never reuses a name unasked). */
   nodeSerial?: number;
+  /** The nodes' `security` settings, so nodes added later trust exactly what the first ones trust. */
+  nodeSecurity?: Record<string, unknown>;
 }
 
 export interface LabOptions {
@@ -386,6 +388,7 @@ export async function startLab(o: LabOptions): Promise<Lab> {
       monitor: `http://127.0.0.1:${monitorPort}`,
       services: serviceNodes,
       nodeSerial: o.nodes,
+      nodeSecurity: security,
     };
     writeFileSync(stateFile(dir), JSON.stringify(state, null, 2));
 

@@ -311,13 +311,20 @@ test("lab add: two nodes booted into the running lab wait isolated and are provi
   assert.ok(returningFingerprint);
 });
 
-test("decommission of a terminated node: certificate revoked and cleaned everywhere, records dropped, admins told; again: nothing left, still success", async () => {
+test("decommission of a terminated node and a running one: certificates revoked and cleaned everywhere, records dropped, admins told; again: nothing left, still success", async () => {
   await lab.removeNode(returning);
   assert.ok(!existsSync(join(lab.state.dir, "nodes", returning)), "its directory went with it");
   assert.ok(!lab.state.nodes.some((n) => n.identity === returning));
   const crlBefore = crlSerials("eu");
-  const r = await cli(["decommission", "--wait", returning]);
+  const usCrlBefore = crlSerials("us");
+  // node08 still runs: decommissioned all the same, with a warning that it will register again
+  const r = await cli(["decommission", "--wait", returning, "node08.us.lab"]);
   assert.equal(r.code, 0, `${r.stdout}\n${r.stderr}`);
+  assert.match(r.stdout, /node08\.us\.lab\s+certificate\s+done\s+none on puppet-eu\.lab, revoked and cleaned on puppet-us\.lab/);
+  assert.match(r.stdout, /node08\.us\.lab still answers in the fleet/);
+  assert.doesNotMatch(r.stdout, /node07\.eu\.lab still answers/);
+  assert.match(r.stdout, /2 of 2 node\(s\) decommissioned/);
+  assert.equal(crlSerials("us").length, usCrlBefore.length + 1, "one more serial on the us CRL");
   assert.match(r.stdout, /provisioning\s+done\s+dropped \(was done, master puppet-eu\.lab\)/);
   assert.match(r.stdout, /certificate\s+done\s+revoked and cleaned on puppet-eu\.lab, none on puppet-us\.lab, verified: unknown to 2 master/);
   assert.match(r.stdout, /registry\s+(ok|done)/);
@@ -325,7 +332,7 @@ test("decommission of a terminated node: certificate revoked and cleaned everywh
   assert.equal(crlSerials("eu").length, crlBefore.length + 1, "one more serial on the eu CRL");
   for (const m of ["puppet-eu.lab", "puppet-us.lab"]) assert.equal((await call(m, "puppetca", "status", { certname: returning })).data.state, "unknown");
   assert.equal(await store.get(returning), undefined, "no provisioning record");
-  assert.equal(notifications().filter((n) => n.subject === `Decommissioned ${returning}`).length, 1);
+  for (const id of [returning, "node08.us.lab"]) assert.equal(notifications().filter((n) => n.subject === `Decommissioned ${id}`).length, 1, `admins told once about ${id}`);
 
   const again = await cli(["decommission", "--json", "--no-notify", returning]);
   assert.equal(again.code, 0, `${again.stdout}\n${again.stderr}`);
