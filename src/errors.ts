@@ -23,6 +23,7 @@ export const ErrorCodes = {
   MUSTER_TIMEOUT: "an operation did not finish in time",
   MUSTER_REGISTRY_UNAVAILABLE: "the registry bucket does not exist or cannot be read",
   MUSTER_PKI_FAILED: "a TLS certificate or key could not be made or read",
+  MUSTER_NO_MASTER: "no Puppet master answered, so nothing was changed",
 } as const;
 export type ErrorCode = keyof typeof ErrorCodes;
 

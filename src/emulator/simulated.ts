@@ -22,7 +22,7 @@ export interface SimulationOptions {
 }
 
 interface SimCert {
-  state: "requested" | "signed";
+  state: "requested" | "signed" | "revoked";
   fingerprint: string;
   signedBy?: string;
   signings: number;
@@ -124,7 +124,13 @@ export function simulatedFactories(ca: SimulatedCA, opt: SimulationOptions): Rec
         clean: (i) => {
           const c = ca.certs.get(i.certname);
           ca.certs.delete(i.certname);
-          return { certname: i.certname, state: "unknown", previous_state: c?.state ?? null, fingerprint: null };
+          return { certname: i.certname, cleaned: c !== undefined, revoked: c?.state === "signed", previous_state: c?.state ?? null };
+        },
+        revoke: (i) => {
+          const c = ca.certs.get(i.certname);
+          const was = c?.state ?? null;
+          if (c?.state === "signed") c.state = "revoked";
+          return { certname: i.certname, revoked: was === "signed", previous_state: was, serial: null };
         },
         status: (i) => {
           const c = ca.certs.get(i.certname);

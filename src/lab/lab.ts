@@ -13,6 +13,9 @@ import { freePort } from "./ports.js";
 import { isAlive, spawnMuster, stopPid, type MusterProcess } from "./processes.js";
 import { labEnvironments, labRole, ROLE_FACT_NAMES, roleFacts, type LabRole } from "./manifests.js";
 import { startPuppetserver, stopDetachedPuppetserver, type PuppetserverHandle } from "./puppetserver.js";
+import { addLabNodes, removeLabNode, type AddNodesOptions } from "./scale.js";
+
+export type { AddNodesOptions } from "./scale.js";
 
 // A whole fleet on loopback: nats-server with JetStream, two real puppetservers in two regions,
 // N real `muster server` nodes waiting to be provisioned, two master nodes (puppetca), the
@@ -87,6 +90,12 @@ export interface LabState {
   provisionerEnv: Record<string, string>;
   /** nats-server monitoring (connz shows which user each connection mapped to). */
   monitor: string;
+  /** Service identities with broker users of their own (notifier, masters): kept when nodes come and go. */
+  services?: string[];
+  /** The highest node number handed out: added nodes continue from here (a cloud never reuses a name unasked). */
+  nodeSerial?: number;
+  /** The nodes' `security` settings, so nodes added later trust exactly what the first ones trust. */
+  nodeSecurity?: Record<string, unknown>;
 }
 
 export interface LabOptions {
@@ -109,10 +118,14 @@ export interface Lab {
   stopServer(identity: string, signal?: NodeJS.Signals): Promise<void>;
   /** Start it again (a node restart: it publishes a startup lifecycle event). */
   startServer(identity: string): void;
+  /** Boot new waiting nodes into the running lab (`muster lab add`). */
+  addNodes(o: AddNodesOptions): Promise<LabNode[]>;
+  /** Terminate a node: its process and its directory (`muster lab remove`). */
+  removeNode(identity: string): Promise<LabNode>;
   stop(): Promise<void>;
 }
 
-const stateFile = (dir: string) => join(dir, "lab.json");
+export const stateFile = (dir: string) => join(dir, "lab.json");
 
 export function readLabState(dir: string): LabState | undefined {
   const f = stateFile(dir);
@@ -177,7 +190,7 @@ const serviceUser = (name: string) => `CN=${name},OU=service,O=muster`;
 const labNodeUser = (identity: string) => `CN=${identity},OU=node,O=muster`;
 
 /** The provisioner's signing key for the lab (created once), and the environment that makes a muster process use it. */
-function provisionerKey(dir: string): { key: SigningKey; env: Record<string, string> } {
+export function provisionerKey(dir: string): { key: SigningKey; env: Record<string, string> } {
   const home = join(dir, "provisioner-home");
   const file = join(home, "keys", `${LAB_PROVISIONER_CALLER}.pem`);
   let key: SigningKey;
@@ -228,7 +241,7 @@ export function puppetcaPluginConfig(m: PuppetserverHandle): Record<string, unkn
   return { confdir: m.confdir, ssldir: m.ssldir, certname: m.certname, url: m.url, cacert: m.caCertPath, cert: m.hostCertPath, key: m.hostKeyPath };
 }
 
-function nodeIdentity(i: number, r: LabRegion): string {
+export function nodeIdentity(i: number, r: LabRegion): string {
   return `node${String(i + 1).padStart(2, "0")}.${r.name}.lab`;
 }
 
@@ -265,9 +278,9 @@ export function labNrpeConfig(): string {
  * One lab node's identity, role, facts and server config, deterministic by index, so `lab up`
  * and adding a node later make the same node. `bootstrap` is the shared waiting credential.
  */
-export function labNodeSpec(labDir: string, index: number, bootstrap: { ca: string; cert: string; key: string }): LabNodeSpec {
-  const region = LAB_REGIONS[index % LAB_REGIONS.length]!;
-  const identity = nodeIdentity(index, region);
+export function labNodeSpec(labDir: string, index: number, bootstrap: { ca: string; cert: string; key: string }, placement?: { identity: string; region: LabRegion }): LabNodeSpec {
+  const region = placement?.region ?? LAB_REGIONS[index % LAB_REGIONS.length]!;
+  const identity = placement?.identity ?? nodeIdentity(index, region);
   const dir = join(resolve(labDir), "nodes", identity);
   const role = labRole(index);
   const plugin = provisionPluginConfig(dir);
@@ -325,6 +338,44 @@ function registryToken(dir: string): string {
   return file;
 }
 
+/** The nats-server include file holding the lab's users (rewritten as nodes come and go). */
+const AUTHORIZATION_FILE = "authorization.conf";
+
+export function writeLabAuthorization(dir: string, nodes: string[], services: string[]): void {
+  mkdirSync(join(dir, "nats"), { recursive: true });
+  writeFileSync(join(dir, "nats", AUTHORIZATION_FILE), authorizationConfig(labBrokerUsers(nodes, services)));
+}
+
+function writeLabServerConfig(dir: string, broker: string, security: Record<string, unknown>, name: string, cfg: Record<string, unknown>): string {
+  const file = join(dir, "config", `${name}.yaml`);
+  mkdirSync(join(dir, "config"), { recursive: true });
+  writeFileSync(file, toYaml({ collectives: [LAB_COLLECTIVE], brokers: [broker], registration: { interval: 30, splay: true }, log: { level: "info" }, security, ...cfg }));
+  return file;
+}
+
+/** What starting a waiting node needs: the same for `lab up` and for nodes added later. */
+export interface LabNodeContext {
+  dir: string;
+  broker: string;
+  caCert: string;
+  bootstrap: { cert: string; key: string };
+  security: Record<string, unknown>;
+  env: Record<string, string>;
+  detached: boolean;
+}
+
+/** Write one waiting node's directory, facts and server config, and start its muster server. */
+export function startLabNode(c: LabNodeContext, identity: string, r: LabRegion, serial: number): { node: LabNode; proc: MusterProcess } {
+  const spec = labNodeSpec(c.dir, serial - 1, { ca: c.caCert, ...c.bootstrap }, { identity, region: r });
+  for (const [file, text] of Object.entries(spec.files)) {
+    mkdirSync(join(file, ".."), { recursive: true });
+    writeFileSync(file, text);
+  }
+  const config = writeLabServerConfig(c.dir, c.broker, c.security, identity, spec.server);
+  const proc = spawnMuster(["server", "--config", config], { logFile: join(c.dir, "logs", `${identity}.log`), detached: c.detached, env: c.env });
+  return { node: { identity, country: r.country, region: r.region, ipaddress: spec.ipaddress, dir: spec.dir, pid: proc.pid, role: spec.role }, proc };
+}
+
 export async function startLab(o: LabOptions): Promise<Lab> {
   const dir = resolve(o.dir);
   const say = o.progress ?? (() => undefined);
@@ -348,7 +399,9 @@ export async function startLab(o: LabOptions): Promise<Lab> {
     const nodeIds = Array.from({ length: o.nodes }, (_, i) => nodeIdentity(i, LAB_REGIONS[i % LAB_REGIONS.length]!));
     const serviceNodes = ["notifier.lab", ...LAB_REGIONS.map((r) => `puppet-${r.name}.lab`)];
     const monitorPort = await freePort("127.0.0.1");
-    const natsConfig = `http: "127.0.0.1:${monitorPort}"\n${authorizationConfig(labBrokerUsers(nodeIds, serviceNodes))}`;
+    // Users live in their own file, so `lab add`/`lab remove` can rewrite them and reload.
+    writeLabAuthorization(dir, nodeIds, serviceNodes);
+    const natsConfig = `http: "127.0.0.1:${monitorPort}"\ninclude "${AUTHORIZATION_FILE}"\n`;
     say("starting nats-server (JetStream, TLS, a user per node) on 127.0.0.1");
     const nats = await startNats({ dir: join(dir, "nats"), detached: o.detached, tls: { ...pki.nats, ca: bundle, clients: "map" }, config: natsConfig });
     natsStop = nats.stop;
@@ -371,17 +424,15 @@ export async function startLab(o: LabOptions): Promise<Lab> {
     procs.push(rp);
     receiver.pid = rp.pid;
 
-    const serverConfig = (name: string, cfg: Record<string, unknown>) => {
-      const file = join(dir, "config", `${name}.yaml`);
-      mkdirSync(join(dir, "config"), { recursive: true });
-      writeFileSync(file, toYaml({ collectives: [LAB_COLLECTIVE], brokers: [nats.url], registration: { interval: 30, splay: true }, log: { level: "info" }, security, ...cfg }));
-      return file;
-    };
+    const serverConfig = (name: string, cfg: Record<string, unknown>) => writeLabServerConfig(dir, nats.url, security, name, cfg);
     const servers = new Map<string, MusterProcess>();
-    const launch = (name: string) => {
-      const p = spawnMuster(["server", "--config", join(dir, "config", `${name}.yaml`)], { logFile: join(dir, "logs", `${name}.log`), detached: o.detached, env });
+    const track = (name: string, p: MusterProcess) => {
       procs.push(p);
       servers.set(name, p);
+    };
+    const launch = (name: string) => {
+      const p = spawnMuster(["server", "--config", join(dir, "config", `${name}.yaml`)], { logFile: join(dir, "logs", `${name}.log`), detached: o.detached, env });
+      track(name, p);
       return p.pid;
     };
     const startServer = (name: string, cfg: Record<string, unknown>) => {
@@ -403,15 +454,12 @@ export async function startLab(o: LabOptions): Promise<Lab> {
     registry.pid = regProc.pid;
     say(`registry on ${registry.url} (bearer token in ${registry.token_file})`);
 
+    const nodeCtx: LabNodeContext = { dir, broker: nats.url, caCert: pki.ca.cert, bootstrap: pki.bootstrap, security, env, detached: o.detached };
     const nodes: LabNode[] = [];
     for (let i = 0; i < o.nodes; i++) {
-      const spec = labNodeSpec(dir, i, { ca: pki.ca.cert, cert: pki.bootstrap.cert, key: pki.bootstrap.key });
-      for (const [file, text] of Object.entries(spec.files)) {
-        mkdirSync(join(file, ".."), { recursive: true });
-        writeFileSync(file, text);
-      }
-      const pid = startServer(spec.identity, spec.server);
-      nodes.push({ identity: spec.identity, country: spec.region.country, region: spec.region.region, ipaddress: spec.ipaddress, dir: spec.dir, pid, role: spec.role });
+      const started = startLabNode(nodeCtx, nodeIds[i]!, LAB_REGIONS[i % LAB_REGIONS.length]!, i + 1);
+      track(started.node.identity, started.proc);
+      nodes.push(started.node);
     }
     const notifier = { identity: "notifier.lab", pid: startServer("notifier.lab", { identity: "notifier.lab", tls: nodeTls("notifier.lab"), facts: { facter: false, extra: { role: "notifier" } }, agents: { builtin: ["notify"] }, plugins: { notify: { recipients: [receiver.url] } } }) };
 
@@ -450,6 +498,9 @@ export async function startLab(o: LabOptions): Promise<Lab> {
       tls: tlsState,
       provisionerEnv: prov.env,
       monitor: `http://127.0.0.1:${monitorPort}`,
+      services: serviceNodes,
+      nodeSerial: o.nodes,
+      nodeSecurity: security,
     };
     writeFileSync(stateFile(dir), JSON.stringify(state, null, 2));
 
@@ -485,6 +536,15 @@ export async function startLab(o: LabOptions): Promise<Lab> {
       startServer(identity) {
         if (servers.has(identity)) throw new Error(`lab server ${identity} is already running`);
         launch(identity);
+      },
+      addNodes: (a) => addLabNodes(state, { ...a, detached: o.detached, track }),
+      async removeNode(identity) {
+        return removeLabNode(state, identity, async (n) => {
+          const p = servers.get(n.identity);
+          servers.delete(n.identity);
+          if (p) await p.stop("SIGKILL");
+          else await stopPid(n.pid);
+        });
       },
       async stop() {
         await stopAll();

@@ -1,5 +1,5 @@
 import type { NatsConnection } from "@nats-io/transport-node";
-import { jetstream } from "@nats-io/jetstream";
+import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { Kvm, type KV } from "@nats-io/kv";
 import type { NodeStatus, Stage } from "./stages.js";
 
@@ -95,6 +95,28 @@ export class StateStore {
     const kvm = new Kvm(jetstream(nc));
     const kv = await kvm.create(bucket, { history: 5, replicas });
     return new StateStore(kv);
+  }
+
+  /** The bucket if it exists (undefined when no provisioner ever ran against this broker); never creates it. */
+  static async openExisting(nc: NatsConnection, bucket: string): Promise<StateStore | undefined> {
+    try {
+      await (await jetstreamManager(nc)).streams.info(`KV_${bucket}`);
+    } catch (e) {
+      if (/stream not found|10059/i.test((e as Error).message)) return undefined;
+      throw e;
+    }
+    return new StateStore(await new Kvm(jetstream(nc)).open(bucket));
+  }
+
+  /**
+   * Drop a node's record and its history (decommission). A provisioner working on the node loses
+   * its compare-and-set at its next write and leaves the node; the next time the name is seen it
+   * starts from nothing. Returns the record that was there, if any.
+   */
+  async remove(identity: string): Promise<NodeRecord | undefined> {
+    const was = await this.get(identity);
+    if (was) await retrying(() => this.kv.purge(keyFor(identity)));
+    return was?.record;
   }
 
   async get(identity: string): Promise<Versioned | undefined> {

@@ -199,12 +199,27 @@ export class CertificateAuthority {
   }
 
   /**
-   * Revoke and delete everything the CA holds for `certname` (a signed certificate, a pending
-   * request). Cleaning a name the CA does not know is not an error.
+   * Revoke the signed certificate of `certname` (its serial goes on the CA's CRL; the CA keeps
+   * listing it as revoked). Idempotent: an unknown name, an already revoked certificate or a mere
+   * pending request is reported with revoked=false, not as an error.
    */
-  async clean(certname: string): Promise<{ certname: string; cleaned: boolean; previousState?: CertState }> {
+  async revoke(certname: string): Promise<{ certname: string; revoked: boolean; previousState?: CertState; serial?: number }> {
     const st = await this.status(certname);
-    if (!st) return { certname, cleaned: false };
+    if (!st || st.state !== "signed") return { certname, revoked: false, previousState: st?.state, serial: st?.serialNumber };
+    const r = await this.call("PUT", `/puppet-ca/v1/certificate_status/${certname}`, JSON.stringify({ desired_state: "revoked" }));
+    if (r.status === 404) return { certname, revoked: false }; // cleaned by someone else meanwhile
+    if (r.status < 200 || r.status > 299) throw this.httpError(`revoke ${certname}`, r);
+    return { certname, revoked: true, previousState: st.state, serial: st.serialNumber };
+  }
+
+  /**
+   * Revoke and delete everything the CA holds for `certname` (a signed certificate, a pending
+   * request). Cleaning a name the CA does not know is not an error. `revoked` says whether a
+   * signed certificate was revoked here (its serial is on the CRL from now on).
+   */
+  async clean(certname: string): Promise<{ certname: string; cleaned: boolean; revoked: boolean; previousState?: CertState }> {
+    const st = await this.status(certname);
+    if (!st) return { certname, cleaned: false, revoked: false };
     if (st.state === "signed") {
       const r = await this.call("PUT", "/puppet-ca/v1/clean", JSON.stringify({ certnames: [certname] }));
       if (r.status < 200 || r.status > 299) throw this.httpError(`clean ${certname}`, r);
@@ -214,7 +229,7 @@ export class CertificateAuthority {
       const r = await this.call("DELETE", `/puppet-ca/v1/certificate_status/${certname}`);
       if (r.status !== 204 && r.status !== 200 && r.status !== 404) throw this.httpError(`delete ${certname}`, r);
     }
-    return { certname, cleaned: true, previousState: st.state };
+    return { certname, cleaned: true, revoked: st.state === "signed", previousState: st.state };
   }
 
   private httpError(what: string, r: { status: number; body: string }): MusterError {

@@ -44,6 +44,24 @@ export async function openRegistryBucket(nc: NatsConnection, bucket: string, exp
   return kv;
 }
 
+/**
+ * Drop one node's record (decommission). Readers that follow the bucket see the purge and forget
+ * the node at once. Returns "dropped", "absent" (no record), or "no-bucket" (no registry here).
+ */
+export async function dropRegistryRecord(nc: NatsConnection, bucket: string, identity: string): Promise<"dropped" | "absent" | "no-bucket"> {
+  try {
+    await (await jetstreamManager(nc)).streams.info(streamName(bucket));
+  } catch (e) {
+    if (/stream not found|10059/i.test((e as Error).message)) return "no-bucket";
+    throw e;
+  }
+  const kv = await new Kvm(jetstream(nc)).open(bucket);
+  const e = await kv.get(keyFor(identity));
+  if (!e || e.operation !== "PUT" || e.value.length === 0) return "absent";
+  await kv.purge(keyFor(identity));
+  return "dropped";
+}
+
 export interface RegistrySnapshot {
   records: RegistryRecord[];
   /** The bucket's expiry (stream max_age), ms; 0 when it has none. */

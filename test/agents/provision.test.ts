@@ -1,6 +1,6 @@
 import { describe, it, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, type ChildProcess } from "node:child_process";
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -260,9 +260,48 @@ describe("provisioning against a real puppetserver", { timeout: 900_000 }, () =>
     assert.match(e2.message, /IP:10\.9\.9\.9/);
 
     // clean removes pending requests; cleaning an unknown name is fine
-    assert.deepEqual(await ca("clean", { certname: "evil.example" }), { certname: "evil.example", cleaned: true, previous_state: "requested" });
-    assert.deepEqual(await ca("clean", { certname: "evil.example" }), { certname: "evil.example", cleaned: false, previous_state: null });
+    assert.deepEqual(await ca("clean", { certname: "evil.example" }), { certname: "evil.example", cleaned: true, revoked: false, previous_state: "requested" });
+    assert.deepEqual(await ca("clean", { certname: "evil.example" }), { certname: "evil.example", cleaned: false, revoked: false, previous_state: null });
     assert.equal((await ca("status", { certname: "evil.example" })).state, "unknown");
+  });
+
+  it("revoke puts the certificate on the CRL; clean revokes and forgets; the same name is then signed afresh", async () => {
+    const crlSerials = () => {
+      // the CA's own CRL file, read by openssl: what a master serving it would hand out
+      const text = execFileSync("openssl", ["crl", "-in", join(server!.cadir, "ca_crl.pem"), "-noout", "-text"], { encoding: "utf8" });
+      return [...text.matchAll(/Serial Number: ([0-9A-F]+)/gi)].map((m) => parseInt(m[1]!, 16));
+    };
+    const gone = newNode("gone.example");
+    await enrol(gone);
+    const first = await ca("status", { certname: "gone.example" });
+    const r = await ca("revoke", { certname: "gone.example" });
+    assert.equal(r.revoked, true);
+    assert.equal(r.previous_state, "signed");
+    assert.ok(typeof r.serial === "number" && crlSerials().includes(r.serial), `serial ${String(r.serial)} on the CRL`);
+    assert.equal((await ca("status", { certname: "gone.example" })).state, "revoked");
+    // idempotent: revoked, unknown and pending names are "nothing to revoke", not errors
+    assert.deepEqual(await ca("revoke", { certname: "gone.example" }), { certname: "gone.example", revoked: false, previous_state: "revoked", serial: r.serial });
+    assert.deepEqual(await ca("revoke", { certname: "never.example" }), { certname: "never.example", revoked: false, previous_state: null, serial: null });
+    assert.deepEqual(await ca("clean", { certname: "gone.example" }), { certname: "gone.example", cleaned: true, revoked: false, previous_state: "revoked" });
+    assert.equal((await ca("status", { certname: "gone.example" })).state, "unknown");
+
+    // clean of a signed certificate revokes it too (decommission), and the name can come back
+    const back = newNode("back.example");
+    await enrol(back);
+    const old = await ca("status", { certname: "back.example" });
+    const before = crlSerials().length;
+    assert.deepEqual(await ca("clean", { certname: "back.example" }), { certname: "back.example", cleaned: true, revoked: true, previous_state: "signed" });
+    assert.equal(crlSerials().length, before + 1, "the cleaned certificate's serial was added to the CRL");
+    assert.deepEqual(await ca("clean", { certname: "back.example" }), { certname: "back.example", cleaned: false, revoked: false, previous_state: null });
+    // a new machine under the same name: its own key, a new CSR, signed with its fingerprint
+    const reborn = newNode("back.example");
+    rmSync(reborn.config.ssldir, { recursive: true, force: true });
+    mkdirSync(reborn.config.ssldir, { recursive: true });
+    await enrol(reborn);
+    const now = await ca("status", { certname: "back.example" });
+    assert.equal(now.state, "signed");
+    assert.notEqual(now.fingerprint, old.fingerprint);
+    assert.notEqual(first.fingerprint, now.fingerprint);
   });
 
   it("bootstrap run sees lifecycle_stage=bootstrap; the production run applies the managed file", async () => {

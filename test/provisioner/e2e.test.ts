@@ -1,5 +1,6 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
+import { execFileSync, spawn } from "node:child_process";
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -8,7 +9,7 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { connectedUsers, labProvisionerClient, startLab, waitForNodes, type Lab } from "../../src/lab/lab.js";
 import { expectedMotd, BOOTSTRAP_SITE } from "../../src/lab/manifests.js";
 import { writeEnvironment } from "../../src/lab/puppetserver.js";
-import { spawnMuster, type MusterProcess } from "../../src/lab/processes.js";
+import { MUSTER_BIN, spawnMuster, type MusterProcess } from "../../src/lab/processes.js";
 import { PuppetAgent } from "../../src/puppet/index.js";
 import { StateStore, type NodeRecord } from "../../src/provisioner/state.js";
 import { eventually, runCli } from "../support/collective.js";
@@ -23,6 +24,11 @@ import { eventually, runCli } from "../support/collective.js";
 //     events trigger provisioning against the us master; node04.us.lab's muster server is killed
 //     mid-Puppet-run and started again; node06.us.lab's bootstrap is broken, it is retried, marked
 //     failed and the admins are told.
+//   - two nodes are booted into the running lab later (lab add): provisioned with nobody asking.
+//   - one of them is terminated (lab remove) and decommissioned: its certificate is revoked and
+//     cleaned on every master, its records dropped, the admins told; a second decommission finds
+//     nothing left and succeeds. A new machine under the same name is then provisioned from
+//     scratch, with a new CSR signed.
 // Everything runs over TLS with a nats-server user per credential: waiting nodes sit in the
 // provisioning collective with the shared bootstrap credential and answer only the provisioner;
 // provisioned ones reconnect with their Puppet certificates.
@@ -315,4 +321,105 @@ test("site: muster resource writes files under the node's files/ only", async ()
   assert.equal(refused.code, 2);
   assert.match(refused.stdout + refused.stderr, /outside the directories this node allows/);
   assert.equal(existsSync(outside), false);
+});
+
+/** Serial numbers on a master's CRL (the CA's own file, read by openssl). */
+function crlSerials(name: "eu" | "us"): string[] {
+  const text = execFileSync("openssl", ["crl", "-in", join(master(name).cadir, "ca_crl.pem"), "-noout", "-text"], { encoding: "utf8" });
+  return [...text.matchAll(/Serial Number: ([0-9A-F]+)/gi)].map((m) => m[1]!.toUpperCase());
+}
+
+/** `muster ARGS` as the operator: admin credential, the user's key, no client config. */
+function cli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const t = lab.state.tls.admin;
+  const env = { ...process.env, MUSTER_BROKER: lab.state.broker, MUSTER_TLS_CA: t.ca, MUSTER_TLS_CERT: t.cert, MUSTER_TLS_KEY: t.key, NO_COLOR: "1" };
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [MUSTER_BIN, ...args], { env, cwd: dir, stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+    const timer = setTimeout(() => child.kill("SIGKILL"), 120_000);
+    child.once("close", (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+const finished = (r: NodeRecord) => r.status === "done" || r.status === "failed";
+const returning = "node07.eu.lab";
+let returningFingerprint: string | undefined;
+
+test("lab add: two nodes booted into the running lab wait isolated and are provisioned unattended", async () => {
+  const t0 = Date.now();
+  const added = await lab.addNodes({ count: 2 });
+  const ids = added.map((n) => n.identity);
+  assert.deepEqual(ids, ["node07.eu.lab", "node08.us.lab"], "numbering continues, regions in turn");
+  // waiting like the first ones: the shared bootstrap credential, invisible to the operator
+  const users = await brokerUsers();
+  for (const id of ids) assert.equal(users.get(id), "CN=bootstrap,OU=service,O=muster");
+  const fleet = await client.discover();
+  for (const id of ids) assert.ok(!fleet.includes(id), `${id} is not in the fleet yet`);
+  // nobody asks: the running provisioner hears their startup (or finds them next cycle)
+  const recs = await waitFor(ids, finished, 600_000);
+  console.log(`# lab add: 2 nodes from boot to done in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+  for (const id of ids) {
+    const r = recs.get(id)!;
+    assert.equal(r.status, "done", `${id}: ${r.lastError}`);
+    assert.equal(r.master, id.includes(".eu.") ? "puppet-eu.lab" : "puppet-us.lab");
+    assert.equal(signedCount(id.includes(".eu.") ? "eu" : "us", id), 1);
+    assert.equal(readFileSync(join(node(id).dir, "motd"), "utf8"), expectedMotd(id, node(id).country, node(id).role));
+  }
+  await waitForNodes(lab.state, ids, 60_000);
+  const after = await brokerUsers();
+  for (const id of ids) assert.equal(after.get(id), `CN=${id}`, `${id} reconnected with its Puppet certificate`);
+  returningFingerprint = recs.get(returning)!.fingerprint;
+  assert.ok(returningFingerprint);
+});
+
+test("decommission of a terminated node and a running one: certificates revoked and cleaned everywhere, records dropped, admins told; again: nothing left, still success", async () => {
+  await lab.removeNode(returning);
+  assert.ok(!existsSync(join(lab.state.dir, "nodes", returning)), "its directory went with it");
+  assert.ok(!lab.state.nodes.some((n) => n.identity === returning));
+  const crlBefore = crlSerials("eu");
+  const usCrlBefore = crlSerials("us");
+  // node08 still runs: decommissioned all the same, with a warning that it will register again
+  const r = await cli(["decommission", "--wait", returning, "node08.us.lab"]);
+  assert.equal(r.code, 0, `${r.stdout}\n${r.stderr}`);
+  assert.match(r.stdout, /node08\.us\.lab\s+certificate\s+done\s+none on puppet-eu\.lab, revoked and cleaned on puppet-us\.lab/);
+  assert.match(r.stdout, /node08\.us\.lab still answers in the fleet/);
+  assert.doesNotMatch(r.stdout, /node07\.eu\.lab still answers/);
+  assert.match(r.stdout, /2 of 2 node\(s\) decommissioned/);
+  assert.equal(crlSerials("us").length, usCrlBefore.length + 1, "one more serial on the us CRL");
+  assert.match(r.stdout, /provisioning\s+done\s+dropped \(was done, master puppet-eu\.lab\)/);
+  assert.match(r.stdout, /certificate\s+done\s+revoked and cleaned on puppet-eu\.lab, none on puppet-us\.lab, verified: unknown to 2 master/);
+  assert.match(r.stdout, /registry\s+(ok|done)/);
+  assert.match(r.stdout, /notify\s+done\s+admins told by notifier\.lab/);
+  assert.equal(crlSerials("eu").length, crlBefore.length + 1, "one more serial on the eu CRL");
+  for (const m of ["puppet-eu.lab", "puppet-us.lab"]) assert.equal((await call(m, "puppetca", "status", { certname: returning })).data.state, "unknown");
+  assert.equal(await store.get(returning), undefined, "no provisioning record");
+  for (const id of [returning, "node08.us.lab"]) assert.equal(notifications().filter((n) => n.subject === `Decommissioned ${id}`).length, 1, `admins told once about ${id}`);
+
+  const again = await cli(["decommission", "--json", "--no-notify", returning]);
+  assert.equal(again.code, 0, `${again.stdout}\n${again.stderr}`);
+  const [out] = JSON.parse(again.stdout) as { ok: boolean; steps: { step: string; ok: boolean; changed: boolean; detail: string }[] }[];
+  assert.equal(out!.ok, true);
+  assert.deepEqual(out!.steps.map((st) => [st.step, st.ok, st.changed]), [["provisioning", true, false], ["certificate", true, false], ["registry", true, false]]);
+  assert.match(out!.steps[1]!.detail, /already gone/);
+});
+
+test("a machine that comes back under the decommissioned name is provisioned cleanly, with a new CSR signed", async () => {
+  await lab.addNodes({ identities: [returning] });
+  const rec = (await waitFor([returning], finished, 600_000)).get(returning)!;
+  assert.equal(rec.status, "done", rec.lastError);
+  assert.equal(rec.rounds, 1, "a fresh record, not the old machine's");
+  assert.equal(rec.hadCert, false);
+  assert.ok(rec.timings.sign_csr !== undefined, "its CSR was signed");
+  assert.notEqual(rec.fingerprint, returningFingerprint, "a new key, a new CSR");
+  assert.equal(signedCount("eu", returning), 2, "the eu CA signed the name twice: the old machine, then the new one");
+  assert.equal((await call("puppet-eu.lab", "puppetca", "status", { certname: returning })).data.state, "signed");
+  assert.equal(readFileSync(join(node(returning).dir, "motd"), "utf8"), expectedMotd(returning, "de", node(returning).role));
+  await waitForNodes(lab.state, [returning], 60_000);
+  assert.equal((await brokerUsers()).get(returning), `CN=${returning}`);
 });

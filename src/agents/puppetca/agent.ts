@@ -1,6 +1,7 @@
 import { defineAgent, type Agent } from "../../server/agent.js";
 import { clean } from "./actions/clean.js";
 import { list } from "./actions/list.js";
+import { revoke } from "./actions/revoke.js";
 import { sign } from "./actions/sign.js";
 import { status } from "./actions/status.js";
 import { puppetcaDDL, type PuppetcaDDL } from "./ddl.js";
@@ -16,6 +17,6 @@ export function createPuppetcaAgent(deps: PuppetcaDeps = {}): PuppetcaAgent {
   const d: PuppetcaDeps = { config: { ...(deps.config ?? {}) } };
   return defineAgent({
     ddl: puppetcaDDL,
-    actions: { list: list(d), sign: sign(d), clean: clean(d), status: status(d) },
+    actions: { list: list(d), sign: sign(d), clean: clean(d), revoke: revoke(d), status: status(d) },
   });
 }

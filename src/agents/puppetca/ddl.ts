@@ -19,7 +19,7 @@ const certOutputs = {
 export const puppetcaDDL = {
   metadata: {
     name: "puppetca",
-    description: "Lists, signs (after checking the CSR), cleans and inspects certificates of the Puppet CA on this master",
+    description: "Lists, signs (after checking the CSR), revokes, cleans and inspects certificates of the Puppet CA on this master",
     author: "muster",
     license: "Apache-2.0",
     version: "0.1.0",
@@ -58,7 +58,21 @@ export const puppetcaDDL = {
       output: {
         certname: { description: "The certname", display_as: "Certname", type: "string" },
         cleaned: { description: "Whether there was anything to clean", display_as: "Cleaned", type: "boolean" },
+        revoked: { description: "Whether a signed certificate was revoked (its serial is on the CA's CRL)", display_as: "Revoked", type: "boolean" },
         previous_state: { description: "requested, signed or revoked before cleaning, or null", display_as: "Was", type: "string" },
+      },
+    },
+    revoke: {
+      description: "Revoke a signed certificate and keep it listed as revoked (an unknown name, a revoked certificate or a pending request is fine: nothing to revoke)",
+      display: "failed",
+      input: {
+        certname: { prompt: "Certname", description: "The certificate to revoke", type: "string", validation: CERTNAME, maxlength: 255, optional: false },
+      },
+      output: {
+        certname: { description: "The certname", display_as: "Certname", type: "string" },
+        revoked: { description: "Whether a signed certificate was revoked by this request", display_as: "Revoked", type: "boolean" },
+        previous_state: { description: "requested, signed or revoked before, or null when the CA knows nothing of it", display_as: "Was", type: "string" },
+        serial: { description: "The certificate's serial number, or null", display_as: "Serial", type: "integer" },
       },
     },
     status: {

@@ -4,12 +4,13 @@ import { resolve } from "node:path";
 import { stringify as toYaml } from "yaml";
 import { MusterClient } from "../../client/client.js";
 import { MusterError } from "../../errors.js";
-import { isAlive } from "../../lab/processes.js";
-import { connectedUsers, labPids, readLabState, startLab, stopLabFromState, type LabState } from "../../lab/lab.js";
+import { isAlive, stopPid } from "../../lab/processes.js";
+import { addLabNodes, labRegionFor, removeLabNode } from "../../lab/scale.js";
+import { connectedUsers, LAB_REGIONS, labPids, readLabState, startLab, stopLabFromState, type LabState } from "../../lab/lab.js";
 import { receiverCommand } from "../../lab/receiver-command.js";
 import { StateStore, type NodeRecord } from "../../provisioner/state.js";
 import { DEFAULT_STATE_BUCKET } from "../../provisioner/config.js";
-import { progressBar, bold, green, red } from "../output.js";
+import { progressBar, bold, green, red, yellow } from "../output.js";
 import { renderStatusTable } from "./provision.js";
 
 // `muster lab`: a local fleet on loopback that provisions itself end to end against real Puppet.
@@ -23,13 +24,13 @@ function running(s: LabState): boolean {
   return isAlive(s.natsPid);
 }
 
-async function followProvisioning(s: LabState, timeoutMs: number): Promise<NodeRecord[]> {
+/** Live progress of these nodes' provisioning until each is done or failed; `since`: ignore records older than this (an earlier machine's). */
+async function followProvisioning(s: LabState, ids: string[], timeoutMs: number, since = 0): Promise<NodeRecord[]> {
   const client = await MusterClient.connect({ brokers: [s.broker], collective: s.collective, name: "muster-lab-follow", tls: s.tls?.admin });
   const store = await StateStore.open(client.nc, DEFAULT_STATE_BUCKET);
   const bar = progressBar(true);
-  const ids = s.nodes.map((n) => n.identity);
   const seen = new Map<string, string>();
-  const finished = (r: NodeRecord) => r.status === "done" || r.status === "failed";
+  const finished = (r: NodeRecord) => (r.status === "done" || r.status === "failed") && r.updatedAt >= since;
   bar.start(ids.length);
   try {
     await store.waitFor(ids, finished, timeoutMs, (rec) => {
@@ -75,7 +76,7 @@ export function labCommand(): Command {
         const s = started.state;
         writeFileSync(clientConfig(), toYaml({ brokers: [s.broker], collective: s.collective, tls: s.tls.admin }));
         process.stderr.write(`${ts()} lab is up; provisioning ${n} nodes\n`);
-        const recs = await followProvisioning(s, Number(o.timeout) * 1000);
+        const recs = await followProvisioning(s, s.nodes.map((n) => n.identity), Number(o.timeout) * 1000);
         const done = recs.filter((r) => r.status === "done").length;
         process.stdout.write(`\n${renderStatusTable(recs)}\n\n`);
         process.stdout.write(`${bold(`${done} of ${n} nodes provisioned`)} in ${((Date.now() - t0) / 1000).toFixed(0)} s (lab start included). Notifications: ${s.receiver.file}\n\n`);
@@ -123,6 +124,98 @@ export function labCommand(): Command {
         for (const m of s.masters) process.stdout.write(`\n  master ${m.identity}: https://${m.host}:${m.port} (${m.region.country}, ${m.region.region})`);
         process.stdout.write(`\n\n${recs.length ? renderStatusTable(recs) : "no provisioning records"}\n`);
         process.exitCode = procs.every((p) => p.alive) ? 0 : 2;
+      }),
+  );
+  lab.addCommand(
+    new Command("add")
+      .description("Boot new nodes into the running lab, as auto-scaling would, and follow the provisioner taking them unattended")
+      .option("--count <n>", "how many nodes (numbered after the highest so far)", "1")
+      .option("--country <cc>", `their country: ${LAB_REGIONS.map((r) => `${r.country} (${r.region})`).join(", ")}; default: regions in turn`)
+      .option("--identity <name>", "boot a node under this exact name instead (a machine coming back; repeatable)", (v: string, prev: string[] = []) => [...prev, v])
+      .option("--no-follow", "return once the nodes wait to be provisioned")
+      .option("--timeout <seconds>", "give up following progress after this long", "900")
+      .addHelpText(
+        "after",
+        `
+New nodes wait in the provisioning collective with the shared bootstrap credential, exactly like
+the first ones (each gets its own broker user for later, when it connects with its Puppet
+certificate); the lab's provisioner finds them by their startup event and provisions them with
+nobody at the keyboard. \`lab add\` shows their progress until each is done or failed.
+
+Examples:
+  muster lab add                         one node, the next region in turn
+  muster lab add --count 2 --country de  two nodes in eu-central-1
+  muster lab add --identity node03.eu.lab  a machine coming back under an old name
+                                          (after \`muster lab remove\` and \`muster decommission\`)
+
+Exit code 0 when every new node was provisioned, 2 when any failed or the wait timed out.`,
+      )
+      .action(async (o: { count: string; country?: string; identity?: string[]; follow: boolean; timeout: string }) => {
+        const count = Number(o.count);
+        if (!Number.isInteger(count) || count < 1 || count > 50) throw new MusterError("MUSTER_USAGE", "--count takes a whole number from 1 to 50");
+        const timeout = Number(o.timeout);
+        if (!Number.isFinite(timeout) || timeout <= 0) throw new MusterError("MUSTER_USAGE", "--timeout takes a positive number of seconds");
+        if (o.country) labRegionFor(o.country); // a bad country fails before anything starts
+        const s = readLabState(labDir());
+        if (!s || !running(s)) {
+          process.stdout.write("no running lab here (start one with `muster lab up`)\n");
+          process.exitCode = 1;
+          return;
+        }
+        const t0 = Date.now();
+        if (o.identity?.length) {
+          // A record left from an earlier machine under that name keeps the provisioner away from it.
+          const client = await MusterClient.connect({ brokers: [s.broker], collective: s.collective, name: "muster-lab-add", tls: s.tls.admin });
+          try {
+            const store = await StateStore.open(client.nc, DEFAULT_STATE_BUCKET);
+            for (const id of o.identity) {
+              const old = (await store.get(id))?.record;
+              if (old) throw new MusterError("MUSTER_USAGE", `${id} still has a provisioning record (${old.status}${old.master ? `, against ${old.master}` : ""}): the provisioner would not take a new machine under that name. Run \`muster decommission ${id}\` first`);
+            }
+          } finally {
+            await client.close();
+          }
+        }
+        const added = await addLabNodes(s, { count: o.identity?.length ? undefined : count, country: o.country, identities: o.identity, detached: true, progress: (l) => process.stderr.write(`${ts()} ${l}\n`) });
+        const ids = added.map((n) => n.identity);
+        process.stderr.write(`${ts()} ${ids.join(", ")} waiting to be provisioned (${((Date.now() - t0) / 1000).toFixed(1)} s)\n`);
+        if (!o.follow) return;
+        if (!s.provisioner || !isAlive(s.provisioner.pid)) {
+          process.stdout.write(`${yellow("no provisioner runs in this lab")}: the new nodes wait until one does (muster provisioner --config ${s.provisioner?.config ?? ".muster/lab/config/provisioner.yaml"})\n`);
+          process.exitCode = 2;
+          return;
+        }
+        const recs = await followProvisioning(s, ids, timeout * 1000, t0);
+        const done = recs.filter((r) => r.status === "done" && r.updatedAt >= t0).length;
+        process.stdout.write(`\n${renderStatusTable(recs)}\n\n${bold(`${done} of ${ids.length} added node(s) provisioned`)} in ${((Date.now() - t0) / 1000).toFixed(0)} s\n`);
+        process.exitCode = done === ids.length ? 0 : 2;
+      }),
+  );
+  lab.addCommand(
+    new Command("remove")
+      .description("Terminate nodes as a cloud would: kill the muster server, delete the node's directory and broker user")
+      .argument("<identity...>", "lab node identities")
+      .addHelpText(
+        "after",
+        `
+What the fleet knows of the node stays: its certificate on the master, its provisioning and
+registry records. Clean those with \`muster decommission IDENTITY\` (it works on a node that is
+already gone). Example:
+  muster lab remove node03.eu.lab && muster decommission --wait node03.eu.lab`,
+      )
+      .action(async (ids: string[]) => {
+        const s = readLabState(labDir());
+        if (!s) {
+          process.stdout.write("no lab here (start one with `muster lab up`)\n");
+          process.exitCode = 1;
+          return;
+        }
+        for (const id of ids) if (!s.nodes.some((n) => n.identity === id)) throw new MusterError("MUSTER_USAGE", `no node ${id} in the lab (nodes: ${s.nodes.map((n) => n.identity).join(", ") || "none"})`);
+        for (const id of ids) {
+          const n = await removeLabNode(s, id, (x) => stopPid(x.pid, 5000));
+          process.stdout.write(`${id}: terminated (pid ${n.pid}), ${n.dir} deleted\n`);
+        }
+        process.stdout.write(`Its certificate and records remain: \`muster decommission ${ids.join(" ")}\`\n`);
       }),
   );
   lab.addCommand(receiverCommand(), { hidden: true });

@@ -7,8 +7,8 @@ export function clean(deps: PuppetcaDeps): ActionHandler<ActionInput<PuppetcaDDL
   return async (input, ctx) => {
     try {
       const r = await caFor({ ...deps.config, ...ctx.config }, ctx.identity).clean(input.certname);
-      ctx.log.info({ certname: input.certname, cleaned: r.cleaned }, "certificate cleaned");
-      return { certname: r.certname, cleaned: r.cleaned, previous_state: r.previousState ?? null };
+      ctx.log.info({ certname: input.certname, cleaned: r.cleaned, revoked: r.revoked }, "certificate cleaned");
+      return { certname: r.certname, cleaned: r.cleaned, revoked: r.revoked, previous_state: r.previousState ?? null };
     } catch (e) {
       throw caRpcError(e);
     }

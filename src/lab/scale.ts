@@ -1,0 +1,156 @@
+import { existsSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { MusterError } from "../errors.js";
+import { isValidIdentity } from "../protocol/subjects.js";
+import { isAlive, type MusterProcess } from "./processes.js";
+import { LAB_PROVISIONER_CALLER, LAB_REGIONS, nodeIdentity, provisionerKey, startLabNode, stateFile, waitForNodes, writeLabAuthorization, type LabNode, type LabRegion, type LabState } from "./lab.js";
+
+// Nodes that arrive and leave after `lab up`, as auto-scaling would boot and terminate them:
+// `muster lab add` boots new waiting nodes into the running lab (their own broker users, the
+// shared bootstrap credential, isolated in the provisioning collective like the first ones) and
+// the running provisioner takes them unattended; `muster lab remove` terminates one. Both work on
+// a detached lab (from lab.json, by pid) and on an attached one (the tests' Lab object).
+
+export interface AddNodesOptions {
+  /** How many new nodes (default 1), numbered after the highest number handed out so far. */
+  count?: number;
+  /** Their country (a LAB_REGIONS country); default: regions in turn, as `lab up` does. */
+  country?: string;
+  /** Exact identities instead of new numbers: a machine coming back under an old name. */
+  identities?: string[];
+  progress?: (line: string) => void;
+}
+
+interface Spawning {
+  detached: boolean;
+  /** The attached lab keeps its processes to stop them later. */
+  track?: (identity: string, p: MusterProcess) => void;
+}
+
+const NODE_NAME = /^node(\d+)\.([a-z0-9-]+)\.lab$/;
+
+export function labRegionFor(country: string): LabRegion {
+  const r = LAB_REGIONS.find((x) => x.country === country.toLowerCase() || x.name === country.toLowerCase());
+  if (!r) throw new MusterError("MUSTER_USAGE", `the lab has no region for country ${JSON.stringify(country)}; choose one of ${LAB_REGIONS.map((x) => `${x.country} (${x.name}, ${x.region})`).join(", ")}`);
+  return r;
+}
+
+function highestSerial(s: LabState): number {
+  const used = s.nodes.map((n) => Number(NODE_NAME.exec(n.identity)?.[1] ?? 0));
+  return Math.max(s.nodeSerial ?? 0, 0, ...used);
+}
+
+/** Who the new nodes are: identities, regions, and the number that gives each its address. */
+export function planNewNodes(s: LabState, o: AddNodesOptions): { identity: string; region: LabRegion; serial: number }[] {
+  const fixed = o.country ? labRegionFor(o.country) : undefined;
+  let serial = highestSerial(s);
+  if (o.identities?.length) {
+    if (o.count !== undefined && o.count !== o.identities.length) throw new MusterError("MUSTER_USAGE", "give either --count or --identity, not both");
+    return o.identities.map((identity) => {
+      if (!isValidIdentity(identity) || !/^[A-Za-z0-9._-]+$/.test(identity)) throw new MusterError("MUSTER_USAGE", `not a valid node identity: ${JSON.stringify(identity)}`);
+      if (s.nodes.some((n) => n.identity === identity)) throw new MusterError("MUSTER_USAGE", `${identity} is already in the lab; \`muster lab remove ${identity}\` first to bring it back as a new machine`);
+      if ((s.services ?? []).includes(identity) || s.masters.some((m) => m.identity === identity) || s.notifier.identity === identity) throw new MusterError("MUSTER_USAGE", `${identity} is a lab service, not a node`);
+      const m = NODE_NAME.exec(identity);
+      const region = fixed ?? LAB_REGIONS.find((r) => r.name === m?.[2]) ?? LAB_REGIONS[0]!;
+      // An old name keeps its old address, as a re-imaged machine would; an unknown one gets a new number.
+      const n = m ? Number(m[1]) : ++serial;
+      if (n < 1 || n > 254) throw new MusterError("MUSTER_USAGE", `${identity}: lab node numbers run from 1 to 254`);
+      return { identity, region, serial: n };
+    });
+  }
+  const count = o.count ?? 1;
+  if (!Number.isInteger(count) || count < 1 || count > 50) throw new MusterError("MUSTER_USAGE", "--count takes a whole number from 1 to 50");
+  if (serial + count > 254) throw new MusterError("MUSTER_USAGE", `the lab has handed out ${serial} node numbers; addresses 127.0.1.x run out at 254`);
+  return Array.from({ length: count }, () => {
+    const i = serial++;
+    const region = fixed ?? LAB_REGIONS[i % LAB_REGIONS.length]!;
+    return { identity: nodeIdentity(i, region), region, serial: i + 1 };
+  });
+}
+
+/** The lab's service identities (broker users that stay whatever nodes do). */
+function services(s: LabState): string[] {
+  return s.services ?? [s.notifier.identity, ...s.masters.map((m) => m.identity)];
+}
+
+/**
+ * Give nats-server the users of exactly these nodes and wait until it has reloaded (its monitoring
+ * reports a new config load time): a node started before that would be refused.
+ */
+async function reloadBrokerUsers(s: LabState, nodes: string[]): Promise<void> {
+  writeLabAuthorization(s.dir, nodes, services(s));
+  const loadTime = async () => {
+    try {
+      const res = await fetch(`${s.monitor}/varz`, { signal: AbortSignal.timeout(3000) });
+      return String(((await res.json()) as { config_load_time?: string }).config_load_time ?? "");
+    } catch {
+      return "";
+    }
+  };
+  const before = await loadTime();
+  process.kill(s.natsPid, "SIGHUP");
+  const deadline = Date.now() + 15_000;
+  for (;;) {
+    const now = await loadTime();
+    if (now && now !== before) return;
+    if (Date.now() > deadline) throw new MusterError("MUSTER_TIMEOUT", `nats-server did not reload its users within 15 s (see ${join(s.dir, "nats", "nats.log")})`);
+    await new Promise((r) => setTimeout(r, 100)); // nats-server announces a reload nowhere we can subscribe to
+  }
+}
+
+function saveState(s: LabState): void {
+  writeFileSync(stateFile(s.dir), JSON.stringify(s, null, 2));
+}
+
+/**
+ * Boot new nodes into a running lab: broker users first, then their muster servers, waiting to be
+ * provisioned; resolves once every one of them answers the provisioner's discovery.
+ */
+export async function addLabNodes(s: LabState, o: AddNodesOptions & Spawning): Promise<LabNode[]> {
+  if (!isAlive(s.natsPid)) throw new MusterError("MUSTER_USAGE", `the lab's broker (pid ${s.natsPid}) is not running; start the lab with \`muster lab up\``);
+  const say = o.progress ?? (() => undefined);
+  const plan = planNewNodes(s, o);
+  say(`adding ${plan.map((p) => `${p.identity} (${p.region.country})`).join(", ")}: broker users first`);
+  await reloadBrokerUsers(s, [...s.nodes.map((n) => n.identity), ...plan.map((p) => p.identity)]);
+  const tls = s.tls.admin;
+  const ctx = {
+    dir: s.dir,
+    broker: s.broker,
+    caCert: s.tls.ca,
+    bootstrap: { cert: join(s.dir, "pki", "bootstrap.pem"), key: join(s.dir, "pki", "bootstrap.key") },
+    security: s.nodeSecurity ?? { trusted_keys: [{ name: LAB_PROVISIONER_CALLER, key: provisionerKey(s.dir).key.publicKey }], trust_local_user: true },
+    env: { MUSTER_BROKER: s.broker, MUSTER_TLS_CA: s.tls.ca, MUSTER_TLS_CERT: tls.cert!, MUSTER_TLS_KEY: tls.key! },
+    detached: o.detached,
+  };
+  const added: LabNode[] = [];
+  for (const p of plan) {
+    // A machine coming back under an old name is a new machine: nothing of the old one survives.
+    rmSync(join(s.dir, "nodes", p.identity), { recursive: true, force: true });
+    const started = startLabNode(ctx, p.identity, p.region, p.serial);
+    o.track?.(p.identity, started.proc);
+    added.push(started.node);
+    s.nodes.push(started.node);
+  }
+  s.nodeSerial = Math.max(highestSerial(s), ...plan.map((p) => p.serial));
+  saveState(s);
+  say(`started ${added.length} muster server(s); waiting for them in the provisioning collective`);
+  await waitForNodes(s, added.map((n) => n.identity), 60_000, "provisioning");
+  return added;
+}
+
+/**
+ * Terminate one node as a cloud would: its process (killed, no goodbye), its directory, its
+ * broker user. What the fleet knows of it (certificate, records) stays: that is decommission's job.
+ */
+export async function removeLabNode(s: LabState, identity: string, kill: (n: LabNode) => Promise<void>): Promise<LabNode> {
+  const n = s.nodes.find((x) => x.identity === identity);
+  if (!n) throw new MusterError("MUSTER_USAGE", `no node ${identity} in the lab (nodes: ${s.nodes.map((x) => x.identity).join(", ") || "none"})`);
+  await kill(n);
+  rmSync(n.dir, { recursive: true, force: true });
+  const cfg = join(s.dir, "config", `${identity}.yaml`);
+  if (existsSync(cfg)) rmSync(cfg);
+  s.nodes = s.nodes.filter((x) => x !== n);
+  saveState(s);
+  if (isAlive(s.natsPid)) await reloadBrokerUsers(s, s.nodes.map((x) => x.identity));
+  return n;
+}

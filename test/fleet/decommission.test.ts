@@ -1,0 +1,83 @@
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { NatsConnection } from "@nats-io/transport-node";
+import { MusterClient } from "../../src/client/client.js";
+import { MusterError } from "../../src/errors.js";
+import { decommission } from "../../src/fleet/decommission.js";
+import { silentLogger } from "../../src/log.js";
+import { newRecord, StateStore } from "../../src/provisioner/state.js";
+import { dropRegistryRecord, readRegistry } from "../../src/registry/bucket.js";
+import { RegistryConfigSchema } from "../../src/registry/config.js";
+import { startRegistry } from "../../src/registry/daemon.js";
+import { connectNats } from "../support/collective.js";
+import { startNats, type NatsHandle } from "../support/index.js";
+
+// Decommission's pieces against a real nats-server with JetStream: dropping registry and
+// provisioning records (what a running registry and provisioner see), and refusing to change
+// anything when no master answers. Revoking and cleaning against real puppetservers, and a
+// machine coming back under the name, are in test/provisioner/e2e.test.ts.
+
+let nats: NatsHandle;
+let nc: NatsConnection;
+let home: string;
+
+before(async () => {
+  home = mkdtempSync(join(tmpdir(), "muster-decom-"));
+  process.env.MUSTER_CONFIG_DIR = home; // the test's own signing key
+  nats = await startNats();
+  nc = await connectNats(nats.url);
+});
+
+after(async () => {
+  await nc?.drain().catch(() => undefined);
+  await nats?.stop();
+  rmSync(home, { recursive: true, force: true });
+});
+
+test("a dropped registry record leaves the bucket and a running registry's memory at once; dropping again is 'absent'", async (t) => {
+  const reg = await startRegistry(RegistryConfigSchema.parse({ log: { level: "silent" }, bucket: "drop", collectives: ["muster"] }), silentLogger, { nc });
+  t.after(() => reg.stop());
+  const registered = new Promise<void>((resolve) => reg.store.on("update", (r) => r.identity === "web1.example" && resolve()));
+  nc.publish("muster.registration", new TextEncoder().encode(JSON.stringify({ identity: "web1.example", facts: {}, classes: [], agents: ["rpcutil"], collectives: ["muster"] })));
+  await registered;
+  const removed = new Promise<void>((resolve) => reg.store.on("remove", (id) => id === "web1.example" && resolve()));
+  assert.equal(await dropRegistryRecord(nc, "drop", "web1.example"), "dropped");
+  await removed;
+  assert.equal(reg.store.get("web1.example"), undefined);
+  assert.deepEqual((await readRegistry(nc, "drop")).records.map((r) => r.identity), []);
+  assert.equal(await dropRegistryRecord(nc, "drop", "web1.example"), "absent");
+  assert.equal(await dropRegistryRecord(nc, "no-such-bucket", "web1.example"), "no-bucket");
+});
+
+test("a dropped provisioning record: gone with its history, a provisioner holding it loses its next write, the name can start afresh", async () => {
+  assert.equal(await StateStore.openExisting(nc, "never_made"), undefined, "looking does not create the bucket");
+  const provisioner = await StateStore.open(nc, "prov_drop");
+  const v = { record: newRecord("web2.example"), revision: 0 };
+  v.record.status = "in_progress";
+  assert.ok(await provisioner.save(v));
+  const operator = (await StateStore.openExisting(nc, "prov_drop"))!;
+  assert.equal((await operator.remove("web2.example"))?.status, "in_progress");
+  assert.equal(await operator.get("web2.example"), undefined);
+  assert.equal(await operator.remove("web2.example"), undefined, "already gone");
+  v.record.stage = "sign_csr";
+  assert.equal(await provisioner.save(v), undefined, "the provisioner's compare-and-set fails: it leaves the node");
+  assert.ok(await provisioner.save({ record: newRecord("web2.example"), revision: 0 }), "a machine under the same name gets a new record");
+});
+
+test("no master answering: nothing is changed, and the error says so", async () => {
+  const store = await StateStore.open(nc, "prov_keep");
+  await store.put({ ...newRecord("web3.example"), status: "done" });
+  const client = await MusterClient.connect({ brokers: [nats.url] });
+  try {
+    await assert.rejects(
+      decommission(client, ["web3.example"], { stateBucket: "prov_keep", registryBucket: "drop", discoveryTimeoutMs: 500 }),
+      (e: unknown) => e instanceof MusterError && e.code === "MUSTER_NO_MASTER" && /nothing was changed/.test(e.message),
+    );
+  } finally {
+    await client.close();
+  }
+  assert.equal((await store.get("web3.example"))?.record.status, "done", "the record is still there");
+});
