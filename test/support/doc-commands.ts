@@ -67,15 +67,17 @@ function blocks(text: string): Block[] {
   const lines = text.split("\n");
   const out: Block[] = [];
   for (let i = 0; i < lines.length; i++) {
-    const open = /^\s*```(\S*)\s*$/.exec(lines[i]!);
+    const open = /^(\s*)```(\S*)\s*$/.exec(lines[i]!);
     if (!open) continue;
     let j = i - 1;
     while (j >= 0 && lines[j]!.trim() === "") j--;
     const illustrative = j >= 0 && ILLUSTRATIVE.test(lines[j]!);
     const body: string[] = [];
     let k = i + 1;
-    for (; k < lines.length && !/^\s*```\s*$/.test(lines[k]!); k++) body.push(lines[k]!);
-    out.push({ lang: open[1]!.toLowerCase(), start: i + 2, lines: body, illustrative });
+    // A block indented under a list item: its lines lose the fence's indentation.
+    const indent = open[1]!.length;
+    for (; k < lines.length && !/^\s*```\s*$/.test(lines[k]!); k++) body.push(lines[k]!.replace(new RegExp(`^ {0,${indent}}`), ""));
+    out.push({ lang: open[2]!.toLowerCase(), start: i + 2, lines: body, illustrative });
     i = k;
   }
   return out;
