@@ -118,7 +118,7 @@ export function extractCommands(file: string, markdown: string): Extracted {
     for (let i = 0; i < b.lines.length; i++) {
       const start = i;
       let raw = b.lines[i]!;
-      while (raw.endsWith("\\") && i + 1 < b.lines.length) raw = `${raw.slice(0, -1)} ${b.lines[++i]!.trim()}`;
+      while (raw.endsWith("\\") && i + 1 < b.lines.length) raw = `${raw.slice(0, -1).trimEnd()} ${b.lines[++i]!.trim()}`;
       if (!raw.trim() || raw.trim().startsWith("#")) continue;
       if (raw.startsWith("$ ")) problems.push(`${file}:${b.start + start}: \`$ \` prompt in a ${b.lang} block: use a console block to show output, or drop the prompt`);
       commands.push(command(file, b.start + start, raw.replace(/^\$ /, "").trim(), b.lang, b.illustrative));
