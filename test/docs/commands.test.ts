@@ -37,8 +37,8 @@ import { startNats, type NatsHandle } from "../support/index.js";
 const COVERED_ELSEWHERE: Record<string, string> = {
   "./scripts/lab.sh": "test/provisioner/e2e.test.ts: the lab (startLab) provisioned end to end against real puppetservers; minutes and the heavy lock",
   "./scripts/test.sh": "scripts/run-tests.mjs: the whole suite",
-  "muster lab status": "test/provisioner/e2e.test.ts: needs a running lab (the e2e test reads the same connz and state)",
-  "muster lab down": "test/provisioner/e2e.test.ts: needs a running lab (the e2e test stops the lab it started)",
+  "muster lab status": "test/provisioner/e2e.test.ts: needs a running lab (minutes, two puppetservers); the e2e test starts one with startLab and reads the connz and state `lab status` prints",
+  "muster lab down": "test/provisioner/e2e.test.ts: needs a running lab; the e2e test stops the lab it started",
   "muster server --config /etc/muster/server.yaml": "test/server/server.test.ts: `muster server --config FILE`; examples/server.yaml itself is loaded by test/docs/examples.test.ts",
   "muster provisioner --config /etc/muster/provisioner.yaml": "test/provisioner/simulated.test.ts: the provisioner daemon against an emulated fleet; examples/provisioner.yaml is loaded by test/docs/examples.test.ts",
   "muster puppet runall 10 -C webserver": "test/fleet/puppet-real.test.ts: Puppet runs need a puppetserver (test/fleet/simulated.test.ts runs runall on simulated nodes)",

@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { parse as parseYaml } from "yaml";
 import { ALWAYS_LOADED, BUILTIN_AGENT_NAMES } from "../../src/agents/builtin.js";
 import { loadProvisionerConfig, ProvisionerConfigSchema } from "../../src/provisioner/config.js";
+import { RegistryConfigSchema } from "../../src/registry/config.js";
 import { loadServerConfig, ServerConfigSchema } from "../../src/server/config.js";
 import { repoRoot, tempDir } from "../support/collective.js";
 import { hasPath, schemaKeyPaths, uncommentKeys } from "../support/schema-keys.js";
@@ -57,6 +58,25 @@ test("examples/server.yaml names every built-in agent, with its plugins section"
   const missing = optional.filter((a) => !doc.plugins || !(a in doc.plugins));
   assert.deepEqual(missing, [], "give these agents a plugins.<agent> section in examples/server.yaml (commented out is fine)");
 });
+
+// The settings tables of the docs name every top-level key (mcprovision's own keys, listed in the
+// prose of docs/provisioner.md, excepted).
+const tables = [
+  { doc: "docs/provisioner.md", schema: ProvisionerConfigSchema, except: ["logfile", "loglevel", "daemonize", "sleeptime", "steps", "master", "target", "notify"] },
+  { doc: "docs/registry.md", schema: RegistryConfigSchema, except: [] as string[] },
+];
+
+for (const t of tables) {
+  test(`${t.doc}'s settings table has a row for every key of the config`, () => {
+    const rows = readFileSync(join(repoRoot, t.doc), "utf8")
+      .split("\n")
+      .filter((l) => l.startsWith("|"))
+      .map((l) => l.split("|")[1] ?? "");
+    const keys = schemaKeyPaths(t.schema).filter((p) => !p.includes(".") && !p.includes("[") && !t.except.includes(p));
+    const missing = keys.filter((k) => !rows.some((cell) => cell.includes(`\`${k}\``)));
+    assert.deepEqual(missing, [], `document these keys in ${t.doc}'s table`);
+  });
+}
 
 test("uncommentKeys switches on key lines and leaves prose comments", () => {
   const out = uncommentKeys("a: 1\n# b: 2\n# Prose: here\nc:\n  # d:\n  #   e: x   # note\n  #   - f: 1\n#   # not a key\n");
