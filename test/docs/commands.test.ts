@@ -253,7 +253,10 @@ function killGroup(pgid: number, sig: NodeJS.Signals): void {
 function sh(command: string, opts: { timeoutMs?: number; until?: RegExp } = {}): Promise<Ran> {
   return new Promise((resolve, reject) => {
     // Its own process group, so SIGTERM reaches muster and not only the shell.
-    const child = spawn("/bin/sh", ["-c", `exec ${command}`], { cwd: scratch, env, stdio: ["ignore", "pipe", "pipe"], detached: true });
+    // A simple command replaces the shell (exit code and signal are muster's); a list or pipeline
+    // runs under it.
+    const script = /[;&|]/.test(command) ? command : `exec ${command}`;
+    const child = spawn("/bin/sh", ["-c", script], { cwd: scratch, env, stdio: ["ignore", "pipe", "pipe"], detached: true });
     groups.add(child.pid!);
     let stdout = "";
     let stderr = "";
