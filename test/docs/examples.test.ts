@@ -59,6 +59,18 @@ test("examples/server.yaml names every built-in agent, with its plugins section"
   assert.deepEqual(missing, [], "give these agents a plugins.<agent> section in examples/server.yaml (commented out is fine)");
 });
 
+test("examples/provisioner.yaml's commented-out additions show the defaults the schema applies", () => {
+  // The section says "defaults shown": each top-level key commented out there must carry the value
+  // the loader fills in when the key is absent (id depends on the host, and keys without a default
+  // show an example).
+  const text = readFileSync(join(repoRoot, "examples/provisioner.yaml"), "utf8");
+  const all = parseYaml(uncommentKeys(text)) as Record<string, unknown>;
+  const defaults = ProvisionerConfigSchema.parse({}) as Record<string, unknown>;
+  const commented = [...text.matchAll(/^# ([a-z_]+):/gm)].map((m) => m[1]!).filter((k) => k !== "id" && defaults[k] !== undefined);
+  assert.ok(commented.length >= 10, commented.join(", "));
+  for (const k of commented) assert.deepEqual(all[k], defaults[k], `examples/provisioner.yaml shows ${k}: ${JSON.stringify(all[k])}, the default is ${JSON.stringify(defaults[k])}`);
+});
+
 // The settings tables of the docs name every top-level key (mcprovision's own keys, listed in the
 // prose of docs/provisioner.md, excepted).
 const tables = [
