@@ -74,8 +74,9 @@ test("examples/provisioner.yaml's commented-out additions show the defaults the 
 // The settings tables of the docs name every top-level key (mcprovision's own keys, listed in the
 // prose of docs/provisioner.md, excepted).
 const tables = [
-  { doc: "docs/provisioner.md", schema: ProvisionerConfigSchema, except: ["logfile", "loglevel", "daemonize", "sleeptime", "steps", "master", "target", "notify"] },
-  { doc: "docs/registry.md", schema: RegistryConfigSchema, except: [] as string[] },
+  // defaultsElsewhere: keys whose default the table describes in words (the host name, the client's settings).
+  { doc: "docs/provisioner.md", schema: ProvisionerConfigSchema, except: ["logfile", "loglevel", "daemonize", "sleeptime", "steps", "master", "target", "notify"], defaultsElsewhere: ["id", "collective"] },
+  { doc: "docs/registry.md", schema: RegistryConfigSchema, except: [] as string[], defaultsElsewhere: [] as string[] },
 ];
 
 for (const t of tables) {
@@ -87,6 +88,21 @@ for (const t of tables) {
     const keys = schemaKeyPaths(t.schema).filter((p) => !p.includes(".") && !p.includes("[") && !t.except.includes(p));
     const missing = keys.filter((k) => !rows.some((cell) => cell.includes(`\`${k}\``)));
     assert.deepEqual(missing, [], `document these keys in ${t.doc}'s table`);
+  });
+
+  test(`${t.doc}'s settings table gives the schema's default of every plain key`, () => {
+    const rows = readFileSync(join(repoRoot, t.doc), "utf8")
+      .split("\n")
+      .filter((l) => l.startsWith("|"))
+      .map((l) => l.split("|").map((c) => c.trim()));
+    const defaults = t.schema.parse({}) as Record<string, unknown>;
+    const wrong: string[] = [];
+    for (const [k, v] of Object.entries(defaults)) {
+      if (t.except.includes(k) || t.defaultsElsewhere.includes(k) || (typeof v !== "number" && typeof v !== "string")) continue;
+      const row = rows.find((r) => (r[1] ?? "").includes(`\`${k}\``));
+      if (row && !new RegExp(`(^|[^\\w.])${String(v).replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}($|[^\\w.])`).test(row[2] ?? "")) wrong.push(`${k}: the table says ${row[2]}, the schema ${JSON.stringify(v)}`);
+    }
+    assert.deepEqual(wrong, []);
   });
 }
 
