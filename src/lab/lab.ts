@@ -204,6 +204,9 @@ export function provisionPluginConfig(nodeDir: string): Record<string, unknown> 
     export_facts: ["country", "ec2_placement_region", "ipaddress", "muster_node_dir"],
     bootstrap_environment: "bootstrap",
     production_environment: "production",
+    // Several nodes share this machine, so not Facter's system directory: a custom fact on this
+    // node's own factpath (<vardir>/facts), which pluginsync leaves alone.
+    stage_fact_file: join(p, "var", "facts", "muster_lifecycle_stage.rb"),
   };
 }
 
@@ -291,8 +294,9 @@ export async function startLab(o: LabOptions): Promise<Lab> {
       const ipaddress = `127.0.1.${i + 1}`;
       const factsFile = join(ndir, "facts.yaml");
       writeFileSync(factsFile, toYaml({ country: r.country, ec2_placement_region: r.region, ipaddress, muster_node_dir: ndir, muster_lab: true }));
-      // After provisioning, the puppet agent runs the same Puppet (muster puppet runall ...).
-      const puppet = { confdir: plugin.confdir, vardir: plugin.vardir, ssldir: plugin.ssldir, rundir: plugin.rundir, logdir: plugin.logdir, export_facts: plugin.export_facts, facts: { lifecycle_stage: "production" } };
+      // After provisioning, the puppet agent runs the same Puppet (muster puppet runall ...); those
+      // runs see lifecycle_stage=production from the stage fact file the provision agent wrote.
+      const puppet = { confdir: plugin.confdir, vardir: plugin.vardir, ssldir: plugin.ssldir, rundir: plugin.rundir, logdir: plugin.logdir, export_facts: plugin.export_facts };
       // Waits in the provisioning collective with the shared bootstrap credential; once provisioned
       // it reconnects on its own with its Puppet certificate.
       const pid = startServer(identity, {

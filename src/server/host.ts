@@ -32,6 +32,7 @@ export class NodeHost {
   private pending = 0;
   private readonly filters = new WeakMap<Request, CompiledFilter>();
   private idle: (() => void) | undefined;
+  private stopping = false;
 
   constructor(private readonly opts: NodeHostOptions) {
     for (const rt of opts.runtimes) rt.emitter = (subject, payload) => opts.nc.publish(subject, payload);
@@ -183,19 +184,31 @@ export class NodeHost {
     return encodeJson({ ...rt.metadata(), time: Date.now(), version: this.opts.version });
   }
 
+  private publishRegistration(rt: NodeRuntime): void {
+    for (const c of rt.collectives) {
+      try {
+        this.opts.nc.publish(subjects.registration(c), this.registrationPayload(rt));
+      } catch {
+        // not connected right now; the next interval tries again
+      }
+    }
+  }
+
+  /**
+   * Publish every node's registration now (its metadata changed, e.g. Puppet's classes after a
+   * run), rather than at the next interval. Nothing when registration is off.
+   */
+  registerNow(): void {
+    const reg = this.opts.registration;
+    if (!reg || reg.interval <= 0 || this.stopping) return;
+    for (const rt of this.opts.runtimes) this.publishRegistration(rt);
+  }
+
   private startRegistration(): void {
     const reg = this.opts.registration;
     if (!reg || reg.interval <= 0) return;
     for (const rt of this.opts.runtimes) {
-      const publish = () => {
-        for (const c of rt.collectives) {
-          try {
-            this.opts.nc.publish(subjects.registration(c), this.registrationPayload(rt));
-          } catch {
-            // not connected right now; the next interval tries again
-          }
-        }
-      };
+      const publish = () => this.publishRegistration(rt);
       const first = reg.splay ? Math.random() * reg.interval * 1000 : 0;
       const t = setTimeout(() => {
         publish();
@@ -210,6 +223,7 @@ export class NodeHost {
 
   /** Stop taking requests, let in-flight ones finish (bounded), announce shutdown. */
   async stop(graceMs = 5000): Promise<void> {
+    this.stopping = true;
     for (const t of this.timers) clearTimeout(t);
     for (const s of this.subs) s.unsubscribe();
     if (this.pending > 0) {

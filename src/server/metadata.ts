@@ -1,10 +1,13 @@
 import { spawn } from "node:child_process";
+import { watch, type FSWatcher } from "node:fs";
 import { readFile } from "node:fs/promises";
+import { basename, dirname } from "node:path";
 import { parse as parseYaml } from "yaml";
 import type { Logger } from "pino";
 
 // Facts come from the real `facter --json`, merged with a YAML facts file (which wins, so operators
-// can pin or add facts); classes from Puppet's classes.txt. All refreshed on an interval.
+// can pin or add facts), refreshed on an interval. Classes come from the classes file of the
+// node's own Puppet (ClassesSource), re-read whenever Puppet rewrites it.
 
 /**
  * Runs `facter --json`. Facter exits non-zero when some fact fails to resolve (in containers, for
@@ -55,15 +58,13 @@ export interface FactSourceOptions {
   facter: boolean;
   facterCommand: string;
   factsFile?: string;
-  classesFile?: string;
   extra: Record<string, unknown>;
   log: Logger;
 }
 
-/** Holds the node's current facts and classes; `refresh()` reloads them, keeping the last good set on error. */
+/** Holds the node's current facts; `refresh()` reloads them, keeping the last good set on error. */
 export class FactSource {
   facts: Record<string, unknown> = {};
-  classes: string[] = [];
   private facterFacts: Record<string, unknown> = {};
   constructor(private readonly opts: FactSourceOptions) {
     this.facts = { ...opts.extra };
@@ -88,13 +89,141 @@ export class FactSource {
       }
     }
     this.facts = { ...this.facterFacts, ...opts.extra, ...fileFacts };
-    if (opts.classesFile) {
+  }
+}
+
+export interface ClassesSourceOptions {
+  /** Where the classes file is now; asked at the first refresh and whenever locationKey() changes. */
+  locate: () => Promise<string>;
+  /** A cheap signature of what decides the location (puppet.conf's stat); absent: it never moves. */
+  locationKey?: () => string;
+  /** The fallback when no watch event comes (a filesystem without inotify, a directory made later). */
+  pollMs: number;
+  /** How long a burst of change events must be quiet before the file is read: Puppet rewrites it in place. */
+  settleMs?: number;
+  log: Logger;
+  /** Called when the classes changed (not for the first read). */
+  onChange?: (classes: string[]) => void;
+}
+
+/**
+ * The node's classes, from the classes file its Puppet agent rewrites after every catalog run
+ * (the daemon's, cron's, muster's): watched (fs.watch on its directory, since the directory may
+ * be made or the file replaced), polled every pollMs as a fallback, and re-read at once by
+ * refresh(). A missing file means no classes (Puppet has not run); an unreadable one keeps the
+ * last good list.
+ */
+export class ClassesSource {
+  classes: string[] = [];
+  /** The classes file followed, once located. */
+  path: string | undefined;
+  private key: string | undefined;
+  private watcher: FSWatcher | undefined;
+  private watchedDir: string | undefined;
+  private poll: NodeJS.Timeout | undefined;
+  private settle: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+  private queued: Promise<void> | undefined;
+  private loaded = false;
+  private stopped = false;
+
+  constructor(private readonly opts: ClassesSourceOptions) {}
+
+  /** The first read, then watching and polling. */
+  async start(): Promise<void> {
+    await this.refresh();
+    this.poll = setInterval(() => void this.refresh(), this.opts.pollMs);
+    this.poll.unref();
+  }
+
+  stop(): void {
+    this.stopped = true;
+    clearInterval(this.poll);
+    clearTimeout(this.settle);
+    this.watcher?.close();
+    this.watcher = undefined;
+  }
+
+  /**
+   * Re-read the file now. Resolves once the classes reflect the file as it is after this call:
+   * a call while a read is under way (which may have missed the change) queues one more.
+   */
+  refresh(): Promise<void> {
+    if (!this.running) {
+      this.running = this.pass().finally(() => (this.running = undefined));
+      return this.running;
+    }
+    this.queued ??= this.running.then(() => {
+      this.queued = undefined;
+      return this.refresh();
+    });
+    return this.queued;
+  }
+
+  private async pass(): Promise<void> {
+    const { opts } = this;
+    const key = opts.locationKey?.() ?? "";
+    if (this.path === undefined || key !== this.key) {
       try {
-        this.classes = await readClassesFile(opts.classesFile);
+        const path = await opts.locate();
+        if (path !== this.path) opts.log.info({ file: path }, "following Puppet's classes file");
+        this.path = path;
+        this.key = key;
       } catch (e) {
-        if ((e as NodeJS.ErrnoException).code !== "ENOENT") opts.log.warn({ err: (e as Error).message }, "cannot read classes file");
-        this.classes = [];
+        opts.log.warn({ err: (e as Error).message }, "cannot tell where Puppet's classes file is; keeping the previous classes");
+        if (this.path === undefined) return;
       }
     }
+    const path = this.path;
+    this.watchDir(dirname(path));
+    let classes: string[];
+    try {
+      classes = await readClassesFile(path);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== "ENOENT") {
+        opts.log.warn({ err: (e as Error).message, file: path }, "cannot read classes file; keeping the previous classes");
+        return;
+      }
+      classes = []; // Puppet has not run yet
+    }
+    const changed = !sameList(classes, this.classes);
+    this.classes = classes;
+    if (changed && this.loaded && !this.stopped) {
+      try {
+        opts.onChange?.(classes);
+      } catch (e) {
+        opts.log.warn({ err: (e as Error).message }, "classes change handler failed");
+      }
+    }
+    this.loaded = true;
   }
+
+  /** Watch the file's directory (the file itself may be replaced); retried by the poll until it exists. */
+  private watchDir(dir: string): void {
+    if (this.stopped || (this.watcher && this.watchedDir === dir)) return;
+    this.watcher?.close();
+    this.watcher = undefined;
+    const file = basename(this.path ?? "");
+    try {
+      const w = watch(dir, { persistent: false }, (_event, name) => {
+        if (name !== null && name !== file) return;
+        clearTimeout(this.settle);
+        this.settle = setTimeout(() => void this.refresh(), this.opts.settleMs ?? 200);
+        this.settle.unref();
+      });
+      w.on("error", () => {
+        // e.g. the directory was removed: fall back to the poll, which watches again
+        w.close();
+        if (this.watcher === w) this.watcher = undefined;
+      });
+      this.watcher = w;
+      this.watchedDir = dir;
+    } catch {
+      // the directory does not exist yet (Puppet makes it on its first run): the poll retries
+    }
+  }
+}
+
+function sameList(a: readonly string[], b: readonly string[]): boolean {
+  return a.length === b.length && a.every((v, i) => v === b[i]);
 }
