@@ -78,13 +78,17 @@ export function writeFactFile(path: string, name: string, value: string): boolea
   } catch {
     /* absent: write it */
   }
-  mkdirSync(dirname(path), { recursive: true });
   const tmp = join(dirname(path), `.${basename(path)}.muster-${process.pid}.tmp`);
   try {
+    mkdirSync(dirname(path), { recursive: true });
     writeFileSync(tmp, text, { mode: 0o644 });
     renameSync(tmp, path);
   } catch (e) {
-    rmSync(tmp, { force: true });
+    try {
+      rmSync(tmp, { force: true });
+    } catch {
+      /* nothing was written */
+    }
     throw new MusterError("MUSTER_PUPPET_FAILED", `cannot write the fact file ${path}: ${(e as Error).message}`, { cause: e });
   }
   return true;
