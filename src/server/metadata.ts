@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { watch, type FSWatcher } from "node:fs";
+import { statSync, watch, type FSWatcher } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { basename, dirname } from "node:path";
 import { parse as parseYaml } from "yaml";
@@ -92,12 +92,98 @@ export class FactSource {
   }
 }
 
+/**
+ * Tells when a file may have changed: fs.watch on its directory (Puppet replaces or rewrites
+ * files; a directory watch sees both), or, while that directory does not exist yet, on the nearest
+ * ancestor that does, moving down as directories appear. Events are coalesced until `settleMs` of
+ * quiet, since a writer may need several writes. Best effort: callers poll as well.
+ */
+export class FileWatch {
+  private watcher: FSWatcher | undefined;
+  private watched: string | undefined;
+  private settle: NodeJS.Timeout | undefined;
+  private closed = false;
+
+  constructor(
+    private target: string,
+    private readonly onChange: () => void,
+    private readonly settleMs = 200,
+  ) {
+    this.arm();
+  }
+
+  /** Follow another file from now on. */
+  retarget(target: string): void {
+    if (target === this.target) return;
+    this.target = target;
+    this.unwatch();
+    this.arm();
+  }
+
+  /** (Re)establish the watch if it is missing or no longer the deepest possible; cheap when in place. */
+  arm(): void {
+    if (this.closed) return;
+    const file = this.target;
+    // the deepest existing directory on the way to the file, and the name to listen for in it
+    let dir = dirname(file);
+    let name = basename(file);
+    while (!isDir(dir)) {
+      const up = dirname(dir);
+      if (up === dir) return;
+      name = basename(dir);
+      dir = up;
+    }
+    if (this.watcher && this.watched === dir) return;
+    this.unwatch();
+    try {
+      const w = watch(dir, { persistent: false }, (_event, changed) => {
+        if (changed !== null && changed !== name) return;
+        if (dir !== dirname(this.target)) this.arm(); // a directory on the way appeared: go deeper
+        clearTimeout(this.settle);
+        this.settle = setTimeout(this.onChange, this.settleMs);
+        this.settle.unref();
+      });
+      w.on("error", () => {
+        // e.g. the directory was removed: the next arm() (the caller's poll) watches again
+        w.close();
+        if (this.watcher === w) this.watcher = undefined;
+      });
+      this.watcher = w;
+      this.watched = dir;
+    } catch {
+      // vanished meanwhile: the caller's poll arms again
+    }
+  }
+
+  close(): void {
+    this.closed = true;
+    clearTimeout(this.settle);
+    this.unwatch();
+  }
+
+  private unwatch(): void {
+    this.watcher?.close();
+    this.watcher = undefined;
+    this.watched = undefined;
+  }
+}
+
+function isDir(path: string): boolean {
+  try {
+    return statSync(path).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
 export interface ClassesSourceOptions {
   /** Where the classes file is now; asked at the first refresh and whenever locationKey() changes. */
   locate: () => Promise<string>;
   /** A cheap signature of what decides the location (puppet.conf's stat); absent: it never moves. */
   locationKey?: () => string;
-  /** The fallback when no watch event comes (a filesystem without inotify, a directory made later). */
+  /** A file whose change may move the classes file (puppet.conf): watched too. */
+  locationFile?: string;
+  /** The fallback when no watch event comes (a filesystem without inotify, say). */
   pollMs: number;
   /** How long a burst of change events must be quiet before the file is read: Puppet rewrites it in place. */
   settleMs?: number;
@@ -108,20 +194,18 @@ export interface ClassesSourceOptions {
 
 /**
  * The node's classes, from the classes file its Puppet agent rewrites after every catalog run
- * (the daemon's, cron's, muster's): watched (fs.watch on its directory, since the directory may
- * be made or the file replaced), polled every pollMs as a fallback, and re-read at once by
- * refresh(). A missing file means no classes (Puppet has not run); an unreadable one keeps the
- * last good list.
+ * (the daemon's, cron's, muster's): watched, polled every pollMs as a fallback, and re-read at
+ * once by refresh(). A missing file means no classes (Puppet has not run); an unreadable one
+ * keeps the last good list.
  */
 export class ClassesSource {
   classes: string[] = [];
   /** The classes file followed, once located. */
   path: string | undefined;
   private key: string | undefined;
-  private watcher: FSWatcher | undefined;
-  private watchedDir: string | undefined;
+  private fileWatch: FileWatch | undefined;
+  private confWatch: FileWatch | undefined;
   private poll: NodeJS.Timeout | undefined;
-  private settle: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
   private queued: Promise<void> | undefined;
   private loaded = false;
@@ -132,16 +216,20 @@ export class ClassesSource {
   /** The first read, then watching and polling. */
   async start(): Promise<void> {
     await this.refresh();
-    this.poll = setInterval(() => void this.refresh(), this.opts.pollMs);
+    const again = () => void this.refresh();
+    if (this.opts.locationFile) this.confWatch = new FileWatch(this.opts.locationFile, again, this.opts.settleMs);
+    this.poll = setInterval(() => {
+      this.confWatch?.arm();
+      again();
+    }, this.opts.pollMs);
     this.poll.unref();
   }
 
   stop(): void {
     this.stopped = true;
     clearInterval(this.poll);
-    clearTimeout(this.settle);
-    this.watcher?.close();
-    this.watcher = undefined;
+    this.fileWatch?.close();
+    this.confWatch?.close();
   }
 
   /**
@@ -175,7 +263,11 @@ export class ClassesSource {
       }
     }
     const path = this.path;
-    this.watchDir(dirname(path));
+    if (!this.stopped) {
+      if (this.fileWatch) this.fileWatch.retarget(path);
+      else this.fileWatch = new FileWatch(path, () => void this.refresh(), opts.settleMs);
+      this.fileWatch.arm();
+    }
     let classes: string[];
     try {
       classes = await readClassesFile(path);
@@ -196,31 +288,6 @@ export class ClassesSource {
       }
     }
     this.loaded = true;
-  }
-
-  /** Watch the file's directory (the file itself may be replaced); retried by the poll until it exists. */
-  private watchDir(dir: string): void {
-    if (this.stopped || (this.watcher && this.watchedDir === dir)) return;
-    this.watcher?.close();
-    this.watcher = undefined;
-    const file = basename(this.path ?? "");
-    try {
-      const w = watch(dir, { persistent: false }, (_event, name) => {
-        if (name !== null && name !== file) return;
-        clearTimeout(this.settle);
-        this.settle = setTimeout(() => void this.refresh(), this.opts.settleMs ?? 200);
-        this.settle.unref();
-      });
-      w.on("error", () => {
-        // e.g. the directory was removed: fall back to the poll, which watches again
-        w.close();
-        if (this.watcher === w) this.watcher = undefined;
-      });
-      this.watcher = w;
-      this.watchedDir = dir;
-    } catch {
-      // the directory does not exist yet (Puppet makes it on its first run): the poll retries
-    }
   }
 }
 

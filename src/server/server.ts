@@ -135,7 +135,7 @@ async function puppetCredential(cfg: ServerConfig): Promise<{ cert: string; key:
  * the node's own Puppet (its `classfile` setting, asked of Puppet with the node's confdir and
  * vardir, and asked again when puppet.conf changes); none for a node without Puppet.
  */
-async function classesLocation(cfg: ServerConfig, log: Logger): Promise<Pick<ConstructorParameters<typeof ClassesSource>[0], "locate" | "locationKey"> | undefined> {
+async function classesLocation(cfg: ServerConfig, log: Logger): Promise<Pick<ConstructorParameters<typeof ClassesSource>[0], "locate" | "locationKey" | "locationFile"> | undefined> {
   if (cfg.classes_file) {
     const file = cfg.classes_file;
     return { locate: () => Promise.resolve(file) };
@@ -145,6 +145,7 @@ async function classesLocation(cfg: ServerConfig, log: Logger): Promise<Pick<Con
   const { PuppetAgent } = await import("../puppet/index.js");
   const agent = new PuppetAgent({ puppetBin: s.puppetBin, confdir: s.confdir, vardir: s.vardir, ssldir: s.ssldir, certname: s.certname, ...(s.logdir ? { logdir: s.logdir } : {}), ...(s.rundir ? { rundir: s.rundir } : {}), ...(s.publicdir ? { publicdir: s.publicdir } : {}) });
   return {
+    locationFile: agent.puppetConfPath,
     async locate() {
       try {
         return await agent.classfile();
