@@ -91,6 +91,37 @@ describe("with the real puppet and facter", () => {
     assert.equal(r.output.trim().split("\n").pop(), "production", r.output);
   });
 
+  it("the real-machine default (/etc/facter/facts.d) is what puppet reads as root, checked in a private mount namespace", async (t) => {
+    // /etc is overlaid inside the namespace only: nothing reaches the machine's real /etc/facter,
+    // which every lab node on this machine would read.
+    const ov = join(work, "overlay");
+    for (const d of ["upper", "work", "merged"]) mkdirSync(join(ov, d), { recursive: true });
+    const n = node();
+    const facts = join(import.meta.dirname, "..", "..", "src", "puppet", "facts.js");
+    const state = join(import.meta.dirname, "..", "..", "src", "agents", "provision", "state.js");
+    const writer = `const { writeFactFile } = await import(${JSON.stringify(facts)}); const { resolveSettings } = await import(${JSON.stringify(state)}); const s = resolveSettings({}, "n1"); writeFactFile(s.stageFactFile, s.stageFact, "production"); console.log(s.stageFactFile);`;
+    const show = `puppet facts show lifecycle_stage ${n.args.join(" ")} --render-as json 2>/dev/null`;
+    const script = [
+      "set -e",
+      "mount --make-rprivate /",
+      `mount -t overlay overlay -o lowerdir=/etc,upperdir=${ov}/upper,workdir=${ov}/work ${ov}/merged`,
+      `mount --bind ${ov}/merged /etc`,
+      `${JSON.stringify(process.execPath)} --input-type=module -e '${writer}'`,
+      show,
+      `FACTER_lifecycle_stage=bootstrap ${show}`,
+    ].join("\n");
+    const r = await execCommand("unshare", ["-m", "sh", "-c", script], { env: envWithoutFacter(), timeoutMs: 120_000 });
+    if (r.code !== 0 && /unshare failed|Operation not permitted|permission denied|unknown filesystem type/i.test(r.output)) {
+      t.skip(`needs root and overlayfs in a mount namespace: ${r.output.trim().split("\n").pop() ?? ""}`);
+      return;
+    }
+    assert.equal(r.code, 0, r.output);
+    assert.match(r.output, /^\/etc\/facter\/facts\.d\/muster_lifecycle_stage\.yaml$/m);
+    const values = [...r.output.matchAll(/"lifecycle_stage":\s*"(\w+)"/g)].map((m) => m[1]);
+    assert.deepEqual(values, ["production", "bootstrap"], r.output);
+    assert.equal(existsSync("/etc/facter/facts.d/muster_lifecycle_stage.yaml"), false, "the real /etc was not touched");
+  });
+
   it("an unwritable location is a clear MUSTER_PUPPET_FAILED error", () => {
     const blocker = join(work, "not-a-dir");
     writeFileSync(blocker, "x");
