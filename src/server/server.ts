@@ -195,7 +195,11 @@ export async function startServer(cfg: ServerConfig, log: Logger, opts: { broker
   refresh.unref();
   // Registration carries new classes at once; `current` is the phase serving when they change.
   let onClassesChange: (() => void) | undefined;
-  const location = await classesLocation(cfg, log);
+  const location = await classesLocation(cfg, log).catch((e: unknown) => {
+    // a bad plugins.puppet/provision setting fails those agents' requests; the node still serves
+    log.error({ err: (e as Error).message }, "cannot tell where the node's Puppet keeps its classes; serving without classes");
+    return undefined;
+  });
   const classes = location
     ? new ClassesSource({ ...location, pollMs: cfg.facts.refresh_interval * 1000, log, onChange: (list) => (log.info({ classes: list.length }, "Puppet's classes changed"), onClassesChange?.()) })
     : undefined;

@@ -92,3 +92,18 @@ test("puppet.conf moving the statedir moves the classes file followed, to a dire
   await untilFound("role_cache");
   assert.match(server.stderr(), /state-elsewhere\/classes\.txt","msg":"following Puppet's classes file/);
 });
+
+test("a node whose Puppet settings are wrong still serves, without classes, and says why", async () => {
+  const configFile = join(tmp.path, "bad.yaml");
+  writeFileSync(configFile, toYaml({ identity: "bad.classes.test", brokers: [broker.url], facts: { facter: false }, agents: { builtin: ["puppet"] }, plugins: { puppet: { ...dirs, serverport: "not-a-port" } }, registration: { interval: 0 } }));
+  const bad = spawnMuster(["server", "--config", configFile], { env });
+  try {
+    await bad.waitForLine(/ready/, 60_000);
+    assert.match(bad.stderr(), /serving without classes/);
+    assert.match(bad.stderr(), /plugins\.puppet\.serverport/);
+    const found = await client.discover({ filter: buildFilter({ identity: ["bad.classes.test"] }), timeoutMs: 1500 });
+    assert.deepEqual(found, ["bad.classes.test"]);
+  } finally {
+    await bad.stop();
+  }
+});
