@@ -234,6 +234,9 @@ export function provisionPluginConfig(nodeDir: string): Record<string, unknown> 
     export_facts: ["country", "ec2_placement_region", "ipaddress", "muster_node_dir", ...ROLE_FACT_NAMES],
     bootstrap_environment: "bootstrap",
     production_environment: "production",
+    // Several nodes share this machine, so not Facter's system directory: a custom fact on this
+    // node's own factpath (<vardir>/facts), which pluginsync leaves alone.
+    stage_fact_file: join(p, "var", "facts", "muster_lifecycle_stage.rb"),
   };
 }
 
@@ -289,8 +292,9 @@ export function labNodeSpec(labDir: string, index: number, bootstrap: { ca: stri
   const nrpeDir = join(dir, "nrpe.d");
   // Not Puppet's facts.d for the facts: pluginsync purges files there that the master does not serve.
   const facts = { country: region.country, ec2_placement_region: region.region, ipaddress, muster_node_dir: dir, muster_lab: true, ...roleFacts(role) };
-  // After provisioning, the puppet agent runs the same Puppet (muster puppet runall ...).
-  const puppet = { confdir: plugin.confdir, vardir: plugin.vardir, ssldir: plugin.ssldir, rundir: plugin.rundir, logdir: plugin.logdir, export_facts: plugin.export_facts, facts: { lifecycle_stage: "production" } };
+  // After provisioning, the puppet agent runs the same Puppet (muster puppet runall ...); those
+  // runs see lifecycle_stage=production from the stage fact file the provision agent wrote.
+  const puppet = { confdir: plugin.confdir, vardir: plugin.vardir, ssldir: plugin.ssldir, rundir: plugin.rundir, logdir: plugin.logdir, export_facts: plugin.export_facts };
   return {
     identity,
     region,
@@ -298,12 +302,17 @@ export function labNodeSpec(labDir: string, index: number, bootstrap: { ca: stri
     dir,
     role,
     facts,
-    files: { [factsFile]: toYaml(facts), [join(nrpeDir, "lab.cfg")]: labNrpeConfig(), [join(dir, "files", ".keep")]: "" },
+    files: {
+      [factsFile]: toYaml(facts),
+      [join(String(plugin.vardir), "facts", "muster_lab_facts.rb")]: labFactsForPuppet(factsFile),
+      [join(nrpeDir, "lab.cfg")]: labNrpeConfig(),
+      [join(dir, "files", ".keep")]: "",
+    },
     server: {
       identity,
-      // classes from the node's last Puppet run (Puppet's classfile): role::web, mysql::master, ...
+      // classes come from the node's own Puppet classfile (asked of Puppet with the provision
+      // agent's dirs): role::web, mysql::master, ...
       facts: { facter: false, file: factsFile, refresh_interval: 10 },
-      classes_file: join(String(plugin.vardir), "state", "classes.txt"),
       // nrpe and resource are served once provisioned: a waiting node hosts the provision agent only
       agents: { builtin: ["provision", "puppet", "nrpe", "resource"] },
       plugins: {
@@ -319,6 +328,28 @@ export function labNodeSpec(labDir: string, index: number, bootstrap: { ca: stri
       provisioning: { collective: LAB_PROVISIONING_COLLECTIVE, callers: [LAB_PROVISIONER_CALLER], cert: bootstrap.cert, key: bootstrap.key },
     },
   };
+}
+
+/**
+ * The node's facts as a custom fact on its Puppet's own factpath (<vardir>/facts, which pluginsync
+ * leaves alone), so a Puppet run muster does not start (daemon, cron, by hand) sees the same facts
+ * as the runs muster starts with export_facts. FACTER_ variables still win over it.
+ */
+export function labFactsForPuppet(factsFile: string): string {
+  return [
+    "# muster lab: this node's facts for every Puppet run, however it is started.",
+    "require 'yaml'",
+    `file = ${JSON.stringify(factsFile)}`,
+    "facts = File.exist?(file) ? (YAML.safe_load(File.read(file)) || {}) : {}",
+    "facts.each do |name, value|",
+    "  next if value.is_a?(Hash) || value.is_a?(Array)",
+    "  Facter.add(name.to_sym) do",
+    "    has_weight 100",
+    "    setcode { value }",
+    "  end",
+    "end",
+    "",
+  ].join("\n");
 }
 
 /** What the masters' search_nodes reads (<confdir>/muster.yaml; puppet/modules/muster/README.md). */

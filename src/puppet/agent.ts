@@ -118,6 +118,34 @@ export class PuppetAgent {
     return args;
   }
 
+  /**
+   * Puppet settings as the agent resolves them (`puppet config print --section agent`), with
+   * puppet.conf and every interpolation applied: the only way to be right about, say, a
+   * `statedir` moved in puppet.conf.
+   */
+  async configPrint(names: string[], opts: { timeoutMs?: number } = {}): Promise<Record<string, string>> {
+    for (const n of names) if (!/^[a-z_]+$/.test(n)) throw new MusterError("MUSTER_PUPPET_FAILED", `invalid Puppet setting name ${JSON.stringify(n)}`);
+    const r = await this.puppet(["config", "print", ...names, "--section", "agent", ...this.commonArgs(), "--color", "false"], { timeoutMs: opts.timeoutMs ?? 60_000 });
+    if (r.code !== 0) throw new MusterError("MUSTER_PUPPET_FAILED", `puppet config print ${names.join(" ")} failed (exit ${r.code}): ${lastErrors(r.output)}`);
+    return parseConfigPrint(names, r.output);
+  }
+
+  /**
+   * Where this node's Puppet agent writes the classes of its last catalog (the `classfile`
+   * setting, by default <vardir>/state/classes.txt). Puppet rewrites it on every agent run,
+   * however the run was started.
+   */
+  async classfile(opts: { timeoutMs?: number } = {}): Promise<string> {
+    const v = (await this.configPrint(["classfile"], opts)).classfile;
+    if (!v) throw new MusterError("MUSTER_PUPPET_FAILED", "puppet config print classfile printed nothing");
+    return v;
+  }
+
+  /** Puppet's default classfile for these directories, when Puppet cannot be asked. */
+  get defaultClassfile(): string {
+    return join(this.settings.vardir, "state", "classes.txt");
+  }
+
   /** Whether this node holds a signed certificate (local files only). */
   hasCert(): boolean {
     return existsSync(this.certPath) && existsSync(this.keyPath);
@@ -288,6 +316,25 @@ export class PuppetAgent {
 // then answers the next GET on it only after ~30 s (observed here). A fresh connection per
 // request avoids that; these commands make only a few requests.
 const SSL_ARGS = ["--http_keepalive_timeout", "0", "--color", "false"];
+
+/**
+ * Pure: the output of `puppet config print NAMES`. One name prints the bare value, several print
+ * `name = value` lines; warnings (e.g. Facter's) may be mixed in and are skipped.
+ */
+export function parseConfigPrint(names: string[], output: string): Record<string, string> {
+  const lines = output.split("\n").map((l) => l.trim()).filter((l) => l && !/^(Warning|Error|Notice|Info|Debug):/.test(l));
+  const out: Record<string, string> = {};
+  if (names.length === 1) {
+    const v = lines[lines.length - 1];
+    if (v !== undefined) out[names[0]!] = v.replace(new RegExp(`^${names[0]!} = `), "");
+    return out;
+  }
+  for (const l of lines) {
+    const m = /^([a-z_]+) = (.*)$/.exec(l);
+    if (m && names.includes(m[1]!)) out[m[1]!] = m[2]!;
+  }
+  return out;
+}
 
 function lastErrors(output: string): string {
   const errs = output.split("\n").filter((l) => /^Error: /.test(l) && !/^Error: Facter:/.test(l));

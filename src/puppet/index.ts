@@ -1,5 +1,5 @@
 // The only place that spawns puppet (and facter through it) or talks to the Puppet CA.
-export { PuppetAgent, writeHostsEntry, type PuppetAgentSettings, type PuppetRunOptions, type PuppetRunResult, type CertificateRequest } from "./agent.js";
+export { PuppetAgent, writeHostsEntry, parseConfigPrint, type PuppetAgentSettings, type PuppetRunOptions, type PuppetRunResult, type CertificateRequest } from "./agent.js";
 export {
   CertificateAuthority,
   SignRefusedError,
@@ -14,4 +14,4 @@ export { parseCsr, csrFingerprint, fingerprintOf, normaliseFingerprint, PP_CLI_A
 export { setIniSettings, readIniSection, updatePuppetConf } from "./conf.js";
 export type { FailedResource } from "./report.js";
 export { puppetStatePaths, readDisabled, disableAgent, enableAgent, catalogRunPid, readLastRunSummary, parseLastRunSummary, type PuppetStatePaths, type DisabledState, type LastRunSummary } from "./state.js";
-export { exportedFacts, isFactName } from "./facts.js";
+export { exportedFacts, isFactName, factFileKind, factFileContent, writeFactFile, type FactFileKind } from "./facts.js";

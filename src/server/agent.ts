@@ -24,6 +24,12 @@ export interface ActionContext {
    * started it was answered. Usable after the handler returned; a no-op when nothing is connected.
    */
   emit(event: string, data: Record<string, unknown>): void;
+  /**
+   * Re-read the node's facts-independent metadata (its Puppet classes) now, e.g. right after a
+   * Puppet run the agent started, and publish a registration if it changed. Resolves once the new
+   * metadata is in place. Absent where nothing backs it (emulated nodes, direct handler calls).
+   */
+  refreshMetadata?: () => Promise<void>;
 }
 
 export type ReplyData = Record<string, unknown>;

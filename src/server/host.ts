@@ -41,6 +41,7 @@ export class NodeHost {
   private readonly solicited = new Map<string, number>();
   /** Solicited registrations waiting out their splay. */
   private readonly splayed = new Set<NodeJS.Timeout>();
+  private stopping = false;
 
   constructor(private readonly opts: NodeHostOptions) {
     for (const rt of opts.runtimes) rt.emitter = (subject, payload) => opts.nc.publish(subject, payload);
@@ -231,7 +232,7 @@ export class NodeHost {
   /** Registers every hosted node now, outside the interval (a node that just joined the fleet). No-op with registration off. */
   registerNow(): void {
     const reg = this.opts.registration;
-    if (!reg || reg.interval <= 0) return;
+    if (!reg || reg.interval <= 0 || this.stopping) return;
     for (const rt of this.opts.runtimes) for (const c of rt.collectives) this.publishRegistration(rt, c);
   }
 
@@ -257,6 +258,7 @@ export class NodeHost {
 
   /** Stop taking requests, let in-flight ones finish (bounded), announce shutdown. */
   async stop(graceMs = 5000): Promise<void> {
+    this.stopping = true;
     for (const t of this.timers) clearTimeout(t);
     for (const t of this.splayed) clearTimeout(t);
     for (const s of this.subs) s.unsubscribe();

@@ -36,6 +36,8 @@ export interface NodeRuntimeOptions {
   audit?: (entry: AuditEntry) => void;
   /** Action policies by agent (src/security/policy.ts); an agent without one allows every caller. */
   policies?: CompiledPolicies;
+  /** Handed to agents as ctx.refreshMetadata (re-read classes after a Puppet run). */
+  refreshMetadata?: () => Promise<void>;
 }
 
 export type { AuditEntry };
@@ -253,6 +255,7 @@ export class NodeRuntime {
       log: la.log,
       metadata: () => this.metadata(),
       emit: (event: string, data: Record<string, unknown>) => this.emit(req.agent, event, data),
+      refreshMetadata: this.opts.refreshMetadata,
       [CONTROLLER]: controller,
     } as unknown as ActionContext;
     Object.defineProperty(ctx, "signal", lazySignal);

@@ -2,7 +2,7 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "pino";
 import { coreAgentFactories, loadBuiltinFactories, ALWAYS_LOADED, BUILTIN_AGENT_NAMES, type AgentFactory } from "../agents/builtin.js";
 import type { NodeIntrospection } from "../agents/rpcutil/index.js";
-import { existsSync } from "node:fs";
+import { existsSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { closeConnection, connectBroker, inboxPrefixFor, resolveBrokers, resolveTls, type TlsSettings } from "../broker/connect.js";
 import { MusterError } from "../errors.js";
@@ -18,7 +18,8 @@ import { agentDataPlugin, factDataPlugin } from "./data-plugins.js";
 import { loadExternalAgents } from "./external.js";
 import { NodeHost } from "./host.js";
 import { RequestIntake } from "./intake.js";
-import { FactSource } from "./metadata.js";
+import { ClassesSource, FactSource } from "./metadata.js";
+import type { PuppetNodeSettings } from "../agents/settings.js";
 import { NodeRuntime, type AuditEntry, type LoadedAgent } from "./runtime.js";
 import { newIntakeStats, type IntakeStats } from "./stats.js";
 
@@ -65,6 +66,8 @@ export interface RuntimeBuild {
   /** More process-wide counters for daemon_stats (the audit trail's). */
   extraStats?: () => Record<string, number>;
   factories?: Record<string, AgentFactory>;
+  /** ctx.refreshMetadata for the agents: re-read the node's classes now. */
+  refreshMetadata?: () => Promise<void>;
 }
 
 /** Builds a NodeRuntime with its agents and data plugins wired to introspect it. */
@@ -90,7 +93,7 @@ export function buildRuntime(b: RuntimeBuild): NodeRuntime {
     agents.push({ agent: f({ node, identity: b.identity, config }), config, log: b.log.child({ agent: name }) });
   }
   for (const a of b.extraAgents ?? []) agents.push({ agent: a, config: b.plugins[a.ddl.metadata.name] ?? {}, log: b.log.child({ agent: a.ddl.metadata.name }) });
-  rt = new NodeRuntime({ identity: b.identity, collectives: b.collectives, mainCollective: b.mainCollective, agents, facts: b.facts, classes: b.classes, log: b.log, intakeStats: b.intakeStats, audit: b.audit, policies: b.policies });
+  rt = new NodeRuntime({ identity: b.identity, collectives: b.collectives, mainCollective: b.mainCollective, agents, facts: b.facts, classes: b.classes, log: b.log, intakeStats: b.intakeStats, audit: b.audit, policies: b.policies, refreshMetadata: b.refreshMetadata });
   rt.addDataPlugin(factDataPlugin);
   rt.addDataPlugin(agentDataPlugin(() => rt!.loadedAgents().map((la) => la.agent.ddl)));
   return rt;
@@ -108,12 +111,58 @@ function provisioningPolicies(callers: string[], agents: string[]): Policies {
   return Object.fromEntries(agents.map((a) => [a, { default: PolicyEffect.Deny, rules }]));
 }
 
+/**
+ * Where the node's own Puppet lives: plugins.provision over plugins.puppet (the settings both
+ * agents share), or undefined when the node runs neither agent and configures neither.
+ */
+async function nodePuppet(cfg: ServerConfig): Promise<Omit<PuppetNodeSettings, "exportFacts"> | undefined> {
+  const { settingsReader, puppetNodeSettings } = await import("../agents/settings.js");
+  const hasPuppet = cfg.plugins.puppet || cfg.plugins.provision || (cfg.agents.builtin ?? []).some((a) => a === "puppet" || a === "provision") || cfg.provisioning;
+  if (!hasPuppet) return undefined;
+  const conf = { ...(cfg.plugins.puppet ?? {}), ...(cfg.plugins.provision ?? {}) };
+  return puppetNodeSettings(settingsReader(cfg.plugins.provision ? "provision" : "puppet", conf), cfg.identity);
+}
+
 /** The node's Puppet certificate and key, from the same settings the provision agent uses. */
 async function puppetCredential(cfg: ServerConfig): Promise<{ cert: string; key: string }> {
   const { settingsReader, puppetNodeSettings } = await import("../agents/settings.js");
-  const conf = { ...(cfg.plugins.puppet ?? {}), ...(cfg.plugins.provision ?? {}) };
-  const s = puppetNodeSettings(settingsReader(cfg.plugins.provision ? "provision" : "puppet", conf), cfg.identity);
+  const s = (await nodePuppet(cfg)) ?? puppetNodeSettings(settingsReader("puppet", {}), cfg.identity);
   return { cert: join(s.ssldir, "certs", `${s.certname}.pem`), key: join(s.ssldir, "private_keys", `${s.certname}.pem`) };
+}
+
+/**
+ * Where the node's classes come from: `classes_file` when configured, else the classes file of
+ * the node's own Puppet (its `classfile` setting, asked of Puppet with the node's confdir and
+ * vardir, and asked again when puppet.conf changes); none for a node without Puppet.
+ */
+async function classesLocation(cfg: ServerConfig, log: Logger): Promise<Pick<ConstructorParameters<typeof ClassesSource>[0], "locate" | "locationKey" | "locationFile"> | undefined> {
+  if (cfg.classes_file) {
+    const file = cfg.classes_file;
+    return { locate: () => Promise.resolve(file) };
+  }
+  const s = await nodePuppet(cfg);
+  if (!s) return undefined;
+  const { PuppetAgent } = await import("../puppet/index.js");
+  const agent = new PuppetAgent({ puppetBin: s.puppetBin, confdir: s.confdir, vardir: s.vardir, ssldir: s.ssldir, certname: s.certname, ...(s.logdir ? { logdir: s.logdir } : {}), ...(s.rundir ? { rundir: s.rundir } : {}), ...(s.publicdir ? { publicdir: s.publicdir } : {}) });
+  return {
+    locationFile: agent.puppetConfPath,
+    async locate() {
+      try {
+        return await agent.classfile();
+      } catch (e) {
+        log.warn({ err: (e as Error).message, file: agent.defaultClassfile }, "cannot ask Puppet for its classfile; using its default");
+        return agent.defaultClassfile;
+      }
+    },
+    locationKey() {
+      try {
+        const st = statSync(agent.puppetConfPath);
+        return `${st.ino}:${st.size}:${st.mtimeMs}`;
+      } catch {
+        return "absent";
+      }
+    },
+  };
 }
 
 /** The disable marker of the provision agent: present once the node is provisioned. */
@@ -140,10 +189,21 @@ async function phaseCredential(cfg: ServerConfig, phase: NodePhase): Promise<Tls
 }
 
 export async function startServer(cfg: ServerConfig, log: Logger, opts: { broker?: string } = {}): Promise<RunningServer> {
-  const facts = new FactSource({ facter: cfg.facts.facter, facterCommand: cfg.facts.facter_command, factsFile: cfg.facts.file, classesFile: cfg.classes_file, extra: cfg.facts.extra, log });
+  const facts = new FactSource({ facter: cfg.facts.facter, facterCommand: cfg.facts.facter_command, factsFile: cfg.facts.file, extra: cfg.facts.extra, log });
   await facts.refresh();
   const refresh = setInterval(() => void facts.refresh(), cfg.facts.refresh_interval * 1000);
   refresh.unref();
+  // Registration carries new classes at once; `current` is the phase serving when they change.
+  let onClassesChange: (() => void) | undefined;
+  const location = await classesLocation(cfg, log).catch((e: unknown) => {
+    // a bad plugins.puppet/provision setting fails those agents' requests; the node still serves
+    log.error({ err: (e as Error).message }, "cannot tell where the node's Puppet keeps its classes; serving without classes");
+    return undefined;
+  });
+  const classes = location
+    ? new ClassesSource({ ...location, pollMs: cfg.facts.refresh_interval * 1000, log, onChange: (list) => (log.info({ classes: list.length }, "Puppet's classes changed"), onClassesChange?.()) })
+    : undefined;
+  await classes?.start();
 
   const extra: Agent[] = [];
   if (cfg.agents.directory) {
@@ -160,7 +220,9 @@ export async function startServer(cfg: ServerConfig, log: Logger, opts: { broker
   const intake = new RequestIntake({ trust: buildTrustStore(cfg.security), freshness: { maxClockSkew: cfg.security.max_clock_skew }, maxBytes: cfg.max_message_bytes, stats: intakeStats, log });
   const brokers = resolveBrokers(opts.broker, cfg.brokers);
   const marker = cfg.provisioning ? await provisionedMarker(cfg) : undefined;
-  const common = { identity: cfg.identity, facts: () => facts.facts, classes: () => facts.classes, plugins: cfg.plugins, log, intakeStats, audit: auditor.record, extraStats: () => ({ ...auditor.stats }) };
+  const noClasses: string[] = [];
+  const refreshMetadata = classes ? () => classes.refresh() : undefined;
+  const common = { identity: cfg.identity, facts: () => facts.facts, classes: () => classes?.classes ?? noClasses, refreshMetadata, plugins: cfg.plugins, log, intakeStats, audit: auditor.record, extraStats: () => ({ ...auditor.stats }) };
 
   const buildPhase = async (phase: NodePhase): Promise<NodeRuntime> => {
     if (phase === "provisioning") {
@@ -205,6 +267,9 @@ export async function startServer(cfg: ServerConfig, log: Logger, opts: { broker
   let stopped = false;
   let switching: Promise<void> | undefined;
   let current = await serve(marker && !existsSync(marker) ? "provisioning" : "production");
+  onClassesChange = () => {
+    if (!switching && !stopped) current.host.registerNow();
+  };
 
   const switchToProduction = (): Promise<void> => {
     if (switching || stopped || current.phase !== "provisioning") return switching ?? Promise.resolve();
@@ -249,6 +314,7 @@ export async function startServer(cfg: ServerConfig, log: Logger, opts: { broker
       if (stopped) return;
       stopped = true;
       clearInterval(refresh);
+      classes?.stop();
       await switching?.catch(() => undefined);
       await current.host.stop();
       await auditor.close(); // in-flight requests have been audited; flush before the connection goes

@@ -14,6 +14,11 @@ import { PuppetAgent } from "../../src/puppet/index.js";
 import type { ReplyData } from "../../src/server/agent.js";
 import type { AgentDDL } from "../../src/ddl/types.js";
 import { makeContext } from "../support/context.js";
+import { cleanEnv, spawnMuster, startBroker } from "../support/collective.js";
+import { execCommand } from "../../src/puppet/exec.js";
+import { MusterClient } from "../../src/client/client.js";
+import { buildFilter } from "../../src/filter/index.js";
+import { stringify as toYaml } from "yaml";
 
 // The provision and puppetca agents against one real puppetserver (started once for the file)
 // and real puppet agents, each node with its own confdir/vardir/ssldir under a temp dir.
@@ -140,6 +145,8 @@ describe("provisioning against a real puppetserver", { timeout: 900_000 }, () =>
       lock_file: join(base, "deploy.lock"),
       disable_file: join(base, "disabled"),
       run_timeout: 300,
+      // never Facter's system directory on a shared test machine: this node's own factpath
+      stage_fact_file: join(base, "var", "facts", "muster_lifecycle_stage.rb"),
     };
     nodes.push(new PuppetAgent({ confdir: config.confdir, vardir: config.vardir, ssldir: config.ssldir, certname }));
     return { identity: certname, config, base, out: join(base, "out") };
@@ -322,6 +329,67 @@ describe("provisioning against a real puppetserver", { timeout: 900_000 }, () =>
     const steady = await call(provision, "run_puppet", {}, n);
     assert.equal(steady.exitcode, 0);
     assert.equal(steady.changed, false);
+  });
+
+  it("after the bootstrap stage every later run sees lifecycle_stage=production, however it is started; bootstrapping again still says bootstrap", async () => {
+    const n = newNode("stage1.example");
+    await enrol(n);
+    const stageFile = n.config.stage_fact_file;
+    const noop = await call(provision, "bootstrap_puppet", { noop: true }, n);
+    assert.equal(noop.stage_fact_file, null, "a noop bootstrap persists nothing");
+    assert.equal(existsSync(stageFile), false);
+    const boot = await call(provision, "bootstrap_puppet", {}, n);
+    assert.equal(boot.stage_fact_file, stageFile);
+    assert.match(readFileSync(stageFile, "utf8"), /Facter\.add\(:lifecycle_stage\)/);
+    assert.equal(readFileSync(join(n.out, "stage"), "utf8"), "bootstrap\n");
+
+    // A run nobody told anything: `puppet agent -t` with the node's directories, no FACTER_ variable.
+    const env: NodeJS.ProcessEnv = {};
+    for (const [k, v] of Object.entries(process.env)) if (!/^FACTER_/i.test(k)) env[k] = v;
+    const agent = new PuppetAgent({ confdir: n.config.confdir, vardir: n.config.vardir, ssldir: n.config.ssldir, certname: n.identity });
+    const direct = await execCommand("puppet", ["agent", "--test", "--detailed-exitcodes", ...agent.commonArgs(), "--environment", "production", "--color", "false"], { env, timeoutMs: 300_000 });
+    assert.equal(direct.code, 2, direct.output);
+    assert.equal(readFileSync(join(n.out, "motd"), "utf8"), "managed by muster in production\n");
+    // pluginsync (which purges <vardir>/facts.d) left the stage file alone
+    assert.equal(existsSync(stageFile), true);
+    // the agent wrote its classes file, which the muster server follows
+    assert.ok(readFileSync(await agent.classfile(), "utf8").split("\n").includes("motd"));
+
+    // Provisioning the node again: FACTER_lifecycle_stage=bootstrap wins over the file.
+    await call(provision, "bootstrap_puppet", {}, n);
+    assert.equal(readFileSync(join(n.out, "stage"), "utf8"), "bootstrap\n");
+    const prod = await call(provision, "run_puppet", {}, n);
+    assert.equal(prod.stage_fact_file, stageFile);
+  });
+
+  it("a muster server hosting the node lists its Puppet classes as soon as a provisioning run answers", async () => {
+    const n = newNode("classes1.example");
+    await enrol(n);
+    const broker = await startBroker();
+    const home = join(n.base, "muster-home");
+    const env = cleanEnv(home);
+    const configFile = join(n.base, "server.yaml");
+    writeFileSync(configFile, toYaml({ identity: n.identity, brokers: [broker.url], facts: { facter: false, refresh_interval: 3600 }, agents: { builtin: ["provision"] }, plugins: { provision: n.config }, registration: { interval: 0 } }));
+    const server = spawnMuster(["server", "--config", configFile], { env });
+    const prev = process.env.MUSTER_CONFIG_DIR;
+    process.env.MUSTER_CONFIG_DIR = home; // the server trusts the key of the user running it: this client's
+    let client: MusterClient | undefined;
+    try {
+      await server.waitForLine(/ready/, 60_000);
+      client = await MusterClient.connect({ brokers: [broker.url], collective: "muster" });
+      const byClass = (c: string) => client!.discover({ filter: buildFilter({ class: [c] }), timeoutMs: 1500 });
+      assert.deepEqual(await byClass("motd"), []);
+      const r = await client.call("provision", "run_puppet", {}, { nodes: [n.identity], timeoutMs: 600_000 });
+      assert.equal(r.replies[0]?.statuscode, 0, r.replies[0]?.statusmsg);
+      // no waiting: the agent re-read the classes before it answered
+      assert.deepEqual(await byClass("motd"), [n.identity]);
+    } finally {
+      await client?.close();
+      await server.stop();
+      await broker.dispose();
+      if (prev === undefined) delete process.env.MUSTER_CONFIG_DIR;
+      else process.env.MUSTER_CONFIG_DIR = prev;
+    }
   });
 
   it("a failing resource gives Aborted with the failed resources; a compile error gives Aborted with the error", async () => {

@@ -38,6 +38,10 @@ import { Mutex, readLock, resolveSettings, type ProvisionRuntime, type Provision
 //   use_hosts_file          false                    set_puppet_host maps `puppet` to the master in
 //                                                    hosts_file and writes `server = puppet`
 //   stage_fact              "lifecycle_stage"        fact (FACTER_<name>) set to bootstrap/production
+//   stage_fact_file         "/etc/facter/facts.d/muster_<stage_fact>.yaml"  Facter fact file that
+//                                                    makes every later run production: written once the
+//                                                    bootstrap run succeeded (docs/puppet.md); .rb for a
+//                                                    custom fact on Puppet's factpath (the lab: <vardir>/facts)
 //   run_timeout             840                      seconds a Puppet run may take (the DDL allows 900)
 //   export_facts            []                       facts of the node daemon (facts file, facter) that
 //                                                    Puppet runs see too, as FACTER_<name>: e.g. facts

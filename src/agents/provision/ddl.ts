@@ -14,6 +14,7 @@ const runOutputs = {
   retryable: { description: "True when another Puppet run held the lock: try again later", display_as: "Retryable", type: "boolean", default: false },
   duration: { description: "Seconds the run took", display_as: "Duration", type: "float" },
   output: { description: "The last lines of Puppet's output", display_as: "Output", type: "string" },
+  stage_fact_file: { description: "The fact file (stage_fact_file) that tells every later Puppet run it is production, once written (after a successful bootstrap run, before a production run); null for a noop or a failed bootstrap run", display_as: "Stage Fact File", type: "string" },
 } as const;
 
 export const provisionDDL = {

@@ -1,11 +1,11 @@
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { exportFactsSetting, puppetNodeSettings, settingsReader, type PuppetNodeSettings } from "../settings.js";
-import { dirname } from "node:path";
+import { dirname, isAbsolute } from "node:path";
 import { RpcError } from "../../errors.js";
 import { Status } from "../../protocol/status.js";
 import type { ActionContext } from "../../server/agent.js";
 import { MusterError } from "../../errors.js";
-import { PuppetAgent } from "../../puppet/index.js";
+import { factFileKind, PuppetAgent } from "../../puppet/index.js";
 
 // Settings, the deploy lock and the disable marker of one provision agent instance. Nothing
 // here is module-level state: createProvisionAgent() owns one ProvisionState.
@@ -19,6 +19,8 @@ export interface ProvisionSettings extends PuppetNodeSettings {
   hostsFile: string;
   useHostsFile: boolean;
   stageFact: string;
+  /** Where the stage fact is persisted as `production` for every later run (a Facter fact file). */
+  stageFactFile: string;
   runTimeoutSeconds: number;
 }
 
@@ -38,12 +40,25 @@ export const DEFAULTS = {
   run_timeout: 840,
 } as const;
 
+/**
+ * Facter's system external facts directory as root: Debian's facter reads /etc/facter/facts.d,
+ * and so does AIO Puppet (besides /etc/puppetlabs/facter/facts.d). Every Puppet run on the
+ * machine reads it, and pluginsync never touches it.
+ */
+export function defaultStageFactFile(stageFact: string): string {
+  return `/etc/facter/facts.d/muster_${stageFact}.yaml`;
+}
+
 /** Resolve `plugins.provision` settings (strings from config files are coerced). */
 export function resolveSettings(config: Record<string, unknown>, identity: string): ProvisionSettings {
   const r = settingsReader("provision", config);
   const { str, num, bool, bad: badSetting } = r;
   const stageFact = str("stage_fact", DEFAULTS.stage_fact);
   if (!/^[A-Za-z][A-Za-z0-9_]*$/.test(stageFact)) throw badSetting("stage_fact", stageFact, "a fact name");
+  const stageFactFile = str("stage_fact_file", defaultStageFactFile(stageFact));
+  if (!isAbsolute(stageFactFile) || !factFileKind(stageFactFile)) {
+    throw badSetting("stage_fact_file", stageFactFile, "an absolute path ending in .yaml, .yml, .json, .txt (an external fact in a directory Facter reads) or .rb (a custom fact in a directory on Puppet's factpath)");
+  }
   return {
     ...puppetNodeSettings(r, identity),
     lockFile: str("lock_file", DEFAULTS.lock_file),
@@ -54,6 +69,7 @@ export function resolveSettings(config: Record<string, unknown>, identity: strin
     hostsFile: str("hosts_file", DEFAULTS.hosts_file),
     useHostsFile: bool("use_hosts_file", DEFAULTS.use_hosts_file),
     stageFact,
+    stageFactFile,
     runTimeoutSeconds: num("run_timeout", DEFAULTS.run_timeout, { positive: true }),
     exportFacts: exportFactsSetting(r, config),
   };

@@ -28,7 +28,11 @@ import { puppetStatePaths, readLastRunSummary } from "../../puppet/index.js";
 //   splaylimit             1800                  runonce's default for `splaylimit` (seconds)
 //   environment            (puppet.conf)         environment when runonce names none
 //   export_facts           []                    facts of the node daemon given to runs (FACTER_<name>)
-//   facts                  {}                    fixed facts given to runs, e.g. {lifecycle_stage: production}
+//   facts                  {}                    fixed facts given to runs (FACTER_<name>); lifecycle_stage
+//                                                needs none: provisioning persists it (docs/puppet.md)
+//
+// After a run it started, the agent re-reads the node's classes (ctx.refreshMetadata) before it
+// publishes run_complete.
 //
 // Events: muster.event.puppet.run_complete {identity, agent, event, time, data: RunCompleteData}
 // once for every run runonce started, whether it succeeded, failed or could not start.

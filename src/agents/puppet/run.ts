@@ -84,6 +84,8 @@ async function execute(rt: PuppetRuntime, ctx: ActionContext, agent: PuppetAgent
       message: `the run did not complete: ${(e as Error).message}`.slice(0, 1000),
     };
   }
+  // The run rewrote Puppet's classes file: whoever reacts to the event may discover by class.
+  await ctx.refreshMetadata?.().catch((e: unknown) => ctx.log.warn({ err: (e as Error).message }, "cannot refresh metadata after the run"));
   // Forget the run before telling anyone: whoever reacts to the event may start the next one.
   if (rt.active === run) rt.active = undefined;
   rt.lastRunonce = data;

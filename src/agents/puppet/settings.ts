@@ -12,7 +12,7 @@ export interface PuppetSettings extends PuppetNodeSettings {
   splaylimitSeconds: number;
   /** Environment of runonce when the request names none (default: puppet.conf decides). */
   environment: string | undefined;
-  /** Fixed facts passed to every run (facts), e.g. {lifecycle_stage: production}. */
+  /** Fixed facts passed to every run (facts) as FACTER_<name>. */
   extraFacts: Record<string, string>;
 }
 
