@@ -1,6 +1,7 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { execFileSync, spawn } from "node:child_process";
+import { execFile, execFileSync, spawn } from "node:child_process";
+import { promisify } from "node:util";
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -34,6 +35,7 @@ import { eventually, runCli } from "../support/collective.js";
 // provisioned ones reconnect with their Puppet certificates.
 
 const NODES = 6;
+const execFileP = promisify(execFile);
 let dir: string;
 let lab: Lab;
 let client: MusterClient; // the operator: admin credential, the user's key, the fleet collective
@@ -217,6 +219,30 @@ test("eu nodes: signed once by the eu CA, catalog applied, bootstrap saw its sta
   // disabled nodes no longer answer discovery for provisioning
   const waiting = await prov.discover({ filter: { fact: [], class: [], identity: [], agent: ["provision"], compound: ["provision().disabled=false"] } });
   for (const id of eu) assert.ok(!waiting.includes(id));
+});
+
+test("a Puppet run muster did not start sees lifecycle_stage=production and the lab's facts; the node's classes follow it", async () => {
+  // As a daemon or cron would run it: plain `puppet agent`, no FACTER_ variables from muster.
+  const id = "node03.eu.lab"; // role::web: webapp is left out of the bootstrap stage
+  const n = node(id);
+  const p = join(n.dir, "puppet");
+  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("FACTER_")));
+  const dirs = ["--confdir", join(p, "etc"), "--vardir", join(p, "var"), "--ssldir", join(p, "ssl"), "--logdir", join(p, "log"), "--rundir", join(p, "run")];
+  const facts = await execFileP("puppet", ["facts", "show", "lifecycle_stage", "country", "customer", "--render-as", "json", ...dirs], { env, encoding: "utf8" });
+  assert.deepEqual(JSON.parse(facts.stdout), { lifecycle_stage: "production", country: n.country, customer: n.role.customer });
+  const run = await execFileP("puppet", ["agent", "--onetime", "--no-daemonize", "--detailed-exitcodes", "--certname", id, ...dirs], { env, encoding: "utf8" }).then(
+    () => 0,
+    (e: { code?: number; stdout?: string; stderr?: string }) => (e.code === 2 ? 2 : assert.fail(`puppet agent exited ${e.code}: ${e.stdout} ${e.stderr}`)),
+  );
+  assert.ok(run === 0 || run === 2);
+  assert.equal(readFileSync(join(n.dir, "motd"), "utf8"), expectedMotd(id, n.country, n.role));
+  assert.equal(readFileSync(join(n.dir, "bootstrap-stage"), "utf8"), "lifecycle_stage=bootstrap\n", "the bootstrap run's record stays");
+  const classes = readFileSync(join(p, "var", "state", "classes.txt"), "utf8").split("\n");
+  assert.ok(classes.includes("webapp") && classes.includes("role::web"), classes.join(" "));
+  // the node's muster server read its Puppet's classfile: class discovery finds it
+  await eventually(async () => ((await client.discover({ filter: { fact: [], class: ["webapp"], identity: [], agent: [], compound: [] } })).includes(id) ? true : undefined), 30_000, `${id} found by -C webapp`);
+  const inv = await call(id, "rpcutil", "inventory");
+  assert.ok((inv.data.classes as string[]).includes("role::web"), JSON.stringify(inv.data.classes));
 });
 
 test("a master that appears later is used without a restart; node startups trigger provisioning; a broken bootstrap fails cleanly", async () => {
