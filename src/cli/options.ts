@@ -1,4 +1,4 @@
-import { Option, type Command } from "commander";
+import { InvalidArgumentError, Option, type Command } from "commander";
 import { buildFilter } from "../filter/index.js";
 import { FlatfileSource } from "../client/discovery/flatfile.js";
 import type { NodeSource } from "../client/discovery/source.js";
@@ -43,14 +43,16 @@ export interface RpcOpts extends FilterOpts {
   progress?: boolean;
 }
 
+// Commander's own error type: a bad value is a usage error of the command that parses it, so
+// `muster nrpe` can answer it as UNKNOWN like any other (main.ts exits 64 for the rest).
 const positiveNumber = (name: string) => (v: string) => {
   const n = Number(v);
-  if (!Number.isFinite(n) || n <= 0) throw new MusterError("MUSTER_USAGE", `${name} takes a positive number, got ${JSON.stringify(v)}`);
+  if (!Number.isFinite(n) || n <= 0) throw new InvalidArgumentError(`${name} takes a positive number.`);
   return n;
 };
 const positiveInt = (name: string) => (v: string) => {
   const n = Number(v);
-  if (!Number.isInteger(n) || n <= 0) throw new MusterError("MUSTER_USAGE", `${name} takes a positive whole number, got ${JSON.stringify(v)}`);
+  if (!Number.isInteger(n) || n <= 0) throw new InvalidArgumentError(`${name} takes a positive whole number.`);
   return n;
 };
 

@@ -169,10 +169,11 @@ describe("muster resource", () => {
     assert.match(r.stdout, /Summary: 1 changed, 0 unchanged, 1 failed/);
   });
 
-  test("bad properties: a clear message, exit 1, nothing sent", async () => {
+  test("bad properties: a clear message, exit 64 (usage), nothing sent; a bad type is invalid input, exit 1", async () => {
     for (const args of [["en-sure=file"], ["ensure"], ["content="]]) {
       const r = await muster(["resource", "file", join(files, "never"), ...args, "-I", "web1.test"]);
-      assert.equal(r.code, 1, `${args.join(" ")}: ${r.stderr}`);
+      assert.equal(r.code, 64, `${args.join(" ")}: ${r.stderr}`);
+      assert.match(r.stderr, /usage: muster resource TYPE NAME/);
       assert.match(r.stderr, /muster: .*(property|key=value)/);
     }
     const r = await muster(["resource", "File", "/tmp/x", "ensure=file"]);
