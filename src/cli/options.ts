@@ -4,10 +4,9 @@ import { FlatfileSource } from "../client/discovery/flatfile.js";
 import type { NodeSource } from "../client/discovery/source.js";
 import { MusterClient } from "../client/client.js";
 import { parseLimit, type LimitSpec } from "../client/limit.js";
-import { resolveBrokers } from "../broker/connect.js";
 import { MusterError } from "../errors.js";
 import type { Filter } from "../protocol/types.js";
-import { loadClientConfig, type ClientConfig } from "./config.js";
+import { loadClientConfig, resolveBrokerSettings, type ClientConfig } from "./config.js";
 
 // Options shared by every command that talks to the collective, with mco/choria's spellings.
 
@@ -120,7 +119,8 @@ export async function openSession(o: FilterOpts, registrySource?: (client: Muste
   // Loaded on demand so commands that never use it do not load JetStream KV.
   const registry = method === "registry" && !registrySource ? await import("../client/discovery/registry.js") : undefined;
   if (registry) (await import("../registry/select.js")).checkRegistryFilter(filter);
-  const client = await MusterClient.connect({ brokers: resolveBrokers(o.broker, config.brokers), collective: o.target ?? config.collective, name: "muster-cli", tls: config.tls });
+  const broker = resolveBrokerSettings({ flag: o.broker, clientConfig: o.config });
+  const client = await MusterClient.connect({ brokers: broker.servers, collective: o.target ?? config.collective, name: "muster-cli", tls: broker.tls, from: broker.from });
   let source: NodeSource | undefined;
   if (method === "flatfile" || method === "file") source = new FlatfileSource(o.nodes!);
   else if (method === "registry") {

@@ -1,11 +1,10 @@
 import { Command } from "commander";
 import { KvWatchInclude } from "@nats-io/kv";
 import { MusterClient } from "../../client/client.js";
-import { resolveBrokers } from "../../broker/connect.js";
 import { MusterError } from "../../errors.js";
 import { StateStore, appendLog, type NodeRecord } from "../../provisioner/state.js";
 import { DEFAULT_STATE_BUCKET } from "../../provisioner/config.js";
-import { loadClientConfig } from "../config.js";
+import { loadClientConfig, resolveBrokerSettings } from "../config.js";
 import { addCommonOptions, type CommonOpts } from "../options.js";
 import { bold, green, red, yellow } from "../output.js";
 
@@ -17,7 +16,8 @@ interface ProvisionOpts extends CommonOpts {
 
 async function openStore(o: ProvisionOpts): Promise<{ client: MusterClient; store: StateStore }> {
   const cfg = loadClientConfig(o.config);
-  const client = await MusterClient.connect({ brokers: resolveBrokers(o.broker, cfg.brokers), collective: o.target ?? cfg.collective, name: "muster-provision", tls: cfg.tls });
+  const broker = resolveBrokerSettings({ flag: o.broker, clientConfig: o.config });
+  const client = await MusterClient.connect({ brokers: broker.servers, collective: o.target ?? cfg.collective, name: "muster-provision", tls: broker.tls, from: broker.from });
   const bucket = o.bucket ?? (cfg.provision_bucket as string | undefined) ?? DEFAULT_STATE_BUCKET;
   return { client, store: await StateStore.open(client.nc, bucket) };
 }

@@ -1,13 +1,13 @@
 import { Command } from "commander";
 import { lookupFact } from "../../protocol/facts.js";
-import { closeConnection, connectBroker, resolveBrokers, resolveTls } from "../../broker/connect.js";
+import { closeConnection, connectBroker } from "../../broker/connect.js";
 import { RegistrySource } from "../../client/discovery/registry.js";
 import { MusterError } from "../../errors.js";
 import { createLogger } from "../../log.js";
 import { DEFAULT_BUCKET, isValidBucketName } from "../../registry/bucket.js";
 import { loadRegistryConfig } from "../../registry/config.js";
 import { nodeView, type RegistryRecord } from "../../registry/record.js";
-import { loadClientConfig } from "../config.js";
+import { loadClientConfig, resolveBrokerSettings } from "../config.js";
 import { addCommonOptions, addFilterFlags, filterFromOpts, type FilterOpts } from "../options.js";
 
 // `muster registry serve`: the registry daemon. `muster registry query`: its records, filtered.
@@ -111,7 +111,8 @@ Exit code 1 when nothing matches.`,
       const bucket = o.bucket ?? config.registry_bucket ?? DEFAULT_BUCKET;
       if (!isValidBucketName(bucket)) throw new MusterError("MUSTER_USAGE", `invalid bucket name ${JSON.stringify(bucket)}: letters, digits, - and _ only`);
       const collective = o.target ?? config.collective;
-      const nc = await connectBroker({ servers: resolveBrokers(o.broker, config.brokers), name: "muster-registry-query", tls: resolveTls(config.tls) });
+      const broker = resolveBrokerSettings({ flag: o.broker, clientConfig: o.config });
+      const nc = await connectBroker({ servers: broker.servers, name: "muster-registry-query", tls: broker.tls, from: broker.from });
       try {
         const source = new RegistrySource(nc, { bucket, collective });
         const records = await source.records(filter);
