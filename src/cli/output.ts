@@ -72,7 +72,9 @@ export function renderReplies(result: RpcResult, ddl: AgentDDL | undefined, disp
 
 export function aggregatesFor(result: RpcResult, ddl: AgentDDL | undefined): AggregateResult[] {
   if (!ddl) return [];
-  return aggregateReplies(ddl, result.action, result.replies.filter((r) => r.statuscode === Status.OK).map((r) => r.data));
+  // As MCollective: OK and Aborted replies are aggregated. An aborted reply still carries its
+  // outputs (a disabled node's runonce says started: false), so the tally counts it.
+  return aggregateReplies(ddl, result.action, result.replies.filter((r) => r.statuscode === Status.OK || r.statuscode === Status.Aborted).map((r) => r.data));
 }
 
 export function renderAggregates(aggs: AggregateResult[]): string {
