@@ -153,6 +153,10 @@ describe("muster resource", () => {
   test("without properties it shows the state", async () => {
     const path = join(files, "shown");
     writeFileSync(path, "x");
+    const text = await muster(["resource", "file", path, "-I", "web1.test"]);
+    assert.equal(text.code, 0, text.stderr);
+    assert.match(text.stdout, /ensure => file/);
+    assert.match(text.stdout, /^Summary: 1 shown, 0 failed$/m, "the summary docs/fleet.md gives for show mode");
     const r = await muster(["resource", "file", path, "-I", "web1.test", "--json"]);
     assert.equal(r.code, 0, r.stderr);
     const j = JSON.parse(r.stdout) as { action: string; replies: { data: { state: { ensure: string } } }[] };

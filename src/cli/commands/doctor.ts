@@ -191,7 +191,7 @@ Each check prints ok, FAIL (with a fix) or skip. Exit 0 when none failed, 1 othe
 Nodes drop broadcasts signed by a key they do not trust without answering, so an untrusted key
 looks like an empty fleet. A direct request is answered ("not trusted by this node"), so nodes
 that stay quiet are asked directly: those named with -I and those the registry knows. Without
-either, doctor can only say that nothing answered. See docs/security.md#muster-doctor.
+either, doctor can only say that nothing answered. See docs/security.md#when-nothing-answers-an-untrusted-key-and-muster-doctor.
 
 Examples:
   muster doctor

@@ -67,6 +67,8 @@ interface QueryOpts extends FilterOpts {
   facts?: string;
 }
 
+const STORED_NOTE = "STORED: when the registry last wrote the node's record. A registration that changes nothing is written only once the record is `refresh` old (max_age/10 by default), so a live node may show up to that age.";
+
 function age(ms: number): string {
   const s = Math.max(0, Math.round(ms / 1000));
   if (s < 120) return `${s}s ago`;
@@ -81,11 +83,13 @@ function factText(facts: Record<string, unknown>, path: string): string {
 }
 
 function table(records: RegistryRecord[], columns: string[], now: number): string {
-  const head = ["IDENTITY", "LAST SEEN", ...columns.map((c) => c.toUpperCase())];
+  // The bucket holds when the registry last *wrote* a node's record, not when the node last
+  // registered: unchanged registrations are written only every `refresh`. The column says so.
+  const head = ["IDENTITY", "STORED", ...columns.map((c) => c.toUpperCase())];
   const rows = records.map((r) => [r.identity, age(now - r.last_seen), ...columns.map((c) => factText(r.facts, c))]);
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
   const line = (cells: string[]) => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!))).join("  ");
-  return [line(head), ...rows.map(line)].join("\n") + `\n\n${records.length} node${records.length === 1 ? "" : "s"}\n`;
+  return [line(head), ...rows.map(line)].join("\n") + `\n\n${records.length} node${records.length === 1 ? "" : "s"}\n${STORED_NOTE}\n`;
 }
 
 function queryCommand(): Command {
