@@ -60,7 +60,7 @@ export async function runDoctor(o: DoctorOpts): Promise<Check[]> {
     broker = resolveBrokerSettings({ flag: o.broker, clientConfig: o.config });
     add({ name: "config", state: "ok", detail: `${path ? `client config ${path}` : "no client config file (defaults)"}; broker ${broker.servers.join(", ")} (from ${broker.from}); collective ${o.target ?? config.collective}` });
   } catch (e) {
-    add({ name: "config", state: "fail", detail: (e as Error).message, fix: "fix the file it names (see examples/client.yaml), or point --config / MUSTER_CONFIG at a good one" });
+    add({ name: "config", state: "fail", detail: (e as Error).message, fix: "fix the file it names (keys: brokers, collective, tls, registry_bucket, ddl_directories, discovery_timeout), or point --config / MUSTER_CONFIG at a good one" });
     skipRest(["tls files", "signing key", "broker", "tls handshake", "discovery", "trust"], "the config did not load");
     return checks;
   }
