@@ -24,6 +24,8 @@ export const ErrorCodes = {
   MUSTER_REGISTRY_UNAVAILABLE: "the registry bucket does not exist or cannot be read",
   MUSTER_PKI_FAILED: "a TLS certificate or key could not be made or read",
   MUSTER_NO_MASTER: "no Puppet master answered, so nothing was changed",
+  MUSTER_UNKNOWN_NODE: "the provisioner has no record of the named node",
+  MUSTER_RETRY_REFUSED: "provision retry was asked for a node that is not failed",
 } as const;
 export type ErrorCode = keyof typeof ErrorCodes;
 

@@ -58,20 +58,27 @@ export interface BrokerOptions {
   inboxPrefix?: string;
   /** Keep retrying forever (daemons) instead of failing after the first attempt (CLI). */
   persistent?: boolean;
+  /** Where the servers came from (resolveBrokerSettings().from), named while waiting. */
+  from?: string;
   timeoutMs?: number;
 }
 
+/** First wait of a daemon whose broker is not there yet, and the cap of its backoff, ms. */
+export const WAIT_FIRST_MS = 1000;
+export const WAIT_MAX_MS = 30_000;
+
 /**
- * Connects to NATS. Daemons retry the initial connection and reconnect forever with jittered
- * backoff, so a broker restart never stops a node serving; CLI connections fail fast with a
- * message that says where they tried.
+ * Connects to NATS. Daemons (persistent) wait for a broker that is not there yet, saying at once
+ * and at every attempt what they wait for (URL, last error, next attempt) with capped backoff,
+ * then reconnect forever with jittered backoff, so a broker restart never stops a node serving.
+ * CLI connections fail fast with a message that says where they tried.
  */
 export async function connectBroker(opts: BrokerOptions): Promise<NatsConnection> {
   const servers = opts.servers.length ? opts.servers : [DEFAULT_BROKER];
   const tls = opts.tls;
   if (tls) checkTlsFiles(tls);
-  try {
-    const nc = await natsConnect({
+  const attempt = () =>
+    natsConnect({
       servers,
       name: opts.name,
       ...(tls ? { tls: { ...(tls.ca ? { caFile: tls.ca } : {}), ...(tls.cert ? { certFile: tls.cert, keyFile: tls.key } : {}) } } : {}),
@@ -80,18 +87,39 @@ export async function connectBroker(opts: BrokerOptions): Promise<NatsConnection
       maxReconnectAttempts: opts.persistent ? -1 : 10,
       reconnectTimeWait: 1000,
       reconnectJitter: 500,
-      waitOnFirstConnect: opts.persistent ?? false,
       pingInterval: 30_000,
     });
-    if (opts.log) watchStatus(nc, opts.log);
-    return nc;
-  } catch (e) {
-    throw new MusterError(
-      "MUSTER_BROKER_UNREACHABLE",
-      `cannot reach the NATS broker at ${servers.join(", ")}${tls ? " over TLS" : ""}: ${(e as Error).message}. ${hint(e as Error, tls)}`,
-      { cause: e },
-    );
+  const where = `${servers.join(", ")}${tls ? " over TLS" : ""}`;
+  const source = opts.from ? ` (from ${opts.from})` : "";
+  if (!opts.persistent) {
+    try {
+      return await attempt();
+    } catch (e) {
+      throw new MusterError("MUSTER_BROKER_UNREACHABLE", `cannot reach the NATS broker at ${where}${source}: ${(e as Error).message}. ${hint(e as Error, tls)}`, { cause: e });
+    }
   }
+  // nats.js's own waitOnFirstConnect retries in silence: a daemon pointed at the wrong URL looked hung.
+  const say = (msg: string, fields: Record<string, unknown>) => (opts.log ? opts.log.warn(fields, msg) : process.stderr.write(`${msg}\n`));
+  for (let n = 1; ; n++) {
+    try {
+      const nc = await attempt();
+      if (n > 1) say(`connected to the broker at ${nc.getServer()} after ${n} attempts`, { broker: nc.getServer(), attempts: n });
+      else opts.log?.info({ broker: nc.getServer(), from: opts.from }, `connected to the broker at ${nc.getServer()}${source}`);
+      if (opts.log) watchStatus(nc, opts.log);
+      return nc;
+    } catch (e) {
+      const err = (e as Error).message;
+      const wait = waitBeforeAttempt(n);
+      say(`waiting for the broker at ${where}${source}: ${err}; next attempt in ${(wait / 1000).toFixed(1)}s`, { broker: servers, from: opts.from, attempt: n, err, next_attempt_ms: wait, hint: hint(e as Error, tls) });
+      await new Promise((r) => setTimeout(r, wait));
+    }
+  }
+}
+
+/** Backoff before attempt n+1: 1 s doubling to 30 s, ±20% so a fleet does not return in step. */
+export function waitBeforeAttempt(n: number, rand = Math.random): number {
+  const base = Math.min(WAIT_MAX_MS, WAIT_FIRST_MS * 2 ** (n - 1));
+  return Math.round(base * (0.8 + 0.4 * rand()));
 }
 
 function hint(e: Error, tls: TlsSettings | undefined): string {

@@ -1,3 +1,5 @@
+import type { Command } from "commander";
+
 // MCollective's exit codes for RPC commands, plus 64 for usage errors.
 export const Exit = {
   OK: 0,
@@ -14,3 +16,9 @@ export function rpcExitCode(discovered: number, responded: number, failed: numbe
   if (failed > 0 || noResponse > 0) return Exit.SomeFailed;
   return Exit.OK;
 }
+
+/**
+ * Commands that answer their own usage errors (main.ts leaves their exitOverride alone):
+ * `muster nrpe` is a Nagios check, so a bad command line is UNKNOWN (3), never 64.
+ */
+export const ownsUsageErrors = new WeakSet<Command>();

@@ -3,7 +3,7 @@ import { Command, CommanderError } from "commander";
 import { MusterError } from "../errors.js";
 import { FilterError } from "../filter/index.js";
 import { VERSION } from "../version.js";
-import { Exit } from "./exit.js";
+import { Exit, ownsUsageErrors } from "./exit.js";
 
 // `muster find | head` closes our stdout early: that is not an error.
 process.stdout.on("error", (e: NodeJS.ErrnoException) => {
@@ -24,7 +24,14 @@ const daemons: Record<string, () => Promise<() => Command>> = {
 };
 const only = daemons[process.argv[2] ?? ""];
 const commands = only ? [await only()] : (await import("./commands/index.js")).commands;
-for (const make of commands) program.addCommand(make().exitOverride());
+for (const make of commands) program.addCommand(make());
+// Every command at every depth (`broker users`, `provision retry`...) throws its usage errors to
+// fail() below instead of letting commander exit 1 on its own.
+const overrideExits = (cmd: Command): void => {
+  if (!ownsUsageErrors.has(cmd)) cmd.exitOverride();
+  for (const sub of cmd.commands) overrideExits(sub);
+};
+for (const cmd of program.commands) overrideExits(cmd);
 
 function fail(e: unknown): never {
   if (e instanceof CommanderError) {

@@ -1,14 +1,13 @@
-import { Option, type Command } from "commander";
+import { InvalidArgumentError, Option, type Command } from "commander";
 import { dataPluginCatalogue } from "../agents/data-ddls.js";
 import { buildFilter } from "../filter/index.js";
 import { FlatfileSource } from "../client/discovery/flatfile.js";
 import type { NodeSource } from "../client/discovery/source.js";
 import { MusterClient } from "../client/client.js";
 import { parseLimit, type LimitSpec } from "../client/limit.js";
-import { resolveBrokers } from "../broker/connect.js";
 import { MusterError } from "../errors.js";
 import type { Filter } from "../protocol/types.js";
-import { loadClientConfig, type ClientConfig } from "./config.js";
+import { loadClientConfig, resolveBrokerSettings, type ClientConfig } from "./config.js";
 
 // Options shared by every command that talks to the collective, with mco/choria's spellings.
 
@@ -44,14 +43,16 @@ export interface RpcOpts extends FilterOpts {
   progress?: boolean;
 }
 
+// Commander's own error type: a bad value is a usage error of the command that parses it, so
+// `muster nrpe` can answer it as UNKNOWN like any other (main.ts exits 64 for the rest).
 const positiveNumber = (name: string) => (v: string) => {
   const n = Number(v);
-  if (!Number.isFinite(n) || n <= 0) throw new MusterError("MUSTER_USAGE", `${name} takes a positive number, got ${JSON.stringify(v)}`);
+  if (!Number.isFinite(n) || n <= 0) throw new InvalidArgumentError(`${name} takes a positive number.`);
   return n;
 };
 const positiveInt = (name: string) => (v: string) => {
   const n = Number(v);
-  if (!Number.isInteger(n) || n <= 0) throw new MusterError("MUSTER_USAGE", `${name} takes a positive whole number, got ${JSON.stringify(v)}`);
+  if (!Number.isInteger(n) || n <= 0) throw new InvalidArgumentError(`${name} takes a positive whole number.`);
   return n;
 };
 
@@ -125,7 +126,8 @@ export async function openSession(o: FilterOpts, registrySource?: (client: Muste
   // Loaded on demand so commands that never use it do not load JetStream KV.
   const registry = method === "registry" && !registrySource ? await import("../client/discovery/registry.js") : undefined;
   if (registry) (await import("../registry/select.js")).checkRegistryFilter(filter);
-  const client = await MusterClient.connect({ brokers: resolveBrokers(o.broker, config.brokers), collective: o.target ?? config.collective, name: "muster-cli", tls: config.tls });
+  const broker = resolveBrokerSettings({ flag: o.broker, clientConfig: o.config });
+  const client = await MusterClient.connect({ brokers: broker.servers, collective: o.target ?? config.collective, name: "muster-cli", tls: broker.tls, from: broker.from });
   let source: NodeSource | undefined;
   if (method === "flatfile" || method === "file") source = new FlatfileSource(o.nodes!);
   else if (method === "registry") {

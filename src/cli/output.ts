@@ -4,6 +4,8 @@ import type { AgentDDL } from "../ddl/types.js";
 import type { RpcResult } from "../client/client.js";
 import { Status, statusName } from "../protocol/status.js";
 import type { Reply } from "../protocol/types.js";
+import type { SigningKey } from "../protocol/signing.js";
+import { signingKeyFile } from "../security/keys.js";
 
 // Terminal and JSON rendering of RPC results, in the shape mco users know.
 
@@ -70,7 +72,9 @@ export function renderReplies(result: RpcResult, ddl: AgentDDL | undefined, disp
 
 export function aggregatesFor(result: RpcResult, ddl: AgentDDL | undefined): AggregateResult[] {
   if (!ddl) return [];
-  return aggregateReplies(ddl, result.action, result.replies.filter((r) => r.statuscode === Status.OK).map((r) => r.data));
+  // As MCollective: OK and Aborted replies are aggregated. An aborted reply still carries its
+  // outputs (a disabled node's runonce says started: false), so the tally counts it.
+  return aggregateReplies(ddl, result.action, result.replies.filter((r) => r.statuscode === Status.OK || r.statuscode === Status.Aborted).map((r) => r.data));
 }
 
 export function renderAggregates(aggs: AggregateResult[]): string {
@@ -100,4 +104,16 @@ export function resultJson(result: RpcResult, aggs: AggregateResult[]): unknown 
     aggregates: aggs,
     stats: result.stats,
   };
+}
+
+/**
+ * Said on stderr when a broadcast gets no reply at all. Nodes drop broadcasts signed by a key they
+ * do not trust without a word (docs/security.md), so an untrusted key looks like an empty fleet.
+ */
+export function noReplyHint(key: SigningKey): string {
+  return (
+    `Nodes ignore requests signed by a key they do not trust, so one possible cause is that no node trusts this one: ` +
+    `caller ${key.name}, public key ${key.publicKey} (${signingKeyFile(key.name).replace(/\.pem$/, ".pub")}). ` +
+    "Run `muster doctor` to check the broker, TLS, the key and whether nodes trust it; a node trusts the .pub files in its security.trusted_keys_dir."
+  );
 }

@@ -85,6 +85,14 @@ export function renderStatus(res: RpcResult): string {
     .join("\n");
 }
 
+/** The nodes that answered with a failure, each with its reason, as mco prints them under its own output. */
+export function renderFailures(res: RpcResult, title: string): string[] {
+  const failed = res.replies.filter((r) => r.statuscode !== Status.OK).sort((a, b) => a.sender.localeCompare(b.sender));
+  if (!failed.length) return [];
+  const width = Math.min(40, Math.max(...failed.map((r) => r.sender.length)));
+  return ["", red(`${title} (${failed.length}):`), ...failed.map((r) => `   ${r.sender.padEnd(width)}: ${r.statusmsg || `status ${r.statuscode}`}`)];
+}
+
 export function renderCount(res: RpcResult): string {
   const st = ok(res).map((r) => r.data);
   const n = (p: (d: Record<string, unknown>) => boolean) => st.filter(p).length;
@@ -100,7 +108,7 @@ export function renderCount(res: RpcResult): string {
     ["Daemons started but idling", n((d) => d.idling === true)],
   ];
   const w = Math.max(...rows.map(([l]) => l.length));
-  return [`Total Puppet nodes: ${st.length}`, "", ...rows.map(([l, v]) => (v < 0 ? "" : `${l.padStart(w)}: ${v}`))].join("\n");
+  return [`Total Puppet nodes: ${st.length}`, "", ...rows.map(([l, v]) => (v < 0 ? "" : `${l.padStart(w)}: ${v}`)), ...renderFailures(res, "Not counted, failed")].join("\n");
 }
 
 const SUMMARY_FIELDS: [string, string, boolean][] = [
@@ -134,5 +142,6 @@ export function renderSummaryStats(res: RpcResult): string {
   if (versions.size) lines.push("", `${"Config versions".padStart(w)}:  ${[...versions].sort((a, b) => b[1] - a[1]).map(([v, c]) => `${v} (${c})`).join(", ")}`);
   const failedNodes = data.length ? ok(res).filter((r) => typeof r.data.failed_resources === "number" && r.data.failed_resources > 0).map((r) => r.sender) : [];
   if (failedNodes.length) lines.push("", red(`Nodes whose last run had failures (${failedNodes.length}):`), ...failedNodes.map((n) => `   ${n}`));
+  lines.push(...renderFailures(res, "No summary from"));
   return lines.join("\n");
 }

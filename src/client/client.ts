@@ -32,6 +32,10 @@ export interface ClientOptions {
   ttl?: number;
   /** TLS to the broker; default MUSTER_TLS_CA / MUSTER_TLS_CERT / MUSTER_TLS_KEY. */
   tls?: TlsSettings;
+  /** Daemons: wait for the broker (saying so) and reconnect forever, instead of failing fast. */
+  persistent?: boolean;
+  /** Where the brokers came from, named while waiting (resolveBrokerSettings().from). */
+  from?: string;
 }
 
 export interface DiscoverOptions {
@@ -100,7 +104,7 @@ export class MusterClient {
   static async connect(opts: ClientOptions = {}): Promise<MusterClient> {
     const key = opts.key ?? loadOrCreateSigningKey();
     if (opts.nc) return new MusterClient(opts.nc, key, opts, false);
-    const nc = await connectBroker({ servers: opts.brokers ?? resolveBrokers(opts.broker, undefined), name: opts.name ?? "muster-client", log: opts.log, tls: resolveTls(opts.tls) });
+    const nc = await connectBroker({ servers: opts.brokers ?? resolveBrokers(opts.broker, undefined), name: opts.name ?? "muster-client", log: opts.log, tls: resolveTls(opts.tls), persistent: opts.persistent, from: opts.from });
     return new MusterClient(nc, key, opts, true);
   }
 

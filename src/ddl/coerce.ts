@@ -13,14 +13,15 @@ export function coerceCliInputs(ddl: AgentDDL, action: string, pairs: readonly s
     const known = Object.keys(ddl.actions).sort().join(", ");
     throw new MusterError("MUSTER_UNKNOWN_ACTION", `agent '${ddl.metadata.name}' has no action '${action}'; actions: ${known || "none"}`);
   }
-  const fail = (why: string): never => {
-    throw new MusterError("MUSTER_INPUT_INVALID", `${why}\n${usage(ddl.metadata.name, action, spec)}`);
+  // A word that is not key=value is a malformed command line (exit 64); a bad key or value is invalid input (exit 1).
+  const fail = (why: string, code: "MUSTER_INPUT_INVALID" | "MUSTER_USAGE" = "MUSTER_INPUT_INVALID"): never => {
+    throw new MusterError(code, `${why}\n${usage(ddl.metadata.name, action, spec)}`);
   };
   const out: [string, unknown][] = [];
   const seen = new Set<string>();
   for (const pair of pairs) {
     const eq = pair.indexOf("=");
-    if (eq <= 0) fail(`argument ${JSON.stringify(pair)} is not key=value`);
+    if (eq <= 0) fail(`argument ${JSON.stringify(pair)} is not key=value`, "MUSTER_USAGE");
     const key = pair.slice(0, eq);
     const raw = pair.slice(eq + 1); // split on the first '=' only: values may contain '='
     const input = findInput(spec, key);

@@ -2,7 +2,7 @@ import { spawn } from "node:child_process";
 import { existsSync, readFileSync, unlinkSync, writeFileSync } from "node:fs";
 import type { Logger } from "pino";
 import { MusterClient } from "../client/client.js";
-import { resolveBrokers } from "../broker/connect.js";
+import { resolveBrokerSettings } from "../config/client.js";
 import { MusterError } from "../errors.js";
 import { undeliverableTargets, type ProvisionerConfig } from "./config.js";
 import { ProvisionerMetrics } from "./metrics.js";
@@ -43,8 +43,9 @@ export async function runProvisioner(cfg: ProvisionerConfig, log: Logger, opts: 
   if (cfg.pidfile) claimPidfile(cfg.pidfile);
   // With the notify step on these were refused when the config was read; off, they are unused.
   for (const problem of undeliverableTargets(cfg)) log.warn(`${problem}; unused while steps.notify is false`);
-  const brokers = resolveBrokers(opts.broker, cfg.broker === undefined ? undefined : Array.isArray(cfg.broker) ? cfg.broker : [cfg.broker]);
-  const client = await MusterClient.connect({ brokers, collective: cfg.collective, name: `muster-provisioner:${cfg.id}`, log, tls: cfg.tls });
+  const broker = resolveBrokerSettings({ flag: opts.broker, own: { file: "the provisioner config", brokers: cfg.broker === undefined ? undefined : Array.isArray(cfg.broker) ? cfg.broker : [cfg.broker], tls: cfg.tls } });
+  // The daemon waits for its broker, saying so; --once fails fast like any command.
+  const client = await MusterClient.connect({ brokers: broker.servers, from: broker.from, persistent: !opts.once, collective: cfg.collective, name: `muster-provisioner:${cfg.id}`, log, tls: broker.tls });
   const store = await StateStore.open(client.nc, cfg.state_bucket, cfg.state_replicas);
   const metrics = new ProvisionerMetrics();
   if (cfg.metrics) log.info({ url: `${await metrics.serve(cfg.metrics.host, cfg.metrics.port)}/metrics` }, "serving metrics");
@@ -55,6 +56,7 @@ export async function runProvisioner(cfg: ProvisionerConfig, log: Logger, opts: 
       // One discovery cycle; provision what it found (and our own unfinished nodes), then exit.
       await p.runOnce();
       const failed = (await store.all()).filter((r) => r.status === "failed").length;
+      log.info({ failed }, `one cycle done (--once)${failed ? `: ${failed} failed node(s), see muster provision status` : ""}`);
       code = failed ? 2 : 0;
     } else {
       await p.start();

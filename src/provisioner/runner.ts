@@ -113,9 +113,14 @@ export class Provisioner {
   /** One discovery cycle: enqueue every node waiting to be provisioned. */
   async cycle(): Promise<string[]> {
     const found = await this.targetClient.discover({ filter: this.targetFilter, timeoutMs: this.cfg.discovery_timeout * 1000 });
-    if (found.length) this.log.debug({ count: found.length }, "nodes waiting to be provisioned");
+    this.logDiscovery("nodes waiting to be provisioned", this.targetClient.collective, this.cfg.target, found);
     for (const id of found) this.enqueue(id, "discovery");
     return found;
+  }
+
+  /** Every discovery at debug, empty ones included: "found nothing" is what an operator debugs most. */
+  private logDiscovery(what: string, collective: string, role: { filter?: string; agent: string }, found: readonly string[]): void {
+    this.log.debug({ collective, filter: role.filter || undefined, agent: role.agent, found: found.length, nodes: found.slice(0, 20) }, `discovery of ${what} in collective ${collective} (agent ${role.agent}${role.filter ? `, filter ${JSON.stringify(role.filter)}` : ""}): ${found.length} found`);
   }
 
   private async loop(): Promise<void> {
@@ -527,6 +532,7 @@ export class Provisioner {
   async discoverMasters(): Promise<MasterInfo[]> {
     if (this.masters && Date.now() - this.masters.at < Math.min(this.cfg.sleeptime, 5) * 1000) return this.masters.list;
     const ids = await this.masterClient.discover({ filter: this.masterFilter, timeoutMs: this.cfg.discovery_timeout * 1000 });
+    this.logDiscovery("Puppet masters", this.masterClient.collective, this.cfg.master, ids);
     const list: MasterInfo[] = [];
     if (ids.length) {
       const res = await this.masterClient.call("rpcutil", "inventory", {}, { nodes: ids, timeoutMs: 10_000 });
@@ -589,6 +595,7 @@ export class Provisioner {
     // Discovered like the masters: at most once per cycle (5 s), not once per node.
     if (!this.notifiers || Date.now() - this.notifiers.at >= Math.min(this.cfg.sleeptime, 5) * 1000) {
       this.notifiers = { at: Date.now(), list: await this.notifyClient.discover({ filter: this.notifyFilter, timeoutMs: this.cfg.discovery_timeout * 1000 }) };
+      this.logDiscovery("notifiers", this.notifyClient.collective, this.cfg.notify, this.notifiers.list);
     }
     const found = this.notifiers.list;
     const notifier = found[0];

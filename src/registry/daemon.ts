@@ -1,7 +1,8 @@
 import type { NatsConnection, Subscription } from "@nats-io/transport-node";
 import type { FastifyInstance } from "fastify";
 import type { Logger } from "pino";
-import { closeConnection, connectBroker, resolveBrokers, resolveTls } from "../broker/connect.js";
+import { closeConnection, connectBroker } from "../broker/connect.js";
+import { resolveBrokerSettings } from "../config/client.js";
 import { MusterError } from "../errors.js";
 import { openRegistryBucket } from "./bucket.js";
 import { configuredBrokers, timings, type RegistryConfig } from "./config.js";
@@ -27,7 +28,8 @@ export async function startRegistry(cfg: RegistryConfig, log: Logger, opts: { br
   const startedAt = Date.now();
   // a bad token file is a config error: refuse before touching the broker
   const token = cfg.http?.token_file ? readToken(cfg.http.token_file) : undefined;
-  const nc = opts.nc ?? (await connectBroker({ servers: resolveBrokers(opts.broker, configuredBrokers(cfg)), name: "muster-registry", log, persistent: true, tls: resolveTls(cfg.tls) }));
+  const broker = opts.nc ? undefined : resolveBrokerSettings({ flag: opts.broker, own: { file: "the registry config", brokers: configuredBrokers(cfg), tls: cfg.tls } });
+  const nc = opts.nc ?? (await connectBroker({ servers: broker!.servers, from: broker!.from, name: "muster-registry", log, persistent: true, tls: broker!.tls }));
   const owns = !opts.nc;
   let store: RegistryStore | undefined;
   let receiver: RegistrationReceiver | undefined;

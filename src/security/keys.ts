@@ -18,6 +18,11 @@ export function defaultCallerName(): string {
   return process.env.MUSTER_CALLER || `user=${userInfo().username}`;
 }
 
+/** Where the named caller's signing key lives (its public half next to it as `.pub`). */
+export function signingKeyFile(name = defaultCallerName()): string {
+  return keyFile(name);
+}
+
 function keyFile(name: string): string {
   return join(configDir(), "keys", `${name.replace(/[^A-Za-z0-9_.=@-]/g, "_")}.pem`);
 }

@@ -4,7 +4,8 @@ import { coreAgentFactories, loadBuiltinFactories, ALWAYS_LOADED, BUILTIN_AGENT_
 import type { NodeIntrospection } from "../agents/rpcutil/index.js";
 import { existsSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { closeConnection, connectBroker, inboxPrefixFor, resolveBrokers, resolveTls, type TlsSettings } from "../broker/connect.js";
+import { closeConnection, connectBroker, inboxPrefixFor, resolveTls, type TlsSettings } from "../broker/connect.js";
+import { resolveBrokerSettings } from "../config/client.js";
 import { MusterError } from "../errors.js";
 import { Auditor } from "../security/audit.js";
 import { loadOrCreateSigningKey, readTrustedKeyDir, TrustStore, type TrustedKey } from "../security/keys.js";
@@ -218,7 +219,9 @@ export async function startServer(cfg: ServerConfig, log: Logger, opts: { broker
   const auditor = new Auditor(cfg.audit, { identity: cfg.identity, log });
   // One intake for both phases: its replay cache outlives the switch to production.
   const intake = new RequestIntake({ trust: buildTrustStore(cfg.security), freshness: { maxClockSkew: cfg.security.max_clock_skew }, maxBytes: cfg.max_message_bytes, stats: intakeStats, log });
-  const brokers = resolveBrokers(opts.broker, cfg.brokers);
+  // The node picks its TLS credential per phase (phaseCredential); only the broker comes from here.
+  const broker = resolveBrokerSettings({ flag: opts.broker, own: { file: "the server config", brokers: cfg.brokers }, tls: false });
+  const brokers = broker.servers;
   const marker = cfg.provisioning ? await provisionedMarker(cfg) : undefined;
   const noClasses: string[] = [];
   const refreshMetadata = classes ? () => classes.refresh() : undefined;
@@ -245,7 +248,7 @@ export async function startServer(cfg: ServerConfig, log: Logger, opts: { broker
   const serve = async (phase: NodePhase): Promise<Serving> => {
     const runtime = await buildPhase(phase);
     const tls = await phaseCredential(cfg, phase);
-    const nc = await connectBroker({ servers: brokers, name: `muster-server:${cfg.identity}`, log, persistent: true, tls, inboxPrefix: inboxPrefixFor(cfg.identity) });
+    const nc = await connectBroker({ servers: brokers, from: broker.from, name: `muster-server:${cfg.identity}`, log, persistent: true, tls, inboxPrefix: inboxPrefixFor(cfg.identity) });
     // The shared bootstrap credential may not publish audit records (a waiting node could forge
     // another's): while provisioning, the audit file is the record.
     if (phase === "production") auditor.connect(nc);

@@ -102,7 +102,7 @@ test("with nothing configured, the default nats://127.0.0.1:4222", async (t) => 
   if (listening) return t.skip("something listens on 127.0.0.1:4222 here");
   const r = await findWith([], {});
   assert.equal(r.code, 1);
-  assert.match(r.stderr, /cannot reach the NATS broker at nats:\/\/127\.0\.0\.1:4222/);
+  assert.match(r.stderr, /cannot reach the NATS broker at nats:\/\/127\.0\.0\.1:4222( over TLS)? \(from default\)/);
 });
 
 const escapeRe = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
@@ -119,15 +119,15 @@ test("TLS: no TLS settings, a CA that did not sign the broker's certificate, or 
   ]);
   // no TLS settings: the broker's certificate cannot be verified, and the hint names the setting
   assert.equal(none.code, 1, none.stderr);
-  assert.match(none.stderr, new RegExp(`cannot reach the NATS broker at ${at}: .*certificate`));
+  assert.match(none.stderr, new RegExp(`cannot reach the NATS broker at ${at} \\(from --broker\\): .*certificate`));
   assert.match(none.stderr, /The broker requires TLS: set tls\.ca \(or MUSTER_TLS_CA\) to its CA/);
   // the wrong CA: refused over TLS, naming the CA file to check
   assert.equal(wrongCa.code, 1, wrongCa.stderr);
-  assert.match(wrongCa.stderr, new RegExp(`cannot reach the NATS broker at ${at} over TLS: .*certificate`));
+  assert.match(wrongCa.stderr, new RegExp(`cannot reach the NATS broker at ${at} over TLS \\(from --broker\\): .*certificate`));
   assert.match(wrongCa.stderr, new RegExp(`Check that ${escapeRe(otherCa.cert)} is the CA that signed the broker's certificate`));
   // the right CA but no client certificate: the broker (verify) refuses the handshake
   assert.equal(noCert.code, 1, noCert.stderr);
-  assert.match(noCert.stderr, new RegExp(`cannot reach the NATS broker at ${at} over TLS: `));
+  assert.match(noCert.stderr, new RegExp(`cannot reach the NATS broker at ${at} over TLS \\(from --broker\\): `));
   assert.match(noCert.stderr, /set tls\.cert and tls\.key \(or MUSTER_TLS_CERT and MUSTER_TLS_KEY\)/);
   // and the test PKI's settings reach the node
   reached(right, "the test PKI's CA and client certificate");

@@ -153,6 +153,10 @@ describe("muster resource", () => {
   test("without properties it shows the state", async () => {
     const path = join(files, "shown");
     writeFileSync(path, "x");
+    const text = await muster(["resource", "file", path, "-I", "web1.test"]);
+    assert.equal(text.code, 0, text.stderr);
+    assert.match(text.stdout, /ensure => file/);
+    assert.match(text.stdout, /^Summary: 1 shown, 0 failed$/m, "the summary docs/fleet.md gives for show mode");
     const r = await muster(["resource", "file", path, "-I", "web1.test", "--json"]);
     assert.equal(r.code, 0, r.stderr);
     const j = JSON.parse(r.stdout) as { action: string; replies: { data: { state: { ensure: string } } }[] };
@@ -169,10 +173,11 @@ describe("muster resource", () => {
     assert.match(r.stdout, /Summary: 1 changed, 0 unchanged, 1 failed/);
   });
 
-  test("bad properties: a clear message, exit 1, nothing sent", async () => {
+  test("bad properties: a clear message, exit 64 (usage), nothing sent; a bad type is invalid input, exit 1", async () => {
     for (const args of [["en-sure=file"], ["ensure"], ["content="]]) {
       const r = await muster(["resource", "file", join(files, "never"), ...args, "-I", "web1.test"]);
-      assert.equal(r.code, 1, `${args.join(" ")}: ${r.stderr}`);
+      assert.equal(r.code, 64, `${args.join(" ")}: ${r.stderr}`);
+      assert.match(r.stderr, /usage: muster resource TYPE NAME/);
       assert.match(r.stderr, /muster: .*(property|key=value)/);
     }
     const r = await muster(["resource", "File", "/tmp/x", "ensure=file"]);

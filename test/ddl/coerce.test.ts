@@ -63,8 +63,8 @@ test("unknown keys and malformed pairs list the action's inputs", () => {
   fails(["colour=red"], /^unknown input 'colour' for sample#configure\nsample#configure inputs:\n {2}command \(string, optional\): Command to run\n/);
   fails(["colour=red"], /\n {2}name \(string, required\): Service name/);
   fails(["colour=red"], /\n {2}mode \(list \(fast, safe\), optional\)/);
-  fails(["name"], /^argument "name" is not key=value\n/);
-  fails(["=web"], /is not key=value/);
+  fails(["name"], /^argument "name" is not key=value\n/, "MUSTER_USAGE");
+  fails(["=web"], /is not key=value/, "MUSTER_USAGE");
   fails(["toString=x"], /unknown input 'toString'/);
   fails(["name=a", "name=b"], /given more than once/);
   fails(["x=1"], /sample#status takes no inputs/, "MUSTER_INPUT_INVALID", "status");

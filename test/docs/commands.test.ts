@@ -56,6 +56,7 @@ const COVERED_ELSEWHERE: Record<string, string> = {
   "muster find --dm registry -C role::web": "test/provisioner/e2e.test.ts: the lab site (needs the running lab: two puppetservers, minutes); the e2e test runs the same command through the CLI against it",
   "cat .muster/lab/nodes/node02.us.lab/webapp.conf": "test/provisioner/e2e.test.ts: the lab site (needs the running lab: two puppetservers, minutes); the e2e test runs the same command through the CLI against it",
   "cat .muster/lab/nodes/node01.eu.lab/motd": "test/provisioner/e2e.test.ts: the lab site (needs the running lab: two puppetservers, minutes); the e2e test runs the same command through the CLI against it",
+  "muster provision retry node03.eu.lab": "test/cli/provision-retry.test.ts: needs a failed node's provisioning record (the lab's node03 when its provisioning failed); that test retries failed, done, pending and unknown nodes on a real broker",
   "muster lab add --count 2": "test/provisioner/e2e.test.ts: needs the running lab; the e2e test adds and removes nodes with the functions behind `lab add`/`lab remove` (test/lab/scale.test.ts: who they boot)",
   "muster lab remove node05.eu.lab": "test/provisioner/e2e.test.ts: needs the running lab; the e2e test adds and removes nodes with the functions behind `lab add`/`lab remove` (test/lab/scale.test.ts: who they boot)",
   "muster lab add --identity node05.eu.lab": "test/provisioner/e2e.test.ts: needs the running lab; the e2e test adds and removes nodes with the functions behind `lab add`/`lab remove` (test/lab/scale.test.ts: who they boot)",
@@ -79,21 +80,6 @@ const COVERED_ELSEWHERE: Record<string, string> = {
  * recognises the bug's own symptom, so a command failing for another reason is not excused.
  */
 const KNOWN_FAILING: Record<string, { item: number; why: string; today: (r: Ran) => boolean }> = {
-  "muster provision retry no-such-node.example.net": {
-    item: 1,
-    why: "retry accepts a name the provisioner has no record of (and queues it)",
-    today: (r) => r.code === 0 && /no-such-node\.example\.net: queued/.test(r.stdout),
-  },
-  "muster nrpe check_load --no-such-option": {
-    item: 5,
-    why: "a bad argument prints commander's usage error and exits 64, not `check_load: UNKNOWN: why` and 3",
-    today: (r) => r.code === 64 && /unknown option/.test(r.stderr),
-  },
-  "muster resource file /etc/motd -I web1.example.net": {
-    item: 10,
-    why: "show mode prints `Summary: 1 shown, 0 failed`, not the `N changed, N unchanged, N failed` docs/fleet.md states",
-    today: (r) => r.code === 0 && /^Summary: 1 shown, 0 failed$/m.test(r.stdout),
-  },
 };
 
 /** Further checks for commands whose effect is not in their output. */

@@ -1,11 +1,11 @@
 import { Command } from "commander";
-import { closeConnection, connectBroker, resolveBrokers, resolveTls } from "../../broker/connect.js";
+import { closeConnection, connectBroker } from "../../broker/connect.js";
 import { MusterClient } from "../../client/client.js";
 import { generateFleet, loadFleet } from "../../emulator/fleet.js";
 import { startEmulator } from "../../emulator/emulator.js";
 import { MusterError } from "../../errors.js";
 import { createLogger } from "../../log.js";
-import { loadClientConfig } from "../config.js";
+import { loadClientConfig, resolveBrokerSettings } from "../config.js";
 
 export function emulateCommand(): Command {
   return new Command("emulate")
@@ -26,12 +26,13 @@ export function emulateCommand(): Command {
       const cfg = loadClientConfig(o.config);
       const collective = o.target ?? cfg.collective;
       const log = createLogger({ level: o.logLevel, name: "muster-emulate" });
-      const brokers = resolveBrokers(o.broker, cfg.brokers);
-      const nc = await connectBroker({ servers: brokers, name: "muster-emulate", log, persistent: true, tls: resolveTls(cfg.tls) });
+      const broker = resolveBrokerSettings({ flag: o.broker, clientConfig: o.config });
+      const brokers = broker.servers;
+      const nc = await connectBroker({ servers: brokers, from: broker.from, name: "muster-emulate", log, persistent: true, tls: broker.tls });
       const interval = Number(o.registration);
       const emu = await startEmulator({ nc, nodes, collective, log, registration: interval > 0 ? { interval, splay: true } : undefined });
       // "ready" means every node answers a real discovery round, not merely that we subscribed.
-      const client = await MusterClient.connect({ brokers, collective, name: "muster-emulate-check", tls: cfg.tls });
+      const client = await MusterClient.connect({ brokers, collective, name: "muster-emulate-check", tls: broker.tls });
       const want = new Set(nodes.map((n) => n.identity));
       for (let attempt = 1; ; attempt++) {
         const found = await client.discover({ timeoutMs: 5000, idleMs: 500 });

@@ -1,6 +1,7 @@
 import type { Command } from "commander";
 import { brokerCommand } from "./broker.js";
 import { decommissionCommand } from "./decommission.js";
+import { doctorCommand } from "./doctor.js";
 import { emulateCommand } from "./emulate.js";
 import { factsCommand } from "./facts.js";
 import { findCommand } from "./find.js";
@@ -18,4 +19,4 @@ import { sshCommand } from "./ssh.js";
 import { serverCommand } from "./server.js";
 
 // Every subcommand, listed explicitly (no registration by import side effects).
-export const commands: (() => Command)[] = [serverCommand, pingCommand, findCommand, inventoryCommand, factsCommand, rpcCommand, emulateCommand, provisionerCommand, provisionCommand, decommissionCommand, labCommand, sshCommand, nrpeCommand, resourceCommand, registryCommand, puppetCommand, brokerCommand];
+export const commands: (() => Command)[] = [serverCommand, pingCommand, findCommand, inventoryCommand, factsCommand, rpcCommand, emulateCommand, provisionerCommand, provisionCommand, decommissionCommand, labCommand, sshCommand, nrpeCommand, resourceCommand, registryCommand, puppetCommand, brokerCommand, doctorCommand];

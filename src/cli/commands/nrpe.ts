@@ -1,8 +1,9 @@
-import { Command } from "commander";
+import { Command, CommanderError } from "commander";
 import { nrpeDDL } from "../../agents/nrpe/ddl.js";
 import type { RpcResult } from "../../client/client.js";
 import { validateInput } from "../../ddl/index.js";
 import { FilterError } from "../../filter/index.js";
+import { ownsUsageErrors } from "../exit.js";
 import { addRpcOptions, limitFromOpts, openSession, type RpcOpts } from "../options.js";
 
 // `muster nrpe COMMAND [args...] [filters]`: an NRPE check across the fleet as one Nagios check.
@@ -67,8 +68,42 @@ function unknownLine(command: string, e: unknown): string {
   return `${command}: UNKNOWN: ${msg.replace(/\s*\n\s*/g, " ")}`;
 }
 
+/**
+ * A usage error of `muster nrpe` itself (unknown option, missing command, bad option value) as
+ * Nagios wants it: `COMMAND: UNKNOWN: why` (`NRPE: UNKNOWN: why` before a command is known), exit 3.
+ * Plugin-style arguments are not passed through: commander would also hand the plugin any muster
+ * option that follows the first unknown one, so the hint points at `--` instead.
+ */
+export function nrpeUsageLine(command: string | undefined, e: CommanderError): string {
+  let why = e.message.replace(/^error: /, "").replace(/\s*\n\s*/g, " ");
+  if (e.code === "commander.unknownOption") why += `; plugin arguments that start with '-' go after -- (muster nrpe ${command ?? "COMMAND"} [filters] -- -w 20% -c 10%)`;
+  else if (e.code === "commander.missingArgument") why += " (muster nrpe COMMAND [args...] [filters]; see muster nrpe --help)";
+  return `${command ?? "NRPE"}: UNKNOWN: ${why}`;
+}
+
+/** The check's name from the raw command line (commander may fail before it has parsed operands). */
+function commandWord(cmd: Command): string | undefined {
+  const words = process.argv.slice(process.argv.indexOf("nrpe") + 1);
+  for (let i = 0; i < words.length; i++) {
+    const w = words[i]!;
+    if (w === "--") return undefined;
+    if (!w.startsWith("-")) return w;
+    const opt = cmd.options.find((o) => o.short === w || o.long === w);
+    if (opt && (opt.required || opt.optional)) i++; // skip the option's value
+  }
+  return undefined;
+}
+
 export function nrpeCommand(): Command {
-  return addRpcOptions(new Command("nrpe"))
+  const cmd = new Command("nrpe");
+  ownsUsageErrors.add(cmd);
+  return addRpcOptions(cmd)
+    .configureOutput({ outputError: () => undefined }) // nrpeUsageLine says it on stdout, where Nagios reads
+    .exitOverride((e) => {
+      if (e.exitCode === 0) throw e; // --help
+      process.stdout.write(`${nrpeUsageLine(commandWord(cmd), e)}\n`);
+      process.exit(3);
+    })
     .description("Run an NRPE check on every matching node and print one Nagios result: summary line with perfdata, then the hosts not OK")
     .argument("<command>", "NRPE command name (command[NAME]=... in the nodes' nrpe.d/*.cfg)")
     .argument("[args...]", "arguments for $ARG1$, $ARG2$, ... (put them after -- when one starts with '-')")

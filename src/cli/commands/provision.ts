@@ -1,11 +1,10 @@
 import { Command } from "commander";
 import { KvWatchInclude } from "@nats-io/kv";
 import { MusterClient } from "../../client/client.js";
-import { resolveBrokers } from "../../broker/connect.js";
 import { MusterError } from "../../errors.js";
-import { StateStore, newRecord, appendLog, type NodeRecord } from "../../provisioner/state.js";
+import { StateStore, appendLog, type NodeRecord } from "../../provisioner/state.js";
 import { DEFAULT_STATE_BUCKET } from "../../provisioner/config.js";
-import { loadClientConfig } from "../config.js";
+import { loadClientConfig, resolveBrokerSettings } from "../config.js";
 import { addCommonOptions, type CommonOpts } from "../options.js";
 import { bold, green, red, yellow } from "../output.js";
 
@@ -17,7 +16,8 @@ interface ProvisionOpts extends CommonOpts {
 
 async function openStore(o: ProvisionOpts): Promise<{ client: MusterClient; store: StateStore }> {
   const cfg = loadClientConfig(o.config);
-  const client = await MusterClient.connect({ brokers: resolveBrokers(o.broker, cfg.brokers), collective: o.target ?? cfg.collective, name: "muster-provision", tls: cfg.tls });
+  const broker = resolveBrokerSettings({ flag: o.broker, clientConfig: o.config });
+  const client = await MusterClient.connect({ brokers: broker.servers, collective: o.target ?? cfg.collective, name: "muster-provision", tls: broker.tls, from: broker.from });
   const bucket = o.bucket ?? (cfg.provision_bucket as string | undefined) ?? DEFAULT_STATE_BUCKET;
   return { client, store: await StateStore.open(client.nc, bucket) };
 }
@@ -53,7 +53,7 @@ export function provisionCommand(): Command {
         try {
           if (identity) {
             const v = await store.get(identity);
-            if (!v) throw new MusterError("MUSTER_USAGE", `the provisioner has no record of ${identity}`);
+            if (!v) throw new MusterError("MUSTER_UNKNOWN_NODE", `the provisioner has no record of ${identity}: check the spelling against \`muster provision status\``);
             process.stdout.write(o.json ? `${JSON.stringify(v.record, null, 2)}\n` : `${renderStatusTable([v.record])}\n\nLog:\n${v.record.log.map((l) => `  ${l}`).join("\n")}\n`);
             return;
           }
@@ -85,24 +85,49 @@ export function provisionCommand(): Command {
   cmd.addCommand(
     addCommonOptions(new Command("retry"))
       .description("Provision a failed node again from the start (the provisioner picks it up next cycle)")
-      .argument("<identity...>", "node identities")
+      .argument("<identity...>", "node identities, as `muster provision status` lists them")
       .option("--bucket <name>", "KV bucket of the provisioner (state_bucket)")
-      .action(async (ids: string[], o: ProvisionOpts) => {
+      .option("--force", "also start over a node that is done or pending (say, reinstalled): it is provisioned again once it waits in the provisioning collective")
+      .addHelpText(
+        "after",
+        `
+Only failed nodes are retried: a node the provisioner has no record of is refused (exit 1,
+MUSTER_UNKNOWN_NODE), and so is one that is done, pending or being provisioned (exit 1,
+MUSTER_RETRY_REFUSED) unless --force is given for done or pending. If any identity is refused,
+no record is changed. See docs/provisioner.md#retrying.`,
+      )
+      .action(async (ids: string[], o: ProvisionOpts & { force?: boolean }) => {
         const { client, store } = await openStore(o);
         try {
-          for (const id of ids) {
-            const v = await store.get(id);
-            const rec = v?.record ?? newRecord(id);
-            if (rec.status === "in_progress") throw new MusterError("MUSTER_USAGE", `${id} is being provisioned right now (by ${rec.owner}); retry applies to failed nodes`);
+          // Every identity is checked before any record changes: a typo among several names
+          // must not leave the others half-done.
+          const retry: NodeRecord[] = [];
+          const unknown: string[] = [];
+          const refused: string[] = [];
+          for (const id of [...new Set(ids)]) {
+            const rec = (await store.get(id))?.record;
+            if (!rec) unknown.push(id);
+            else if (rec.status === "in_progress") refused.push(`${id} is being provisioned right now (by ${rec.owner ?? "a provisioner"}); wait for it to finish or fail`);
+            else if (rec.status === "failed" || o.force) retry.push(rec);
+            else refused.push(`${id} is ${rec.status}; retry applies to failed nodes (--force starts a ${rec.status} node over, e.g. after a reinstall)`);
+          }
+          if (unknown.length) {
+            const also = refused.length ? `\n${refused.join("\n")}` : "";
+            throw new MusterError("MUSTER_UNKNOWN_NODE", `the provisioner has no record of ${unknown.join(", ")}: check the spelling against \`muster provision status\` (a node gets a record when the provisioner first finds it waiting)${also}\nNothing was changed.`);
+          }
+          if (refused.length) throw new MusterError("MUSTER_RETRY_REFUSED", `${refused.join("\n")}\nNothing was changed.`);
+          for (const rec of retry) {
+            const was = rec.status;
             rec.status = "pending";
             rec.stage = undefined;
             rec.current = undefined;
             rec.attempts = 0;
             rec.lastError = undefined;
             rec.hadCert = undefined;
-            appendLog(rec, "retry requested by operator");
+            rec.finishedAt = undefined;
+            appendLog(rec, was === "failed" ? "retry requested by operator" : `retry requested by operator (--force; was ${was})`);
             await store.put(rec);
-            process.stdout.write(`${id}: queued for provisioning\n`);
+            process.stdout.write(was === "failed" ? `${rec.identity}: queued for provisioning\n` : `${rec.identity}: was ${was}; queued for provisioning once it waits in the provisioning collective\n`);
           }
         } finally {
           await client.close();

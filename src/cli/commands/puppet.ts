@@ -7,6 +7,7 @@ import type { ProgressEvent, RunallReport } from "../../fleet/runall.js";
 import { runAll, type RunonceInput } from "../../fleet/runner.js";
 import { addFilterOptions, addRpcOptions, openSession, type FilterOpts, type RpcOpts } from "../options.js";
 import { progressLine, renderCount, renderRunallSummary, renderStatus, renderSummaryStats, runallExitCode, stamp } from "../puppet-render.js";
+import { noReplyHint } from "../output.js";
 import { executeRpc } from "../run-rpc.js";
 
 // `muster puppet ...`: the puppet agent across the fleet. runall keeps exactly N runs going;
@@ -98,7 +99,7 @@ Exit codes: 0 every run ok (disabled nodes skipped are fine), 1 nothing discover
           const nodes = await s.client.discover({ filter, source: s.source, timeoutMs: s.discoveryTimeoutMs });
           out(`${stamp(Date.now())}> Found ${nodes.length} node${nodes.length === 1 ? "" : "s"}`);
           if (nodes.length === 0) {
-            if (!o.json) process.stderr.write("No request sent, we did not discover any nodes.\n");
+            if (!o.json) process.stderr.write(`No request sent, we did not discover any nodes.\n${s.source ? "" : `${noReplyHint(s.client.key)}\n`}`);
             else process.stdout.write(`${JSON.stringify(emptyReport(concurrency))}\n`);
             worst = Math.max(worst, 1);
           } else {

@@ -1,13 +1,13 @@
 import { Command } from "commander";
 import { lookupFact } from "../../protocol/facts.js";
-import { closeConnection, connectBroker, resolveBrokers, resolveTls } from "../../broker/connect.js";
+import { closeConnection, connectBroker } from "../../broker/connect.js";
 import { RegistrySource } from "../../client/discovery/registry.js";
 import { MusterError } from "../../errors.js";
 import { createLogger } from "../../log.js";
 import { DEFAULT_BUCKET, isValidBucketName } from "../../registry/bucket.js";
 import { loadRegistryConfig } from "../../registry/config.js";
 import { nodeView, type RegistryRecord } from "../../registry/record.js";
-import { loadClientConfig } from "../config.js";
+import { loadClientConfig, resolveBrokerSettings } from "../config.js";
 import { addCommonOptions, addFilterFlags, filterFromOpts, type FilterOpts } from "../options.js";
 
 // `muster registry serve`: the registry daemon. `muster registry query`: its records, filtered.
@@ -68,6 +68,8 @@ interface QueryOpts extends FilterOpts {
   facts?: string;
 }
 
+const STORED_NOTE = "STORED: when the registry last wrote the node's record. A registration that changes nothing is written only once the record is `refresh` old (max_age/10 by default), so a live node may show up to that age.";
+
 function age(ms: number): string {
   const s = Math.max(0, Math.round(ms / 1000));
   if (s < 120) return `${s}s ago`;
@@ -82,11 +84,13 @@ function factText(facts: Record<string, unknown>, path: string): string {
 }
 
 function table(records: RegistryRecord[], columns: string[], now: number): string {
-  const head = ["IDENTITY", "LAST SEEN", ...columns.map((c) => c.toUpperCase())];
+  // The bucket holds when the registry last *wrote* a node's record, not when the node last
+  // registered: unchanged registrations are written only every `refresh`. The column says so.
+  const head = ["IDENTITY", "STORED", ...columns.map((c) => c.toUpperCase())];
   const rows = records.map((r) => [r.identity, age(now - r.last_seen), ...columns.map((c) => factText(r.facts, c))]);
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
   const line = (cells: string[]) => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!))).join("  ");
-  return [line(head), ...rows.map(line)].join("\n") + `\n\n${records.length} node${records.length === 1 ? "" : "s"}\n`;
+  return [line(head), ...rows.map(line)].join("\n") + `\n\n${records.length} node${records.length === 1 ? "" : "s"}\n${STORED_NOTE}\n`;
 }
 
 function queryCommand(): Command {
@@ -112,7 +116,8 @@ Exit code 1 when nothing matches.`,
       const bucket = o.bucket ?? config.registry_bucket ?? DEFAULT_BUCKET;
       if (!isValidBucketName(bucket)) throw new MusterError("MUSTER_USAGE", `invalid bucket name ${JSON.stringify(bucket)}: letters, digits, - and _ only`);
       const collective = o.target ?? config.collective;
-      const nc = await connectBroker({ servers: resolveBrokers(o.broker, config.brokers), name: "muster-registry-query", tls: resolveTls(config.tls) });
+      const broker = resolveBrokerSettings({ flag: o.broker, clientConfig: o.config });
+      const nc = await connectBroker({ servers: broker.servers, name: "muster-registry-query", tls: broker.tls, from: broker.from });
       try {
         const source = new RegistrySource(nc, { bucket, collective, onWarning: (m) => process.stderr.write(`warning: ${m}\n`) });
         const records = await source.records(filter);

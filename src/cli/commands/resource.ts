@@ -58,11 +58,18 @@ export function resourceCommand(): Command {
     .action(async (type: string, name: string, words: string[], o: RpcOpts) => {
       const action = words.length ? "apply" : "show";
       let data: Record<string, unknown>;
+      // Words that are not key=value pairs are a malformed command line (usage, 64); values the
+      // DDL refuses are invalid input (1), as for `muster rpc`. Nothing is sent either way.
       try {
         data = words.length ? { type, name, properties: parsePropertyArgs(words) } : { type, name };
-        data = validateInput(resourceDDL, action, data); // nothing is sent when the inputs are wrong
       } catch (e) {
-        if (e instanceof RpcError) throw new MusterError("MUSTER_INPUT_INVALID", `${e.message}\nusage: muster resource TYPE NAME [key=value ...] [filters]`);
+        if (e instanceof RpcError) throw new MusterError("MUSTER_USAGE", `${e.message}\nusage: muster resource TYPE NAME [key=value ...] [filters]`);
+        throw e;
+      }
+      try {
+        data = validateInput(resourceDDL, action, data);
+      } catch (e) {
+        if (e instanceof RpcError) throw new MusterError("MUSTER_INPUT_INVALID", e.message);
         throw e;
       }
       await executeRpc(o, "resource", action, data, resourceDDL, (r) => renderResourceResult(r, o.display ?? "all"), { aggregates: false });
