@@ -4,7 +4,7 @@ import { spawn } from "node:child_process";
 import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { stringify as toYaml } from "yaml";
-import { RegistryStore } from "../../src/registry/store.js";
+import { waitRegistered } from "../support/registry.js";
 import { cleanEnv, cliPath, connectNats, repoRoot, spawnMuster, startMusterServer, tempDir, type MusterProcess, type TestServer } from "../support/collective.js";
 import { extractCommands, matchOutput, type DocCommand } from "../support/doc-commands.js";
 import { startNats, type NatsHandle } from "../support/index.js";
@@ -178,22 +178,9 @@ async function realNode(identity: string, facts: Record<string, unknown>, classe
 
 async function registered(identities: string[], timeoutMs: number): Promise<void> {
   const nc = await connectNats(nats.url);
-  const store = await RegistryStore.open(nc, "muster-registry");
   try {
-    await new Promise<void>((resolve, reject) => {
-      const missing = new Set(identities.filter((id) => !store.get(id)));
-      if (missing.size === 0) return resolve();
-      const timer = setTimeout(() => reject(new Error(`not registered within ${timeoutMs} ms: ${[...missing].join(", ")}`)), timeoutMs);
-      store.on("update", (r) => {
-        missing.delete(r.identity);
-        if (missing.size === 0) {
-          clearTimeout(timer);
-          resolve();
-        }
-      });
-    });
+    await waitRegistered(nc, identities, { timeoutMs });
   } finally {
-    store.stop();
     await nc.drain();
   }
 }

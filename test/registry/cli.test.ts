@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { stringify as toYaml } from "yaml";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { generateFleet } from "../../src/emulator/fleet.js";
-import { RegistryStore } from "../../src/registry/store.js";
+import { waitRegistered } from "../support/registry.js";
 import { cleanEnv, connectNats, runCli, spawnMuster, tempDir, type MusterProcess } from "../support/collective.js";
 import { startNats, type NatsHandle } from "../support/index.js";
 
@@ -28,24 +28,8 @@ const fleet = [
 ];
 const euFleet = [{ identity: "eu-only.example.net", facts: { country: "nl" }, classes: ["base"], agents: [] as string[] }];
 
-async function registered(identities: string[], bucket = "muster-registry", timeoutMs = 20_000): Promise<void> {
-  const store = await RegistryStore.open(nc, bucket);
-  try {
-    await new Promise<void>((resolve, reject) => {
-      const missing = new Set(identities.filter((id) => !store.get(id)));
-      if (missing.size === 0) return resolve();
-      const timer = setTimeout(() => reject(new Error(`not registered within ${timeoutMs} ms: ${[...missing].slice(0, 5).join(", ")} (${missing.size})`)), timeoutMs);
-      store.on("update", (r) => {
-        missing.delete(r.identity);
-        if (missing.size === 0) {
-          clearTimeout(timer);
-          resolve();
-        }
-      });
-    });
-  } finally {
-    store.stop();
-  }
+function registered(identities: string[], bucket = "muster-registry", timeoutMs = 20_000): Promise<void> {
+  return waitRegistered(nc, identities, { bucket, timeoutMs });
 }
 
 before(async () => {
