@@ -39,6 +39,7 @@ function serveCommand(): Command {
     .description("Run the registry daemon: store registrations in KV, answer queries, serve HTTP if configured")
     .option("--config <file>", "registry config (YAML/JSON; see docs/registry.md); every key has a default")
     .option("--broker <url>", "broker URL(s), overrides the config's broker")
+    .option("--log-level <level>", "trace|debug|info|warn|error (overrides the config's log.level)")
     .addHelpText(
       "after",
       `
@@ -48,9 +49,9 @@ seconds [900], refresh seconds [max_age/10], flush_interval seconds [0.25], max_
 http {host [127.0.0.1], port [8089], token_file: bearer token HTTP clients must send}, log {level, file}.
 Prints a line containing 'ready' once it serves; stops on SIGTERM/SIGINT.`,
     )
-    .action(async (o: { config?: string; broker?: string }) => {
+    .action(async (o: { config?: string; broker?: string; logLevel?: string }) => {
       const cfg = loadRegistryConfig(o.config);
-      const log = createLogger({ level: cfg.log.level, file: cfg.log.file, name: "muster-registry" });
+      const log = createLogger({ level: o.logLevel ?? cfg.log.level, file: cfg.log.file, name: "muster-registry" });
       const { startRegistry } = await import("../../registry/daemon.js"); // HTTP and metrics stacks only here
       const reg = await startRegistry(cfg, log, { broker: o.broker });
       process.stdout.write(`registry bucket ${cfg.bucket}, collectives ${cfg.collectives.join(",")}, ${reg.store.size} nodes${reg.httpAddress ? `, http ${reg.httpAddress}` : ""}: ready\n`);
