@@ -19,6 +19,7 @@ import { MusterClient } from "../src/client/client.js";
 import { startNats } from "../src/lab/nats.js";
 import { silentLogger } from "../src/log.js";
 import { ProvisionerConfigSchema } from "../src/provisioner/config.js";
+import { MusterCollective } from "../src/provisioner/muster-collective.js";
 import { Provisioner } from "../src/provisioner/runner.js";
 import { StateStore } from "../src/provisioner/state.js";
 
@@ -58,7 +59,7 @@ try {
   });
   const client = await MusterClient.connect({ brokers: [nats.url], collective: "muster", name: "bench-provisioner" });
   const store = await StateStore.open(client.nc, cfg.state_bucket);
-  const p = new Provisioner(cfg, client, store, silentLogger);
+  const p = new Provisioner(cfg, new MusterCollective(client, cfg, silentLogger), store, silentLogger);
   const cpu0 = process.cpuUsage();
   const t0 = performance.now();
   await p.runOnce();

@@ -235,3 +235,28 @@ export function claimable(rec: NodeRecord | undefined, owner: string, now: numbe
   if (rec.status === "pending") return true;
   return rec.owner === owner || (rec.claimExpires ?? 0) < now;
 }
+
+/**
+ * The record `owner` writes (compare-and-set) to claim a node, or undefined when it may not.
+ * Pure: a new round for a pending, new or re-queued node; a resume of our own or of an expired
+ * claim, naming the provisioner it takes over from.
+ */
+export function claimRecord(existing: Versioned | undefined, identity: string, owner: string, now: number, leaseS: number): { v: Versioned; takenOverFrom?: string } | undefined {
+  if (!claimable(existing?.record, owner, now)) return undefined;
+  const v: Versioned = existing ?? { record: newRecord(identity, now), revision: 0 };
+  const rec = v.record;
+  if (rec.status !== "in_progress") {
+    // a new round (first time, operator retry, node restart); in_progress ones are resumed
+    rec.rounds += 1;
+    rec.startedAt = now;
+    rec.timings = {};
+    rec.finishedAt = undefined;
+  }
+  const previousOwner = rec.status === "in_progress" ? rec.owner : undefined;
+  rec.status = "in_progress";
+  rec.owner = owner;
+  rec.claimExpires = now + leaseS * 1000;
+  const takenOverFrom = previousOwner && previousOwner !== owner ? previousOwner : undefined;
+  if (takenOverFrom) appendLog(rec, `taken over from ${takenOverFrom}, whose claim expired`, now);
+  return { v, takenOverFrom };
+}
