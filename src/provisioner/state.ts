@@ -37,6 +37,10 @@ export interface NodeRecord {
 }
 
 const LOG_TAIL = 30;
+/** KV reads in flight at once when listing every record. */
+const ALL_WINDOW = 256;
+/** The order of localeCompare, without building a collator per comparison. */
+const byLocale = new Intl.Collator();
 const enc = new TextEncoder();
 const dec = new TextDecoder();
 
@@ -210,21 +214,26 @@ export class StateStore {
     throw new Error(`timed out after ${timeoutMs} ms waiting for ${waiting.length} node(s): ${waiting.slice(0, 10).map((id) => `${id} (${latest.get(id)?.status ?? "no record"}${latest.get(id)?.current ? ` at ${latest.get(id)?.current}` : ""}${latest.get(id)?.lastError ? `: ${latest.get(id)?.lastError}` : ""})`).join(", ")}`);
   }
 
+  /**
+   * Every record, sorted by identity. The reads go out a window at a time rather than one by one:
+   * at 10,000 records a sequential read took seconds, too slow for `muster provision status`.
+   */
   async all(): Promise<NodeRecord[]> {
     const out: NodeRecord[] = [];
     const keys = await this.kv.keys();
     const names: string[] = [];
     for await (const k of keys) names.push(k);
-    for (const k of names) {
+    const read = async (k: string) => {
       const e = await this.kv.get(k);
-      if (!e || e.operation !== "PUT" || e.value.length === 0) continue;
+      if (!e || e.operation !== "PUT" || e.value.length === 0) return;
       try {
         out.push(JSON.parse(dec.decode(e.value)) as NodeRecord);
       } catch {
         // skip corrupt entries
       }
-    }
-    return out.sort((a, b) => a.identity.localeCompare(b.identity));
+    };
+    for (let i = 0; i < names.length; i += ALL_WINDOW) await Promise.all(names.slice(i, i + ALL_WINDOW).map(read));
+    return out.sort((a, b) => byLocale.compare(a.identity, b.identity));
   }
 }
 
