@@ -7,7 +7,7 @@
 //
 // The scale run (issue 12: Choria's users overflowed a queue with 50,000 nodes waiting at once):
 //   node dist/bench/provision.js --nodes 10000 --probe-status
-// All 10,000 nodes wait at once; --probe-status runs the real `muster provision status --json`
+// All 10,000 nodes wait at once; --probe-status runs the real `muster provision status`
 // one after another during the run and reports how long each took to answer (the bar: 2 s).
 // The provisioner's peak memory (RSS and heap of this process, sampled) is always reported.
 //
@@ -84,7 +84,7 @@ try {
   const probing = (async () => {
     while (a["probe-status"] && running) {
       const s0 = performance.now();
-      await new Promise<void>((resolve, reject) => execFile(process.execPath, [cli, "provision", "status", "--json", "--broker", nats.url], { env: process.env, maxBuffer: 1 << 30 }, (err) => (err ? reject(err) : resolve())));
+      await new Promise<void>((resolve, reject) => execFile(process.execPath, [cli, "provision", "status", "--broker", nats.url], { env: process.env, maxBuffer: 1 << 30 }, (err) => (err ? reject(err) : resolve())));
       probes.push(performance.now() - s0);
     }
   })();
