@@ -15,7 +15,7 @@
 // here, so its CPU time (process.cpuUsage) is the provisioner's own. Ideal makespan: nodes x
 // (csr + 2 Puppet runs) / concurrency, i.e. what a provisioner with zero overhead would take.
 import { execFile, spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -76,6 +76,8 @@ try {
     peakHeap = Math.max(peakHeap, m.heapUsed);
   };
   const sampler = setInterval(sample, 100);
+  const natsCpu0 = procCpuS(nats.pid);
+  const fleetCpu0 = procCpuS(fleet.pid!);
   const cpu0 = process.cpuUsage();
   const t0 = performance.now();
   const probes: number[] = [];
@@ -86,11 +88,14 @@ try {
       const s0 = performance.now();
       await new Promise<void>((resolve, reject) => execFile(process.execPath, [cli, "provision", "status", "--broker", nats.url], { env: process.env, maxBuffer: 1 << 30 }, (err) => (err ? reject(err) : resolve())));
       probes.push(performance.now() - s0);
+      await new Promise((r) => setTimeout(r, 1000)); // an operator asking every second or so, not a load generator
     }
   })();
   await p.runOnce();
   const wallMs = performance.now() - t0;
   const cpu = process.cpuUsage(cpu0);
+  const natsCpuS = procCpuS(nats.pid) - natsCpu0;
+  const fleetCpuS = procCpuS(fleet.pid!) - fleetCpu0;
   running = false;
   await probing;
   clearInterval(sampler);
@@ -100,7 +105,7 @@ try {
   const failed = recs.filter((r) => r.status === "failed");
   await client.close();
   fleet.kill("SIGTERM");
-  const ca = JSON.parse(await next()) as { signed: number; doubleSigned: number; notifications: number };
+  const ca = JSON.parse(await next()) as { signed: number; doubleSigned: number; notifications: number; cpuS: number };
   const perNodeIdealMs = csrMs + runMin + runMax; // two runs at the mean duration
   const idealMs = (N * perNodeIdealMs) / Math.min(concurrency, N);
   const cpuSec = (cpu.user + cpu.system) / 1e6;
@@ -118,6 +123,10 @@ try {
     provisioner_cpu_s: +cpuSec.toFixed(2),
     provisioner_cpu_share: +(cpuSec / (wallMs / 1000)).toFixed(2),
     cpu_ms_per_node: +((cpuSec * 1000) / Math.max(1, done)).toFixed(2),
+    // where the machine's CPU went during the run (the fleet's figure is its whole life, startup included)
+    nats_server_cpu_share: +(natsCpuS / (wallMs / 1000)).toFixed(2),
+    fleet_cpu_share_during_run: +(fleetCpuS / (wallMs / 1000)).toFixed(2),
+    fleet_cpu_s_total: +ca.cpuS.toFixed(2),
     provisioner_peak_rss_mb: Math.round(peakRss / 2 ** 20),
     provisioner_peak_heap_mb: Math.round(peakHeap / 2 ** 20),
     ...(probes.length ? { status_probes: probes.length, status_max_s: +(Math.max(...probes) / 1000).toFixed(2), status_median_s: +([...probes].sort((x, y) => x - y)[probes.length >> 1]! / 1000).toFixed(2) } : {}),
@@ -131,4 +140,14 @@ try {
   fleet.kill("SIGKILL");
   await nats.stop();
   rmSync(dir, { recursive: true, force: true });
+}
+
+/** CPU seconds a process used so far (utime + stime from /proc; 0 where there is no /proc). */
+function procCpuS(pid: number): number {
+  try {
+    const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+    return (Number(f[11]) + Number(f[12])) / 100;
+  } catch {
+    return 0;
+  }
 }
