@@ -22,7 +22,8 @@ const emu = await startEmulator({ nc, nodes, collective: "muster", log: silentLo
 process.stdout.write("ready\n");
 process.once("SIGTERM", async () => {
   const signed = [...ca.certs.values()].filter((c) => c.state === "signed").length;
-  process.stdout.write(`${JSON.stringify({ signed, doubleSigned: ca.doubleSigned, notifications: ca.notifications })}\n`);
+  const cpu = process.cpuUsage();
+  process.stdout.write(`${JSON.stringify({ signed, doubleSigned: ca.doubleSigned, notifications: ca.notifications, cpuS: (cpu.user + cpu.system) / 1e6 })}\n`);
   await emu.stop();
   await nc.drain();
   process.exit(0);

@@ -6,6 +6,7 @@ import { resolveBrokerSettings } from "../config/client.js";
 import { MusterError } from "../errors.js";
 import { undeliverableTargets, type ProvisionerConfig } from "./config.js";
 import { ProvisionerMetrics } from "./metrics.js";
+import { MusterCollective } from "./muster-collective.js";
 import { Provisioner } from "./runner.js";
 import { StateStore } from "./state.js";
 
@@ -49,7 +50,7 @@ export async function runProvisioner(cfg: ProvisionerConfig, log: Logger, opts: 
   const store = await StateStore.open(client.nc, cfg.state_bucket, cfg.state_replicas);
   const metrics = new ProvisionerMetrics();
   if (cfg.metrics) log.info({ url: `${await metrics.serve(cfg.metrics.host, cfg.metrics.port)}/metrics` }, "serving metrics");
-  const p = new Provisioner(cfg, client, store, log, metrics);
+  const p = new Provisioner(cfg, new MusterCollective(client, cfg, log), store, log, metrics);
   let code = 0;
   try {
     if (opts.once) {

@@ -1,38 +1,31 @@
 import { setMaxListeners } from "node:events";
 import type { Logger } from "pino";
-import type { MusterClient, RpcResult } from "../client/client.js";
 import { buildFilter } from "../filter/index.js";
-import { decodeJson } from "../protocol/envelope.js";
 import { Status } from "../protocol/status.js";
-import { subjects } from "../protocol/subjects.js";
 import type { Filter } from "../protocol/types.js";
+import type { Collective, Role } from "./collective.js";
 import type { ProvisionerConfig } from "./config.js";
+import { DeployLock } from "./deploy-lock.js";
+import { decide, newRun, pastDisable, type EngineEvent, type EnginePolicy } from "./engine.js";
 import type { ProvisionerMetrics } from "./metrics.js";
-import { pickMaster, type MasterCandidate } from "./pick-master.js";
+import { pickMaster } from "./pick-master.js";
 import { Semaphore } from "./semaphore.js";
-import { backoffMs, CERT_STAGES, enabledStages, remainingStages, SLOW_STAGES, Stages, type Stage } from "./stages.js";
-import { appendLog, claimable, newRecord, type NodeRecord, type StateStore, type Versioned } from "./state.js";
+import { backoffMs, enabledStages, type Stage } from "./stages.js";
+import { appendLog, claimRecord, type NodeRecord, type StateStore, type Versioned } from "./state.js";
+import { StepError, steps, type MasterInfo, type StepContext } from "./steps.js";
 
-// The provisioning daemon's engine. Nodes come from discovery every `sleeptime` and from startup
-// lifecycle events; each runs through the enabled steps with retries, capped globally and per
-// master, with its progress in KV after every step so a restarted provisioner resumes.
+export { StepError };
 
-export class StepError extends Error {
-  constructor(message: string, readonly data: Record<string, unknown> = {}) {
-    super(message);
-  }
-}
+// The provisioning daemon's edge: it finds nodes (discovery every `sleeptime`, startup events,
+// its own unfinished records), holds the global and per-master slots, and carries out what the
+// engine (engine.ts) decides for each node, through the Collective (collective.ts) and the
+// state store. docs/provisioner.md#the-engine-map says which file decides what.
 
 /** A node given up mid-way: we are stopping, or another provisioner took it over ("lost"). */
 class Abandoned extends Error {
   constructor(message: string, readonly lost = false) {
     super(message);
   }
-}
-
-interface MasterInfo extends MasterCandidate {
-  address: string;
-  port?: number;
 }
 
 export interface ProvisionerEvents {
@@ -57,25 +50,22 @@ export class Provisioner {
   private readonly targetFilter: Filter;
   private readonly masterFilter: Filter;
   private readonly notifyFilter: Filter;
-  // Each role's nodes may live in their own collective (waiting nodes in `provisioning`).
-  private readonly targetClient: MusterClient;
-  private readonly masterClient: MusterClient;
-  private readonly notifyClient: MusterClient;
+  private readonly policy: EnginePolicy;
+  private readonly lock: DeployLock;
 
   constructor(
     private readonly cfg: ProvisionerConfig,
-    private readonly client: MusterClient,
+    private readonly collective: Collective,
     private readonly store: StateStore,
     private readonly log: Logger,
     private readonly metrics?: ProvisionerMetrics,
     private readonly events: ProvisionerEvents = {},
   ) {
     this.global = new Semaphore(cfg.concurrency);
-    this.targetClient = client.withCollective(cfg.target.collective ?? cfg.collective);
-    this.masterClient = client.withCollective(cfg.master.collective ?? cfg.collective);
-    this.notifyClient = client.withCollective(cfg.notify.collective ?? cfg.collective);
     setMaxListeners(0, this.abort.signal); // every waiting node listens for shutdown
     this.stages = enabledStages(cfg.steps);
+    this.policy = { stages: this.stages, attempts: cfg.retries.attempts, backoffS: cfg.retries.backoff, maxBackoffS: cfg.retries.max_backoff, puppetTimeoutS: cfg.puppet_timeout, lockLeaseS: cfg.lock_lease };
+    this.lock = new DeployLock({ enabled: cfg.steps.lock, owner: cfg.id, lockLeaseS: cfg.lock_lease, puppetTimeoutS: cfg.puppet_timeout }, (id, action, data, o) => this.callNode(id, cfg.target.agent, action, data, o?.timeoutMs, o?.quiet));
     // Filters are parsed once at start: a bad one stops the daemon with a clear message.
     this.targetFilter = buildFilter({ select: cfg.target.filter ? [cfg.target.filter] : [], agent: [cfg.target.agent] });
     this.masterFilter = buildFilter({ select: cfg.master.filter ? [cfg.master.filter] : [], agent: [cfg.master.agent] });
@@ -84,21 +74,13 @@ export class Provisioner {
 
   /** Subscribe to startup events, resume our own unfinished work, then cycle until stopped. */
   async start(): Promise<void> {
-    const sub = this.client.nc.subscribe(subjects.lifecycle("startup", "*"), {
-      callback: (err, msg) => {
-        if (err) return;
-        try {
-          const ev = decodeJson(msg.data) as { identity?: unknown; collectives?: unknown };
-          this.masters = undefined; // whatever started may be a new master: look again before the next choice
-          // A provisioned node announcing itself in the fleet is not a restart of a waiting node.
-          const inTargets = !Array.isArray(ev.collectives) || ev.collectives.includes(this.targetClient.collective);
-          if (typeof ev.identity === "string" && inTargets) void this.onNodeStartup(ev.identity);
-        } catch {
-          this.log.debug("ignored a garbled lifecycle event");
-        }
-      },
+    const stopListening = this.collective.onStartup((ev) => {
+      this.masters = undefined; // whatever started may be a new master: look again before the next choice
+      // A provisioned node announcing itself in the fleet is not a restart of a waiting node.
+      const inTargets = !ev.collectives || ev.collectives.includes(this.collective.collectiveOf("target"));
+      if (inTargets) void this.onNodeStartup(ev.identity);
     });
-    this.abort.signal.addEventListener("abort", () => sub.unsubscribe(), { once: true });
+    this.abort.signal.addEventListener("abort", () => stopListening(), { once: true });
     await this.resumeOwn();
     void this.loop();
   }
@@ -112,8 +94,8 @@ export class Provisioner {
 
   /** One discovery cycle: enqueue every node waiting to be provisioned. */
   async cycle(): Promise<string[]> {
-    const found = await this.targetClient.discover({ filter: this.targetFilter, timeoutMs: this.cfg.discovery_timeout * 1000 });
-    this.logDiscovery("nodes waiting to be provisioned", this.targetClient.collective, this.cfg.target, found);
+    const found = await this.collective.discover("target", this.targetFilter, this.cfg.discovery_timeout * 1000);
+    this.logDiscovery("nodes waiting to be provisioned", this.collective.collectiveOf("target"), this.cfg.target, found);
     for (const id of found) this.enqueue(id, "discovery");
     return found;
   }
@@ -213,7 +195,7 @@ export class Provisioner {
     }
   }
 
-  // ---- one node ----
+  // ---- one node: the edge carrying out the engine's actions ----
 
   private async provision(identity: string, why: string): Promise<void> {
     try {
@@ -232,7 +214,7 @@ export class Provisioner {
       appendLog(rec, `provisioning started (${why})`);
       // A node already disabled is provisioned: under isolation it has left the target collective,
       // and what remains (notify) needs nothing from it, so it is not asked.
-      const disabled = rec.stage !== undefined && Stages.indexOf(rec.stage) >= Stages.indexOf("disable") && rec.master !== undefined && rec.masterAddress !== undefined;
+      const disabled = pastDisable(rec);
       let master: MasterInfo;
       if (disabled) master = { identity: rec.master!, address: rec.masterAddress!, facts: {} };
       else {
@@ -248,38 +230,8 @@ export class Provisioner {
       await masterSlot.acquire(this.abort.signal);
       heldMaster = masterSlot; // only a slot actually held is released below
 
-      // Taking over from a provisioner whose claim expired: its node lock may outlive its claim,
-      // and the expired claim is the proof it is gone, so the lock is ours to take.
-      if (claimed.takenOverFrom && this.stages.includes("lock") && rec.stage !== undefined && !disabled) {
-        await this.callNode(identity, this.cfg.target.agent, "unlock_deploy", { force: true });
-        // Past unlock (or disabled, which refuses new locks) it only needs the stale one gone.
-        if (Stages.indexOf(rec.stage) < Stages.indexOf("unlock")) {
-          const d = await this.callNode(identity, this.cfg.target.agent, "lock_deploy", { owner: this.cfg.id, lease: this.cfg.lock_lease + this.cfg.puppet_timeout });
-          rec.lockExpires = typeof d.expires === "number" ? d.expires : undefined;
-        }
-      }
-      const todo = remainingStages(this.stages, rec.stage);
-      let skipCert = rec.hadCert === true;
-      for (const stage of todo) {
-        if (CERT_STAGES.has(stage)) {
-          if (rec.hadCert === undefined) {
-            rec.hadCert = await this.hasCert(identity);
-            if (rec.hadCert) appendLog(rec, "node already has a certificate; skipping certificate steps");
-            skipCert = rec.hadCert;
-          }
-          if (skipCert) continue;
-        }
-        await this.runStage(v, stage, master);
-      }
-      rec.status = "done";
-      rec.current = undefined;
-      rec.finishedAt = Date.now();
-      rec.claimExpires = undefined;
-      appendLog(rec, `provisioned against ${master.identity} in ${((rec.finishedAt - (rec.startedAt ?? rec.finishedAt)) / 1000).toFixed(1)}s`);
-      await this.persist(v);
-      this.metrics?.provisioned.inc();
-      this.events.onStage?.(identity, "done");
-      this.log.info({ node: identity, master: master.identity }, "node provisioned");
+      if (claimed.takenOverFrom && this.lock.takeoverNeeded(rec, disabled)) await this.lock.takeover(rec);
+      await this.drive(v, master);
     } catch (e) {
       if (!v) throw e;
       await this.handleFailure(v, e as Error);
@@ -291,169 +243,111 @@ export class Provisioner {
     }
   }
 
+  /** Run the engine for one node: perform each action it returns, feed back what happened. */
+  private async drive(v: Versioned, master: MasterInfo): Promise<void> {
+    const rec = v.record;
+    const run = newRun(rec, this.policy);
+    let action = decide(run, { type: "begin" }, this.policy, Date.now());
+    for (;;) {
+      let ev: EngineEvent;
+      switch (action.type) {
+        case "probe-cert":
+          ev = { type: "cert-probed", hasCert: await this.hasCert(rec.identity) };
+          break;
+        case "renew-lock":
+          ev = { type: "lock-renewed", expires: await this.lock.renew(rec) };
+          break;
+        case "persist":
+          ev = (await this.save(v, action.leaseS)) ? { type: "persisted" } : { type: "lost" };
+          break;
+        case "run":
+          if (action.first) this.events.onStage?.(rec.identity, action.stage);
+          ev = await this.runStep(action.stage, v, master);
+          break;
+        case "wait":
+          if (action.retry) {
+            this.metrics?.retries.inc({ step: action.retry.stage });
+            this.log.warn({ node: rec.identity, stage: action.retry.stage, attempt: action.retry.attempt, retryInMs: action.ms, err: action.retry.error }, "step failed; retrying");
+          }
+          await sleep(action.ms, this.abort.signal); // backoff, or the node's busy Puppet run ending on its own
+          ev = this.abort.signal.aborted ? { type: "stopping" } : { type: "waited" };
+          break;
+        case "done":
+          appendLog(rec, `provisioned against ${master.identity} in ${((rec.finishedAt! - (rec.startedAt ?? rec.finishedAt!)) / 1000).toFixed(1)}s`);
+          await this.persist(v);
+          this.metrics?.provisioned.inc();
+          this.events.onStage?.(rec.identity, "done");
+          this.log.info({ node: rec.identity, master: master.identity }, "node provisioned");
+          return;
+        case "fail":
+          throw new StepError(action.error);
+        case "abandon":
+          throw new Abandoned(action.reason);
+        case "leave":
+          throw new Abandoned(action.reason, true);
+      }
+      action = decide(run, ev, this.policy, Date.now());
+    }
+  }
+
+  /** One try of one step, as an engine event. */
+  private async runStep(stage: Stage, v: Versioned, master: MasterInfo): Promise<EngineEvent> {
+    const rec = v.record;
+    if (this.abort.signal.aborted) return { type: "stopping" };
+    const restart = new AbortController();
+    this.nodeRestarts.set(rec.identity, restart);
+    const t0 = performance.now();
+    try {
+      const note = await steps[stage](this.stepContext(rec, master));
+      const ms = performance.now() - t0;
+      this.metrics?.stepDuration.observe({ step: stage }, ms / 1000);
+      return { type: "step-ok", ms, note: note || undefined };
+    } catch (e) {
+      if (e instanceof Abandoned || this.abort.signal.aborted) return { type: "stopping" };
+      return { type: "step-failed", error: (e as Error).message, busy: e instanceof StepError && e.data.retryable === true, nodeRestarted: restart.signal.aborted };
+    }
+  }
+
+  private stepContext(rec: NodeRecord, master: MasterInfo): StepContext {
+    const id = rec.identity;
+    return {
+      rec,
+      master,
+      lock: this.lock,
+      puppetTimeoutMs: this.cfg.puppet_timeout * 1000,
+      node: (action, data, timeoutMs) => this.callNode(id, this.cfg.target.agent, action, data, timeoutMs),
+      onMaster: (m, action, data) => this.callNode(m, this.cfg.master.agent, action, data, undefined, false, "master"),
+      onAllMasters: async (action, data) => {
+        const masters = await this.discoverMasters();
+        const replies = await this.collective.call("master", this.cfg.master.agent, action, data, { nodes: masters.map((m) => m.identity), timeoutMs: this.cfg.step_timeout * 1000, signal: this.abort.signal });
+        const bad = masters.filter((m) => !replies.some((r) => r.sender === m.identity && r.statuscode === Status.OK)).map((m) => m.identity);
+        return { masters: masters.length, bad, firstError: replies.find((r) => r.statuscode !== Status.OK)?.statusmsg };
+      },
+      notify: (subject, message, key) => this.notify(subject, message, key),
+    };
+  }
+
   /** Take ownership in KV with compare-and-set; false when done, failed or owned by a live provisioner. */
   private async claim(identity: string): Promise<{ v: Versioned; takenOverFrom?: string } | undefined> {
     const now = Date.now();
     const existing = await this.store.get(identity);
-    if (!claimable(existing?.record, this.cfg.id, now)) return undefined;
-    const v: Versioned = existing ?? { record: newRecord(identity, now), revision: 0 };
-    const rec = v.record;
-    if (rec.status !== "in_progress") {
-      // a new round (first time, operator retry, node restart); in_progress ones are resumed
-      rec.rounds += 1;
-      rec.startedAt = now;
-      rec.timings = {};
-      rec.finishedAt = undefined;
-    }
-    const previousOwner = rec.status === "in_progress" ? rec.owner : undefined;
-    rec.status = "in_progress";
-    rec.owner = this.cfg.id;
-    rec.claimExpires = now + this.cfg.lock_lease * 1000;
-    if (previousOwner && previousOwner !== this.cfg.id) appendLog(rec, `taken over from ${previousOwner}, whose claim expired`);
-    if ((await this.store.save(v)) === undefined) {
+    const c = claimRecord(existing, identity, this.cfg.id, now, this.cfg.lock_lease);
+    if (!c) return undefined;
+    if ((await this.store.save(c.v)) === undefined) {
       this.log.debug({ node: identity }, "another provisioner claimed this node first");
       return undefined;
     }
-    return { v, takenOverFrom: previousOwner && previousOwner !== this.cfg.id ? previousOwner : undefined };
+    return c;
   }
 
-  /** Write the record, renewing our claim for `leaseSeconds` (a slow step's own duration included). */
-  private async persist(v: Versioned, leaseSeconds = this.cfg.lock_lease): Promise<void> {
+  /** Write the record, renewing our claim for `leaseSeconds`; false when someone else wrote first. */
+  private async save(v: Versioned, leaseSeconds = this.cfg.lock_lease): Promise<boolean> {
     v.record.claimExpires = v.record.status === "in_progress" ? Date.now() + leaseSeconds * 1000 : undefined;
-    if ((await this.store.save(v)) === undefined) throw new Abandoned(`state of ${v.record.identity} was changed by someone else; leaving the node to them`, true);
+    return (await this.store.save(v)) !== undefined;
   }
 
-  private async runStage(v: Versioned, stage: Stage, master: MasterInfo): Promise<void> {
-    const rec = v.record;
-    rec.current = stage;
-    // One KV write per step: fast steps are recorded when they complete; slow ones also when they
-    // start, with claim and node lock renewed to outlast the step (a Puppet run may exceed the lease).
-    if (SLOW_STAGES.has(stage)) {
-      const lease = this.cfg.lock_lease + this.cfg.puppet_timeout;
-      if (this.stages.includes("lock") && rec.stage !== undefined && (rec.lockExpires ?? 0) - Date.now() < this.cfg.puppet_timeout * 1000) {
-        const d = await this.callNode(rec.identity, this.cfg.target.agent, "lock_deploy", { owner: this.cfg.id, lease });
-        rec.lockExpires = typeof d.expires === "number" ? d.expires : undefined;
-      }
-      await this.persist(v, lease);
-    }
-    this.events.onStage?.(rec.identity, stage);
-    let busyWaitedMs = 0;
-    let restarts = 0;
-    for (let attempt = 1; ; attempt++) {
-      if (this.abort.signal.aborted) throw new Abandoned("provisioner stopping");
-      const t0 = performance.now();
-      const restart = new AbortController();
-      this.nodeRestarts.set(rec.identity, restart);
-      try {
-        const note = await this.doStage(stage, rec.identity, master, v);
-        const ms = performance.now() - t0;
-        rec.timings[stage] = Math.round(ms);
-        rec.stage = stage;
-        rec.attempts = 0;
-        rec.lastError = undefined;
-        appendLog(rec, `${stage} ok${note ? `: ${note}` : ""} (${Math.round(ms)} ms)`);
-        await this.persist(v);
-        this.metrics?.stepDuration.observe({ step: stage }, ms / 1000);
-        return;
-      } catch (e) {
-        if (e instanceof Abandoned || this.abort.signal.aborted) throw e;
-        // Every step is idempotent: a node restart costs a repeat, not an attempt (bounded, for a node that keeps restarting).
-        if (restart.signal.aborted && ++restarts <= this.cfg.retries.attempts * 2) {
-          attempt--;
-          appendLog(rec, `${stage}: the node restarted; asking again`);
-          continue;
-        }
-        // Another Puppet run holds the node's lock (e.g. one started before a provisioner restart):
-        // wait for it without spending attempts, up to one Puppet run's time.
-        if (e instanceof StepError && e.data.retryable === true && busyWaitedMs < this.cfg.puppet_timeout * 1000) {
-          const wait = Math.max(2000, backoffMs(1, this.cfg.retries.backoff, this.cfg.retries.max_backoff));
-          busyWaitedMs += wait;
-          attempt--;
-          appendLog(rec, `${stage}: a Puppet run is already in progress on the node; waiting ${Math.round(wait / 1000)}s`);
-          await sleep(wait, this.abort.signal); // the node's run ends on its own; nothing to subscribe to
-          continue;
-        }
-        rec.attempts = attempt;
-        rec.lastError = `${stage}: ${(e as Error).message}`;
-        appendLog(rec, `${stage} failed (attempt ${attempt}/${this.cfg.retries.attempts}): ${(e as Error).message}`);
-        await this.persist(v);
-        if (attempt >= this.cfg.retries.attempts) throw e;
-        this.metrics?.retries.inc({ step: stage });
-        const wait = backoffMs(attempt, this.cfg.retries.backoff, this.cfg.retries.max_backoff);
-        this.log.warn({ node: rec.identity, stage, attempt, retryInMs: wait, err: (e as Error).message }, "step failed; retrying");
-        await sleep(wait, this.abort.signal); // backoff between retries is the intended delay
-      }
-    }
-  }
-
-  private async doStage(stage: Stage, id: string, master: MasterInfo, v: Versioned): Promise<string | void> {
-    const agent = this.cfg.target.agent;
-    const rec = v.record;
-    switch (stage) {
-      case "lock": {
-        // The lease covers one Puppet run beyond lock_lease; slow steps renew it when it runs short.
-        const d = await this.callNode(id, agent, "lock_deploy", { owner: this.cfg.id, lease: this.cfg.lock_lease + this.cfg.puppet_timeout });
-        rec.lockExpires = typeof d.expires === "number" ? d.expires : undefined;
-        return;
-      }
-      case "set_puppet_host":
-        await this.callNode(id, agent, "set_puppet_host", master.port ? { ipaddress: master.address, port: master.port } : { ipaddress: master.address });
-        return `${master.address}${master.port ? `:${master.port}` : ""}`;
-      case "clean_cert": {
-        // One signed request to every master at once (as mcprovision, clean everywhere: a node may
-        // have been provisioned against another master before).
-        const masters = await this.discoverMasters();
-        const res = await this.masterClient.call(this.cfg.master.agent, "clean", { certname: id }, { nodes: masters.map((m) => m.identity), timeoutMs: this.cfg.step_timeout * 1000, signal: this.abort.signal });
-        const bad = masters.filter((m) => !res.replies.some((r) => r.sender === m.identity && r.statuscode === Status.OK));
-        if (bad.length) throw new StepError(`clean of ${id} failed on ${bad.map((m) => m.identity).join(", ")}: ${res.replies.find((r) => r.statuscode !== Status.OK)?.statusmsg ?? "no reply"}`);
-        return `on ${masters.length} master(s)`;
-      }
-      case "request_csr": {
-        const data = await this.callNode(id, agent, "request_certificate", {});
-        if (typeof data.fingerprint !== "string") throw new StepError("request_certificate did not return a fingerprint");
-        rec.fingerprint = data.fingerprint;
-        return data.fingerprint;
-      }
-      case "sign_csr": {
-        if (!rec.fingerprint) throw new StepError("no CSR fingerprint recorded; the request_csr step must run first");
-        try {
-          await this.callNode(master.identity, this.cfg.master.agent, "sign", { certname: id, fingerprint: rec.fingerprint }, undefined, false, this.masterClient);
-        } catch (e) {
-          // Idempotent after a crash between signing and recording it: never sign twice.
-          if (await this.alreadySigned(master.identity, id)) return "already signed";
-          throw e;
-        }
-        rec.signedBy = master.identity;
-        return `by ${master.identity}`;
-      }
-      case "bootstrap":
-        await this.callNode(id, agent, "bootstrap_puppet", {}, this.cfg.puppet_timeout * 1000);
-        return;
-      case "production":
-        await this.callNode(id, agent, "run_puppet", {}, this.cfg.puppet_timeout * 1000);
-        return;
-      case "daemonize":
-        await this.callNode(id, agent, "daemonize_puppet", {});
-        return;
-      case "disable":
-        await this.callNode(id, agent, "disable_provisioner", {});
-        return;
-      case "unlock":
-        await this.callNode(id, agent, "unlock_deploy", { owner: this.cfg.id });
-        return;
-      case "notify":
-        await this.notify(`Provisioned ${id} against ${master.identity}`, `muster provisioned ${id} (${rec.nodeAddress}) against Puppet master ${master.identity} (${master.address}).`, `${id}#${rec.rounds}#provisioned`);
-        return;
-    }
-  }
-
-  private async alreadySigned(master: string, certname: string): Promise<boolean> {
-    try {
-      const st = await this.callNode(master, this.cfg.master.agent, "status", { certname }, undefined, false, this.masterClient);
-      return st.state === "signed" || st.signed === true;
-    } catch {
-      return false;
-    }
+  private async persist(v: Versioned, leaseSeconds = this.cfg.lock_lease): Promise<void> {
+    if (!(await this.save(v, leaseSeconds))) throw new Abandoned(`state of ${v.record.identity} was changed by someone else; leaving the node to them`, true);
   }
 
   private async hasCert(id: string): Promise<boolean> {
@@ -498,10 +392,7 @@ export class Provisioner {
   }
 
   private async releaseLock(rec: NodeRecord): Promise<void> {
-    // past unlock the node holds no lock of ours (and, disabled under isolation, is out of reach)
-    if (!this.cfg.steps.lock || (rec.stage !== undefined && Stages.indexOf(rec.stage) >= Stages.indexOf("unlock"))) return;
-    const id = rec.identity;
-    await this.callNode(id, this.cfg.target.agent, "unlock_deploy", { owner: this.cfg.id }, 10_000, true).catch((e) => this.log.warn({ node: id, err: (e as Error).message }, "could not release the node's lock; it expires with its lease"));
+    await this.lock.release(rec, (e) => this.log.warn({ node: rec.identity, err: e.message }, "could not release the node's lock; it expires with its lease"));
   }
 
   // ---- collective helpers ----
@@ -531,12 +422,12 @@ export class Provisioner {
    */
   async discoverMasters(): Promise<MasterInfo[]> {
     if (this.masters && Date.now() - this.masters.at < Math.min(this.cfg.sleeptime, 5) * 1000) return this.masters.list;
-    const ids = await this.masterClient.discover({ filter: this.masterFilter, timeoutMs: this.cfg.discovery_timeout * 1000 });
-    this.logDiscovery("Puppet masters", this.masterClient.collective, this.cfg.master, ids);
+    const ids = await this.collective.discover("master", this.masterFilter, this.cfg.discovery_timeout * 1000);
+    this.logDiscovery("Puppet masters", this.collective.collectiveOf("master"), this.cfg.master, ids);
     const list: MasterInfo[] = [];
     if (ids.length) {
-      const res = await this.masterClient.call("rpcutil", "inventory", {}, { nodes: ids, timeoutMs: 10_000 });
-      for (const r of res.replies) {
+      const replies = await this.collective.call("master", "rpcutil", "inventory", {}, { nodes: ids, timeoutMs: 10_000 });
+      for (const r of replies) {
         if (r.statuscode !== Status.OK) continue;
         const facts = (r.data.facts as Record<string, unknown>) ?? {};
         const address = stringFact(facts, this.cfg.master.ipaddress_fact);
@@ -570,16 +461,16 @@ export class Provisioner {
   }
 
   /** One action on one node. Steps stop waiting when the provisioner abandons them; lock releases do not. */
-  private async callNode(id: string, agent: string, action: string, data: Record<string, unknown>, timeoutMs = this.cfg.step_timeout * 1000, quiet = false, via = this.targetClient): Promise<Record<string, unknown>> {
-    let res: RpcResult;
-    const restart = via === this.targetClient ? this.nodeRestarts.get(id)?.signal : undefined;
+  private async callNode(id: string, agent: string, action: string, data: Record<string, unknown>, timeoutMs = this.cfg.step_timeout * 1000, quiet = false, role: Role = "target"): Promise<Record<string, unknown>> {
+    let replies;
+    const restart = role === "target" ? this.nodeRestarts.get(id)?.signal : undefined;
     const signal = quiet ? undefined : restart ? AbortSignal.any([this.abort.signal, restart]) : this.abort.signal;
     try {
-      res = await via.call(agent, action, data, { nodes: [id], timeoutMs, signal });
+      replies = await this.collective.call(role, agent, action, data, { nodes: [id], timeoutMs, signal });
     } catch (e) {
       throw new StepError(`${agent}#${action} on ${id}: ${(e as Error).message}`);
     }
-    const r = res.replies[0];
+    const r = replies[0];
     if (!r) throw new StepError(`${agent}#${action}: no reply from ${id} within ${Math.round(timeoutMs / 1000)}s`);
     if (r.statuscode !== Status.OK) {
       const detail = Array.isArray(r.data.failed_resources) && r.data.failed_resources.length ? ` (failed: ${(r.data.failed_resources as unknown[]).slice(0, 5).map(String).join(", ")})` : "";
@@ -594,14 +485,14 @@ export class Provisioner {
   private async notify(subject: string, message: string, key: string): Promise<void> {
     // Discovered like the masters: at most once per cycle (5 s), not once per node.
     if (!this.notifiers || Date.now() - this.notifiers.at >= Math.min(this.cfg.sleeptime, 5) * 1000) {
-      this.notifiers = { at: Date.now(), list: await this.notifyClient.discover({ filter: this.notifyFilter, timeoutMs: this.cfg.discovery_timeout * 1000 }) };
-      this.logDiscovery("notifiers", this.notifyClient.collective, this.cfg.notify, this.notifiers.list);
+      this.notifiers = { at: Date.now(), list: await this.collective.discover("notify", this.notifyFilter, this.cfg.discovery_timeout * 1000) };
+      this.logDiscovery("notifiers", this.collective.collectiveOf("notify"), this.cfg.notify, this.notifiers.list);
     }
     const found = this.notifiers.list;
     const notifier = found[0];
     if (!notifier) throw new StepError(`no notifier found (agent ${this.cfg.notify.agent}${this.cfg.notify.filter ? `, filter ${this.cfg.notify.filter}` : ""})`);
     if (found.length > 1) this.log.debug({ using: notifier, found: found.length }, "several notifiers; using the first");
-    await this.callNode(notifier, this.cfg.notify.agent, "send", { subject, message, dedupe_key: key, ...(this.cfg.notify.targets.length ? { recipients: this.cfg.notify.targets } : {}) }, undefined, false, this.notifyClient);
+    await this.callNode(notifier, this.cfg.notify.agent, "send", { subject, message, dedupe_key: key, ...(this.cfg.notify.targets.length ? { recipients: this.cfg.notify.targets } : {}) }, undefined, false, "notify");
   }
 }
 

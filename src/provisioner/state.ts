@@ -37,6 +37,8 @@ export interface NodeRecord {
 }
 
 const LOG_TAIL = 30;
+/** The order of localeCompare, without building a collator per comparison. */
+const byLocale = new Intl.Collator();
 const enc = new TextEncoder();
 const dec = new TextDecoder();
 
@@ -210,21 +212,40 @@ export class StateStore {
     throw new Error(`timed out after ${timeoutMs} ms waiting for ${waiting.length} node(s): ${waiting.slice(0, 10).map((id) => `${id} (${latest.get(id)?.status ?? "no record"}${latest.get(id)?.current ? ` at ${latest.get(id)?.current}` : ""}${latest.get(id)?.lastError ? `: ${latest.get(id)?.lastError}` : ""})`).join(", ")}`);
   }
 
+  /**
+   * Every record, sorted by identity, read as one stream of the bucket's last values (a KV watch,
+   * stopped once it has caught up) rather than a request per key: at 10,000 records reading key
+   * by key took seconds, too slow for `muster provision status` during a run.
+   */
   async all(): Promise<NodeRecord[]> {
-    const out: NodeRecord[] = [];
-    const keys = await this.kv.keys();
-    const names: string[] = [];
-    for await (const k of keys) names.push(k);
-    for (const k of names) {
-      const e = await this.kv.get(k);
-      if (!e || e.operation !== "PUT" || e.value.length === 0) continue;
+    const latest = new Map<string, NodeRecord>();
+    if ((await retrying(() => this.kv.status())).values > 0) {
+      const w = await this.kv.watch();
+      const deadline = setTimeout(() => w.stop(), TRANSIENT_MS);
+      let caughtUp = false;
       try {
-        out.push(JSON.parse(dec.decode(e.value)) as NodeRecord);
-      } catch {
-        // skip corrupt entries
+        for await (const e of w) {
+          if (e.operation !== "PUT" || e.value.length === 0) latest.delete(e.key);
+          else {
+            try {
+              latest.set(e.key, JSON.parse(dec.decode(e.value)) as NodeRecord);
+            } catch {
+              latest.delete(e.key); // skip corrupt entries
+            }
+          }
+          if (e.delta === 0) {
+            caughtUp = true; // every key's last value seen
+            break;
+          }
+        }
+      } finally {
+        clearTimeout(deadline);
+        w.stop();
       }
+      if (!caughtUp) throw new Error(`reading the provisioning records did not finish within ${TRANSIENT_MS / 1000}s`);
     }
-    return out.sort((a, b) => a.identity.localeCompare(b.identity));
+    const out = [...latest.values()];
+    return out.sort((a, b) => byLocale.compare(a.identity, b.identity));
   }
 }
 
@@ -234,4 +255,29 @@ export function claimable(rec: NodeRecord | undefined, owner: string, now: numbe
   if (rec.status === "done" || rec.status === "failed") return false;
   if (rec.status === "pending") return true;
   return rec.owner === owner || (rec.claimExpires ?? 0) < now;
+}
+
+/**
+ * The record `owner` writes (compare-and-set) to claim a node, or undefined when it may not.
+ * Pure: a new round for a pending, new or re-queued node; a resume of our own or of an expired
+ * claim, naming the provisioner it takes over from.
+ */
+export function claimRecord(existing: Versioned | undefined, identity: string, owner: string, now: number, leaseS: number): { v: Versioned; takenOverFrom?: string } | undefined {
+  if (!claimable(existing?.record, owner, now)) return undefined;
+  const v: Versioned = existing ?? { record: newRecord(identity, now), revision: 0 };
+  const rec = v.record;
+  if (rec.status !== "in_progress") {
+    // a new round (first time, operator retry, node restart); in_progress ones are resumed
+    rec.rounds += 1;
+    rec.startedAt = now;
+    rec.timings = {};
+    rec.finishedAt = undefined;
+  }
+  const previousOwner = rec.status === "in_progress" ? rec.owner : undefined;
+  rec.status = "in_progress";
+  rec.owner = owner;
+  rec.claimExpires = now + leaseS * 1000;
+  const takenOverFrom = previousOwner && previousOwner !== owner ? previousOwner : undefined;
+  if (takenOverFrom) appendLog(rec, `taken over from ${takenOverFrom}, whose claim expired`, now);
+  return { v, takenOverFrom };
 }

@@ -1,0 +1,83 @@
+import { Stages, type Stage } from "./stages.js";
+import type { NodeRecord } from "./state.js";
+
+// The node's deploy lock (`provision#lock_deploy`), the whole policy in one place: the lock step
+// takes it, a slow step renews it, the unlock step and a failure or abandon release it, and a
+// takeover from a provisioner whose claim expired breaks the stale one and takes it again.
+// Which of these apply is decided here by pure methods; the node is asked through `ask`.
+
+/** One action of the target agent on one node; rejects on an error or a missing reply. */
+export type AskNode = (identity: string, action: string, data: Record<string, unknown>, opts?: { timeoutMs?: number; quiet?: boolean }) => Promise<Record<string, unknown>>;
+
+export interface DeployLockPolicy {
+  /** The lock step is on. */
+  enabled: boolean;
+  owner: string;
+  lockLeaseS: number;
+  puppetTimeoutS: number;
+}
+
+export class DeployLock {
+  constructor(
+    private readonly policy: DeployLockPolicy,
+    private readonly ask: AskNode,
+  ) {}
+
+  /** The lease covers one Puppet run beyond lock_lease; slow steps renew it when it runs short. */
+  get leaseS(): number {
+    return this.policy.lockLeaseS + this.policy.puppetTimeoutS;
+  }
+
+  /** Take (or renew: the same call by the same owner) the lock; records when it expires. */
+  async take(rec: NodeRecord, leaseS = this.leaseS): Promise<number | undefined> {
+    const d = await this.ask(rec.identity, "lock_deploy", { owner: this.policy.owner, lease: leaseS });
+    rec.lockExpires = typeof d.expires === "number" ? d.expires : undefined;
+    return rec.lockExpires;
+  }
+
+  /** Does the node hold a lock of ours? Past unlock it does not (and, disabled under isolation, it is out of reach). */
+  holds(rec: NodeRecord): boolean {
+    return this.policy.enabled && !pastStage(rec.stage, "unlock");
+  }
+
+  /** Before a slow step, when `lockNeedsRenewal` says so. */
+  renew(rec: NodeRecord): Promise<number | undefined> {
+    return this.take(rec);
+  }
+
+  /** The unlock step. */
+  async unlock(rec: NodeRecord): Promise<void> {
+    await this.ask(rec.identity, "unlock_deploy", { owner: this.policy.owner });
+  }
+
+  /** After a failure or on abandon: best effort, never waiting on our shutdown; a lock we cannot release expires with its lease. */
+  async release(rec: NodeRecord, onError: (e: Error) => void): Promise<void> {
+    if (!this.holds(rec)) return;
+    await this.ask(rec.identity, "unlock_deploy", { owner: this.policy.owner }, { timeoutMs: 10_000, quiet: true }).catch((e: Error) => onError(e));
+  }
+
+  /** Must a takeover touch the lock? Only a node that got past the start, with the lock step on, and not yet disabled. */
+  takeoverNeeded(rec: NodeRecord, disabled: boolean): boolean {
+    return this.policy.enabled && rec.stage !== undefined && !disabled;
+  }
+
+  /**
+   * Taking over from a provisioner whose claim expired: its node lock may outlive its claim, and
+   * the expired claim is the proof it is gone, so the lock is ours to take. Past unlock (or
+   * disabled, which refuses new locks) it only needs the stale one gone.
+   */
+  async takeover(rec: NodeRecord): Promise<void> {
+    await this.ask(rec.identity, "unlock_deploy", { force: true });
+    if (!pastStage(rec.stage, "unlock")) await this.take(rec);
+  }
+}
+
+/** Must the lock be taken again before a slow step? It must outlast one Puppet run; before the lock step ran there is none. */
+export function lockNeedsRenewal(rec: NodeRecord, enabled: boolean, puppetTimeoutS: number, now: number): boolean {
+  return enabled && rec.stage !== undefined && (rec.lockExpires ?? 0) - now < puppetTimeoutS * 1000;
+}
+
+/** Has the node completed `stage` (or one after it)? */
+function pastStage(done: Stage | undefined, stage: Stage): boolean {
+  return done !== undefined && Stages.indexOf(done) >= Stages.indexOf(stage);
+}

@@ -1,0 +1,206 @@
+import { lockNeedsRenewal } from "./deploy-lock.js";
+import { backoffMs, CERT_STAGES, remainingStages, SLOW_STAGES, Stages, type Stage } from "./stages.js";
+import { appendLog, type NodeRecord } from "./state.js";
+
+// The provisioning engine for one node: what to do next, given its record and what just happened.
+// Pure: no timers, no I/O, the clock and the dice passed in. It owns the step order, the skipping
+// of certificate steps, retries with backoff, the repeat after a node restart and the wait on a
+// busy Puppet. The caller (src/provisioner/runner.ts) carries out each action and feeds back the
+// event it produced, until the action is terminal (done, fail, abandon, leave).
+//
+//   begin -> [probe-cert] -> [renew-lock] -> [persist] -> run --ok--> persist --> next stage ... done
+//                                                          |failed: node restarted -> run (no attempt)
+//                                                          |failed: Puppet busy    -> wait -> run (no attempt)
+//                                                          |failed                 -> persist -> wait -> run
+//                                                          |                          (or fail after the last attempt)
+//   any persist answered "someone else wrote" -> lost -> leave;  the provisioner stopping -> abandon
+
+export interface EnginePolicy {
+  /** The enabled stages, in order. */
+  stages: readonly Stage[];
+  attempts: number;
+  backoffS: number;
+  maxBackoffS: number;
+  puppetTimeoutS: number;
+  lockLeaseS: number;
+}
+
+export type EngineAction =
+  | { type: "probe-cert" }
+  /** Take the node's deploy lock again for `leaseS` (it would run out during a slow step). */
+  | { type: "renew-lock"; leaseS: number }
+  /** Write the record, our claim renewed for `leaseS`. */
+  | { type: "persist"; leaseS: number }
+  /** Carry out `stage` once; `first` is the first try of this stage (announce it). */
+  | { type: "run"; stage: Stage; first: boolean }
+  /** Let `ms` pass. `retry` when it is a backoff after a counted failure. */
+  | { type: "wait"; ms: number; retry?: { stage: Stage; attempt: number; error: string } }
+  | { type: "done" }
+  | { type: "fail"; error: string }
+  /** We are stopping: leave the record in progress for a restart, release the node's lock. */
+  | { type: "abandon"; reason: string }
+  /** Someone else owns the node now: touch nothing. */
+  | { type: "leave"; reason: string };
+
+export type EngineEvent =
+  | { type: "begin" }
+  | { type: "cert-probed"; hasCert: boolean }
+  | { type: "lock-renewed"; expires?: number }
+  | { type: "persisted" }
+  | { type: "step-ok"; ms: number; note?: string }
+  | { type: "step-failed"; error: string; /** the node answered that Puppet is busy */ busy: boolean; /** the node restarted while we waited */ nodeRestarted: boolean }
+  | { type: "waited" }
+  | { type: "lost" }
+  | { type: "stopping" };
+
+type Phase = "idle" | "probing" | "renewing" | "before-step" | "running" | "after-ok" | "after-failure" | "busy-wait" | "backoff" | "finished";
+
+/** The engine's memory of one node's run (the durable part is the record). */
+export interface NodeRun {
+  rec: NodeRecord;
+  todo: Stage[];
+  index: number;
+  attempt: number;
+  restarts: number;
+  busyWaitedMs: number;
+  lastError?: string;
+  phase: Phase;
+}
+
+/** A run over the stages after the record's last completed one. */
+export function newRun(rec: NodeRecord, policy: EnginePolicy): NodeRun {
+  return { rec, todo: remainingStages(policy.stages, rec.stage), index: 0, attempt: 1, restarts: 0, busyWaitedMs: 0, phase: "idle" };
+}
+
+const isTerminal = (a: EngineAction): boolean => a.type === "done" || a.type === "fail" || a.type === "abandon" || a.type === "leave";
+export { isTerminal };
+
+/** Feed one event; the record is updated in place and the next action comes back. */
+export function decide(run: NodeRun, ev: EngineEvent, policy: EnginePolicy, now: number, rand: () => number = Math.random): EngineAction {
+  const rec = run.rec;
+  if (run.phase === "finished") throw new Error(`engine: event ${ev.type} after the run of ${rec.identity} ended`);
+  if (ev.type === "lost") return finish(run, { type: "leave", reason: `state of ${rec.identity} was changed by someone else; leaving the node to them` });
+  if (ev.type === "stopping") return finish(run, { type: "abandon", reason: "provisioner stopping" });
+  const stage = run.todo[run.index];
+  switch (ev.type) {
+    case "begin":
+      return advance(run, policy, now);
+    case "cert-probed":
+      rec.hadCert = ev.hasCert;
+      if (ev.hasCert) appendLog(rec, "node already has a certificate; skipping certificate steps", now);
+      return advance(run, policy, now);
+    case "lock-renewed":
+      rec.lockExpires = ev.expires;
+      run.phase = "before-step";
+      return { type: "persist", leaseS: slowLease(policy) };
+    case "persisted":
+      if (run.phase === "before-step") return startStep(run);
+      if (run.phase === "after-ok") {
+        run.index++;
+        return advance(run, policy, now);
+      }
+      if (run.phase === "after-failure") {
+        if (run.attempt >= policy.attempts) return finish(run, { type: "fail", error: run.lastError ?? "failed" });
+        run.phase = "backoff";
+        return { type: "wait", ms: backoffMs(run.attempt, policy.backoffS, policy.maxBackoffS, rand), retry: { stage: stage!, attempt: run.attempt, error: run.lastError ?? "" } };
+      }
+      break;
+    case "step-ok":
+      if (run.phase !== "running" || !stage) break;
+      rec.timings[stage] = Math.round(ev.ms);
+      rec.stage = stage;
+      rec.attempts = 0;
+      rec.lastError = undefined;
+      appendLog(rec, `${stage} ok${ev.note ? `: ${ev.note}` : ""} (${Math.round(ev.ms)} ms)`, now);
+      run.phase = "after-ok";
+      return { type: "persist", leaseS: policy.lockLeaseS };
+    case "step-failed":
+      if (run.phase !== "running" || !stage) break;
+      // Every step is idempotent: a node restart costs a repeat, not an attempt (bounded, for a node that keeps restarting).
+      if (ev.nodeRestarted && ++run.restarts <= policy.attempts * 2) {
+        appendLog(rec, `${stage}: the node restarted; asking again`, now);
+        return { type: "run", stage, first: false };
+      }
+      // Another Puppet run holds the node's lock (e.g. one started before a provisioner restart):
+      // wait for it without spending attempts, up to one Puppet run's time.
+      if (ev.busy && run.busyWaitedMs < policy.puppetTimeoutS * 1000) {
+        const wait = Math.max(2000, backoffMs(1, policy.backoffS, policy.maxBackoffS, rand));
+        run.busyWaitedMs += wait;
+        appendLog(rec, `${stage}: a Puppet run is already in progress on the node; waiting ${Math.round(wait / 1000)}s`, now);
+        run.phase = "busy-wait";
+        return { type: "wait", ms: wait };
+      }
+      rec.attempts = run.attempt;
+      rec.lastError = `${stage}: ${ev.error}`;
+      run.lastError = ev.error;
+      appendLog(rec, `${stage} failed (attempt ${run.attempt}/${policy.attempts}): ${ev.error}`, now);
+      run.phase = "after-failure";
+      return { type: "persist", leaseS: policy.lockLeaseS };
+    case "waited":
+      if (run.phase === "backoff") run.attempt++;
+      else if (run.phase !== "busy-wait") break;
+      run.phase = "running";
+      return { type: "run", stage: stage!, first: false };
+  }
+  throw new Error(`engine: unexpected ${ev.type} for ${rec.identity} in phase ${run.phase}`);
+}
+
+function finish(run: NodeRun, a: EngineAction): EngineAction {
+  run.phase = "finished";
+  return a;
+}
+
+function slowLease(policy: EnginePolicy): number {
+  return policy.lockLeaseS + policy.puppetTimeoutS;
+}
+
+/** To the next stage to run (skipping certificate steps of a node with a certificate), or done. */
+function advance(run: NodeRun, policy: EnginePolicy, now: number): EngineAction {
+  const rec = run.rec;
+  for (;;) {
+    const stage = run.todo[run.index];
+    if (!stage) {
+      rec.status = "done";
+      rec.current = undefined;
+      rec.finishedAt = now;
+      rec.claimExpires = undefined;
+      return finish(run, { type: "done" });
+    }
+    if (CERT_STAGES.has(stage)) {
+      if (rec.hadCert === undefined) {
+        run.phase = "probing";
+        return { type: "probe-cert" };
+      }
+      if (rec.hadCert) {
+        run.index++;
+        continue;
+      }
+    }
+    rec.current = stage;
+    run.attempt = 1;
+    run.restarts = 0;
+    run.busyWaitedMs = 0;
+    run.lastError = undefined;
+    // One KV write per step: fast steps are recorded when they complete; slow ones also when they
+    // start, with claim and node lock renewed to outlast the step (a Puppet run may exceed the lease).
+    if (SLOW_STAGES.has(stage)) {
+      if (lockNeedsRenewal(rec, policy.stages.includes("lock"), policy.puppetTimeoutS, now)) {
+        run.phase = "renewing";
+        return { type: "renew-lock", leaseS: slowLease(policy) };
+      }
+      run.phase = "before-step";
+      return { type: "persist", leaseS: slowLease(policy) };
+    }
+    return startStep(run);
+  }
+}
+
+function startStep(run: NodeRun): EngineAction {
+  run.phase = "running";
+  return { type: "run", stage: run.todo[run.index]!, first: true };
+}
+
+/** A node already disabled is provisioned: what remains (notify) needs nothing from it. */
+export function pastDisable(rec: NodeRecord): boolean {
+  return rec.stage !== undefined && Stages.indexOf(rec.stage) >= Stages.indexOf("disable") && rec.master !== undefined && rec.masterAddress !== undefined;
+}

@@ -1,0 +1,104 @@
+import type { DeployLock } from "./deploy-lock.js";
+import type { Stage } from "./stages.js";
+import type { NodeRecord } from "./state.js";
+
+// What each stage does, one entry per stage: the agent action it calls and what it records. The
+// engine (engine.ts) decides when a step runs and what a failure costs; a step only does its one
+// thing and throws StepError when it did not work. Every step is idempotent, so the engine may
+// repeat one that was cut short.
+
+export class StepError extends Error {
+  constructor(message: string, readonly data: Record<string, unknown> = {}) {
+    super(message);
+  }
+}
+
+export interface MasterInfo {
+  identity: string;
+  address: string;
+  port?: number;
+  facts: Record<string, unknown>;
+}
+
+/** What a step may use: the node, its master, and the edge's helpers (all I/O goes through them). */
+export interface StepContext {
+  rec: NodeRecord;
+  master: MasterInfo;
+  lock: DeployLock;
+  /** An action of the target agent on the node. */
+  node(action: string, data: Record<string, unknown>, timeoutMs?: number): Promise<Record<string, unknown>>;
+  /** An action of the master agent on one master. */
+  onMaster(master: string, action: string, data: Record<string, unknown>): Promise<Record<string, unknown>>;
+  /** An action of the master agent on every master; names those that did not answer OK. */
+  onAllMasters(action: string, data: Record<string, unknown>): Promise<{ masters: number; bad: string[]; firstError?: string }>;
+  /** Send one notification (deduplicated by `key`). */
+  notify(subject: string, message: string, key: string): Promise<void>;
+  puppetTimeoutMs: number;
+}
+
+/** Runs the step; resolves with a note for the node's log. */
+export type Step = (ctx: StepContext) => Promise<string | void>;
+
+export const steps: Record<Stage, Step> = {
+  async lock({ rec, lock }) {
+    await lock.take(rec);
+  },
+
+  async set_puppet_host({ master, node }) {
+    await node("set_puppet_host", master.port ? { ipaddress: master.address, port: master.port } : { ipaddress: master.address });
+    return `${master.address}${master.port ? `:${master.port}` : ""}`;
+  },
+
+  // One signed request to every master at once (as mcprovision, clean everywhere: a node may have
+  // been provisioned against another master before).
+  async clean_cert({ rec, onAllMasters }) {
+    const res = await onAllMasters("clean", { certname: rec.identity });
+    if (res.bad.length) throw new StepError(`clean of ${rec.identity} failed on ${res.bad.join(", ")}: ${res.firstError ?? "no reply"}`);
+    return `on ${res.masters} master(s)`;
+  },
+
+  async request_csr({ rec, node }) {
+    const data = await node("request_certificate", {});
+    if (typeof data.fingerprint !== "string") throw new StepError("request_certificate did not return a fingerprint");
+    rec.fingerprint = data.fingerprint;
+    return data.fingerprint;
+  },
+
+  async sign_csr({ rec, master, onMaster }) {
+    if (!rec.fingerprint) throw new StepError("no CSR fingerprint recorded; the request_csr step must run first");
+    try {
+      await onMaster(master.identity, "sign", { certname: rec.identity, fingerprint: rec.fingerprint });
+    } catch (e) {
+      // Idempotent after a crash between signing and recording it: never sign twice.
+      const st = await onMaster(master.identity, "status", { certname: rec.identity }).catch(() => undefined);
+      if (st && (st.state === "signed" || st.signed === true)) return "already signed";
+      throw e;
+    }
+    rec.signedBy = master.identity;
+    return `by ${master.identity}`;
+  },
+
+  async bootstrap({ node, puppetTimeoutMs }) {
+    await node("bootstrap_puppet", {}, puppetTimeoutMs);
+  },
+
+  async production({ node, puppetTimeoutMs }) {
+    await node("run_puppet", {}, puppetTimeoutMs);
+  },
+
+  async daemonize({ node }) {
+    await node("daemonize_puppet", {});
+  },
+
+  async unlock({ rec, lock }) {
+    await lock.unlock(rec);
+  },
+
+  async disable({ node }) {
+    await node("disable_provisioner", {});
+  },
+
+  async notify({ rec, master, notify }) {
+    await notify(`Provisioned ${rec.identity} against ${master.identity}`, `muster provisioned ${rec.identity} (${rec.nodeAddress}) against Puppet master ${master.identity} (${master.address}).`, `${rec.identity}#${rec.rounds}#provisioned`);
+  },
+};
