@@ -19,34 +19,34 @@ export type AgentFactory = (deps: BuiltinDeps) => Agent;
 
 /** The agents every node hosts. */
 export const coreAgentFactories: Record<string, AgentFactory> = {
-  discovery: () => createDiscoveryAgent() as unknown as Agent,
-  rpcutil: (d) => createRpcutilAgent(d.node) as unknown as Agent,
+  discovery: () => createDiscoveryAgent(),
+  rpcutil: (d) => createRpcutilAgent(d.node),
 };
 
 const optionalAgentLoaders: Record<string, () => Promise<AgentFactory>> = {
   notify: async () => {
     const { createNotifyAgent } = await import("./notify/index.js");
-    return () => createNotifyAgent() as unknown as Agent;
+    return () => createNotifyAgent();
   },
   provision: async () => {
     const { createProvisionAgent } = await import("./provision/index.js");
-    return (d) => createProvisionAgent({ config: d.config, identity: d.identity }) as unknown as Agent;
+    return (d) => createProvisionAgent({ config: d.config, identity: d.identity });
   },
   puppetca: async () => {
     const { createPuppetcaAgent } = await import("./puppetca/index.js");
-    return (d) => createPuppetcaAgent({ config: d.config }) as unknown as Agent;
+    return (d) => createPuppetcaAgent({ config: d.config });
   },
   resource: async () => {
     const { createResourceAgent } = await import("./resource/index.js");
-    return (d) => createResourceAgent({ config: d.config }) as unknown as Agent;
+    return (d) => createResourceAgent({ config: d.config });
   },
   nrpe: async () => {
     const { createNrpeAgent } = await import("./nrpe/index.js");
-    return (d) => createNrpeAgent({ config: d.config }) as unknown as Agent;
+    return (d) => createNrpeAgent({ config: d.config });
   },
   puppet: async () => {
     const { createPuppetAgent } = await import("./puppet/index.js");
-    return (d) => createPuppetAgent({ config: d.config, identity: d.identity }) as unknown as Agent;
+    return (d) => createPuppetAgent({ config: d.config, identity: d.identity });
   },
 };
 
