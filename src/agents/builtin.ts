@@ -3,6 +3,8 @@ import type { Agent } from "../server/agent.js";
 import { createDiscoveryAgent } from "./discovery/index.js";
 import { createRpcutilAgent, type NodeIntrospection } from "./rpcutil/index.js";
 
+export type { NodeIntrospection };
+
 // The built-in agents by name. A node loads `discovery` and `rpcutil` always, plus those its config
 // lists under agents.builtin: the others act on the machine (Puppet, the CA, notifications), so a
 // node offers them only when its operator says so. Their code is imported only when listed, which
@@ -13,6 +15,8 @@ export interface BuiltinDeps {
   identity: string;
   /** The agent's own settings (`plugins.<name>`). */
   config: Record<string, unknown>;
+  /** The provision agent calls this once it has marked the node provisioned. */
+  onProvisioned?: () => void;
 }
 
 export type AgentFactory = (deps: BuiltinDeps) => Agent;
@@ -30,7 +34,7 @@ const optionalAgentLoaders: Record<string, () => Promise<AgentFactory>> = {
   },
   provision: async () => {
     const { createProvisionAgent } = await import("./provision/index.js");
-    return (d) => createProvisionAgent({ config: d.config, identity: d.identity });
+    return (d) => createProvisionAgent({ config: d.config, identity: d.identity, onProvisioned: d.onProvisioned });
   },
   puppetca: async () => {
     const { createPuppetcaAgent } = await import("./puppetca/index.js");
