@@ -161,23 +161,25 @@ export class MusterClient {
 
   /**
    * Node events (`muster.event.<agent>.<event>`, ActionContext.emit) from now on; `*` matches any
-   * agent or event. Resolves once the broker has the subscription, so work started afterwards
-   * cannot have its events missed. Malformed events are dropped and told to `onInvalid`.
+   * agent or event. Await `ready` before starting work whose events must not be missed: it
+   * resolves once the broker has the subscription. Malformed events are dropped and told to
+   * `onInvalid`.
    */
-  async onEvent(agent: string, event: string, handler: (e: NodeEvent) => void, opts: { onInvalid?: (reason: string, subject: string) => void } = {}): Promise<EventSubscription> {
+  onEvent(agent: string, event: string, handler: (e: NodeEvent) => void, opts: { onInvalid?: (reason: string, subject: string) => void } = {}): EventSubscription {
     return this.subscribeParsed(subjects.event(agent, event), parseNodeEvent, handler, opts.onInvalid);
   }
 
   /**
    * Lifecycle events (`muster.lifecycle.<type>.<component>`): nodes starting and stopping, parsed
-   * and checked (protocol/lifecycle.ts). By default every type from every component. Resolves
-   * once the broker has the subscription. Malformed events are dropped and told to `onInvalid`.
+   * and checked (protocol/lifecycle.ts). By default every type from every component. `ready`
+   * resolves once the broker has the subscription. Malformed events are dropped and told to
+   * `onInvalid`.
    */
-  async onLifecycle(handler: (e: LifecycleEvent) => void, opts: { type?: LifecycleType | "*"; component?: string; onInvalid?: (reason: string, subject: string) => void } = {}): Promise<EventSubscription> {
+  onLifecycle(handler: (e: LifecycleEvent) => void, opts: { type?: LifecycleType | "*"; component?: string; onInvalid?: (reason: string, subject: string) => void } = {}): EventSubscription {
     return this.subscribeParsed(subjects.lifecycle(opts.type ?? "*", opts.component ?? "*"), parseLifecycleEvent, handler, opts.onInvalid);
   }
 
-  private async subscribeParsed<E>(subject: string, parse: (data: Uint8Array, subject: string) => { ok: true; event: E } | { ok: false; reason: string }, handler: (e: E) => void, onInvalid?: (reason: string, subject: string) => void): Promise<EventSubscription> {
+  private subscribeParsed<E>(subject: string, parse: (data: Uint8Array, subject: string) => { ok: true; event: E } | { ok: false; reason: string }, handler: (e: E) => void, onInvalid?: (reason: string, subject: string) => void): EventSubscription {
     let invalid = 0;
     const sub: Subscription = this.nc.subscribe(subject, {
       callback: (err, msg) => {
@@ -195,8 +197,10 @@ export class MusterClient {
         }
       },
     });
-    await this.nc.flush();
+    const ready = this.nc.flush();
+    ready.catch(() => undefined); // a caller that never awaits it must not crash the process
     return {
+      ready,
       unsubscribe: () => sub.unsubscribe(),
       get invalid() {
         return invalid;
@@ -402,6 +406,8 @@ export type SourceSpec =
 
 /** A live event subscription. */
 export interface EventSubscription {
+  /** Resolves once the broker has the subscription: events published afterwards reach the handler. */
+  readonly ready: Promise<void>;
   unsubscribe(): void;
   /** Messages dropped because they did not parse. */
   readonly invalid: number;

@@ -54,8 +54,7 @@ export async function runAll(client: MusterClient, opts: RunallOptions): Promise
   const pendingEvents: { identity: string; requestid: string; result: RunResult; at: number }[] = [];
 
   // Subscribe before anything starts, so no run's end can be missed.
-  // Resolves once the broker has the subscription, before any runonce goes out.
-  const sub = await client.onEvent("puppet", RUN_COMPLETE_EVENT, (e) => {
+  const sub = client.onEvent("puppet", RUN_COMPLETE_EVENT, (e) => {
     if (!wanted.has(e.identity) || typeof e.data.requestid !== "string") return;
     const ev = { identity: e.identity, requestid: e.data.requestid, result: runResult(e.data), at: now() };
     if (scheduler) scheduler.completed(ev.identity, ev.requestid, ev.at, ev.result);
@@ -63,6 +62,8 @@ export async function runAll(client: MusterClient, opts: RunallOptions): Promise
     kick();
   });
   try {
+    await sub.ready; // the broker has the subscription before any runonce goes out
+
     const startTimeoutMs = opts.startTimeoutMs ?? 10_000;
     const estimates = new Map<string, number>();
     const preskip: { identity: string; outcome: "skipped" | "vanished" | "busy"; detail: string }[] = [];

@@ -116,8 +116,9 @@ test("typed outputs: a DDL-conforming reply is typed; one that is not fails with
 test("onEvent: node events arrive parsed; garbled ones are dropped and told", async () => {
   const events: NodeEvent[] = [];
   const invalid: string[] = [];
-  const sub = await client.onEvent("gauge", "announced", (e) => events.push(e), { onInvalid: (reason) => invalid.push(reason) });
+  const sub = client.onEvent("gauge", "announced", (e) => events.push(e), { onInvalid: (reason) => invalid.push(reason) });
   try {
+    await sub.ready;
     raw.publish("muster.event.gauge.announced", new TextEncoder().encode("{not json"));
     raw.publish("muster.event.gauge.announced", new TextEncoder().encode(JSON.stringify({ identity: "x", agent: "gauge", event: "announced", data: [] })));
     await client.agent(gaugeDDL).call("announce", {}, { nodes });
@@ -136,8 +137,9 @@ test("onEvent: node events arrive parsed; garbled ones are dropped and told", as
 test("onLifecycle: startup and shutdown as one union type; hostile events refused with a reason", async () => {
   const events: LifecycleEvent[] = [];
   const invalid: { reason: string; subject: string }[] = [];
-  const sub = await client.onLifecycle((e) => events.push(e), { onInvalid: (reason, subject) => invalid.push({ reason, subject }) });
+  const sub = client.onLifecycle((e) => events.push(e), { onInvalid: (reason, subject) => invalid.push({ reason, subject }) });
   try {
+    await sub.ready;
     raw.publish("muster.lifecycle.startup.server", new TextEncoder().encode(JSON.stringify({ type: "startup", identity: "evil.>", component: "server", version: "1", collectives: ["muster"], time: 1 })));
     raw.publish("muster.lifecycle.shutdown.server", new TextEncoder().encode(JSON.stringify({ type: "startup", identity: "web1", component: "server", version: "1", collectives: ["muster"], time: 1 })));
     const extra = await emulate(["late.test"]);
@@ -154,8 +156,9 @@ test("onLifecycle: startup and shutdown as one union type; hostile events refuse
     sub.unsubscribe();
   }
   const only: LifecycleEvent[] = [];
-  const shutdowns = await client.onLifecycle((e) => only.push(e), { type: "shutdown" });
+  const shutdowns = client.onLifecycle((e) => only.push(e), { type: "shutdown" });
   try {
+    await shutdowns.ready;
     const extra = await emulate(["later.test"]);
     await extra.stop();
     await eventually(async () => (only.length ? true : undefined), 10_000, "the shutdown event");
