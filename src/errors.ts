@@ -26,6 +26,7 @@ export const ErrorCodes = {
   MUSTER_NO_MASTER: "no Puppet master answered, so nothing was changed",
   MUSTER_UNKNOWN_NODE: "the provisioner has no record of the named node",
   MUSTER_RETRY_REFUSED: "provision retry was asked for a node that is not failed",
+  MUSTER_BUCKET_NOT_FOUND: "a JetStream KV bucket that was to be read does not exist",
 } as const;
 export type ErrorCode = keyof typeof ErrorCodes;
 

@@ -3,6 +3,8 @@ import type { Agent } from "../server/agent.js";
 import { createDiscoveryAgent } from "./discovery/index.js";
 import { createRpcutilAgent, type NodeIntrospection } from "./rpcutil/index.js";
 
+export type { NodeIntrospection };
+
 // The built-in agents by name. A node loads `discovery` and `rpcutil` always, plus those its config
 // lists under agents.builtin: the others act on the machine (Puppet, the CA, notifications), so a
 // node offers them only when its operator says so. Their code is imported only when listed, which
@@ -13,40 +15,42 @@ export interface BuiltinDeps {
   identity: string;
   /** The agent's own settings (`plugins.<name>`). */
   config: Record<string, unknown>;
+  /** The provision agent calls this once it has marked the node provisioned. */
+  onProvisioned?: () => void;
 }
 
 export type AgentFactory = (deps: BuiltinDeps) => Agent;
 
 /** The agents every node hosts. */
 export const coreAgentFactories: Record<string, AgentFactory> = {
-  discovery: () => createDiscoveryAgent() as unknown as Agent,
-  rpcutil: (d) => createRpcutilAgent(d.node) as unknown as Agent,
+  discovery: () => createDiscoveryAgent(),
+  rpcutil: (d) => createRpcutilAgent(d.node),
 };
 
 const optionalAgentLoaders: Record<string, () => Promise<AgentFactory>> = {
   notify: async () => {
     const { createNotifyAgent } = await import("./notify/index.js");
-    return () => createNotifyAgent() as unknown as Agent;
+    return () => createNotifyAgent();
   },
   provision: async () => {
     const { createProvisionAgent } = await import("./provision/index.js");
-    return (d) => createProvisionAgent({ config: d.config, identity: d.identity }) as unknown as Agent;
+    return (d) => createProvisionAgent({ config: d.config, identity: d.identity, onProvisioned: d.onProvisioned });
   },
   puppetca: async () => {
     const { createPuppetcaAgent } = await import("./puppetca/index.js");
-    return (d) => createPuppetcaAgent({ config: d.config }) as unknown as Agent;
+    return (d) => createPuppetcaAgent({ config: d.config });
   },
   resource: async () => {
     const { createResourceAgent } = await import("./resource/index.js");
-    return (d) => createResourceAgent({ config: d.config }) as unknown as Agent;
+    return (d) => createResourceAgent({ config: d.config });
   },
   nrpe: async () => {
     const { createNrpeAgent } = await import("./nrpe/index.js");
-    return (d) => createNrpeAgent({ config: d.config }) as unknown as Agent;
+    return (d) => createNrpeAgent({ config: d.config });
   },
   puppet: async () => {
     const { createPuppetAgent } = await import("./puppet/index.js");
-    return (d) => createPuppetAgent({ config: d.config, identity: d.identity }) as unknown as Agent;
+    return (d) => createPuppetAgent({ config: d.config, identity: d.identity });
   },
 };
 

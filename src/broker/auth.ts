@@ -1,7 +1,6 @@
 import { z } from "zod";
 import { MusterError } from "../errors.js";
-import { DEFAULT_STATE_BUCKET } from "../provisioner/config.js";
-import { DEFAULT_BUCKET } from "../registry/bucket.js";
+import { DEFAULT_REGISTRY_BUCKET, DEFAULT_STATE_BUCKET } from "../protocol/buckets.js";
 import { isValidCollective, isValidIdentity, subjects } from "../protocol/subjects.js";
 import { inboxPrefixFor } from "./connect.js";
 
@@ -52,7 +51,7 @@ export const BrokerAuthSpecSchema = z
     /** KV bucket of the provisioner's state (provisioner state_bucket). */
     state_bucket: z.string().default(DEFAULT_STATE_BUCKET),
     /** KV bucket of the registry. */
-    registry_bucket: z.string().default(DEFAULT_BUCKET),
+    registry_bucket: z.string().default(DEFAULT_REGISTRY_BUCKET),
   })
   .strict();
 export type BrokerAuthSpec = z.input<typeof BrokerAuthSpecSchema>;

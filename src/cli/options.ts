@@ -1,7 +1,6 @@
 import { InvalidArgumentError, Option, type Command } from "commander";
 import { dataPluginCatalogue } from "../agents/data-ddls.js";
 import { buildFilter } from "../filter/index.js";
-import { FlatfileSource } from "../client/discovery/flatfile.js";
 import type { NodeSource } from "../client/discovery/source.js";
 import { MusterClient } from "../client/client.js";
 import { parseLimit, type LimitSpec } from "../client/limit.js";
@@ -124,14 +123,13 @@ export async function openSession(o: FilterOpts, registrySource?: (client: Muste
   if ((method === "flatfile" || method === "file") && !o.nodes) throw new MusterError("MUSTER_USAGE", "--dm flatfile needs --nodes FILE");
   // The registry answers from registration data: a filter it cannot answer fails before connecting.
   // Loaded on demand so commands that never use it do not load JetStream KV.
-  const registry = method === "registry" && !registrySource ? await import("../client/discovery/registry.js") : undefined;
-  if (registry) (await import("../registry/select.js")).checkRegistryFilter(filter);
+  if (method === "registry" && !registrySource) (await import("../registry/select.js")).checkRegistryFilter(filter);
   const broker = resolveBrokerSettings({ flag: o.broker, clientConfig: o.config });
   const client = await MusterClient.connect({ brokers: broker.servers, collective: o.target ?? config.collective, name: "muster-cli", tls: broker.tls, from: broker.from });
   let source: NodeSource | undefined;
-  if (method === "flatfile" || method === "file") source = new FlatfileSource(o.nodes!);
+  if (method === "flatfile" || method === "file") source = await client.source({ method, file: o.nodes! });
   else if (method === "registry") {
-    source = registrySource ? registrySource(client, config) : new registry!.RegistrySource(client.nc, { bucket: config.registry_bucket, collective: client.collective, onWarning: (m) => process.stderr.write(`warning: ${m}\n`) });
+    source = registrySource ? registrySource(client, config) : await client.source({ method, bucket: config.registry_bucket, onWarning: (m) => process.stderr.write(`warning: ${m}\n`) });
   }
   return { client, config, filter, source, discoveryTimeoutMs: (o.dt ?? config.discovery_timeout ?? 2) * 1000 };
 }

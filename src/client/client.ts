@@ -1,10 +1,14 @@
-import type { NatsConnection } from "@nats-io/transport-node";
+import type { KV } from "@nats-io/kv";
+import type { NatsConnection, Subscription } from "@nats-io/transport-node";
 import type { Logger } from "pino";
 import { connectBroker, resolveBrokers, resolveTls, type TlsSettings } from "../broker/connect.js";
-import { validateInput } from "../ddl/index.js";
-import type { AgentDDL, ActionName, CallInput } from "../ddl/types.js";
+import { checkOutputs, validateInput } from "../ddl/index.js";
+import type { AgentDDL, ActionName, ActionOutput, CallInput } from "../ddl/types.js";
 import { MusterError } from "../errors.js";
+import { kvStreamName } from "../protocol/buckets.js";
 import { encodeRequest } from "../protocol/envelope.js";
+import { parseNodeEvent, type NodeEvent } from "../protocol/events.js";
+import { parseLifecycleEvent, type LifecycleEvent, type LifecycleType } from "../protocol/lifecycle.js";
 import type { SigningKey } from "../protocol/signing.js";
 import { Status } from "../protocol/status.js";
 import { isValidCollective, subjects } from "../protocol/subjects.js";
@@ -13,6 +17,8 @@ import { loadOrCreateSigningKey } from "../security/keys.js";
 import { silentLogger } from "../log.js";
 import { collectReplies } from "./collector.js";
 import { BroadcastSource } from "./discovery/broadcast.js";
+import { FlatfileSource } from "./discovery/flatfile.js";
+import type { RegistrySourceOptions } from "./discovery/registry.js";
 import type { DiscoveryOptions, NodeSource } from "./discovery/source.js";
 import { applyLimit, type LimitSpec } from "./limit.js";
 import { buildRequest } from "./request.js";
@@ -92,7 +98,15 @@ export class MusterClient {
   private readonly log: Logger;
   private readonly broadcast: BroadcastSource;
 
-  private constructor(readonly nc: NatsConnection, readonly key: SigningKey, opts: ClientOptions, owns: boolean) {
+  /**
+   * The raw connection, for the daemons' own transports only. The client's callers use what the
+   * client offers instead (onEvent, onLifecycle, kv, source); test/client/boundary.test.ts holds
+   * them to it.
+   */
+  readonly nc: NatsConnection;
+
+  private constructor(nc: NatsConnection, readonly key: SigningKey, opts: ClientOptions, owns: boolean) {
+    this.nc = nc;
     this.collective = opts.collective ?? "muster";
     if (!isValidCollective(this.collective)) throw new MusterError("MUSTER_USAGE", `invalid collective name ${JSON.stringify(this.collective)}`);
     this.ownsConnection = owns;
@@ -119,6 +133,108 @@ export class MusterClient {
 
   async close(): Promise<void> {
     if (this.ownsConnection) await this.nc.drain().catch(() => undefined);
+  }
+
+  /**
+   * A discovery source by its name, as `--dm` spells it: `broadcast` (or `mc`), `flatfile` (or
+   * `file`, with `file`), `registry` (loaded on demand, so callers that never use it do not load
+   * JetStream). Pass it as `discover({source})` or `call(..., {discovery: {source}})`.
+   */
+  async source(spec: SourceSpec): Promise<NodeSource> {
+    switch (spec.method) {
+      case "broadcast":
+      case "mc":
+        return this.broadcast;
+      case "flatfile":
+      case "file":
+        if (!spec.file) throw new MusterError("MUSTER_USAGE", "--dm flatfile needs --nodes FILE");
+        return new FlatfileSource(spec.file);
+      case "registry": {
+        const { RegistrySource } = await import("./discovery/registry.js");
+        const { method: _m, ...opts } = spec;
+        return new RegistrySource(this.nc, { collective: this.collective, ...opts });
+      }
+      default:
+        throw new MusterError("MUSTER_USAGE", `unknown discovery method ${JSON.stringify((spec as { method: unknown }).method)}; known: ${DiscoveryMethods.join(", ")}`);
+    }
+  }
+
+  /**
+   * Node events (`muster.event.<agent>.<event>`, ActionContext.emit) from now on; `*` matches any
+   * agent or event. Await `ready` before starting work whose events must not be missed: it
+   * resolves once the broker has the subscription. Malformed events are dropped and told to
+   * `onInvalid`.
+   */
+  onEvent(agent: string, event: string, handler: (e: NodeEvent) => void, opts: { onInvalid?: (reason: string, subject: string) => void } = {}): EventSubscription {
+    return this.subscribeParsed(subjects.event(agent, event), parseNodeEvent, handler, opts.onInvalid);
+  }
+
+  /**
+   * Lifecycle events (`muster.lifecycle.<type>.<component>`): nodes starting and stopping, parsed
+   * and checked (protocol/lifecycle.ts). By default every type from every component. `ready`
+   * resolves once the broker has the subscription. Malformed events are dropped and told to
+   * `onInvalid`.
+   */
+  onLifecycle(handler: (e: LifecycleEvent) => void, opts: { type?: LifecycleType | "*"; component?: string; onInvalid?: (reason: string, subject: string) => void } = {}): EventSubscription {
+    return this.subscribeParsed(subjects.lifecycle(opts.type ?? "*", opts.component ?? "*"), parseLifecycleEvent, handler, opts.onInvalid);
+  }
+
+  private subscribeParsed<E>(subject: string, parse: (data: Uint8Array, subject: string) => { ok: true; event: E } | { ok: false; reason: string }, handler: (e: E) => void, onInvalid?: (reason: string, subject: string) => void): EventSubscription {
+    let invalid = 0;
+    const sub: Subscription = this.nc.subscribe(subject, {
+      callback: (err, msg) => {
+        if (err) return;
+        const r = parse(msg.data, msg.subject);
+        if (!r.ok) {
+          invalid++;
+          onInvalid?.(r.reason, msg.subject);
+          return;
+        }
+        try {
+          handler(r.event);
+        } catch (e) {
+          this.log.warn({ subject: msg.subject, err: (e as Error).message }, "event handler failed");
+        }
+      },
+    });
+    const ready = this.nc.flush();
+    ready.catch(() => undefined); // a caller that never awaits it must not crash the process
+    return {
+      ready,
+      unsubscribe: () => sub.unsubscribe(),
+      get invalid() {
+        return invalid;
+      },
+    };
+  }
+
+  /**
+   * A JetStream KV bucket: opened, or created when absent with `create` (history, replicas and
+   * ttl apply only then; an existing bucket keeps its own).
+   */
+  async kv(bucket: string, opts: { create?: { history?: number; replicas?: number; ttlMs?: number } } = {}): Promise<KV> {
+    if (!opts.create) {
+      const kv = await this.kvIfExists(bucket);
+      if (!kv) throw new MusterError("MUSTER_BUCKET_NOT_FOUND", `no KV bucket ${JSON.stringify(bucket)} on this broker: check the name against the config of the daemon that owns it (provisioner state_bucket, registry bucket)`);
+      return kv;
+    }
+    const [{ jetstream }, { Kvm }] = await Promise.all([import("@nats-io/jetstream"), import("@nats-io/kv")]);
+    const kvm = new Kvm(jetstream(this.nc));
+    const c = opts.create;
+    return kvm.create(bucket, { ...(c.history !== undefined ? { history: c.history } : {}), ...(c.replicas !== undefined ? { replicas: c.replicas } : {}), ...(c.ttlMs !== undefined ? { ttl: c.ttlMs } : {}) });
+  }
+
+  /** The bucket if it exists, undefined when it does not (nothing ever wrote to it); never creates it. */
+  async kvIfExists(bucket: string): Promise<KV | undefined> {
+    const { jetstream, jetstreamManager } = await import("@nats-io/jetstream");
+    try {
+      await (await jetstreamManager(this.nc)).streams.info(kvStreamName(bucket));
+    } catch (e) {
+      if (/stream not found|10059/i.test((e as Error).message)) return undefined;
+      throw e;
+    }
+    const { Kvm } = await import("@nats-io/kv");
+    return new Kvm(jetstream(this.nc)).open(bucket);
   }
 
   /** Identities of the nodes matching the filter, sorted. */
@@ -235,7 +351,19 @@ export class MusterClient {
   /** A typed view of one agent: inputs and action names are checked at compile time and against the DDL. */
   agent<const D extends AgentDDL>(ddl: D): TypedAgentClient<D> {
     return {
-      call: (action, input, opts = {}) => this.call(ddl.metadata.name, action, input as Record<string, unknown>, { ...opts, ddl }),
+      call: async (action, input, opts = {}) => {
+        const typed = new WeakMap<Reply, Reply>();
+        const check = (r: Reply) => {
+          let t = typed.get(r);
+          if (!t) typed.set(r, (t = typedReply(ddl, r)));
+          return t;
+        };
+        const { onReply } = opts;
+        const res = await this.call(ddl.metadata.name, action, input as Record<string, unknown>, { ...opts, ddl, onReply: onReply && ((r) => onReply(check(r) as TypedReply<D, typeof action>)) });
+        const replies = res.replies.map(check);
+        const ok = replies.filter((r) => r.statuscode === Status.OK).length;
+        return { ...res, replies: replies as TypedReply<D, typeof action>[], stats: { ...res.stats, ok, failed: replies.length - ok } };
+      },
     };
   }
 }
@@ -245,6 +373,42 @@ function withAgent(filter: Filter, agent: string): Filter {
   return filter.agent.includes(agent) ? filter : { ...filter, agent: [...filter.agent, agent] };
 }
 
+/**
+ * A reply whose data was checked against the action's DDL outputs. A node answering OK with an
+ * output of the wrong type gets statuscode 5 (Unknown error) and a statusmsg naming the output;
+ * the offending outputs are left out of `data`.
+ */
+export type TypedReply<D extends AgentDDL, A extends ActionName<D>> = Omit<Reply, "data"> & { data: ActionOutput<D, A> };
+
+export interface TypedRpcResult<D extends AgentDDL, A extends ActionName<D>> extends Omit<RpcResult, "replies"> {
+  replies: TypedReply<D, A>[];
+}
+
 export interface TypedAgentClient<D extends AgentDDL> {
-  call<A extends ActionName<D>>(action: A, input: CallInput<D, A>, opts?: Omit<CallOptions, "ddl">): Promise<RpcResult>;
+  call<A extends ActionName<D>>(action: A, input: CallInput<D, A>, opts?: Omit<CallOptions, "ddl" | "onReply"> & { onReply?: (r: TypedReply<D, A>) => void }): Promise<TypedRpcResult<D, A>>;
+}
+
+function typedReply(ddl: AgentDDL, r: Reply): Reply {
+  const { data, problems } = checkOutputs(ddl, r.action, r.data);
+  if (problems.length === 0) return { ...r, data };
+  const what = `the reply does not match the ${ddl.metadata.name} DDL: ${problems.join("; ")}`;
+  return { ...r, data, ...(r.statuscode === Status.OK ? { statuscode: Status.UnknownError, statusmsg: what } : { statusmsg: `${r.statusmsg} (and ${what})` }) };
+}
+
+/** Discovery methods by name (`--dm`); `mc` and `file` are MCollective's spellings. */
+export const DiscoveryMethods = ["broadcast", "mc", "flatfile", "file", "registry"] as const;
+export type DiscoveryMethod = (typeof DiscoveryMethods)[number];
+
+export type SourceSpec =
+  | { method: "broadcast" | "mc" }
+  | { method: "flatfile" | "file"; file: string }
+  | ({ method: "registry" } & Omit<RegistrySourceOptions, "collective">);
+
+/** A live event subscription. */
+export interface EventSubscription {
+  /** Resolves once the broker has the subscription: events published afterwards reach the handler. */
+  readonly ready: Promise<void>;
+  unsubscribe(): void;
+  /** Messages dropped because they did not parse. */
+  readonly invalid: number;
 }

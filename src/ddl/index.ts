@@ -1,7 +1,7 @@
 // Agent schemas: validation, CLI coercion, output defaults, aggregates, loading and help.
 export { validateInput, inputProblem, validationProblem, describeType, type InputProblem } from "./validate.js";
 export { coerceCliInputs } from "./coerce.js";
-export { applyOutputDefaults } from "./outputs.js";
+export { applyOutputDefaults, checkOutputs } from "./outputs.js";
 export {
   aggregateReplies,
   computeAggregate,

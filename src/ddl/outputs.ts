@@ -1,4 +1,4 @@
-import type { AgentDDL } from "./types.js";
+import type { AgentDDL, OutputSpec } from "./types.js";
 import { copyDefault, findAction } from "./util.js";
 
 /**
@@ -16,4 +16,47 @@ export function applyOutputDefaults(ddl: AgentDDL, action: string, data: Readonl
     }
   }
   return out;
+}
+
+function outputProblem(type: NonNullable<OutputSpec["type"]>, v: unknown): string | undefined {
+  switch (type) {
+    case "string":
+      return typeof v === "string" ? undefined : "a string";
+    case "integer":
+      return typeof v === "number" && Number.isInteger(v) ? undefined : "an integer";
+    case "float":
+    case "number":
+      return typeof v === "number" && Number.isFinite(v) ? undefined : "a number";
+    case "boolean":
+      return typeof v === "boolean" ? undefined : "a boolean";
+    case "hash":
+      return typeof v === "object" && v !== null && !Array.isArray(v) ? undefined : "a hash (JSON object)";
+    case "array":
+      return Array.isArray(v) ? undefined : "an array";
+    case "any":
+      return undefined;
+  }
+}
+
+/**
+ * Checks reply data against the action's declared outputs: every typed output present must be of
+ * its type or null. Returns the data with the offending outputs removed (and defaults applied) and
+ * what was wrong, in words; undeclared fields pass through untouched. Data of an action the DDL
+ * does not know passes unchecked.
+ */
+export function checkOutputs(ddl: AgentDDL, action: string, data: Readonly<Record<string, unknown>>): { data: Record<string, unknown>; problems: string[] } {
+  const out = applyOutputDefaults(ddl, action, data);
+  const problems: string[] = [];
+  const spec = findAction(ddl, action);
+  if (!spec) return { data: out, problems };
+  for (const [name, output] of Object.entries(spec.output)) {
+    const v = out[name];
+    if (!output.type || v === undefined || v === null) continue;
+    const want = outputProblem(output.type, v);
+    if (!want) continue;
+    const shown = JSON.stringify(v) ?? String(v);
+    problems.push(`${name} must be ${want}, got ${shown.length > 60 ? `${shown.slice(0, 57)}...` : shown}`);
+    delete out[name];
+  }
+  return { data: out, problems };
 }

@@ -97,3 +97,28 @@ export type CallInput<D extends AgentDDL, A extends keyof D["actions"]> = {
 };
 
 export type ActionName<D extends AgentDDL> = keyof D["actions"] & string;
+
+type OutputValue<S> = S extends { type: "string" }
+  ? string
+  : S extends { type: "integer" | "float" | "number" }
+    ? number
+    : S extends { type: "boolean" }
+      ? boolean
+      : S extends { type: "hash" }
+        ? Record<string, unknown>
+        : S extends { type: "array" }
+          ? unknown[]
+          : unknown;
+
+type Outputs<D extends AgentDDL, A extends keyof D["actions"]> = D["actions"][A]["output"];
+
+/**
+ * An action's reply data as the typed client hands it over: every declared output of its DDL type
+ * (checked on arrival, see ddl/outputs.ts checkOutputs), `null` where the node says "none". Outputs
+ * with a DDL default are always present; the others may be absent (a failed action, an older node).
+ */
+export type ActionOutput<D extends AgentDDL, A extends keyof D["actions"]> = {
+  [K in keyof Outputs<D, A> as Outputs<D, A>[K] extends { default: unknown } ? K : never]: OutputValue<Outputs<D, A>[K]> | null;
+} & {
+  [K in keyof Outputs<D, A> as Outputs<D, A>[K] extends { default: unknown } ? never : K]?: OutputValue<Outputs<D, A>[K]> | null;
+};

@@ -1,8 +1,6 @@
-import type { MusterClient } from "../client/client.js";
-import { puppetDDL, RUN_COMPLETE_EVENT } from "../agents/puppet/ddl.js";
+import type { MusterClient, TypedReply } from "../client/client.js";
+import { puppetDDL, RUN_COMPLETE_EVENT, type PuppetDDL } from "../agents/puppet/ddl.js";
 import { Status } from "../protocol/status.js";
-import type { Reply } from "../protocol/types.js";
-import { subscribeNodeEvents } from "./events.js";
 import { RunallScheduler, type PollStatus, type ProgressEvent, type RunallReport, type RunResult, type SchedulerAction, type SchedulerOptions } from "./runall.js";
 
 // runall over the collective: the scheduler of ./runall.ts driven by the puppet agent's runonce
@@ -56,7 +54,7 @@ export async function runAll(client: MusterClient, opts: RunallOptions): Promise
   const pendingEvents: { identity: string; requestid: string; result: RunResult; at: number }[] = [];
 
   // Subscribe before anything starts, so no run's end can be missed.
-  const sub = subscribeNodeEvents(client.nc, "puppet", RUN_COMPLETE_EVENT, (e) => {
+  const sub = client.onEvent("puppet", RUN_COMPLETE_EVENT, (e) => {
     if (!wanted.has(e.identity) || typeof e.data.requestid !== "string") return;
     const ev = { identity: e.identity, requestid: e.data.requestid, result: runResult(e.data), at: now() };
     if (scheduler) scheduler.completed(ev.identity, ev.requestid, ev.at, ev.result);
@@ -64,7 +62,7 @@ export async function runAll(client: MusterClient, opts: RunallOptions): Promise
     kick();
   });
   try {
-    await client.nc.flush(); // the subscription is registered with the broker before any runonce goes out
+    await sub.ready; // the broker has the subscription before any runonce goes out
 
     const startTimeoutMs = opts.startTimeoutMs ?? 10_000;
     const estimates = new Map<string, number>();
@@ -76,8 +74,8 @@ export async function runAll(client: MusterClient, opts: RunallOptions): Promise
         const r = answered.get(id);
         if (!r) preskip.push({ identity: id, outcome: "vanished", detail: `no answer to status within ${startTimeoutMs / 1000} s` });
         else if (r.statuscode !== Status.OK) preskip.push({ identity: id, outcome: "vanished", detail: `status failed: ${r.statusmsg}` });
-        else if (r.data.enabled === false) preskip.push({ identity: id, outcome: "skipped", detail: `Puppet is disabled${typeof r.data.disable_message === "string" ? `: ${r.data.disable_message}` : ""}` });
-        else if (typeof r.data.last_run_duration === "number") estimates.set(id, r.data.last_run_duration * 1000);
+        else if (r.data.enabled === false) preskip.push({ identity: id, outcome: "skipped", detail: `Puppet is disabled${r.data.disable_message ? `: ${r.data.disable_message}` : ""}` });
+        else if (r.data.last_run_duration != null) estimates.set(id, r.data.last_run_duration * 1000);
       }
     }
     for (const [id, ms] of opts.expectedMs ?? []) estimates.set(id, ms);
@@ -149,10 +147,12 @@ export async function runAll(client: MusterClient, opts: RunallOptions): Promise
   }
 }
 
-function onStartReply(sched: RunallScheduler, identity: string, reply: Reply | undefined, at: number): void {
+function onStartReply(sched: RunallScheduler, identity: string, reply: TypedReply<PuppetDDL, "runonce"> | undefined, at: number): void {
   if (!reply) return sched.noReply(identity, at);
   if (reply.statuscode === Status.OK) return sched.started(identity, reply.requestid, at);
-  const kind = reply.data.enabled === false ? "disabled" : reply.data.applying === true ? "busy" : "failed";
+  // a refusal carries the state that caused it besides runonce's own outputs
+  const why = reply.data as Record<string, unknown>;
+  const kind = why.enabled === false ? "disabled" : why.applying === true ? "busy" : "failed";
   sched.refused(identity, at, kind, reply.statusmsg);
 }
 
@@ -168,14 +168,12 @@ export function runResult(d: Record<string, unknown>): RunResult {
   return r;
 }
 
-function pollStatus(reply: Reply | undefined): PollStatus | undefined {
+function pollStatus(reply: TypedReply<PuppetDDL, "status"> | undefined): PollStatus | undefined {
   if (!reply || reply.statuscode !== Status.OK) return undefined;
   const d = reply.data;
-  const st: PollStatus = { busy: d.applying === true || d.status === "splaying", lastrun: typeof d.lastrun === "number" ? d.lastrun : 0 };
+  const st: PollStatus = { busy: d.applying === true || d.status === "splaying", lastrun: d.lastrun ?? 0 };
   const last = d.last_runonce;
-  if (typeof last === "object" && last !== null && typeof (last as Record<string, unknown>).requestid === "string") {
-    st.lastRunonce = { requestid: (last as Record<string, unknown>).requestid as string, result: runResult(last as Record<string, unknown>) };
-  }
+  if (last && typeof last.requestid === "string") st.lastRunonce = { requestid: last.requestid, result: runResult(last) };
   return st;
 }
 

@@ -1,4 +1,4 @@
-// The only place that spawns puppet (and facter through it) or talks to the Puppet CA.
+// The only place that spawns puppet and facter or talks to the Puppet CA.
 export { PuppetAgent, writeHostsEntry, parseConfigPrint, type PuppetAgentSettings, type PuppetRunOptions, type PuppetRunResult, type CertificateRequest } from "./agent.js";
 export {
   CertificateAuthority,
@@ -15,3 +15,4 @@ export { setIniSettings, readIniSection, updatePuppetConf } from "./conf.js";
 export type { FailedResource } from "./report.js";
 export { puppetStatePaths, readDisabled, disableAgent, enableAgent, catalogRunPid, readLastRunSummary, parseLastRunSummary, type PuppetStatePaths, type DisabledState, type LastRunSummary } from "./state.js";
 export { exportedFacts, isFactName, factFileKind, factFileContent, writeFactFile, type FactFileKind } from "./facts.js";
+export { runFacter } from "./facter.js";

@@ -3,6 +3,7 @@ import { Kvm, type KV } from "@nats-io/kv";
 import { nanos, type NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "pino";
 import { MusterError } from "../errors.js";
+import { kvStreamName } from "../protocol/buckets.js";
 import { decodeRecord, keyFor, type RegistryRecord } from "./record.js";
 
 // The registry's JetStream KV bucket: one key per node (record.ts keyFor), history 1, and the
@@ -11,14 +12,15 @@ import { decodeRecord, keyFor, type RegistryRecord } from "./record.js";
 // registering disappears from the bucket on its own. Expiry removes messages without a watch
 // event, so readers also drop records older than the bucket's max_age (select.ts isCurrent).
 
-export const DEFAULT_BUCKET = "muster-registry";
+/** The registry's default bucket; the name is a wire contract and lives in protocol/buckets.ts. */
+export { DEFAULT_REGISTRY_BUCKET as DEFAULT_BUCKET } from "../protocol/buckets.js";
 const BUCKET_RE = /^[-\w]+$/;
 
 export function isValidBucketName(name: string): boolean {
   return BUCKET_RE.test(name) && name.length <= 64;
 }
 
-const streamName = (bucket: string) => `KV_${bucket}`;
+const streamName = kvStreamName;
 const subjectPrefix = (bucket: string) => `$KV.${bucket}.`;
 
 function unavailable(bucket: string, detail: string): MusterError {
@@ -55,7 +57,12 @@ export async function dropRegistryRecord(nc: NatsConnection, bucket: string, ide
     if (/stream not found|10059/i.test((e as Error).message)) return "no-bucket";
     throw e;
   }
-  const kv = await new Kvm(jetstream(nc)).open(bucket);
+  return dropRegistryEntry(await new Kvm(jetstream(nc)).open(bucket), identity);
+}
+
+/** dropRegistryRecord for a caller holding the bucket (client.kvIfExists): undefined is "no-bucket". */
+export async function dropRegistryEntry(kv: KV | undefined, identity: string): Promise<"dropped" | "absent" | "no-bucket"> {
+  if (!kv) return "no-bucket";
   const e = await kv.get(keyFor(identity));
   if (!e || e.operation !== "PUT" || e.value.length === 0) return "absent";
   await kv.purge(keyFor(identity));

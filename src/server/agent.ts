@@ -34,8 +34,17 @@ export interface ActionContext {
 
 export type ReplyData = Record<string, unknown>;
 
-/** Throw RpcError (src/errors.ts) to reply with a non-zero status and optional data. */
-export type ActionHandler<I = Record<string, unknown>> = (input: I, ctx: ActionContext) => Promise<ReplyData> | ReplyData;
+/**
+ * Throw RpcError (src/errors.ts) to reply with a non-zero status and optional data.
+ *
+ * Declared through a method signature, whose parameters TypeScript compares bivariantly, so that
+ * an `Agent<SomeDDL>` is an `Agent` without a cast: the runtime hosts agents of every DDL side by
+ * side and calls a handler only with input validated against that agent's own DDL, which is what
+ * makes the wider view sound.
+ */
+export type ActionHandler<I = Record<string, unknown>> = {
+  handle(input: I, ctx: ActionContext): Promise<ReplyData> | ReplyData;
+}["handle"];
 
 export type Handlers<D extends AgentDDL> = { [A in ActionName<D>]: ActionHandler<ActionInput<D, A>> };
 

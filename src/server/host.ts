@@ -3,6 +3,7 @@ import type { Logger } from "pino";
 import { flushWithin } from "../broker/connect.js";
 import { compileFilter, validateWireFilter, type CompiledFilter } from "../filter/index.js";
 import { encodeJson, encodeReply } from "../protocol/envelope.js";
+import { encodeLifecycleEvent, lifecycleEvent, lifecycleSubject, LifecycleComponents, type LifecycleType } from "../protocol/lifecycle.js";
 import { Status } from "../protocol/status.js";
 import { subjects } from "../protocol/subjects.js";
 import type { Reply, Request } from "../protocol/types.js";
@@ -180,10 +181,11 @@ export class NodeHost {
     }
   }
 
-  private publishLifecycle(type: "startup" | "shutdown", rt: NodeRuntime): void {
-    const component = this.opts.component ?? "server";
+  private publishLifecycle(type: LifecycleType, rt: NodeRuntime): void {
+    const component = this.opts.component ?? LifecycleComponents.server;
     try {
-      this.opts.nc.publish(subjects.lifecycle(type, component), encodeJson({ type, identity: rt.identity, component, version: this.opts.version, collectives: rt.collectives, time: Date.now() }));
+      const event = lifecycleEvent(type, { identity: rt.identity, component, version: this.opts.version, collectives: rt.collectives, time: Date.now() });
+      this.opts.nc.publish(lifecycleSubject(event), encodeLifecycleEvent(event));
     } catch {
       // connection closing; lifecycle events are best effort
     }

@@ -1,46 +1,13 @@
-import { spawn } from "node:child_process";
 import { statSync, watch, type FSWatcher } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { basename, dirname } from "node:path";
 import { parse as parseYaml } from "yaml";
 import type { Logger } from "pino";
+import { runFacter } from "../puppet/facter.js";
 
-// Facts come from the real `facter --json`, merged with a YAML facts file (which wins, so operators
-// can pin or add facts), refreshed on an interval. Classes come from the classes file of the
+// Facts come from the real `facter --json` (puppet/facter.ts runs it), merged with a YAML facts
+// file (which wins, so operators can pin or add facts), refreshed on an interval. Classes come from the classes file of the
 // node's own Puppet (ClassesSource), re-read whenever Puppet rewrites it.
-
-/**
- * Runs `facter --json`. Facter exits non-zero when some fact fails to resolve (in containers, for
- * instance, it cannot read /proc/1/environ) yet still prints every other fact: a JSON object on
- * stdout is used whatever the exit code, and `onPartial` hears about the failure.
- */
-export function runFacter(command: string, timeoutMs = 60_000, onPartial?: (reason: string) => void): Promise<Record<string, unknown>> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(command, ["--json"], { stdio: ["ignore", "pipe", "pipe"] });
-    const out: Buffer[] = [];
-    let err = "";
-    const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
-    child.stdout.on("data", (d: Buffer) => out.push(d));
-    child.stderr.on("data", (d: Buffer) => (err += d.toString()));
-    child.once("error", (e) => {
-      clearTimeout(timer);
-      reject(new Error(`cannot run ${command}: ${e.message} (apt-get install facter, or set facts.facter: false)`));
-    });
-    child.once("close", (code) => {
-      clearTimeout(timer);
-      let v: unknown;
-      try {
-        v = JSON.parse(Buffer.concat(out).toString("utf8")) as unknown;
-        if (!v || typeof v !== "object" || Array.isArray(v)) throw new Error("not an object");
-      } catch (e) {
-        if (code !== 0) return reject(new Error(`${command} --json exited ${code}: ${err.slice(-500)}`));
-        return reject(new Error(`${command} --json printed something that is not a JSON object: ${(e as Error).message}`));
-      }
-      if (code !== 0) onPartial?.(`${command} --json exited ${code} but printed facts; some did not resolve: ${err.slice(-500)}`);
-      resolve(v as Record<string, unknown>);
-    });
-  });
-}
 
 export async function readFactsFile(path: string): Promise<Record<string, unknown>> {
   const v = parseYaml(await readFile(path, "utf8")) as unknown;

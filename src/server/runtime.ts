@@ -3,7 +3,7 @@ import { validateInput, applyOutputDefaults } from "../ddl/index.js";
 import type { AgentDDL } from "../ddl/types.js";
 import { RpcError } from "../errors.js";
 import type { CompiledFilter } from "../filter/index.js";
-import { encodeJson } from "../protocol/envelope.js";
+import { encodeNodeEvent } from "../protocol/events.js";
 import { Status, type StatusCode } from "../protocol/status.js";
 import { subjects } from "../protocol/subjects.js";
 import { REPLY_PROTOCOL, type NodeMetadata, type Reply, type Request } from "../protocol/types.js";
@@ -326,7 +326,7 @@ export class NodeRuntime {
   emit(agent: string, event: string, data: Record<string, unknown>): void {
     if (!/^[a-z][a-z0-9_]*$/.test(event)) throw new Error(`invalid event name ${JSON.stringify(event)}`);
     try {
-      this.emitter?.(subjects.event(agent, event), encodeJson({ identity: this.identity, agent, event, time: Date.now(), data }));
+      this.emitter?.(subjects.event(agent, event), encodeNodeEvent({ identity: this.identity, agent, event, time: Date.now(), data }));
     } catch (e) {
       this.opts.log.warn({ agent, event, err: (e as Error).message }, "could not publish an event");
     }

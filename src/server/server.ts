@@ -1,9 +1,8 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "pino";
-import { coreAgentFactories, loadBuiltinFactories, ALWAYS_LOADED, BUILTIN_AGENT_NAMES, type AgentFactory } from "../agents/builtin.js";
-import type { NodeIntrospection } from "../agents/rpcutil/index.js";
+import { coreAgentFactories, loadBuiltinFactories, ALWAYS_LOADED, BUILTIN_AGENT_NAMES, type AgentFactory, type NodeIntrospection } from "../agents/builtin.js";
+import { isProvisioned, nodePuppet, nodePuppetOrDefaults, type NodeAgentsConfig } from "../agents/node.js";
 import { existsSync, statSync } from "node:fs";
-import { join } from "node:path";
 import { closeConnection, connectBroker, inboxPrefixFor, resolveTls, type TlsSettings } from "../broker/connect.js";
 import { resolveBrokerSettings } from "../config/client.js";
 import { MusterError } from "../errors.js";
@@ -11,7 +10,6 @@ import { Auditor } from "../security/audit.js";
 import { loadOrCreateSigningKey, readTrustedKeyDir, TrustStore, type TrustedKey } from "../security/keys.js";
 import { mergePolicies } from "../security/policy-files.js";
 import { compilePolicies, policyWarnings, PolicyEffect, type CompiledPolicies, type Policies } from "../security/policy.js";
-import { subjects } from "../protocol/subjects.js";
 import { VERSION } from "../version.js";
 import type { Agent } from "./agent.js";
 import { mainCollective, type ServerConfig } from "./config.js";
@@ -20,7 +18,6 @@ import { loadExternalAgents } from "./external.js";
 import { NodeHost } from "./host.js";
 import { RequestIntake } from "./intake.js";
 import { ClassesSource, FactSource } from "./metadata.js";
-import type { PuppetNodeSettings } from "../agents/settings.js";
 import { NodeRuntime, type AuditEntry, type LoadedAgent } from "./runtime.js";
 import { newIntakeStats, type IntakeStats } from "./stats.js";
 
@@ -69,6 +66,8 @@ export interface RuntimeBuild {
   factories?: Record<string, AgentFactory>;
   /** ctx.refreshMetadata for the agents: re-read the node's classes now. */
   refreshMetadata?: () => Promise<void>;
+  /** Told when the node's provision agent has marked it provisioned. */
+  onProvisioned?: () => void;
 }
 
 /** Builds a NodeRuntime with its agents and data plugins wired to introspect it. */
@@ -91,7 +90,7 @@ export function buildRuntime(b: RuntimeBuild): NodeRuntime {
     const f = factories[name];
     if (!f) throw new MusterError("MUSTER_CONFIG_INVALID", `unknown built-in agent '${name}'; known: ${BUILTIN_AGENT_NAMES.join(", ")}`);
     const config = b.plugins[name] ?? {};
-    agents.push({ agent: f({ node, identity: b.identity, config }), config, log: b.log.child({ agent: name }) });
+    agents.push({ agent: f({ node, identity: b.identity, config, onProvisioned: b.onProvisioned }), config, log: b.log.child({ agent: name }) });
   }
   for (const a of b.extraAgents ?? []) agents.push({ agent: a, config: b.plugins[a.ddl.metadata.name] ?? {}, log: b.log.child({ agent: a.ddl.metadata.name }) });
   rt = new NodeRuntime({ identity: b.identity, collectives: b.collectives, mainCollective: b.mainCollective, agents, facts: b.facts, classes: b.classes, log: b.log, intakeStats: b.intakeStats, audit: b.audit, policies: b.policies, refreshMetadata: b.refreshMetadata });
@@ -112,23 +111,16 @@ function provisioningPolicies(callers: string[], agents: string[]): Policies {
   return Object.fromEntries(agents.map((a) => [a, { default: PolicyEffect.Deny, rules }]));
 }
 
-/**
- * Where the node's own Puppet lives: plugins.provision over plugins.puppet (the settings both
- * agents share), or undefined when the node runs neither agent and configures neither.
- */
-async function nodePuppet(cfg: ServerConfig): Promise<Omit<PuppetNodeSettings, "exportFacts"> | undefined> {
-  const { settingsReader, puppetNodeSettings } = await import("../agents/settings.js");
-  const hasPuppet = cfg.plugins.puppet || cfg.plugins.provision || (cfg.agents.builtin ?? []).some((a) => a === "puppet" || a === "provision") || cfg.provisioning;
-  if (!hasPuppet) return undefined;
-  const conf = { ...(cfg.plugins.puppet ?? {}), ...(cfg.plugins.provision ?? {}) };
-  return puppetNodeSettings(settingsReader(cfg.plugins.provision ? "provision" : "puppet", conf), cfg.identity);
+/** What the agents are asked about the node (agents/node.ts). */
+function agentsConfig(cfg: ServerConfig): NodeAgentsConfig {
+  return { identity: cfg.identity, plugins: cfg.plugins, builtin: cfg.agents.builtin, provisioning: !!cfg.provisioning };
 }
 
 /** The node's Puppet certificate and key, from the same settings the provision agent uses. */
 async function puppetCredential(cfg: ServerConfig): Promise<{ cert: string; key: string }> {
-  const { settingsReader, puppetNodeSettings } = await import("../agents/settings.js");
-  const s = (await nodePuppet(cfg)) ?? puppetNodeSettings(settingsReader("puppet", {}), cfg.identity);
-  return { cert: join(s.ssldir, "certs", `${s.certname}.pem`), key: join(s.ssldir, "private_keys", `${s.certname}.pem`) };
+  const { PuppetAgent } = await import("../puppet/index.js");
+  const agent = new PuppetAgent(await nodePuppetOrDefaults(agentsConfig(cfg)));
+  return { cert: agent.certPath, key: agent.keyPath };
 }
 
 /**
@@ -141,10 +133,10 @@ async function classesLocation(cfg: ServerConfig, log: Logger): Promise<Pick<Con
     const file = cfg.classes_file;
     return { locate: () => Promise.resolve(file) };
   }
-  const s = await nodePuppet(cfg);
+  const s = await nodePuppet(agentsConfig(cfg));
   if (!s) return undefined;
   const { PuppetAgent } = await import("../puppet/index.js");
-  const agent = new PuppetAgent({ puppetBin: s.puppetBin, confdir: s.confdir, vardir: s.vardir, ssldir: s.ssldir, certname: s.certname, ...(s.logdir ? { logdir: s.logdir } : {}), ...(s.rundir ? { rundir: s.rundir } : {}), ...(s.publicdir ? { publicdir: s.publicdir } : {}) });
+  const agent = new PuppetAgent(s);
   return {
     locationFile: agent.puppetConfPath,
     async locate() {
@@ -164,12 +156,6 @@ async function classesLocation(cfg: ServerConfig, log: Logger): Promise<Pick<Con
       }
     },
   };
-}
-
-/** The disable marker of the provision agent: present once the node is provisioned. */
-async function provisionedMarker(cfg: ServerConfig): Promise<string> {
-  const { resolveSettings } = await import("../agents/provision/state.js");
-  return resolveSettings(cfg.plugins.provision ?? {}, cfg.identity).disableFile;
 }
 
 /** The credential the node connects with in a phase (docs/security.md#provisioning-isolation). */
@@ -222,7 +208,9 @@ export async function startServer(cfg: ServerConfig, log: Logger, opts: { broker
   // The node picks its TLS credential per phase (phaseCredential); only the broker comes from here.
   const broker = resolveBrokerSettings({ flag: opts.broker, own: { file: "the server config", brokers: cfg.brokers }, tls: false });
   const brokers = broker.servers;
-  const marker = cfg.provisioning ? await provisionedMarker(cfg) : undefined;
+  // Under provisioning isolation the node waits in the provisioning collective until its
+  // provision agent says it is provisioned (now, or later through onProvisioned).
+  const provisioned = cfg.provisioning ? await isProvisioned(agentsConfig(cfg)) : true;
   const noClasses: string[] = [];
   const refreshMetadata = classes ? () => classes.refresh() : undefined;
   const common = { identity: cfg.identity, facts: () => facts.facts, classes: () => classes?.classes ?? noClasses, refreshMetadata, plugins: cfg.plugins, log, intakeStats, audit: auditor.record, extraStats: () => ({ ...auditor.stats }) };
@@ -232,7 +220,9 @@ export async function startServer(cfg: ServerConfig, log: Logger, opts: { broker
       const p = cfg.provisioning!;
       const builtin = ["provision"];
       const agentNames = [...new Set([...ALWAYS_LOADED, ...builtin])];
-      return buildRuntime({ ...common, collectives: [p.collective], mainCollective: p.collective, builtin, factories: await loadBuiltinFactories(builtin), policies: compilePolicies(provisioningPolicies(p.callers, agentNames)) });
+      // The agent tells us from inside disable_provisioner; switching waits for that request to finish.
+      const onProvisioned = () => setImmediate(() => void switchToProduction());
+      return buildRuntime({ ...common, collectives: [p.collective], mainCollective: p.collective, builtin, factories: await loadBuiltinFactories(builtin), policies: compilePolicies(provisioningPolicies(p.callers, agentNames)), onProvisioned });
     }
     const runtime = buildRuntime({ ...common, collectives: cfg.collectives, mainCollective: mainCollective(cfg), builtin: cfg.agents.builtin, factories: await loadBuiltinFactories(cfg.agents.builtin ?? []), extraAgents: extra, policies });
     for (const w of policyWarnings(policySources, runtime.loadedAgents().map((la) => la.agent.ddl))) log.warn(w);
@@ -253,15 +243,6 @@ export async function startServer(cfg: ServerConfig, log: Logger, opts: { broker
     // another's): while provisioning, the audit file is the record.
     if (phase === "production") auditor.connect(nc);
     const host = new NodeHost({ nc, intake, runtimes: [runtime], log, wildcard: false, registration: cfg.registration, version: VERSION });
-    if (phase === "provisioning") {
-      // The provision agent announces its own disabling; once that reply is out, switch.
-      const publish = runtime.emitter!;
-      const disabled = subjects.event("provision", "disabled");
-      runtime.emitter = (subject, payload) => {
-        publish(subject, payload);
-        if (subject === disabled) setImmediate(() => void switchToProduction());
-      };
-    }
     await host.start();
     log.info({ identity: cfg.identity, phase, collectives: runtime.collectives, agents: runtime.activeAgentNames(), broker: nc.getServer(), tls: tls ? { ca: tls.ca, cert: tls.cert } : undefined, policies: phase === "production" ? [...policies.keys()] : "provisioning callers only", audit: { file: cfg.audit?.file, stream: cfg.audit?.stream?.name } }, "muster server ready");
     return { phase, runtime, host, nc };
@@ -269,7 +250,7 @@ export async function startServer(cfg: ServerConfig, log: Logger, opts: { broker
 
   let stopped = false;
   let switching: Promise<void> | undefined;
-  let current = await serve(marker && !existsSync(marker) ? "provisioning" : "production");
+  let current = await serve(provisioned ? "production" : "provisioning");
   onClassesChange = () => {
     if (!switching && !stopped) current.host.registerNow();
   };
@@ -277,7 +258,7 @@ export async function startServer(cfg: ServerConfig, log: Logger, opts: { broker
   const switchToProduction = (): Promise<void> => {
     if (switching || stopped || current.phase !== "provisioning") return switching ?? Promise.resolve();
     switching = (async () => {
-      log.info({ marker }, "provisioned: leaving the provisioning collective for production credentials");
+      log.info("provisioned: leaving the provisioning collective for production credentials");
       const old = current;
       await old.host.stop(); // in-flight work (the disable reply) finishes first
       await closeConnection(old.nc);

@@ -198,7 +198,7 @@ test("runonce: answers at once, refuses a second run while one is going, run_com
     assert.ok(ev.data.duration > 0);
     const after = await puppet().call("status", {}, { nodes: ["web1.real.test"] });
     assert.equal(after.replies[0]!.data.applying, false);
-    assert.equal((after.replies[0]!.data.last_runonce as RunCompleteData).requestid, requestid);
+    assert.equal(after.replies[0]!.data.last_runonce?.requestid, requestid);
   } finally {
     events.stop();
   }

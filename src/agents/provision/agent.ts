@@ -59,6 +59,16 @@ export interface ProvisionDeps {
   identity?: string;
   /** Clock (ms since epoch) for lock expiry. */
   now?: () => number;
+  /**
+   * Called once when this agent marks the node provisioned (disable_provisioner), while that
+   * request is still in flight: a node under provisioning isolation switches to production on it.
+   */
+  onProvisioned?: () => void;
+}
+
+/** Whether provisioning has finished on this node: the marker disable_provisioner writes exists. */
+export function isProvisioned(config: Record<string, unknown>, identity: string): boolean {
+  return existsSync(resolveSettings(config, identity).disableFile);
 }
 
 export type ProvisionAgent = Agent<ProvisionDDL>;
@@ -86,7 +96,9 @@ export function createProvisionAgent(deps: ProvisionDeps = {}): ProvisionAgent {
       }
     },
     markDisabled(): void {
+      const first = !disabled;
       disabled = true;
+      if (first) deps.onProvisioned?.();
     },
   };
 

@@ -8,8 +8,9 @@ import { isAlive, stopPid } from "../../lab/processes.js";
 import { addLabNodes, labRegionFor, removeLabNode } from "../../lab/scale.js";
 import { connectedUsers, LAB_REGIONS, labPids, readLabState, startLab, stopLabFromState, type LabState } from "../../lab/lab.js";
 import { receiverCommand } from "../../lab/receiver-command.js";
-import { StateStore, type NodeRecord } from "../../provisioner/state.js";
-import { DEFAULT_STATE_BUCKET } from "../../provisioner/config.js";
+import { openProvisionState } from "../../fleet/provision-state.js";
+import { DEFAULT_STATE_BUCKET } from "../../protocol/buckets.js";
+import type { NodeRecord } from "../../provisioner/state.js";
 import { progressBar, bold, green, red, yellow } from "../output.js";
 import { renderStatusTable } from "./provision.js";
 
@@ -27,7 +28,7 @@ function running(s: LabState): boolean {
 /** Live progress of these nodes' provisioning until each is done or failed; `since`: ignore records older than this (an earlier machine's). */
 async function followProvisioning(s: LabState, ids: string[], timeoutMs: number, since = 0): Promise<NodeRecord[]> {
   const client = await MusterClient.connect({ brokers: [s.broker], collective: s.collective, name: "muster-lab-follow", tls: s.tls?.admin });
-  const store = await StateStore.open(client.nc, DEFAULT_STATE_BUCKET);
+  const store = await openProvisionState(client, DEFAULT_STATE_BUCKET);
   const bar = progressBar(true);
   const seen = new Map<string, string>();
   const finished = (r: NodeRecord) => (r.status === "done" || r.status === "failed") && r.updatedAt >= since;
@@ -107,7 +108,7 @@ export function labCommand(): Command {
         let recs: NodeRecord[] = [];
         if (running(s)) {
           const client = await MusterClient.connect({ brokers: [s.broker], collective: s.collective, name: "muster-lab-status", tls: s.tls?.admin });
-          recs = await (await StateStore.open(client.nc, DEFAULT_STATE_BUCKET)).all();
+          recs = await (await openProvisionState(client, DEFAULT_STATE_BUCKET)).all();
           await client.close();
         }
         if (o.json) {
@@ -167,7 +168,7 @@ Exit code 0 when every new node was provisioned, 2 when any failed or the wait t
           // A record left from an earlier machine under that name keeps the provisioner away from it.
           const client = await MusterClient.connect({ brokers: [s.broker], collective: s.collective, name: "muster-lab-add", tls: s.tls.admin });
           try {
-            const store = await StateStore.open(client.nc, DEFAULT_STATE_BUCKET);
+            const store = await openProvisionState(client, DEFAULT_STATE_BUCKET);
             for (const id of o.identity) {
               const old = (await store.get(id))?.record;
               if (old) throw new MusterError("MUSTER_USAGE", `${id} still has a provisioning record (${old.status}${old.master ? `, against ${old.master}` : ""}): the provisioner would not take a new machine under that name. Run \`muster decommission ${id}\` first`);

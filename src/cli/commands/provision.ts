@@ -2,8 +2,9 @@ import { Command } from "commander";
 import { KvWatchInclude } from "@nats-io/kv";
 import { MusterClient } from "../../client/client.js";
 import { MusterError } from "../../errors.js";
-import { StateStore, appendLog, type NodeRecord } from "../../provisioner/state.js";
-import { DEFAULT_STATE_BUCKET } from "../../provisioner/config.js";
+import { openProvisionState } from "../../fleet/provision-state.js";
+import { DEFAULT_STATE_BUCKET } from "../../protocol/buckets.js";
+import { appendLog, type NodeRecord, type StateStore } from "../../provisioner/state.js";
 import { loadClientConfig, resolveBrokerSettings } from "../config.js";
 import { addCommonOptions, type CommonOpts } from "../options.js";
 import { bold, green, red, yellow } from "../output.js";
@@ -19,7 +20,7 @@ async function openStore(o: ProvisionOpts): Promise<{ client: MusterClient; stor
   const broker = resolveBrokerSettings({ flag: o.broker, clientConfig: o.config });
   const client = await MusterClient.connect({ brokers: broker.servers, collective: o.target ?? cfg.collective, name: "muster-provision", tls: broker.tls, from: broker.from });
   const bucket = o.bucket ?? (cfg.provision_bucket as string | undefined) ?? DEFAULT_STATE_BUCKET;
-  return { client, store: await StateStore.open(client.nc, bucket) };
+  return { client, store: await openProvisionState(client, bucket) };
 }
 
 const elapsed = (r: NodeRecord, now: number) => {

@@ -12,10 +12,11 @@ export function disableProvisioner(rt: ProvisionRuntime): ActionHandler<ActionIn
     } catch (e) {
       throw asRpcError(e);
     }
-    rt.markDisabled();
     ctx.log.info({ file: s.disableFile }, "provisioning disabled");
-    // A node under provisioning isolation switches to its production credential on this event.
     ctx.emit("disabled", { disable_file: s.disableFile });
+    // Last: on the onProvisioned hook a node under provisioning isolation switches to its
+    // production credential (the server lets this request finish first).
+    rt.markDisabled();
     return { disabled: true, disable_file: s.disableFile };
   };
 }

@@ -1,0 +1,58 @@
+import type { PuppetAgentSettings } from "../puppet/agent.js";
+import type { PuppetNodeSettings } from "./settings.js";
+
+// What the node daemon asks the agents about its node, so that it never reads their settings or
+// files itself: where the node's own Puppet lives (the classes file it follows, the certificate a
+// provisioned node connects with) and whether the provision agent has finished. The daemon learns
+// of the moment provisioning finishes through the provision agent's `onProvisioned` hook
+// (BuiltinDeps). Loaded lazily, like the agents, to keep an idle server small.
+
+export interface NodeAgentsConfig {
+  identity: string;
+  /** `plugins.<agent>` settings of the server config. */
+  plugins: Record<string, Record<string, unknown>>;
+  /** agents.builtin of the server config. */
+  builtin?: readonly string[];
+  /** The node starts in provisioning isolation (its provision agent runs its Puppet). */
+  provisioning?: boolean;
+}
+
+function agentSettings(s: Omit<PuppetNodeSettings, "exportFacts">): PuppetAgentSettings {
+  return {
+    puppetBin: s.puppetBin,
+    confdir: s.confdir,
+    vardir: s.vardir,
+    ssldir: s.ssldir,
+    certname: s.certname,
+    ...(s.logdir ? { logdir: s.logdir } : {}),
+    ...(s.rundir ? { rundir: s.rundir } : {}),
+    ...(s.publicdir ? { publicdir: s.publicdir } : {}),
+  };
+}
+
+/**
+ * Where the node's own Puppet lives, as its puppet and provision agents see it (plugins.provision
+ * over plugins.puppet, the settings both share), or undefined when the node runs neither agent and
+ * configures neither. A bad setting throws, naming it.
+ */
+export async function nodePuppet(c: NodeAgentsConfig): Promise<PuppetAgentSettings | undefined> {
+  const hasPuppet = c.plugins.puppet || c.plugins.provision || (c.builtin ?? []).some((a) => a === "puppet" || a === "provision") || c.provisioning;
+  if (!hasPuppet) return undefined;
+  const { settingsReader, puppetNodeSettings } = await import("./settings.js");
+  const conf = { ...(c.plugins.puppet ?? {}), ...(c.plugins.provision ?? {}) };
+  return agentSettings(puppetNodeSettings(settingsReader(c.plugins.provision ? "provision" : "puppet", conf), c.identity));
+}
+
+/** nodePuppet, or Puppet's defaults for the node when it configures none. */
+export async function nodePuppetOrDefaults(c: NodeAgentsConfig): Promise<PuppetAgentSettings> {
+  const configured = await nodePuppet(c);
+  if (configured) return configured;
+  const { settingsReader, puppetNodeSettings } = await import("./settings.js");
+  return agentSettings(puppetNodeSettings(settingsReader("puppet", {}), c.identity));
+}
+
+/** Whether the node's provision agent has finished provisioning it (before or since a restart). */
+export async function isProvisioned(c: NodeAgentsConfig): Promise<boolean> {
+  const { isProvisioned } = await import("./provision/index.js");
+  return isProvisioned(c.plugins.provision ?? {}, c.identity);
+}

@@ -1,0 +1,14 @@
+// JetStream KV bucket names: wire contracts shared by the daemons that own the buckets (the
+// provisioner, the registry), the clients that read them (`muster provision status`, `--dm
+// registry`, decommission) and the broker permissions that let each role reach them.
+
+/** The provisioner's per-node records (provisioner config `state_bucket`). */
+export const DEFAULT_STATE_BUCKET = "muster_provision";
+
+/** The registry's latest registration per node (registry config `bucket`). */
+export const DEFAULT_REGISTRY_BUCKET = "muster-registry";
+
+/** The JetStream stream behind a KV bucket. */
+export function kvStreamName(bucket: string): string {
+  return `KV_${bucket}`;
+}
