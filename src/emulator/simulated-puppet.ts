@@ -2,7 +2,7 @@ import type { AgentFactory } from "../agents/builtin.js";
 import { puppetDDL, RUN_COMPLETE_EVENT, type RunCompleteData } from "../agents/puppet/ddl.js";
 import { RpcError } from "../errors.js";
 import { Status } from "../protocol/status.js";
-import { defineAgent, type Agent } from "../server/agent.js";
+import { defineAgent } from "../server/agent.js";
 
 // A simulated puppet agent for emulated fleets (the runall bench, fast tests): the real DDL, so
 // requests are validated as on real nodes, and the real agent's behaviour (runonce answers at once,
@@ -52,7 +52,7 @@ export class SimulatedPuppetFleet {
   constructor(readonly opts: SimulatedPuppetOptions) {}
 
   /** The agent factory to pass to startEmulator (with the other agents), e.g. {...builtin, puppet: fleet.factory}. */
-  readonly factory: AgentFactory = (d) => this.agentFor(d.identity) as unknown as Agent;
+  readonly factory: AgentFactory = (d) => this.agentFor(d.identity);
 
   disable(identity: string, message: string): void {
     const n = this.node(identity);

@@ -6,7 +6,7 @@ import { provisionDDL } from "../agents/provision/ddl.js";
 import { puppetcaDDL } from "../agents/puppetca/ddl.js";
 import { RpcError } from "../errors.js";
 import { Status } from "../protocol/status.js";
-import { defineAgent, type Agent } from "../server/agent.js";
+import { defineAgent } from "../server/agent.js";
 
 // Simulated provision, puppetca and notify agents for emulated fleets (benchmarks, demos): the real
 // DDLs (so requests are validated exactly as on real nodes) with Puppet's work replaced by timed
@@ -105,7 +105,7 @@ export function simulatedFactories(ca: SimulatedCA, opt: SimulationOptions): Rec
         disable_provisioner: () => ((disabled = true), { disabled: true, disable_file: "(simulated)" }),
         is_disabled: () => ({ disabled, since: null, reason: null }),
       },
-    }) as unknown as Agent;
+    });
   };
   const puppetca: AgentFactory = (d) =>
     defineAgent({
@@ -137,7 +137,7 @@ export function simulatedFactories(ca: SimulatedCA, opt: SimulationOptions): Rec
           return { certname: i.certname, state: c?.state ?? "unknown", fingerprint: c?.fingerprint ?? null };
         },
       },
-    }) as unknown as Agent;
+    });
   const notify: AgentFactory = () =>
     defineAgent({
       ddl: notifyDDL,
@@ -150,6 +150,6 @@ export function simulatedFactories(ca: SimulatedCA, opt: SimulationOptions): Rec
           return { duplicate, delivered: duplicate ? 0 : (i.recipients ?? []).length || 1, failed: 0, results: [] };
         },
       },
-    }) as unknown as Agent;
+    });
   return { ...coreAgentFactories, provision, puppetca, notify };
 }

@@ -7,6 +7,7 @@ import { parseRecipient } from "../agents/notify/recipient.js";
 import { MusterError } from "../errors.js";
 import { dataPluginCatalogue } from "../agents/data-ddls.js";
 import { FilterError, parseCompound } from "../filter/index.js";
+import { DEFAULT_STATE_BUCKET } from "../protocol/buckets.js";
 
 // mcprovision's YAML, accepted unchanged (logfile, loglevel, daemonize, sleeptime, steps, master,
 // target, notify), plus muster's additions, each with a safe default (docs/provisioner.md).
@@ -59,7 +60,7 @@ function role(defaults: { filter: string; agent: string }) {
 }
 
 /** The KV bucket of node records, unless state_bucket says otherwise. */
-export const DEFAULT_STATE_BUCKET = "muster_provision";
+export { DEFAULT_STATE_BUCKET };
 
 export const ProvisionerConfigSchema = strict("key", {
   logfile: z.string().optional(),

@@ -47,7 +47,7 @@ export async function runProvisioner(cfg: ProvisionerConfig, log: Logger, opts: 
   const broker = resolveBrokerSettings({ flag: opts.broker, own: { file: "the provisioner config", brokers: cfg.broker === undefined ? undefined : Array.isArray(cfg.broker) ? cfg.broker : [cfg.broker], tls: cfg.tls } });
   // The daemon waits for its broker, saying so; --once fails fast like any command.
   const client = await MusterClient.connect({ brokers: broker.servers, from: broker.from, persistent: !opts.once, collective: cfg.collective, name: `muster-provisioner:${cfg.id}`, log, tls: broker.tls });
-  const store = await StateStore.open(client.nc, cfg.state_bucket, cfg.state_replicas);
+  const store = StateStore.fromKv(await client.kv(cfg.state_bucket, { create: { ...StateStore.bucketOptions, replicas: cfg.state_replicas } }));
   const metrics = new ProvisionerMetrics();
   if (cfg.metrics) log.info({ url: `${await metrics.serve(cfg.metrics.host, cfg.metrics.port)}/metrics` }, "serving metrics");
   const p = new Provisioner(cfg, new MusterCollective(client, cfg, log), store, log, metrics);

@@ -1,14 +1,11 @@
 import type { Logger } from "pino";
 import type { MusterClient } from "../client/client.js";
-import { decodeJson } from "../protocol/envelope.js";
-import { subjects } from "../protocol/subjects.js";
 import type { Filter } from "../protocol/types.js";
 import type { ProvisionerConfig } from "./config.js";
 import type { ActionReply, CallOptions, Collective, Role, StartupEvent } from "./collective.js";
 
-// The Collective of the engine over today's MusterClient. The only provisioner file that talks to
-// the client; the startup subscription is the only use of the raw connection, kept here until the
-// client API offers lifecycle subscriptions.
+// The Collective of the engine over the MusterClient: the only provisioner file that talks to the
+// collective, and only through the client's API (no raw connection).
 
 export class MusterCollective implements Collective {
   private readonly clients: Record<Role, MusterClient>;
@@ -38,20 +35,12 @@ export class MusterCollective implements Collective {
   }
 
   onStartup(handler: (ev: StartupEvent) => void): () => void {
-    const sub = this.clients.target.nc.subscribe(subjects.lifecycle("startup", "*"), {
-      callback: (err, msg) => {
-        if (err) return;
-        let ev: { identity?: unknown; collectives?: unknown };
-        try {
-          ev = decodeJson(msg.data) as typeof ev;
-        } catch {
-          this.log.debug("ignored a garbled lifecycle event");
-          return;
-        }
-        if (typeof ev?.identity !== "string") return;
-        handler({ identity: ev.identity, collectives: Array.isArray(ev.collectives) ? ev.collectives.filter((c): c is string => typeof c === "string") : undefined });
-      },
+    // Checked by the protocol's parser: a garbled or ill-typed event is counted and dropped.
+    const sub = this.clients.target.onLifecycle((ev) => handler({ identity: ev.identity, collectives: ev.collectives }), {
+      type: "startup",
+      onInvalid: (reason, subject) => this.log.debug({ reason, subject }, "ignored a garbled lifecycle event"),
     });
     return () => sub.unsubscribe();
   }
+
 }

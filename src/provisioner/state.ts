@@ -92,10 +92,18 @@ function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
 export class StateStore {
   private constructor(readonly kv: KV) {}
 
+  /** The bucket's options when the provisioner creates it (client.kv(bucket, { create })). */
+  static readonly bucketOptions = { history: 5 } as const;
+
+  /** A store over a bucket the caller opened (through the client: client.kv / client.kvIfExists). */
+  static fromKv(kv: KV): StateStore {
+    return new StateStore(kv);
+  }
+
   /** `replicas` applies when the bucket is created (an existing bucket keeps its own). */
   static async open(nc: NatsConnection, bucket: string, replicas = 1): Promise<StateStore> {
     const kvm = new Kvm(jetstream(nc));
-    const kv = await kvm.create(bucket, { history: 5, replicas });
+    const kv = await kvm.create(bucket, { ...StateStore.bucketOptions, replicas });
     return new StateStore(kv);
   }
 

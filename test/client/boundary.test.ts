@@ -18,11 +18,6 @@ const NC_ALLOWED: [RegExp, string][] = [
   [/^emulator\/emulator\.ts$/, "the emulator's transport (one NodeHost for many nodes)"],
   [/^registry\/(receiver|daemon)\.ts$/, "the registry's receiver"],
   [/^security\/audit\.ts$/, "the audit publisher"],
-  // TODO(issue 12): the provisioner's lifecycle subscription moves to client.onLifecycle and its
-  // StateStore opening to client.kv(); then this line goes.
-  [/^provisioner\//, "TODO(issue 12): switched by the provisioner rewrite"],
-  // TODO(issue 12): StateStore.open takes a NatsConnection; goes with the line above.
-  [/^fleet\/provision-state\.ts$/, "TODO(issue 12): StateStore opener until it takes a KV"],
 ];
 
 /** Caller folders that must not import the NATS client at all. */
