@@ -1,5 +1,5 @@
 import type { NatsConnection } from "@nats-io/transport-node";
-import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { jetstream } from "@nats-io/jetstream";
 import { Kvm, type KV } from "@nats-io/kv";
 import type { NodeStatus, Stage } from "./stages.js";
 
@@ -105,17 +105,6 @@ export class StateStore {
     const kvm = new Kvm(jetstream(nc));
     const kv = await kvm.create(bucket, { ...StateStore.bucketOptions, replicas });
     return new StateStore(kv);
-  }
-
-  /** The bucket if it exists (undefined when no provisioner ever ran against this broker); never creates it. */
-  static async openExisting(nc: NatsConnection, bucket: string): Promise<StateStore | undefined> {
-    try {
-      await (await jetstreamManager(nc)).streams.info(`KV_${bucket}`);
-    } catch (e) {
-      if (/stream not found|10059/i.test((e as Error).message)) return undefined;
-      throw e;
-    }
-    return new StateStore(await new Kvm(jetstream(nc)).open(bucket));
   }
 
   /**

@@ -47,20 +47,10 @@ export async function openRegistryBucket(nc: NatsConnection, bucket: string, exp
 }
 
 /**
- * Drop one node's record (decommission). Readers that follow the bucket see the purge and forget
- * the node at once. Returns "dropped", "absent" (no record), or "no-bucket" (no registry here).
+ * Drop one node's record (decommission), from the bucket as client.kvIfExists hands it out
+ * (undefined: no registry here). Readers that follow the bucket see the purge and forget the node
+ * at once. Returns "dropped", "absent" (no record), or "no-bucket".
  */
-export async function dropRegistryRecord(nc: NatsConnection, bucket: string, identity: string): Promise<"dropped" | "absent" | "no-bucket"> {
-  try {
-    await (await jetstreamManager(nc)).streams.info(streamName(bucket));
-  } catch (e) {
-    if (/stream not found|10059/i.test((e as Error).message)) return "no-bucket";
-    throw e;
-  }
-  return dropRegistryEntry(await new Kvm(jetstream(nc)).open(bucket), identity);
-}
-
-/** dropRegistryRecord for a caller holding the bucket (client.kvIfExists): undefined is "no-bucket". */
 export async function dropRegistryEntry(kv: KV | undefined, identity: string): Promise<"dropped" | "absent" | "no-bucket"> {
   if (!kv) return "no-bucket";
   const e = await kv.get(keyFor(identity));

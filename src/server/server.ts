@@ -266,7 +266,7 @@ export async function startServer(cfg: ServerConfig, log: Logger, opts: { broker
         try {
           // the production run just wrote classes.txt: answer -C and register with it at once,
           // not one refresh interval and a splayed registration later
-          await facts.refresh();
+          await Promise.all([facts.refresh(), classes?.refresh()]);
           current = await serve("production");
           current.host.registerNow();
           return;

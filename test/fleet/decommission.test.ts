@@ -9,7 +9,8 @@ import { MusterError } from "../../src/errors.js";
 import { decommission } from "../../src/fleet/decommission.js";
 import { silentLogger } from "../../src/log.js";
 import { newRecord, StateStore } from "../../src/provisioner/state.js";
-import { dropRegistryRecord, readRegistry } from "../../src/registry/bucket.js";
+import { dropRegistryEntry, readRegistry } from "../../src/registry/bucket.js";
+import { openExistingProvisionState } from "../../src/fleet/provision-state.js";
 import { RegistryConfigSchema } from "../../src/registry/config.js";
 import { startRegistry } from "../../src/registry/daemon.js";
 import { connectNats } from "../support/collective.js";
@@ -22,6 +23,7 @@ import { startNats, type NatsHandle } from "../support/index.js";
 
 let nats: NatsHandle;
 let nc: NatsConnection;
+let client: MusterClient; // the operator's view, as decommission opens the buckets (client.kvIfExists)
 let home: string;
 
 before(async () => {
@@ -29,9 +31,12 @@ before(async () => {
   process.env.MUSTER_CONFIG_DIR = home; // the test's own signing key
   nats = await startNats();
   nc = await connectNats(nats.url);
+  client = await MusterClient.connect({ nc });
 });
+const drop = async (bucket: string, identity: string) => dropRegistryEntry(await client.kvIfExists(bucket), identity);
 
 after(async () => {
+  await client?.close();
   await nc?.drain().catch(() => undefined);
   await nats?.stop();
   rmSync(home, { recursive: true, force: true });
@@ -44,21 +49,21 @@ test("a dropped registry record leaves the bucket and a running registry's memor
   nc.publish("muster.registration", new TextEncoder().encode(JSON.stringify({ identity: "web1.example", facts: {}, classes: [], agents: ["rpcutil"], collectives: ["muster"] })));
   await registered;
   const removed = new Promise<void>((resolve) => reg.store.on("remove", (id) => id === "web1.example" && resolve()));
-  assert.equal(await dropRegistryRecord(nc, "drop", "web1.example"), "dropped");
+  assert.equal(await drop("drop", "web1.example"), "dropped");
   await removed;
   assert.equal(reg.store.get("web1.example"), undefined);
   assert.deepEqual((await readRegistry(nc, "drop")).records.map((r) => r.identity), []);
-  assert.equal(await dropRegistryRecord(nc, "drop", "web1.example"), "absent");
-  assert.equal(await dropRegistryRecord(nc, "no-such-bucket", "web1.example"), "no-bucket");
+  assert.equal(await drop("drop", "web1.example"), "absent");
+  assert.equal(await drop("no-such-bucket", "web1.example"), "no-bucket");
 });
 
 test("a dropped provisioning record: gone with its history, a provisioner holding it loses its next write, the name can start afresh", async () => {
-  assert.equal(await StateStore.openExisting(nc, "never_made"), undefined, "looking does not create the bucket");
+  assert.equal(await openExistingProvisionState(client, "never_made"), undefined, "looking does not create the bucket");
   const provisioner = await StateStore.open(nc, "prov_drop");
   const v = { record: newRecord("web2.example"), revision: 0 };
   v.record.status = "in_progress";
   assert.ok(await provisioner.save(v));
-  const operator = (await StateStore.openExisting(nc, "prov_drop"))!;
+  const operator = (await openExistingProvisionState(client, "prov_drop"))!;
   assert.equal((await operator.remove("web2.example"))?.status, "in_progress");
   assert.equal(await operator.get("web2.example"), undefined);
   assert.equal(await operator.remove("web2.example"), undefined, "already gone");
@@ -70,14 +75,14 @@ test("a dropped provisioning record: gone with its history, a provisioner holdin
 test("no master answering: nothing is changed, and the error says so", async () => {
   const store = await StateStore.open(nc, "prov_keep");
   await store.put({ ...newRecord("web3.example"), status: "done" });
-  const client = await MusterClient.connect({ brokers: [nats.url] });
+  const operator = await MusterClient.connect({ brokers: [nats.url] });
   try {
     await assert.rejects(
-      decommission(client, ["web3.example"], { stateBucket: "prov_keep", registryBucket: "drop", discoveryTimeoutMs: 500 }),
+      decommission(operator, ["web3.example"], { stateBucket: "prov_keep", registryBucket: "drop", discoveryTimeoutMs: 500 }),
       (e: unknown) => e instanceof MusterError && e.code === "MUSTER_NO_MASTER" && /nothing was changed/.test(e.message),
     );
   } finally {
-    await client.close();
+    await operator.close();
   }
   assert.equal((await store.get("web3.example"))?.record.status, "done", "the record is still there");
 });
