@@ -1,0 +1,96 @@
+// The console's shell: who is logged in, the health banner, and the hash router that mounts one
+// view at a time (each view cleans up its streams when it is left).
+import { html, render } from "/vendor/lit-html/lit-html.js";
+import { api, onUnauthenticated, setCsrf } from "./api.js";
+import { parseRoute } from "./model.js";
+import * as board from "./board.js";
+import * as explorer from "./explorer.js";
+import * as nodePage from "./node.js";
+import * as runall from "./runall.js";
+
+const views = { board, explorer, node: nodePage, runall };
+const main = document.getElementById("app");
+const healthEl = document.getElementById("health");
+const whoEl = document.getElementById("who");
+
+/** Shared with the views: the session and a way to report health from a live stream. */
+const ctx = {
+  session: null,
+  get isOperator() {
+    return ctx.session?.role === "operator";
+  },
+  setHealth,
+};
+
+let current = null;
+let loggedOut = false;
+
+function setHealth(health, unreachable) {
+  const problems = [];
+  if (unreachable) problems.push(`The console server is unreachable: ${unreachable}. Reconnecting…`);
+  if (health?.broker && !health.broker.ok) problems.push(`The broker is down: ${health.broker.error ?? "not connected"}. Live updates resume when it is back.`);
+  if (health?.registry && !health.registry.ok) problems.push(`The registry is unavailable: ${health.registry.error ?? "no answer"}. The fleet explorer will work again when it is back.`);
+  healthEl.hidden = problems.length === 0;
+  render(html`${problems.map((p) => html`<div>${p}</div>`)}`, healthEl);
+}
+
+async function pollHealth() {
+  if (loggedOut) return;
+  try {
+    setHealth(await api.get("/api/health"));
+  } catch (err) {
+    if (err.status !== 401) setHealth(null, err.message);
+  }
+}
+
+function showLogin(message) {
+  loggedOut = true;
+  current?.unmount?.();
+  current = null;
+  whoEl.textContent = "";
+  render(
+    html`<form class="login" method="post" action="/login">
+      <h1>Log in to the muster console</h1>
+      ${message ? html`<p class="error">${message}</p>` : ""}
+      <p class="muted">Paste a token from the console's tokens file (<code>auth.tokens_file</code>).</p>
+      <label for="token">Token</label>
+      <input id="token" name="token" type="password" autocomplete="current-password" required autofocus />
+      <button type="submit">Log in</button>
+    </form>`,
+    main,
+  );
+}
+
+function route() {
+  if (loggedOut) return;
+  const r = parseRoute(location.hash);
+  const view = views[r.view] ?? board;
+  for (const a of document.querySelectorAll("#nav a")) a.classList.toggle("active", a.dataset.view === r.view || (r.view === "node" && a.dataset.view === "explorer"));
+  current?.unmount?.();
+  render(html``, main);
+  main.replaceChildren();
+  current = view.mount(main, ctx, r);
+}
+
+async function start() {
+  onUnauthenticated(() => showLogin("Your session has ended; log in again."));
+  try {
+    ctx.session = await api.get("/api/session");
+  } catch (err) {
+    if (err.status === 401) return showLogin();
+    render(html`<p class="error">Cannot load the session: ${err.message}</p>`, main);
+    setTimeout(start, 2000);
+    return;
+  }
+  setCsrf(ctx.session.csrf);
+  whoEl.textContent = `${ctx.session.name} (${ctx.session.role})`;
+  whoEl.dataset.role = ctx.session.role;
+  document.body.dataset.role = ctx.session.role;
+  window.addEventListener("hashchange", route);
+  route();
+  pollHealth();
+  // Health also arrives on the board's stream; polling covers the other views and a dead stream.
+  setInterval(pollHealth, 5000);
+}
+
+start();

@@ -1,0 +1,176 @@
+// The fleet explorer: a filter in muster's own language (the server parses it with the CLI's
+// parser, so a bad one comes back with its column), the fact columns the operator picks, and a bar
+// chart of counts by a fact's value. Rows load page by page as they scroll into view.
+import { html, render } from "/vendor/lit-html/lit-html.js";
+import { styleMap } from "/vendor/lit-html/directives/style-map.js";
+import { api, query } from "./api.js";
+import { caretLine, cellText, countBars, parseColumns } from "./model.js";
+import { VirtualList } from "./virtual.js";
+
+const ROW_HEIGHT = 28;
+const PAGE = 200;
+
+export function mount(el, ctx, route) {
+  const state = {
+    filter: route.params.filter ?? "",
+    columns: parseColumns(route.params.columns ?? "os,country"),
+    countBy: route.params.count ?? "",
+  };
+  let generation = 0; // answers to an older query are dropped
+  let total = 0;
+  const pages = new Map(); // page index -> rows | "loading"
+  let error = null;
+  let counts = null;
+  let countsError = null;
+
+  render(
+    html`<section class="explorer">
+      <h1>Fleet</h1>
+      <form id="explorer-form" class="filters" autocomplete="off">
+        <label class="grow">Filter <span class="muted">(as <code>muster find -S</code>: <code>country=de and puppet_server</code>, <code>/web/</code>, <code>os=debian or not role=db</code>)</span>
+          <input id="filter" name="filter" spellcheck="false" .value=${state.filter} placeholder="empty: every node" />
+        </label>
+        <label>Fact columns <input id="columns" name="columns" spellcheck="false" .value=${state.columns.join(", ")} placeholder="os, country" /></label>
+        <label>Count by fact <input id="count-by" name="count" spellcheck="false" .value=${state.countBy} placeholder="os" /></label>
+        <button type="submit">Apply</button>
+      </form>
+      <div id="filter-error" class="filter-error" hidden></div>
+      <div id="counts" class="counts"></div>
+      <p id="explorer-total" class="summary"></p>
+      <div class="vtable explorer-table">
+        <div id="explorer-head" class="vhead row"></div>
+        <div id="explorer-rows" class="vport"></div>
+      </div>
+    </section>`,
+    el,
+  );
+  const form = el.querySelector("#explorer-form");
+  const errEl = el.querySelector("#filter-error");
+  const countsEl = el.querySelector("#counts");
+  const totalEl = el.querySelector("#explorer-total");
+  const headEl = el.querySelector("#explorer-head");
+  const table = el.querySelector(".explorer-table");
+
+  const rowAt = (i) => pages.get(Math.floor(i / PAGE))?.[i % PAGE];
+  const row = (i) => {
+    const n = rowAt(i);
+    if (!n || n === "loading") return html`<div class="row placeholder"><span class="muted">…</span></div>`;
+    return html`<div class="row" data-identity=${n.identity}>
+      <span class="ident"><a href=${`#/node/${encodeURIComponent(n.identity)}`}>${n.identity}</a></span>
+      ${state.columns.map((c) => html`<span title=${cellText(n.columns?.[c])}>${cellText(n.columns?.[c])}</span>`)}
+    </div>`;
+  };
+  const list = new VirtualList(el.querySelector("#explorer-rows"), ROW_HEIGHT, row, (first, last) => {
+    for (let p = Math.floor(first / PAGE); p <= Math.floor(Math.max(first, last - 1) / PAGE); p++) loadPage(p, generation);
+  });
+
+  function setGridColumns() {
+    // The grid's columns follow the chosen facts; set through CSSOM, which the CSP allows.
+    table.style.setProperty("--cols", `minmax(14em, 2fr) ${state.columns.map(() => "minmax(6em, 1fr)").join(" ")}`);
+    render(html`<span>identity</span>${state.columns.map((c) => html`<span>${c}</span>`)}`, headEl);
+  }
+
+  async function loadPage(p, gen) {
+    if (pages.has(p) || gen !== generation) return;
+    if (p * PAGE >= total && p > 0) return;
+    pages.set(p, "loading");
+    try {
+      const res = await api.get(`/api/nodes${query({ filter: state.filter, columns: state.columns.join(","), offset: p * PAGE, limit: PAGE })}`);
+      if (gen !== generation) return;
+      pages.set(p, res.nodes);
+      if (res.total !== total) {
+        total = res.total;
+        list.setTotal(total);
+      }
+      error = null;
+      drawStatus();
+      list.schedule();
+    } catch (err) {
+      if (gen !== generation) return;
+      pages.delete(p);
+      error = err;
+      drawStatus();
+    }
+  }
+
+  function drawStatus() {
+    if (error?.code === "filter") {
+      errEl.hidden = false;
+      render(
+        html`<pre class="caret"><span class="src">${state.filter}</span>
+<span class="mark">${caretLine(state.filter, error.column)}</span></pre>
+          <p class="error" data-column=${String(error.column ?? "")}>${error.message}</p>`,
+        errEl,
+      );
+      totalEl.textContent = "";
+    } else if (error) {
+      errEl.hidden = false;
+      render(html`<p class="error">${error.code}: ${error.message}</p>`, errEl);
+    } else {
+      errEl.hidden = true;
+      render(html``, errEl);
+      totalEl.textContent = `${total} ${total === 1 ? "node matches" : "nodes match"}${state.filter ? ` ${state.filter}` : ""}`;
+    }
+    if (!state.countBy) render(html``, countsEl);
+    else if (countsError) render(html`<p class="error">${countsError.message}</p>`, countsEl);
+    else if (counts)
+      render(
+        html`<h2>Nodes by <code>${counts.fact}</code></h2>
+          <div class="chart">
+            ${countBars(counts.counts).map(
+              (b) => html`<div class="bar-row" data-value=${cellText(b.value)}>
+                <span class="label" title=${cellText(b.value)}>${b.value === null || b.value === undefined ? "(unset)" : cellText(b.value)}</span>
+                <span class="bar"><span class="fill" style=${styleMap({ width: `${(b.fraction * 100).toFixed(1)}%` })}></span></span>
+                <span class="num">${b.count}</span>
+              </div>`,
+            )}
+          </div>`,
+        countsEl,
+      );
+  }
+
+  async function loadCounts(gen) {
+    counts = null;
+    countsError = null;
+    if (!state.countBy) return drawStatus();
+    try {
+      const res = await api.get(`/api/counts${query({ fact: state.countBy, filter: state.filter })}`);
+      if (gen !== generation) return;
+      counts = res;
+    } catch (err) {
+      if (gen !== generation) return;
+      // A bad filter is already shown under the box; do not say it twice.
+      if (err.code !== "filter") countsError = err;
+    }
+    drawStatus();
+  }
+
+  function apply() {
+    generation++;
+    pages.clear();
+    total = 0;
+    error = null;
+    list.setTotal(0);
+    list.viewport.scrollTop = 0;
+    setGridColumns();
+    history.replaceState(null, "", `#/explorer${query({ filter: state.filter, columns: state.columns.join(","), count: state.countBy })}`);
+    loadPage(0, generation);
+    loadCounts(generation);
+  }
+
+  form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    state.filter = form.elements.filter.value.trim();
+    state.columns = parseColumns(form.elements.columns.value);
+    state.countBy = form.elements.count.value.trim();
+    apply();
+  });
+  apply();
+
+  return {
+    unmount() {
+      generation++;
+      list.destroy();
+    },
+  };
+}
