@@ -7,7 +7,7 @@ import type { AgentDDL, ActionName, ActionOutput, CallInput } from "../ddl/types
 import { MusterError } from "../errors.js";
 import { kvStreamName } from "../protocol/buckets.js";
 import { encodeRequest } from "../protocol/envelope.js";
-import { parseNodeEvent, type NodeEvent } from "../protocol/events.js";
+import { encodeNodeEvent, parseNodeEvent, type NodeEvent } from "../protocol/events.js";
 import { parseLifecycleEvent, type LifecycleEvent, type LifecycleType } from "../protocol/lifecycle.js";
 import type { SigningKey } from "../protocol/signing.js";
 import { Status } from "../protocol/status.js";
@@ -167,6 +167,17 @@ export class MusterClient {
    */
   onEvent(agent: string, event: string, handler: (e: NodeEvent) => void, opts: { onInvalid?: (reason: string, subject: string) => void } = {}): EventSubscription {
     return this.subscribeParsed(subjects.event(agent, event), parseNodeEvent, handler, opts.onInvalid);
+  }
+
+  /**
+   * Publish an event on `muster.event.<agent>.<event>` as a node's runtime does (a client process
+   * reporting its own work, e.g. runall progress). Checked like every subscriber checks it.
+   */
+  publishEvent(e: NodeEvent): void {
+    const bytes = encodeNodeEvent(e);
+    const r = parseNodeEvent(bytes, subjects.event(e.agent, e.event));
+    if (!r.ok) throw new MusterError("MUSTER_USAGE", `not a valid event: ${r.reason}`);
+    this.nc.publish(subjects.event(e.agent, e.event), bytes);
   }
 
   /**

@@ -1,5 +1,6 @@
 import type { MusterClient, TypedReply } from "../client/client.js";
 import { puppetDDL, RUN_COMPLETE_EVENT, type PuppetDDL } from "../agents/puppet/ddl.js";
+import { RUNALL_AGENT } from "../protocol/events.js";
 import { Status } from "../protocol/status.js";
 import { RunallScheduler, type PollStatus, type ProgressEvent, type RunallReport, type RunResult, type SchedulerAction, type SchedulerOptions } from "./runall.js";
 
@@ -27,6 +28,11 @@ export interface RunallOptions extends Partial<Omit<SchedulerOptions, "concurren
   /** Aborting stops starting runs and ends the call (runs already going carry on on their nodes). */
   signal?: AbortSignal;
   now?: () => number;
+  /**
+   * Publish this run's progress as runall events (protocol/events.ts), so the web console shows
+   * it: `id` names the run, `identity` the publishing process (its host), `startedBy` who asked.
+   */
+  announce?: { id: string; identity: string; startedBy: string; filter: string };
 }
 
 export interface RunallResult {
@@ -61,8 +67,23 @@ export async function runAll(client: MusterClient, opts: RunallOptions): Promise
     else pendingEvents.push(ev);
     kick();
   });
+  const announce = opts.announce;
+  const publish = (event: "started" | "progress" | "finished", data: Record<string, unknown>) => {
+    if (!announce) return;
+    try {
+      client.publishEvent({ identity: announce.identity, agent: RUNALL_AGENT, event, time: Date.now(), data: { id: announce.id, ...data } });
+    } catch {
+      // progress reporting never stops the run
+    }
+  };
+  const onProgress = (e: ProgressEvent) => {
+    publish("progress", { type: e.type, identity: e.identity, at: e.at, ...(e.type === "start" ? {} : { outcome: e.outcome, done: e.done, total: e.total }) });
+    opts.onProgress?.(e);
+  };
+  let counts: Record<string, number> = {};
   try {
     await sub.ready; // the broker has the subscription before any runonce goes out
+    publish("started", { started_by: announce?.startedBy ?? "", started: now(), filter: announce?.filter ?? "", concurrency: opts.concurrency, total: opts.nodes.length });
 
     const startTimeoutMs = opts.startTimeoutMs ?? 10_000;
     const estimates = new Map<string, number>();
@@ -83,7 +104,7 @@ export async function runAll(client: MusterClient, opts: RunallOptions): Promise
     const sched = new RunallScheduler(
       opts.nodes.map((identity) => ({ identity, expectedMs: estimates.get(identity) })),
       { ...stripUndefined(opts), concurrency: opts.concurrency, startTimeoutMs },
-      opts.onProgress,
+      announce ? onProgress : opts.onProgress,
     );
     scheduler = sched;
     for (const p of preskip) sched.skip(p.identity, now(), p.outcome, p.detail);
@@ -137,10 +158,12 @@ export async function runAll(client: MusterClient, opts: RunallOptions): Promise
       wake = undefined;
     }
     const report = sched.report();
+    counts = report.counts;
     const measuredMs = new Map<string, number>();
     for (const n of report.nodes) if (n.durationMs !== undefined && (n.outcome === "ok" || n.outcome === "changed" || n.outcome === "failed")) measuredMs.set(n.identity, n.durationMs);
     return { report, order: sched.order, measuredMs };
   } finally {
+    publish("finished", { at: now(), counts });
     internal.abort();
     opts.signal?.removeEventListener("abort", onAbort);
     sub.unsubscribe();

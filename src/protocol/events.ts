@@ -50,3 +50,68 @@ export function parseNodeEvent(payload: Uint8Array | string, subject?: string): 
   if (subject !== undefined && subject !== subjects.event(event.agent, event.event)) return refuse(`event ${event.agent}.${event.event} arrived on ${subject}`);
   return { ok: true, event };
 }
+
+// Runall progress (`muster puppet runall`, or a run the web console started): node events of the
+// pseudo-agent `runall` (`muster.event.runall.<started|progress|finished>`), published by the
+// process running the scheduler, `identity` naming that process's caller. Every event names its
+// run by `data.id`, so watchers (the web console) follow runs started anywhere. docs/protocol.md.
+
+export const RUNALL_AGENT = "runall";
+export const RunallEventTypes = ["started", "progress", "finished"] as const;
+export type RunallEventType = (typeof RunallEventTypes)[number];
+
+export interface RunallStarted {
+  id: string;
+  started_by: string;
+  /** ms epoch */
+  started: number;
+  /** The filter, as the starter wrote it (text; informational). */
+  filter: string;
+  concurrency: number;
+  total: number;
+}
+
+/** One scheduler progress event (src/fleet/runall.ts ProgressEvent), under the run's id. */
+export interface RunallProgress {
+  id: string;
+  type: "start" | "finish" | "skip";
+  identity: string;
+  at: number;
+  outcome?: string;
+  done?: number;
+  total?: number;
+}
+
+export interface RunallFinished {
+  id: string;
+  at: number;
+  counts: Record<string, number>;
+}
+
+export type RunallEvent = { event: "started"; data: RunallStarted } | { event: "progress"; data: RunallProgress } | { event: "finished"; data: RunallFinished };
+
+const isStr = (x: unknown): x is string => typeof x === "string" && x.length > 0 && x.length <= 4096;
+const isNum = (x: unknown): x is number => typeof x === "number" && Number.isFinite(x);
+
+/** A node event as a runall event, or undefined when it is not a well-formed one. */
+export function asRunallEvent(e: NodeEvent): RunallEvent | undefined {
+  if (e.agent !== RUNALL_AGENT) return undefined;
+  const d = e.data as Record<string, unknown>;
+  if (!isStr(d.id)) return undefined;
+  switch (e.event) {
+    case "started":
+      if (!isStr(d.started_by) || !isNum(d.started) || typeof d.filter !== "string" || !isNum(d.concurrency) || !isNum(d.total)) return undefined;
+      return { event: "started", data: { id: d.id, started_by: d.started_by, started: d.started, filter: d.filter, concurrency: d.concurrency, total: d.total } };
+    case "progress":
+      if (!["start", "finish", "skip"].includes(d.type as string) || !isStr(d.identity) || !isNum(d.at)) return undefined;
+      return {
+        event: "progress",
+        data: { id: d.id, type: d.type as RunallProgress["type"], identity: d.identity, at: d.at, ...(isStr(d.outcome) ? { outcome: d.outcome } : {}), ...(isNum(d.done) ? { done: d.done } : {}), ...(isNum(d.total) ? { total: d.total } : {}) },
+      };
+    case "finished":
+      if (!isNum(d.at) || typeof d.counts !== "object" || d.counts === null) return undefined;
+      return { event: "finished", data: { id: d.id, at: d.at, counts: Object.fromEntries(Object.entries(d.counts).filter(([, v]) => isNum(v))) as Record<string, number> } };
+    default:
+      return undefined;
+  }
+}

@@ -108,6 +108,7 @@ export function decide(run: NodeRun, ev: EngineEvent, policy: EnginePolicy, now:
     case "step-ok":
       if (run.phase !== "running" || !stage) break;
       rec.timings[stage] = Math.round(ev.ms);
+      (rec.stageTimes ??= {})[stage] = { start: rec.stageTimes[stage]?.start ?? now - Math.round(ev.ms), end: now };
       rec.stage = stage;
       rec.attempts = 0;
       rec.lastError = undefined;
@@ -177,6 +178,7 @@ function advance(run: NodeRun, policy: EnginePolicy, now: number): EngineAction 
       }
     }
     rec.current = stage;
+    (rec.stageTimes ??= {})[stage] = { start: now };
     run.attempt = 1;
     run.restarts = 0;
     run.busyWaitedMs = 0;

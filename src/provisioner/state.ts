@@ -29,6 +29,8 @@ export interface NodeRecord {
   updatedAt: number;
   finishedAt?: number;
   timings: Partial<Record<Stage, number>>;
+  /** When each stage of this round started (its first try) and ended (ms epoch), for timelines (the web board). Absent in records written before it existed. */
+  stageTimes?: Partial<Record<Stage, { start: number; end?: number }>>;
   fingerprint?: string;
   hadCert?: boolean;
   signedBy?: string;
@@ -268,6 +270,7 @@ export function claimRecord(existing: Versioned | undefined, identity: string, o
     rec.rounds += 1;
     rec.startedAt = now;
     rec.timings = {};
+    rec.stageTimes = {};
     rec.finishedAt = undefined;
   }
   const previousOwner = rec.status === "in_progress" ? rec.owner : undefined;

@@ -304,3 +304,25 @@ test("the deploy lock: released only while the node holds ours, and never when t
   await silent.release(inProgress(), (e) => (reported = e.message));
   assert.equal(reported, "no reply");
 });
+
+test("engine: every stage's start (its first try) and end are recorded for timelines, across retries", () => {
+  const { end, rec } = drive(inProgress(), { step: (s, n) => (s === "bootstrap" && n < 2 ? "error" : "ok") });
+  assert.equal(end.type, "done");
+  const times = rec.stageTimes!;
+  assert.deepEqual(Object.keys(times), ALL);
+  let prevEnd = T0;
+  for (const s of ALL) {
+    const t = times[s]!;
+    assert.ok(t.end !== undefined && t.start >= prevEnd && t.end > t.start, `${s}: ${JSON.stringify(t)}`);
+    prevEnd = t.end;
+  }
+  // two failed tries and their backoffs lie inside the bootstrap stage, not only the last try's 100 ms
+  assert.ok(times.bootstrap!.end! - times.bootstrap!.start > 2000, JSON.stringify(times.bootstrap));
+  assert.equal(rec.timings.bootstrap, 100);
+});
+
+test("claimRecord: a new round starts with empty stage times", () => {
+  const old: NodeRecord = { ...newRecord("n1", T0), status: "pending", rounds: 1, stageTimes: { lock: { start: T0, end: T0 + 5 } } };
+  const c = claimRecord({ record: old, revision: 3 }, "n1", "p1", T0 + 1000, 600)!;
+  assert.deepEqual(c.v.record.stageTimes, {});
+});

@@ -17,6 +17,7 @@ import { resourceCommand } from "./resource.js";
 import { nrpeCommand } from "./nrpe.js";
 import { sshCommand } from "./ssh.js";
 import { serverCommand } from "./server.js";
+import { webCommand } from "./web.js";
 
 // Every subcommand, listed explicitly (no registration by import side effects).
-export const commands: (() => Command)[] = [serverCommand, pingCommand, findCommand, inventoryCommand, factsCommand, rpcCommand, emulateCommand, provisionerCommand, provisionCommand, decommissionCommand, labCommand, sshCommand, nrpeCommand, resourceCommand, registryCommand, puppetCommand, brokerCommand, doctorCommand];
+export const commands: (() => Command)[] = [serverCommand, pingCommand, findCommand, inventoryCommand, factsCommand, rpcCommand, emulateCommand, provisionerCommand, provisionCommand, decommissionCommand, labCommand, sshCommand, nrpeCommand, resourceCommand, registryCommand, puppetCommand, brokerCommand, doctorCommand, webCommand];

@@ -2,9 +2,9 @@ import { Command } from "commander";
 import { KvWatchInclude } from "@nats-io/kv";
 import { MusterClient } from "../../client/client.js";
 import { MusterError } from "../../errors.js";
-import { openProvisionState } from "../../fleet/provision-state.js";
+import { applyRetry, openProvisionState, retryRefusal } from "../../fleet/provision-state.js";
 import { DEFAULT_STATE_BUCKET } from "../../protocol/buckets.js";
-import { appendLog, type NodeRecord, type StateStore } from "../../provisioner/state.js";
+import type { NodeRecord, StateStore } from "../../provisioner/state.js";
 import { loadClientConfig, resolveBrokerSettings } from "../config.js";
 import { addCommonOptions, type CommonOpts } from "../options.js";
 import { bold, green, red, yellow } from "../output.js";
@@ -108,9 +108,11 @@ no record is changed. See docs/provisioner.md#retrying.`,
           for (const id of [...new Set(ids)]) {
             const rec = (await store.get(id))?.record;
             if (!rec) unknown.push(id);
-            else if (rec.status === "in_progress") refused.push(`${id} is being provisioned right now (by ${rec.owner ?? "a provisioner"}); wait for it to finish or fail`);
-            else if (rec.status === "failed" || o.force) retry.push(rec);
-            else refused.push(`${id} is ${rec.status}; retry applies to failed nodes (--force starts a ${rec.status} node over, e.g. after a reinstall)`);
+            else {
+              const why = retryRefusal(rec, o.force);
+              if (why) refused.push(why);
+              else retry.push(rec);
+            }
           }
           if (unknown.length) {
             const also = refused.length ? `\n${refused.join("\n")}` : "";
@@ -119,14 +121,7 @@ no record is changed. See docs/provisioner.md#retrying.`,
           if (refused.length) throw new MusterError("MUSTER_RETRY_REFUSED", `${refused.join("\n")}\nNothing was changed.`);
           for (const rec of retry) {
             const was = rec.status;
-            rec.status = "pending";
-            rec.stage = undefined;
-            rec.current = undefined;
-            rec.attempts = 0;
-            rec.lastError = undefined;
-            rec.hadCert = undefined;
-            rec.finishedAt = undefined;
-            appendLog(rec, was === "failed" ? "retry requested by operator" : `retry requested by operator (--force; was ${was})`);
+            applyRetry(rec);
             await store.put(rec);
             process.stdout.write(was === "failed" ? `${rec.identity}: queued for provisioning\n` : `${rec.identity}: was ${was}; queued for provisioning once it waits in the provisioning collective\n`);
           }

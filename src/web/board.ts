@@ -1,0 +1,109 @@
+import { Stages, type Stage } from "../provisioner/stages.js";
+import type { NodeRecord } from "../provisioner/state.js";
+
+// The provisioning board: the provisioner's per-node records (src/provisioner/state.ts) as the
+// console shows them. Pure: the record and the clock in, the row out (what `muster provision
+// status` prints, plus a timeline of stages and the log tail).
+
+export interface TimelineEntry {
+  stage: Stage;
+  /** ISO time the stage's first try started. */
+  start: string;
+  /** ISO time it completed; absent while it runs (or when it failed). */
+  end?: string;
+}
+
+export interface BoardNode {
+  identity: string;
+  /** pending | in_progress | done | failed, as the provisioner records it. */
+  status: NodeRecord["status"];
+  /** The stage being worked on while in progress, else the last completed one; "" before any. */
+  stage: string;
+  master: string | null;
+  started: string | null;
+  updated: string;
+  finished: string | null;
+  elapsed_s: number | null;
+  /** Failed attempts of the current stage (the CLI's TRIES). */
+  tries: number;
+  /** Provisioning rounds (1 + retries and restarts). */
+  rounds: number;
+  last_error: string | null;
+  timeline: TimelineEntry[];
+  log_tail: string[];
+}
+
+const iso = (ms: number | undefined) => (ms === undefined || !Number.isFinite(ms) ? null : new Date(ms).toISOString());
+
+/** Lines the board carries per node; the record keeps up to 30. */
+export const BOARD_LOG_LINES = 10;
+
+const LOG_OK = /^(\S+) (\S+) ok(?:: .*)? \((\d+) ms\)$/;
+
+/**
+ * The stages of the current round with their times. From `stageTimes` when the provisioner wrote
+ * them; for older records, from the log lines "<iso> <stage> ok ... (<ms> ms)" (end at the line,
+ * start that many ms before: the successful try only).
+ */
+export function timeline(rec: NodeRecord): TimelineEntry[] {
+  const out: TimelineEntry[] = [];
+  if (rec.stageTimes && Object.keys(rec.stageTimes).length) {
+    for (const s of Stages) {
+      const t = rec.stageTimes[s];
+      if (!t || !Number.isFinite(t.start)) continue;
+      const e: TimelineEntry = { stage: s, start: new Date(t.start).toISOString() };
+      if (t.end !== undefined && Number.isFinite(t.end)) e.end = new Date(t.end).toISOString();
+      out.push(e);
+    }
+    return out;
+  }
+  const since = rec.startedAt ?? 0;
+  const seen = new Set<string>();
+  for (const line of rec.log ?? []) {
+    const m = LOG_OK.exec(line);
+    if (!m || !(Stages as readonly string[]).includes(m[2]!)) continue;
+    const end = Date.parse(m[1]!);
+    if (!Number.isFinite(end) || end < since) continue;
+    seen.add(m[2]!);
+    out.push({ stage: m[2] as Stage, start: new Date(end - Number(m[3])).toISOString(), end: new Date(end).toISOString() });
+  }
+  if (rec.status === "in_progress" && rec.current && !seen.has(rec.current)) {
+    const last = out.at(-1)?.end ?? iso(rec.startedAt);
+    if (last) out.push({ stage: rec.current, start: last });
+  }
+  return out;
+}
+
+export function boardNode(rec: NodeRecord, now = Date.now()): BoardNode {
+  const started = rec.startedAt;
+  const stop = rec.status === "in_progress" ? now : (rec.finishedAt ?? rec.updatedAt);
+  return {
+    identity: rec.identity,
+    status: rec.status,
+    stage: (rec.status === "in_progress" ? (rec.current ?? rec.stage) : rec.stage) ?? "",
+    master: rec.master ?? null,
+    started: iso(started),
+    updated: iso(rec.updatedAt) ?? new Date(now).toISOString(),
+    finished: iso(rec.finishedAt),
+    elapsed_s: started === undefined ? null : Math.max(0, Math.round((stop - started) / 100) / 10),
+    tries: rec.attempts ?? 0,
+    rounds: rec.rounds ?? 0,
+    last_error: rec.lastError ?? null,
+    timeline: timeline(rec),
+    log_tail: (rec.log ?? []).slice(-BOARD_LOG_LINES),
+  };
+}
+
+const ORDER: Record<NodeRecord["status"], number> = { failed: 0, in_progress: 1, pending: 2, done: 3 };
+
+/** Failed nodes first, then in progress, pending, done; by identity within each. */
+export function boardOrder(a: BoardNode, b: BoardNode): number {
+  return (ORDER[a.status] ?? 9) - (ORDER[b.status] ?? 9) || (a.identity < b.identity ? -1 : a.identity > b.identity ? 1 : 0);
+}
+
+/** Is this a well-formed record (the bucket is writable by others: skip what is not)? */
+export function isNodeRecord(x: unknown): x is NodeRecord {
+  if (typeof x !== "object" || x === null) return false;
+  const r = x as Record<string, unknown>;
+  return typeof r.identity === "string" && typeof r.status === "string" && ["pending", "in_progress", "done", "failed"].includes(r.status) && (r.log === undefined || Array.isArray(r.log));
+}

@@ -1,0 +1,85 @@
+import { z } from "zod";
+import { loadConfigFile, validateConfig } from "../config/load.js";
+import { DEFAULT_STATE_BUCKET } from "../protocol/buckets.js";
+import { isValidCollective } from "../protocol/subjects.js";
+import { Roles } from "./auth.js";
+
+// `muster web --config FILE` (YAML or JSON). docs/web.md describes each key. The broker comes from
+// the usual client settings (--broker, MUSTER_BROKER, the client config), as for every command.
+
+export const DEFAULT_LISTEN = "127.0.0.1:8480";
+
+const HOST_PORT = /^(\[[0-9a-fA-F:]+\]|[^:\s]+):(\d{1,5})$/;
+
+export function parseListen(s: string): { host: string; port: number } {
+  const m = HOST_PORT.exec(s.trim());
+  const port = m ? Number(m[2]) : NaN;
+  if (!m || port > 65535) throw new Error(`listen must be HOST:PORT (e.g. ${DEFAULT_LISTEN}), got ${JSON.stringify(s)}`);
+  return { host: m[1]!.replace(/^\[|\]$/g, ""), port };
+}
+
+const listen = z.string().refine((s) => {
+  try {
+    parseListen(s);
+    return true;
+  } catch {
+    return false;
+  }
+}, `HOST:PORT, e.g. ${DEFAULT_LISTEN}`);
+
+export const WebConfigSchema = z
+  .object({
+    /** Where the console listens; --listen wins. Loopback by default. */
+    listen: listen.default(DEFAULT_LISTEN),
+    /** HTTPS. With `ca`, browsers and API clients must present a client certificate it signed; `roles` maps its common name to a role. */
+    tls: z
+      .object({
+        cert: z.string().min(1),
+        key: z.string().min(1),
+        ca: z.string().min(1).optional(),
+        /** Certificate common name (or "CN=name") -> viewer | operator. */
+        roles: z.record(z.string(), z.enum(Roles)).default({}),
+      })
+      .strict()
+      .optional(),
+    auth: z
+      .object({
+        /** Lines of `<token> <role> <name>`; role viewer or operator. */
+        tokens_file: z.string().min(1).optional(),
+        /** Hours a browser session lasts. */
+        session_hours: z.number().positive().max(24 * 30).default(12),
+      })
+      .strict()
+      .default({ session_hours: 12 }),
+    /** The registry's HTTP API (registry config http:), for the fleet explorer and node pages. */
+    registry: z
+      .object({
+        url: z.string().url().default("http://127.0.0.1:8089"),
+        token_file: z.string().min(1).optional(),
+      })
+      .strict()
+      .default({ url: "http://127.0.0.1:8089" }),
+    /** The provisioner's state bucket (provisioner config state_bucket). */
+    state_bucket: z.string().min(1).default(DEFAULT_STATE_BUCKET),
+    /** Collective runall addresses. */
+    collective: z.string().refine(isValidCollective, "a collective name").optional(),
+    /** Broker URL(s); --broker, MUSTER_BROKER and the client config as for every command. */
+    broker: z.union([z.string(), z.array(z.string())]).optional(),
+    /** Where the console's own actions (retry, runall) are recorded, as JSON lines. */
+    audit: z.object({ file: z.string().min(1).optional() }).strict().default({}),
+  })
+  .strict()
+  .refine((c) => c.auth.tokens_file !== undefined || c.tls?.ca !== undefined, {
+    message: "the console authenticates every request: set auth.tokens_file, or tls.ca with tls.roles for client certificates",
+    path: ["auth", "tokens_file"],
+  });
+
+export type WebConfig = z.output<typeof WebConfigSchema>;
+
+export function loadWebConfig(path: string | undefined): WebConfig {
+  return path ? loadConfigFile(path, WebConfigSchema, "web config") : validateConfig({}, WebConfigSchema, "web config (no --config given)");
+}
+
+export function configuredBrokers(c: WebConfig): string[] {
+  return typeof c.broker === "string" ? c.broker.split(",").map((s) => s.trim()).filter(Boolean) : (c.broker ?? []);
+}

@@ -1,0 +1,180 @@
+import { EventEmitter } from "node:events";
+import type { KV } from "@nats-io/kv";
+import type { Logger } from "pino";
+import type { MusterClient } from "../client/client.js";
+import { boardNode, boardOrder, isNodeRecord, type BoardNode } from "./board.js";
+import type { NodeRecord } from "../provisioner/state.js";
+
+// The console's live state: the provisioner's bucket followed through a KV watch (one for the
+// whole process, fanned out to every browser), and the health of the broker and the registry.
+
+const dec = new TextDecoder();
+
+export interface Health {
+  broker: { ok: boolean; error?: string };
+  registry: { ok: boolean; error?: string };
+}
+
+/**
+ * Every node's board row, kept current by a watch on the state bucket. Emits `node` (BoardNode)
+ * per change, `remove` (identity) when a record is purged, and `snapshot` when the whole board
+ * was re-read (after the broker came back).
+ */
+export class BoardFeed extends EventEmitter {
+  private readonly records = new Map<string, NodeRecord>();
+  private watch: { stop(): void } | undefined;
+  private generation = 0;
+  private caughtUp = false;
+  private readyWaiters: (() => void)[] = [];
+  /** Why the board is not available (no bucket yet, the watch failed), for /api/health. */
+  problem: string | undefined = "not connected to the broker yet";
+
+  constructor(
+    private readonly bucket: string,
+    private readonly log: Logger,
+  ) {
+    super();
+    this.setMaxListeners(0); // one listener per open event stream
+  }
+
+  get ready(): boolean {
+    return this.caughtUp;
+  }
+
+  /** Resolves once the watch has delivered every current record (or at once if it has). */
+  whenReady(timeoutMs: number): Promise<boolean> {
+    if (this.caughtUp) return Promise.resolve(true);
+    return new Promise((resolve) => {
+      const t = setTimeout(() => resolve(false), timeoutMs);
+      this.readyWaiters.push(() => {
+        clearTimeout(t);
+        resolve(true);
+      });
+    });
+  }
+
+  snapshot(now = Date.now()): BoardNode[] {
+    return [...this.records.values()].map((r) => boardNode(r, now)).sort(boardOrder);
+  }
+
+  record(identity: string): NodeRecord | undefined {
+    return this.records.get(identity);
+  }
+
+  /** (Re)starts following the bucket: the board is read afresh, then `snapshot` is emitted. */
+  async start(client: MusterClient): Promise<void> {
+    this.stop();
+    const gen = ++this.generation;
+    let kv: KV | undefined;
+    try {
+      kv = await client.kvIfExists(this.bucket);
+    } catch (e) {
+      this.problem = `cannot open the state bucket ${this.bucket}: ${(e as Error).message}`;
+      throw e;
+    }
+    if (gen !== this.generation) return;
+    if (!kv) {
+      // No provisioner has run yet: an empty board, and the health check retries later.
+      this.problem = `no state bucket ${this.bucket} yet (no provisioner has run against this broker, or state_bucket differs)`;
+      this.records.clear();
+      this.markReady();
+      this.emit("snapshot");
+      return;
+    }
+    const w = await kv.watch();
+    if (gen !== this.generation) {
+      w.stop();
+      return;
+    }
+    this.watch = w;
+    this.problem = undefined;
+    const fresh = new Map<string, NodeRecord>();
+    let live = false;
+    const finishSnapshot = () => {
+      live = true;
+      this.records.clear();
+      for (const [k, v] of fresh) this.records.set(k, v);
+      this.markReady();
+      this.emit("snapshot");
+    };
+    void (async () => {
+      try {
+        // An empty bucket delivers nothing to catch up on.
+        if ((await kv.status()).values === 0) finishSnapshot();
+        for await (const e of w) {
+          const target = live ? this.records : fresh;
+          let rec: NodeRecord | undefined;
+          if (e.operation === "PUT" && e.value.length > 0) {
+            try {
+              const x: unknown = JSON.parse(dec.decode(e.value));
+              if (isNodeRecord(x)) rec = x;
+            } catch {
+              rec = undefined; // a corrupt record is skipped, as the provisioner skips it
+            }
+          }
+          if (rec) {
+            target.set(e.key, rec);
+            if (live) this.emit("node", boardNode(rec));
+          } else if (target.delete(e.key) && live) {
+            this.emit("remove", e.key);
+          }
+          if (!live && e.delta === 0) finishSnapshot();
+        }
+      } catch (err) {
+        if (gen === this.generation) {
+          this.problem = `the watch on ${this.bucket} stopped: ${(err as Error).message}`;
+          this.log.warn({ err: (err as Error).message }, "state bucket watch stopped");
+        }
+      }
+    })();
+  }
+
+  stop(): void {
+    this.generation++;
+    this.watch?.stop();
+    this.watch = undefined;
+  }
+
+  private markReady(): void {
+    this.caughtUp = true;
+    for (const w of this.readyWaiters.splice(0)) w();
+  }
+}
+
+const PROBE_TIMEOUT_MS = 2500;
+
+function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error(`${what} did not answer within ${ms / 1000}s`)), ms);
+    p.then(
+      (v) => (clearTimeout(t), resolve(v)),
+      (e: unknown) => (clearTimeout(t), reject(e instanceof Error ? e : new Error(String(e)))),
+    );
+  });
+}
+
+/** Probes the broker (a JetStream API call through the client) and the registry's /healthz. */
+export async function probeBroker(client: MusterClient | undefined, bucket: string, where: string): Promise<Health["broker"]> {
+  if (!client) return { ok: false, error: `not connected to the broker at ${where} yet; is nats-server running?` };
+  try {
+    await withTimeout(client.kvIfExists(bucket), PROBE_TIMEOUT_MS, `the broker at ${where}`);
+    return { ok: true };
+  } catch (e) {
+    return { ok: false, error: `${(e as Error).message} (broker ${where}); the console reconnects by itself` };
+  }
+}
+
+export async function probeRegistry(url: string, token: string | undefined): Promise<Health["registry"]> {
+  try {
+    const res = await fetch(new URL("/healthz", url), { signal: AbortSignal.timeout(PROBE_TIMEOUT_MS), headers: token ? { authorization: `Bearer ${token}` } : {} });
+    if (!res.ok) return { ok: false, error: `the registry at ${url} answered HTTP ${res.status} on /healthz` };
+    return { ok: true };
+  } catch (e) {
+    const cause = (e as { cause?: { code?: string } }).cause?.code;
+    return { ok: false, error: `the registry at ${url} is unreachable (${cause ?? (e as Error).message}); start it with \`muster registry serve\` (http: in its config), or set registry.url` };
+  }
+}
+
+export function sameHealth(a: Health, b: Health): boolean {
+  return a.broker.ok === b.broker.ok && a.broker.error === b.broker.error && a.registry.ok === b.registry.ok && a.registry.error === b.registry.error;
+}

@@ -1,0 +1,321 @@
+import { createHash } from "node:crypto";
+import { readFileSync } from "node:fs";
+import type { TLSSocket } from "node:tls";
+import fastifyCookie from "@fastify/cookie";
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
+import type { Logger } from "pino";
+import { FilterError } from "../filter/index.js";
+import { allowed, certificateRole, Csrf, SessionStore, type Principal, type Role, type TokenTable } from "./auth.js";
+import type { BoardNode } from "./board.js";
+import type { WebConfig } from "./config.js";
+import { countBy, explorerFilter, filterProblem, page, parseColumns, type ExplorerNode } from "./explorer.js";
+import type { BoardFeed, Health } from "./live.js";
+import type { RunView } from "./runs.js";
+import { ASSETS_DIR, registerStatic } from "./static.js";
+
+// The console's HTTP edge: authentication (bearer tokens, session cookies, TLS client
+// certificates), CSRF, CSP, the JSON API and the server-sent event streams. Decisions live in
+// auth.ts, board.ts, explorer.ts and runs.ts; I/O behind the `WebBackend` the daemon (web.ts) wires.
+
+export const CSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
+export const SESSION_COOKIE = "muster_session";
+
+/** What the edge needs from the rest of the console (daemon.ts wires the real ones). */
+export interface WebBackend {
+  feed: BoardFeed;
+  health(): Health;
+  onHealth(listener: (h: Health) => void): () => void;
+  /** Registry nodes matching a wire filter built from the filter box's text. */
+  registryNodes(filterText: string): Promise<ExplorerNode[]>;
+  registryNode(identity: string): Promise<ExplorerNode | undefined>;
+  lastRunSummary(identity: string): Promise<Record<string, unknown> | null>;
+  retry(identity: string, who: Principal): Promise<void>;
+  runs(): RunView[];
+  onRun(listener: (r: RunView) => void): () => void;
+  startRunall(filter: string, concurrency: number, who: Principal): Promise<string>;
+}
+
+/** An error the API answers with its own status and code. */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly extra: Record<string, unknown> = {},
+  ) {
+    super(message);
+  }
+}
+
+interface Authed {
+  principal?: Principal;
+  /** What the CSRF token is bound to. */
+  credential?: string;
+}
+
+declare module "fastify" {
+  interface FastifyRequest {
+    auth: Authed;
+  }
+}
+
+export interface AppOptions {
+  cfg: WebConfig;
+  tokens?: TokenTable;
+  log: Logger;
+  backend: WebBackend;
+  /** HTTPS options when tls is configured. */
+  https?: { cert: Buffer; key: Buffer; ca?: Buffer };
+}
+
+const PUBLIC = new Set(["/", "/login", "/assets/login.css", "/favicon.ico"]);
+const digest = (s: string) => createHash("sha256").update(s).digest("base64url");
+
+export async function buildApp(o: AppOptions): Promise<FastifyInstance> {
+  const { cfg, backend } = o;
+  const https = o.https ? { https: { cert: o.https.cert, key: o.https.key, ...(o.https.ca ? { ca: o.https.ca, requestCert: true, rejectUnauthorized: true } : {}) } } : {};
+  const app = Fastify({ logger: false, bodyLimit: 64 * 1024, routerOptions: { maxParamLength: 300 }, ...https }) as unknown as FastifyInstance;
+  const sessions = new SessionStore(cfg.auth.session_hours * 3600_000);
+  const csrf = new Csrf();
+  const secure = Boolean(o.https);
+
+  await app.register(fastifyCookie);
+  app.decorateRequest("auth", null as unknown as Authed);
+  // The login form posts urlencoded; no plugin needed for one small form.
+  app.addContentTypeParser("application/x-www-form-urlencoded", { parseAs: "string" }, (_req, body, done) => done(null, Object.fromEntries(new URLSearchParams(body as string))));
+
+  app.addHook("onRequest", async (req, reply) => {
+    reply.header("content-security-policy", CSP);
+    reply.header("x-content-type-options", "nosniff");
+    reply.header("referrer-policy", "no-referrer");
+    reply.header("cache-control", "no-store");
+    req.auth = authenticate(req);
+    const path = req.url.split("?")[0]!;
+    if (req.auth.principal || PUBLIC.has(path)) return;
+    const bearer = req.headers.authorization !== undefined;
+    return reply
+      .code(401)
+      .header("www-authenticate", 'Bearer realm="muster-web"')
+      .send({ error: { code: "unauthenticated", message: bearer ? "the bearer token is not one of this console's (auth.tokens_file)" : "sign in at / with your console token, or send Authorization: Bearer <token>" } });
+  });
+
+  function authenticate(req: FastifyRequest): Authed {
+    // A verified client certificate (tls.ca set: the TLS layer already refused unsigned ones).
+    if (cfg.tls?.ca) {
+      const sock = req.raw.socket as TLSSocket;
+      const cert = typeof sock.getPeerCertificate === "function" && sock.authorized ? sock.getPeerCertificate() : undefined;
+      const cn = cert?.subject?.CN;
+      const role = certificateRole(cfg.tls.roles, Array.isArray(cn) ? cn[0] : cn);
+      if (cn && role) return { principal: { name: String(cn), role, via: "certificate" }, credential: `c:${String(cn)}` };
+    }
+    const m = /^Bearer\s+(\S+)$/i.exec(req.headers.authorization ?? "");
+    if (m && o.tokens) {
+      const who = o.tokens.lookup(m[1]!);
+      return who ? { principal: { ...who, via: "token" }, credential: `t:${digest(m[1]!)}` } : {};
+    }
+    const s = sessions.get(req.cookies?.[SESSION_COOKIE]);
+    if (s) return { principal: { name: s.name, role: s.role, via: "session" }, credential: `s:${s.id}` };
+    return {};
+  }
+
+  const need = (role: Role) => async (req: FastifyRequest) => {
+    const p = req.auth.principal!;
+    if (!allowed(p.role, role)) throw new ApiError(403, "forbidden", `${p.name} is a ${p.role}; this needs the ${role} role`);
+    if (req.method === "POST" && !csrf.check(req.auth.credential!, header(req, "x-csrf-token"))) {
+      throw new ApiError(403, "csrf", "missing or wrong x-csrf-token header: send the csrf value of GET /api/session");
+    }
+  };
+
+  app.setErrorHandler((err, _req, reply) => {
+    if (err instanceof ApiError) return reply.code(err.status).send({ error: { code: err.code, message: err.message, ...err.extra } });
+    const e = err as { statusCode?: number; message: string };
+    if (e.statusCode && e.statusCode < 500) return reply.code(e.statusCode).send({ error: { code: "bad_request", message: e.message } });
+    o.log.error({ err: e.message }, "web request failed");
+    return reply.code(500).send({ error: { code: "internal", message: e.message } });
+  });
+  app.setNotFoundHandler((req, reply) => reply.code(404).send({ error: { code: "not_found", message: `no such page: ${req.method} ${req.url.split("?")[0]!.slice(0, 200)}` } }));
+
+  await registerStatic(app);
+
+  const loginPage = (failed: boolean) => {
+    const html = readFileSync(`${ASSETS_DIR}login.html`, "utf8");
+    return failed ? html.replace(/(id="login-error")\s+hidden/, "$1") : html;
+  };
+
+  app.get("/", async (req, reply) => {
+    if (!req.auth.principal) return reply.type("text/html; charset=utf-8").send(loginPage(false));
+    return reply.type("text/html; charset=utf-8").send(readFileSync(`${ASSETS_DIR}index.html`, "utf8"));
+  });
+
+  app.post("/login", async (req, reply) => {
+    // A cross-site form cannot log a browser into someone else's session: the origin must be ours.
+    const origin = header(req, "origin");
+    if (origin && origin !== "null" && new URL(origin).host !== req.headers.host) throw new ApiError(403, "csrf", "login from another site refused");
+    const body = (req.body ?? {}) as Record<string, unknown>;
+    const token = typeof body.token === "string" ? body.token.trim() : "";
+    const who = token && o.tokens ? o.tokens.lookup(token) : undefined;
+    if (!who) return reply.code(401).type("text/html; charset=utf-8").send(loginPage(true));
+    const s = sessions.create(who.name, who.role);
+    reply.setCookie(SESSION_COOKIE, s.id, { httpOnly: true, sameSite: "strict", secure, path: "/", maxAge: cfg.auth.session_hours * 3600 });
+    return reply.redirect("/", 303);
+  });
+
+  app.post("/logout", { preHandler: need("viewer") }, async (req, reply) => {
+    sessions.delete(req.cookies?.[SESSION_COOKIE]);
+    reply.clearCookie(SESSION_COOKIE, { path: "/" });
+    return { ok: true };
+  });
+
+  app.get("/api/session", async (req) => {
+    const p = req.auth.principal!;
+    return { name: p.name, role: p.role, via: p.via, csrf: csrf.tokenFor(req.auth.credential!) };
+  });
+
+  app.get("/api/health", async () => backend.health());
+
+  app.get("/api/board", async () => {
+    await backend.feed.whenReady(5000);
+    return { nodes: backend.feed.snapshot() };
+  });
+
+  app.get("/api/board/events", async (req, reply) => {
+    const sse = openStream(req, reply);
+    const snapshot = () => sse.send("snapshot", { nodes: backend.feed.snapshot() });
+    const node = (n: BoardNode) => sse.send("node", n);
+    const remove = (identity: string) => sse.send("remove", { identity });
+    sse.send("health", backend.health());
+    if (backend.feed.ready) snapshot();
+    backend.feed.on("snapshot", snapshot);
+    backend.feed.on("node", node);
+    backend.feed.on("remove", remove);
+    const offHealth = backend.onHealth((h) => sse.send("health", h));
+    sse.onClose(() => {
+      backend.feed.off("snapshot", snapshot);
+      backend.feed.off("node", node);
+      backend.feed.off("remove", remove);
+      offHealth();
+    });
+  });
+
+  app.post<{ Params: { identity: string } }>("/api/board/:identity/retry", { preHandler: need("operator") }, async (req) => {
+    await backend.retry(req.params.identity, req.auth.principal!);
+    return { ok: true };
+  });
+
+  app.get("/api/nodes", async (req) => {
+    const q = req.query as Record<string, string | undefined>;
+    const filter = q.filter ?? "";
+    checkFilter(filter);
+    let columns: string[];
+    try {
+      columns = parseColumns(q.columns);
+    } catch (e) {
+      throw new ApiError(400, "bad_request", (e as Error).message);
+    }
+    const offset = intParam(q.offset, 0, "offset");
+    const limit = intParam(q.limit, 200, "limit");
+    return page(await backend.registryNodes(filter), columns, offset, limit);
+  });
+
+  app.get("/api/counts", async (req) => {
+    const q = req.query as Record<string, string | undefined>;
+    const fact = (q.fact ?? "").trim();
+    if (!fact) throw new ApiError(400, "bad_request", "fact= names the fact to count by (e.g. fact=os.family)");
+    const filter = q.filter ?? "";
+    checkFilter(filter);
+    return { fact, counts: countBy(await backend.registryNodes(filter), fact) };
+  });
+
+  app.get<{ Params: { identity: string } }>("/api/nodes/:identity", async (req) => {
+    const id = req.params.identity;
+    const [node, summary] = await Promise.all([backend.registryNode(id), backend.lastRunSummary(id).catch(() => null)]);
+    const rec = backend.feed.snapshot().find((n) => n.identity === id) ?? null;
+    if (!node && !rec) throw new ApiError(404, "not_found", `neither the registry nor the provisioner knows ${JSON.stringify(id.slice(0, 253))}`);
+    return { identity: id, facts: node?.facts ?? {}, classes: node?.classes ?? [], agents: node?.agents ?? [], collectives: node?.collectives ?? [], provisioning: rec, last_run_summary: summary };
+  });
+
+  app.get("/api/runall", async () => ({ runs: backend.runs() }));
+
+  app.get("/api/runall/events", async (req, reply) => {
+    const sse = openStream(req, reply);
+    for (const r of backend.runs()) sse.send("run", r);
+    sse.onClose(backend.onRun((r) => sse.send("run", r)));
+  });
+
+  app.post("/api/runall", { preHandler: need("operator") }, async (req) => {
+    const body = (req.body ?? {}) as Record<string, unknown>;
+    const filter = typeof body.filter === "string" ? body.filter : "";
+    const concurrency = body.concurrency;
+    if (typeof concurrency !== "number" || !Number.isInteger(concurrency) || concurrency < 1 || concurrency > 10_000) throw new ApiError(400, "bad_request", "concurrency must be a whole number from 1 to 10000");
+    checkFilter(filter);
+    return { id: await backend.startRunall(filter, concurrency, req.auth.principal!) };
+  });
+
+  return app;
+}
+
+function header(req: FastifyRequest, name: string): string | undefined {
+  const v = req.headers[name];
+  return Array.isArray(v) ? v[0] : v;
+}
+
+function checkFilter(text: string): void {
+  if (text.length > 4096) throw new ApiError(400, "filter", "the filter is longer than 4096 characters", { column: 4097 });
+  try {
+    explorerFilter(text);
+  } catch (e) {
+    if (e instanceof FilterError) {
+      const p = filterProblem(e);
+      throw new ApiError(400, "filter", p.message, { column: p.column });
+    }
+    throw e;
+  }
+}
+
+function intParam(v: string | undefined, dflt: number, name: string): number {
+  if (v === undefined || v === "") return dflt;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 0) throw new ApiError(400, "bad_request", `${name} must be a whole number >= 0`);
+  return n;
+}
+
+const HEARTBEAT_MS = 15_000;
+
+/**
+ * A server-sent event stream on the raw response. Plain SSE over reply.raw: the protocol is a few
+ * header lines and `event:`/`data:` frames, and the fastify SSE plugins add little but a dependency.
+ */
+function openStream(req: FastifyRequest, reply: FastifyReply): { send(event: string, data: unknown): void; onClose(f: () => void): void } {
+  reply.hijack();
+  const res = reply.raw;
+  res.writeHead(200, {
+    "content-type": "text/event-stream; charset=utf-8",
+    "cache-control": "no-store",
+    connection: "keep-alive",
+    "x-accel-buffering": "no",
+    "content-security-policy": CSP,
+    "x-content-type-options": "nosniff",
+  });
+  res.write("retry: 2000\n\n"); // browsers reconnect after 2 s; each reconnect starts with a snapshot
+  let closed = false;
+  const closers: (() => void)[] = [];
+  const beat = setInterval(() => res.write(": keep-alive\n\n"), HEARTBEAT_MS);
+  const close = () => {
+    if (closed) return;
+    closed = true;
+    clearInterval(beat);
+    for (const c of closers) c();
+  };
+  req.raw.on("close", close);
+  res.on("error", close);
+  return {
+    send(event, data) {
+      if (closed) return;
+      res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+    },
+    onClose(f) {
+      if (closed) f();
+      else closers.push(f);
+    },
+  };
+}
