@@ -18,11 +18,13 @@ export async function launchChromium(): Promise<Browser> {
  * Collects Content-Security-Policy violations (inline script or style, an off-origin load) and
  * uncaught errors the page reports: a console page must cause none.
  */
-export function watchPageProblems(page: Page): string[] {
-  const violations: string[] = [];
+export function watchPageProblems(page: Page, violations: string[] = []): string[] {
   page.on("console", (m) => {
     if (/Content Security Policy/i.test(m.text())) violations.push(m.text());
   });
   page.on("pageerror", (e) => violations.push(`page error: ${e.message}`));
+  page.on("response", (r) => {
+    if (r.status() === 404) violations.push(`404: ${r.url()}`);
+  });
   return violations;
 }

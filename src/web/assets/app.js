@@ -43,6 +43,13 @@ async function pollHealth() {
   }
 }
 
+/** Each view renders into its own new element: lit-html keeps state on a container, so none is reused. */
+function freshHost() {
+  const host = document.createElement("div");
+  main.replaceChildren(host);
+  return host;
+}
+
 function showLogin(message) {
   loggedOut = true;
   current?.unmount?.();
@@ -57,7 +64,7 @@ function showLogin(message) {
       <input id="token" name="token" type="password" autocomplete="current-password" required autofocus />
       <button type="submit">Log in</button>
     </form>`,
-    main,
+    freshHost(),
   );
 }
 
@@ -67,9 +74,7 @@ function route() {
   const view = views[r.view] ?? board;
   for (const a of document.querySelectorAll("#nav a")) a.classList.toggle("active", a.dataset.view === r.view || (r.view === "node" && a.dataset.view === "explorer"));
   current?.unmount?.();
-  render(html``, main);
-  main.replaceChildren();
-  current = view.mount(main, ctx, r);
+  current = view.mount(freshHost(), ctx, r);
 }
 
 async function start() {
@@ -78,7 +83,7 @@ async function start() {
     ctx.session = await api.get("/api/session");
   } catch (err) {
     if (err.status === 401) return showLogin();
-    render(html`<p class="error">Cannot load the session: ${err.message}</p>`, main);
+    render(html`<p class="error">Cannot load the session: ${err.message}</p>`, freshHost());
     setTimeout(start, 2000);
     return;
   }

@@ -70,7 +70,9 @@ export function mount(el, ctx) {
     const shown = failed.slice(0, FAILED_CARDS);
     render(
       failed.length === 0
-        ? html``
+        ? sorted.length === 0 && loaded
+          ? html`<p class="muted empty">No nodes in the provisioning state yet: they show here as soon as a provisioner finds waiting nodes.</p>`
+          : html``
         : html`<h2>Failed <span class="count">${failed.length}</span></h2>
             <div class="failed-cards">
               ${shown.map((n) => {

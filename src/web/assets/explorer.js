@@ -2,7 +2,7 @@
 // parser, so a bad one comes back with its column), the fact columns the operator picks, and a bar
 // chart of counts by a fact's value. Rows load page by page as they scroll into view.
 import { html, render } from "/vendor/lit-html/lit-html.js";
-import { styleMap } from "/vendor/lit-html/directives/style-map.js";
+import { css } from "./css.js";
 import { api, query } from "./api.js";
 import { caretLine, cellText, countBars, parseColumns } from "./model.js";
 import { VirtualList } from "./virtual.js";
@@ -120,7 +120,7 @@ export function mount(el, ctx, route) {
             ${countBars(counts.counts).map(
               (b) => html`<div class="bar-row" data-value=${cellText(b.value)}>
                 <span class="label" title=${cellText(b.value)}>${b.value === null || b.value === undefined ? "(unset)" : cellText(b.value)}</span>
-                <span class="bar"><span class="fill" style=${styleMap({ width: `${(b.fraction * 100).toFixed(1)}%` })}></span></span>
+                <span class="bar"><span class="fill" ${css({ width: `${(b.fraction * 100).toFixed(1)}%` })}></span></span>
                 <span class="num">${b.count}</span>
               </div>`,
             )}

@@ -1,7 +1,7 @@
 // Fleet-wide Puppet runs (`muster puppet runall`), started from the CLI or here: each run's
 // progress and the nodes in its slots right now, live from /api/runall/events.
 import { html, render } from "/vendor/lit-html/lit-html.js";
-import { styleMap } from "/vendor/lit-html/directives/style-map.js";
+import { css } from "./css.js";
 import { api, liveStream } from "./api.js";
 import { formatDuration } from "./model.js";
 
@@ -37,7 +37,7 @@ export function mount(el, ctx) {
         <span class=${`badge ${r.state === "running" ? "in_progress" : r.failed ? "failed" : "done"}`}>${r.state}</span>
         <span class="muted">started by ${r.started_by} at ${new Date(r.started).toLocaleTimeString()}, concurrency ${r.concurrency}</span>
       </header>
-      <div class="progress"><span class="fill" style=${styleMap({ width: `${pct.toFixed(1)}%` })}></span></div>
+      <div class="progress"><span class="fill" ${css({ width: `${pct.toFixed(1)}%` })}></span></div>
       <p>${r.done} done, ${r.failed} failed, ${r.total - finished} to go of ${r.total}</p>
       ${r.slots?.length
         ? html`<div class="slots">
