@@ -8,6 +8,8 @@
 // writes N provisioning records to the state bucket (a mix of done, in progress, pending and failed,
 // with stage times), then loads each page in Chromium and measures, per round:
 //   fcp      first contentful paint (the browser's own paint timing)
+//   data     navigation start -> the console's data arrived (board: the SSE snapshot; explorer: the
+//            first page of /api/nodes), marked by the page (performance.mark "muster:data")
 //   ready    navigation start -> the first rows of all N nodes on screen (board: the snapshot of N
 //            nodes arrived and drawn; explorer: the first page of the registry's answer drawn)
 //   scroll   frame times (requestAnimationFrame deltas) while the table scrolls 240 px a frame for
@@ -117,7 +119,7 @@ function stateRecords(identities: string[], now: number): NodeRecord[] {
     const kind = i % 100 < 2 ? "failed" : i % 100 < 10 ? "in_progress" : i % 100 < 25 ? "pending" : "done";
     if (kind === "pending") return rec;
     const started = now - 1_800_000 + (i % 997) * 1000;
-    const last = kind === "done" ? Stages.length : 3 + (i % 4);
+    const last = kind === "done" ? Stages.length : kind === "failed" ? Stages.indexOf("bootstrap") : 3 + (i % 4);
     let t = started;
     rec.stageTimes = {};
     for (const s of Stages.slice(0, last)) {
@@ -171,12 +173,12 @@ interface Ready {
 const isReady = (r: Ready) => document.querySelectorAll(r.rows).length >= r.min && (!r.textOf || (document.querySelector(r.textOf)?.textContent ?? "").startsWith(r.prefix ?? "")) && performance.now();
 
 /** Navigates and returns the paint timings and when the page was first ready (ms since navigation start). */
-async function load(page: Page, url: string, ready: Ready): Promise<{ fcp: number; ready: number }> {
+async function load(page: Page, url: string, ready: Ready): Promise<{ fcp: number; data: number; ready: number }> {
   await page.goto("about:blank");
   await page.goto(url, { waitUntil: "commit" });
   const readyAt = (await (await page.waitForFunction(isReady, ready, { timeout: 60_000, polling: "raf" })).jsonValue()) as number;
-  const fcp = (await page.evaluate(() => performance.getEntriesByName("first-contentful-paint")[0]?.startTime ?? NaN)) as number;
-  return { fcp, ready: readyAt };
+  const [fcp, data] = await page.evaluate(() => [performance.getEntriesByName("first-contentful-paint")[0]?.startTime ?? NaN, performance.getEntriesByName("muster:data")[0]?.startTime ?? NaN]);
+  return { fcp: fcp!, data: data!, ready: readyAt };
 }
 
 /** Scrolls `selector` by 240 px a frame for 2 s and returns the frame-to-frame times (ms). */
@@ -260,7 +262,8 @@ try {
   const boardReady: Ready = { rows: ".board-table .vport .row", min: 10, textOf: "#board-summary", prefix: `${N} nodes` };
   const explorerReady: Ready = { rows: ".explorer-table .vport .row[data-identity]", min: 10, textOf: "#explorer-total", prefix: `${N} nodes` };
   const floorReady: Ready = { rows: "tr", min: N };
-  const samples: Record<string, { fcp: number[]; ready: number[]; frames: number[] }> = { board: { fcp: [], ready: [], frames: [] }, explorer: { fcp: [], ready: [], frames: [] }, floor: { fcp: [], ready: [], frames: [] } };
+  const samples: Record<string, { fcp: number[]; data: number[]; ready: number[]; frames: number[] }> = {};
+  for (const k of ["board", "explorer", "floor"]) samples[k] = { fcp: [], data: [], ready: [], frames: [] };
   for (let r = 0; r < ROUNDS; r++) {
     for (const [name, target, ready, scroller] of [
       ["floor", floor.url, floorReady, "#scroller"],
@@ -270,6 +273,7 @@ try {
       const m = await load(page, target, ready);
       samples[name]!.fcp.push(m.fcp);
       samples[name]!.ready.push(m.ready);
+      samples[name]!.data.push(m.data);
       samples[name]!.frames.push(...(await scrollFrames(page, scroller)));
     }
   }
@@ -292,7 +296,7 @@ try {
 
   const summary = (name: string) => {
     const s = samples[name]!;
-    return { fcp_ms: round1(median(s.fcp)), ready_ms: round1(median(s.ready)), scroll: frameStats(s.frames) };
+    return { fcp_ms: round1(median(s.fcp)), data_ms: round1(median(s.data)), ready_ms: round1(median(s.ready)), scroll: frameStats(s.frames) };
   };
   const floorS = summary("floor");
   const result = {
@@ -316,7 +320,7 @@ try {
   mkdirSync(dirname(resolve(args.out)), { recursive: true });
   writeFileSync(resolve(args.out), JSON.stringify(result, null, 2) + "\n");
   const line = (name: string, s: ReturnType<typeof summary>) =>
-    `${name.padEnd(9)} fcp ${String(s.fcp_ms).padStart(7)} ms  ready ${String(s.ready_ms).padStart(7)} ms  scroll frames p50 ${s.scroll.p50} p95 ${s.scroll.p95} max ${s.scroll.max} ms (${s.scroll.janky_share}% over 1.5x p50, ${s.scroll.frames} frames)`;
+    `${name.padEnd(9)} fcp ${String(s.fcp_ms).padStart(7)} ms  data ${Number.isNaN(s.data_ms) ? "    -" : String(s.data_ms).padStart(7)} ms  ready ${String(s.ready_ms).padStart(7)} ms  scroll frames p50 ${s.scroll.p50} p95 ${s.scroll.p95} max ${s.scroll.max} ms (${s.scroll.janky_share}% over 1.5x p50, ${s.scroll.frames} frames)`;
   process.stdout.write(
     [
       `web console, ${N} nodes, ${ROUNDS} rounds, ${cpus().length} cpus, load ${loadavg()[0]!.toFixed(2)}`,

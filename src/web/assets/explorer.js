@@ -77,6 +77,7 @@ export function mount(el, ctx, route) {
     try {
       const res = await api.get(`/api/nodes${query({ filter: state.filter, columns: state.columns.join(","), offset: p * PAGE, limit: PAGE })}`);
       if (gen !== generation) return;
+      if (p === 0) performance.mark("muster:data"); // for bench/web.ts
       pages.set(p, res.nodes);
       if (res.total !== total) {
         total = res.total;
