@@ -130,7 +130,7 @@ export async function startWeb(cfg: WebConfig, log: Logger, opts: WebOptions = {
     },
     async lastRunSummary(identity) {
       if (!client || !health.broker.ok || !isValidIdentity(identity)) return null;
-      const r = await client.agent(puppetDDL).call("last_run_summary", {}, { nodes: [identity], timeoutMs: 3000 });
+      const r = await client.agent(puppetDDL).call("last_run_summary", {}, { nodes: [identity], timeoutMs: 2000 });
       const reply = r.replies[0];
       return reply && reply.statuscode === Status.OK ? (reply.data as Record<string, unknown>) : null;
     },

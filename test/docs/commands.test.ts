@@ -89,7 +89,7 @@ const CHECKS: Record<string, (ctx: { sshArgv: () => string[] }) => void> = {
   "muster ssh -F role=web": ({ sshArgv }) => assert.deepEqual(sshArgv(), [], "several matches without a terminal: ssh must not run"),
 };
 
-const DAEMONS = [/^muster registry serve\b/, /^muster emulate\b/, /^muster server\b/, /^muster provisioner\b(?!.*--once)/];
+const DAEMONS = [/^muster registry serve\b/, /^muster emulate\b/, /^muster server\b/, /^muster web\b/, /^muster provisioner\b(?!.*--once)/];
 
 // ---- the docs ----
 

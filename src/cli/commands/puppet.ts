@@ -1,8 +1,11 @@
+import { randomUUID } from "node:crypto";
+import { hostname } from "node:os";
 import cliProgress from "cli-progress";
 import { Command, Option } from "commander";
 import { puppetDDL } from "../../agents/puppet/ddl.js";
 import { validateInput } from "../../ddl/index.js";
 import { MusterError, RpcError } from "../../errors.js";
+import { isValidIdentity } from "../../protocol/subjects.js";
 import type { ProgressEvent, RunallReport } from "../../fleet/runall.js";
 import { runAll, type RunonceInput } from "../../fleet/runner.js";
 import { addFilterOptions, addRpcOptions, openSession, type FilterOpts, type RpcOpts } from "../options.js";
@@ -133,6 +136,8 @@ Exit codes: 0 every run ok (disabled nodes skipped are fine), 1 nothing discover
                 runTimeoutMs: o.runTimeout * 1000,
                 onProgress,
                 signal: stop.signal,
+                // progress as runall events: the web console shows runs started here too
+                announce: { id: randomUUID(), identity: isValidIdentity(hostname()) ? hostname() : "muster-cli", startedBy: s.client.key.name, filter: process.argv.slice(3).join(" ") },
               });
               report = r.report;
               for (const [k, v] of r.measuredMs) measured.set(k, v);

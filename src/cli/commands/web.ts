@@ -28,7 +28,7 @@ Example:
 It binds to loopback unless told otherwise, reads the board from the provisioner's state bucket
 and the explorer from the registry's HTTP API (registry.url, default http://127.0.0.1:8089), and
 says on the page which of them is down. Prints a line containing 'ready' with its URL once it
-listens; stops on SIGTERM/SIGINT. \`muster lab up\` starts one for the lab. See docs/web.md.`,
+listens; stops on SIGTERM/SIGINT. See docs/web.md.`,
     )
     .action(async (o: { config?: string; listen?: string; broker?: string; clientConfig?: string; logLevel: string }) => {
       const [{ loadWebConfig, parseListen }, { startWeb }, { createLogger }, { MusterError }] = await Promise.all([import("../../web/config.js"), import("../../web/daemon.js"), import("../../log.js"), import("../../errors.js")]);
