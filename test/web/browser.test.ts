@@ -5,9 +5,11 @@ import { join } from "node:path";
 import { stringify as toYaml } from "yaml";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { Browser, BrowserContext, Page } from "playwright-core";
+import { coreAgentFactories } from "../../src/agents/builtin.js";
 import { startEmulator, type RunningEmulator } from "../../src/emulator/emulator.js";
 import type { FleetNode } from "../../src/emulator/fleet.js";
 import { SimulatedCA, simulatedFactories } from "../../src/emulator/simulated.js";
+import { SimulatedPuppetFleet } from "../../src/emulator/simulated-puppet.js";
 import { silentLogger } from "../../src/log.js";
 import { StateStore } from "../../src/provisioner/state.js";
 import { launchChromium, watchPageProblems } from "../support/browser.js";
@@ -35,18 +37,23 @@ const fleet: FleetNode[] = [
   { identity: "master-us.test", facts: { ipaddress: "127.3.1.2", country: "us", os: "debian" }, classes: ["puppet_server"], agents: ["puppetca"] },
   { identity: "notifier.test", facts: { country: "us", os: "debian" }, classes: [], agents: ["notify"] },
 ];
+// Provisioned nodes with a Puppet agent (runs of 300 ms), for runall.
+const managed = Array.from({ length: 5 }, (_, i) => `app${i}.test`);
+const managedFleet: FleetNode[] = managed.map((identity) => ({ identity, facts: { country: "fr", os: "debian", role: "app" }, classes: ["app"], agents: ["puppet"] }));
 const failing = new Set<string>([broken]);
 const ca = new SimulatedCA();
 
 let nats: NatsHandle;
 let nc: NatsConnection;
 let emu: RunningEmulator;
+let puppetEmu: RunningEmulator;
 let store: StateStore;
 let registry: MusterProcess;
 let web: MusterProcess;
 let provisioner: MusterProcess | undefined;
 let browser: Browser;
 let url = "";
+let registryUrl = "";
 const contexts: BrowserContext[] = [];
 const problems: string[] = [];
 
@@ -57,7 +64,7 @@ before(async () => {
   writeFileSync(regCfg, toYaml({ broker: nats.url, collectives: ["muster"], http: { host: "127.0.0.1", port: 0 }, log: { level: "warn" } }));
   registry = spawnMuster(["registry", "serve", "--config", regCfg], { env });
   const regLine = await registry.waitForLine(/ready/, 20_000);
-  const registryUrl = /http (http:\/\/[0-9.]+:\d+)/.exec(regLine)![1]!;
+  registryUrl = /http (http:\/\/[0-9.]+:\d+)/.exec(regLine)![1]!;
 
   emu = await startEmulator({
     nc,
@@ -68,7 +75,9 @@ before(async () => {
     // Puppet runs of about a second: each node is visibly in progress before it is done.
     factories: simulatedFactories(ca, { puppetRunMs: [500, 1500], csrMs: 5, fail: (id) => failing.has(id) }),
   });
-  await waitRegistered(nc, fleet.map((n) => n.identity));
+  const sim = new SimulatedPuppetFleet({ runMs: () => 300 });
+  puppetEmu = await startEmulator({ nc, nodes: managedFleet, collective: "muster", log: silentLogger, registration: { interval: 1, splay: false }, factories: { ...coreAgentFactories, puppet: sim.factory } });
+  await waitRegistered(nc, [...fleet, ...managedFleet].map((n) => n.identity));
   store = await StateStore.open(nc, "muster_provision");
 
   const tokens = join(tmp.path, "tokens");
@@ -87,6 +96,7 @@ after(async () => {
   await web?.stop();
   await registry?.stop();
   await emu?.stop();
+  await puppetEmu?.stop();
   await nc?.drain().catch(() => undefined);
   await nats?.stop();
   tmp.remove();
@@ -210,6 +220,50 @@ test("the explorer filters with muster's language, shows fact columns and counts
   await page.waitForSelector(`section.node[data-identity="${waiting[1]}"]`, { timeout: 10_000 });
   assert.match((await page.locator("table.facts").textContent()) ?? "", /country\s*de/);
   assert.match((await page.locator("section.node .badge").first().textContent()) ?? "", /done/);
+  await page.close();
+});
+
+test("runall: an operator starts a Puppet run from the page and watches it finish; a viewer is refused", async () => {
+  const viewer = await loggedIn(VIEWER, "bob");
+  await viewer.goto(`${url}/#/runall`);
+  await viewer.fill("#runall-form input[name=filter]", "role=app");
+  await viewer.click("#runall-form button[type=submit]");
+  await viewer.waitForSelector("#runall-message.error", { timeout: 10_000 });
+  assert.match((await viewer.locator("#runall-message").textContent()) ?? "", /refused/);
+
+  const op = await loggedIn(OPERATOR, "alice");
+  await op.goto(`${url}/#/runall`);
+  await op.fill("#runall-form input[name=filter]", "role=app");
+  await op.fill("#runall-form input[name=concurrency]", "2");
+  await op.click("#runall-form button[type=submit]");
+  await op.waitForSelector("#runall-message.ok", { timeout: 10_000 });
+  const id = /started run (\S+)/.exec((await op.locator("#runall-message").textContent()) ?? "")![1]!;
+  // Both pages follow the run live: slots while it goes, then finished with every node done.
+  await op.waitForSelector(`.run-card[data-run="${id}"][data-state="finished"]`, { timeout: 30_000 });
+  await viewer.waitForSelector(`.run-card[data-run="${id}"][data-state="finished"]`, { timeout: 10_000 });
+  assert.match((await op.locator(`.run-card[data-run="${id}"]`).textContent()) ?? "", /5 done, 0 failed, 0 to go of 5/);
+  assert.match((await op.locator(`.run-card[data-run="${id}"]`).textContent()) ?? "", /started by alice/);
+  await viewer.close();
+  await op.close();
+});
+
+test("the page says when the registry is down, and recovers by itself when it is back", async () => {
+  const page = await loggedIn(VIEWER, "bob");
+  await page.waitForSelector("#board-live.on", { timeout: 15_000 });
+  assert.equal(await page.locator("#health").isHidden(), true, "no banner while all is well");
+  await page.evaluate(() => ((window as unknown as { marker: number }).marker = 7));
+  const regCfg = join(tmp.path, "registry.yaml");
+  await registry.stop();
+  await page.waitForSelector("#health:not([hidden])", { timeout: 20_000 });
+  assert.match((await page.locator("#health").textContent()) ?? "", /registry/i);
+  // The same port again (the console's registry.url): the registry's config names port 0, so
+  // restart it on the port it had.
+  const port = Number(/:(\d+)$/.exec(registryUrl)![1]);
+  writeFileSync(regCfg, toYaml({ broker: nats.url, collectives: ["muster"], http: { host: "127.0.0.1", port }, log: { level: "warn" } }));
+  registry = spawnMuster(["registry", "serve", "--config", regCfg], { env });
+  await registry.waitForLine(/ready/, 20_000);
+  await page.waitForSelector("#health[hidden]", { state: "attached", timeout: 30_000 });
+  assert.equal(await page.evaluate(() => (window as unknown as { marker?: number }).marker), 7, "recovered without a reload");
   await page.close();
 });
 
