@@ -12,6 +12,7 @@ const views = { board, explorer, node: nodePage, runall };
 const main = document.getElementById("app");
 const healthEl = document.getElementById("health");
 const whoEl = document.getElementById("who");
+const logoutEl = document.getElementById("logout");
 
 /** Shared with the views: the session and a way to report health from a live stream. */
 const ctx = {
@@ -55,6 +56,7 @@ function showLogin(message) {
   current?.unmount?.();
   current = null;
   whoEl.textContent = "";
+  logoutEl.hidden = true;
   render(
     html`<form class="login" method="post" action="/login">
       <h1>Log in to the muster console</h1>
@@ -91,6 +93,15 @@ async function start() {
   whoEl.textContent = `${ctx.session.name} (${ctx.session.role})`;
   whoEl.dataset.role = ctx.session.role;
   document.body.dataset.role = ctx.session.role;
+  // Only a browser session can be ended here: a token sent as a header or a client certificate has none.
+  logoutEl.hidden = ctx.session.via !== "session";
+  logoutEl.addEventListener("click", async () => {
+    try {
+      await api.post("/logout");
+    } finally {
+      location.assign("/");
+    }
+  });
   window.addEventListener("hashchange", route);
   route();
   pollHealth();

@@ -159,18 +159,33 @@ export function mount(el, ctx, route) {
     loadCounts(generation);
   }
 
-  form.addEventListener("submit", (ev) => {
-    ev.preventDefault();
+  const readForm = () => {
     state.filter = form.elements.filter.value.trim();
     state.columns = parseColumns(form.elements.columns.value);
     state.countBy = form.elements.count.value.trim();
+  };
+  form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    clearTimeout(typing);
+    readForm();
     apply();
+  });
+  // Answers while the operator types, once they pause: a bad filter's caret follows the typing.
+  let typing = 0;
+  form.addEventListener("input", () => {
+    clearTimeout(typing);
+    typing = setTimeout(() => {
+      const before = JSON.stringify(state);
+      readForm();
+      if (JSON.stringify(state) !== before) apply();
+    }, 400);
   });
   apply();
 
   return {
     unmount() {
       generation++;
+      clearTimeout(typing);
       list.destroy();
     },
   };
