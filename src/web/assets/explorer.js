@@ -8,7 +8,10 @@ import { caretLine, cellText, countBars, parseColumns } from "./model.js";
 import { VirtualList } from "./virtual.js";
 
 const ROW_HEIGHT = 28;
-const PAGE = 200;
+// Each page costs the server one registry query over the whole filter, so pages are large and the
+// next one is asked for half a page before it scrolls into view.
+const PAGE = 500;
+const AHEAD = PAGE / 2;
 
 export function mount(el, ctx, route) {
   const state = {
@@ -61,7 +64,7 @@ export function mount(el, ctx, route) {
     </div>`;
   };
   const list = new VirtualList(el.querySelector("#explorer-rows"), ROW_HEIGHT, row, (first, last) => {
-    for (let p = Math.floor(first / PAGE); p <= Math.floor(Math.max(first, last - 1) / PAGE); p++) loadPage(p, generation);
+    for (let p = Math.floor(first / PAGE); p <= Math.floor(Math.max(first, last - 1 + AHEAD) / PAGE); p++) loadPage(p, generation);
   });
 
   function setGridColumns() {
@@ -72,7 +75,7 @@ export function mount(el, ctx, route) {
 
   async function loadPage(p, gen) {
     if (pages.has(p) || gen !== generation) return;
-    if (p * PAGE >= total && p > 0) return;
+    if (p > 0 && p * PAGE >= total) return; // past the end (total is known once page 0 answered)
     pages.set(p, "loading");
     try {
       const res = await api.get(`/api/nodes${query({ filter: state.filter, columns: state.columns.join(","), offset: p * PAGE, limit: PAGE })}`);
