@@ -161,6 +161,13 @@ test("the board shows nodes moving to done without a reload, the failed node fir
   assert.match((await page.locator("#board-summary").textContent()) ?? "", /9 done, 0 in progress, 0 pending, 1 failed/);
   // Each done node has a timeline with its stages.
   assert.ok((await page.locator(`${rowSel(done[0]!)} .timeline .seg`).count()) >= 3, "stages in the timeline");
+  // The find box narrows the table: by part of a name, or by status.
+  await page.fill("#board-find", "web0");
+  await page.waitForFunction(() => document.querySelectorAll(".board-table .vport .row[data-identity]").length === 10);
+  await page.fill("#board-find", "failed");
+  await page.waitForFunction(() => document.querySelectorAll(".board-table .vport .row[data-identity]").length === 1);
+  assert.equal(await page.locator(".board-table .vport .row[data-identity]").getAttribute("data-identity"), broken);
+  await page.fill("#board-find", "");
   await page.close();
 });
 

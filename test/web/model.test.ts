@@ -19,6 +19,9 @@ test("the board puts failed nodes first, then working, waiting and done, by name
     ["failed:a", "failed:c", "in_progress:z", "pending:a", "done:b"],
   );
   assert.deepEqual(m.statusCounts(nodes), { failed: 2, in_progress: 1, pending: 1, done: 1 });
+  const n = { identity: "web01.example.net", status: "in_progress", stage: "bootstrap", master: "puppet-de.example.net" };
+  assert.ok(m.matchesFind(n, "web01") && m.matchesFind(n, "in_progress") && m.matchesFind(n, "bootstrap") && m.matchesFind(n, "puppet-de.example.net") && m.matchesFind(n, ""));
+  assert.ok(!m.matchesFind(n, "done") && !m.matchesFind(n, "boot") && !m.matchesFind(n, "db"));
 });
 
 test("a timeline's segments are each stage's share of the time, the running one ending now", () => {

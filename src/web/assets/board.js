@@ -2,7 +2,7 @@
 // log tail and a retry button, a virtual table with a timeline bar per node.
 import { html, render } from "/vendor/lit-html/lit-html.js";
 import { api, liveStream } from "./api.js";
-import { boardOrder, elapsedSeconds, formatDuration, statusCounts } from "./model.js";
+import { boardOrder, elapsedSeconds, formatDuration, matchesFind, statusCounts } from "./model.js";
 import { timelineBar } from "./timeline.js";
 import { VirtualList } from "./virtual.js";
 
@@ -24,6 +24,7 @@ export function mount(el, ctx) {
         <h1>Provisioning</h1>
         <span id="board-summary" class="summary"></span>
         <span id="board-live" class="live"></span>
+        <input id="board-find" class="find" type="search" placeholder="find nodes: name or status" spellcheck="false" autocomplete="off" />
       </div>
       <div id="board-failed"></div>
       <div class="vtable board-table">
@@ -34,11 +35,14 @@ export function mount(el, ctx) {
     el,
   );
   const summaryEl = el.querySelector("#board-summary");
+  const findEl = el.querySelector("#board-find");
+  let shown = []; // the table's rows: `sorted` narrowed by the find box
+  let find = "";
   const liveEl = el.querySelector("#board-live");
   const failedEl = el.querySelector("#board-failed");
 
   const row = (i) => {
-    const n = sorted[i];
+    const n = shown[i];
     if (!n) return html``;
     return html`<div class=${`row status-${n.status}`} data-identity=${n.identity} data-status=${n.status}>
       <span class="ident"><a href=${`#/node/${encodeURIComponent(n.identity)}`}>${n.identity}</a></span>
@@ -101,7 +105,8 @@ export function mount(el, ctx) {
       const c = statusCounts(sorted);
       summaryEl.textContent = loaded ? `${sorted.length} nodes: ${c.done} done, ${c.in_progress} in progress, ${c.pending} pending, ${c.failed} failed` : "loading…";
       drawFailed();
-      list.setTotal(sorted.length);
+      shown = find ? sorted.filter((n) => matchesFind(n, find)) : sorted;
+      list.setTotal(shown.length);
     }
     list.schedule();
   }
@@ -141,6 +146,10 @@ export function mount(el, ctx) {
       el.querySelector(".board").dataset.live = String(live);
     },
   );
+  findEl.addEventListener("input", () => {
+    find = findEl.value.trim();
+    changed();
+  });
   // Elapsed times of running nodes tick without any event.
   const ticker = setInterval(() => list.schedule(), 1000);
 

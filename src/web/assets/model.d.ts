@@ -2,6 +2,7 @@
 export interface TimelineEntry { stage: string; start: string; end?: string }
 export const STATUS_ORDER: Record<string, number>;
 export function boardOrder(a: { status: string; identity: string }, b: { status: string; identity: string }): number;
+export function matchesFind(node: { identity: string; status: string; stage?: string | null; master?: string | null }, find: string): boolean;
 export function statusCounts(nodes: { status: string }[]): Record<"failed" | "in_progress" | "pending" | "done", number>;
 export function timelineSegments(timeline: TimelineEntry[], now: number): { stage: string; ms: number; fraction: number; running: boolean }[];
 export function formatDuration(seconds: number | null | undefined): string;

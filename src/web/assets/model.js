@@ -12,6 +12,12 @@ export function boardOrder(a, b) {
   return a.identity < b.identity ? -1 : a.identity > b.identity ? 1 : 0;
 }
 
+/** The board's find box: part of the node's name, or exactly its status, stage or master. */
+export function matchesFind(node, find) {
+  if (!find) return true;
+  return node.identity.includes(find) || node.status === find || node.stage === find || node.master === find;
+}
+
 /** Counts per status, for the board's summary line. */
 export function statusCounts(nodes) {
   const counts = { failed: 0, in_progress: 0, pending: 0, done: 0 };
