@@ -307,6 +307,10 @@ try {
     await page.goto(`${url}/#/explorer?filter=${encodeURIComponent("environment=production and")}&columns=country,role`);
     await page.waitForSelector("#filter-error:not([hidden]) .mark", { timeout: 60_000 });
     await page.screenshot({ path: join(dir, "web-explorer-error.png"), clip: { x: 0, y: 0, width: 1400, height: 260 } });
+    const inProgress = recs.find((r) => r.status === "in_progress")!.identity;
+    await page.goto(`${url}/#/node/${encodeURIComponent(inProgress)}`);
+    await page.waitForSelector("section.node table.facts", { timeout: 60_000 });
+    await page.screenshot({ path: join(dir, "web-node.png") });
     process.stderr.write(`screenshots in ${dir}\n`);
   }
 

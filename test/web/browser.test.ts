@@ -202,7 +202,12 @@ test("the explorer filters with muster's language, shows fact columns and counts
   await page.fill("#count-by", "os");
   await page.click("#explorer-form button[type=submit]");
   const want = fleet.filter((n) => n.facts.country === "de" && n.facts.os === "debian").map((n) => n.identity).sort();
-  await page.waitForFunction((n) => document.getElementById("explorer-total")?.textContent?.startsWith(`${n} node`), want.length, { timeout: 15_000 });
+  // The count is written at once, the rows on the next frame: wait for both.
+  await page.waitForFunction(
+    (n) => document.getElementById("explorer-total")?.textContent?.startsWith(`${n} node`) && document.querySelectorAll(".explorer-table .vport .row[data-identity]").length === n,
+    want.length,
+    { timeout: 15_000 },
+  );
   const rows = page.locator(".explorer-table .vport .row[data-identity]");
   assert.deepEqual((await rows.evaluateAll((els) => els.map((e) => e.getAttribute("data-identity")))).sort(), want);
   assert.deepEqual(await rows.first().locator("span").allTextContents(), [want[0]!, "de", "debian"]);

@@ -59,6 +59,8 @@ test("a timeline's segments are each stage's share of the time, the running one 
 
 test("durations, elapsed time and cells read as an operator expects", () => {
   assert.equal(m.formatDuration(4.7), "4s");
+  assert.equal(m.formatDuration(0.7), "700ms");
+  assert.equal(m.formatDuration(0), "0ms");
   assert.equal(m.formatDuration(125), "2m05s");
   assert.equal(m.formatDuration(3720), "1h02m");
   assert.equal(m.formatDuration(undefined), "");

@@ -44,9 +44,10 @@ export function timelineSegments(timeline, now) {
   return segs.map((s) => ({ ...s, fraction: total > 0 ? s.ms / total : 1 / segs.length }));
 }
 
-/** Seconds as "4s", "2m05s", "1h02m". */
+/** Seconds as "700ms", "4s", "2m05s", "1h02m". */
 export function formatDuration(seconds) {
   if (seconds == null || !Number.isFinite(seconds) || seconds < 0) return "";
+  if (seconds < 1) return `${Math.round(seconds * 1000)}ms`;
   const s = Math.floor(seconds);
   if (s < 60) return `${s}s`;
   const m = Math.floor(s / 60);

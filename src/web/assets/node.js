@@ -59,7 +59,7 @@ export function mount(el, ctx, route) {
           </div>
           <div>
             <h2>Facts</h2>
-            ${kvTable(n.facts, "kv facts")}
+            ${kvTable(flatten(n.facts), "kv facts")}
           </div>
         </div>
       </section>`,
@@ -74,7 +74,7 @@ export function mount(el, ctx, route) {
   };
 }
 
-/** {time: {total: 3}} -> {"time.total": 3}: a Puppet run summary as one table. */
+/** {time: {total: 3}} -> {"time.total": 3}: structured facts and a run summary as one table, by the dotted names filters use. */
 function flatten(obj, prefix = "", out = {}) {
   for (const [k, v] of Object.entries(obj ?? {})) {
     const key = prefix ? `${prefix}.${k}` : k;
