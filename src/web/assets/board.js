@@ -84,7 +84,7 @@ export function mount(el, ctx) {
                 return html`<article class="failed-card" data-identity=${n.identity}>
                   <header>
                     <a href=${`#/node/${encodeURIComponent(n.identity)}`}>${n.identity}</a>
-                    <span class="muted">at ${n.stage ?? "start"}, ${n.tries ?? 0} tries, master ${n.master ?? "none"}</span>
+                    <span class="muted">stage ${n.stage || "none"}, ${n.tries ?? 0} tries, master ${n.master ?? "none"}</span>
                     <button class="retry" ?disabled=${msg?.pending} title=${ctx.isOperator ? "Provision this node again" : "Retry needs the operator role"} @click=${() => retry(n.identity)}>Retry</button>
                   </header>
                   <p class="err">${n.last_error ?? ""}</p>
