@@ -11,10 +11,10 @@ import type { FleetNode } from "../../src/emulator/fleet.js";
 import { SimulatedCA, simulatedFactories } from "../../src/emulator/simulated.js";
 import { SimulatedPuppetFleet } from "../../src/emulator/simulated-puppet.js";
 import { silentLogger } from "../../src/log.js";
-import { StateStore } from "../../src/provisioner/state.js";
+import { newRecord, StateStore } from "../../src/provisioner/state.js";
 import { launchChromium, watchPageProblems } from "../support/browser.js";
 import { cleanEnv, connectNats, spawnMuster, tempDir, type MusterProcess } from "../support/collective.js";
-import { startNats, type NatsHandle } from "../support/index.js";
+import { freePort, startNats, type NatsHandle } from "../support/index.js";
 import { writeSimulatedProvisionerConfig } from "../support/provisioner.js";
 import { waitRegistered } from "../support/registry.js";
 
@@ -44,6 +44,7 @@ const failing = new Set<string>([broken]);
 const ca = new SimulatedCA();
 
 let nats: NatsHandle;
+let natsPort: number;
 let nc: NatsConnection;
 let emu: RunningEmulator;
 let puppetEmu: RunningEmulator;
@@ -58,7 +59,8 @@ const contexts: BrowserContext[] = [];
 const problems: string[] = [];
 
 before(async () => {
-  nats = await startNats();
+  natsPort = await freePort();
+  nats = await startNats({ jetstream: true, dir: join(tmp.path, "nats"), port: natsPort });
   nc = await connectNats(nats.url);
   const regCfg = join(tmp.path, "registry.yaml");
   writeFileSync(regCfg, toYaml({ broker: nats.url, collectives: ["muster"], http: { host: "127.0.0.1", port: 0 }, log: { level: "warn" } }));
@@ -276,6 +278,31 @@ test("the page says when the registry is down, and recovers by itself when it is
   await registry.waitForLine(/ready/, 20_000);
   await page.waitForSelector("#health[hidden]", { state: "attached", timeout: 30_000 });
   assert.equal(await page.evaluate(() => (window as unknown as { marker?: number }).marker), 7, "recovered without a reload");
+  await page.close();
+});
+
+test("the page says when the broker is down, and comes back live by itself when it is back", async () => {
+  const page = await loggedIn(VIEWER, "bob");
+  await page.waitForSelector("#board-live.on", { timeout: 15_000 });
+  await page.evaluate(() => ((window as unknown as { marker: number }).marker = 9));
+  await nats.stop();
+  await page.waitForSelector("#health:not([hidden])", { timeout: 30_000 });
+  assert.match((await page.locator("#health").textContent()) ?? "", /broker/i);
+  // The same port and store: every client, the console's included, reconnects by itself.
+  nats = await startNats({ jetstream: true, dir: join(tmp.path, "nats"), port: natsPort });
+  await page.waitForSelector("#health[hidden]", { state: "attached", timeout: 60_000 });
+  // Live again: a record written now reaches the open board.
+  const id = "late.test";
+  const nc2 = await connectNats(nats.url);
+  try {
+    const st = await StateStore.open(nc2, "muster_provision");
+    const rec = { ...newRecord(id), status: "failed" as const, lastError: "written after the broker came back", startedAt: Date.now() };
+    assert.ok(await st.save({ record: rec, revision: 0 }));
+    await page.waitForSelector(`.failed-card[data-identity="${id}"]`, { timeout: 30_000 });
+  } finally {
+    await nc2.drain().catch(() => undefined);
+  }
+  assert.equal(await page.evaluate(() => (window as unknown as { marker?: number }).marker), 9, "recovered without a reload");
   await page.close();
 });
 
