@@ -60,6 +60,16 @@ export interface LabRegistry {
   log: string;
 }
 
+/** The lab's web console (`muster web`): where it listens and the tokens to log in with. */
+export interface LabWeb {
+  pid: number;
+  url: string;
+  /** Lines of `<token> <role> <name>`: one operator, one viewer. */
+  tokens_file: string;
+  config: string;
+  log: string;
+}
+
 export interface LabMaster {
   identity: string;
   region: LabRegion;
@@ -81,6 +91,8 @@ export interface LabState {
   notifier: { identity: string; pid: number };
   receiver: { url: string; file: string; pid: number };
   registry: LabRegistry;
+  /** Absent in labs started before the console existed. */
+  web?: LabWeb;
   provisioner?: { pid: number; config: string; metrics: string; log: string };
   startedAt: number;
   provisioningCollective: string;
@@ -147,6 +159,7 @@ export function labPids(s: LabState): { name: string; pid: number }[] {
     ...s.nodes.map((n) => ({ name: `muster server ${n.identity}`, pid: n.pid })),
     { name: `muster server ${s.notifier.identity}`, pid: s.notifier.pid },
     ...(s.registry ? [{ name: `registry ${s.registry.url}`, pid: s.registry.pid }] : []),
+    ...(s.web ? [{ name: `web console ${s.web.url}`, pid: s.web.pid }] : []),
     { name: "webhook receiver", pid: s.receiver.pid },
     ...(s.provisioner ? [{ name: "provisioner", pid: s.provisioner.pid }] : []),
   ];
@@ -369,6 +382,30 @@ function registryToken(dir: string): string {
   return file;
 }
 
+/** The console's tokens (made once, kept across restarts of the lab): an operator and a viewer. */
+function webTokens(dir: string): string {
+  const file = join(dir, "web", "tokens");
+  if (!existsSync(file)) {
+    mkdirSync(join(dir, "web"), { recursive: true, mode: 0o700 });
+    const token = () => randomBytes(24).toString("hex");
+    writeFileSync(file, `# muster web tokens: <token> <role> <name>\n${token()} operator lab-operator\n${token()} viewer lab-viewer\n`, { mode: 0o600 });
+  }
+  return file;
+}
+
+/** The token of the first line with this role in a tokens file (what `lab up` tells the operator to paste). */
+export function labWebToken(tokensFile: string, role: "operator" | "viewer"): string | undefined {
+  try {
+    for (const line of readFileSync(tokensFile, "utf8").split("\n")) {
+      const [token, r] = line.trim().split(/\s+/);
+      if (token && !token.startsWith("#") && r === role) return token;
+    }
+  } catch {
+    /* no file: no token */
+  }
+  return undefined;
+}
+
 /** The nats-server include file holding the lab's users (rewritten as nodes come and go). */
 const AUTHORIZATION_FILE = "authorization.conf";
 
@@ -485,6 +522,19 @@ export async function startLab(o: LabOptions): Promise<Lab> {
     registry.pid = regProc.pid;
     say(`registry on ${registry.url} (bearer token in ${registry.token_file})`);
 
+    // The web console: follows the state bucket and asks the registry; it connects to the broker
+    // in the background, so it can start before either answers. Signs as the invoking user.
+    const webPort = await freePort("127.0.0.1");
+    const web: LabWeb = { pid: 0, url: `http://127.0.0.1:${webPort}/`, tokens_file: webTokens(dir), config: join(dir, "config", "web.yaml"), log: join(dir, "logs", "web.log") };
+    writeFileSync(
+      web.config,
+      toYaml({ listen: `127.0.0.1:${webPort}`, auth: { tokens_file: web.tokens_file }, registry: { url: registry.url, token_file: registry.token_file }, collective: LAB_COLLECTIVE, broker: nats.url, audit: { file: join(dir, "logs", "web-audit.jsonl") } }),
+    );
+    const webProc = spawnMuster(["web", "--config", web.config], { logFile: web.log, detached: o.detached, env });
+    procs.push(webProc);
+    web.pid = webProc.pid;
+    say(`web console on ${web.url} (log in with a token from ${web.tokens_file})`);
+
     const nodeCtx: LabNodeContext = { dir, broker: nats.url, caCert: pki.ca.cert, bootstrap: pki.bootstrap, security, env, detached: o.detached };
     const nodes: LabNode[] = [];
     for (let i = 0; i < o.nodes; i++) {
@@ -525,6 +575,7 @@ export async function startLab(o: LabOptions): Promise<Lab> {
       notifier,
       receiver,
       registry,
+      web,
       startedAt: Date.now(),
       tls: tlsState,
       provisionerEnv: prov.env,
@@ -537,7 +588,7 @@ export async function startLab(o: LabOptions): Promise<Lab> {
 
     const want = [...labMasters.map((m) => m.identity), notifier.identity];
     say(`waiting for ${want.length + nodes.length} muster servers to answer (${nodes.length} in the provisioning collective)`);
-    await Promise.all([waitForNodes(state, want, 60_000), waitForNodes(state, nodes.map((n) => n.identity), 60_000, "provisioning"), waitForRegistry(registry, 60_000)]);
+    await Promise.all([waitForNodes(state, want, 60_000), waitForNodes(state, nodes.map((n) => n.identity), 60_000, "provisioning"), waitForRegistry(registry, 60_000), waitForWeb(web, 60_000)]);
 
     const metricsPort = await freePort("127.0.0.1");
     const writeProvisionerConfig = (overrides: Record<string, unknown> = {}) => {
@@ -628,6 +679,22 @@ export async function waitForNodes(s: LabState, identities: string[], timeoutMs:
   }
 }
 
+/** Resolves once the console answers an authenticated request; rejects at the deadline pointing at its log. */
+export async function waitForWeb(w: LabWeb, timeoutMs: number): Promise<void> {
+  const token = labWebToken(w.tokens_file, "viewer");
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      const res = await fetch(new URL("api/session", w.url), { signal: AbortSignal.timeout(2000), headers: { authorization: `Bearer ${token}` } });
+      if (res.ok) return;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) throw new MusterError("MUSTER_TIMEOUT", `the lab web console did not answer on ${w.url} within ${timeoutMs / 1000} s (see ${w.log})`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
 /** Resolves once the lab registry answers over HTTP; rejects at the deadline pointing at its log. */
 export async function waitForRegistry(r: LabRegistry, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
@@ -652,7 +719,7 @@ export async function stopLabFromState(dir: string): Promise<string[]> {
     await stopPid(s.provisioner.pid, 40_000);
     stopped.push("provisioner");
   }
-  const servers = labPids(s).filter((p) => p.name.startsWith("muster server") || p.name === "webhook receiver" || p.name.startsWith("registry "));
+  const servers = labPids(s).filter((p) => p.name.startsWith("muster server") || p.name === "webhook receiver" || p.name.startsWith("registry ") || p.name.startsWith("web console "));
   await Promise.all(servers.map(async (p) => isAlive(p.pid) && (await stopPid(p.pid), stopped.push(p.name))));
   await Promise.all(s.masters.map(async (m) => (await stopDetachedPuppetserver(m.dir)) && stopped.push(`puppetserver ${m.identity}`)));
   if (isAlive(s.natsPid)) {

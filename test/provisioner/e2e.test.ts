@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { MusterClient } from "../../src/client/client.js";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
-import { connectedUsers, labProvisionerClient, startLab, waitForNodes, type Lab } from "../../src/lab/lab.js";
+import { connectedUsers, labProvisionerClient, labWebToken, startLab, waitForNodes, type Lab } from "../../src/lab/lab.js";
 import { expectedMotd, BOOTSTRAP_SITE } from "../../src/lab/manifests.js";
 import { writeEnvironment } from "../../src/lab/puppetserver.js";
 import { MUSTER_BIN, spawnMuster, type MusterProcess } from "../../src/lab/processes.js";
@@ -305,6 +305,21 @@ test("site: muster find -W finds exactly the acme development database master, b
   }
   const webs = await muster(["find", "-C", "role::web"]);
   assert.deepEqual(webs.stdout.trim().split("\n"), ["node02.us.lab", "node03.eu.lab"]);
+});
+
+test("the lab's web console: the board shows the provisioned nodes and the explorer answers from the registry; no token, 401", async () => {
+  const w = lab.state.web!;
+  assert.ok(w, "lab up starts the console");
+  const token = labWebToken(w.tokens_file, "viewer");
+  assert.ok(token, `a viewer token in ${w.tokens_file}`);
+  const get = (path: string, auth = true) => fetch(new URL(path, w.url), { headers: auth ? { authorization: `Bearer ${token}` } : {} });
+  assert.equal((await get("api/board", false)).status, 401);
+  const board = (await (await get("api/board")).json()) as { nodes: { identity: string; status: string }[] };
+  for (const id of [...eu, ...us]) assert.equal(board.nodes.find((n) => n.identity === id)?.status, "done", `${id} on the board`);
+  const found = (await (await get(`api/nodes?filter=${encodeURIComponent("country=de")}&columns=country`)).json()) as { total: number; nodes: { identity: string }[] };
+  assert.ok(found.nodes.some((n) => n.identity === "node01.eu.lab"), JSON.stringify(found));
+  const bad = await get(`api/nodes?filter=${encodeURIComponent("country=de and")}`);
+  assert.equal(bad.status, 400);
 });
 
 test("site: web nodes write the database master search_nodes found for their customer and environment", async () => {

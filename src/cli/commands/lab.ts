@@ -6,7 +6,7 @@ import { MusterClient } from "../../client/client.js";
 import { MusterError } from "../../errors.js";
 import { isAlive, stopPid } from "../../lab/processes.js";
 import { addLabNodes, labRegionFor, removeLabNode } from "../../lab/scale.js";
-import { connectedUsers, LAB_REGIONS, labPids, readLabState, startLab, stopLabFromState, type LabState } from "../../lab/lab.js";
+import { connectedUsers, LAB_REGIONS, labPids, labWebToken, readLabState, startLab, stopLabFromState, type LabState, type LabWeb } from "../../lab/lab.js";
 import { receiverCommand } from "../../lab/receiver-command.js";
 import { openProvisionState } from "../../fleet/provision-state.js";
 import { DEFAULT_STATE_BUCKET } from "../../protocol/buckets.js";
@@ -54,6 +54,13 @@ async function followProvisioning(s: LabState, ids: string[], timeoutMs: number,
   return all.filter((r) => ids.includes(r.identity));
 }
 
+/** Where the lab's console listens and how to log in (the tokens are the lab's own, loopback only). */
+function webLogin(w: LabWeb): string {
+  const op = labWebToken(w.tokens_file, "operator");
+  const viewer = labWebToken(w.tokens_file, "viewer");
+  return `web console: ${w.url}\n  log in with the operator token ${op ?? "(see the file)"} or the viewer token ${viewer ?? "(see the file)"} (both in ${w.tokens_file})`;
+}
+
 export function labCommand(): Command {
   const lab = new Command("lab").description("A local fleet on loopback: broker, two real puppetservers, nodes, notifier and provisioner");
   lab.addCommand(
@@ -76,11 +83,12 @@ export function labCommand(): Command {
         const started = await startLab({ dir: labDir(), nodes: n, detached: true, provisioner: true, progress: (l) => process.stderr.write(`${ts()} ${l}\n`) });
         const s = started.state;
         writeFileSync(clientConfig(), toYaml({ brokers: [s.broker], collective: s.collective, tls: s.tls.admin }));
-        process.stderr.write(`${ts()} lab is up; provisioning ${n} nodes\n`);
+        process.stderr.write(`${ts()} lab is up; provisioning ${n} nodes${s.web ? `; watch it at ${s.web.url}` : ""}\n`);
         const recs = await followProvisioning(s, s.nodes.map((n) => n.identity), Number(o.timeout) * 1000);
         const done = recs.filter((r) => r.status === "done").length;
         process.stdout.write(`\n${renderStatusTable(recs)}\n\n`);
         process.stdout.write(`${bold(`${done} of ${n} nodes provisioned`)} in ${((Date.now() - t0) / 1000).toFixed(0)} s (lab start included). Notifications: ${s.receiver.file}\n\n`);
+        if (s.web) process.stdout.write(`${webLogin(s.web)}\n\n`);
         process.stdout.write(`The lab keeps running. Try:\n  muster ping\n  muster find -F country=de\n  muster provision status\n  muster facts country\n  muster puppet runall 2 -C role::web\n  muster find -W "environment=development customer=acme mysql::master"\n  muster nrpe check_load -W "environment=development customer=acme mysql::master"\n  muster rpc rpcutil daemon_stats -I ${s.nodes[0]?.identity ?? "node01.eu.lab"}\n  muster lab add --count 2\n  muster lab status\n  muster lab down\n`);
         process.exitCode = done === n ? 0 : 2;
       }),
@@ -123,6 +131,7 @@ export function labCommand(): Command {
           process.stdout.write(`  ${p.alive ? green("running") : red("stopped")}  ${String(p.pid).padStart(7)}  ${p.name}${user ? `  (broker user ${user})` : ""}\n`);
         }
         for (const m of s.masters) process.stdout.write(`\n  master ${m.identity}: https://${m.host}:${m.port} (${m.region.country}, ${m.region.region})`);
+        if (s.web) process.stdout.write(`\n\n  ${webLogin(s.web).replace(/\n/g, "\n  ")}`);
         process.stdout.write(`\n\n${recs.length ? renderStatusTable(recs) : "no provisioning records"}\n`);
         process.exitCode = procs.every((p) => p.alive) ? 0 : 2;
       }),
