@@ -203,8 +203,9 @@ export async function startWeb(cfg: WebConfig, log: Logger, opts: WebOptions = {
 
   // Connect in the background: the page says the broker is down meanwhile.
   let sub: { unsubscribe(): void } | undefined;
+  const connecting = new AbortController();
   void (async () => {
-    const c = await MusterClient.connect({ brokers: broker.servers, tls: broker.tls, from: broker.from, persistent: true, log, name: "muster-web", ...(cfg.collective ? { collective: cfg.collective } : {}) });
+    const c = await MusterClient.connect({ signal: connecting.signal, brokers: broker.servers, tls: broker.tls, from: broker.from, persistent: true, log, name: "muster-web", ...(cfg.collective ? { collective: cfg.collective } : {}) });
     if (stopping) return void (await c.close());
     client = c;
     sub = c.onEvent(RUNALL_AGENT, "*", (e) => {
@@ -213,7 +214,7 @@ export async function startWeb(cfg: WebConfig, log: Logger, opts: WebOptions = {
       if (v) for (const l of runListeners) l(v);
     });
     await probe(); // the broker's health turning ok starts the board's watch
-  })().catch((e: unknown) => log.error({ err: (e as Error).message }, "cannot connect to the broker"));
+  })().catch((e: unknown) => stopping || log.error({ err: (e as Error).message }, "cannot connect to the broker"));
   loop();
 
   return {
@@ -221,6 +222,7 @@ export async function startWeb(cfg: WebConfig, log: Logger, opts: WebOptions = {
     app,
     async stop() {
       stopping = true;
+      connecting.abort();
       clearTimeout(timer);
       feed.stop();
       sub?.unsubscribe();
