@@ -187,8 +187,13 @@ export async function startWeb(cfg: WebConfig, log: Logger, opts: WebOptions = {
     for (const l of healthListeners) l(h);
     if (brokerBack && client) void feed.start(client).catch((e: unknown) => log.warn({ err: (e as Error).message }, "cannot follow the state bucket"));
   };
+  // Probes overlap (the timer's and the one right after connecting): only the latest one started
+  // may set the health, or an answer from before the connection could report the broker down again.
+  let probes = 0;
   const probe = async () => {
+    const n = ++probes;
     const [b, r] = await Promise.all([probeBroker(client, cfg.state_bucket, where), probeRegistry(cfg.registry.url, registryToken)]);
+    if (n !== probes) return;
     // The bucket may appear later (the first provisioner run): follow it once it does.
     if (b.ok && client && feed.problem?.startsWith("no state bucket")) void feed.start(client).catch(() => undefined);
     setHealth({ broker: b, registry: r });
