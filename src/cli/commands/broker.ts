@@ -1,44 +1,119 @@
 import { Command } from "commander";
-import { authorizationConfig, brokerUsers, BrokerAuthSpecSchema } from "../../broker/auth.js";
+import { BOOTSTRAP_ORG, authorizationConfig, brokerUsers, BrokerAuthSpecSchema, type BrokerAuthSpec } from "../../broker/auth.js";
+import { BOOTSTRAP_DAYS, issueBootstrapCredential, writeBootstrapCredential } from "../../broker/bootstrap.js";
 import { loadConfigFile } from "../../config/load.js";
 import { MusterError } from "../../errors.js";
+import { DEFAULT_STATE_BUCKET } from "../../protocol/buckets.js";
 
 // `muster broker users --spec FILE`: nats-server's users and permissions for a muster fleet, from
 // a short description of who connects (the same generator `muster lab up` uses).
+// `muster broker bootstrap-credential`: one node's own bootstrap certificate (the lab issues one
+// per node the same way; cloud tooling calls it once per instance).
+
+const positiveInt = (flag: string) => (v: string) => {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 1 || n > 3650) throw new MusterError("MUSTER_USAGE", `${flag} takes a whole number of days from 1 to 3650`);
+  return n;
+};
+
+/** Identities the provisioner's state bucket marks done: their single-use bootstrap users are retired. */
+async function provisionedIdentities(o: { broker?: string; config?: string; bucket?: string }): Promise<string[]> {
+  const [{ MusterClient }, { openExistingProvisionState }, { loadClientConfig, resolveBrokerSettings }] = await Promise.all([
+    import("../../client/client.js"),
+    import("../../fleet/provision-state.js"),
+    import("../config.js"),
+  ]);
+  const cfg = loadClientConfig(o.config);
+  const broker = resolveBrokerSettings({ flag: o.broker, clientConfig: o.config });
+  const client = await MusterClient.connect({ brokers: broker.servers, collective: cfg.collective, name: "muster-broker-users", tls: broker.tls, from: broker.from });
+  try {
+    const bucket = o.bucket ?? (cfg.provision_bucket as string | undefined) ?? DEFAULT_STATE_BUCKET;
+    const store = await openExistingProvisionState(client, bucket);
+    return store ? (await store.all()).filter((r) => r.status === "done").map((r) => r.identity) : [];
+  } finally {
+    await client.close();
+  }
+}
 
 export function brokerCommand(): Command {
-  const broker = new Command("broker").description("nats-server configuration for a muster fleet (users and permissions)");
+  const broker = new Command("broker").description("nats-server configuration for a muster fleet (users and permissions, bootstrap credentials)");
   broker.addCommand(
     new Command("users")
       .description("Print nats-server's authorization block: one user per credential, with what it may subscribe and publish")
       .requiredOption("--spec <file>", "who connects (YAML): collectives, provisioning_collective, nodes, bootstrap, provisioners, admins, registries")
       .option("--json", "print the users as JSON instead of nats-server config")
+      .option("--retire-provisioned", "single-use bootstrap credentials: leave out the bootstrap users of nodes the provisioner's state bucket marks done (asks the broker)")
+      .option("--bucket <name>", "the provisioner's state bucket, with --retire-provisioned (default: provision_bucket in the client config, else muster_provision)")
+      .option("--broker <url>", "broker to read the state bucket from, with --retire-provisioned (default: $MUSTER_BROKER, the client config)")
+      .option("--config <file>", "client config file, with --retire-provisioned")
       .addHelpText(
         "after",
         `
 Users are named as nats-server's verify_and_map names a client certificate: its subject in RFC 2253
 form. A node's Puppet certificate is "CN=<certname>" (the default for each node); give services a
 subject with OU and O (e.g. "CN=provisioner,OU=service,O=example"), which the Puppet CA never issues.
+A node's bootstrap credential (muster broker bootstrap-credential) is "CN=<id>,OU=bootstrap,O=muster".
 
 Example spec:
   collectives: [muster]
   provisioning_collective: provisioning
   nodes:
     - identity: web1.example.com        # user CN=web1.example.com
+    - identity: notify1.example.com
+      notifier: true                    # may keep notify dedupe keys in KV (notify_bucket)
   bootstrap:
-    - user: "CN=bootstrap,OU=service,O=example"   # shared by images not yet provisioned
+    - identity: web2.example.com        # its own credential: CN=web2.example.com,OU=bootstrap,O=muster
+  provisioned: [web1.example.com]       # single-use: these nodes' bootstrap users are left out
   provisioners: ["CN=provisioner,OU=service,O=example"]
   admins: ["CN=ops,OU=service,O=example"]
 
 Put the output in nats-server.conf next to a tls block with verify_and_map: true, and reload
-nats-server (nats-server --signal reload) when nodes are added. See docs/security.md.`,
+nats-server (nats-server --signal reload) when nodes are added or provisioned. See docs/security.md.`,
       )
-      .action((o: { spec: string; json?: boolean }) => {
-        const spec = loadConfigFile(o.spec, BrokerAuthSpecSchema, "broker spec");
+      .action(async (o: { spec: string; json?: boolean; retireProvisioned?: boolean; bucket?: string; broker?: string; config?: string }) => {
+        const spec: BrokerAuthSpec = loadConfigFile(o.spec, BrokerAuthSpecSchema, "broker spec");
+        if (o.retireProvisioned) spec.provisioned = [...(spec.provisioned ?? []), ...(await provisionedIdentities(o))];
         try {
           process.stdout.write(o.json ? `${JSON.stringify(brokerUsers(spec), null, 2)}\n` : authorizationConfig(spec));
         } catch (e) {
           throw new MusterError("MUSTER_CONFIG_INVALID", `broker spec ${o.spec}: ${(e as Error).message}`);
+        }
+      }),
+  );
+  broker.addCommand(
+    new Command("bootstrap-credential")
+      .description("Issue nodes' own bootstrap certificates: each reaches only its node's provisioning subject")
+      .requiredOption("--identity <id...>", "node identities (one credential each)")
+      .requiredOption("--ca-cert <file>", "the CA nats-server trusts for client certificates (ca_file)")
+      .requiredOption("--ca-key <file>", "that CA's private key")
+      .option("--out <dir>", "write <dir>/<identity>/{bootstrap.pem,bootstrap.key,ca.pem}; without it, print JSON with the PEM text")
+      .option("--org <name>", "O= of the subject, the broker spec's bootstrap_org", BOOTSTRAP_ORG)
+      .option("--days <n>", "validity in days", positiveInt("--days"), BOOTSTRAP_DAYS)
+      .addHelpText(
+        "after",
+        `
+The certificate's subject is /O=<org>/OU=bootstrap/CN=<identity>, which nats-server maps to user
+"CN=<identity>,OU=bootstrap,O=<org>". List each node in the broker spec as "bootstrap: [{identity}]"
+and run muster broker users: that user may subscribe to provisioning.node.<identity> only, so a
+stolen credential reaches one waiting node. On the node:
+
+  provisioning:
+    cert: /etc/muster/bootstrap.pem
+    key: /etc/muster/bootstrap.key
+
+Cloud tooling calls this once per instance (or issueBootstrapCredential() from src/broker/bootstrap.ts)
+and writes the files through the instance's user data. Rotation and single use: docs/security.md.`,
+      )
+      .action((o: { identity: string[]; caCert: string; caKey: string; out?: string; org: string; days: number }) => {
+        const ids = [...new Set(o.identity)];
+        const creds = ids.map((id) => issueBootstrapCredential({ cert: o.caCert, key: o.caKey }, id, { org: o.org, days: o.days }));
+        if (!o.out) {
+          process.stdout.write(`${JSON.stringify(creds, null, 2)}\n`);
+          return;
+        }
+        for (const c of creds) {
+          const files = writeBootstrapCredential(c, `${o.out}/${c.identity}`);
+          process.stdout.write(`${c.identity}: user ${c.user} -> ${files.cert}, ${files.key}\n`);
         }
       }),
   );
