@@ -33,12 +33,15 @@ export const BOOTSTRAP_ORG = "muster";
 /**
  * A node's own bootstrap credential: the broker user (RFC 2253, as verify_and_map names it) and the
  * certificate subject (openssl's form) for one identity. OU=bootstrap keeps it apart from the node's
- * Puppet certificate (CN only) and from services (OU=service).
+ * Puppet certificate (CN only) and from services (OU=service). A rotation issues generation 2, 3, ...
+ * (OU=bootstrap-<n>): a new user, so the old certificate can be retired while the new one works.
  */
-export function bootstrapUser(identity: string, org = BOOTSTRAP_ORG): { user: string; subject: string } {
+export function bootstrapUser(identity: string, org = BOOTSTRAP_ORG, generation = 1): { user: string; subject: string } {
   if (!isValidIdentity(identity)) throw new MusterError("MUSTER_USAGE", `not a node identity: ${JSON.stringify(identity)} (letters, digits, - _ . : @)`);
   if (!DN_VALUE.test(org)) throw new MusterError("MUSTER_USAGE", `--org ${JSON.stringify(org)}: letters, digits, space . _ - only`);
-  return { user: `CN=${identity},OU=bootstrap,O=${org}`, subject: `/O=${org}/OU=bootstrap/CN=${identity}` };
+  if (!Number.isInteger(generation) || generation < 1 || generation > 9999) throw new MusterError("MUSTER_USAGE", `--generation ${generation}: a whole number from 1 to 9999`);
+  const ou = generation === 1 ? "bootstrap" : `bootstrap-${generation}`;
+  return { user: `CN=${identity},OU=${ou},O=${org}`, subject: `/O=${org}/OU=${ou}/CN=${identity}` };
 }
 const collective = z.string().refine(isValidCollective, "collective names are letters, digits, - and _");
 
@@ -69,7 +72,12 @@ export const BrokerAuthSpecSchema = z
     bootstrap: z
       .array(
         z
-          .object({ user: dn.optional(), identity: z.string().refine(isValidIdentity, "an identity: letters, digits, - _ . : @").optional() })
+          .object({
+            user: dn.optional(),
+            identity: z.string().refine(isValidIdentity, "an identity: letters, digits, - _ . : @").optional(),
+            /** Which issue of the node's credential (`--generation`; default 1): list old and new while rotating. */
+            generation: z.number().int().min(1).max(9999).optional(),
+          })
           .strict()
           .refine((b) => b.user !== undefined || b.identity !== undefined, "give identity (a per-node credential) or user (a shared one)"),
       )
@@ -181,7 +189,7 @@ export function brokerUsers(input: BrokerAuthSpec): BrokerUser[] {
   const retired = new Set(spec.provisioned);
   for (const b of spec.bootstrap) {
     if (b.identity !== undefined && retired.has(b.identity)) continue; // single-use: its node is provisioned
-    add(b.user ?? bootstrapUser(b.identity!, spec.bootstrap_org).user, bootstrapPermissions(spec.provisioning_collective, b.identity));
+    add(b.user ?? bootstrapUser(b.identity!, spec.bootstrap_org, b.generation).user, bootstrapPermissions(spec.provisioning_collective, b.identity));
   }
   for (const n of spec.nodes) {
     const perms = nodePermissions(n.identity, spec.collectives);

@@ -25,6 +25,8 @@ export interface BootstrapCredential {
 export interface BootstrapOptions {
   /** O= of the subject; the broker spec's `bootstrap_org` (default "muster"). */
   org?: string;
+  /** Which issue of this node's credential (default 1); a rotation issues the next. */
+  generation?: number;
   days?: number;
 }
 
@@ -33,7 +35,7 @@ export interface BootstrapOptions {
  * apart from openssl: nothing is written; the caller puts the PEM where the node will find it.
  */
 export function issueBootstrapCredential(ca: CertFiles, identity: string, o: BootstrapOptions = {}): BootstrapCredential {
-  const { user, subject } = bootstrapUser(identity, o.org ?? BOOTSTRAP_ORG);
+  const { user, subject } = bootstrapUser(identity, o.org ?? BOOTSTRAP_ORG, o.generation ?? 1);
   const signed = signClientCertificate(ca, subject, { days: o.days ?? BOOTSTRAP_DAYS });
   return { identity, user, ...signed, ca: readFileSync(ca.cert, "utf8") };
 }

@@ -250,6 +250,36 @@ test("single use: once B is provisioned its bootstrap credential is retired and 
   }
 });
 
+test("rotation: a second generation works beside the first, then the first is retired and refused", async () => {
+  const gen2 = writeBootstrapCredential(issueBootstrapCredential(ca, A, { generation: 2 }), join(tmp.path, "nodes", A, "bootstrap-2"));
+  const base = { ...spec, provisioned: [B] };
+  const refusedAtConnect = (c: CertFiles) =>
+    eventually(async () => {
+      try {
+        const nc = await connect({ servers: nats.url, tls: { caFile: ca.cert, certFile: c.cert, keyFile: c.key }, reconnect: false, timeout: 3000 });
+        await nc.close();
+        return undefined;
+      } catch (e) {
+        return (e as Error).message;
+      }
+    }, 15_000, "the credential refused");
+  // 1. issue the new one and list both generations; 2. reload
+  nats.reload(authorizationConfig({ ...base, bootstrap: [{ identity: A }, { identity: A, generation: 2 }] }));
+  // 3. the node swaps to the new files: the new user reaches exactly what the old one did
+  const fresh = await eventually(async () => raw(gen2).catch(() => undefined), 15_000, "generation 2 accepted");
+  fresh.nc.subscribe(`provisioning.node.${A}`);
+  fresh.nc.subscribe(`provisioning.node.${B}`);
+  await fresh.saw(/Permissions Violation for Subscription to "provisioning\.node\.nodeb\.test"/);
+  assert.ok(!fresh.errors.some((e) => e.includes(`provisioning.node.${A}`)), fresh.errors.join("; "));
+  await fresh.nc.close();
+  // 4. retire the old generation and reload: its certificate, still valid, maps to no user
+  nats.reload(authorizationConfig({ ...base, bootstrap: [{ identity: A, generation: 2 }] }));
+  assert.match(await refusedAtConnect(boot[A]!), /Authorization Violation/i);
+  const still = await raw(gen2);
+  await still.nc.close();
+  assert.equal(bootstrapUser(A, "muster", 2).user, "CN=nodea.test,OU=bootstrap-2,O=muster");
+});
+
 test("muster broker bootstrap-credential issues per-node files and refuses bad input without writing", async () => {
   const env = cleanEnv(join(tmp.path, "cli2"));
   const out = join(tmp.path, "issued");

@@ -16,6 +16,12 @@ const positiveInt = (flag: string) => (v: string) => {
   return n;
 };
 
+const generationArg = (v: string) => {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 1 || n > 9999) throw new MusterError("MUSTER_USAGE", "--generation takes a whole number from 1 to 9999");
+  return n;
+};
+
 /** Identities the provisioner's state bucket marks done: their single-use bootstrap users are retired. */
 async function provisionedIdentities(o: { broker?: string; config?: string; bucket?: string }): Promise<string[]> {
   const [{ MusterClient }, { openExistingProvisionState }, { loadClientConfig, resolveBrokerSettings }] = await Promise.all([
@@ -89,6 +95,7 @@ nats-server (nats-server --signal reload) when nodes are added or provisioned. S
       .option("--out <dir>", "write <dir>/<identity>/{bootstrap.pem,bootstrap.key,ca.pem}; without it, print JSON with the PEM text")
       .option("--org <name>", "O= of the subject, the broker spec's bootstrap_org", BOOTSTRAP_ORG)
       .option("--days <n>", "validity in days", positiveInt("--days"), BOOTSTRAP_DAYS)
+      .option("--generation <n>", "which issue of the credential: 2, 3, ... when rotating (user OU=bootstrap-<n>)", generationArg, 1)
       .addHelpText(
         "after",
         `
@@ -102,11 +109,13 @@ stolen credential reaches one waiting node. On the node:
     key: /etc/muster/bootstrap.key
 
 Cloud tooling calls this once per instance (or issueBootstrapCredential() from src/broker/bootstrap.ts)
-and writes the files through the instance's user data. Rotation and single use: docs/security.md.`,
+and writes the files through the instance's user data. Rotating: issue --generation 2, list
+{identity, generation: 2} beside the old entry, reload, swap the files on the node, drop the old
+entry, reload. Single use and rotation in full: docs/security.md#bootstrap-credentials.`,
       )
-      .action((o: { identity: string[]; caCert: string; caKey: string; out?: string; org: string; days: number }) => {
+      .action((o: { identity: string[]; caCert: string; caKey: string; out?: string; org: string; days: number; generation: number }) => {
         const ids = [...new Set(o.identity)];
-        const creds = ids.map((id) => issueBootstrapCredential({ cert: o.caCert, key: o.caKey }, id, { org: o.org, days: o.days }));
+        const creds = ids.map((id) => issueBootstrapCredential({ cert: o.caCert, key: o.caKey }, id, { org: o.org, days: o.days, generation: o.generation }));
         if (!o.out) {
           process.stdout.write(`${JSON.stringify(creds, null, 2)}\n`);
           return;
