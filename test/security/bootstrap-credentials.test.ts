@@ -202,7 +202,8 @@ test("single use: once B is provisioned its bootstrap credential is retired and 
   const admin = await client("admin", "muster");
   try {
     // B is provisioned: its Puppet certificate is in place, the provisioner disables provisioning,
-    // and the provisioner's state bucket says done (what `--retire-provisioned` reads)
+    // and the provisioner's record says so (what `--retire-provisioned` reads). Its notification,
+    // the moment a notify exec: target retires the credential, comes before the record says done.
     puppetCert(B);
     const r = await prov.call("provision", "disable_provisioner", { reason: "test" }, { nodes: [B], timeoutMs: 10_000 });
     assert.equal(r.replies[0]?.statuscode, 0, r.replies[0]?.statusmsg);
@@ -210,8 +211,9 @@ test("single use: once B is provisioned its bootstrap credential is retired and 
       throw new Error(`${e.message}; ${B} log: ${tail(B)}`);
     });
     const store = await openProvisionState(admin, "muster_provision");
-    await store.put({ ...newRecord(B), status: "done", stage: "done" as never, finishedAt: Date.now() });
-    await store.put({ ...newRecord(A), status: "in_progress" });
+    await store.put({ ...newRecord(B), status: "in_progress", stage: "disable", current: "notify" });
+    await store.put({ ...newRecord(A), status: "in_progress", stage: "production" });
+    await store.put({ ...newRecord("gone.test"), status: "done", stage: "notify" });
   } finally {
     await prov.close();
   }
@@ -224,7 +226,7 @@ test("single use: once B is provisioned its bootstrap credential is retired and 
     assert.equal(out.code, 0, out.stderr);
     assert.ok(!out.stdout.includes(bootstrapUser(B).user), "B's bootstrap user is left out");
     assert.ok(out.stdout.includes(bootstrapUser(A).user), "A is still waiting: its credential stays");
-    assert.equal(out.stdout, authorizationConfig({ ...spec, provisioned: [B] }));
+    assert.equal(out.stdout, authorizationConfig({ ...spec, provisioned: [B, "gone.test"] }));
     nats.reload(out.stdout);
     // the retired credential is refused at connect, once the broker has reloaded
     const refusal = await eventually(async () => {

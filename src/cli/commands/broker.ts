@@ -22,7 +22,11 @@ const generationArg = (v: string) => {
   return n;
 };
 
-/** Identities the provisioner's state bucket marks done: their single-use bootstrap users are retired. */
+/**
+ * Identities whose bootstrap credential is no longer needed: the provisioner's record says done, or
+ * its last completed stage is `disable` or later (the node has switched to its Puppet certificate;
+ * the notification, which may run this very command, comes after that).
+ */
 async function provisionedIdentities(o: { broker?: string; config?: string; bucket?: string }): Promise<string[]> {
   const [{ MusterClient }, { openExistingProvisionState }, { loadClientConfig, resolveBrokerSettings }] = await Promise.all([
     import("../../client/client.js"),
@@ -35,7 +39,9 @@ async function provisionedIdentities(o: { broker?: string; config?: string; buck
   try {
     const bucket = o.bucket ?? (cfg.provision_bucket as string | undefined) ?? DEFAULT_STATE_BUCKET;
     const store = await openExistingProvisionState(client, bucket);
-    return store ? (await store.all()).filter((r) => r.status === "done").map((r) => r.identity) : [];
+    const { Stages } = await import("../../provisioner/stages.js");
+    const disabled = Stages.indexOf("disable");
+    return store ? (await store.all()).filter((r) => r.status === "done" || (r.stage !== undefined && Stages.indexOf(r.stage) >= disabled)).map((r) => r.identity) : [];
   } finally {
     await client.close();
   }
@@ -48,7 +54,7 @@ export function brokerCommand(): Command {
       .description("Print nats-server's authorization block: one user per credential, with what it may subscribe and publish")
       .requiredOption("--spec <file>", "who connects (YAML): collectives, provisioning_collective, nodes, bootstrap, provisioners, admins, registries")
       .option("--json", "print the users as JSON instead of nats-server config")
-      .option("--retire-provisioned", "single-use bootstrap credentials: leave out the bootstrap users of nodes the provisioner's state bucket marks done (asks the broker)")
+      .option("--retire-provisioned", "single-use bootstrap credentials: leave out the bootstrap users of nodes the provisioner's state bucket marks done or disabled (asks the broker)")
       .option("--bucket <name>", "the provisioner's state bucket, with --retire-provisioned (default: provision_bucket in the client config, else muster_provision)")
       .option("--broker <url>", "broker to read the state bucket from, with --retire-provisioned (default: $MUSTER_BROKER, the client config)")
       .option("--config <file>", "client config file, with --retire-provisioned")
