@@ -4,7 +4,11 @@ import { createServer, type Server } from "node:http";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
-import { jetstreamManager } from "@nats-io/jetstream";
+import { createHash } from "node:crypto";
+import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { Kvm } from "@nats-io/kv";
+import { connect } from "@nats-io/transport-node";
+import { inboxPrefixFor } from "../../src/broker/connect.js";
 import { stringify as toYaml } from "yaml";
 import { authorizationConfig, type BrokerAuthSpec } from "../../src/broker/auth.js";
 import { MusterClient } from "../../src/client/client.js";
@@ -185,4 +189,28 @@ test("a notifier whose broker user may not reach the bucket still delivers, dedu
   assert.match(log, /notify dedupe bucket unavailable/);
   assert.equal(log.match(/notify dedupe bucket unavailable/g)?.length, 1, "warned once per outage, not per request");
   assert.ok(running.get(PLAIN)!.pid > 0);
+});
+
+test("a garbled record in the bucket is a miss, not a crash: the notification is sent and the record rewritten", async () => {
+  await crash(NOTIFIER);
+  startNotifier(NOTIFIER);
+  // written over the notifier's own credential, the only one with rights to its bucket
+  const cert = { cert: join(ca.dir, `${NOTIFIER}.pem`), key: join(ca.dir, `${NOTIFIER}.key`) };
+  const nc = await connect({ servers: nats.url, tls: { caFile: ca.cert, certFile: cert.cert, keyFile: cert.key }, inboxPrefix: inboxPrefixFor(NOTIFIER) });
+  const dedupeKey = "web4.test#1#done";
+  try {
+    const kv = await new Kvm(jetstream(nc)).open(DEFAULT_NOTIFY_BUCKET);
+    await kv.put(createHash("sha256").update(dedupeKey).digest("hex"), "{not json");
+    await withClient(async (c) => {
+      await up(c, NOTIFIER);
+      assert.equal((await send(c, NOTIFIER, dedupeKey, "web4 done")).duplicate, false);
+      assert.equal((await send(c, NOTIFIER, dedupeKey, "web4 done")).duplicate, true);
+    });
+    assert.equal(count("web4 done"), 1);
+    const stored = JSON.parse((await kv.get(createHash("sha256").update(dedupeKey).digest("hex")))!.string()) as { key: string };
+    assert.equal(stored.key, dedupeKey, "rewritten once delivered");
+  } finally {
+    await nc.close();
+  }
+  assert.match(readFileSync(logFile(NOTIFIER), "utf8"), /unreadable dedupe record/);
 });

@@ -103,17 +103,24 @@ export function kvDeliveredStore(open: AgentKvOpener, bucket: string, windowMs: 
   };
   return {
     async find(key, window) {
+      let raw: Uint8Array | undefined;
       try {
-        const raw = await (await open(bucket, { ttlMs: windowMs })).get(storeKey(key));
+        raw = await (await open(bucket, { ttlMs: windowMs })).get(storeKey(key));
         ok();
-        if (!raw) return undefined;
-        const d = JSON.parse(new TextDecoder().decode(raw)) as Partial<StoredDelivery>;
-        if (d.key !== key || typeof d.at !== "number" || now() - d.at >= window || !d.reply || typeof d.reply !== "object") return undefined;
-        return d.reply;
       } catch (e) {
         failed(e);
         return undefined;
       }
+      if (!raw) return undefined;
+      let d: Partial<StoredDelivery>;
+      try {
+        d = JSON.parse(new TextDecoder().decode(raw)) as Partial<StoredDelivery>;
+      } catch {
+        log.warn({ bucket, dedupe_key: key }, "unreadable dedupe record; treating the notification as not yet sent");
+        return undefined;
+      }
+      if (d.key !== key || typeof d.at !== "number" || now() - d.at >= window || !d.reply || typeof d.reply !== "object" || Array.isArray(d.reply)) return undefined;
+      return d.reply;
     },
     async remember(key, reply) {
       try {
