@@ -1,5 +1,6 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
+import { X509Certificate } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
@@ -305,4 +306,32 @@ test("muster broker bootstrap-credential issues per-node files and refuses bad i
   assert.notEqual(noCa.code, 0);
   assert.match(noCa.stderr, /CA certificate .*missing\.pem does not exist/);
   assert.ok(!existsSync(join(out, "web10.test")));
+});
+
+test("muster broker users --issue writes the credentials the spec's waiting nodes lack, and keeps those already issued", async () => {
+  const env = cleanEnv(join(tmp.path, "cli3"));
+  const dir = join(tmp.path, "fleet-creds");
+  const specFile = join(tmp.path, "issue-spec.yaml");
+  writeFileSync(specFile, toYaml({ bootstrap: [{ identity: "app1.test" }, { identity: "app2.test" }, { identity: "app2.test", generation: 2 }, { identity: "done.test" }], provisioned: ["done.test"] }));
+  const args = ["broker", "users", "--spec", specFile, "--issue", dir, "--ca-cert", ca.cert, "--ca-key", ca.key];
+  const first = await runCli(args, { env });
+  assert.equal(first.code, 0, first.stderr);
+  assert.match(first.stdout, /^authorization \{/, "the users still go to stdout");
+  assert.equal(first.stderr.match(/^issued /gm)?.length, 3, first.stderr);
+  const subject = (f: string) => {
+    const c = new X509Certificate(readFileSync(f));
+    assert.ok(c.verify(new X509Certificate(readFileSync(ca.cert)).publicKey), `${f} signed by the CA`);
+    return c.subject.replace(/\n/g, ",");
+  };
+  assert.equal(subject(join(dir, "app1.test", "bootstrap.pem")), "O=muster,OU=bootstrap,CN=app1.test");
+  assert.equal(subject(join(dir, "app2.test", "generation-2", "bootstrap.pem")), "O=muster,OU=bootstrap-2,CN=app2.test");
+  assert.ok(!existsSync(join(dir, "done.test")), "a provisioned node gets none");
+  const before = readFileSync(join(dir, "app1.test", "bootstrap.pem"), "utf8");
+  const again = await runCli(args, { env });
+  assert.equal(again.code, 0, again.stderr);
+  assert.doesNotMatch(again.stderr, /issued/);
+  assert.equal(readFileSync(join(dir, "app1.test", "bootstrap.pem"), "utf8"), before, "what a node may hold already is not replaced");
+  const noCa = await runCli(["broker", "users", "--spec", specFile, "--issue", dir], { env });
+  assert.notEqual(noCa.code, 0);
+  assert.match(noCa.stderr, /--issue needs --ca-cert and --ca-key/);
 });

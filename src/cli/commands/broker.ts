@@ -1,3 +1,5 @@
+import { existsSync } from "node:fs";
+import { join } from "node:path";
 import { Command } from "commander";
 import { BOOTSTRAP_ORG, authorizationConfig, brokerUsers, BrokerAuthSpecSchema, type BrokerAuthSpec } from "../../broker/auth.js";
 import { BOOTSTRAP_DAYS, issueBootstrapCredential, writeBootstrapCredential } from "../../broker/bootstrap.js";
@@ -47,6 +49,20 @@ async function provisionedIdentities(o: { broker?: string; config?: string; buck
   }
 }
 
+/** `broker users --issue`: a credential for every listed, unretired bootstrap node that has none in `dir` yet. */
+function issueMissing(spec: ReturnType<typeof BrokerAuthSpecSchema.parse>, dir: string, ca: { cert: string; key: string }): void {
+  const retired = new Set(spec.provisioned);
+  for (const b of spec.bootstrap) {
+    if (b.identity === undefined || retired.has(b.identity)) continue;
+    const generation = b.generation ?? 1;
+    const where = generation === 1 ? join(dir, b.identity) : join(dir, b.identity, `generation-${generation}`);
+    if (existsSync(join(where, "bootstrap.pem"))) continue; // issued before: the node may hold it already
+    const c = issueBootstrapCredential(ca, b.identity, { org: spec.bootstrap_org, generation });
+    writeBootstrapCredential(c, where);
+    process.stderr.write(`issued ${c.user} -> ${join(where, "bootstrap.pem")}\n`);
+  }
+}
+
 export function brokerCommand(): Command {
   const broker = new Command("broker").description("nats-server configuration for a muster fleet (users and permissions, bootstrap credentials)");
   broker.addCommand(
@@ -58,6 +74,9 @@ export function brokerCommand(): Command {
       .option("--bucket <name>", "the provisioner's state bucket, with --retire-provisioned (default: provision_bucket in the client config, else muster_provision)")
       .option("--broker <url>", "broker to read the state bucket from, with --retire-provisioned (default: $MUSTER_BROKER, the client config)")
       .option("--config <file>", "client config file, with --retire-provisioned")
+      .option("--issue <dir>", "also issue each listed node's bootstrap credential that <dir> lacks: <dir>/<identity>/ (generation n > 1: <dir>/<identity>/generation-<n>/); needs --ca-cert, --ca-key")
+      .option("--ca-cert <file>", "with --issue: the CA nats-server trusts for client certificates")
+      .option("--ca-key <file>", "with --issue: that CA's private key")
       .addHelpText(
         "after",
         `
@@ -75,6 +94,7 @@ Example spec:
       notifier: true                    # may keep notify dedupe keys in KV (notify_bucket)
   bootstrap:
     - identity: web2.example.com        # its own credential: CN=web2.example.com,OU=bootstrap,O=muster
+                                        # (--issue DIR writes it to DIR/web2.example.com/)
   provisioned: [web1.example.com]       # single-use: these nodes' bootstrap users are left out
   provisioners: ["CN=provisioner,OU=service,O=example"]
   admins: ["CN=ops,OU=service,O=example"]
@@ -82,9 +102,11 @@ Example spec:
 Put the output in nats-server.conf next to a tls block with verify_and_map: true, and reload
 nats-server (nats-server --signal reload) when nodes are added or provisioned. See docs/security.md.`,
       )
-      .action(async (o: { spec: string; json?: boolean; retireProvisioned?: boolean; bucket?: string; broker?: string; config?: string }) => {
+      .action(async (o: { spec: string; json?: boolean; retireProvisioned?: boolean; bucket?: string; broker?: string; config?: string; issue?: string; caCert?: string; caKey?: string }) => {
         const spec: BrokerAuthSpec = loadConfigFile(o.spec, BrokerAuthSpecSchema, "broker spec");
+        if (o.issue && (!o.caCert || !o.caKey)) throw new MusterError("MUSTER_USAGE", "--issue needs --ca-cert and --ca-key (the CA that signs bootstrap credentials)");
         if (o.retireProvisioned) spec.provisioned = [...(spec.provisioned ?? []), ...(await provisionedIdentities(o))];
+        if (o.issue) issueMissing(BrokerAuthSpecSchema.parse(spec), o.issue, { cert: o.caCert!, key: o.caKey! });
         try {
           process.stdout.write(o.json ? `${JSON.stringify(brokerUsers(spec), null, 2)}\n` : authorizationConfig(spec));
         } catch (e) {
