@@ -7,6 +7,7 @@ import type { TlsSettings } from "../broker/connect.js";
 import { MusterClient } from "../client/client.js";
 import { MusterError } from "../errors.js";
 import { generateSigningKey, signingKeyFromPem, type SigningKey } from "../protocol/signing.js";
+import { issueBootstrapCredential, writeBootstrapCredential } from "../broker/bootstrap.js";
 import { ensureCA, issueCert, type CA } from "../security/pki.js";
 import { startNats } from "./nats.js";
 import { freePort } from "./ports.js";
@@ -186,18 +187,25 @@ export async function labProvisionerClient(s: LabState, name = "muster-lab-provi
   return MusterClient.connect({ brokers: [s.broker], collective: s.provisioningCollective, name, tls: s.tls.provisioner, key });
 }
 
-/** The lab's users: services by subject with OU=service (no Puppet certificate can carry one), nodes by their Puppet certname. */
-function labBrokerUsers(nodes: string[], servicesNodes: string[]): BrokerAuthSpec {
+/**
+ * The lab's users: services by subject with OU=service (no Puppet certificate can carry one), nodes
+ * by their Puppet certname, and each node's own bootstrap credential (OU=bootstrap), confined to its
+ * provisioning subject. The notifier may keep its dedupe keys in KV.
+ */
+export function labBrokerSpec(nodes: string[], servicesNodes: string[]): BrokerAuthSpec {
   return {
     collectives: [LAB_COLLECTIVE],
     provisioning_collective: LAB_PROVISIONING_COLLECTIVE,
-    nodes: [...nodes.map((identity) => ({ identity })), ...servicesNodes.map((identity) => ({ identity, users: [labNodeUser(identity)] }))],
-    bootstrap: [{ user: serviceUser("bootstrap") }],
+    nodes: [...nodes.map((identity) => ({ identity })), ...servicesNodes.map((identity) => ({ identity, users: [labNodeUser(identity)], ...(identity === LAB_NOTIFIER ? { notifier: true } : {}) }))],
+    bootstrap: nodes.map((identity) => ({ identity })),
     provisioners: [serviceUser("provisioner")],
     admins: [serviceUser("admin")],
     registries: [serviceUser("registry")],
   };
 }
+
+/** The lab's notifier node (notify agent, dedupe keys in KV). */
+export const LAB_NOTIFIER = "notifier.lab";
 
 const serviceUser = (name: string) => `CN=${name},OU=service,O=muster`;
 const labNodeUser = (identity: string) => `CN=${identity},OU=node,O=muster`;
@@ -218,8 +226,8 @@ export function provisionerKey(dir: string): { key: SigningKey; env: Record<stri
   return { key, env: { MUSTER_CONFIG_DIR: home, MUSTER_CALLER: LAB_PROVISIONER_CALLER } };
 }
 
-/** The lab CA, the broker's certificate and the service credentials. */
-function labPki(dir: string): { ca: CA; nats: { cert: string; key: string }; admin: TlsSettings; provisioner: TlsSettings; registry: TlsSettings; bootstrap: { cert: string; key: string } } {
+/** The lab CA, the broker's certificate and the service credentials (bootstrap credentials are per node: startLabNode). */
+function labPki(dir: string): { ca: CA; nats: { cert: string; key: string }; admin: TlsSettings; provisioner: TlsSettings; registry: TlsSettings } {
   const ca = ensureCA(join(dir, "pki"), "/O=muster/CN=muster lab CA");
   const svc = (name: string) => ({ ca: ca.cert, ...issueCert(ca, { name, subject: `/O=muster/OU=service/CN=${name}`, usage: "client" }) });
   return {
@@ -228,7 +236,6 @@ function labPki(dir: string): { ca: CA; nats: { cert: string; key: string }; adm
     admin: svc("admin"),
     provisioner: svc("provisioner"),
     registry: svc("registry"),
-    bootstrap: svc("bootstrap"),
   };
 }
 
@@ -292,7 +299,7 @@ export function labNrpeConfig(): string {
 
 /**
  * One lab node's identity, role, facts and server config, deterministic by index, so `lab up`
- * and adding a node later make the same node. `bootstrap` is the shared waiting credential.
+ * and adding a node later make the same node. `bootstrap` is the node's own waiting credential.
  */
 export function labNodeSpec(labDir: string, index: number, bootstrap: { ca: string; cert: string; key: string }, placement?: { identity: string; region: LabRegion }): LabNodeSpec {
   const region = placement?.region ?? LAB_REGIONS[index % LAB_REGIONS.length]!;
@@ -336,7 +343,7 @@ export function labNodeSpec(labDir: string, index: number, bootstrap: { ca: stri
         resource: { allowed_types: ["file"], file_paths: [join(dir, "files")], confdir: plugin.confdir, vardir: plugin.vardir },
       },
       tls: { ca: bootstrap.ca, use_puppet_cert: true },
-      // Waits in the provisioning collective with the shared bootstrap credential; once provisioned
+      // Waits in the provisioning collective with its own bootstrap credential; once provisioned
       // it reconnects on its own with its Puppet certificate.
       provisioning: { collective: LAB_PROVISIONING_COLLECTIVE, callers: [LAB_PROVISIONER_CALLER], cert: bootstrap.cert, key: bootstrap.key },
     },
@@ -411,7 +418,7 @@ const AUTHORIZATION_FILE = "authorization.conf";
 
 export function writeLabAuthorization(dir: string, nodes: string[], services: string[]): void {
   mkdirSync(join(dir, "nats"), { recursive: true });
-  writeFileSync(join(dir, "nats", AUTHORIZATION_FILE), authorizationConfig(labBrokerUsers(nodes, services)));
+  writeFileSync(join(dir, "nats", AUTHORIZATION_FILE), authorizationConfig(labBrokerSpec(nodes, services)));
 }
 
 function writeLabServerConfig(dir: string, broker: string, security: Record<string, unknown>, name: string, cfg: Record<string, unknown>): string {
@@ -426,7 +433,8 @@ export interface LabNodeContext {
   dir: string;
   broker: string;
   caCert: string;
-  bootstrap: { cert: string; key: string };
+  /** The lab CA's key: each node's bootstrap credential is issued as it boots. */
+  caKey: string;
   security: Record<string, unknown>;
   env: Record<string, string>;
   detached: boolean;
@@ -434,7 +442,9 @@ export interface LabNodeContext {
 
 /** Write one waiting node's directory, facts and server config, and start its muster server. */
 export function startLabNode(c: LabNodeContext, identity: string, r: LabRegion, serial: number): { node: LabNode; proc: MusterProcess } {
-  const spec = labNodeSpec(c.dir, serial - 1, { ca: c.caCert, ...c.bootstrap }, { identity, region: r });
+  // one credential per node, as cloud-init would write it: it reaches this node's subject only
+  const bootstrap = writeBootstrapCredential(issueBootstrapCredential({ cert: c.caCert, key: c.caKey }, identity), join(resolve(c.dir), "nodes", identity, "bootstrap"));
+  const spec = labNodeSpec(c.dir, serial - 1, bootstrap, { identity, region: r });
   for (const [file, text] of Object.entries(spec.files)) {
     mkdirSync(join(file, ".."), { recursive: true });
     writeFileSync(file, text);
@@ -465,7 +475,7 @@ export async function startLab(o: LabOptions): Promise<Lab> {
     // up (a provisioned node connects with its Puppet certificate): the bundle grows, then a reload.
     writeFileSync(bundle, readFileSync(pki.ca.cert));
     const nodeIds = Array.from({ length: o.nodes }, (_, i) => nodeIdentity(i, LAB_REGIONS[i % LAB_REGIONS.length]!));
-    const serviceNodes = ["notifier.lab", ...LAB_REGIONS.map((r) => `puppet-${r.name}.lab`)];
+    const serviceNodes = [LAB_NOTIFIER, ...LAB_REGIONS.map((r) => `puppet-${r.name}.lab`)];
     const monitorPort = await freePort("127.0.0.1");
     // Users live in their own file, so `lab add`/`lab remove` can rewrite them and reload.
     writeLabAuthorization(dir, nodeIds, serviceNodes);
@@ -535,7 +545,7 @@ export async function startLab(o: LabOptions): Promise<Lab> {
     web.pid = webProc.pid;
     say(`web console on ${web.url} (log in with a token from ${web.tokens_file})`);
 
-    const nodeCtx: LabNodeContext = { dir, broker: nats.url, caCert: pki.ca.cert, bootstrap: pki.bootstrap, security, env, detached: o.detached };
+    const nodeCtx: LabNodeContext = { dir, broker: nats.url, caCert: pki.ca.cert, caKey: pki.ca.key, security, env, detached: o.detached };
     const nodes: LabNode[] = [];
     for (let i = 0; i < o.nodes; i++) {
       const started = startLabNode(nodeCtx, nodeIds[i]!, LAB_REGIONS[i % LAB_REGIONS.length]!, i + 1);

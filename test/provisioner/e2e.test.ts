@@ -122,9 +122,10 @@ async function adminConnection(): Promise<{ nc: NatsConnection; errors: string[]
   return { nc, errors };
 }
 
-test("isolation: waiting nodes use the bootstrap credential, hide from the fleet and answer only the provisioner", async () => {
+test("isolation: waiting nodes use their own bootstrap credentials, hide from the fleet and answer only the provisioner", async () => {
   const users = await brokerUsers();
-  assert.equal(users.get("node01.eu.lab"), "CN=bootstrap,OU=service,O=muster");
+  assert.equal(users.get("node01.eu.lab"), "CN=node01.eu.lab,OU=bootstrap,O=muster");
+  assert.equal(users.get("node02.us.lab"), "CN=node02.us.lab,OU=bootstrap,O=muster");
   assert.equal(users.get("puppet-eu.lab"), "CN=puppet-eu.lab,OU=node,O=muster");
   // the operator's fleet discovery does not see them; the provisioner's does
   assert.ok(!(await client.discover()).includes("node01.eu.lab"));
@@ -397,9 +398,9 @@ test("lab add: two nodes booted into the running lab wait isolated and are provi
   const added = await lab.addNodes({ count: 2 });
   const ids = added.map((n) => n.identity);
   assert.deepEqual(ids, ["node07.eu.lab", "node08.us.lab"], "numbering continues, regions in turn");
-  // waiting like the first ones: the shared bootstrap credential, invisible to the operator
+  // waiting like the first ones: each its own bootstrap credential, invisible to the operator
   const users = await brokerUsers();
-  for (const id of ids) assert.equal(users.get(id), "CN=bootstrap,OU=service,O=muster");
+  for (const id of ids) assert.equal(users.get(id), `CN=${id},OU=bootstrap,O=muster`);
   const fleet = await client.discover();
   for (const id of ids) assert.ok(!fleet.includes(id), `${id} is not in the fleet yet`);
   // nobody asks: the running provisioner hears their startup (or finds them next cycle)

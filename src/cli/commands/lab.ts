@@ -147,8 +147,8 @@ export function labCommand(): Command {
       .addHelpText(
         "after",
         `
-New nodes wait in the provisioning collective with the shared bootstrap credential, exactly like
-the first ones (each gets its own broker user for later, when it connects with its Puppet
+New nodes wait in the provisioning collective with their own bootstrap credentials, exactly like
+the first ones (each also gets its broker user for later, when it connects with its Puppet
 certificate); the lab's provisioner finds them by their startup event and provisions them with
 nobody at the keyboard. \`lab add\` shows their progress until each is done or failed.
 
