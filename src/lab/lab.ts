@@ -5,6 +5,7 @@ import { stringify as toYaml } from "yaml";
 import { authorizationConfig, type BrokerAuthSpec } from "../broker/auth.js";
 import type { TlsSettings } from "../broker/connect.js";
 import { MusterClient } from "../client/client.js";
+import { nodeServerConfig } from "../config/node.js";
 import { MusterError } from "../errors.js";
 import { generateSigningKey, signingKeyFromPem, type SigningKey } from "../protocol/signing.js";
 import { ensureCA, issueCert, type CA } from "../security/pki.js";
@@ -308,13 +309,16 @@ export function labNodeSpec(labDir: string, index: number, bootstrap: { ca: stri
       [join(nrpeDir, "lab.cfg")]: labNrpeConfig(),
       [join(dir, "files", ".keep")]: "",
     },
-    server: {
+    // The same generator as the cloud-init example (src/config/node.ts): only paths differ.
+    server: nodeServerConfig({
       identity,
+      collectives: [LAB_COLLECTIVE],
+      ca: bootstrap.ca,
+      bootstrap,
+      provisioning: { collective: LAB_PROVISIONING_COLLECTIVE, callers: [LAB_PROVISIONER_CALLER] },
       // classes come from the node's own Puppet classfile (asked of Puppet with the provision
       // agent's dirs): role::web, mysql::master, ...
       facts: { facter: false, file: factsFile, refresh_interval: 10 },
-      // nrpe and resource are served once provisioned: a waiting node hosts the provision agent only
-      agents: { builtin: ["provision", "puppet", "nrpe", "resource"] },
       plugins: {
         provision: plugin,
         puppet,
@@ -322,11 +326,8 @@ export function labNodeSpec(labDir: string, index: number, bootstrap: { ca: stri
         // file resources only, only under <node dir>/files, never one the catalog manages
         resource: { allowed_types: ["file"], file_paths: [join(dir, "files")], confdir: plugin.confdir, vardir: plugin.vardir },
       },
-      tls: { ca: bootstrap.ca, use_puppet_cert: true },
-      // Waits in the provisioning collective with the shared bootstrap credential; once provisioned
-      // it reconnects on its own with its Puppet certificate.
-      provisioning: { collective: LAB_PROVISIONING_COLLECTIVE, callers: [LAB_PROVISIONER_CALLER], cert: bootstrap.cert, key: bootstrap.key },
-    },
+      registration: { interval: 30, splay: true },
+    }),
   };
 }
 

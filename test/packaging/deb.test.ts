@@ -4,7 +4,7 @@ import { execFile } from "node:child_process";
 import { chmodSync, cpSync, existsSync, mkdirSync, readFileSync, readlinkSync, readdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { stringify as toYaml } from "yaml";
+import { parse as parseYaml, stringify as toYaml } from "yaml";
 import { loadProvisionerConfig } from "../../src/provisioner/config.js";
 import { loadRegistryConfig } from "../../src/registry/config.js";
 import { loadServerConfig } from "../../src/server/config.js";
@@ -191,12 +191,19 @@ function dpkgRoot(name: string): string {
   return r;
 }
 
-test("dpkg in a throwaway root: install makes the muster user; reinstall is idempotent; remove keeps /etc/muster; purge removes it", async () => {
+test("dpkg in a throwaway root: install keeps a cloud-init server.yaml and makes the muster user; reinstall is idempotent; remove keeps /etc/muster; purge removes it", async () => {
   const r = dpkgRoot("dpkg-root");
   const hostPasswd = readFileSync("/etc/passwd", "utf8");
   // Chrootless scripts with DPKG_ROOT (dpkg sets it): the dependencies are the machine's, not this root's.
   const dpkg = (...args: string[]) => run("dpkg", [`--root=${r}`, "--force-not-root", "--force-script-chrootless", "--force-depends", "--log=/dev/null", ...args]);
-  await dpkg("-i", deb);
+  // As cloud-init does (examples/cloud-init/): the node's server.yaml is written before the package
+  // is installed, and --force-confold keeps it.
+  const cloud = (parseYaml(readFileSync(join(repoRoot, "examples", "cloud-init", "user-data.yaml"), "utf8")) as { write_files: { path: string; content: string }[] }).write_files;
+  const cloudServer = cloud.find((f) => f.path === "/etc/muster/server.yaml")!.content;
+  mkdirSync(join(r, "etc", "muster"));
+  writeFileSync(join(r, "etc", "muster", "server.yaml"), cloudServer);
+  await dpkg("--force-confold", "-i", deb);
+  assert.equal(readFileSync(join(r, "etc", "muster", "server.yaml"), "utf8"), cloudServer, "the server.yaml cloud-init wrote is kept");
   const users = (f: string) => readFileSync(join(r, "etc", f), "utf8").split("\n").filter((l) => l.startsWith("muster:"));
   assert.equal(users("passwd").length, 1, "the muster user");
   assert.match(users("passwd")[0]!, /:\/var\/lib\/muster:\/usr\/sbin\/nologin$/);
