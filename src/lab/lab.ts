@@ -97,6 +97,8 @@ export interface LabState {
   nodeSerial?: number;
   /** The nodes' `security` settings, so nodes added later trust exactly what the first ones trust. */
   nodeSecurity?: Record<string, unknown>;
+  /** The muster executable the lab's processes run (an unpacked package's), when not this checkout's. */
+  bin?: string;
 }
 
 export interface LabOptions {
@@ -108,6 +110,8 @@ export interface LabOptions {
   /** Overrides merged into the generated provisioner config. */
   provisionerConfig?: Record<string, unknown>;
   progress?: (line: string) => void;
+  /** Run every muster process of the lab with this executable (`lab up --from-package`). */
+  bin?: string;
 }
 
 export interface Lab {
@@ -394,6 +398,7 @@ export interface LabNodeContext {
   security: Record<string, unknown>;
   env: Record<string, string>;
   detached: boolean;
+  bin?: string;
 }
 
 /** Write one waiting node's directory, facts and server config, and start its muster server. */
@@ -404,7 +409,7 @@ export function startLabNode(c: LabNodeContext, identity: string, r: LabRegion, 
     writeFileSync(file, text);
   }
   const config = writeLabServerConfig(c.dir, c.broker, c.security, identity, spec.server);
-  const proc = spawnMuster(["server", "--config", config], { logFile: join(c.dir, "logs", `${identity}.log`), detached: c.detached, env: c.env });
+  const proc = spawnMuster(["server", "--config", config], { logFile: join(c.dir, "logs", `${identity}.log`), detached: c.detached, env: c.env, bin: c.bin });
   return { node: { identity, country: r.country, region: r.region, ipaddress: spec.ipaddress, dir: spec.dir, pid: proc.pid, role: spec.role }, proc };
 }
 
@@ -452,7 +457,7 @@ export async function startLab(o: LabOptions): Promise<Lab> {
     // Nodes, notifier and receiver start while the JVMs warm up.
     const receiverPort = await freePort("127.0.0.1");
     const receiver = { url: `http://127.0.0.1:${receiverPort}/`, file: join(dir, "notifications.jsonl"), pid: 0 };
-    const rp = spawnMuster(["lab", "receiver", "--file", receiver.file, "--port", String(receiverPort)], { logFile: join(dir, "logs", "receiver.log"), detached: o.detached, env });
+    const rp = spawnMuster(["lab", "receiver", "--file", receiver.file, "--port", String(receiverPort)], { logFile: join(dir, "logs", "receiver.log"), detached: o.detached, env, bin: o.bin });
     procs.push(rp);
     receiver.pid = rp.pid;
 
@@ -463,7 +468,7 @@ export async function startLab(o: LabOptions): Promise<Lab> {
       servers.set(name, p);
     };
     const launch = (name: string) => {
-      const p = spawnMuster(["server", "--config", join(dir, "config", `${name}.yaml`)], { logFile: join(dir, "logs", `${name}.log`), detached: o.detached, env });
+      const p = spawnMuster(["server", "--config", join(dir, "config", `${name}.yaml`)], { logFile: join(dir, "logs", `${name}.log`), detached: o.detached, env, bin: o.bin });
       track(name, p);
       return p.pid;
     };
@@ -481,12 +486,12 @@ export async function startLab(o: LabOptions): Promise<Lab> {
       registry.config,
       toYaml({ brokers: [nats.url], tls: pki.registry, collectives: [LAB_COLLECTIVE], max_age: 300, http: { host: "127.0.0.1", port: registryPort, token_file: registry.token_file }, log: { level: "info", file: registry.log } }),
     );
-    const regProc = spawnMuster(["registry", "serve", "--config", registry.config], { logFile: join(dir, "logs", "registry.stdout.log"), detached: o.detached, env });
+    const regProc = spawnMuster(["registry", "serve", "--config", registry.config], { logFile: join(dir, "logs", "registry.stdout.log"), detached: o.detached, env, bin: o.bin });
     procs.push(regProc);
     registry.pid = regProc.pid;
     say(`registry on ${registry.url} (bearer token in ${registry.token_file})`);
 
-    const nodeCtx: LabNodeContext = { dir, broker: nats.url, caCert: pki.ca.cert, bootstrap: pki.bootstrap, security, env, detached: o.detached };
+    const nodeCtx: LabNodeContext = { dir, broker: nats.url, caCert: pki.ca.cert, bootstrap: pki.bootstrap, security, env, detached: o.detached, bin: o.bin };
     const nodes: LabNode[] = [];
     for (let i = 0; i < o.nodes; i++) {
       const started = startLabNode(nodeCtx, nodeIds[i]!, LAB_REGIONS[i % LAB_REGIONS.length]!, i + 1);
@@ -533,6 +538,7 @@ export async function startLab(o: LabOptions): Promise<Lab> {
       services: serviceNodes,
       nodeSerial: o.nodes,
       nodeSecurity: security,
+      ...(o.bin ? { bin: o.bin } : {}),
     };
     writeFileSync(stateFile(dir), JSON.stringify(state, null, 2));
 
@@ -549,7 +555,7 @@ export async function startLab(o: LabOptions): Promise<Lab> {
     if (o.provisioner) {
       const file = writeProvisionerConfig(o.provisionerConfig);
       const cfgMetrics = metricsPort;
-      const p = spawnMuster(["provisioner", "--config", file, "--foreground"], { logFile: join(dir, "logs", "provisioner.stdout.log"), detached: o.detached, env: { ...env, ...prov.env } });
+      const p = spawnMuster(["provisioner", "--config", file, "--foreground"], { logFile: join(dir, "logs", "provisioner.stdout.log"), detached: o.detached, env: { ...env, ...prov.env }, bin: o.bin });
       procs.push(p);
       state.provisioner = { pid: p.pid, config: file, metrics: `http://127.0.0.1:${cfgMetrics}/metrics`, log: join(dir, "logs", "provisioner.log") };
       writeFileSync(stateFile(dir), JSON.stringify(state, null, 2));

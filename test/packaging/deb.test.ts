@@ -5,6 +5,7 @@ import { chmodSync, cpSync, existsSync, mkdirSync, readFileSync, readlinkSync, r
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { parse as parseYaml, stringify as toYaml } from "yaml";
+import { unpackMuster } from "../../src/lab/package.js";
 import { loadProvisionerConfig } from "../../src/provisioner/config.js";
 import { loadRegistryConfig } from "../../src/registry/config.js";
 import { loadServerConfig } from "../../src/server/config.js";
@@ -230,4 +231,21 @@ test("dpkg in a throwaway root: install keeps a cloud-init server.yaml and makes
   await dpkg("--purge", "muster");
   assert.equal(existsSync(join(r, "etc", "muster")), false, "purge removes /etc/muster, credentials included");
   assert.deepEqual(readdirSync(join(r, "var", "lib")).filter((d) => d === "muster"), []);
+});
+
+test("lab up --from-package unpacks a package and runs its muster; a missing file, a non-package and a foreign package are clear errors", async () => {
+  const got = unpackMuster(deb, join(tmp.path, "lab-pkg"));
+  assert.equal(got.bin, join(tmp.path, "lab-pkg", "usr", "bin", "muster"));
+  assert.equal(got.version, pkg.version);
+
+  assert.throws(() => unpackMuster(join(tmp.path, "nope.deb"), join(tmp.path, "x1")), /no file .*nope\.deb .*npm run package/);
+  const junk = join(tmp.path, "junk.deb");
+  writeFileSync(junk, "not an archive\n");
+  assert.throws(() => unpackMuster(junk, join(tmp.path, "x2")), /cannot unpack .*junk\.deb/);
+  const foreign = join(tmp.path, "foreign");
+  mkdirSync(join(foreign, "DEBIAN"), { recursive: true });
+  mkdirSync(join(foreign, "usr", "share"), { recursive: true });
+  writeFileSync(join(foreign, "DEBIAN", "control"), "Package: foreign\nVersion: 1\nArchitecture: all\nMaintainer: x <x@example.net>\nDescription: not muster\n");
+  await run("dpkg-deb", ["--root-owner-group", "-Zgzip", "--build", foreign, join(tmp.path, "foreign.deb")]);
+  assert.throws(() => unpackMuster(join(tmp.path, "foreign.deb"), join(tmp.path, "x3")), /holds no usr\/bin\/muster/);
 });
