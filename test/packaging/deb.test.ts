@@ -9,6 +9,7 @@ import { unpackMuster } from "../../src/lab/package.js";
 import { loadProvisionerConfig } from "../../src/provisioner/config.js";
 import { loadRegistryConfig } from "../../src/registry/config.js";
 import { loadServerConfig } from "../../src/server/config.js";
+import { startNats } from "../support/index.js";
 import { cleanEnv, repoRoot, runCli, spawnMuster, startBroker, tempDir, type Broker, type MusterProcess } from "../support/collective.js";
 
 // The .deb as an operator gets it: built by packaging/build-deb.mjs (what `npm run package` runs
@@ -239,6 +240,12 @@ test("lab up --from-package unpacks a package and runs its muster; a missing fil
   assert.equal(got.version, pkg.version);
 
   assert.throws(() => unpackMuster(join(tmp.path, "nope.deb"), join(tmp.path, "x1")), /no file .*nope\.deb .*npm run package/);
+  const cwd = join(tmp.path, "lab-cwd");
+  mkdirSync(cwd);
+  const cli = await runCli(["lab", "up", "--from-package", "nope.deb"], { env: cleanEnv(join(tmp.path, "lab-home")), cwd });
+  assert.equal(cli.code, 64, cli.stderr);
+  assert.match(cli.stderr, /--from-package: no file nope\.deb \(build one with `npm run package`/);
+  assert.deepEqual(readdirSync(cwd), [], "nothing started, nothing written");
   const junk = join(tmp.path, "junk.deb");
   writeFileSync(junk, "not an archive\n");
   assert.throws(() => unpackMuster(junk, join(tmp.path, "x2")), /cannot unpack .*junk\.deb/);
@@ -248,4 +255,33 @@ test("lab up --from-package unpacks a package and runs its muster; a missing fil
   writeFileSync(join(foreign, "DEBIAN", "control"), "Package: foreign\nVersion: 1\nArchitecture: all\nMaintainer: x <x@example.net>\nDescription: not muster\n");
   await run("dpkg-deb", ["--root-owner-group", "-Zgzip", "--build", foreign, join(tmp.path, "foreign.deb")]);
   assert.throws(() => unpackMuster(join(tmp.path, "foreign.deb"), join(tmp.path, "x3")), /holds no usr\/bin\/muster/);
+});
+
+test("unpacked: the provisioner (--once) and the registry run from the package with the shipped default configs, as their units run them", async () => {
+  const nats = await startNats({ jetstream: true });
+  try {
+    const bin = join(root, "usr", "bin", "muster");
+    const PATH = toolsPath("daemons-bin", false);
+    // What the unit sets: MUSTER_CONFIG_DIR is the StateDirectory, the caller name the provisioner's.
+    const state = join(tmp.path, "var-lib-muster");
+    const provEnv = { ...cleanEnv(join(state, "provisioner"), { MUSTER_CALLER: "provisioner" }), PATH };
+    const once = await run(bin, ["provisioner", "--config", join(root, "etc", "muster", "provisioner.yaml"), "--once", "--broker", nats.url], { env: provEnv }).catch((e: { code: number; stdout: string; stderr: string }) => e);
+    assert.equal("code" in once ? once.code : 0, 0, `${once.stdout}${once.stderr}`);
+    assert.ok(existsSync(join(state, "provisioner", "keys", "provisioner.pem")), "the provisioner made its signing key in its state directory");
+
+    // The shipped registry.yaml, on a free port instead of 8089 (other tests may hold it).
+    const regCfg = parseYaml(readFileSync(join(root, "etc", "muster", "registry.yaml"), "utf8")) as { http: { port: number } };
+    regCfg.http.port = 0;
+    const regFile = join(tmp.path, "registry.yaml");
+    writeFileSync(regFile, toYaml(regCfg));
+    const reg = spawnMuster(["registry", "serve", "--config", regFile, "--broker", nats.url], { env: { ...cleanEnv(join(state, "registry")), PATH }, bin });
+    try {
+      await reg.waitForLine(/ready/, 30_000);
+    } finally {
+      const stopped = await reg.stop();
+      assert.deepEqual(stopped, { code: 0, signal: null }, `the registry stops cleanly on SIGTERM: ${reg.stderr()}`);
+    }
+  } finally {
+    await nats.stop();
+  }
 });
