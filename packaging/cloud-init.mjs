@@ -9,21 +9,23 @@
 //
 //   node packaging/cloud-init.mjs --deb-url https://apt.example.net/muster_0.1.0_amd64.deb \
 //     --broker tls://nats1.example.net:4222 --broker tls://nats2.example.net:4222 \
-//     --ca ca.pem --cert node42-bootstrap.pem --key node42-bootstrap.key \
+//     --ca ca.pem --identity node42.example.net --cert node42-bootstrap.pem --key node42-bootstrap.key \
 //     --provisioner-key "$(cat provisioner.pub)" > node42.user-data.yaml
 import { readFileSync } from "node:fs";
 import { stringify as toYaml } from "yaml";
 import { nodeServerConfig } from "../dist/src/config/node.js";
 
 const USAGE = `usage: node packaging/cloud-init.mjs [--deb-url URL] [--broker URL]... [--ca FILE] [--cert FILE --key FILE]
-       [--provisioner-key PUBLIC_KEY] [--collective NAME] [--provisioning-collective NAME]`;
+       [--identity NAME] [--provisioner-key PUBLIC_KEY] [--collective NAME] [--provisioning-collective NAME]
+--identity: the node's name when it is not the instance's host name (a per-node bootstrap
+credential names it; so does the Puppet certificate the node will get).`;
 
 const o = { broker: [], collective: "muster", "provisioning-collective": "provisioning" };
 const argv = process.argv.slice(2);
 for (let i = 0; i < argv.length; i += 2) {
   const k = argv[i].replace(/^--/, "");
   const v = argv[i + 1];
-  if (!["deb-url", "broker", "ca", "cert", "key", "provisioner-key", "collective", "provisioning-collective"].includes(k) || v === undefined) {
+  if (!["deb-url", "broker", "ca", "cert", "key", "identity", "provisioner-key", "collective", "provisioning-collective"].includes(k) || v === undefined) {
     process.stderr.write(`${v === undefined ? `${argv[i]} needs a value` : `unknown argument ${argv[i]}`}\n${USAGE}\n`);
     process.exit(64);
   }
@@ -38,6 +40,7 @@ if (!o.cert !== !o.key) {
 const pem = (file, what) => (file ? readFileSync(file, "utf8") : `${what}\n`);
 const TLS = "/etc/muster/tls";
 const server = nodeServerConfig({
+  identity: o.identity,
   brokers: o.broker.length ? o.broker : ["tls://NATS1.EXAMPLE.NET:4222", "tls://NATS2.EXAMPLE.NET:4222", "tls://NATS3.EXAMPLE.NET:4222"],
   collectives: [o.collective],
   ca: `${TLS}/ca.pem`,

@@ -70,7 +70,8 @@ test("lab nodes and cloud nodes share the generator: same keys, agents, isolatio
 test("rendered for a real broker and credential: the node waits in the provisioning collective and answers only the provisioner", async () => {
   const pki = testPki();
   const prov = generateSigningKey("provisioner");
-  const text = await render("--broker", broker.url, "--ca", pki.ca, "--cert", pki.clientCert, "--key", pki.clientKey, "--provisioner-key", prov.key.publicKey, "--deb-url", "https://apt.example.net/muster.deb");
+  const identity = "cloud1.cloud-init.test";
+  const text = await render("--identity", identity, "--broker", broker.url, "--ca", pki.ca, "--cert", pki.clientCert, "--key", pki.clientKey, "--provisioner-key", prov.key.publicKey, "--deb-url", "https://apt.example.net/muster.deb");
   const u = parseYaml(text) as UserData;
   assert.equal(file(u, "/etc/muster/tls/bootstrap.key")!.content, readFileSync(pki.clientKey, "utf8"), "the credential, verbatim");
   assert.ok(u.runcmd.some((c) => c.join(" ").includes('"https://apt.example.net/muster.deb"')));
@@ -81,10 +82,8 @@ test("rendered for a real broker and credential: the node waits in the provision
     mkdirSync(join(local(f.path), ".."), { recursive: true });
     writeFileSync(local(f.path), local(f.content), { mode: parseInt(f.permissions, 8) });
   }
-  const identity = "cloud1.cloud-init.test";
-  // Facter off only to keep the test quick; identity given because this machine's host name is not a node's.
-  const cfg = local(file(u, "/etc/muster/server.yaml")!.content).replace("facter: true", "facter: false");
-  writeFileSync(local("/etc/muster/server.yaml"), `identity: ${identity}\n${cfg}`);
+  // Facter off only to keep the test quick.
+  writeFileSync(local("/etc/muster/server.yaml"), local(file(u, "/etc/muster/server.yaml")!.content).replace("facter: true", "facter: false"));
   server = spawnMuster(["server", "--config", local("/etc/muster/server.yaml")], { env: cleanEnv(join(tmp.path, "home")) });
   await server.waitForLine(/ready/, 30_000);
 
