@@ -182,14 +182,15 @@ test("unpacked: a real muster server with no node on PATH answers ping against a
   assert.equal(stopped.code, 0, "stops cleanly on SIGTERM");
 });
 
-/** A root dpkg can install into: an empty database and the host's users to add to. */
+/** A root dpkg can install into: an empty database and a minimal user database (root only). */
 function dpkgRoot(name: string): string {
   const r = join(tmp.path, name);
   mkdirSync(join(r, "var", "lib", "dpkg", "info"), { recursive: true });
   mkdirSync(join(r, "var", "lib", "dpkg", "updates"));
   writeFileSync(join(r, "var", "lib", "dpkg", "status"), "");
   mkdirSync(join(r, "etc"));
-  for (const f of ["passwd", "group", "shadow", "gshadow"]) cpSync(join("/etc", f), join(r, "etc", f));
+  const users = { passwd: "root:x:0:0:root:/root:/bin/sh\n", group: "root:x:0:\n", shadow: "root:*:20000:0:99999:7:::\n", gshadow: "root:*::\n" };
+  for (const [f, text] of Object.entries(users)) writeFileSync(join(r, "etc", f), text, { mode: f.endsWith("shadow") ? 0o640 : 0o644 });
   return r;
 }
 
