@@ -5,6 +5,7 @@ import { stringify as toYaml } from "yaml";
 import { authorizationConfig, type BrokerAuthSpec } from "../broker/auth.js";
 import type { TlsSettings } from "../broker/connect.js";
 import { MusterClient } from "../client/client.js";
+import { nodeServerConfig } from "../config/node.js";
 import { MusterError } from "../errors.js";
 import { generateSigningKey, signingKeyFromPem, type SigningKey } from "../protocol/signing.js";
 import { issueBootstrapCredential, writeBootstrapCredential } from "../broker/bootstrap.js";
@@ -109,6 +110,8 @@ export interface LabState {
   nodeSerial?: number;
   /** The nodes' `security` settings, so nodes added later trust exactly what the first ones trust. */
   nodeSecurity?: Record<string, unknown>;
+  /** The muster executable the lab's processes run (an unpacked package's), when not this checkout's. */
+  bin?: string;
 }
 
 export interface LabOptions {
@@ -120,6 +123,8 @@ export interface LabOptions {
   /** Overrides merged into the generated provisioner config. */
   provisionerConfig?: Record<string, unknown>;
   progress?: (line: string) => void;
+  /** Run every muster process of the lab with this executable (`lab up --from-package`). */
+  bin?: string;
 }
 
 export interface Lab {
@@ -328,13 +333,16 @@ export function labNodeSpec(labDir: string, index: number, bootstrap: { ca: stri
       [join(nrpeDir, "lab.cfg")]: labNrpeConfig(),
       [join(dir, "files", ".keep")]: "",
     },
-    server: {
+    // The same generator as the cloud-init example (src/config/node.ts): only paths differ.
+    server: nodeServerConfig({
       identity,
+      collectives: [LAB_COLLECTIVE],
+      ca: bootstrap.ca,
+      bootstrap,
+      provisioning: { collective: LAB_PROVISIONING_COLLECTIVE, callers: [LAB_PROVISIONER_CALLER] },
       // classes come from the node's own Puppet classfile (asked of Puppet with the provision
       // agent's dirs): role::web, mysql::master, ...
       facts: { facter: false, file: factsFile, refresh_interval: 10 },
-      // nrpe and resource are served once provisioned: a waiting node hosts the provision agent only
-      agents: { builtin: ["provision", "puppet", "nrpe", "resource"] },
       plugins: {
         provision: plugin,
         puppet,
@@ -342,11 +350,8 @@ export function labNodeSpec(labDir: string, index: number, bootstrap: { ca: stri
         // file resources only, only under <node dir>/files, never one the catalog manages
         resource: { allowed_types: ["file"], file_paths: [join(dir, "files")], confdir: plugin.confdir, vardir: plugin.vardir },
       },
-      tls: { ca: bootstrap.ca, use_puppet_cert: true },
-      // Waits in the provisioning collective with its own bootstrap credential; once provisioned
-      // it reconnects on its own with its Puppet certificate.
-      provisioning: { collective: LAB_PROVISIONING_COLLECTIVE, callers: [LAB_PROVISIONER_CALLER], cert: bootstrap.cert, key: bootstrap.key },
-    },
+      registration: { interval: 30, splay: true },
+    }),
   };
 }
 
@@ -438,6 +443,7 @@ export interface LabNodeContext {
   security: Record<string, unknown>;
   env: Record<string, string>;
   detached: boolean;
+  bin?: string;
 }
 
 /** Write one waiting node's directory, facts and server config, and start its muster server. */
@@ -450,7 +456,7 @@ export function startLabNode(c: LabNodeContext, identity: string, r: LabRegion, 
     writeFileSync(file, text);
   }
   const config = writeLabServerConfig(c.dir, c.broker, c.security, identity, spec.server);
-  const proc = spawnMuster(["server", "--config", config], { logFile: join(c.dir, "logs", `${identity}.log`), detached: c.detached, env: c.env });
+  const proc = spawnMuster(["server", "--config", config], { logFile: join(c.dir, "logs", `${identity}.log`), detached: c.detached, env: c.env, bin: c.bin });
   return { node: { identity, country: r.country, region: r.region, ipaddress: spec.ipaddress, dir: spec.dir, pid: proc.pid, role: spec.role }, proc };
 }
 
@@ -498,7 +504,7 @@ export async function startLab(o: LabOptions): Promise<Lab> {
     // Nodes, notifier and receiver start while the JVMs warm up.
     const receiverPort = await freePort("127.0.0.1");
     const receiver = { url: `http://127.0.0.1:${receiverPort}/`, file: join(dir, "notifications.jsonl"), pid: 0 };
-    const rp = spawnMuster(["lab", "receiver", "--file", receiver.file, "--port", String(receiverPort)], { logFile: join(dir, "logs", "receiver.log"), detached: o.detached, env });
+    const rp = spawnMuster(["lab", "receiver", "--file", receiver.file, "--port", String(receiverPort)], { logFile: join(dir, "logs", "receiver.log"), detached: o.detached, env, bin: o.bin });
     procs.push(rp);
     receiver.pid = rp.pid;
 
@@ -509,7 +515,7 @@ export async function startLab(o: LabOptions): Promise<Lab> {
       servers.set(name, p);
     };
     const launch = (name: string) => {
-      const p = spawnMuster(["server", "--config", join(dir, "config", `${name}.yaml`)], { logFile: join(dir, "logs", `${name}.log`), detached: o.detached, env });
+      const p = spawnMuster(["server", "--config", join(dir, "config", `${name}.yaml`)], { logFile: join(dir, "logs", `${name}.log`), detached: o.detached, env, bin: o.bin });
       track(name, p);
       return p.pid;
     };
@@ -527,7 +533,7 @@ export async function startLab(o: LabOptions): Promise<Lab> {
       registry.config,
       toYaml({ brokers: [nats.url], tls: pki.registry, collectives: [LAB_COLLECTIVE], max_age: 300, http: { host: "127.0.0.1", port: registryPort, token_file: registry.token_file }, log: { level: "info", file: registry.log } }),
     );
-    const regProc = spawnMuster(["registry", "serve", "--config", registry.config], { logFile: join(dir, "logs", "registry.stdout.log"), detached: o.detached, env });
+    const regProc = spawnMuster(["registry", "serve", "--config", registry.config], { logFile: join(dir, "logs", "registry.stdout.log"), detached: o.detached, env, bin: o.bin });
     procs.push(regProc);
     registry.pid = regProc.pid;
     say(`registry on ${registry.url} (bearer token in ${registry.token_file})`);
@@ -540,12 +546,12 @@ export async function startLab(o: LabOptions): Promise<Lab> {
       web.config,
       toYaml({ listen: `127.0.0.1:${webPort}`, auth: { tokens_file: web.tokens_file }, registry: { url: registry.url, token_file: registry.token_file }, collective: LAB_COLLECTIVE, broker: nats.url, audit: { file: join(dir, "logs", "web-audit.jsonl") } }),
     );
-    const webProc = spawnMuster(["web", "--config", web.config], { logFile: web.log, detached: o.detached, env });
+    const webProc = spawnMuster(["web", "--config", web.config], { logFile: web.log, detached: o.detached, env, bin: o.bin });
     procs.push(webProc);
     web.pid = webProc.pid;
     say(`web console on ${web.url} (log in with a token from ${web.tokens_file})`);
 
-    const nodeCtx: LabNodeContext = { dir, broker: nats.url, caCert: pki.ca.cert, caKey: pki.ca.key, security, env, detached: o.detached };
+    const nodeCtx: LabNodeContext = { dir, broker: nats.url, caCert: pki.ca.cert, caKey: pki.ca.key, security, env, detached: o.detached, bin: o.bin };
     const nodes: LabNode[] = [];
     for (let i = 0; i < o.nodes; i++) {
       const started = startLabNode(nodeCtx, nodeIds[i]!, LAB_REGIONS[i % LAB_REGIONS.length]!, i + 1);
@@ -593,6 +599,7 @@ export async function startLab(o: LabOptions): Promise<Lab> {
       services: serviceNodes,
       nodeSerial: o.nodes,
       nodeSecurity: security,
+      ...(o.bin ? { bin: o.bin } : {}),
     };
     writeFileSync(stateFile(dir), JSON.stringify(state, null, 2));
 
@@ -609,7 +616,7 @@ export async function startLab(o: LabOptions): Promise<Lab> {
     if (o.provisioner) {
       const file = writeProvisionerConfig(o.provisionerConfig);
       const cfgMetrics = metricsPort;
-      const p = spawnMuster(["provisioner", "--config", file, "--foreground"], { logFile: join(dir, "logs", "provisioner.stdout.log"), detached: o.detached, env: { ...env, ...prov.env } });
+      const p = spawnMuster(["provisioner", "--config", file, "--foreground"], { logFile: join(dir, "logs", "provisioner.stdout.log"), detached: o.detached, env: { ...env, ...prov.env }, bin: o.bin });
       procs.push(p);
       state.provisioner = { pid: p.pid, config: file, metrics: `http://127.0.0.1:${cfgMetrics}/metrics`, log: join(dir, "logs", "provisioner.log") };
       writeFileSync(stateFile(dir), JSON.stringify(state, null, 2));

@@ -121,6 +121,7 @@ export async function addLabNodes(s: LabState, o: AddNodesOptions & Spawning): P
     security: s.nodeSecurity ?? { trusted_keys: [{ name: LAB_PROVISIONER_CALLER, key: provisionerKey(s.dir).key.publicKey }], trust_local_user: true },
     env: { MUSTER_BROKER: s.broker, MUSTER_TLS_CA: s.tls.ca, MUSTER_TLS_CERT: tls.cert!, MUSTER_TLS_KEY: tls.key! },
     detached: o.detached,
+    bin: s.bin,
   };
   const added: LabNode[] = [];
   for (const p of plan) {

@@ -2,14 +2,16 @@ import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { execFile, execFileSync, spawn } from "node:child_process";
 import { promisify } from "node:util";
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { MusterClient } from "../../src/client/client.js";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { connectedUsers, labProvisionerClient, labWebToken, startLab, waitForNodes, type Lab } from "../../src/lab/lab.js";
 import { expectedMotd, BOOTSTRAP_SITE } from "../../src/lab/manifests.js";
 import { writeEnvironment } from "../../src/lab/puppetserver.js";
+import { unpackMuster } from "../../src/lab/package.js";
 import { MUSTER_BIN, spawnMuster, type MusterProcess } from "../../src/lab/processes.js";
 import { PuppetAgent } from "../../src/puppet/index.js";
 import { StateStore, type NodeRecord } from "../../src/provisioner/state.js";
@@ -50,7 +52,11 @@ const broken = "node06.us.lab";
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), "muster-e2e-"));
   process.env.MUSTER_CONFIG_DIR = join(dir, "keys");
-  lab = await startLab({ dir: join(dir, "lab"), nodes: NODES, detached: false, provisioner: false });
+  // Once, the whole lab runs from the package an operator installs (npm run package; gzip for
+  // speed, the contents are the release's): every muster process of the lab is the packaged one.
+  const built = await execFileP(process.execPath, [fileURLToPath(new URL("../../../packaging/build-deb.mjs", import.meta.url)), "--out", join(dir, "deb"), "--compress", "gzip"], { maxBuffer: 16 << 20 });
+  const pkg = unpackMuster(built.stdout.trim().split("\n").at(-1)!, join(dir, "pkg"));
+  lab = await startLab({ dir: join(dir, "lab"), nodes: NODES, detached: false, provisioner: false, bin: pkg.bin });
   client = await MusterClient.connect({ brokers: [lab.state.broker], collective: lab.state.collective, tls: lab.state.tls.admin });
   prov = await labProvisionerClient(lab.state);
   store = await StateStore.open(client.nc, "muster_provision");
@@ -67,7 +73,7 @@ after(async () => {
 function startProvisioner(): MusterProcess {
   // A long sleeptime: nodes that start later are found by their startup event, not by a cycle.
   const file = lab.provisionerConfig({ concurrency: 4, per_master_limit: 2, retries: { attempts: 2, backoff: 0.5, max_backoff: 2 }, sleeptime: 30, shutdown_grace: 5 });
-  const p = spawnMuster(["provisioner", "--config", file, "--foreground"], { logFile: join(dir, `provisioner-${provisioners.length}.log`), env: lab.state.provisionerEnv });
+  const p = spawnMuster(["provisioner", "--config", file, "--foreground"], { logFile: join(dir, `provisioner-${provisioners.length}.log`), env: lab.state.provisionerEnv, bin: lab.state.bin });
   provisioners.push(p);
   return p;
 }
@@ -121,6 +127,12 @@ async function adminConnection(): Promise<{ nc: NatsConnection; errors: string[]
   })();
   return { nc, errors };
 }
+
+test("the lab runs from the package: its nodes, masters' and notifier's servers, the registry and the web console are the packaged muster", () => {
+  const shipped = join(lab.state.bin!, "..", "..", "lib", "muster", "node");
+  const pids = [...lab.state.nodes.map((n) => n.pid), ...lab.state.masters.map((m) => m.serverPid), lab.state.notifier.pid, lab.state.registry.pid, lab.state.web!.pid];
+  for (const pid of pids) assert.equal(readlinkSync(`/proc/${pid}/exe`), shipped, `pid ${pid} runs the shipped node`);
+});
 
 test("isolation: waiting nodes use their own bootstrap credentials, hide from the fleet and answer only the provisioner", async () => {
   const users = await brokerUsers();

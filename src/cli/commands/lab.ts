@@ -7,6 +7,7 @@ import { MusterError } from "../../errors.js";
 import { isAlive, stopPid } from "../../lab/processes.js";
 import { addLabNodes, labRegionFor, removeLabNode } from "../../lab/scale.js";
 import { connectedUsers, LAB_REGIONS, labPids, labWebToken, readLabState, startLab, stopLabFromState, type LabState, type LabWeb } from "../../lab/lab.js";
+import { unpackMuster } from "../../lab/package.js";
 import { receiverCommand } from "../../lab/receiver-command.js";
 import { openProvisionState } from "../../fleet/provision-state.js";
 import { DEFAULT_STATE_BUCKET } from "../../protocol/buckets.js";
@@ -68,9 +69,11 @@ export function labCommand(): Command {
       .description("Start the lab and provision every node end to end, with live progress; leaves the lab running")
       .option("--nodes <n>", "how many nodes to provision", "4")
       .option("--timeout <seconds>", "give up following progress after this long", "900")
-      .action(async (o: { nodes: string; timeout: string }) => {
+      .option("--from-package <file>", "run the lab's muster processes from this .deb (npm run package), unpacked into .muster/lab/pkg, instead of this checkout")
+      .action(async (o: { nodes: string; timeout: string; fromPackage?: string }) => {
         const n = Number(o.nodes);
         if (!Number.isInteger(n) || n < 1 || n > 200) throw new MusterError("MUSTER_USAGE", "--nodes takes a whole number from 1 to 200");
+        if (o.fromPackage && !existsSync(o.fromPackage)) throw new MusterError("MUSTER_USAGE", `--from-package: no file ${o.fromPackage} (build one with \`npm run package\`; it prints the path)`);
         const existing = readLabState(labDir());
         if (existing && running(existing)) {
           process.stdout.write(`The lab is already running (${existing.nodes.length} nodes, broker ${existing.broker}).\nSee \`muster lab status\`, or \`muster lab down\` first to start afresh.\n`);
@@ -80,7 +83,9 @@ export function labCommand(): Command {
         rmSync(labDir(), { recursive: true, force: true });
         mkdirSync(labDir(), { recursive: true });
         const t0 = Date.now();
-        const started = await startLab({ dir: labDir(), nodes: n, detached: true, provisioner: true, progress: (l) => process.stderr.write(`${ts()} ${l}\n`) });
+        const pkg = o.fromPackage ? unpackMuster(o.fromPackage, resolve(labDir(), "pkg")) : undefined;
+        if (pkg) process.stderr.write(`${ts()} running muster ${pkg.version} from ${o.fromPackage} (${pkg.bin})\n`);
+        const started = await startLab({ dir: labDir(), nodes: n, detached: true, provisioner: true, bin: pkg?.bin, progress: (l) => process.stderr.write(`${ts()} ${l}\n`) });
         const s = started.state;
         writeFileSync(clientConfig(), toYaml({ brokers: [s.broker], collective: s.collective, tls: s.tls.admin }));
         process.stderr.write(`${ts()} lab is up; provisioning ${n} nodes${s.web ? `; watch it at ${s.web.url}` : ""}\n`);
