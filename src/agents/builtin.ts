@@ -1,5 +1,5 @@
 import { MusterError } from "../errors.js";
-import type { Agent } from "../server/agent.js";
+import type { Agent, AgentKvOpener } from "../server/agent.js";
 import { createDiscoveryAgent } from "./discovery/index.js";
 import { createRpcutilAgent, type NodeIntrospection } from "./rpcutil/index.js";
 
@@ -17,6 +17,8 @@ export interface BuiltinDeps {
   config: Record<string, unknown>;
   /** The provision agent calls this once it has marked the node provisioned. */
   onProvisioned?: () => void;
+  /** KV buckets the server keeps for agents (the notify agent's dedupe keys); absent in the emulator. */
+  kv?: AgentKvOpener;
 }
 
 export type AgentFactory = (deps: BuiltinDeps) => Agent;
@@ -30,7 +32,7 @@ export const coreAgentFactories: Record<string, AgentFactory> = {
 const optionalAgentLoaders: Record<string, () => Promise<AgentFactory>> = {
   notify: async () => {
     const { createNotifyAgent } = await import("./notify/index.js");
-    return () => createNotifyAgent();
+    return (d) => createNotifyAgent({ kv: d.kv });
   },
   provision: async () => {
     const { createProvisionAgent } = await import("./provision/index.js");

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { MusterError } from "../errors.js";
-import { DEFAULT_REGISTRY_BUCKET, DEFAULT_STATE_BUCKET } from "../protocol/buckets.js";
+import { DEFAULT_NOTIFY_BUCKET, DEFAULT_REGISTRY_BUCKET, DEFAULT_STATE_BUCKET, kvStreamName } from "../protocol/buckets.js";
 import { isValidCollective, isValidIdentity, subjects } from "../protocol/subjects.js";
 import { inboxPrefixFor } from "./connect.js";
 
@@ -15,13 +15,34 @@ import { inboxPrefixFor } from "./connect.js";
 //   node         subscribe: its own direct subject, broadcast subjects, its own reply inboxes
 //                publish:   replies (allow_responses), registration, lifecycle and agent events
 //   bootstrap    the same, but only in the provisioning collective: a node not yet provisioned
-//                reaches nothing else, and nothing but the provisioner reaches it
+//                reaches nothing else, and nothing but the provisioner reaches it. One credential per
+//                node (user CN=<id>,OU=bootstrap,O=<org>): it subscribes to that node's direct subject
+//                only, so a stolen one reaches one node. Single-use: a provisioned node's is left out.
 //   provisioner  requests to the provisioning collective and the fleet, its state bucket, events
 //   admin        requests to the fleet (never to provisioning nodes), JetStream, KV, events
 //   registry     registrations in, queries answered, its bucket; asks nodes to register now
 //                (<collective>.registration.solicit), which nodes and bootstrap nodes subscribe to
 
 const dn = z.string().min(1).max(1024);
+/** Characters a DN attribute value may hold here without escaping, in both openssl's and RFC 2253's form. */
+const DN_VALUE = /^[A-Za-z0-9 ._-]{1,64}$/;
+
+/** The default O= of per-node bootstrap certificates. */
+export const BOOTSTRAP_ORG = "muster";
+
+/**
+ * A node's own bootstrap credential: the broker user (RFC 2253, as verify_and_map names it) and the
+ * certificate subject (openssl's form) for one identity. OU=bootstrap keeps it apart from the node's
+ * Puppet certificate (CN only) and from services (OU=service). A rotation issues generation 2, 3, ...
+ * (OU=bootstrap-<n>): a new user, so the old certificate can be retired while the new one works.
+ */
+export function bootstrapUser(identity: string, org = BOOTSTRAP_ORG, generation = 1): { user: string; subject: string } {
+  if (!isValidIdentity(identity)) throw new MusterError("MUSTER_USAGE", `not a node identity: ${JSON.stringify(identity)} (letters, digits, - _ . : @)`);
+  if (!DN_VALUE.test(org)) throw new MusterError("MUSTER_USAGE", `--org ${JSON.stringify(org)}: letters, digits, space . _ - only`);
+  if (!Number.isInteger(generation) || generation < 1 || generation > 9999) throw new MusterError("MUSTER_USAGE", `--generation ${generation}: a whole number from 1 to 9999`);
+  const ou = generation === 1 ? "bootstrap" : `bootstrap-${generation}`;
+  return { user: `CN=${identity},OU=${ou},O=${org}`, subject: `/O=${org}/OU=${ou}/CN=${identity}` };
+}
 const collective = z.string().refine(isValidCollective, "collective names are letters, digits, - and _");
 
 export const BrokerAuthSpecSchema = z
@@ -36,15 +57,38 @@ export const BrokerAuthSpecSchema = z
             identity: z.string().refine(isValidIdentity, "an identity: letters, digits, - _ . : @"),
             /** Certificate user names; default `CN=<identity>` (a Puppet certificate). */
             users: z.array(dn).min(1).optional(),
+            /** The node runs the notify agent: it may keep its dedupe keys in `notify_bucket`. */
+            notifier: z.boolean().optional(),
           })
           .strict(),
       )
       .default([]),
     /**
-     * Bootstrap credentials of nodes not yet provisioned: shared ones (one certificate baked into
-     * the image) reach every provisioning node's subject; give `identity` to confine one to its node.
+     * Bootstrap credentials of nodes not yet provisioned. `{identity}`: that node's own credential
+     * (user `CN=<identity>,OU=bootstrap,O=<bootstrap_org>`, as `muster broker bootstrap-credential`
+     * issues it), confined to its node. `{user}` alone: a shared credential (one certificate baked
+     * into every image) that reaches every waiting node's subject: avoid it where nodes are untrusted.
      */
-    bootstrap: z.array(z.object({ user: dn, identity: z.string().refine(isValidIdentity).optional() }).strict()).default([]),
+    bootstrap: z
+      .array(
+        z
+          .object({
+            user: dn.optional(),
+            identity: z.string().refine(isValidIdentity, "an identity: letters, digits, - _ . : @").optional(),
+            /** Which issue of the node's credential (`--generation`; default 1): list old and new while rotating. */
+            generation: z.number().int().min(1).max(9999).optional(),
+          })
+          .strict()
+          .refine((b) => b.user !== undefined || b.identity !== undefined, "give identity (a per-node credential) or user (a shared one)"),
+      )
+      .default([]),
+    /** O= of per-node bootstrap certificates (`muster broker bootstrap-credential --org`). */
+    bootstrap_org: z.string().regex(DN_VALUE, "letters, digits, space . _ - only").default(BOOTSTRAP_ORG),
+    /**
+     * Single-use bootstrap credentials: identities already provisioned, whose bootstrap users are
+     * left out (`muster broker users --retire-provisioned` adds those the provisioner marks done).
+     */
+    provisioned: z.array(z.string().refine(isValidIdentity, "an identity: letters, digits, - _ . : @")).default([]),
     provisioners: z.array(dn).default([]),
     admins: z.array(dn).default([]),
     registries: z.array(dn).default([]),
@@ -52,6 +96,8 @@ export const BrokerAuthSpecSchema = z
     state_bucket: z.string().default(DEFAULT_STATE_BUCKET),
     /** KV bucket of the registry. */
     registry_bucket: z.string().default(DEFAULT_REGISTRY_BUCKET),
+    /** KV bucket of the notifiers' delivered dedupe keys (notify agent `dedupe_bucket`). */
+    notify_bucket: z.string().default(DEFAULT_NOTIFY_BUCKET),
   })
   .strict();
 export type BrokerAuthSpec = z.input<typeof BrokerAuthSpecSchema>;
@@ -77,6 +123,22 @@ export function nodePermissions(identity: string, collectives: string[]): Permis
     subscribe: { allow: [...collectives.flatMap((c) => [`${c}.broadcast.agent.>`, subjects.node(c, identity), subjects.registrationSolicit(c)]), `${inboxPrefixFor(identity)}.>`] },
     allow_responses: true,
   };
+}
+
+/**
+ * What a notifier adds to its node permissions: its dedupe bucket, found or created, read with
+ * direct gets and written with acknowledged puts (the acks come to the node's own inbox).
+ */
+export function notifierPermissions(bucket: string): Permissions {
+  const stream = kvStreamName(bucket);
+  return {
+    publish: { allow: [`$JS.API.STREAM.CREATE.${stream}`, `$JS.API.STREAM.UPDATE.${stream}`, `$JS.API.DIRECT.GET.${stream}.>`, `$JS.API.STREAM.MSG.GET.${stream}`, `$KV.${bucket}.>`] },
+    subscribe: { allow: [] },
+  };
+}
+
+function merge(a: Permissions, b: Permissions): Permissions {
+  return { ...a, publish: { allow: [...a.publish.allow, ...b.publish.allow] }, subscribe: { allow: [...a.subscribe.allow, ...b.subscribe.allow] } };
 }
 
 /** A node not yet provisioned: the provisioning collective only (one node's subject, or all of them for a shared credential). */
@@ -124,8 +186,15 @@ export function brokerUsers(input: BrokerAuthSpec): BrokerUser[] {
   for (const u of spec.admins) add(u, adminPermissions(spec.collectives, [spec.state_bucket, spec.registry_bucket]));
   for (const u of spec.provisioners) add(u, provisionerPermissions(spec.collectives, spec.provisioning_collective, spec.state_bucket));
   for (const u of spec.registries) add(u, registryPermissions(spec.collectives, spec.registry_bucket));
-  for (const b of spec.bootstrap) add(b.user, bootstrapPermissions(spec.provisioning_collective, b.identity));
-  for (const n of spec.nodes) for (const u of n.users ?? [`CN=${n.identity}`]) add(u, nodePermissions(n.identity, spec.collectives));
+  const retired = new Set(spec.provisioned);
+  for (const b of spec.bootstrap) {
+    if (b.identity !== undefined && retired.has(b.identity)) continue; // single-use: its node is provisioned
+    add(b.user ?? bootstrapUser(b.identity!, spec.bootstrap_org, b.generation).user, bootstrapPermissions(spec.provisioning_collective, b.identity));
+  }
+  for (const n of spec.nodes) {
+    const perms = nodePermissions(n.identity, spec.collectives);
+    for (const u of n.users ?? [`CN=${n.identity}`]) add(u, n.notifier ? merge(perms, notifierPermissions(spec.notify_bucket)) : perms);
+  }
   return out;
 }
 

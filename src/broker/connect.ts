@@ -61,6 +61,8 @@ export interface BrokerOptions {
   /** Where the servers came from (resolveBrokerSettings().from), named while waiting. */
   from?: string;
   timeoutMs?: number;
+  /** Stops a persistent wait for the broker (a daemon shut down before its broker came). */
+  signal?: AbortSignal;
 }
 
 /** First wait of a daemon whose broker is not there yet, and the cap of its backoff, ms. */
@@ -100,9 +102,15 @@ export async function connectBroker(opts: BrokerOptions): Promise<NatsConnection
   }
   // nats.js's own waitOnFirstConnect retries in silence: a daemon pointed at the wrong URL looked hung.
   const say = (msg: string, fields: Record<string, unknown>) => (opts.log ? opts.log.warn(fields, msg) : process.stderr.write(`${msg}\n`));
+  const aborted = () => new MusterError("MUSTER_BROKER_UNREACHABLE", `stopped while waiting for the broker at ${where}${source}`);
   for (let n = 1; ; n++) {
+    if (opts.signal?.aborted) throw aborted();
     try {
       const nc = await attempt();
+      if (opts.signal?.aborted) {
+        await nc.close();
+        throw aborted();
+      }
       if (n > 1) say(`connected to the broker at ${nc.getServer()} after ${n} attempts`, { broker: nc.getServer(), attempts: n });
       else opts.log?.info({ broker: nc.getServer(), from: opts.from }, `connected to the broker at ${nc.getServer()}${source}`);
       if (opts.log) watchStatus(nc, opts.log);
@@ -111,7 +119,15 @@ export async function connectBroker(opts: BrokerOptions): Promise<NatsConnection
       const err = (e as Error).message;
       const wait = waitBeforeAttempt(n);
       say(`waiting for the broker at ${where}${source}: ${err}; next attempt in ${(wait / 1000).toFixed(1)}s`, { broker: servers, from: opts.from, attempt: n, err, next_attempt_ms: wait, hint: hint(e as Error, tls) });
-      await new Promise((r) => setTimeout(r, wait));
+      await new Promise<void>((r) => {
+        const t = setTimeout(done, wait);
+        function done() {
+          clearTimeout(t);
+          opts.signal?.removeEventListener("abort", done);
+          r();
+        }
+        opts.signal?.addEventListener("abort", done, { once: true });
+      });
     }
   }
 }

@@ -42,6 +42,8 @@ export interface ClientOptions {
   persistent?: boolean;
   /** Where the brokers came from, named while waiting (resolveBrokerSettings().from). */
   from?: string;
+  /** Gives up a persistent wait for the broker (the daemon is stopping). */
+  signal?: AbortSignal;
 }
 
 export interface DiscoverOptions {
@@ -118,7 +120,7 @@ export class MusterClient {
   static async connect(opts: ClientOptions = {}): Promise<MusterClient> {
     const key = opts.key ?? loadOrCreateSigningKey();
     if (opts.nc) return new MusterClient(opts.nc, key, opts, false);
-    const nc = await connectBroker({ servers: opts.brokers ?? resolveBrokers(opts.broker, undefined), name: opts.name ?? "muster-client", log: opts.log, tls: resolveTls(opts.tls), persistent: opts.persistent, from: opts.from });
+    const nc = await connectBroker({ servers: opts.brokers ?? resolveBrokers(opts.broker, undefined), name: opts.name ?? "muster-client", log: opts.log, tls: resolveTls(opts.tls), persistent: opts.persistent, from: opts.from, signal: opts.signal });
     return new MusterClient(nc, key, opts, true);
   }
 

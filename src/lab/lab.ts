@@ -5,8 +5,10 @@ import { stringify as toYaml } from "yaml";
 import { authorizationConfig, type BrokerAuthSpec } from "../broker/auth.js";
 import type { TlsSettings } from "../broker/connect.js";
 import { MusterClient } from "../client/client.js";
+import { nodeServerConfig } from "../config/node.js";
 import { MusterError } from "../errors.js";
 import { generateSigningKey, signingKeyFromPem, type SigningKey } from "../protocol/signing.js";
+import { issueBootstrapCredential, writeBootstrapCredential } from "../broker/bootstrap.js";
 import { ensureCA, issueCert, type CA } from "../security/pki.js";
 import { startNats } from "./nats.js";
 import { freePort } from "./ports.js";
@@ -60,6 +62,16 @@ export interface LabRegistry {
   log: string;
 }
 
+/** The lab's web console (`muster web`): where it listens and the tokens to log in with. */
+export interface LabWeb {
+  pid: number;
+  url: string;
+  /** Lines of `<token> <role> <name>`: one operator, one viewer. */
+  tokens_file: string;
+  config: string;
+  log: string;
+}
+
 export interface LabMaster {
   identity: string;
   region: LabRegion;
@@ -81,6 +93,8 @@ export interface LabState {
   notifier: { identity: string; pid: number };
   receiver: { url: string; file: string; pid: number };
   registry: LabRegistry;
+  /** Absent in labs started before the console existed. */
+  web?: LabWeb;
   provisioner?: { pid: number; config: string; metrics: string; log: string };
   startedAt: number;
   provisioningCollective: string;
@@ -96,6 +110,8 @@ export interface LabState {
   nodeSerial?: number;
   /** The nodes' `security` settings, so nodes added later trust exactly what the first ones trust. */
   nodeSecurity?: Record<string, unknown>;
+  /** The muster executable the lab's processes run (an unpacked package's), when not this checkout's. */
+  bin?: string;
 }
 
 export interface LabOptions {
@@ -107,6 +123,8 @@ export interface LabOptions {
   /** Overrides merged into the generated provisioner config. */
   provisionerConfig?: Record<string, unknown>;
   progress?: (line: string) => void;
+  /** Run every muster process of the lab with this executable (`lab up --from-package`). */
+  bin?: string;
 }
 
 export interface Lab {
@@ -147,6 +165,7 @@ export function labPids(s: LabState): { name: string; pid: number }[] {
     ...s.nodes.map((n) => ({ name: `muster server ${n.identity}`, pid: n.pid })),
     { name: `muster server ${s.notifier.identity}`, pid: s.notifier.pid },
     ...(s.registry ? [{ name: `registry ${s.registry.url}`, pid: s.registry.pid }] : []),
+    ...(s.web ? [{ name: `web console ${s.web.url}`, pid: s.web.pid }] : []),
     { name: "webhook receiver", pid: s.receiver.pid },
     ...(s.provisioner ? [{ name: "provisioner", pid: s.provisioner.pid }] : []),
   ];
@@ -173,18 +192,25 @@ export async function labProvisionerClient(s: LabState, name = "muster-lab-provi
   return MusterClient.connect({ brokers: [s.broker], collective: s.provisioningCollective, name, tls: s.tls.provisioner, key });
 }
 
-/** The lab's users: services by subject with OU=service (no Puppet certificate can carry one), nodes by their Puppet certname. */
-function labBrokerUsers(nodes: string[], servicesNodes: string[]): BrokerAuthSpec {
+/**
+ * The lab's users: services by subject with OU=service (no Puppet certificate can carry one), nodes
+ * by their Puppet certname, and each node's own bootstrap credential (OU=bootstrap), confined to its
+ * provisioning subject. The notifier may keep its dedupe keys in KV.
+ */
+export function labBrokerSpec(nodes: string[], servicesNodes: string[]): BrokerAuthSpec {
   return {
     collectives: [LAB_COLLECTIVE],
     provisioning_collective: LAB_PROVISIONING_COLLECTIVE,
-    nodes: [...nodes.map((identity) => ({ identity })), ...servicesNodes.map((identity) => ({ identity, users: [labNodeUser(identity)] }))],
-    bootstrap: [{ user: serviceUser("bootstrap") }],
+    nodes: [...nodes.map((identity) => ({ identity })), ...servicesNodes.map((identity) => ({ identity, users: [labNodeUser(identity)], ...(identity === LAB_NOTIFIER ? { notifier: true } : {}) }))],
+    bootstrap: nodes.map((identity) => ({ identity })),
     provisioners: [serviceUser("provisioner")],
     admins: [serviceUser("admin")],
     registries: [serviceUser("registry")],
   };
 }
+
+/** The lab's notifier node (notify agent, dedupe keys in KV). */
+export const LAB_NOTIFIER = "notifier.lab";
 
 const serviceUser = (name: string) => `CN=${name},OU=service,O=muster`;
 const labNodeUser = (identity: string) => `CN=${identity},OU=node,O=muster`;
@@ -205,8 +231,8 @@ export function provisionerKey(dir: string): { key: SigningKey; env: Record<stri
   return { key, env: { MUSTER_CONFIG_DIR: home, MUSTER_CALLER: LAB_PROVISIONER_CALLER } };
 }
 
-/** The lab CA, the broker's certificate and the service credentials. */
-function labPki(dir: string): { ca: CA; nats: { cert: string; key: string }; admin: TlsSettings; provisioner: TlsSettings; registry: TlsSettings; bootstrap: { cert: string; key: string } } {
+/** The lab CA, the broker's certificate and the service credentials (bootstrap credentials are per node: startLabNode). */
+function labPki(dir: string): { ca: CA; nats: { cert: string; key: string }; admin: TlsSettings; provisioner: TlsSettings; registry: TlsSettings } {
   const ca = ensureCA(join(dir, "pki"), "/O=muster/CN=muster lab CA");
   const svc = (name: string) => ({ ca: ca.cert, ...issueCert(ca, { name, subject: `/O=muster/OU=service/CN=${name}`, usage: "client" }) });
   return {
@@ -215,7 +241,6 @@ function labPki(dir: string): { ca: CA; nats: { cert: string; key: string }; adm
     admin: svc("admin"),
     provisioner: svc("provisioner"),
     registry: svc("registry"),
-    bootstrap: svc("bootstrap"),
   };
 }
 
@@ -279,7 +304,7 @@ export function labNrpeConfig(): string {
 
 /**
  * One lab node's identity, role, facts and server config, deterministic by index, so `lab up`
- * and adding a node later make the same node. `bootstrap` is the shared waiting credential.
+ * and adding a node later make the same node. `bootstrap` is the node's own waiting credential.
  */
 export function labNodeSpec(labDir: string, index: number, bootstrap: { ca: string; cert: string; key: string }, placement?: { identity: string; region: LabRegion }): LabNodeSpec {
   const region = placement?.region ?? LAB_REGIONS[index % LAB_REGIONS.length]!;
@@ -308,13 +333,16 @@ export function labNodeSpec(labDir: string, index: number, bootstrap: { ca: stri
       [join(nrpeDir, "lab.cfg")]: labNrpeConfig(),
       [join(dir, "files", ".keep")]: "",
     },
-    server: {
+    // The same generator as the cloud-init example (src/config/node.ts): only paths differ.
+    server: nodeServerConfig({
       identity,
+      collectives: [LAB_COLLECTIVE],
+      ca: bootstrap.ca,
+      bootstrap,
+      provisioning: { collective: LAB_PROVISIONING_COLLECTIVE, callers: [LAB_PROVISIONER_CALLER] },
       // classes come from the node's own Puppet classfile (asked of Puppet with the provision
       // agent's dirs): role::web, mysql::master, ...
       facts: { facter: false, file: factsFile, refresh_interval: 10 },
-      // nrpe and resource are served once provisioned: a waiting node hosts the provision agent only
-      agents: { builtin: ["provision", "puppet", "nrpe", "resource"] },
       plugins: {
         provision: plugin,
         puppet,
@@ -322,11 +350,8 @@ export function labNodeSpec(labDir: string, index: number, bootstrap: { ca: stri
         // file resources only, only under <node dir>/files, never one the catalog manages
         resource: { allowed_types: ["file"], file_paths: [join(dir, "files")], confdir: plugin.confdir, vardir: plugin.vardir },
       },
-      tls: { ca: bootstrap.ca, use_puppet_cert: true },
-      // Waits in the provisioning collective with the shared bootstrap credential; once provisioned
-      // it reconnects on its own with its Puppet certificate.
-      provisioning: { collective: LAB_PROVISIONING_COLLECTIVE, callers: [LAB_PROVISIONER_CALLER], cert: bootstrap.cert, key: bootstrap.key },
-    },
+      registration: { interval: 30, splay: true },
+    }),
   };
 }
 
@@ -369,12 +394,36 @@ function registryToken(dir: string): string {
   return file;
 }
 
+/** The console's tokens (made once, kept across restarts of the lab): an operator and a viewer. */
+function webTokens(dir: string): string {
+  const file = join(dir, "web", "tokens");
+  if (!existsSync(file)) {
+    mkdirSync(join(dir, "web"), { recursive: true, mode: 0o700 });
+    const token = () => randomBytes(24).toString("hex");
+    writeFileSync(file, `# muster web tokens: <token> <role> <name>\n${token()} operator lab-operator\n${token()} viewer lab-viewer\n`, { mode: 0o600 });
+  }
+  return file;
+}
+
+/** The token of the first line with this role in a tokens file (what `lab up` tells the operator to paste). */
+export function labWebToken(tokensFile: string, role: "operator" | "viewer"): string | undefined {
+  try {
+    for (const line of readFileSync(tokensFile, "utf8").split("\n")) {
+      const [token, r] = line.trim().split(/\s+/);
+      if (token && !token.startsWith("#") && r === role) return token;
+    }
+  } catch {
+    /* no file: no token */
+  }
+  return undefined;
+}
+
 /** The nats-server include file holding the lab's users (rewritten as nodes come and go). */
 const AUTHORIZATION_FILE = "authorization.conf";
 
 export function writeLabAuthorization(dir: string, nodes: string[], services: string[]): void {
   mkdirSync(join(dir, "nats"), { recursive: true });
-  writeFileSync(join(dir, "nats", AUTHORIZATION_FILE), authorizationConfig(labBrokerUsers(nodes, services)));
+  writeFileSync(join(dir, "nats", AUTHORIZATION_FILE), authorizationConfig(labBrokerSpec(nodes, services)));
 }
 
 function writeLabServerConfig(dir: string, broker: string, security: Record<string, unknown>, name: string, cfg: Record<string, unknown>): string {
@@ -389,21 +438,25 @@ export interface LabNodeContext {
   dir: string;
   broker: string;
   caCert: string;
-  bootstrap: { cert: string; key: string };
+  /** The lab CA's key: each node's bootstrap credential is issued as it boots. */
+  caKey: string;
   security: Record<string, unknown>;
   env: Record<string, string>;
   detached: boolean;
+  bin?: string;
 }
 
 /** Write one waiting node's directory, facts and server config, and start its muster server. */
 export function startLabNode(c: LabNodeContext, identity: string, r: LabRegion, serial: number): { node: LabNode; proc: MusterProcess } {
-  const spec = labNodeSpec(c.dir, serial - 1, { ca: c.caCert, ...c.bootstrap }, { identity, region: r });
+  // one credential per node, as cloud-init would write it: it reaches this node's subject only
+  const bootstrap = writeBootstrapCredential(issueBootstrapCredential({ cert: c.caCert, key: c.caKey }, identity), join(resolve(c.dir), "nodes", identity, "bootstrap"));
+  const spec = labNodeSpec(c.dir, serial - 1, bootstrap, { identity, region: r });
   for (const [file, text] of Object.entries(spec.files)) {
     mkdirSync(join(file, ".."), { recursive: true });
     writeFileSync(file, text);
   }
   const config = writeLabServerConfig(c.dir, c.broker, c.security, identity, spec.server);
-  const proc = spawnMuster(["server", "--config", config], { logFile: join(c.dir, "logs", `${identity}.log`), detached: c.detached, env: c.env });
+  const proc = spawnMuster(["server", "--config", config], { logFile: join(c.dir, "logs", `${identity}.log`), detached: c.detached, env: c.env, bin: c.bin });
   return { node: { identity, country: r.country, region: r.region, ipaddress: spec.ipaddress, dir: spec.dir, pid: proc.pid, role: spec.role }, proc };
 }
 
@@ -428,7 +481,7 @@ export async function startLab(o: LabOptions): Promise<Lab> {
     // up (a provisioned node connects with its Puppet certificate): the bundle grows, then a reload.
     writeFileSync(bundle, readFileSync(pki.ca.cert));
     const nodeIds = Array.from({ length: o.nodes }, (_, i) => nodeIdentity(i, LAB_REGIONS[i % LAB_REGIONS.length]!));
-    const serviceNodes = ["notifier.lab", ...LAB_REGIONS.map((r) => `puppet-${r.name}.lab`)];
+    const serviceNodes = [LAB_NOTIFIER, ...LAB_REGIONS.map((r) => `puppet-${r.name}.lab`)];
     const monitorPort = await freePort("127.0.0.1");
     // Users live in their own file, so `lab add`/`lab remove` can rewrite them and reload.
     writeLabAuthorization(dir, nodeIds, serviceNodes);
@@ -451,7 +504,7 @@ export async function startLab(o: LabOptions): Promise<Lab> {
     // Nodes, notifier and receiver start while the JVMs warm up.
     const receiverPort = await freePort("127.0.0.1");
     const receiver = { url: `http://127.0.0.1:${receiverPort}/`, file: join(dir, "notifications.jsonl"), pid: 0 };
-    const rp = spawnMuster(["lab", "receiver", "--file", receiver.file, "--port", String(receiverPort)], { logFile: join(dir, "logs", "receiver.log"), detached: o.detached, env });
+    const rp = spawnMuster(["lab", "receiver", "--file", receiver.file, "--port", String(receiverPort)], { logFile: join(dir, "logs", "receiver.log"), detached: o.detached, env, bin: o.bin });
     procs.push(rp);
     receiver.pid = rp.pid;
 
@@ -462,7 +515,7 @@ export async function startLab(o: LabOptions): Promise<Lab> {
       servers.set(name, p);
     };
     const launch = (name: string) => {
-      const p = spawnMuster(["server", "--config", join(dir, "config", `${name}.yaml`)], { logFile: join(dir, "logs", `${name}.log`), detached: o.detached, env });
+      const p = spawnMuster(["server", "--config", join(dir, "config", `${name}.yaml`)], { logFile: join(dir, "logs", `${name}.log`), detached: o.detached, env, bin: o.bin });
       track(name, p);
       return p.pid;
     };
@@ -480,12 +533,25 @@ export async function startLab(o: LabOptions): Promise<Lab> {
       registry.config,
       toYaml({ brokers: [nats.url], tls: pki.registry, collectives: [LAB_COLLECTIVE], max_age: 300, http: { host: "127.0.0.1", port: registryPort, token_file: registry.token_file }, log: { level: "info", file: registry.log } }),
     );
-    const regProc = spawnMuster(["registry", "serve", "--config", registry.config], { logFile: join(dir, "logs", "registry.stdout.log"), detached: o.detached, env });
+    const regProc = spawnMuster(["registry", "serve", "--config", registry.config], { logFile: join(dir, "logs", "registry.stdout.log"), detached: o.detached, env, bin: o.bin });
     procs.push(regProc);
     registry.pid = regProc.pid;
     say(`registry on ${registry.url} (bearer token in ${registry.token_file})`);
 
-    const nodeCtx: LabNodeContext = { dir, broker: nats.url, caCert: pki.ca.cert, bootstrap: pki.bootstrap, security, env, detached: o.detached };
+    // The web console: follows the state bucket and asks the registry; it connects to the broker
+    // in the background, so it can start before either answers. Signs as the invoking user.
+    const webPort = await freePort("127.0.0.1");
+    const web: LabWeb = { pid: 0, url: `http://127.0.0.1:${webPort}/`, tokens_file: webTokens(dir), config: join(dir, "config", "web.yaml"), log: join(dir, "logs", "web.log") };
+    writeFileSync(
+      web.config,
+      toYaml({ listen: `127.0.0.1:${webPort}`, auth: { tokens_file: web.tokens_file }, registry: { url: registry.url, token_file: registry.token_file }, collective: LAB_COLLECTIVE, broker: nats.url, audit: { file: join(dir, "logs", "web-audit.jsonl") } }),
+    );
+    const webProc = spawnMuster(["web", "--config", web.config], { logFile: web.log, detached: o.detached, env, bin: o.bin });
+    procs.push(webProc);
+    web.pid = webProc.pid;
+    say(`web console on ${web.url} (log in with a token from ${web.tokens_file})`);
+
+    const nodeCtx: LabNodeContext = { dir, broker: nats.url, caCert: pki.ca.cert, caKey: pki.ca.key, security, env, detached: o.detached, bin: o.bin };
     const nodes: LabNode[] = [];
     for (let i = 0; i < o.nodes; i++) {
       const started = startLabNode(nodeCtx, nodeIds[i]!, LAB_REGIONS[i % LAB_REGIONS.length]!, i + 1);
@@ -525,6 +591,7 @@ export async function startLab(o: LabOptions): Promise<Lab> {
       notifier,
       receiver,
       registry,
+      web,
       startedAt: Date.now(),
       tls: tlsState,
       provisionerEnv: prov.env,
@@ -532,12 +599,13 @@ export async function startLab(o: LabOptions): Promise<Lab> {
       services: serviceNodes,
       nodeSerial: o.nodes,
       nodeSecurity: security,
+      ...(o.bin ? { bin: o.bin } : {}),
     };
     writeFileSync(stateFile(dir), JSON.stringify(state, null, 2));
 
     const want = [...labMasters.map((m) => m.identity), notifier.identity];
     say(`waiting for ${want.length + nodes.length} muster servers to answer (${nodes.length} in the provisioning collective)`);
-    await Promise.all([waitForNodes(state, want, 60_000), waitForNodes(state, nodes.map((n) => n.identity), 60_000, "provisioning"), waitForRegistry(registry, 60_000)]);
+    await Promise.all([waitForNodes(state, want, 60_000), waitForNodes(state, nodes.map((n) => n.identity), 60_000, "provisioning"), waitForRegistry(registry, 60_000), waitForWeb(web, 60_000)]);
 
     const metricsPort = await freePort("127.0.0.1");
     const writeProvisionerConfig = (overrides: Record<string, unknown> = {}) => {
@@ -548,7 +616,7 @@ export async function startLab(o: LabOptions): Promise<Lab> {
     if (o.provisioner) {
       const file = writeProvisionerConfig(o.provisionerConfig);
       const cfgMetrics = metricsPort;
-      const p = spawnMuster(["provisioner", "--config", file, "--foreground"], { logFile: join(dir, "logs", "provisioner.stdout.log"), detached: o.detached, env: { ...env, ...prov.env } });
+      const p = spawnMuster(["provisioner", "--config", file, "--foreground"], { logFile: join(dir, "logs", "provisioner.stdout.log"), detached: o.detached, env: { ...env, ...prov.env }, bin: o.bin });
       procs.push(p);
       state.provisioner = { pid: p.pid, config: file, metrics: `http://127.0.0.1:${cfgMetrics}/metrics`, log: join(dir, "logs", "provisioner.log") };
       writeFileSync(stateFile(dir), JSON.stringify(state, null, 2));
@@ -628,6 +696,22 @@ export async function waitForNodes(s: LabState, identities: string[], timeoutMs:
   }
 }
 
+/** Resolves once the console answers an authenticated request; rejects at the deadline pointing at its log. */
+export async function waitForWeb(w: LabWeb, timeoutMs: number): Promise<void> {
+  const token = labWebToken(w.tokens_file, "viewer");
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      const res = await fetch(new URL("api/session", w.url), { signal: AbortSignal.timeout(2000), headers: { authorization: `Bearer ${token}` } });
+      if (res.ok) return;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) throw new MusterError("MUSTER_TIMEOUT", `the lab web console did not answer on ${w.url} within ${timeoutMs / 1000} s (see ${w.log})`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
 /** Resolves once the lab registry answers over HTTP; rejects at the deadline pointing at its log. */
 export async function waitForRegistry(r: LabRegistry, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
@@ -652,7 +736,7 @@ export async function stopLabFromState(dir: string): Promise<string[]> {
     await stopPid(s.provisioner.pid, 40_000);
     stopped.push("provisioner");
   }
-  const servers = labPids(s).filter((p) => p.name.startsWith("muster server") || p.name === "webhook receiver" || p.name.startsWith("registry "));
+  const servers = labPids(s).filter((p) => p.name.startsWith("muster server") || p.name === "webhook receiver" || p.name.startsWith("registry ") || p.name.startsWith("web console "));
   await Promise.all(servers.map(async (p) => isAlive(p.pid) && (await stopPid(p.pid), stopped.push(p.name))));
   await Promise.all(s.masters.map(async (m) => (await stopDetachedPuppetserver(m.dir)) && stopped.push(`puppetserver ${m.identity}`)));
   if (isAlive(s.natsPid)) {

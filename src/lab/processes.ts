@@ -25,11 +25,13 @@ export function isAlive(pid: number): boolean {
   }
 }
 
-export function spawnMuster(args: string[], opts: { logFile: string; detached?: boolean; env?: NodeJS.ProcessEnv; cwd?: string }): MusterProcess {
+/** `bin`: another muster executable (an unpacked .deb's usr/bin/muster) instead of this one. */
+export function spawnMuster(args: string[], opts: { logFile: string; detached?: boolean; env?: NodeJS.ProcessEnv; cwd?: string; bin?: string }): MusterProcess {
   const out = openSync(opts.logFile, "a");
   let child: ChildProcess;
   try {
-    child = spawn(process.execPath, [MUSTER_BIN, ...args], { detached: true, stdio: ["ignore", out, out], env: { ...process.env, ...opts.env }, cwd: opts.cwd });
+    const [cmd, argv] = opts.bin ? [opts.bin, args] : [process.execPath, [MUSTER_BIN, ...args]];
+    child = spawn(cmd, argv, { detached: true, stdio: ["ignore", out, out], env: { ...process.env, ...opts.env }, cwd: opts.cwd });
   } finally {
     closeSync(out);
   }

@@ -6,8 +6,8 @@ import { isAlive, type MusterProcess } from "./processes.js";
 import { LAB_PROVISIONER_CALLER, LAB_REGIONS, nodeIdentity, provisionerKey, startLabNode, stateFile, waitForNodes, writeLabAuthorization, type LabNode, type LabRegion, type LabState } from "./lab.js";
 
 // Nodes that arrive and leave after `lab up`, as auto-scaling would boot and terminate them:
-// `muster lab add` boots new waiting nodes into the running lab (their own broker users, the
-// shared bootstrap credential, isolated in the provisioning collective like the first ones) and
+// `muster lab add` boots new waiting nodes into the running lab (their own broker users and
+// bootstrap credentials, isolated in the provisioning collective like the first ones) and
 // the running provisioner takes them unattended; `muster lab remove` terminates one. Both work on
 // a detached lab (from lab.json, by pid) and on an attached one (the tests' Lab object).
 
@@ -117,10 +117,11 @@ export async function addLabNodes(s: LabState, o: AddNodesOptions & Spawning): P
     dir: s.dir,
     broker: s.broker,
     caCert: s.tls.ca,
-    bootstrap: { cert: join(s.dir, "pki", "bootstrap.pem"), key: join(s.dir, "pki", "bootstrap.key") },
+    caKey: join(s.dir, "pki", "ca.key"),
     security: s.nodeSecurity ?? { trusted_keys: [{ name: LAB_PROVISIONER_CALLER, key: provisionerKey(s.dir).key.publicKey }], trust_local_user: true },
     env: { MUSTER_BROKER: s.broker, MUSTER_TLS_CA: s.tls.ca, MUSTER_TLS_CERT: tls.cert!, MUSTER_TLS_KEY: tls.key! },
     detached: o.detached,
+    bin: s.bin,
   };
   const added: LabNode[] = [];
   for (const p of plan) {

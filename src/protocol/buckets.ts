@@ -8,6 +8,9 @@ export const DEFAULT_STATE_BUCKET = "muster_provision";
 /** The registry's latest registration per node (registry config `bucket`). */
 export const DEFAULT_REGISTRY_BUCKET = "muster-registry";
 
+/** The notify agents' delivered dedupe keys (notify config `dedupe_bucket`): a restarted notifier still sends once. */
+export const DEFAULT_NOTIFY_BUCKET = "muster_notify";
+
 /** The JetStream stream behind a KV bucket. */
 export function kvStreamName(bucket: string): string {
   return `KV_${bucket}`;

@@ -1,6 +1,8 @@
 import { execFileSync } from "node:child_process";
-import { chmodSync, existsSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { randomBytes } from "node:crypto";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
 import { MusterError } from "../errors.js";
 
 // A small certificate authority for the broker's TLS: the lab's and the tests' CA, the
@@ -77,4 +79,26 @@ export function issueCert(ca: CA, o: IssueOptions): CertFiles {
     rmSync(csr, { force: true });
   }
   return out;
+}
+
+/**
+ * A client certificate signed by the CA in `ca` (its files are only read), returned as PEM text
+ * rather than left in the CA's directory: for credentials handed to someone else, e.g. embedded in
+ * an instance's cloud-init. A random serial, so nothing is written next to the CA.
+ */
+export function signClientCertificate(ca: CertFiles, subject: string, o: { days?: number } = {}): { cert: string; key: string } {
+  for (const [what, f] of [["CA certificate", ca.cert], ["CA key", ca.key]] as const) {
+    if (!existsSync(f)) throw new MusterError("MUSTER_PKI_FAILED", `${what} ${f} does not exist`);
+  }
+  const work = mkdtempSync(join(tmpdir(), "muster-pki-"));
+  try {
+    writeFileSync(join(work, "ext"), "basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n");
+    openssl(["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", "c.key"], work);
+    openssl(["req", "-new", "-key", "c.key", "-subj", subject, "-out", "c.csr"], work);
+    const serial = `0x${randomBytes(16).toString("hex")}`;
+    openssl(["x509", "-req", "-in", "c.csr", "-CA", resolve(ca.cert), "-CAkey", resolve(ca.key), "-set_serial", serial, "-days", String(o.days ?? 825), "-sha256", "-extfile", "ext", "-out", "c.pem"], work);
+    return { cert: readFileSync(join(work, "c.pem"), "utf8"), key: readFileSync(join(work, "c.key"), "utf8") };
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
 }

@@ -32,6 +32,19 @@ export interface ActionContext {
   refreshMetadata?: () => Promise<void>;
 }
 
+/**
+ * A key-value store the server keeps for an agent (a JetStream KV bucket): for state that must
+ * survive a restart of the node. Entries expire after the bucket's TTL. Absent where nothing backs
+ * it (emulated nodes, direct handler calls); an agent must work, less durably, without it.
+ */
+export interface AgentKv {
+  get(key: string): Promise<Uint8Array | undefined>;
+  put(key: string, value: Uint8Array | string): Promise<void>;
+}
+
+/** Opens (creating it when missing) an agent's bucket; rejects when the node has no JetStream reach. */
+export type AgentKvOpener = (bucket: string, o: { ttlMs: number }) => Promise<AgentKv>;
+
 export type ReplyData = Record<string, unknown>;
 
 /**

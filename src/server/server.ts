@@ -7,11 +7,12 @@ import { closeConnection, connectBroker, inboxPrefixFor, resolveTls, type TlsSet
 import { resolveBrokerSettings } from "../config/client.js";
 import { MusterError } from "../errors.js";
 import { Auditor } from "../security/audit.js";
+import { AgentBuckets } from "./agent-kv.js";
 import { loadOrCreateSigningKey, readTrustedKeyDir, TrustStore, type TrustedKey } from "../security/keys.js";
 import { mergePolicies } from "../security/policy-files.js";
 import { compilePolicies, policyWarnings, PolicyEffect, type CompiledPolicies, type Policies } from "../security/policy.js";
 import { VERSION } from "../version.js";
-import type { Agent } from "./agent.js";
+import type { Agent, AgentKvOpener } from "./agent.js";
 import { mainCollective, type ServerConfig } from "./config.js";
 import { agentDataPlugin, factDataPlugin } from "./data-plugins.js";
 import { loadExternalAgents } from "./external.js";
@@ -68,6 +69,8 @@ export interface RuntimeBuild {
   refreshMetadata?: () => Promise<void>;
   /** Told when the node's provision agent has marked it provisioned. */
   onProvisioned?: () => void;
+  /** KV buckets for the agents (AgentBuckets.opener). */
+  kv?: AgentKvOpener;
 }
 
 /** Builds a NodeRuntime with its agents and data plugins wired to introspect it. */
@@ -90,7 +93,7 @@ export function buildRuntime(b: RuntimeBuild): NodeRuntime {
     const f = factories[name];
     if (!f) throw new MusterError("MUSTER_CONFIG_INVALID", `unknown built-in agent '${name}'; known: ${BUILTIN_AGENT_NAMES.join(", ")}`);
     const config = b.plugins[name] ?? {};
-    agents.push({ agent: f({ node, identity: b.identity, config, onProvisioned: b.onProvisioned }), config, log: b.log.child({ agent: name }) });
+    agents.push({ agent: f({ node, identity: b.identity, config, onProvisioned: b.onProvisioned, kv: b.kv }), config, log: b.log.child({ agent: name }) });
   }
   for (const a of b.extraAgents ?? []) agents.push({ agent: a, config: b.plugins[a.ddl.metadata.name] ?? {}, log: b.log.child({ agent: a.ddl.metadata.name }) });
   rt = new NodeRuntime({ identity: b.identity, collectives: b.collectives, mainCollective: b.mainCollective, agents, facts: b.facts, classes: b.classes, log: b.log, intakeStats: b.intakeStats, audit: b.audit, policies: b.policies, refreshMetadata: b.refreshMetadata });
@@ -203,6 +206,7 @@ export async function startServer(cfg: ServerConfig, log: Logger, opts: { broker
   const policies = compilePolicies(policySources);
   // the audit file is opened now: a path the node cannot write is a config error, not a silent gap
   const auditor = new Auditor(cfg.audit, { identity: cfg.identity, log });
+  const buckets = new AgentBuckets(log);
   // One intake for both phases: its replay cache outlives the switch to production.
   const intake = new RequestIntake({ trust: buildTrustStore(cfg.security), freshness: { maxClockSkew: cfg.security.max_clock_skew }, maxBytes: cfg.max_message_bytes, stats: intakeStats, log });
   // The node picks its TLS credential per phase (phaseCredential); only the broker comes from here.
@@ -213,7 +217,7 @@ export async function startServer(cfg: ServerConfig, log: Logger, opts: { broker
   const provisioned = cfg.provisioning ? await isProvisioned(agentsConfig(cfg)) : true;
   const noClasses: string[] = [];
   const refreshMetadata = classes ? () => classes.refresh() : undefined;
-  const common = { identity: cfg.identity, facts: () => facts.facts, classes: () => classes?.classes ?? noClasses, refreshMetadata, plugins: cfg.plugins, log, intakeStats, audit: auditor.record, extraStats: () => ({ ...auditor.stats }) };
+  const common = { identity: cfg.identity, facts: () => facts.facts, classes: () => classes?.classes ?? noClasses, refreshMetadata, plugins: cfg.plugins, log, intakeStats, audit: auditor.record, extraStats: () => ({ ...auditor.stats }), kv: buckets.opener };
 
   const buildPhase = async (phase: NodePhase): Promise<NodeRuntime> => {
     if (phase === "provisioning") {
@@ -241,7 +245,10 @@ export async function startServer(cfg: ServerConfig, log: Logger, opts: { broker
     const nc = await connectBroker({ servers: brokers, from: broker.from, name: `muster-server:${cfg.identity}`, log, persistent: true, tls, inboxPrefix: inboxPrefixFor(cfg.identity) });
     // The shared bootstrap credential may not publish audit records (a waiting node could forge
     // another's): while provisioning, the audit file is the record.
-    if (phase === "production") auditor.connect(nc);
+    if (phase === "production") {
+      auditor.connect(nc);
+      buckets.connect(nc);
+    }
     const host = new NodeHost({ nc, intake, runtimes: [runtime], log, wildcard: false, registration: cfg.registration, version: VERSION });
     await host.start();
     log.info({ identity: cfg.identity, phase, collectives: runtime.collectives, agents: runtime.activeAgentNames(), broker: nc.getServer(), tls: tls ? { ca: tls.ca, cert: tls.cert } : undefined, policies: phase === "production" ? [...policies.keys()] : "provisioning callers only", audit: { file: cfg.audit?.file, stream: cfg.audit?.stream?.name } }, "muster server ready");

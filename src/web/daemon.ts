@@ -187,8 +187,13 @@ export async function startWeb(cfg: WebConfig, log: Logger, opts: WebOptions = {
     for (const l of healthListeners) l(h);
     if (brokerBack && client) void feed.start(client).catch((e: unknown) => log.warn({ err: (e as Error).message }, "cannot follow the state bucket"));
   };
+  // Probes overlap (the timer's and the one right after connecting): only the latest one started
+  // may set the health, or an answer from before the connection could report the broker down again.
+  let probes = 0;
   const probe = async () => {
+    const n = ++probes;
     const [b, r] = await Promise.all([probeBroker(client, cfg.state_bucket, where), probeRegistry(cfg.registry.url, registryToken)]);
+    if (n !== probes) return;
     // The bucket may appear later (the first provisioner run): follow it once it does.
     if (b.ok && client && feed.problem?.startsWith("no state bucket")) void feed.start(client).catch(() => undefined);
     setHealth({ broker: b, registry: r });
@@ -203,8 +208,9 @@ export async function startWeb(cfg: WebConfig, log: Logger, opts: WebOptions = {
 
   // Connect in the background: the page says the broker is down meanwhile.
   let sub: { unsubscribe(): void } | undefined;
+  const connecting = new AbortController();
   void (async () => {
-    const c = await MusterClient.connect({ brokers: broker.servers, tls: broker.tls, from: broker.from, persistent: true, log, name: "muster-web", ...(cfg.collective ? { collective: cfg.collective } : {}) });
+    const c = await MusterClient.connect({ signal: connecting.signal, brokers: broker.servers, tls: broker.tls, from: broker.from, persistent: true, log, name: "muster-web", ...(cfg.collective ? { collective: cfg.collective } : {}) });
     if (stopping) return void (await c.close());
     client = c;
     sub = c.onEvent(RUNALL_AGENT, "*", (e) => {
@@ -213,7 +219,7 @@ export async function startWeb(cfg: WebConfig, log: Logger, opts: WebOptions = {
       if (v) for (const l of runListeners) l(v);
     });
     await probe(); // the broker's health turning ok starts the board's watch
-  })().catch((e: unknown) => log.error({ err: (e as Error).message }, "cannot connect to the broker"));
+  })().catch((e: unknown) => stopping || log.error({ err: (e as Error).message }, "cannot connect to the broker"));
   loop();
 
   return {
@@ -221,6 +227,7 @@ export async function startWeb(cfg: WebConfig, log: Logger, opts: WebOptions = {
     app,
     async stop() {
       stopping = true;
+      connecting.abort();
       clearTimeout(timer);
       feed.stop();
       sub?.unsubscribe();

@@ -228,7 +228,9 @@ export async function buildApp(o: AppOptions): Promise<FastifyInstance> {
 
   app.get<{ Params: { identity: string } }>("/api/nodes/:identity", async (req) => {
     const id = req.params.identity;
-    const [node, summary] = await Promise.all([backend.registryNode(id), backend.lastRunSummary(id).catch(() => null)]);
+    // As /api/board: a console just started (or back from a broker outage) reads the bucket first,
+    // so a node it has not caught up on yet is not reported unknown.
+    const [node, summary] = await Promise.all([backend.registryNode(id), backend.lastRunSummary(id).catch(() => null), backend.feed.whenReady(5000)]);
     const rec = backend.feed.snapshot().find((n) => n.identity === id) ?? null;
     if (!node && !rec) throw new ApiError(404, "not_found", `neither the registry nor the provisioner knows ${JSON.stringify(id.slice(0, 253))}`);
     return { identity: id, facts: node?.facts ?? {}, classes: node?.classes ?? [], agents: node?.agents ?? [], collectives: node?.collectives ?? [], provisioning: rec, last_run_summary: summary };

@@ -2,14 +2,16 @@ import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { execFile, execFileSync, spawn } from "node:child_process";
 import { promisify } from "node:util";
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { MusterClient } from "../../src/client/client.js";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
-import { connectedUsers, labProvisionerClient, startLab, waitForNodes, type Lab } from "../../src/lab/lab.js";
+import { connectedUsers, labProvisionerClient, labWebToken, startLab, waitForNodes, type Lab } from "../../src/lab/lab.js";
 import { expectedMotd, BOOTSTRAP_SITE } from "../../src/lab/manifests.js";
 import { writeEnvironment } from "../../src/lab/puppetserver.js";
+import { unpackMuster } from "../../src/lab/package.js";
 import { MUSTER_BIN, spawnMuster, type MusterProcess } from "../../src/lab/processes.js";
 import { PuppetAgent } from "../../src/puppet/index.js";
 import { StateStore, type NodeRecord } from "../../src/provisioner/state.js";
@@ -50,7 +52,11 @@ const broken = "node06.us.lab";
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), "muster-e2e-"));
   process.env.MUSTER_CONFIG_DIR = join(dir, "keys");
-  lab = await startLab({ dir: join(dir, "lab"), nodes: NODES, detached: false, provisioner: false });
+  // Once, the whole lab runs from the package an operator installs (npm run package; gzip for
+  // speed, the contents are the release's): every muster process of the lab is the packaged one.
+  const built = await execFileP(process.execPath, [fileURLToPath(new URL("../../../packaging/build-deb.mjs", import.meta.url)), "--out", join(dir, "deb"), "--compress", "gzip"], { maxBuffer: 16 << 20 });
+  const pkg = unpackMuster(built.stdout.trim().split("\n").at(-1)!, join(dir, "pkg"));
+  lab = await startLab({ dir: join(dir, "lab"), nodes: NODES, detached: false, provisioner: false, bin: pkg.bin });
   client = await MusterClient.connect({ brokers: [lab.state.broker], collective: lab.state.collective, tls: lab.state.tls.admin });
   prov = await labProvisionerClient(lab.state);
   store = await StateStore.open(client.nc, "muster_provision");
@@ -67,7 +73,7 @@ after(async () => {
 function startProvisioner(): MusterProcess {
   // A long sleeptime: nodes that start later are found by their startup event, not by a cycle.
   const file = lab.provisionerConfig({ concurrency: 4, per_master_limit: 2, retries: { attempts: 2, backoff: 0.5, max_backoff: 2 }, sleeptime: 30, shutdown_grace: 5 });
-  const p = spawnMuster(["provisioner", "--config", file, "--foreground"], { logFile: join(dir, `provisioner-${provisioners.length}.log`), env: lab.state.provisionerEnv });
+  const p = spawnMuster(["provisioner", "--config", file, "--foreground"], { logFile: join(dir, `provisioner-${provisioners.length}.log`), env: lab.state.provisionerEnv, bin: lab.state.bin });
   provisioners.push(p);
   return p;
 }
@@ -122,9 +128,16 @@ async function adminConnection(): Promise<{ nc: NatsConnection; errors: string[]
   return { nc, errors };
 }
 
-test("isolation: waiting nodes use the bootstrap credential, hide from the fleet and answer only the provisioner", async () => {
+test("the lab runs from the package: its nodes, masters' and notifier's servers, the registry and the web console are the packaged muster", () => {
+  const shipped = join(lab.state.bin!, "..", "..", "lib", "muster", "node");
+  const pids = [...lab.state.nodes.map((n) => n.pid), ...lab.state.masters.map((m) => m.serverPid), lab.state.notifier.pid, lab.state.registry.pid, lab.state.web!.pid];
+  for (const pid of pids) assert.equal(readlinkSync(`/proc/${pid}/exe`), shipped, `pid ${pid} runs the shipped node`);
+});
+
+test("isolation: waiting nodes use their own bootstrap credentials, hide from the fleet and answer only the provisioner", async () => {
   const users = await brokerUsers();
-  assert.equal(users.get("node01.eu.lab"), "CN=bootstrap,OU=service,O=muster");
+  assert.equal(users.get("node01.eu.lab"), "CN=node01.eu.lab,OU=bootstrap,O=muster");
+  assert.equal(users.get("node02.us.lab"), "CN=node02.us.lab,OU=bootstrap,O=muster");
   assert.equal(users.get("puppet-eu.lab"), "CN=puppet-eu.lab,OU=node,O=muster");
   // the operator's fleet discovery does not see them; the provisioner's does
   assert.ok(!(await client.discover()).includes("node01.eu.lab"));
@@ -307,6 +320,21 @@ test("site: muster find -W finds exactly the acme development database master, b
   assert.deepEqual(webs.stdout.trim().split("\n"), ["node02.us.lab", "node03.eu.lab"]);
 });
 
+test("the lab's web console: the board shows the provisioned nodes and the explorer answers from the registry; no token, 401", async () => {
+  const w = lab.state.web!;
+  assert.ok(w, "lab up starts the console");
+  const token = labWebToken(w.tokens_file, "viewer");
+  assert.ok(token, `a viewer token in ${w.tokens_file}`);
+  const get = (path: string, auth = true) => fetch(new URL(path, w.url), { headers: auth ? { authorization: `Bearer ${token}` } : {} });
+  assert.equal((await get("api/board", false)).status, 401);
+  const board = (await (await get("api/board")).json()) as { nodes: { identity: string; status: string }[] };
+  for (const id of [...eu, ...us]) assert.equal(board.nodes.find((n) => n.identity === id)?.status, "done", `${id} on the board`);
+  const found = (await (await get(`api/nodes?filter=${encodeURIComponent("country=de")}&columns=country`)).json()) as { total: number; nodes: { identity: string }[] };
+  assert.ok(found.nodes.some((n) => n.identity === "node01.eu.lab"), JSON.stringify(found));
+  const bad = await get(`api/nodes?filter=${encodeURIComponent("country=de and")}`);
+  assert.equal(bad.status, 400);
+});
+
 test("site: web nodes write the database master search_nodes found for their customer and environment", async () => {
   // a web node provisioned before its master registered found none; a run now asks again
   const r = await muster(["puppet", "runall", "2", "-C", "role::web"]);
@@ -382,9 +410,9 @@ test("lab add: two nodes booted into the running lab wait isolated and are provi
   const added = await lab.addNodes({ count: 2 });
   const ids = added.map((n) => n.identity);
   assert.deepEqual(ids, ["node07.eu.lab", "node08.us.lab"], "numbering continues, regions in turn");
-  // waiting like the first ones: the shared bootstrap credential, invisible to the operator
+  // waiting like the first ones: each its own bootstrap credential, invisible to the operator
   const users = await brokerUsers();
-  for (const id of ids) assert.equal(users.get(id), "CN=bootstrap,OU=service,O=muster");
+  for (const id of ids) assert.equal(users.get(id), `CN=${id},OU=bootstrap,O=muster`);
   const fleet = await client.discover();
   for (const id of ids) assert.ok(!fleet.includes(id), `${id} is not in the fleet yet`);
   // nobody asks: the running provisioner hears their startup (or finds them next cycle)

@@ -86,9 +86,10 @@ export interface MusterProcess {
   stop(graceMs?: number): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
-/** Spawns a long-running `muster` command (server, emulate). */
-export function spawnMuster(args: string[], opts: { env: NodeJS.ProcessEnv; cwd?: string }): MusterProcess {
-  const child = spawn(process.execPath, [cliPath, ...args], { env: opts.env, cwd: opts.cwd ?? tmpdir(), stdio: ["ignore", "pipe", "pipe"] });
+/** Spawns a long-running `muster` command (server, emulate); `bin`: another muster executable (an installed package's). */
+export function spawnMuster(args: string[], opts: { env: NodeJS.ProcessEnv; cwd?: string; bin?: string }): MusterProcess {
+  const [cmd, argv] = opts.bin ? [opts.bin, args] : [process.execPath, [cliPath, ...args]];
+  const child = spawn(cmd, argv, { env: opts.env, cwd: opts.cwd ?? tmpdir(), stdio: ["ignore", "pipe", "pipe"] });
   let out = "";
   let err = "";
   const listeners = new Set<() => void>();

@@ -227,7 +227,9 @@ test("a node page joins registry metadata and the provisioning record", async ()
   assert.deepEqual(n.classes, ["web"]);
   assert.ok(n.agents.includes("puppet"));
   assert.equal(n.provisioning, null);
-  const p = (await (await get("/api/nodes/waiting.test", bearer(VIEWER))).json()) as { provisioning: { status: string } };
+  const pr = await get("/api/nodes/waiting.test", bearer(VIEWER));
+  const p = (await pr.json()) as { provisioning: { status: string } };
+  assert.equal(pr.status, 200, JSON.stringify(p));
   assert.equal(p.provisioning.status, "pending");
   assert.equal((await get("/api/nodes/nosuch.test", bearer(VIEWER))).status, 404);
 });

@@ -1,4 +1,4 @@
-import { defineAgent, type Agent } from "../../server/agent.js";
+import { defineAgent, type Agent, type AgentKvOpener } from "../../server/agent.js";
 import { sendAction, type SendDeps } from "./actions/send.js";
 import { notifyDDL, type NotifyDDL } from "./ddl.js";
 
@@ -13,6 +13,9 @@ import { notifyDDL, type NotifyDDL } from "./ddl.js";
 //                            caller could run any program on the node through `exec:`.
 //   dedupe_window  number    seconds a delivered dedupe_key is remembered (default 86400): a repeat request
 //                            with the key (a retry after a lost reply, a second provisioner) sends nothing
+//   dedupe_bucket  string    JetStream KV bucket keeping delivered keys (default muster_notify; TTL = the
+//                  | false   window), so a restarted notifier still sends each notification once; false:
+//                            memory only. Unreachable (no JetStream, no permission): memory, with a warning
 //   smtp.host      string    SMTP server for mailto: (default 127.0.0.1)
 //   smtp.port      number    (default 25)
 //   smtp.from      string    envelope and header sender (default muster@<identity>)
@@ -31,12 +34,14 @@ export interface NotifyDeps {
   now?: () => Date;
   /** HTTP client for webhooks. */
   fetch?: typeof globalThis.fetch;
+  /** The server's KV buckets (dedupe keys that survive a restart); without it, memory only. */
+  kv?: AgentKvOpener;
 }
 
 export type NotifyAgent = Agent<NotifyDDL>;
 
 export function createNotifyAgent(deps: NotifyDeps = {}): NotifyAgent {
-  const resolved: SendDeps = { now: deps.now ?? (() => new Date()), fetch: deps.fetch ?? globalThis.fetch };
+  const resolved: SendDeps = { now: deps.now ?? (() => new Date()), fetch: deps.fetch ?? globalThis.fetch, kv: deps.kv };
   return defineAgent({
     ddl: notifyDDL,
     actions: { send: sendAction(resolved) },

@@ -1,6 +1,7 @@
 import { isAbsolute } from "node:path";
 import { z } from "zod";
 import { RpcError } from "../../errors.js";
+import { DEFAULT_NOTIFY_BUCKET } from "../../protocol/buckets.js";
 import { Status } from "../../protocol/status.js";
 
 // The agent's settings (`plugins.notify` in the server config); the keys are documented in agent.ts.
@@ -12,6 +13,8 @@ const schema = z.object({
   timeout: z.coerce.number().positive().max(3600).optional(),
   exec_commands: z.array(absolutePath).optional(),
   dedupe_window: z.coerce.number().positive().max(30 * 86400).optional(),
+  // a KV bucket name (JetStream's rules), or false to keep dedupe keys in memory only
+  dedupe_bucket: z.union([z.string().regex(/^[-_A-Za-z0-9]{1,64}$/, "a KV bucket name: letters, digits, - and _"), z.literal(false)]).optional(),
   smtp: z
     .object({
       host: z.string().min(1).optional(),
@@ -40,6 +43,8 @@ export interface NotifyConfig {
   execCommands: ReadonlySet<string>;
   /** Seconds a delivered dedupe_key is remembered. */
   dedupeWindow: number;
+  /** KV bucket keeping delivered dedupe keys across restarts; undefined: memory only. */
+  dedupeBucket: string | undefined;
   smtp: SmtpSettings;
 }
 
@@ -58,6 +63,7 @@ export function parseNotifyConfig(raw: Record<string, unknown>, identity: string
     timeout: c.timeout ?? DEFAULT_TIMEOUT_SECONDS,
     execCommands: new Set(c.exec_commands ?? []),
     dedupeWindow: c.dedupe_window ?? 86400,
+    dedupeBucket: c.dedupe_bucket === false ? undefined : (c.dedupe_bucket ?? DEFAULT_NOTIFY_BUCKET),
     smtp: {
       host: smtp.host ?? "127.0.0.1",
       port: smtp.port ?? 25,

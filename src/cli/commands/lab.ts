@@ -6,7 +6,8 @@ import { MusterClient } from "../../client/client.js";
 import { MusterError } from "../../errors.js";
 import { isAlive, stopPid } from "../../lab/processes.js";
 import { addLabNodes, labRegionFor, removeLabNode } from "../../lab/scale.js";
-import { connectedUsers, LAB_REGIONS, labPids, readLabState, startLab, stopLabFromState, type LabState } from "../../lab/lab.js";
+import { connectedUsers, LAB_REGIONS, labPids, labWebToken, readLabState, startLab, stopLabFromState, type LabState, type LabWeb } from "../../lab/lab.js";
+import { unpackMuster } from "../../lab/package.js";
 import { receiverCommand } from "../../lab/receiver-command.js";
 import { openProvisionState } from "../../fleet/provision-state.js";
 import { DEFAULT_STATE_BUCKET } from "../../protocol/buckets.js";
@@ -54,6 +55,13 @@ async function followProvisioning(s: LabState, ids: string[], timeoutMs: number,
   return all.filter((r) => ids.includes(r.identity));
 }
 
+/** Where the lab's console listens and how to log in (the tokens are the lab's own, loopback only). */
+function webLogin(w: LabWeb): string {
+  const op = labWebToken(w.tokens_file, "operator");
+  const viewer = labWebToken(w.tokens_file, "viewer");
+  return `web console: ${w.url}\n  log in with the operator token ${op ?? "(see the file)"} or the viewer token ${viewer ?? "(see the file)"} (both in ${w.tokens_file})`;
+}
+
 export function labCommand(): Command {
   const lab = new Command("lab").description("A local fleet on loopback: broker, two real puppetservers, nodes, notifier and provisioner");
   lab.addCommand(
@@ -61,9 +69,11 @@ export function labCommand(): Command {
       .description("Start the lab and provision every node end to end, with live progress; leaves the lab running")
       .option("--nodes <n>", "how many nodes to provision", "4")
       .option("--timeout <seconds>", "give up following progress after this long", "900")
-      .action(async (o: { nodes: string; timeout: string }) => {
+      .option("--from-package <file>", "run the lab's muster processes from this .deb (npm run package), unpacked into .muster/lab/pkg, instead of this checkout")
+      .action(async (o: { nodes: string; timeout: string; fromPackage?: string }) => {
         const n = Number(o.nodes);
         if (!Number.isInteger(n) || n < 1 || n > 200) throw new MusterError("MUSTER_USAGE", "--nodes takes a whole number from 1 to 200");
+        if (o.fromPackage && !existsSync(o.fromPackage)) throw new MusterError("MUSTER_USAGE", `--from-package: no file ${o.fromPackage} (build one with \`npm run package\`; it prints the path)`);
         const existing = readLabState(labDir());
         if (existing && running(existing)) {
           process.stdout.write(`The lab is already running (${existing.nodes.length} nodes, broker ${existing.broker}).\nSee \`muster lab status\`, or \`muster lab down\` first to start afresh.\n`);
@@ -73,14 +83,17 @@ export function labCommand(): Command {
         rmSync(labDir(), { recursive: true, force: true });
         mkdirSync(labDir(), { recursive: true });
         const t0 = Date.now();
-        const started = await startLab({ dir: labDir(), nodes: n, detached: true, provisioner: true, progress: (l) => process.stderr.write(`${ts()} ${l}\n`) });
+        const pkg = o.fromPackage ? unpackMuster(o.fromPackage, resolve(labDir(), "pkg")) : undefined;
+        if (pkg) process.stderr.write(`${ts()} running muster ${pkg.version} from ${o.fromPackage} (${pkg.bin})\n`);
+        const started = await startLab({ dir: labDir(), nodes: n, detached: true, provisioner: true, bin: pkg?.bin, progress: (l) => process.stderr.write(`${ts()} ${l}\n`) });
         const s = started.state;
         writeFileSync(clientConfig(), toYaml({ brokers: [s.broker], collective: s.collective, tls: s.tls.admin }));
-        process.stderr.write(`${ts()} lab is up; provisioning ${n} nodes\n`);
+        process.stderr.write(`${ts()} lab is up; provisioning ${n} nodes${s.web ? `; watch it at ${s.web.url}` : ""}\n`);
         const recs = await followProvisioning(s, s.nodes.map((n) => n.identity), Number(o.timeout) * 1000);
         const done = recs.filter((r) => r.status === "done").length;
         process.stdout.write(`\n${renderStatusTable(recs)}\n\n`);
         process.stdout.write(`${bold(`${done} of ${n} nodes provisioned`)} in ${((Date.now() - t0) / 1000).toFixed(0)} s (lab start included). Notifications: ${s.receiver.file}\n\n`);
+        if (s.web) process.stdout.write(`${webLogin(s.web)}\n\n`);
         process.stdout.write(`The lab keeps running. Try:\n  muster ping\n  muster find -F country=de\n  muster provision status\n  muster facts country\n  muster puppet runall 2 -C role::web\n  muster find -W "environment=development customer=acme mysql::master"\n  muster nrpe check_load -W "environment=development customer=acme mysql::master"\n  muster rpc rpcutil daemon_stats -I ${s.nodes[0]?.identity ?? "node01.eu.lab"}\n  muster lab add --count 2\n  muster lab status\n  muster lab down\n`);
         process.exitCode = done === n ? 0 : 2;
       }),
@@ -123,6 +136,7 @@ export function labCommand(): Command {
           process.stdout.write(`  ${p.alive ? green("running") : red("stopped")}  ${String(p.pid).padStart(7)}  ${p.name}${user ? `  (broker user ${user})` : ""}\n`);
         }
         for (const m of s.masters) process.stdout.write(`\n  master ${m.identity}: https://${m.host}:${m.port} (${m.region.country}, ${m.region.region})`);
+        if (s.web) process.stdout.write(`\n\n  ${webLogin(s.web).replace(/\n/g, "\n  ")}`);
         process.stdout.write(`\n\n${recs.length ? renderStatusTable(recs) : "no provisioning records"}\n`);
         process.exitCode = procs.every((p) => p.alive) ? 0 : 2;
       }),
@@ -138,8 +152,8 @@ export function labCommand(): Command {
       .addHelpText(
         "after",
         `
-New nodes wait in the provisioning collective with the shared bootstrap credential, exactly like
-the first ones (each gets its own broker user for later, when it connects with its Puppet
+New nodes wait in the provisioning collective with their own bootstrap credentials, exactly like
+the first ones (each also gets its broker user for later, when it connects with its Puppet
 certificate); the lab's provisioner finds them by their startup event and provisions them with
 nobody at the keyboard. \`lab add\` shows their progress until each is done or failed.
 

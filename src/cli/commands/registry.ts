@@ -54,11 +54,13 @@ Prints a line containing 'ready' once it serves; stops on SIGTERM/SIGINT.`,
       const log = createLogger({ level: o.logLevel ?? cfg.log.level, file: cfg.log.file, name: "muster-registry" });
       const { startRegistry } = await import("../../registry/daemon.js"); // HTTP and metrics stacks only here
       const reg = await startRegistry(cfg, log, { broker: o.broker });
-      process.stdout.write(`registry bucket ${cfg.bucket}, collectives ${cfg.collectives.join(",")}, ${reg.store.size} nodes${reg.httpAddress ? `, http ${reg.httpAddress}` : ""}: ready\n`);
-      await new Promise<void>((resolve) => {
+      // Handlers before the ready line: a supervisor may stop us the moment it reads it.
+      const stopping = new Promise<void>((resolve) => {
         process.once("SIGTERM", () => resolve());
         process.once("SIGINT", () => resolve());
       });
+      process.stdout.write(`registry bucket ${cfg.bucket}, collectives ${cfg.collectives.join(",")}, ${reg.store.size} nodes${reg.httpAddress ? `, http ${reg.httpAddress}` : ""}: ready\n`);
+      await stopping;
       await reg.stop();
       log.flush();
     });

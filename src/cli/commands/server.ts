@@ -16,12 +16,13 @@ export function serverCommand(): Command {
       if (o.identity) cfg.identity = o.identity;
       const log = createLogger({ level: o.logLevel ?? cfg.log.level, file: cfg.log.file, name: "muster-server" });
       const srv = await startServer(cfg, log, { broker: o.broker });
-      process.stdout.write(`muster server ${cfg.identity} ready\n`);
-      await new Promise<void>((resolve) => {
-        const stop = () => resolve();
-        process.once("SIGTERM", stop);
-        process.once("SIGINT", stop);
+      // Handlers before the ready line: a supervisor may stop us the moment it reads it.
+      const stopping = new Promise<void>((resolve) => {
+        process.once("SIGTERM", () => resolve());
+        process.once("SIGINT", () => resolve());
       });
+      process.stdout.write(`muster server ${cfg.identity} ready\n`);
+      await stopping;
       log.info("shutting down");
       await srv.stop();
       log.flush();

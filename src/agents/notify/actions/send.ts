@@ -1,4 +1,6 @@
-import type { ActionContext, ActionHandler } from "../../../server/agent.js";
+import { createHash } from "node:crypto";
+import type { Logger } from "pino";
+import type { ActionContext, ActionHandler, AgentKvOpener } from "../../../server/agent.js";
 import type { ActionInput } from "../../../ddl/types.js";
 import { RpcError } from "../../../errors.js";
 import { Status } from "../../../protocol/status.js";
@@ -26,28 +28,46 @@ export interface SendReply {
 export interface SendDeps {
   now: () => Date;
   fetch: typeof globalThis.fetch;
+  /** The server's KV buckets: delivered dedupe keys survive a restart of the notifier. */
+  kv?: AgentKvOpener;
 }
 
 /** Hostile-input guard: one request fans out to at most this many deliveries. */
 export const MAX_RECIPIENTS = 100;
 
+/** Where delivered keys outlive the process. Never throws: an unreachable store is a miss. */
+export interface DeliveredStore {
+  /** The reply of a delivery made under `key` less than `windowMs` ago, if one is recorded. */
+  find(key: string, windowMs: number): Promise<SendReply | undefined>;
+  remember(key: string, reply: SendReply): Promise<void>;
+}
+
 /**
  * Deliveries by dedupe_key: requests are at-least-once (a reply lost in a broker failover, a
  * provisioner killed between sending and recording), notifications should be once. A key is kept
  * while its delivery runs and, once it succeeded, for the window; a failed one may be tried again.
- * In memory: a notifier restart forgets, bounded by MAX_KEYS (oldest dropped first).
+ * In memory (bounded by MAX_KEYS, oldest dropped first) and, given a DeliveredStore, in KV too, so
+ * a restarted notifier still answers a repeat without sending. A delivery interrupted by the
+ * restart itself (sent, not yet recorded) may be sent again: once, not never.
  */
 export class DeliveryLog {
   static readonly MAX_KEYS = 100_000;
   private readonly entries = new Map<string, { at: number; result: Promise<SendReply> }>();
   constructor(private readonly now: () => number) {}
 
-  /** The delivery under `key`: the one already made (or in flight), else `send()`'s, remembered. */
-  async once(key: string, windowMs: number, send: () => Promise<SendReply>): Promise<SendReply> {
+  /** The delivery under `key`: the one already made (or in flight, or recorded), else `send()`'s, remembered. */
+  async once(key: string, windowMs: number, send: () => Promise<SendReply>, durable?: DeliveredStore): Promise<SendReply> {
     const now = this.now();
     const seen = this.entries.get(key);
     if (seen && now - seen.at < windowMs) return { ...(await seen.result), duplicate: true };
-    const result = send();
+    // Registered before the first await, so a concurrent repeat joins this one.
+    const result = (async () => {
+      const recorded = await durable?.find(key, windowMs);
+      if (recorded) return { ...recorded, duplicate: true };
+      const reply = await send();
+      await durable?.remember(key, reply);
+      return reply;
+    })();
     this.entries.delete(key); // re-inserted last: Map order is age order
     this.entries.set(key, { at: now, result });
     while (this.entries.size > DeliveryLog.MAX_KEYS) this.entries.delete(this.entries.keys().next().value!);
@@ -60,12 +80,68 @@ export class DeliveryLog {
   }
 }
 
+interface StoredDelivery {
+  key: string;
+  at: number;
+  reply: SendReply;
+}
+
+/**
+ * Delivered keys in a KV bucket (TTL = the window) through the server. Keys are hashed: a
+ * dedupe_key is free text ("<node>#<round>#<outcome>"), a KV key is not. Failures are logged once
+ * per outage and count as "not recorded".
+ */
+export function kvDeliveredStore(open: AgentKvOpener, bucket: string, windowMs: number, now: () => number, log: Logger, health: { down: boolean }): DeliveredStore {
+  const storeKey = (key: string) => createHash("sha256").update(key).digest("hex");
+  const failed = (e: unknown) => {
+    if (!health.down) log.warn({ bucket, err: (e as Error).message }, "notify dedupe bucket unavailable: a notifier restart may send a repeat again (keys kept in memory meanwhile)");
+    health.down = true;
+  };
+  const ok = () => {
+    if (health.down) log.info({ bucket }, "notify dedupe bucket reachable again");
+    health.down = false;
+  };
+  return {
+    async find(key, window) {
+      let raw: Uint8Array | undefined;
+      try {
+        raw = await (await open(bucket, { ttlMs: windowMs })).get(storeKey(key));
+        ok();
+      } catch (e) {
+        failed(e);
+        return undefined;
+      }
+      if (!raw) return undefined;
+      let d: Partial<StoredDelivery>;
+      try {
+        d = JSON.parse(new TextDecoder().decode(raw)) as Partial<StoredDelivery>;
+      } catch {
+        log.warn({ bucket, dedupe_key: key }, "unreadable dedupe record; treating the notification as not yet sent");
+        return undefined;
+      }
+      if (d.key !== key || typeof d.at !== "number" || now() - d.at >= window || !d.reply || typeof d.reply !== "object" || Array.isArray(d.reply)) return undefined;
+      return d.reply;
+    },
+    async remember(key, reply) {
+      try {
+        await (await open(bucket, { ttlMs: windowMs })).put(storeKey(key), JSON.stringify({ key, at: now(), reply } satisfies StoredDelivery));
+        ok();
+      } catch (e) {
+        failed(e);
+      }
+    },
+  };
+}
+
 export function sendAction(deps: SendDeps, log: DeliveryLog = new DeliveryLog(() => deps.now().getTime())): ActionHandler<SendInput> {
   const deliverOnce = sendOnce(deps);
+  const health = { down: false };
   return (input: SendInput, ctx: ActionContext): Promise<SendReply> => {
     if (input.dedupe_key === undefined) return deliverOnce(input, ctx);
-    const windowMs = parseNotifyConfig(ctx.config, ctx.identity).dedupeWindow * 1000;
-    return log.once(input.dedupe_key, windowMs, () => deliverOnce(input, ctx));
+    const config = parseNotifyConfig(ctx.config, ctx.identity);
+    const windowMs = config.dedupeWindow * 1000;
+    const durable = deps.kv && config.dedupeBucket ? kvDeliveredStore(deps.kv, config.dedupeBucket, windowMs, () => deps.now().getTime(), ctx.log, health) : undefined;
+    return log.once(input.dedupe_key, windowMs, () => deliverOnce(input, ctx), durable);
   };
 }
 

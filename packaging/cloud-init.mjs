@@ -1,0 +1,75 @@
+#!/usr/bin/env node
+// Renders cloud-init user-data for a fresh Debian instance that installs muster, writes its
+// bootstrap credential and server config, and starts `muster server`, so the provisioner takes it
+// with nobody at the keyboard. The server config comes from the same generator as the lab's nodes
+// (src/config/node.ts; run `npm run build` first).
+//
+// Without arguments it prints examples/cloud-init/user-data.yaml (placeholders in CAPITALS);
+// test/packaging/cloud-init.test.ts holds the two equal. For a real machine:
+//
+//   node packaging/cloud-init.mjs --deb-url https://apt.example.net/muster_0.1.0_amd64.deb \
+//     --broker tls://nats1.example.net:4222 --broker tls://nats2.example.net:4222 \
+//     --ca ca.pem --identity node42.example.net --cert node42-bootstrap.pem --key node42-bootstrap.key \
+//     --provisioner-key "$(cat provisioner.pub)" > node42.user-data.yaml
+import { readFileSync } from "node:fs";
+import { stringify as toYaml } from "yaml";
+import { nodeServerConfig } from "../dist/src/config/node.js";
+
+const USAGE = `usage: node packaging/cloud-init.mjs [--deb-url URL] [--broker URL]... [--ca FILE] [--cert FILE --key FILE]
+       [--identity NAME] [--provisioner-key PUBLIC_KEY] [--collective NAME] [--provisioning-collective NAME]
+--identity: the node's name when it is not the instance's host name (a per-node bootstrap
+credential names it; so does the Puppet certificate the node will get).`;
+
+const o = { broker: [], collective: "muster", "provisioning-collective": "provisioning" };
+const argv = process.argv.slice(2);
+for (let i = 0; i < argv.length; i += 2) {
+  const k = argv[i].replace(/^--/, "");
+  const v = argv[i + 1];
+  if (!["deb-url", "broker", "ca", "cert", "key", "identity", "provisioner-key", "collective", "provisioning-collective"].includes(k) || v === undefined) {
+    process.stderr.write(`${v === undefined ? `${argv[i]} needs a value` : `unknown argument ${argv[i]}`}\n${USAGE}\n`);
+    process.exit(64);
+  }
+  if (k === "broker") o.broker.push(v);
+  else o[k] = v;
+}
+if (!o.cert !== !o.key) {
+  process.stderr.write(`--cert and --key go together: the node's bootstrap certificate and its key\n${USAGE}\n`);
+  process.exit(64);
+}
+
+const pem = (file, what) => (file ? readFileSync(file, "utf8") : `${what}\n`);
+const TLS = "/etc/muster/tls";
+const server = nodeServerConfig({
+  identity: o.identity,
+  brokers: o.broker.length ? o.broker : ["tls://NATS1.EXAMPLE.NET:4222", "tls://NATS2.EXAMPLE.NET:4222", "tls://NATS3.EXAMPLE.NET:4222"],
+  collectives: [o.collective],
+  ca: `${TLS}/ca.pem`,
+  bootstrap: { cert: `${TLS}/bootstrap.pem`, key: `${TLS}/bootstrap.key` },
+  provisioning: { collective: o["provisioning-collective"], callers: ["provisioner"] },
+  security: { trusted_keys: [{ name: "provisioner", key: o["provisioner-key"] ?? "PROVISIONER_PUBLIC_KEY" }] },
+});
+
+const userData = {
+  // Written before the package is installed: dpkg keeps them (--force-confold) as the operator's.
+  write_files: [
+    { path: "/etc/muster/server.yaml", owner: "root:root", permissions: "0640", content: toYaml(server) },
+    { path: `${TLS}/ca.pem`, owner: "root:root", permissions: "0644", content: pem(o.ca, "THE BROKER'S CA CERTIFICATE (PEM)") },
+    // This node's own bootstrap credential: it reaches only its own provisioning subjects.
+    { path: `${TLS}/bootstrap.pem`, owner: "root:root", permissions: "0644", content: pem(o.cert, "THIS NODE'S BOOTSTRAP CERTIFICATE (PEM)") },
+    { path: `${TLS}/bootstrap.key`, owner: "root:root", permissions: "0600", content: pem(o.key, "THIS NODE'S BOOTSTRAP KEY (PEM)") },
+  ],
+  runcmd: [
+    ["sh", "-c", `curl -fsSL -o /run/muster.deb ${JSON.stringify(o["deb-url"] ?? "https://APT.EXAMPLE.NET/muster_VERSION_amd64.deb")}`],
+    ["sh", "-c", "DEBIAN_FRONTEND=noninteractive apt-get install -y -o Dpkg::Options::=--force-confold /run/muster.deb"],
+    ["rm", "-f", "/run/muster.deb"],
+    ["systemctl", "enable", "--now", "muster-server.service"],
+  ],
+};
+
+process.stdout.write(
+  `#cloud-config
+# muster: a fresh Debian machine that waits to be provisioned (docs/deploy.md#nodes).
+# Rendered by packaging/cloud-init.mjs from the generator the lab's nodes use (src/config/node.ts);
+# re-render rather than edit. CAPITALS are placeholders: the render command fills them.
+${toYaml(userData, { lineWidth: 0 })}`,
+);

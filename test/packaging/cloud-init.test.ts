@@ -1,0 +1,103 @@
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { parse as parseYaml } from "yaml";
+import { MusterClient } from "../../src/client/client.js";
+import { nodeServerConfig } from "../../src/config/node.js";
+import { labNodeSpec } from "../../src/lab/lab.js";
+import { generateSigningKey } from "../../src/protocol/signing.js";
+import { loadServerConfig } from "../../src/server/config.js";
+import { testPki } from "../support/index.js";
+import { cleanEnv, repoRoot, spawnMuster, startBroker, tempDir, type Broker, type MusterProcess } from "../support/collective.js";
+
+// examples/cloud-init/user-data.yaml is packaging/cloud-init.mjs's output, whose server config
+// comes from the generator the lab's nodes use (src/config/node.ts). Rendered for a real broker
+// and credential, it makes a muster server that waits isolated and answers the provisioner.
+
+const run = promisify(execFile);
+const render = (...args: string[]) => run(process.execPath, [join(repoRoot, "packaging", "cloud-init.mjs"), ...args], { cwd: repoRoot }).then((r) => r.stdout);
+const tmp = tempDir("cloud-init");
+
+interface UserData {
+  write_files: { path: string; content: string; permissions: string }[];
+  runcmd: string[][];
+}
+const file = (u: UserData, path: string) => u.write_files.find((f) => f.path === path);
+
+let broker: Broker;
+let server: MusterProcess | undefined;
+before(async () => {
+  broker = await startBroker();
+});
+after(async () => {
+  await server?.stop();
+  await broker?.dispose();
+  tmp.remove();
+});
+
+test("the checked-in example is exactly what the generator renders (re-render it: node packaging/cloud-init.mjs > examples/cloud-init/user-data.yaml)", async () => {
+  assert.equal(readFileSync(join(repoRoot, "examples", "cloud-init", "user-data.yaml"), "utf8"), await render());
+});
+
+test("the example installs the package, writes config and credential, starts the server; its server config loads", () => {
+  const text = readFileSync(join(repoRoot, "examples", "cloud-init", "user-data.yaml"), "utf8");
+  assert.match(text, /^#cloud-config\n/);
+  const u = parseYaml(text) as UserData;
+  assert.equal(file(u, "/etc/muster/tls/bootstrap.key")?.permissions, "0600", "the key is root's only");
+  const cmds = u.runcmd.map((c) => c.join(" "));
+  assert.ok(cmds.some((c) => /apt-get install .*--force-confold .*muster\.deb/.test(c)), "installs the package, keeping the files written before");
+  assert.deepEqual(u.runcmd.at(-1), ["systemctl", "enable", "--now", "muster-server.service"]);
+  const cfgFile = join(tmp.path, "example-server.yaml");
+  writeFileSync(cfgFile, file(u, "/etc/muster/server.yaml")!.content);
+  const cfg = loadServerConfig(cfgFile);
+  assert.equal(cfg.provisioning?.cert, "/etc/muster/tls/bootstrap.pem");
+  assert.equal(cfg.tls?.use_puppet_cert, true);
+});
+
+test("lab nodes and cloud nodes share the generator: same keys, agents, isolation and TLS shape", () => {
+  const lab = labNodeSpec(join(tmp.path, "lab"), 0, { ca: "/lab/ca.pem", cert: "/lab/b.pem", key: "/lab/b.key" }).server;
+  const cloud = nodeServerConfig({ collectives: ["muster"], ca: "/c/ca.pem", bootstrap: { cert: "/c/b.pem", key: "/c/b.key" }, provisioning: { collective: "provisioning", callers: ["provisioner"] }, brokers: [], security: {} });
+  const shape = (c: Record<string, unknown>) => Object.keys(c).filter((k) => !["identity", "brokers", "security"].includes(k)).sort();
+  assert.deepEqual(shape(lab), shape(cloud));
+  assert.deepEqual(lab.agents, cloud.agents);
+  assert.deepEqual(Object.keys(lab.provisioning as object).sort(), Object.keys(cloud.provisioning as object).sort());
+  assert.deepEqual(Object.keys(lab.tls as object).sort(), Object.keys(cloud.tls as object).sort());
+});
+
+test("rendered for a real broker and credential: the node waits in the provisioning collective and answers only the provisioner", async () => {
+  const pki = testPki();
+  const prov = generateSigningKey("provisioner");
+  const identity = "cloud1.cloud-init.test";
+  const text = await render("--identity", identity, "--broker", broker.url, "--ca", pki.ca, "--cert", pki.clientCert, "--key", pki.clientKey, "--provisioner-key", prov.key.publicKey, "--deb-url", "https://apt.example.net/muster.deb");
+  const u = parseYaml(text) as UserData;
+  assert.equal(file(u, "/etc/muster/tls/bootstrap.key")!.content, readFileSync(pki.clientKey, "utf8"), "the credential, verbatim");
+  assert.ok(u.runcmd.some((c) => c.join(" ").includes('"https://apt.example.net/muster.deb"')));
+  // Play cloud-init's write_files under a scratch /etc/muster.
+  const etc = join(tmp.path, "etc-muster");
+  const local = (p: string) => p.replaceAll("/etc/muster", etc);
+  for (const f of u.write_files) {
+    mkdirSync(join(local(f.path), ".."), { recursive: true });
+    writeFileSync(local(f.path), local(f.content), { mode: parseInt(f.permissions, 8) });
+  }
+  // Facter off only to keep the test quick.
+  writeFileSync(local("/etc/muster/server.yaml"), local(file(u, "/etc/muster/server.yaml")!.content).replace("facter: true", "facter: false"));
+  server = spawnMuster(["server", "--config", local("/etc/muster/server.yaml")], { env: cleanEnv(join(tmp.path, "home")) });
+  await server.waitForLine(/ready/, 30_000);
+
+  const tls = { ca: pki.ca, cert: pki.clientCert, key: pki.clientKey };
+  const client = await MusterClient.connect({ brokers: [broker.url], collective: "provisioning", tls, key: prov.key, name: "cloud-init-test" });
+  try {
+    assert.deepEqual(await client.discover({ timeoutMs: 3000 }), [identity], "the provisioner finds it");
+    const stranger = await MusterClient.connect({ brokers: [broker.url], collective: "provisioning", tls, key: generateSigningKey("provisioner").key, name: "cloud-init-stranger" });
+    try {
+      assert.deepEqual(await stranger.discover({ timeoutMs: 1500 }), [], "a key the node was not given finds nothing");
+    } finally {
+      await stranger.close();
+    }
+  } finally {
+    await client.close();
+  }
+});

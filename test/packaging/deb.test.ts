@@ -1,0 +1,288 @@
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { chmodSync, cpSync, existsSync, mkdirSync, readFileSync, readlinkSync, readdirSync, symlinkSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { parse as parseYaml, stringify as toYaml } from "yaml";
+import { unpackMuster } from "../../src/lab/package.js";
+import { loadProvisionerConfig } from "../../src/provisioner/config.js";
+import { loadRegistryConfig } from "../../src/registry/config.js";
+import { loadServerConfig } from "../../src/server/config.js";
+import { startNats } from "../support/index.js";
+import { cleanEnv, repoRoot, runCli, spawnMuster, startBroker, tempDir, type Broker, type MusterProcess } from "../support/collective.js";
+
+// The .deb as an operator gets it: built by packaging/build-deb.mjs (what `npm run package` runs
+// after the build), read with dpkg-deb, its units checked by systemd-analyze, unpacked into a
+// throwaway root and run from there with no Node.js on PATH, and installed, removed and purged by
+// real dpkg into another throwaway root (maintainer scripts included, via DPKG_ROOT).
+
+const run = promisify(execFile);
+const tmp = tempDir("deb");
+const pkg = JSON.parse(readFileSync(join(repoRoot, "package.json"), "utf8")) as { version: string };
+const UNITS = ["muster-server", "muster-provisioner", "muster-registry"];
+const CONFFILES = ["/etc/muster/provisioner.yaml", "/etc/muster/registry.yaml", "/etc/muster/server.yaml"];
+
+let deb: string;
+let root: string;
+let broker: Broker;
+let server: MusterProcess | undefined;
+
+before(async () => {
+  // gzip: the release's xz takes a minute on a busy machine; the contents are the same.
+  const built = await run(process.execPath, [join(repoRoot, "packaging", "build-deb.mjs"), "--out", join(tmp.path, "out"), "--compress", "gzip"], { cwd: repoRoot, maxBuffer: 16 << 20 });
+  deb = built.stdout.trim().split("\n").at(-1)!;
+  root = join(tmp.path, "root");
+  mkdirSync(root);
+  await run("dpkg-deb", ["-x", deb, root]);
+  broker = await startBroker();
+});
+
+after(async () => {
+  await server?.stop();
+  await broker?.dispose();
+  tmp.remove();
+});
+
+test("npm run package's last line is the path of muster_<version>_<arch>.deb", async () => {
+  const arch = (await run("dpkg", ["--print-architecture"])).stdout.trim();
+  assert.equal(deb, join(tmp.path, "out", `muster_${pkg.version}_${arch}.deb`));
+  assert.ok(existsSync(deb));
+  const field = async (f: string) => (await run("dpkg-deb", ["--field", deb, f])).stdout.trim();
+  assert.equal(await field("Package"), "muster");
+  assert.equal(await field("Version"), pkg.version);
+  assert.equal(await field("Architecture"), arch);
+  // No nodejs: the package carries its runtime; only what that node binary links against.
+  assert.doesNotMatch(await field("Depends"), /node/);
+  assert.match(await field("Depends"), /libc6/);
+});
+
+test("dpkg-deb: the launcher, the runtime, the app without dev dependencies, units, conffiles, maintainer scripts", async () => {
+  const listing = (await run("dpkg-deb", ["--contents", deb], { maxBuffer: 64 << 20 })).stdout.split("\n").filter(Boolean);
+  const entry = (path: string) => listing.find((l) => l.endsWith(` .${path}`) || l.includes(` .${path} -> `));
+  for (const p of ["/usr/bin/muster", "/usr/lib/muster/node"]) assert.match(entry(p) ?? `${p} missing`, /^-rwxr-xr-x root\/root /, p);
+  for (const p of ["/usr/lib/muster/app/dist/src/cli/main.js", "/usr/lib/muster/app/package.json", "/usr/lib/muster/app/puppet/modules/muster/lib/puppet/functions/search_nodes.rb", "/usr/lib/muster/app/node_modules/@nats-io/transport-node/package.json"]) {
+    assert.ok(entry(p), `${p} is in the package`);
+  }
+  for (const u of UNITS) assert.ok(entry(`/lib/systemd/system/${u}.service`), `${u}.service is in the package`);
+  for (const c of CONFFILES) assert.ok(entry(c), `${c} is in the package`);
+  // What npm pack ships: compiled JavaScript, not sources, tests or dev tools.
+  const names = listing.map((l) => l.replace(/^.* \.\//, "/"));
+  assert.deepEqual(names.filter((n) => /\/app\/(src|test|bench)\//.test(n) || /\/app\/dist\/test\//.test(n)), []);
+  assert.deepEqual(names.filter((n) => /node_modules\/(typescript|@types)\//.test(n)), [], "no devDependencies");
+  assert.ok(listing.every((l) => l.includes(" root/root ")), "every file belongs to root");
+
+  const ctl = join(tmp.path, "control");
+  await run("dpkg-deb", ["--control", deb, ctl]);
+  assert.deepEqual(readFileSync(join(ctl, "conffiles"), "utf8").trim().split("\n").sort(), CONFFILES);
+  for (const s of ["postinst", "prerm", "postrm"]) {
+    const text = readFileSync(join(ctl, s), "utf8");
+    assert.match(text, /^#!\/bin\/sh\n/, `${s} is a shell script`);
+    await run("sh", ["-n", join(ctl, s)]); // parses
+  }
+});
+
+/** A unit's [Service] settings (the last value of a repeated key). */
+function service(unit: string): Map<string, string> {
+  const text = readFileSync(join(root, "lib", "systemd", "system", `${unit}.service`), "utf8");
+  const body = text.slice(text.indexOf("[Service]"), text.indexOf("[Install]"));
+  return new Map(body.split("\n").filter((l) => /^[A-Za-z]+=/.test(l)).map((l) => [l.slice(0, l.indexOf("=")), l.slice(l.indexOf("=") + 1)]));
+}
+
+test("units: their own user, no new privileges, restart on failure, protected system and home (the server: docs/decisions/shipping.md)", () => {
+  for (const u of UNITS) {
+    const s = service(u);
+    assert.equal(s.get("NoNewPrivileges"), "yes", u);
+    assert.equal(s.get("Restart"), "on-failure", u);
+    assert.match(s.get("ExecStart")!, /^\/usr\/bin\/muster /, u);
+    const config = /--config (\S+)/.exec(s.get("ExecStart")!)?.[1];
+    assert.ok(config && CONFFILES.includes(config), `${u} reads a conffile (${config})`);
+    // None of the daemons reloads its config on a signal (SIGHUP would end it): a reload would lie.
+    assert.equal(s.has("ExecReload"), false, `${u} has no ExecReload`);
+  }
+  for (const u of ["muster-provisioner", "muster-registry"]) {
+    const s = service(u);
+    assert.equal(s.get("User"), "muster", u);
+    assert.equal(s.get("ProtectSystem"), "strict", u);
+    assert.equal(s.get("ProtectHome"), "yes", u);
+    assert.equal(s.get("CapabilityBoundingSet"), "", `${u} keeps no capability`);
+  }
+  // The node daemon runs Puppet, which manages the whole system as root.
+  assert.equal(service("muster-server").get("User"), "root");
+});
+
+test("systemd-analyze verify accepts the units as installed, and flags a broken one", async () => {
+  // verify resolves ExecStart and the units' dependencies inside --root: give it the host's units.
+  const vroot = join(tmp.path, "verify-root");
+  cpSync(root, vroot, { recursive: true, verbatimSymlinks: true });
+  mkdirSync(join(vroot, "usr", "lib", "systemd"), { recursive: true });
+  cpSync("/lib/systemd/system", join(vroot, "usr", "lib", "systemd", "system"), { recursive: true, verbatimSymlinks: true });
+  const units = UNITS.map((u) => join(vroot, "lib", "systemd", "system", `${u}.service`));
+  const ok = await run("systemd-analyze", ["verify", "--man=no", `--root=${vroot}`, ...units]);
+  assert.equal(ok.stderr.trim(), "", "no warnings");
+
+  const broken = join(vroot, "lib", "systemd", "system", "muster-broken.service");
+  writeFileSync(broken, readFileSync(units[1]!, "utf8").replace("NoNewPrivileges=yes", "NoNewPrivilege=yes").replace("/usr/bin/muster", "/usr/bin/muster-gone"));
+  const bad = await run("systemd-analyze", ["verify", "--man=no", `--root=${vroot}`, broken]).then(
+    () => undefined,
+    (e: { stderr: string }) => e,
+  );
+  assert.ok(bad, "verify fails on a unit whose command is missing");
+  assert.match(bad.stderr, /Unknown key 'NoNewPrivilege'/);
+  assert.match(bad.stderr, /muster-gone/);
+});
+
+test("the default configs in /etc/muster load with the daemons' own loaders", () => {
+  const server = loadServerConfig(join(root, "etc", "muster", "server.yaml"));
+  assert.deepEqual(server.collectives, ["muster"]);
+  const prov = loadProvisionerConfig(join(root, "etc", "muster", "provisioner.yaml"));
+  assert.equal(prov.target.collective, "provisioning");
+  assert.equal(prov.daemonize, false, "systemd supervises it: no self-daemonizing");
+  const reg = loadRegistryConfig(join(root, "etc", "muster", "registry.yaml"));
+  assert.equal(reg.http?.host, "127.0.0.1");
+});
+
+/** A PATH with the tools the launcher uses (sh, dirname, readlink) and, if given, a decoy `node`. */
+function toolsPath(name: string, decoyNode: boolean): string {
+  const bin = join(tmp.path, name);
+  mkdirSync(bin);
+  for (const t of ["sh", "dirname", "readlink"]) symlinkSync(`/usr/bin/${t}`, join(bin, t));
+  if (decoyNode) {
+    writeFileSync(join(bin, "node"), '#!/bin/sh\necho "v18.19.0: an older node that cannot run muster" >&2\nexit 42\n');
+    chmodSync(join(bin, "node"), 0o755);
+  }
+  return bin;
+}
+
+test("unpacked: muster --version runs on its own runtime even with an old node first on PATH", async () => {
+  const PATH = toolsPath("decoy-bin", true);
+  const r = await run(join(root, "usr", "bin", "muster"), ["--version"], { env: { PATH } });
+  assert.equal(r.stdout.trim(), pkg.version);
+});
+
+test("unpacked: a real muster server with no node on PATH answers ping against a test broker", async () => {
+  const PATH = toolsPath("no-node-bin", false);
+  const probe = await run("/usr/bin/sh", ["-c", "command -v node || echo none"], { env: { PATH } });
+  assert.equal(probe.stdout.trim(), "none", "no node on the server's PATH");
+  const identity = "pkg1.deb.test";
+  const config = join(tmp.path, "pkg-server.yaml");
+  writeFileSync(config, toYaml({ identity, brokers: [broker.url], facts: { facter: false, extra: { packaged: true } }, registration: { interval: 0 }, log: { level: "warn" } }));
+  // One config dir for server and client: the node trusts the local user's key (as on a single machine).
+  const home = join(tmp.path, "home");
+  const env = { ...cleanEnv(home), PATH };
+  server = spawnMuster(["server", "--config", config], { env, bin: join(root, "usr", "bin", "muster") });
+  await server.waitForLine(/ready/, 30_000);
+  // It is the shipped runtime that runs it (the launcher execs it, so the pid is node's).
+  assert.equal(readlinkSync(`/proc/${server.child.pid}/exe`), join(root, "usr", "lib", "muster", "node"));
+
+  const ping = await runCli(["ping", "--broker", broker.url], { env: cleanEnv(home) });
+  assert.equal(ping.code, 0, ping.stderr);
+  assert.match(ping.stdout, new RegExp(identity.replace(/\./g, "\\.")));
+  const stopped = await server.stop();
+  assert.equal(stopped.code, 0, "stops cleanly on SIGTERM");
+});
+
+/** A root dpkg can install into: an empty database and a minimal user database (root only). */
+function dpkgRoot(name: string): string {
+  const r = join(tmp.path, name);
+  mkdirSync(join(r, "var", "lib", "dpkg", "info"), { recursive: true });
+  mkdirSync(join(r, "var", "lib", "dpkg", "updates"));
+  writeFileSync(join(r, "var", "lib", "dpkg", "status"), "");
+  mkdirSync(join(r, "etc"));
+  const users = { passwd: "root:x:0:0:root:/root:/bin/sh\n", group: "root:x:0:\n", shadow: "root:*:20000:0:99999:7:::\n", gshadow: "root:*::\n" };
+  for (const [f, text] of Object.entries(users)) writeFileSync(join(r, "etc", f), text, { mode: f.endsWith("shadow") ? 0o640 : 0o644 });
+  return r;
+}
+
+test("dpkg in a throwaway root: install keeps a cloud-init server.yaml and makes the muster user; reinstall is idempotent; remove keeps /etc/muster; purge removes it", async () => {
+  const r = dpkgRoot("dpkg-root");
+  const hostPasswd = readFileSync("/etc/passwd", "utf8");
+  // Chrootless scripts with DPKG_ROOT (dpkg sets it): the dependencies are the machine's, not this root's.
+  const dpkg = (...args: string[]) => run("dpkg", [`--root=${r}`, "--force-not-root", "--force-script-chrootless", "--force-depends", "--log=/dev/null", ...args]);
+  // As cloud-init does (examples/cloud-init/): the node's server.yaml is written before the package
+  // is installed, and --force-confold keeps it.
+  const cloud = (parseYaml(readFileSync(join(repoRoot, "examples", "cloud-init", "user-data.yaml"), "utf8")) as { write_files: { path: string; content: string }[] }).write_files;
+  const cloudServer = cloud.find((f) => f.path === "/etc/muster/server.yaml")!.content;
+  mkdirSync(join(r, "etc", "muster"));
+  writeFileSync(join(r, "etc", "muster", "server.yaml"), cloudServer);
+  await dpkg("--force-confold", "-i", deb);
+  assert.equal(readFileSync(join(r, "etc", "muster", "server.yaml"), "utf8"), cloudServer, "the server.yaml cloud-init wrote is kept");
+  const users = (f: string) => readFileSync(join(r, "etc", f), "utf8").split("\n").filter((l) => l.startsWith("muster:"));
+  assert.equal(users("passwd").length, 1, "the muster user");
+  assert.match(users("passwd")[0]!, /:\/var\/lib\/muster:\/usr\/sbin\/nologin$/);
+  assert.equal(users("group").length, 1, "the muster group");
+  assert.equal(readFileSync("/etc/passwd", "utf8"), hostPasswd, "the host's users are untouched");
+  for (const c of CONFFILES) assert.ok(existsSync(join(r, c)), c);
+  assert.ok(existsSync(join(r, "etc", "muster", "tls")), "the credentials directory");
+  const gid = users("group")[0]!.split(":")[2];
+  const { stdout: mode } = await run("stat", ["-c", "%a %g", join(r, "etc", "muster")]);
+  assert.equal(mode.trim(), `750 ${gid}`, "/etc/muster: root and the muster group only");
+
+  // An operator's edit to a conffile survives an upgrade (here: the same version again).
+  writeFileSync(join(r, "etc", "muster", "server.yaml"), "collectives: [edited]\n");
+  await dpkg("--force-confold", "-i", deb);
+  assert.equal(users("passwd").length, 1, "reinstalling adds no second user");
+  assert.equal(readFileSync(join(r, "etc", "muster", "server.yaml"), "utf8"), "collectives: [edited]\n");
+
+  writeFileSync(join(r, "etc", "muster", "tls", "node.key"), "secret\n");
+  await dpkg("--remove", "muster");
+  assert.equal(existsSync(join(r, "usr", "bin", "muster")), false, "the program is gone");
+  for (const c of CONFFILES) assert.ok(existsSync(join(r, c)), `remove keeps ${c}`);
+  assert.ok(existsSync(join(r, "etc", "muster", "tls", "node.key")), "remove keeps credentials");
+
+  await dpkg("--purge", "muster");
+  assert.equal(existsSync(join(r, "etc", "muster")), false, "purge removes /etc/muster, credentials included");
+  assert.deepEqual(readdirSync(join(r, "var", "lib")).filter((d) => d === "muster"), []);
+});
+
+test("lab up --from-package unpacks a package and runs its muster; a missing file, a non-package and a foreign package are clear errors", async () => {
+  const got = unpackMuster(deb, join(tmp.path, "lab-pkg"));
+  assert.equal(got.bin, join(tmp.path, "lab-pkg", "usr", "bin", "muster"));
+  assert.equal(got.version, pkg.version);
+
+  assert.throws(() => unpackMuster(join(tmp.path, "nope.deb"), join(tmp.path, "x1")), /no file .*nope\.deb .*npm run package/);
+  const cwd = join(tmp.path, "lab-cwd");
+  mkdirSync(cwd);
+  const cli = await runCli(["lab", "up", "--from-package", "nope.deb"], { env: cleanEnv(join(tmp.path, "lab-home")), cwd });
+  assert.equal(cli.code, 64, cli.stderr);
+  assert.match(cli.stderr, /--from-package: no file nope\.deb \(build one with `npm run package`/);
+  assert.deepEqual(readdirSync(cwd), [], "nothing started, nothing written");
+  const junk = join(tmp.path, "junk.deb");
+  writeFileSync(junk, "not an archive\n");
+  assert.throws(() => unpackMuster(junk, join(tmp.path, "x2")), /cannot unpack .*junk\.deb/);
+  const foreign = join(tmp.path, "foreign");
+  mkdirSync(join(foreign, "DEBIAN"), { recursive: true });
+  mkdirSync(join(foreign, "usr", "share"), { recursive: true });
+  writeFileSync(join(foreign, "DEBIAN", "control"), "Package: foreign\nVersion: 1\nArchitecture: all\nMaintainer: x <x@example.net>\nDescription: not muster\n");
+  await run("dpkg-deb", ["--root-owner-group", "-Zgzip", "--build", foreign, join(tmp.path, "foreign.deb")]);
+  assert.throws(() => unpackMuster(join(tmp.path, "foreign.deb"), join(tmp.path, "x3")), /holds no usr\/bin\/muster/);
+});
+
+test("unpacked: the provisioner (--once) and the registry run from the package with the shipped default configs, as their units run them", async () => {
+  const nats = await startNats({ jetstream: true });
+  try {
+    const bin = join(root, "usr", "bin", "muster");
+    const PATH = toolsPath("daemons-bin", false);
+    // What the unit sets: MUSTER_CONFIG_DIR is the StateDirectory, the caller name the provisioner's.
+    const state = join(tmp.path, "var-lib-muster");
+    const provEnv = { ...cleanEnv(join(state, "provisioner"), { MUSTER_CALLER: "provisioner" }), PATH };
+    const once = await run(bin, ["provisioner", "--config", join(root, "etc", "muster", "provisioner.yaml"), "--once", "--broker", nats.url], { env: provEnv }).catch((e: { code: number; stdout: string; stderr: string }) => e);
+    assert.equal("code" in once ? once.code : 0, 0, `${once.stdout}${once.stderr}`);
+    assert.ok(existsSync(join(state, "provisioner", "keys", "provisioner.pem")), "the provisioner made its signing key in its state directory");
+
+    // The shipped registry.yaml, on a free port instead of 8089 (other tests may hold it).
+    const regCfg = parseYaml(readFileSync(join(root, "etc", "muster", "registry.yaml"), "utf8")) as { http: { port: number } };
+    regCfg.http.port = 0;
+    const regFile = join(tmp.path, "registry.yaml");
+    writeFileSync(regFile, toYaml(regCfg));
+    const reg = spawnMuster(["registry", "serve", "--config", regFile, "--broker", nats.url], { env: { ...cleanEnv(join(state, "registry")), PATH }, bin });
+    try {
+      await reg.waitForLine(/ready/, 30_000);
+    } finally {
+      const stopped = await reg.stop();
+      assert.deepEqual(stopped, { code: 0, signal: null }, `the registry stops cleanly on SIGTERM: ${reg.stderr()}`);
+    }
+  } finally {
+    await nats.stop();
+  }
+});
