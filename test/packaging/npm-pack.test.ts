@@ -21,7 +21,9 @@ test("npm pack, then npm install -g of the tarball: bin muster prints the versio
   const files = info[0]!.files.map((f) => f.path);
   assert.ok(files.includes("dist/src/cli/main.js"));
   assert.ok(files.includes("puppet/modules/muster/lib/puppet/functions/search_nodes.rb"), "the Puppet module muster ships");
-  assert.deepEqual(files.filter((f) => /^(src|test|bench)\/|\.ts$|^dist\/test\//.test(f)), [], "no sources or tests");
+  assert.ok(files.includes("src/web/assets/index.html") && files.includes("src/web/assets/app.js"), "the web console's pages (read at run time from src/web/assets)");
+  // The console's pages are the one part of src/ that runs as it is (plain modules for the browser).
+  assert.deepEqual(files.filter((f) => /^(src\/(?!web\/assets\/)|test\/|bench\/)|\.ts$|^dist\/test\//.test(f)), [], "no sources or tests");
 
   const prefix = join(tmp.path, "prefix");
   await run("npm", ["install", "--global", "--prefix", prefix, "--prefer-offline", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error", join(tmp.path, info[0]!.filename)], { maxBuffer: 16 << 20 });
