@@ -26,6 +26,9 @@ import { buildRequest } from "./request.js";
 // The client API that the CLI, the provisioner and users' scripts use: discover nodes, call actions
 // on them in parallel (directly addressed, batched, limited), collect and summarise replies.
 
+/** How long close() lets a drain take before closing outright (the broker may be gone). */
+const CLOSE_DRAIN_MS = 3000;
+
 export interface ClientOptions {
   brokers?: string[];
   broker?: string;
@@ -134,7 +137,14 @@ export class MusterClient {
   }
 
   async close(): Promise<void> {
-    if (this.ownsConnection) await this.nc.drain().catch(() => undefined);
+    if (!this.ownsConnection || this.nc.isClosed()) return;
+    // drain() waits for the broker: while it is away (reconnecting) that is forever, and a daemon
+    // asked to stop must stop. Past the bound the connection is closed without draining.
+    let timer: NodeJS.Timeout | undefined;
+    const bounded = new Promise<void>((r) => (timer = setTimeout(r, CLOSE_DRAIN_MS)));
+    await Promise.race([this.nc.drain().catch(() => undefined), bounded]);
+    clearTimeout(timer);
+    if (!this.nc.isClosed()) await this.nc.close().catch(() => undefined);
   }
 
   /**

@@ -10,7 +10,7 @@ import { loadRegistryConfig } from "../../src/registry/config.js";
 import { startRegistry, type RunningRegistry } from "../../src/registry/daemon.js";
 import { WebConfigSchema } from "../../src/web/config.js";
 import { startWeb, type WebHandle } from "../../src/web/daemon.js";
-import { connectNats } from "../support/collective.js";
+import { connectNats, spawnMuster } from "../support/collective.js";
 import { freePort, startNats, type NatsHandle } from "../support/index.js";
 import { bearer, openSse } from "./support.js";
 
@@ -93,5 +93,32 @@ test("broker and registry down are named on /api/health and the stream; both rec
     assert.equal((await fetch(`${web.url}/api/nodes`, { headers: bearer(TOKEN) })).status, 200);
   } finally {
     sse.close();
+  }
+});
+
+test("muster web stops on SIGTERM while its broker is away (it does not wait for the broker to drain)", async () => {
+  const port = await freePort();
+  const bport = await freePort();
+  const bdir = join(dir, "nats-gone");
+  const broker = await startNats({ jetstream: true, dir: bdir, port: bport });
+  writeFileSync(join(dir, "tokens"), `${TOKEN} viewer bob\n`);
+  writeFileSync(join(dir, "web.yaml"), `listen: 127.0.0.1:${port}\nauth: {tokens_file: ${join(dir, "tokens")}}\nregistry: {url: "http://127.0.0.1:${await freePort()}"}\n`);
+  const p = spawnMuster(["web", "--config", join(dir, "web.yaml"), "--broker", broker.url], { env: { ...process.env, MUSTER_CONFIG_DIR: join(dir, "keys") } });
+  try {
+    await p.waitForLine(/ready/, 30_000);
+    // connected: /api/health says the broker is up
+    for (const deadline = Date.now() + 20_000; ; ) {
+      const h = (await (await fetch(`http://127.0.0.1:${port}/api/health`, { headers: bearer(TOKEN) })).json()) as H;
+      if (h.broker.ok) break;
+      assert.ok(Date.now() < deadline, `never connected: ${JSON.stringify(h)}`);
+      await new Promise((r) => setTimeout(r, 100)); // re-probe interval
+    }
+    await broker.stop();
+    p.child.kill("SIGTERM");
+    const ended = await Promise.race([p.exited, new Promise<"hung">((r) => setTimeout(() => r("hung"), 15_000))]);
+    assert.notEqual(ended, "hung", "muster web still running 15 s after SIGTERM with its broker gone");
+    assert.deepEqual(ended, { code: 0, signal: null });
+  } finally {
+    await p.stop(1000);
   }
 });
