@@ -1,6 +1,4 @@
 import { Command } from "commander";
-import { authorizationConfig, brokerUsers, BrokerAuthSpecSchema } from "../../broker/auth.js";
-import { loadConfigFile } from "../../config/load.js";
 import { MusterError } from "../../errors.js";
 
 // `muster broker users --spec FILE`: nats-server's users and permissions for a muster fleet, from
@@ -33,7 +31,8 @@ Example spec:
 Put the output in nats-server.conf next to a tls block with verify_and_map: true, and reload
 nats-server (nats-server --signal reload) when nodes are added. See docs/security.md.`,
       )
-      .action((o: { spec: string; json?: boolean }) => {
+      .action(async (o: { spec: string; json?: boolean }) => {
+        const [{ authorizationConfig, brokerUsers, BrokerAuthSpecSchema }, { loadConfigFile }] = await Promise.all([import("../../broker/auth.js"), import("../../config/load.js")]);
         const spec = loadConfigFile(o.spec, BrokerAuthSpecSchema, "broker spec");
         try {
           process.stdout.write(o.json ? `${JSON.stringify(brokerUsers(spec), null, 2)}\n` : authorizationConfig(spec));

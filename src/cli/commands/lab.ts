@@ -1,14 +1,11 @@
 import { Command } from "commander";
 import { existsSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { resolve } from "node:path";
-import { stringify as toYaml } from "yaml";
-import { MusterClient } from "../../client/client.js";
 import { MusterError } from "../../errors.js";
 import { isAlive, stopPid } from "../../lab/processes.js";
-import { addLabNodes, labRegionFor, removeLabNode } from "../../lab/scale.js";
-import { connectedUsers, LAB_REGIONS, labPids, readLabState, startLab, stopLabFromState, type LabState } from "../../lab/lab.js";
+import type { LabState } from "../../lab/lab.js";
+import { LAB_REGIONS } from "../../lab/regions.js";
 import { receiverCommand } from "../../lab/receiver-command.js";
-import { openProvisionState } from "../../fleet/provision-state.js";
 import { DEFAULT_STATE_BUCKET } from "../../protocol/buckets.js";
 import type { NodeRecord } from "../../provisioner/state.js";
 import { progressBar, bold, green, red, yellow } from "../output.js";
@@ -21,12 +18,20 @@ const labDir = () => resolve(".muster", "lab");
 const clientConfig = () => resolve(".muster", "client.yaml");
 const ts = () => new Date().toISOString().slice(11, 19);
 
+// The lab's machinery (NATS, JetStream, puppetserver control, YAML) loads when a subcommand runs,
+// not for `muster lab --help` (npm run bench:cli).
+const load = async () => {
+  const [lab, scale, { MusterClient }, { openProvisionState }, { stringify: toYaml }] = await Promise.all([import("../../lab/lab.js"), import("../../lab/scale.js"), import("../../client/client.js"), import("../../fleet/provision-state.js"), import("yaml")]);
+  return { ...lab, ...scale, MusterClient, openProvisionState, toYaml };
+};
+
 function running(s: LabState): boolean {
   return isAlive(s.natsPid);
 }
 
 /** Live progress of these nodes' provisioning until each is done or failed; `since`: ignore records older than this (an earlier machine's). */
 async function followProvisioning(s: LabState, ids: string[], timeoutMs: number, since = 0): Promise<NodeRecord[]> {
+  const { MusterClient, openProvisionState } = await load();
   const client = await MusterClient.connect({ brokers: [s.broker], collective: s.collective, name: "muster-lab-follow", tls: s.tls?.admin });
   const store = await openProvisionState(client, DEFAULT_STATE_BUCKET);
   const bar = progressBar(true);
@@ -62,6 +67,7 @@ export function labCommand(): Command {
       .option("--nodes <n>", "how many nodes to provision", "4")
       .option("--timeout <seconds>", "give up following progress after this long", "900")
       .action(async (o: { nodes: string; timeout: string }) => {
+        const { readLabState, stopLabFromState, startLab, toYaml } = await load();
         const n = Number(o.nodes);
         if (!Number.isInteger(n) || n < 1 || n > 200) throw new MusterError("MUSTER_USAGE", "--nodes takes a whole number from 1 to 200");
         const existing = readLabState(labDir());
@@ -87,6 +93,7 @@ export function labCommand(): Command {
   );
   lab.addCommand(
     new Command("down").description("Stop everything the lab started and remove its state").action(async () => {
+      const { stopLabFromState } = await load();
       const stopped = await stopLabFromState(labDir());
       rmSync(resolve(".muster", "lab"), { recursive: true, force: true });
       if (existsSync(clientConfig())) rmSync(clientConfig());
@@ -98,6 +105,7 @@ export function labCommand(): Command {
       .description("Which lab processes run, and where provisioning stands")
       .option("--json", "machine-readable")
       .action(async (o: { json?: boolean }) => {
+        const { readLabState, labPids, MusterClient, openProvisionState, connectedUsers } = await load();
         const s = readLabState(labDir());
         if (!s) {
           process.stdout.write("no lab here (start one with `muster lab up`)\n");
@@ -152,6 +160,7 @@ Examples:
 Exit code 0 when every new node was provisioned, 2 when any failed or the wait timed out.`,
       )
       .action(async (o: { count: string; country?: string; identity?: string[]; follow: boolean; timeout: string }) => {
+        const { labRegionFor, readLabState, MusterClient, openProvisionState, addLabNodes } = await load();
         const count = Number(o.count);
         if (!Number.isInteger(count) || count < 1 || count > 50) throw new MusterError("MUSTER_USAGE", "--count takes a whole number from 1 to 50");
         const timeout = Number(o.timeout);
@@ -205,6 +214,7 @@ already gone). Example:
   muster lab remove node03.eu.lab && muster decommission --wait node03.eu.lab`,
       )
       .action(async (ids: string[]) => {
+        const { readLabState, removeLabNode } = await load();
         const s = readLabState(labDir());
         if (!s) {
           process.stdout.write("no lab here (start one with `muster lab up`)\n");

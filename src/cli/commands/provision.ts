@@ -1,11 +1,8 @@
 import { Command } from "commander";
-import { KvWatchInclude } from "@nats-io/kv";
-import { MusterClient } from "../../client/client.js";
 import { MusterError } from "../../errors.js";
-import { openProvisionState } from "../../fleet/provision-state.js";
 import { DEFAULT_STATE_BUCKET } from "../../protocol/buckets.js";
-import { appendLog, type NodeRecord, type StateStore } from "../../provisioner/state.js";
-import { loadClientConfig, resolveBrokerSettings } from "../config.js";
+import type { MusterClient } from "../../client/client.js";
+import type { NodeRecord, StateStore } from "../../provisioner/state.js";
 import { addCommonOptions, type CommonOpts } from "../options.js";
 import { bold, green, red, yellow } from "../output.js";
 
@@ -16,6 +13,8 @@ interface ProvisionOpts extends CommonOpts {
 }
 
 async function openStore(o: ProvisionOpts): Promise<{ client: MusterClient; store: StateStore }> {
+  // Loaded when a subcommand runs, not for --help (npm run bench:cli).
+  const [{ MusterClient }, { openProvisionState }, { loadClientConfig, resolveBrokerSettings }] = await Promise.all([import("../../client/client.js"), import("../../fleet/provision-state.js"), import("../config.js")]);
   const cfg = loadClientConfig(o.config);
   const broker = resolveBrokerSettings({ flag: o.broker, clientConfig: o.config });
   const client = await MusterClient.connect({ brokers: broker.servers, collective: o.target ?? cfg.collective, name: "muster-provision", tls: broker.tls, from: broker.from });
@@ -66,6 +65,7 @@ export function provisionCommand(): Command {
           };
           await show();
           if (!o.watch) return;
+          const { KvWatchInclude } = await import("@nats-io/kv");
           const w = await store.kv.watch({ include: KvWatchInclude.UpdatesOnly });
           const stop = new Promise<void>((r) => process.once("SIGINT", () => r()));
           let pending = false;
@@ -117,6 +117,7 @@ no record is changed. See docs/provisioner.md#retrying.`,
             throw new MusterError("MUSTER_UNKNOWN_NODE", `the provisioner has no record of ${unknown.join(", ")}: check the spelling against \`muster provision status\` (a node gets a record when the provisioner first finds it waiting)${also}\nNothing was changed.`);
           }
           if (refused.length) throw new MusterError("MUSTER_RETRY_REFUSED", `${refused.join("\n")}\nNothing was changed.`);
+          const { appendLog } = await import("../../provisioner/state.js");
           for (const rec of retry) {
             const was = rec.status;
             rec.status = "pending";
