@@ -96,7 +96,7 @@ async function must(argv: string[], env: NodeJS.ProcessEnv, check: (r: Run) => b
 /** The command names `muster --help` lists. */
 async function commandNames(env: NodeJS.ProcessEnv): Promise<string[]> {
   const r = await timed([cliPath, "--help"], env);
-  const list = r.stdout.split(/^Commands:$/m)[1] ?? "";
+  const list = (r.stdout.split(/^Commands:$/m)[1] ?? "").split("\n\n")[0]!;
   return [...list.matchAll(/^ {2}([a-z][a-z-]*)\b/gm)].map((m) => m[1]!).filter((n) => n !== "help");
 }
 
