@@ -27,8 +27,9 @@ const dn = z.string().min(1).max(1024);
 /** Characters a DN attribute value may hold here without escaping, in both openssl's and RFC 2253's form. */
 const DN_VALUE = /^[A-Za-z0-9 ._-]{1,64}$/;
 
-/** The default O= of per-node bootstrap certificates. */
-export const BOOTSTRAP_ORG = "muster";
+import { BOOTSTRAP_ORG } from "./bootstrap-defaults.js";
+
+export { BOOTSTRAP_ORG };
 
 /**
  * A node's own bootstrap credential: the broker user (RFC 2253, as verify_and_map names it) and the

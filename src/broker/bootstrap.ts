@@ -9,8 +9,9 @@ import { BOOTSTRAP_ORG, bootstrapUser } from "./auth.js";
 // `muster broker bootstrap-credential`, the lab for each node it boots, and cloud tooling that
 // writes one into each instance's user data.
 
-/** Bootstrap credentials live this long by default: long enough for an image to wait, short enough to expire unused. */
-export const BOOTSTRAP_DAYS = 30;
+import { BOOTSTRAP_DAYS } from "./bootstrap-defaults.js";
+
+export { BOOTSTRAP_DAYS };
 
 export interface BootstrapCredential {
   identity: string;

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
-import { Command, CommanderError } from "commander";
+import type { Command } from "commander";
 import { MusterError } from "../errors.js";
-import { FilterError } from "../filter/index.js";
+import { FilterError } from "../filter/error.js";
 import { VERSION } from "../version.js";
 import { Exit, ownsUsageErrors } from "./exit.js";
 
@@ -11,19 +11,28 @@ process.stdout.on("error", (e: NodeJS.ErrnoException) => {
   throw e;
 });
 
-const program = new Command("muster")
+// `muster --version` alone answers before anything else loads (scripts and health checks call it).
+if (process.argv.length === 3 && (process.argv[2] === "-v" || process.argv[2] === "--version")) {
+  process.stdout.write(`${VERSION}\n`);
+  process.exit(0);
+}
+
+const { Command: CommandClass, CommanderError } = await import("commander");
+const program = new CommandClass("muster")
   .description("Take servers from first boot to Puppet-managed, then run the fleet by what the machines are.")
   .version(VERSION, "-v, --version")
   .showHelpAfterError("(run with --help for usage)")
   .exitOverride();
-// A daemon loads only its own command: every other command's imports (the provisioner, the lab,
-// their HTTP and JetStream stacks) would stay resident in each node's `muster server` for nothing.
-// Idle memory of the node daemon is a tracked figure (npm run bench, docs/bench.md).
-const daemons: Record<string, () => Promise<() => Command>> = {
-  server: async () => (await import("./commands/server.js")).serverCommand,
-};
-const only = daemons[process.argv[2] ?? ""];
-const commands = only ? [await only()] : (await import("./commands/index.js")).commands;
+// Only the invoked command's module loads: every other command's imports (the provisioner, the
+// lab, their HTTP and JetStream stacks) would cost each `muster find` its start-up time and stay
+// resident in each node's `muster server` for nothing. Idle memory of the node daemon and CLI
+// start-up are tracked figures (npm run bench, npm run bench:cli; docs/bench.md). Without a known
+// command (`muster --help`, a typo to suggest a name for) every command module loads: each is
+// light until its action runs.
+const { commands: loaders } = await import("./commands/index.js");
+const first = process.argv[2] ?? "";
+const invoked = Object.hasOwn(loaders, first) ? [loaders[first]!] : Object.values(loaders);
+const commands = await Promise.all(invoked.map((load) => load()));
 for (const make of commands) program.addCommand(make());
 // Every command at every depth (`broker users`, `provision retry`...) throws its usage errors to
 // fail() below instead of letting commander exit 1 on its own.

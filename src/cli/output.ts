@@ -1,5 +1,6 @@
-import cliProgress from "cli-progress";
-import { aggregateReplies, formatAggregate, type AggregateResult } from "../ddl/index.js";
+import { createRequire } from "node:module";
+// ddl/aggregate.js, not ddl/index.js: the index loads zod (DDL files), which printing needs not.
+import { aggregateReplies, formatAggregate, type AggregateResult } from "../ddl/aggregate.js";
 import type { AgentDDL } from "../ddl/types.js";
 import type { RpcResult } from "../client/client.js";
 import { Status, statusName } from "../protocol/status.js";
@@ -25,6 +26,8 @@ export function formatValue(v: unknown): string {
 /** A progress bar on stderr when it is a terminal; a no-op otherwise. */
 export function progressBar(enabled: boolean): { start(total: number): void; tick(): void; stop(): void } {
   if (!enabled || !process.stderr.isTTY) return { start() {}, tick() {}, stop() {} };
+  // Loaded only when a bar is drawn (a terminal): not for --help, pipes or scripts.
+  const cliProgress = createRequire(import.meta.url)("cli-progress") as typeof import("cli-progress");
   const bar = new cliProgress.SingleBar({ stream: process.stderr, format: " * [{bar}] {value} / {total}", barCompleteChar: "=", barIncompleteChar: " ", hideCursor: true, clearOnComplete: true }, cliProgress.Presets.legacy);
   let started = false;
   return {

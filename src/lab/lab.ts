@@ -16,6 +16,7 @@ import { isAlive, spawnMuster, stopPid, type MusterProcess } from "./processes.j
 import { labEnvironments, labRole, ROLE_FACT_NAMES, roleFacts, type LabRole } from "./manifests.js";
 import { startPuppetserver, stopDetachedPuppetserver, type PuppetserverHandle } from "./puppetserver.js";
 import { addLabNodes, removeLabNode, type AddNodesOptions } from "./scale.js";
+import { LAB_REGIONS, type LabRegion } from "./regions.js";
 
 export type { AddNodesOptions } from "./scale.js";
 
@@ -30,17 +31,7 @@ export const LAB_PROVISIONING_COLLECTIVE = "provisioning";
 /** The provisioner's caller name: the only one a waiting node answers. */
 export const LAB_PROVISIONER_CALLER = "provisioner";
 
-export interface LabRegion {
-  name: string;
-  country: string;
-  region: string;
-  host: string;
-}
-
-export const LAB_REGIONS: LabRegion[] = [
-  { name: "eu", country: "de", region: "eu-central-1", host: "127.0.0.11" },
-  { name: "us", country: "us", region: "us-east-1", host: "127.0.0.12" },
-];
+export { LAB_REGIONS, type LabRegion } from "./regions.js";
 
 export interface LabNode {
   identity: string;

@@ -1,5 +1,4 @@
 import { Command } from "commander";
-import { startWebhookReceiver } from "./receivers.js";
 
 /** Hidden `muster lab receiver`: the lab's admin webhook endpoint, as its own process. */
 export function receiverCommand(): Command {
@@ -9,6 +8,7 @@ export function receiverCommand(): Command {
     .option("--host <addr>", "loopback address", "127.0.0.1")
     .option("--port <n>", "port (0: any free)", "0")
     .action(async (o: { file: string; host: string; port: string }) => {
+      const { startWebhookReceiver } = await import("./receivers.js"); // fastify: not for `muster lab --help`
       const r = await startWebhookReceiver({ host: o.host, port: Number(o.port), file: o.file });
       process.stdout.write(`receiver listening on ${r.url}: ready\n`);
       await new Promise<void>((resolve) => {

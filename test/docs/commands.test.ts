@@ -73,6 +73,8 @@ const COVERED_ELSEWHERE: Record<string, string> = {
   "node dist/bench/run.js --no-rss --nodes 1000": "bench/run.ts: a benchmark",
   "node dist/bench/run.js --no-rss --nodes 10000 --profile /tmp/prof": "bench/run.ts: a benchmark",
   "node --cpu-prof --cpu-prof-dir=/tmp/prof dist/bench/run.js --no-rss": "bench/run.ts: a benchmark",
+  "npm run bench:cli": "bench/cli-start.ts: a benchmark, a minute of both cores (docs/bench.md)",
+  "node dist/bench/cli-start.js --no-find --rounds 9": "bench/cli-start.ts: a benchmark",
 };
 
 /**

@@ -1,9 +1,8 @@
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { Command } from "commander";
-import { BOOTSTRAP_ORG, authorizationConfig, brokerUsers, BrokerAuthSpecSchema, type BrokerAuthSpec } from "../../broker/auth.js";
-import { BOOTSTRAP_DAYS, issueBootstrapCredential, writeBootstrapCredential } from "../../broker/bootstrap.js";
-import { loadConfigFile } from "../../config/load.js";
+import type { BrokerAuthSpec, BrokerAuthSpecSchema } from "../../broker/auth.js";
+import { BOOTSTRAP_DAYS, BOOTSTRAP_ORG } from "../../broker/bootstrap-defaults.js";
 import { MusterError } from "../../errors.js";
 import { DEFAULT_STATE_BUCKET } from "../../protocol/buckets.js";
 
@@ -50,7 +49,8 @@ async function provisionedIdentities(o: { broker?: string; config?: string; buck
 }
 
 /** `broker users --issue`: a credential for every listed, unretired bootstrap node that has none in `dir` yet. */
-function issueMissing(spec: ReturnType<typeof BrokerAuthSpecSchema.parse>, dir: string, ca: { cert: string; key: string }): void {
+async function issueMissing(spec: ReturnType<typeof BrokerAuthSpecSchema.parse>, dir: string, ca: { cert: string; key: string }): Promise<void> {
+  const { issueBootstrapCredential, writeBootstrapCredential } = await import("../../broker/bootstrap.js");
   const retired = new Set(spec.provisioned);
   for (const b of spec.bootstrap) {
     if (b.identity === undefined || retired.has(b.identity)) continue;
@@ -103,10 +103,11 @@ Put the output in nats-server.conf next to a tls block with verify_and_map: true
 nats-server (nats-server --signal reload) when nodes are added or provisioned. See docs/security.md.`,
       )
       .action(async (o: { spec: string; json?: boolean; retireProvisioned?: boolean; bucket?: string; broker?: string; config?: string; issue?: string; caCert?: string; caKey?: string }) => {
+        const [{ authorizationConfig, brokerUsers, BrokerAuthSpecSchema }, { loadConfigFile }] = await Promise.all([import("../../broker/auth.js"), import("../../config/load.js")]);
         const spec: BrokerAuthSpec = loadConfigFile(o.spec, BrokerAuthSpecSchema, "broker spec");
         if (o.issue && (!o.caCert || !o.caKey)) throw new MusterError("MUSTER_USAGE", "--issue needs --ca-cert and --ca-key (the CA that signs bootstrap credentials)");
         if (o.retireProvisioned) spec.provisioned = [...(spec.provisioned ?? []), ...(await provisionedIdentities(o))];
-        if (o.issue) issueMissing(BrokerAuthSpecSchema.parse(spec), o.issue, { cert: o.caCert!, key: o.caKey! });
+        if (o.issue) await issueMissing(BrokerAuthSpecSchema.parse(spec), o.issue, { cert: o.caCert!, key: o.caKey! });
         try {
           process.stdout.write(o.json ? `${JSON.stringify(brokerUsers(spec), null, 2)}\n` : authorizationConfig(spec));
         } catch (e) {
@@ -141,7 +142,8 @@ and writes the files through the instance's user data. Rotating: issue --generat
 {identity, generation: 2} beside the old entry, reload, swap the files on the node, drop the old
 entry, reload. Single use and rotation in full: docs/security.md#bootstrap-credentials.`,
       )
-      .action((o: { identity: string[]; caCert: string; caKey: string; out?: string; org: string; days: number; generation: number }) => {
+      .action(async (o: { identity: string[]; caCert: string; caKey: string; out?: string; org: string; days: number; generation: number }) => {
+        const { issueBootstrapCredential, writeBootstrapCredential } = await import("../../broker/bootstrap.js");
         const ids = [...new Set(o.identity)];
         const creds = ids.map((id) => issueBootstrapCredential({ cert: o.caCert, key: o.caKey }, id, { org: o.org, days: o.days, generation: o.generation }));
         if (!o.out) {

@@ -1,13 +1,8 @@
 import { Command } from "commander";
 import { userInfo } from "node:os";
-import { MusterClient } from "../../client/client.js";
-import { resolveBrokers } from "../../broker/connect.js";
+import type { StepResult } from "../../fleet/decommission.js";
 import { MusterError } from "../../errors.js";
-import { checkDecommissionIds, decommission, type StepResult } from "../../fleet/decommission.js";
-import { DEFAULT_STATE_BUCKET } from "../../provisioner/config.js";
-import { DEFAULT_BUCKET } from "../../registry/bucket.js";
 import { Exit } from "../exit.js";
-import { loadClientConfig } from "../config.js";
 import { addCommonOptions, type CommonOpts } from "../options.js";
 import { bold, green, red, yellow } from "../output.js";
 
@@ -68,6 +63,14 @@ Exit code 0 when every step succeeded for every node, 2 when any failed (run it 
 1 when no master answered, 64 for bad arguments.`,
     )
     .action(async (ids: string[], o: DecommissionOpts) => {
+      const [{ MusterClient }, { resolveBrokers }, { checkDecommissionIds, decommission }, { DEFAULT_STATE_BUCKET }, { DEFAULT_BUCKET }, { loadClientConfig }] = await Promise.all([
+        import("../../client/client.js"),
+        import("../../broker/connect.js"),
+        import("../../fleet/decommission.js"),
+        import("../../provisioner/config.js"),
+        import("../../registry/bucket.js"),
+        import("../config.js"),
+      ]);
       checkDecommissionIds(ids); // bad names: a clear error, nothing sent
       const dt = seconds("--dt", o.dt, 2);
       const timeout = seconds("--timeout", o.timeout, 60);

@@ -1,13 +1,12 @@
 import { Command, InvalidArgumentError } from "commander";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { rpcutilDDL } from "../../agents/rpcutil/ddl.js";
-import { checkTlsFiles, closeConnection, connectBroker, type TlsSettings } from "../../broker/connect.js";
-import { MusterClient } from "../../client/client.js";
+import type { TlsSettings } from "../../broker/connect.js";
 import { Status } from "../../protocol/status.js";
 import { emptyFilter } from "../../protocol/types.js";
 import type { SigningKey } from "../../protocol/signing.js";
 import { loadOrCreateSigningKey, signingKeyFile } from "../../security/keys.js";
-import { findClientConfig, loadClientConfig, resolveBrokerSettings, type BrokerSettings, type ClientConfig } from "../config.js";
+import type { BrokerSettings, ClientConfig } from "../config.js";
 import { addCommonOptions, type CommonOpts } from "../options.js";
 import { green, red, yellow } from "../output.js";
 
@@ -47,6 +46,8 @@ function tlsText(t: TlsSettings | undefined): string {
 const TLS_ERROR = /tls|ssl|certificate|self.signed|handshake|does not support 'tls'/i;
 
 export async function runDoctor(o: DoctorOpts): Promise<Check[]> {
+  // Loaded when the doctor runs, not for its --help (npm run bench:cli).
+  const [{ checkTlsFiles, closeConnection, connectBroker }, { MusterClient }, { findClientConfig, loadClientConfig, resolveBrokerSettings }] = await Promise.all([import("../../broker/connect.js"), import("../../client/client.js"), import("../config.js")]);
   const checks: Check[] = [];
   const add = (c: Check) => (checks.push(c), c);
   const skipRest = (names: string[], why: string) => names.forEach((name) => add({ name, state: "skip", detail: why }));

@@ -1,11 +1,5 @@
 import { Command } from "commander";
-import { closeConnection, connectBroker } from "../../broker/connect.js";
-import { MusterClient } from "../../client/client.js";
-import { generateFleet, loadFleet } from "../../emulator/fleet.js";
-import { startEmulator } from "../../emulator/emulator.js";
 import { MusterError } from "../../errors.js";
-import { createLogger } from "../../log.js";
-import { loadClientConfig, resolveBrokerSettings } from "../config.js";
 
 export function emulateCommand(): Command {
   return new Command("emulate")
@@ -19,6 +13,14 @@ export function emulateCommand(): Command {
     .option("--log-level <level>", "log level", "warn")
     .addHelpText("after", "\nPrints a line containing 'ready' once every node answers discovery, then serves until SIGTERM/SIGINT.")
     .action(async (o: { fleet?: string; count?: string; broker?: string; config?: string; target?: string; registration: string; logLevel: string }) => {
+      const [{ closeConnection, connectBroker }, { MusterClient }, { generateFleet, loadFleet }, { startEmulator }, { createLogger }, { loadClientConfig, resolveBrokerSettings }] = await Promise.all([
+        import("../../broker/connect.js"),
+        import("../../client/client.js"),
+        import("../../emulator/fleet.js"),
+        import("../../emulator/emulator.js"),
+        import("../../log.js"),
+        import("../config.js"),
+      ]);
       if (!!o.fleet === !!o.count) throw new MusterError("MUSTER_USAGE", "give exactly one of --fleet FILE or --count N");
       const count = o.count ? Number(o.count) : 0;
       if (o.count && (!Number.isInteger(count) || count < 1 || count > 200_000)) throw new MusterError("MUSTER_USAGE", "--count takes a whole number from 1 to 200000");

@@ -1,15 +1,11 @@
 import { Command } from "commander";
 import { existsSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { resolve } from "node:path";
-import { stringify as toYaml } from "yaml";
-import { MusterClient } from "../../client/client.js";
 import { MusterError } from "../../errors.js";
 import { isAlive, stopPid } from "../../lab/processes.js";
-import { addLabNodes, labRegionFor, removeLabNode } from "../../lab/scale.js";
-import { connectedUsers, LAB_REGIONS, labPids, labWebToken, readLabState, startLab, stopLabFromState, type LabState, type LabWeb } from "../../lab/lab.js";
-import { unpackMuster } from "../../lab/package.js";
+import type { LabState, LabWeb } from "../../lab/lab.js";
+import { LAB_REGIONS } from "../../lab/regions.js";
 import { receiverCommand } from "../../lab/receiver-command.js";
-import { openProvisionState } from "../../fleet/provision-state.js";
 import { DEFAULT_STATE_BUCKET } from "../../protocol/buckets.js";
 import type { NodeRecord } from "../../provisioner/state.js";
 import { progressBar, bold, green, red, yellow } from "../output.js";
@@ -22,12 +18,20 @@ const labDir = () => resolve(".muster", "lab");
 const clientConfig = () => resolve(".muster", "client.yaml");
 const ts = () => new Date().toISOString().slice(11, 19);
 
+// The lab's machinery (NATS, JetStream, puppetserver control, YAML) loads when a subcommand runs,
+// not for `muster lab --help` (npm run bench:cli).
+const load = async () => {
+  const [lab, scale, { MusterClient }, { openProvisionState }, { stringify: toYaml }, { unpackMuster }] = await Promise.all([import("../../lab/lab.js"), import("../../lab/scale.js"), import("../../client/client.js"), import("../../fleet/provision-state.js"), import("yaml"), import("../../lab/package.js")]);
+  return { ...lab, ...scale, MusterClient, openProvisionState, toYaml, unpackMuster };
+};
+
 function running(s: LabState): boolean {
   return isAlive(s.natsPid);
 }
 
 /** Live progress of these nodes' provisioning until each is done or failed; `since`: ignore records older than this (an earlier machine's). */
 async function followProvisioning(s: LabState, ids: string[], timeoutMs: number, since = 0): Promise<NodeRecord[]> {
+  const { MusterClient, openProvisionState } = await load();
   const client = await MusterClient.connect({ brokers: [s.broker], collective: s.collective, name: "muster-lab-follow", tls: s.tls?.admin });
   const store = await openProvisionState(client, DEFAULT_STATE_BUCKET);
   const bar = progressBar(true);
@@ -56,7 +60,7 @@ async function followProvisioning(s: LabState, ids: string[], timeoutMs: number,
 }
 
 /** Where the lab's console listens and how to log in (the tokens are the lab's own, loopback only). */
-function webLogin(w: LabWeb): string {
+function webLogin(w: LabWeb, labWebToken: (file: string, role: "operator" | "viewer") => string | undefined): string {
   const op = labWebToken(w.tokens_file, "operator");
   const viewer = labWebToken(w.tokens_file, "viewer");
   return `web console: ${w.url}\n  log in with the operator token ${op ?? "(see the file)"} or the viewer token ${viewer ?? "(see the file)"} (both in ${w.tokens_file})`;
@@ -71,6 +75,7 @@ export function labCommand(): Command {
       .option("--timeout <seconds>", "give up following progress after this long", "900")
       .option("--from-package <file>", "run the lab's muster processes from this .deb (npm run package), unpacked into .muster/lab/pkg, instead of this checkout")
       .action(async (o: { nodes: string; timeout: string; fromPackage?: string }) => {
+        const { readLabState, stopLabFromState, startLab, toYaml, labWebToken, unpackMuster } = await load();
         const n = Number(o.nodes);
         if (!Number.isInteger(n) || n < 1 || n > 200) throw new MusterError("MUSTER_USAGE", "--nodes takes a whole number from 1 to 200");
         if (o.fromPackage && !existsSync(o.fromPackage)) throw new MusterError("MUSTER_USAGE", `--from-package: no file ${o.fromPackage} (build one with \`npm run package\`; it prints the path)`);
@@ -93,13 +98,14 @@ export function labCommand(): Command {
         const done = recs.filter((r) => r.status === "done").length;
         process.stdout.write(`\n${renderStatusTable(recs)}\n\n`);
         process.stdout.write(`${bold(`${done} of ${n} nodes provisioned`)} in ${((Date.now() - t0) / 1000).toFixed(0)} s (lab start included). Notifications: ${s.receiver.file}\n\n`);
-        if (s.web) process.stdout.write(`${webLogin(s.web)}\n\n`);
+        if (s.web) process.stdout.write(`${webLogin(s.web, labWebToken)}\n\n`);
         process.stdout.write(`The lab keeps running. Try:\n  muster ping\n  muster find -F country=de\n  muster provision status\n  muster facts country\n  muster puppet runall 2 -C role::web\n  muster find -W "environment=development customer=acme mysql::master"\n  muster nrpe check_load -W "environment=development customer=acme mysql::master"\n  muster rpc rpcutil daemon_stats -I ${s.nodes[0]?.identity ?? "node01.eu.lab"}\n  muster lab add --count 2\n  muster lab status\n  muster lab down\n`);
         process.exitCode = done === n ? 0 : 2;
       }),
   );
   lab.addCommand(
     new Command("down").description("Stop everything the lab started and remove its state").action(async () => {
+      const { stopLabFromState } = await load();
       const stopped = await stopLabFromState(labDir());
       rmSync(resolve(".muster", "lab"), { recursive: true, force: true });
       if (existsSync(clientConfig())) rmSync(clientConfig());
@@ -111,6 +117,7 @@ export function labCommand(): Command {
       .description("Which lab processes run, and where provisioning stands")
       .option("--json", "machine-readable")
       .action(async (o: { json?: boolean }) => {
+        const { readLabState, labPids, MusterClient, openProvisionState, connectedUsers, labWebToken } = await load();
         const s = readLabState(labDir());
         if (!s) {
           process.stdout.write("no lab here (start one with `muster lab up`)\n");
@@ -136,7 +143,7 @@ export function labCommand(): Command {
           process.stdout.write(`  ${p.alive ? green("running") : red("stopped")}  ${String(p.pid).padStart(7)}  ${p.name}${user ? `  (broker user ${user})` : ""}\n`);
         }
         for (const m of s.masters) process.stdout.write(`\n  master ${m.identity}: https://${m.host}:${m.port} (${m.region.country}, ${m.region.region})`);
-        if (s.web) process.stdout.write(`\n\n  ${webLogin(s.web).replace(/\n/g, "\n  ")}`);
+        if (s.web) process.stdout.write(`\n\n  ${webLogin(s.web, labWebToken).replace(/\n/g, "\n  ")}`);
         process.stdout.write(`\n\n${recs.length ? renderStatusTable(recs) : "no provisioning records"}\n`);
         process.exitCode = procs.every((p) => p.alive) ? 0 : 2;
       }),
@@ -166,6 +173,7 @@ Examples:
 Exit code 0 when every new node was provisioned, 2 when any failed or the wait timed out.`,
       )
       .action(async (o: { count: string; country?: string; identity?: string[]; follow: boolean; timeout: string }) => {
+        const { labRegionFor, readLabState, MusterClient, openProvisionState, addLabNodes } = await load();
         const count = Number(o.count);
         if (!Number.isInteger(count) || count < 1 || count > 50) throw new MusterError("MUSTER_USAGE", "--count takes a whole number from 1 to 50");
         const timeout = Number(o.timeout);
@@ -219,6 +227,7 @@ already gone). Example:
   muster lab remove node03.eu.lab && muster decommission --wait node03.eu.lab`,
       )
       .action(async (ids: string[]) => {
+        const { readLabState, removeLabNode } = await load();
         const s = readLabState(labDir());
         if (!s) {
           process.stdout.write("no lab here (start one with `muster lab up`)\n");

@@ -1,8 +1,8 @@
 import { Command, CommanderError } from "commander";
 import { nrpeDDL } from "../../agents/nrpe/ddl.js";
 import type { RpcResult } from "../../client/client.js";
-import { validateInput } from "../../ddl/index.js";
-import { FilterError } from "../../filter/index.js";
+import { validateInput } from "../../ddl/validate.js";
+import { FilterError } from "../../filter/error.js";
 import { ownsUsageErrors } from "../exit.js";
 import { addRpcOptions, limitFromOpts, openSession, type RpcOpts } from "../options.js";
 

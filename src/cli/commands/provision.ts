@@ -1,11 +1,8 @@
 import { Command } from "commander";
-import { KvWatchInclude } from "@nats-io/kv";
-import { MusterClient } from "../../client/client.js";
 import { MusterError } from "../../errors.js";
-import { applyRetry, openProvisionState, retryRefusal } from "../../fleet/provision-state.js";
 import { DEFAULT_STATE_BUCKET } from "../../protocol/buckets.js";
+import type { MusterClient } from "../../client/client.js";
 import type { NodeRecord, StateStore } from "../../provisioner/state.js";
-import { loadClientConfig, resolveBrokerSettings } from "../config.js";
 import { addCommonOptions, type CommonOpts } from "../options.js";
 import { bold, green, red, yellow } from "../output.js";
 
@@ -16,6 +13,8 @@ interface ProvisionOpts extends CommonOpts {
 }
 
 async function openStore(o: ProvisionOpts): Promise<{ client: MusterClient; store: StateStore }> {
+  // Loaded when a subcommand runs, not for --help (npm run bench:cli).
+  const [{ MusterClient }, { openProvisionState }, { loadClientConfig, resolveBrokerSettings }] = await Promise.all([import("../../client/client.js"), import("../../fleet/provision-state.js"), import("../config.js")]);
   const cfg = loadClientConfig(o.config);
   const broker = resolveBrokerSettings({ flag: o.broker, clientConfig: o.config });
   const client = await MusterClient.connect({ brokers: broker.servers, collective: o.target ?? cfg.collective, name: "muster-provision", tls: broker.tls, from: broker.from });
@@ -66,6 +65,7 @@ export function provisionCommand(): Command {
           };
           await show();
           if (!o.watch) return;
+          const { KvWatchInclude } = await import("@nats-io/kv");
           const w = await store.kv.watch({ include: KvWatchInclude.UpdatesOnly });
           const stop = new Promise<void>((r) => process.once("SIGINT", () => r()));
           let pending = false;
@@ -99,6 +99,7 @@ no record is changed. See docs/provisioner.md#retrying.`,
       )
       .action(async (ids: string[], o: ProvisionOpts & { force?: boolean }) => {
         const { client, store } = await openStore(o);
+        const { applyRetry, retryRefusal } = await import("../../fleet/provision-state.js");
         try {
           // Every identity is checked before any record changes: a typo among several names
           // must not leave the others half-done.

@@ -1,7 +1,4 @@
 import { Command } from "commander";
-import { createLogger } from "../../log.js";
-import { loadProvisionerConfig } from "../../provisioner/config.js";
-import { detach, runProvisioner } from "../../provisioner/daemon.js";
 
 export function provisionerCommand(): Command {
   return new Command("provisioner")
@@ -19,6 +16,7 @@ unlock (default: as lock), disable_provisioner, notify. Progress is kept in NATS
 SIGTERM stops taking nodes, finishes or abandons current steps and releases node locks.`,
     )
     .action(async (o: { config: string; once?: boolean; broker?: string; foreground?: boolean }) => {
+      const [{ createLogger }, { loadProvisionerConfig }, { detach, runProvisioner }] = await Promise.all([import("../../log.js"), import("../../provisioner/config.js"), import("../../provisioner/daemon.js")]);
       const cfg = loadProvisionerConfig(o.config);
       if (cfg.daemonize && !o.foreground && !o.once && !process.env.MUSTER_DAEMONIZED) {
         const pid = detach(process.argv.slice(1), cfg);

@@ -1,9 +1,8 @@
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
-import cliProgress from "cli-progress";
 import { Command, Option } from "commander";
 import { puppetDDL } from "../../agents/puppet/ddl.js";
-import { validateInput } from "../../ddl/index.js";
+import { validateInput } from "../../ddl/validate.js";
 import { MusterError, RpcError } from "../../errors.js";
 import { isValidIdentity } from "../../protocol/subjects.js";
 import type { ProgressEvent, RunallReport } from "../../fleet/runall.js";
@@ -106,7 +105,8 @@ Exit codes: 0 every run ok (disabled nodes skipped are fine), 1 nothing discover
             else process.stdout.write(`${JSON.stringify(emptyReport(concurrency))}\n`);
             worst = Math.max(worst, 1);
           } else {
-            const bar = tty ? new cliProgress.MultiBar({ stream: process.stderr, format: " * [{bar}] {value} / {total}  running {running}", barCompleteChar: "=", barIncompleteChar: " ", hideCursor: true, clearOnComplete: true }, cliProgress.Presets.legacy) : undefined;
+            const cliProgress = tty ? (await import("cli-progress")).default : undefined; // only a terminal draws bars
+            const bar = cliProgress ? new cliProgress.MultiBar({ stream: process.stderr, format: " * [{bar}] {value} / {total}  running {running}", barCompleteChar: "=", barIncompleteChar: " ", hideCursor: true, clearOnComplete: true }, cliProgress.Presets.legacy) : undefined;
             const b = bar?.create(nodes.length, 0, { running: 0 });
             let going = 0;
             let finished = 0;

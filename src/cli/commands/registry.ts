@@ -1,14 +1,9 @@
 import { Command } from "commander";
 import { lookupFact } from "../../protocol/facts.js";
-import { closeConnection, connectBroker } from "../../broker/connect.js";
-import { RegistrySource } from "../../client/discovery/registry.js";
 import { MusterError } from "../../errors.js";
-import { createLogger } from "../../log.js";
-import { DEFAULT_BUCKET, isValidBucketName } from "../../registry/bucket.js";
-import { loadRegistryConfig } from "../../registry/config.js";
-import { nodeView, type RegistryRecord } from "../../registry/record.js";
-import { loadClientConfig, resolveBrokerSettings } from "../config.js";
-import { addCommonOptions, addFilterFlags, filterFromOpts, type FilterOpts } from "../options.js";
+import { DEFAULT_REGISTRY_BUCKET as DEFAULT_BUCKET } from "../../protocol/buckets.js";
+import type { RegistryRecord } from "../../registry/record.js";
+import { addCommonOptions, addFilterFlags, type FilterOpts } from "../options.js";
 
 // `muster registry serve`: the registry daemon. `muster registry query`: its records, filtered.
 
@@ -50,6 +45,7 @@ http {host [127.0.0.1], port [8089], token_file: bearer token HTTP clients must 
 Prints a line containing 'ready' once it serves; stops on SIGTERM/SIGINT.`,
     )
     .action(async (o: { config?: string; broker?: string; logLevel?: string }) => {
+      const [{ loadRegistryConfig }, { createLogger }] = await Promise.all([import("../../registry/config.js"), import("../../log.js")]);
       const cfg = loadRegistryConfig(o.config);
       const log = createLogger({ level: o.logLevel ?? cfg.log.level, file: cfg.log.file, name: "muster-registry" });
       const { startRegistry } = await import("../../registry/daemon.js"); // HTTP and metrics stacks only here
@@ -114,6 +110,14 @@ registry's max_age are listed. Data plugins in -S: fact() and agent() only (docs
 Exit code 1 when nothing matches.`,
     )
     .action(async (o: QueryOpts) => {
+      const [{ closeConnection, connectBroker }, { RegistrySource }, { isValidBucketName }, { nodeView }, { loadClientConfig, resolveBrokerSettings }, { filterFromOpts }] = await Promise.all([
+        import("../../broker/connect.js"),
+        import("../../client/discovery/registry.js"),
+        import("../../registry/bucket.js"),
+        import("../../registry/record.js"),
+        import("../config.js"),
+        import("../session.js"),
+      ]);
       const config = loadClientConfig(o.config);
       const filter = filterFromOpts(o, config);
       const bucket = o.bucket ?? config.registry_bucket ?? DEFAULT_BUCKET;

@@ -1,7 +1,8 @@
 import { Command } from "commander";
-import { parsePropertyArgs, resourceDDL } from "../../agents/resource/index.js";
+import { resourceDDL } from "../../agents/resource/ddl.js";
+import { parsePropertyArgs } from "../../agents/resource/validate.js";
 import type { RpcResult } from "../../client/client.js";
-import { validateInput } from "../../ddl/index.js";
+import { validateInput } from "../../ddl/validate.js";
 import { MusterError, RpcError } from "../../errors.js";
 import { Status } from "../../protocol/status.js";
 import { addRpcOptions, type RpcOpts } from "../options.js";

@@ -1,8 +1,5 @@
 import { Command } from "commander";
-import { findDDL } from "../../agents/ddls.js";
-import { coerceCliInputs, renderActionHelp, renderAgentHelp, validateInput } from "../../ddl/index.js";
 import { MusterError, RpcError } from "../../errors.js";
-import { loadClientConfig } from "../config.js";
 import { addRpcOptions, type RpcOpts } from "../options.js";
 import { executeRpc } from "../run-rpc.js";
 
@@ -16,6 +13,7 @@ export function rpcCommand(): Command {
     .option("--describe", "print the action's inputs and outputs from its DDL and exit")
     .addHelpText("after", "\nExamples:\n  muster rpc rpcutil ping -F country=de\n  muster rpc rpcutil get_fact fact=os.family --display ok\n  muster rpc provision is_locked -I web1 --json\n\nExit codes: 0 all ok, 1 nothing discovered, 2 some failed, 3 no responses, 4 no discovery and no responses.")
     .action(async (agent: string, action: string | undefined, inputs: string[], o: RpcOpts & { ddl?: string; describe?: boolean }) => {
+      const [{ findDDL }, { coerceCliInputs, renderActionHelp, renderAgentHelp, validateInput }, { loadClientConfig }] = await Promise.all([import("../../agents/ddls.js"), import("../../ddl/index.js"), import("../config.js")]);
       const cfg = loadClientConfig(o.config);
       const ddl = findDDL(agent, cfg.ddl_directories, o.ddl);
       if (!action) {

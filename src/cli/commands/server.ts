@@ -1,7 +1,4 @@
 import { Command } from "commander";
-import { loadServerConfig } from "../../server/config.js";
-import { startServer } from "../../server/server.js";
-import { createLogger } from "../../log.js";
 
 export function serverCommand(): Command {
   return new Command("server")
@@ -12,6 +9,7 @@ export function serverCommand(): Command {
     .option("--log-level <level>", "trace|debug|info|warn|error")
     .addHelpText("after", "\nStops cleanly on SIGTERM or SIGINT: stops taking requests, finishes in-flight actions, announces shutdown.")
     .action(async (o: { config?: string; identity?: string; broker?: string; logLevel?: string }) => {
+      const [{ loadServerConfig }, { startServer }, { createLogger }] = await Promise.all([import("../../server/config.js"), import("../../server/server.js"), import("../../log.js")]);
       const cfg = loadServerConfig(o.config, o.identity ? { identity: o.identity } : {});
       if (o.identity) cfg.identity = o.identity;
       const log = createLogger({ level: o.logLevel ?? cfg.log.level, file: cfg.log.file, name: "muster-server" });
