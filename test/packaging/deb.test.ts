@@ -68,8 +68,13 @@ test("dpkg-deb: the launcher, the runtime, the app without dev dependencies, uni
   for (const c of CONFFILES) assert.ok(entry(c), `${c} is in the package`);
   // What npm pack ships: compiled JavaScript, not sources, tests or dev tools.
   const names = listing.map((l) => l.replace(/^.* \.\//, "/"));
-  assert.deepEqual(names.filter((n) => /\/app\/(src|test|bench)\//.test(n) || /\/app\/dist\/test\//.test(n)), []);
-  assert.deepEqual(names.filter((n) => /node_modules\/(typescript|@types)\//.test(n)), [], "no devDependencies");
+  // sources stay out, except the web console's assets, which the browser loads as they are
+  assert.deepEqual(names.filter((n) => (/\/app\/(src|test|bench)\//.test(n) && !/\/app\/src\/(web\/(assets\/.*)?)?$/.test(n)) || /\/app\/dist\/test\//.test(n)), []);
+  for (const asset of ["index.html", "login.html", "app.js"]) assert.ok(names.includes(`/usr/lib/muster/app/src/web/assets/${asset}`), `the console's ${asset} ships`);
+  assert.ok(names.includes("/usr/lib/muster/app/node_modules/lit-html/package.json"), "the console's view library ships from node_modules");
+  // our devDependencies stay out (a runtime dependency may pull in an @types package: lit-html does)
+  const dev = Object.keys((JSON.parse(readFileSync(new URL("../../../package.json", import.meta.url), "utf8")) as { devDependencies: Record<string, string> }).devDependencies);
+  assert.deepEqual(names.filter((n) => dev.some((d) => n.startsWith(`/usr/lib/muster/app/node_modules/${d}/`))), [], "no devDependencies");
   assert.ok(listing.every((l) => l.includes(" root/root ")), "every file belongs to root");
 
   const ctl = join(tmp.path, "control");
