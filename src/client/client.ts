@@ -21,7 +21,8 @@ import { FlatfileSource } from "./discovery/flatfile.js";
 import type { RegistrySourceOptions } from "./discovery/registry.js";
 import type { DiscoveryOptions, NodeSource } from "./discovery/source.js";
 import { applyLimit, type LimitSpec } from "./limit.js";
-import { buildRequest } from "./request.js";
+import { buildRequest, targetHeaders } from "./request.js";
+import { targetTree } from "../protocol/targets.js";
 
 // The client API that the CLI, the provisioner and users' scripts use: discover nodes, call actions
 // on them in parallel (directly addressed, batched, limited), collect and summarise replies.
@@ -302,10 +303,13 @@ export class MusterClient {
   }
 
   private async callBatch(agent: string, action: string, data: Record<string, unknown>, filter: Filter, nodes: string[], timeoutMs: number, onReply?: (r: Reply) => void, signal?: AbortSignal): Promise<Reply[]> {
-    const req = buildRequest({ key: this.key, collective: this.collective, agent, action, data, filter, ttl: Math.max(this.ttl, Math.ceil(timeoutMs / 1000)) });
+    if (nodes.length === 0) return [];
+    const tree = targetTree(nodes);
+    const req = buildRequest({ key: this.key, collective: this.collective, agent, action, data, filter, ttl: Math.max(this.ttl, Math.ceil(timeoutMs / 1000)), target: tree.target });
     const col = collectReplies(this.nc, { requestId: req.id, expect: new Set(nodes), timeoutMs, onReply });
     const bytes = encodeRequest(req);
-    for (const n of nodes) this.nc.publish(subjects.node(this.collective, n), bytes, { reply: col.inbox });
+    // one signed body for every node; each copy says whom it is for and proves it (protocol/targets.ts)
+    for (const n of nodes) this.nc.publish(subjects.node(this.collective, n), bytes, { reply: col.inbox, headers: targetHeaders(n, tree.proof(n)) });
     col.start();
     if (!signal) return col.done;
     const cancel = () => col.cancel();
