@@ -61,7 +61,7 @@ export function verifyRequestSignature(req: Request, publicKey: KeyObject): bool
 // `sender` / `identity` is the verifier's question (a key it pinned, or a key directory).
 
 /** Signs any JSON object that carries its signer's `pubkey` (a reply, a lifecycle or node event). */
-export function signMessage<T extends { pubkey?: string }>(msg: T, key: SigningKey): T & { pubkey: string; signature: string } {
+export function signMessage<T extends object>(msg: T, key: SigningKey): T & { pubkey: string; signature: string } {
   const body = { ...msg, pubkey: key.publicKey } as T & { pubkey: string; signature?: string };
   delete body.signature;
   return { ...body, signature: sign(null, Buffer.from(canonicalJson(body)), key.privateKey).toString("base64") };

@@ -13,6 +13,8 @@ export interface ActionReply {
   statuscode: number;
   statusmsg: string;
   data: Record<string, unknown>;
+  /** The key that signed the reply, when it carries a valid signature by that key. */
+  signedBy?: string;
 }
 
 export interface CallOptions {
@@ -26,6 +28,10 @@ export interface StartupEvent {
   identity: string;
   /** The collectives the node joined, when it says. */
   collectives?: string[];
+  /** When the node sent it (ms). */
+  time?: number;
+  /** The key that signed the event, when it carries a valid signature by that key. */
+  signedBy?: string;
 }
 
 export interface Collective {

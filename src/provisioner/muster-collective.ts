@@ -1,6 +1,7 @@
 import type { Logger } from "pino";
 import type { MusterClient } from "../client/client.js";
 import type { Filter } from "../protocol/types.js";
+import { verifyMessage } from "../protocol/signing.js";
 import type { ProvisionerConfig } from "./config.js";
 import type { ActionReply, CallOptions, Collective, Role, StartupEvent } from "./collective.js";
 
@@ -31,12 +32,13 @@ export class MusterCollective implements Collective {
   }
 
   async call(role: Role, agent: string, action: string, data: Record<string, unknown>, opts: CallOptions): Promise<ActionReply[]> {
-    return (await this.clients[role].call(agent, action, data, opts)).replies;
+    // Signatures are checked here, at the edge; whose key it should be is the runner's question (its pins).
+    return (await this.clients[role].call(agent, action, data, opts)).replies.map((r) => ({ sender: r.sender, statuscode: r.statuscode, statusmsg: r.statusmsg, data: r.data, signedBy: verifyMessage(r) ? r.pubkey : undefined }));
   }
 
   onStartup(handler: (ev: StartupEvent) => void): () => void {
     // Checked by the protocol's parser: a garbled or ill-typed event is counted and dropped.
-    const sub = this.clients.target.onLifecycle((ev) => handler({ identity: ev.identity, collectives: ev.collectives }), {
+    const sub = this.clients.target.onLifecycle((ev) => handler({ identity: ev.identity, collectives: ev.collectives, time: ev.time, signedBy: verifyMessage(ev) ? ev.pubkey : undefined }), {
       type: "startup",
       onInvalid: (reason, subject) => this.log.debug({ reason, subject }, "ignored a garbled lifecycle event"),
     });

@@ -30,6 +30,11 @@ export interface NodeRecord {
   finishedAt?: number;
   timings: Partial<Record<Stage, number>>;
   fingerprint?: string;
+  /**
+   * The node's ed25519 public key, pinned from its first signed reply to a directed request: from
+   * then on a reply or startup event for this identity that does not verify against it is refused.
+   */
+  nodeKey?: string;
   hadCert?: boolean;
   signedBy?: string;
   lastError?: string;
