@@ -4,6 +4,7 @@ import { buildFilter } from "../filter/index.js";
 import { Status } from "../protocol/status.js";
 import type { Filter } from "../protocol/types.js";
 import type { Collective, Role, StartupEvent } from "./collective.js";
+import type { NodeKeySource } from "../protocol/node-keys.js";
 
 /** A startup event further than this from our clock is refused (a replay of an old one). */
 const STARTUP_EVENT_WINDOW_MS = 5 * 60_000;
@@ -331,6 +332,9 @@ export class Provisioner {
     try {
       const note = await steps[stage](this.stepContext(rec, master));
       const ms = performance.now() - t0;
+      // The certificate now signed belongs to the holder of the pinned key: say so in the directory.
+      const pin = this.pins.get(rec.identity);
+      if (stage === "sign_csr" && pin) this.publishKey(rec.identity, pin, "certified", rec.fingerprint);
       this.metrics?.stepDuration.observe({ step: stage }, ms / 1000);
       return { type: "step-ok", ms, note: note || undefined };
     } catch (e) {
@@ -533,7 +537,17 @@ export class Provisioner {
     if (!pinned) {
       this.pins.set(id, signedBy!);
       this.log.info({ node: id, pubkey: signedBy }, "pinned the node's key");
+      this.publishKey(id, signedBy!, "pinned");
     }
+  }
+
+  /** Vouch for the node's key in the directory clients check replies against; a failure only delays that. */
+  private publishKey(identity: string, pubkey: string, source: NodeKeySource, fingerprint?: string): void {
+    if (!this.collective.publishNodeKey) return;
+    this.collective.publishNodeKey({ identity, pubkey, source, time: Date.now(), by: this.cfg.id, ...(fingerprint ? { fingerprint } : {}) }).then(
+      () => this.log.debug({ node: identity, pubkey, source }, "published the node's key"),
+      (e: unknown) => this.log.warn({ node: identity, err: (e as Error).message }, "could not publish the node's key to the key directory"),
+    );
   }
 
   /** Send to exactly one notifier: the first (by identity) of those discovered. */
