@@ -3,6 +3,14 @@
 // pins a waiting node's key and again, `certified`, once the node's certificate is signed for it;
 // clients read the bucket to tell a reply really from `sender` apart from one merely signed.
 
+/**
+ * The CSR extension carrying the node key (base64 raw ed25519, a UTF8String), requested through
+ * Puppet's csr_attributes.yaml `extension_requests` under ppPrivCertExt (1.3.6.1.4.1.34380.1.2,
+ * site-private extensions Puppet copies into the certificate). The CA side refuses to sign a CSR
+ * whose value is not the key the provisioner pinned for the node.
+ */
+export const NODE_KEY_CSR_OID = "1.3.6.1.4.1.34380.1.2.1301";
+
 /** How the key came to be known: pinned from the node's first signed reply, or bound to its signed certificate. */
 export const NodeKeySources = ["pinned", "certified"] as const;
 export type NodeKeySource = (typeof NodeKeySources)[number];

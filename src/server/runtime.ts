@@ -257,6 +257,7 @@ export class NodeRuntime {
       config: la.config,
       log: la.log,
       metadata: () => this.metadata(),
+      nodeKey: this.opts.nodeKey?.publicKey,
       emit: (event: string, data: Record<string, unknown>) => this.emit(req.agent, event, data),
       refreshMetadata: this.opts.refreshMetadata,
       [CONTROLLER]: controller,

@@ -17,6 +17,8 @@ import { Status } from "../../src/protocol/status.js";
 import { PROOF_HEADER, TARGET_HEADER } from "../../src/protocol/targets.js";
 import { REPLY_PROTOCOL, type Reply } from "../../src/protocol/types.js";
 import { StateStore, type NodeRecord } from "../../src/provisioner/state.js";
+import { DEFAULT_NODE_KEYS_BUCKET } from "../../src/protocol/buckets.js";
+import { nodeKeyName, parseNodeKeyEntry } from "../../src/protocol/node-keys.js";
 import { connectNats, eventually, runCli } from "../support/collective.js";
 import { startNats, type NatsHandle } from "../support/index.js";
 import { writeSimulatedProvisionerConfig } from "../support/provisioner.js";
@@ -156,6 +158,15 @@ test("replies from another key or with a flipped signature are refused; B's cert
   honest = await startHonest(); // its signed startup event makes the provisioner retry B
   const rec = (await waitFor([B], (r) => r.status === "done")).get(B)!;
   assert.equal(rec.nodeKey, keys.get(B)!.publicKey);
+  // signed for B's own key (the simulated CA checks node_key as the real one does), and vouched for
+  assert.equal(ca.certs.get(B)?.nodeKey, keys.get(B)!.publicKey);
+  const entry = await eventually(async () => {
+    const e = await (await client.kv(DEFAULT_NODE_KEYS_BUCKET)).get(nodeKeyName(B));
+    const p = e && parseNodeKeyEntry(e.value, e.key);
+    return p && p.ok && p.entry.source === "certified" ? p.entry : undefined;
+  }, 10_000, "B's directory entry certified");
+  assert.equal(entry.pubkey, keys.get(B)!.publicKey);
+  assert.equal(entry.fingerprint, rec.fingerprint);
 });
 
 test("a directed request captured on one node's subject and replayed onto another's is refused and counted", async () => {
