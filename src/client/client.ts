@@ -126,11 +126,19 @@ class Verification {
   private dir?: KeyDirectory;
   private loading?: Promise<KeyDirectory>;
   constructor(readonly enabled: boolean, private readonly load: () => Promise<KeyDirectory>) {}
-  /** The directory once loaded (started on first use, read once, then kept current). */
+  private loadedAt = 0;
+  /**
+   * The directory once loaded (started on first use, read once, then kept current by its watch).
+   * One that was unavailable (no bucket yet) is looked for again after a minute: daemons live long.
+   */
   directory(): KeyDirectory | Promise<KeyDirectory> {
-    if (this.dir) return this.dir;
-    this.loading ??= this.load().then((d) => (this.dir = d));
-    return this.loading;
+    if (this.dir && !(this.dir.unavailable && performance.now() - this.loadedAt > 60_000)) return this.dir;
+    if (this.dir) this.loading = undefined;
+    this.loading ??= this.load().then((d) => {
+      this.loadedAt = performance.now();
+      return (this.dir = d);
+    });
+    return this.dir ?? this.loading;
   }
   async close(): Promise<void> {
     this.dir?.close();
