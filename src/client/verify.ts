@@ -74,6 +74,11 @@ export class VerifyPool {
     }
   }
 
+  /** Workers up and taking batches. */
+  get readyWorkers(): number {
+    return this.slots.filter((s) => s.ready).length;
+  }
+
   /** Calls `done` with the reply's verdict: at once when checked inline, later from a worker. */
   check(raw: Uint8Array, reply: Reply, done: Done): void {
     if (!this.slots.some((s) => s.ready)) {
