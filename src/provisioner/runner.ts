@@ -133,10 +133,10 @@ export class Provisioner {
     const identity = ev.identity;
     // A startup event makes us act (abort a wait, retry a failed node): only a fresh one, signed by
     // the node's pinned key, newer than the last we took from it (a replayed event is refused).
-    if (!this.pins.has(identity)) {
-      const pin = (await this.store.get(identity).catch(() => undefined))?.record.nodeKey;
-      if (pin) this.pins.set(identity, pin);
-    }
+    // The record is the pin's source of truth: none (decommissioned) drops a pin held in memory.
+    const stored = await this.store.get(identity).then((v) => ({ v }), () => undefined);
+    if (stored && !stored.v) this.pins.delete(identity);
+    else if (stored?.v?.record.nodeKey) this.pins.set(identity, stored.v.record.nodeKey);
     const now = Date.now();
     let stale: string | undefined;
     if (ev.time !== undefined && Math.abs(now - ev.time) > STARTUP_EVENT_WINDOW_MS) stale = `its time is more than ${STARTUP_EVENT_WINDOW_MS / 1000}s from ours (stale or replayed)`;
@@ -368,6 +368,8 @@ export class Provisioner {
     const existing = await this.store.get(identity);
     const c = claimRecord(existing, identity, this.cfg.id, now, this.cfg.lock_lease);
     if (!c) return undefined;
+    // No record: never provisioned, or decommissioned since (a new machine may carry a new key).
+    if (!existing) this.pins.delete(identity);
     if (c.v.record.nodeKey) this.pins.set(identity, c.v.record.nodeKey);
     else c.v.record.nodeKey = this.pins.get(identity);
     if ((await this.store.save(c.v)) === undefined) {
