@@ -11,6 +11,7 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { serveParent } from "./child-ipc.js";
 import { generateFleet } from "../src/emulator/fleet.js";
 import { startEmulator, type RunningEmulator } from "../src/emulator/emulator.js";
+import { benchNodeKey } from "./node-keys.js";
 import { createLogger } from "../src/log.js";
 
 const [mode, countText, broker, collective, replyBytesText] = process.argv.slice(2);
@@ -57,7 +58,7 @@ async function main(): Promise<void> {
   const fleet = generateFleet(count);
   let emu: RunningEmulator | undefined;
   if (mode === "floor") startFloor(nc, fleet.map((n) => n.identity));
-  else emu = await startEmulator({ nc, nodes: fleet, collective: collective!, log: createLogger({ level: "warn", name: "bench-emulator" }) });
+  else emu = await startEmulator({ nc, nodes: fleet, collective: collective!, log: createLogger({ level: "warn", name: "bench-emulator" }), nodeKey: benchNodeKey });
   await nc.flush();
 
   serveParent(

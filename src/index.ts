@@ -15,6 +15,7 @@ export {
   type DiscoverOptions,
   type DiscoveryMethod,
   type EventSubscription,
+  type RejectedReply,
   type RpcResult,
   type RpcStats,
   type SourceSpec,
@@ -34,7 +35,7 @@ export type { Filter, FactFilter, NodeMetadata, Reply, Request } from "./protoco
 export { emptyFilter } from "./protocol/types.js";
 export { parseLifecycleEvent, LifecycleTypes, type LifecycleEvent, type LifecycleType, type StartupEvent, type ShutdownEvent } from "./protocol/lifecycle.js";
 export { parseNodeEvent, type NodeEvent } from "./protocol/events.js";
-export { DEFAULT_STATE_BUCKET, DEFAULT_REGISTRY_BUCKET } from "./protocol/buckets.js";
+export { DEFAULT_STATE_BUCKET, DEFAULT_REGISTRY_BUCKET, DEFAULT_NODE_KEYS_BUCKET } from "./protocol/buckets.js";
 export { MusterError, RpcError, ErrorCodes, type ErrorCode } from "./errors.js";
 export { rpcutilDDL } from "./agents/rpcutil/ddl.js";
 export { provisionDDL } from "./agents/provision/ddl.js";

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { MusterError } from "../errors.js";
-import { DEFAULT_NOTIFY_BUCKET, DEFAULT_REGISTRY_BUCKET, DEFAULT_STATE_BUCKET, kvStreamName } from "../protocol/buckets.js";
+import { DEFAULT_NODE_KEYS_BUCKET, DEFAULT_NOTIFY_BUCKET, DEFAULT_REGISTRY_BUCKET, DEFAULT_STATE_BUCKET, kvStreamName } from "../protocol/buckets.js";
 import { isValidCollective, isValidIdentity, subjects } from "../protocol/subjects.js";
 import { inboxPrefixFor } from "./connect.js";
 
@@ -153,7 +153,7 @@ export function bootstrapPermissions(provisioning: string, identity?: string): P
 
 export function provisionerPermissions(collectives: string[], provisioning: string, bucket: string): Permissions {
   return {
-    publish: { allow: [`${provisioning}.broadcast.agent.>`, subjects.allNodes(provisioning), ...collectives.flatMap((c) => [`${c}.broadcast.agent.>`, subjects.allNodes(c)]), ...JS_CLIENT, `$KV.${bucket}.>`] },
+    publish: { allow: [`${provisioning}.broadcast.agent.>`, subjects.allNodes(provisioning), ...collectives.flatMap((c) => [`${c}.broadcast.agent.>`, subjects.allNodes(c)]), ...JS_CLIENT, `$KV.${bucket}.>`, `$KV.${DEFAULT_NODE_KEYS_BUCKET}.>`] }, // the node-key directory: only the provisioner vouches
     subscribe: { allow: ["_INBOX.>", "muster.lifecycle.>", "muster.event.>"] },
   };
 }

@@ -59,12 +59,14 @@ export function renderReplies(result: RpcResult, ddl: AgentDDL | undefined, disp
   const lines: string[] = [];
   const replies = [...result.replies].sort((a, b) => a.sender.localeCompare(b.sender));
   const width = Math.min(40, Math.max(10, ...replies.map((r) => r.sender.length)));
+  const unverified = new Set(result.unverified);
   for (const r of replies) {
     if (!shouldShow(r, display)) continue;
+    const mark = unverified.has(r.sender) ? ` ${UNVERIFIED}` : "";
     if (r.statuscode !== Status.OK) {
-      lines.push(`${r.sender.padEnd(width)}: ${red(r.statusmsg || statusName[r.statuscode as 0] || `status ${r.statuscode}`)}`);
+      lines.push(`${r.sender.padEnd(width)}: ${red(r.statusmsg || statusName[r.statuscode as 0] || `status ${r.statuscode}`)}${mark}`);
       if (Object.keys(r.data).length === 0) continue;
-    } else lines.push(r.sender);
+    } else lines.push(`${r.sender}${mark}`);
     const keys = Object.keys(r.data);
     const labelWidth = Math.max(0, ...keys.map((k) => (outSpec[k]?.display_as ?? k).length));
     for (const k of keys) lines.push(`   ${(outSpec[k]?.display_as ?? k).padStart(labelWidth)}: ${formatValue(r.data[k])}`);
@@ -95,15 +97,36 @@ export function renderSummary(result: RpcResult): string {
     `      Agent Time: ${ms(s.callMs)}`,
     `      Total Time: ${ms(s.totalMs)}`,
   ];
+  const trust = trustLine(result);
+  if (trust) lines.push(trust);
   if (s.noResponse.length) lines.push("", red(`No response from:`), ...s.noResponse.map((n) => `   ${n}`));
   return lines.join("\n");
 }
 
+/** How a reply whose sender could not be proven is marked in human output. */
+export const UNVERIFIED = "(unverified)";
+
+/** The summary's line on unproven and dropped replies (docs/security.md, "Verifying replies"); empty when all were proven. */
+export function trustLine(result: RpcResult): string {
+  const s = result.stats;
+  const parts: string[] = [];
+  if (s.unverified) parts.push(`${s.unverified} of ${s.responded} replies ${UNVERIFIED}: no known key for their sender`);
+  if (s.rejected) parts.push(red(`${s.rejected} dropped: bad signature or wrong key`));
+  return parts.length ? `      Unverified: ${parts.join("; ")}` : "";
+}
+
+/** One stderr line per reply dropped by verification. */
+export function rejectedLines(result: RpcResult): string {
+  return result.rejected.map((r) => `muster: dropped a reply claiming to be from ${r.sender}: ${r.reason}\n`).join("");
+}
+
 export function resultJson(result: RpcResult, aggs: AggregateResult[]): unknown {
+  const unverified = new Set(result.unverified);
   return {
     agent: result.agent,
     action: result.action,
-    replies: result.replies.map((r) => ({ sender: r.sender, statuscode: r.statuscode, statusmsg: r.statusmsg, data: r.data })),
+    replies: result.replies.map((r) => ({ sender: r.sender, statuscode: r.statuscode, statusmsg: r.statusmsg, data: r.data, verified: !unverified.has(r.sender) })),
+    rejected: result.rejected,
     aggregates: aggs,
     stats: result.stats,
   };

@@ -2,7 +2,7 @@ import type { RpcResult } from "../client/client.js";
 import type { AgentDDL } from "../ddl/types.js";
 import { rpcExitCode } from "./exit.js";
 import { openSession, limitFromOpts, type RpcOpts, type Session } from "./options.js";
-import { aggregatesFor, defaultDisplay, noReplyHint, progressBar, renderAggregates, renderReplies, renderSummary, resultJson } from "./output.js";
+import { aggregatesFor, defaultDisplay, noReplyHint, progressBar, rejectedLines, renderAggregates, renderReplies, renderSummary, resultJson } from "./output.js";
 
 // The common path of every RPC command: filters, discovery, the call with a progress bar,
 // then replies, aggregates, summary and MCollective's exit code.
@@ -24,6 +24,7 @@ export async function executeRpc(o: RpcOpts, agent: string, action: string, data
       onReply: () => bar.tick(),
     });
     bar.stop();
+    process.stderr.write(rejectedLines(result)); // dropped by verification: never shown as a reply
     const aggs = opts.aggregates === false ? [] : aggregatesFor(result, ddl);
     if (o.json) process.stdout.write(`${JSON.stringify(resultJson(result, aggs), null, 2)}\n`);
     else if (result.stats.discovered === 0) process.stderr.write(`No request sent, we did not discover any nodes.\n${s.source ? "" : `${noReplyHint(s.client.key)}\n`}`);

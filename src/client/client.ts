@@ -5,7 +5,7 @@ import { connectBroker, resolveBrokers, resolveTls, type TlsSettings } from "../
 import { checkOutputs, validateInput } from "../ddl/index.js";
 import type { AgentDDL, ActionName, ActionOutput, CallInput } from "../ddl/types.js";
 import { MusterError } from "../errors.js";
-import { kvStreamName } from "../protocol/buckets.js";
+import { DEFAULT_NODE_KEYS_BUCKET, kvStreamName } from "../protocol/buckets.js";
 import { encodeRequest } from "../protocol/envelope.js";
 import { encodeNodeEvent, parseNodeEvent, type NodeEvent } from "../protocol/events.js";
 import { parseLifecycleEvent, type LifecycleEvent, type LifecycleType } from "../protocol/lifecycle.js";
@@ -21,7 +21,10 @@ import { FlatfileSource } from "./discovery/flatfile.js";
 import type { RegistrySourceOptions } from "./discovery/registry.js";
 import type { DiscoveryOptions, NodeSource } from "./discovery/source.js";
 import { applyLimit, type LimitSpec } from "./limit.js";
-import { buildRequest } from "./request.js";
+import { buildRequest, targetHeaders } from "./request.js";
+import { targetTree } from "../protocol/targets.js";
+import { KeyDirectory } from "./key-directory.js";
+import { SigVerdict, VerifyPool } from "./verify.js";
 
 // The client API that the CLI, the provisioner and users' scripts use: discover nodes, call actions
 // on them in parallel (directly addressed, batched, limited), collect and summarise replies.
@@ -47,6 +50,20 @@ export interface ClientOptions {
   from?: string;
   /** Gives up a persistent wait for the broker (the daemon is stopping). */
   signal?: AbortSignal;
+  /**
+   * Check every reply of a call (default true): a bad signature, or a key other than the one the
+   * node-key directory names for the sender, drops the reply; a sender the directory does not know
+   * is kept and listed as unverified. Discovery is never checked (docs/security.md).
+   */
+  verify?: boolean;
+  /** The node-key directory bucket (default DEFAULT_NODE_KEYS_BUCKET); false: no directory, every reply unverified. */
+  keyBucket?: string | false;
+}
+
+/** A reply dropped by verification, and why. */
+export interface RejectedReply {
+  sender: string;
+  reason: string;
 }
 
 export interface DiscoverOptions {
@@ -70,6 +87,8 @@ export interface CallOptions {
   batchSleepMs?: number;
   limit?: LimitSpec;
   onReply?: (r: Reply) => void;
+  /** A reply dropped by verification (ClientOptions.verify), as it is dropped. */
+  onRejected?: (r: Reply, reason: string) => void;
   onDiscovered?: (nodes: string[]) => void;
   /** Stop waiting for replies when aborted (the call resolves with what arrived). */
   signal?: AbortSignal;
@@ -83,6 +102,12 @@ export interface RpcStats {
   ok: number;
   failed: number;
   noResponse: string[];
+  /** Replies signed by the key the node-key directory names for their sender. */
+  verified: number;
+  /** Replies kept without that proof: the directory does not know the sender (or verification is off). */
+  unverified: number;
+  /** Replies dropped: a bad signature, or another key than the directory's. */
+  rejected: number;
   discoveryMs: number;
   callMs: number;
   totalMs: number;
@@ -93,8 +118,41 @@ export interface RpcResult {
   action: string;
   discovered: string[];
   replies: Reply[];
+  /** Senders of the replies kept without proof of who sent them (stats.unverified). */
+  unverified: string[];
+  /** The replies dropped by verification. */
+  rejected: RejectedReply[];
   stats: RpcStats;
 }
+
+/** Verification state shared by a client and its collective views: one worker pool, one directory. */
+class Verification {
+  readonly pool = new VerifyPool();
+  private dir?: KeyDirectory;
+  private loading?: Promise<KeyDirectory>;
+  constructor(readonly enabled: boolean, private readonly load: () => Promise<KeyDirectory>) {}
+  private loadedAt = 0;
+  /**
+   * The directory once loaded (started on first use, read once, then kept current by its watch).
+   * One that was unavailable (no bucket yet) is looked for again after a minute: daemons live long.
+   */
+  directory(): KeyDirectory | Promise<KeyDirectory> {
+    if (this.dir && !(this.dir.unavailable && performance.now() - this.loadedAt > 60_000)) return this.dir;
+    if (this.dir) this.loading = undefined;
+    this.loading ??= this.load().then((d) => {
+      this.loadedAt = performance.now();
+      return (this.dir = d);
+    });
+    return this.dir ?? this.loading;
+  }
+  async close(): Promise<void> {
+    this.dir?.close();
+    await this.pool.close();
+  }
+}
+
+/** Calls of at least this many nodes verify on the worker pool; smaller ones on the event loop. */
+const POOL_FROM = 64;
 
 export class MusterClient {
   readonly collective: string;
@@ -102,6 +160,7 @@ export class MusterClient {
   private readonly ttl: number;
   private readonly log: Logger;
   private readonly broadcast: BroadcastSource;
+  private readonly verification: Verification;
 
   /**
    * The raw connection, for the daemons' own transports only. The client's callers use what the
@@ -110,7 +169,7 @@ export class MusterClient {
    */
   readonly nc: NatsConnection;
 
-  private constructor(nc: NatsConnection, readonly key: SigningKey, opts: ClientOptions, owns: boolean) {
+  private constructor(nc: NatsConnection, readonly key: SigningKey, opts: ClientOptions, owns: boolean, verification?: Verification) {
     this.nc = nc;
     this.collective = opts.collective ?? "muster";
     if (!isValidCollective(this.collective)) throw new MusterError("MUSTER_USAGE", `invalid collective name ${JSON.stringify(this.collective)}`);
@@ -118,6 +177,28 @@ export class MusterClient {
     this.ttl = opts.ttl ?? 60;
     this.log = opts.log ?? silentLogger;
     this.broadcast = new BroadcastSource((f, o) => this.broadcastDiscover(f, o));
+    const bucket = opts.keyBucket ?? DEFAULT_NODE_KEYS_BUCKET;
+    this.verification = verification ?? new Verification(opts.verify !== false, () => (bucket === false ? Promise.resolve(new KeyDirectory("no key directory configured")) : this.loadDirectory(bucket)));
+  }
+
+  /** The node-key directory, or an empty one saying why there is none; never fails a call. */
+  private async loadDirectory(bucket: string): Promise<KeyDirectory> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<KeyDirectory>((r) => (timer = setTimeout(() => r(new KeyDirectory(`reading the key directory ${bucket} timed out`)), 5000)));
+    const read = (async () => {
+      try {
+        const kv = await this.kvIfExists(bucket);
+        if (!kv) return new KeyDirectory(`no key directory (bucket ${bucket}) on this broker`);
+        return await KeyDirectory.watch(kv);
+      } catch (e) {
+        return new KeyDirectory(`cannot read the key directory ${bucket}: ${(e as Error).message}`);
+      }
+    })();
+    try {
+      return await Promise.race([read, timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   static async connect(opts: ClientOptions = {}): Promise<MusterClient> {
@@ -133,11 +214,13 @@ export class MusterClient {
    */
   withCollective(collective: string): MusterClient {
     if (collective === this.collective) return this;
-    return new MusterClient(this.nc, this.key, { collective, ttl: this.ttl, log: this.log }, false);
+    return new MusterClient(this.nc, this.key, { collective, ttl: this.ttl, log: this.log }, false, this.verification);
   }
 
   async close(): Promise<void> {
-    if (!this.ownsConnection || this.nc.isClosed()) return;
+    if (!this.ownsConnection) return;
+    await this.verification.close();
+    if (this.nc.isClosed()) return;
     // drain() waits for the broker: while it is away (reconnecting) that is forever, and a daemon
     // asked to stop must stop. Past the bound the connection is closed without draining.
     let timer: NodeJS.Timeout | undefined;
@@ -288,6 +371,7 @@ export class MusterClient {
   async call(agent: string, action: string, data: Record<string, unknown>, opts: CallOptions = {}): Promise<RpcResult> {
     const t0 = performance.now();
     const input = opts.ddl ? validateInput(opts.ddl, action, data) : data;
+    if (this.verification.enabled) void this.verification.directory(); // read while discovery runs
     const filter = opts.filter ?? emptyFilter();
     let discovered = opts.nodes ? [...new Set(opts.nodes)].sort() : await this.discover({ ...opts.discovery, filter: withAgent(opts.discovery?.filter ?? filter, agent) });
     const t1 = performance.now();
@@ -296,27 +380,35 @@ export class MusterClient {
     const timeoutMs = opts.timeoutMs ?? ((opts.ddl?.metadata.timeout ?? 10) + 5) * 1000;
     const batchSize = opts.batch && opts.batch > 0 ? opts.batch : targets.length;
     const replies: Reply[] = [];
+    const trust: Trust = { unverified: new Set(), rejected: [], onRejected: opts.onRejected };
+    if (this.verification.enabled && targets.length >= POOL_FROM) this.verification.pool.warm();
     for (let i = 0; i < targets.length; i += batchSize) {
       if (i > 0 && opts.batchSleepMs) await new Promise((r) => setTimeout(r, opts.batchSleepMs)); // --batch-sleep is a requested pause
       const batch = targets.slice(i, i + batchSize);
       if (opts.signal?.aborted) break;
-      replies.push(...(await this.callBatch(agent, action, input, filter, batch, timeoutMs, opts.onReply, opts.signal)));
+      replies.push(...(await this.callBatch(agent, action, input, filter, batch, timeoutMs, trust, opts.onReply, opts.signal)));
     }
     const t2 = performance.now();
     const responded = new Set(replies.map((r) => r.sender));
     const ok = replies.filter((r) => r.statuscode === Status.OK).length;
     discovered = opts.limit ? targets : discovered;
+    const unverified = [...trust.unverified].filter((n) => responded.has(n)).sort();
     return {
       agent,
       action,
       discovered,
       replies,
+      unverified,
+      rejected: trust.rejected,
       stats: {
         discovered: discovered.length,
         responded: responded.size,
         ok,
         failed: replies.length - ok,
         noResponse: targets.filter((n) => !responded.has(n)),
+        verified: replies.length - unverified.length,
+        unverified: unverified.length,
+        rejected: trust.rejected.length,
         discoveryMs: t1 - t0,
         callMs: t2 - t1,
         totalMs: t2 - t0,
@@ -324,11 +416,44 @@ export class MusterClient {
     };
   }
 
-  private async callBatch(agent: string, action: string, data: Record<string, unknown>, filter: Filter, nodes: string[], timeoutMs: number, onReply?: (r: Reply) => void, signal?: AbortSignal): Promise<Reply[]> {
-    const req = buildRequest({ key: this.key, collective: this.collective, agent, action, data, filter, ttl: Math.max(this.ttl, Math.ceil(timeoutMs / 1000)) });
-    const col = collectReplies(this.nc, { requestId: req.id, expect: new Set(nodes), timeoutMs, onReply });
+  /**
+   * The collector's check for one call: the signature (pool), then the sender's key against the
+   * directory. Drops what fails, records what is kept unproven.
+   */
+  private replyCheck(trust: Trust): ((raw: Uint8Array, r: Reply, done: (keep: boolean) => void) => void) | undefined {
+    if (!this.verification.enabled) return undefined;
+    const v = this.verification;
+    const judge = (dir: KeyDirectory, r: Reply, sig: SigVerdict): boolean => {
+      const known = dir.get(r.sender)?.pubkey;
+      let why: string | undefined;
+      if (sig === SigVerdict.Bad) why = "its signature does not verify";
+      else if (known && sig === SigVerdict.Unsigned) why = `it is unsigned, and the key directory names ${known} for ${r.sender}`;
+      else if (known && r.pubkey !== known) why = `it is signed by ${r.pubkey}, not by ${known}, the key the directory names for ${r.sender}`;
+      if (why) {
+        trust.rejected.push({ sender: r.sender, reason: why });
+        this.log.warn({ sender: r.sender, pubkey: r.pubkey }, `dropped a reply claiming to be from ${r.sender}: ${why}`);
+        trust.onRejected?.(r, why);
+        return false;
+      }
+      if (!known) trust.unverified.add(r.sender);
+      return true;
+    };
+    return (raw, r, done) =>
+      v.pool.check(raw, r, (sig) => {
+        const dir = v.directory();
+        if (dir instanceof KeyDirectory) done(judge(dir, r, sig));
+        else void dir.then((d) => done(judge(d, r, sig)));
+      });
+  }
+
+  private async callBatch(agent: string, action: string, data: Record<string, unknown>, filter: Filter, nodes: string[], timeoutMs: number, trust: Trust, onReply?: (r: Reply) => void, signal?: AbortSignal): Promise<Reply[]> {
+    if (nodes.length === 0) return [];
+    const tree = targetTree(nodes);
+    const req = buildRequest({ key: this.key, collective: this.collective, agent, action, data, filter, ttl: Math.max(this.ttl, Math.ceil(timeoutMs / 1000)), target: tree.target });
+    const col = collectReplies(this.nc, { requestId: req.id, expect: new Set(nodes), timeoutMs, onReply, check: this.replyCheck(trust) });
     const bytes = encodeRequest(req);
-    for (const n of nodes) this.nc.publish(subjects.node(this.collective, n), bytes, { reply: col.inbox });
+    // one signed body for every node; each copy says whom it is for and proves it (protocol/targets.ts)
+    for (const n of nodes) this.nc.publish(subjects.node(this.collective, n), bytes, { reply: col.inbox, headers: targetHeaders(n, tree.proof(n)) });
     col.start();
     if (!signal) return col.done;
     const cancel = () => col.cancel();
@@ -389,6 +514,12 @@ export class MusterClient {
       },
     };
   }
+}
+
+interface Trust {
+  unverified: Set<string>;
+  rejected: RejectedReply[];
+  onRejected?: (r: Reply, reason: string) => void;
 }
 
 /** As MCollective does, discovery for a call only finds nodes that offer the agent. */

@@ -13,6 +13,12 @@ export interface CollectOptions {
   /** Stop once this long passes without a reply (after at least one). */
   idleMs?: number;
   onReply?: (r: Reply) => void;
+  /**
+   * Checks each reply before it counts (its signature, off the event loop): `keep` false drops it,
+   * and a node whose reply was dropped may still answer validly. Collection ends only once every
+   * check it started has come back.
+   */
+  check?: (raw: Uint8Array, r: Reply, done: (keep: boolean) => void) => void;
 }
 
 export interface Collector {
@@ -38,13 +44,22 @@ export function collectReplies(nc: NatsConnection, opts: CollectOptions): Collec
   const done = new Promise<Reply[]>((r) => (resolveDone = r));
   let finished = false;
 
+  let checking = 0;
   const finish = () => {
     if (finished) return;
     finished = true;
     clearTimeout(deadline);
     clearTimeout(idle);
     sub?.unsubscribe();
-    resolveDone(replies);
+    if (checking === 0) resolveDone(replies);
+  };
+  const accept = (r: Reply) => {
+    if (seen.has(r.sender)) return; // a node answers once; duplicates (e.g. redelivery) are dropped
+    seen.add(r.sender);
+    replies.push(r);
+    opts.onReply?.(r);
+    if (opts.expect && seen.size >= opts.expect.size) finish();
+    else if (opts.idleMs && started) armIdle();
   };
   // One idle timer, pushed back lazily: each reply only records its arrival time, and the timer,
   // when it fires, sleeps again for what is left of the window. Re-arming a timer per reply cost
@@ -75,16 +90,18 @@ export function collectReplies(nc: NatsConnection, opts: CollectOptions): Collec
         ignored++;
         return;
       }
-      if (seen.has(r.sender)) return; // a node answers once; duplicates (e.g. redelivery) are dropped
+      if (seen.has(r.sender)) return;
       if (opts.expect && !opts.expect.has(r.sender)) {
         ignored++;
         return;
       }
-      seen.add(r.sender);
-      replies.push(r);
-      opts.onReply?.(r);
-      if (opts.expect && seen.size >= opts.expect.size) finish();
-      else if (opts.idleMs && started) armIdle();
+      if (!opts.check) return accept(r);
+      checking++;
+      opts.check(msg.data, r, (keep) => {
+        checking--;
+        if (keep && !finished) accept(r);
+        if (finished && checking === 0) resolveDone(replies);
+      });
     },
   });
   let started = false;

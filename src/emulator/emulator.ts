@@ -9,6 +9,7 @@ import { compilePolicies } from "../security/policy.js";
 import { newIntakeStats } from "../server/stats.js";
 import type { ServerConfig } from "../server/config.js";
 import { VERSION } from "../version.js";
+import { generateSigningKey, type SigningKey } from "../protocol/signing.js";
 import type { FleetNode } from "./fleet.js";
 
 // Many virtual nodes in one process behind one NATS connection. Each is a full NodeRuntime (same
@@ -25,6 +26,8 @@ export interface EmulatorOptions {
   factories?: RuntimeBuild["factories"];
   /** Action policies by agent, as in the server config's `policies`; every emulated node applies them. */
   policies?: Record<string, unknown>;
+  /** Each node's own key (default: a new one per node, in memory). */
+  nodeKey?: (identity: string) => SigningKey;
 }
 
 export interface RunningEmulator {
@@ -40,6 +43,7 @@ export async function startEmulator(o: EmulatorOptions): Promise<RunningEmulator
   const nodeLog = o.log.child({ emulated: true });
   const policies = o.policies ? compilePolicies(o.policies) : undefined;
   const factories = o.factories ?? (await loadBuiltinFactories(o.nodes.flatMap((n) => n.agents)));
+  // One key per emulated node, in memory: each signs its own replies and events as a server would.
   const runtimes = o.nodes.map((n) => {
     const collectives = n.collectives ?? [o.collective];
     const classes = [...new Set(n.classes)].sort(); // as a server reads classes.txt: sorted, no duplicates
@@ -55,6 +59,7 @@ export async function startEmulator(o: EmulatorOptions): Promise<RunningEmulator
       intakeStats,
       factories,
       policies,
+      nodeKey: o.nodeKey?.(n.identity) ?? generateSigningKey(n.identity).key,
     });
   });
   const host = new NodeHost({ nc: o.nc, intake, runtimes, log: o.log, wildcard: true, registration: o.registration, component: "emulator", version: VERSION });

@@ -24,6 +24,8 @@ export interface SimulationOptions {
 interface SimCert {
   state: "requested" | "signed" | "revoked";
   fingerprint: string;
+  /** The node key the simulated CSR names (the requesting node's own). */
+  nodeKey?: string;
   signedBy?: string;
   signings: number;
 }
@@ -81,7 +83,7 @@ export function simulatedFactories(ca: SimulatedCA, opt: SimulationOptions): Rec
           enabled();
           await wait(opt.csrMs, ctx.signal);
           csr ??= fingerprint(`${d.identity}:${randomBytes(8).toString("hex")}`);
-          if (ca.certs.get(d.identity)?.state !== "signed") ca.certs.set(d.identity, { state: "requested", fingerprint: csr, signings: 0 });
+          if (ca.certs.get(d.identity)?.state !== "signed") ca.certs.set(d.identity, { state: "requested", fingerprint: csr, signings: 0, nodeKey: ctx.nodeKey });
           return { certname: d.identity, fingerprint: csr, submitted: true };
         },
         bootstrap_puppet: (_i, ctx) => run("bootstrap", ctx.signal),
@@ -116,6 +118,8 @@ export function simulatedFactories(ca: SimulatedCA, opt: SimulationOptions): Rec
           const c = ca.certs.get(i.certname);
           if (!c || c.state !== "requested") throw new RpcError(Status.Aborted, `no pending request for ${i.certname}`);
           if (c.fingerprint !== i.fingerprint) throw new RpcError(Status.Aborted, `fingerprint mismatch for ${i.certname}`);
+          // as the real CA: the CSR must name the node key the provisioner pinned (puppet/ca.ts vet)
+          if (i.node_key !== undefined && c.nodeKey !== i.node_key) throw new RpcError(Status.Aborted, `node key mismatch for ${i.certname}: the CSR names ${c.nodeKey ?? "no key"}, ${i.node_key} is pinned`, { reason: "node_key_mismatch" });
           c.state = "signed";
           c.signedBy = d.identity;
           c.signings++;

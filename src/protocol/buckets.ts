@@ -15,3 +15,9 @@ export const DEFAULT_NOTIFY_BUCKET = "muster_notify";
 export function kvStreamName(bucket: string): string {
   return `KV_${bucket}`;
 }
+
+/**
+ * The node-key directory: per identity, the ed25519 public key its replies and events are signed
+ * with (protocol/node-keys.ts). Written by the provisioner, read by clients that verify replies.
+ */
+export const DEFAULT_NODE_KEYS_BUCKET = "muster_node_keys";

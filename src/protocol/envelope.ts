@@ -85,6 +85,7 @@ export function decodeRequestText(text: string): Request {
     filter,
     ttl,
     time: num(o, "time"),
+    target: str(o, "target", 128),
     signature: str(o, "signature", 128),
   };
 }
@@ -110,6 +111,8 @@ export function decodeReply(bytes: Uint8Array): Reply {
     statuscode: num(o, "statuscode"),
     statusmsg: str(o, "statusmsg", 64 * 1024),
     data: obj(o, "data"),
+    ...(o.pubkey !== undefined ? { pubkey: str(o, "pubkey", 64) } : {}),
+    ...(o.signature !== undefined ? { signature: str(o, "signature", 128) } : {}),
   };
 }
 

@@ -10,6 +10,9 @@ export interface NodeEvent<D = Record<string, unknown>> {
   event: string;
   time: number;
   data: D;
+  /** The node's ed25519 public key and its signature over the rest (protocol/signing.ts signMessage). */
+  pubkey?: string;
+  signature?: string;
 }
 
 export const MAX_NODE_EVENT_BYTES = 1024 * 1024;
@@ -25,7 +28,7 @@ const enc = new TextEncoder();
 const dec = new TextDecoder("utf-8", { fatal: true });
 
 export function encodeNodeEvent(e: NodeEvent): Uint8Array {
-  return enc.encode(JSON.stringify({ identity: e.identity, agent: e.agent, event: e.event, time: e.time, data: e.data }));
+  return enc.encode(JSON.stringify({ identity: e.identity, agent: e.agent, event: e.event, time: e.time, data: e.data, pubkey: e.pubkey, signature: e.signature }));
 }
 
 /** Decode and check one node event; with `subject`, it must be the event the subject names. */
@@ -46,7 +49,11 @@ export function parseNodeEvent(payload: Uint8Array | string, subject?: string): 
   if (typeof o.event !== "string" || !isValidEventName(o.event)) return refuse("event must be a valid event name");
   if (typeof o.data !== "object" || o.data === null || Array.isArray(o.data)) return refuse("data must be a JSON object");
   if (o.time !== undefined && (typeof o.time !== "number" || !Number.isFinite(o.time))) return refuse("time must be a number of ms");
+  if (o.pubkey !== undefined && (typeof o.pubkey !== "string" || o.pubkey.length > 64)) return refuse("pubkey must be a base64 string of at most 64 characters");
+  if (o.signature !== undefined && (typeof o.signature !== "string" || o.signature.length > 128)) return refuse("signature must be a base64 string of at most 128 characters");
   const event: NodeEvent = { identity: o.identity, agent: o.agent, event: o.event, time: typeof o.time === "number" ? o.time : 0, data: o.data as Record<string, unknown> };
+  if (typeof o.pubkey === "string") event.pubkey = o.pubkey;
+  if (typeof o.signature === "string") event.signature = o.signature;
   if (subject !== undefined && subject !== subjects.event(event.agent, event.event)) return refuse(`event ${event.agent}.${event.event} arrived on ${subject}`);
   return { ok: true, event };
 }

@@ -23,6 +23,9 @@ interface LifecycleFields {
   collectives: string[];
   /** When it was published, ms since the epoch. */
   time: number;
+  /** The node's ed25519 public key and its signature over the rest (protocol/signing.ts signMessage). */
+  pubkey?: string;
+  signature?: string;
 }
 
 export interface StartupEvent extends LifecycleFields {
@@ -43,7 +46,10 @@ export function isValidComponent(name: string): boolean {
 }
 
 export function lifecycleEvent(type: LifecycleType, f: LifecycleFields): LifecycleEvent {
-  return { type, identity: f.identity, component: f.component, version: f.version, collectives: [...f.collectives], time: f.time };
+  const e: LifecycleEvent = { type, identity: f.identity, component: f.component, version: f.version, collectives: [...f.collectives], time: f.time };
+  if (f.pubkey !== undefined) e.pubkey = f.pubkey;
+  if (f.signature !== undefined) e.signature = f.signature;
+  return e;
 }
 
 /** The subject an event is published on. */
@@ -105,7 +111,9 @@ export function parseLifecycleEvent(payload: Uint8Array | string, subject?: stri
   }
   if (typeof o.time !== "number" || !Number.isFinite(o.time) || o.time < 0) return refuse(`time must be a non-negative number of ms, got ${show(o.time)}`);
 
-  const event = lifecycleEvent(o.type as LifecycleType, { identity: o.identity, component: o.component, version: o.version, collectives: o.collectives as string[], time: o.time });
+  if (o.pubkey !== undefined && (typeof o.pubkey !== "string" || o.pubkey.length > 64)) return refuse(`pubkey must be a base64 string of at most 64 characters`);
+  if (o.signature !== undefined && (typeof o.signature !== "string" || o.signature.length > 128)) return refuse(`signature must be a base64 string of at most 128 characters`);
+  const event = lifecycleEvent(o.type as LifecycleType, { identity: o.identity, component: o.component, version: o.version, collectives: o.collectives as string[], time: o.time, pubkey: o.pubkey as string | undefined, signature: o.signature as string | undefined });
   if (subject !== undefined && subject !== lifecycleSubject(event)) return refuse(`a ${event.type} event from component ${event.component} arrived on ${show(subject)}, not on ${lifecycleSubject(event)}`);
   return { ok: true, event };
 }

@@ -52,3 +52,54 @@ export function verifyRequestSignature(req: Request, publicKey: KeyObject): bool
     return false;
   }
 }
+
+// ---- what nodes sign: replies and events ----------------------------------------------------
+//
+// A node signs every reply and every event with its own ed25519 key (its `node key`), over the
+// canonical bytes of the message without `signature`; `pubkey` is inside those bytes. A signature
+// proves the holder of `pubkey` sent exactly this; whether `pubkey` belongs to the identity in
+// `sender` / `identity` is the verifier's question (a key it pinned, or a key directory).
+
+/** Signs any JSON object that carries its signer's `pubkey` (a reply, a lifecycle or node event). */
+export function signMessage<T extends object>(msg: T, key: SigningKey): T & { pubkey: string; signature: string } {
+  const body = { ...msg, pubkey: key.publicKey } as T & { pubkey: string; signature?: string };
+  delete body.signature;
+  return { ...body, signature: sign(null, Buffer.from(canonicalJson(body)), key.privateKey).toString("base64") };
+}
+
+/**
+ * Public keys as KeyObjects, parsed once each: parsing costs about as much as the verification
+ * itself. Bounded, oldest dropped first.
+ */
+export class PublicKeyCache {
+  private readonly keys = new Map<string, KeyObject | null>();
+  constructor(private readonly max = 100_000) {}
+  get(rawBase64: string): KeyObject | undefined {
+    let k = this.keys.get(rawBase64);
+    if (k === undefined) {
+      try {
+        k = publicKeyObject(rawBase64);
+      } catch {
+        k = null;
+      }
+      if (this.keys.size >= this.max) this.keys.delete(this.keys.keys().next().value!);
+      this.keys.set(rawBase64, k);
+    }
+    return k ?? undefined;
+  }
+}
+
+const sharedKeys = new PublicKeyCache();
+
+/** Whether `msg.signature` is a valid signature by `msg.pubkey` over the rest of `msg`. False when either is missing. */
+export function verifyMessage(msg: { pubkey?: unknown; signature?: unknown }, keys: PublicKeyCache = sharedKeys): boolean {
+  if (typeof msg.pubkey !== "string" || typeof msg.signature !== "string") return false;
+  const key = keys.get(msg.pubkey);
+  if (!key) return false;
+  const { signature, ...body } = msg;
+  try {
+    return verify(null, Buffer.from(canonicalJson(body)), key, Buffer.from(signature, "base64"));
+  } catch {
+    return false;
+  }
+}

@@ -51,6 +51,8 @@ export interface Request {
   filter: Filter;
   ttl: number; // seconds
   time: number; // ms since epoch at signing
+  /** What the request is addressed to: "broadcast", or "direct:<Merkle root of the identities>" (protocol/targets.ts). */
+  target: string;
   signature: string; // base64 ed25519 over canonical(request without signature)
 }
 
@@ -64,4 +66,8 @@ export interface Reply {
   statuscode: number;
   statusmsg: string;
   data: Record<string, unknown>;
+  /** The answering node's ed25519 public key (base64 raw); absent from nodes older than signed replies. */
+  pubkey?: string;
+  /** base64 ed25519 by `pubkey` over canonical(reply without signature) (protocol/signing.ts signMessage). */
+  signature?: string;
 }

@@ -8,11 +8,15 @@ import type { Filter } from "../protocol/types.js";
 export type Role = "target" | "master" | "notify";
 
 /** One node's answer to an action (the fields of a reply the engine reads). */
+import type { NodeKeyEntry } from "../protocol/node-keys.js";
+
 export interface ActionReply {
   sender: string;
   statuscode: number;
   statusmsg: string;
   data: Record<string, unknown>;
+  /** The key that signed the reply, when it carries a valid signature by that key. */
+  signedBy?: string;
 }
 
 export interface CallOptions {
@@ -26,6 +30,10 @@ export interface StartupEvent {
   identity: string;
   /** The collectives the node joined, when it says. */
   collectives?: string[];
+  /** When the node sent it (ms). */
+  time?: number;
+  /** The key that signed the event, when it carries a valid signature by that key. */
+  signedBy?: string;
 }
 
 export interface Collective {
@@ -36,4 +44,6 @@ export interface Collective {
   call(role: Role, agent: string, action: string, data: Record<string, unknown>, opts: CallOptions): Promise<ActionReply[]>;
   /** Startup events until the returned function is called. Garbled events never reach `handler`. */
   onStartup(handler: (ev: StartupEvent) => void): () => void;
+  /** Vouch for a node's key in the node-key directory clients verify replies against (protocol/node-keys.ts). */
+  publishNodeKey?(entry: NodeKeyEntry): Promise<void>;
 }

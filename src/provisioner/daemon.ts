@@ -46,7 +46,9 @@ export async function runProvisioner(cfg: ProvisionerConfig, log: Logger, opts: 
   for (const problem of undeliverableTargets(cfg)) log.warn(`${problem}; unused while steps.notify is false`);
   const broker = resolveBrokerSettings({ flag: opts.broker, own: { file: "the provisioner config", brokers: cfg.broker === undefined ? undefined : Array.isArray(cfg.broker) ? cfg.broker : [cfg.broker], tls: cfg.tls } });
   // The daemon waits for its broker, saying so; --once fails fast like any command.
-  const client = await MusterClient.connect({ brokers: broker.servers, from: broker.from, persistent: !opts.once, collective: cfg.collective, name: `muster-provisioner:${cfg.id}`, log, tls: broker.tls });
+  const client = await MusterClient.connect({ brokers: broker.servers, from: broker.from, persistent: !opts.once, collective: cfg.collective, name: `muster-provisioner:${cfg.id}`, log, tls: broker.tls, keyBucket: false });
+  // keyBucket false: the client still drops bad signatures, but whose key a reply must carry is the
+  // runner's call (its pins): the directory it writes must not lock out a node being provisioned anew.
   const store = StateStore.fromKv(await client.kv(cfg.state_bucket, { create: { ...StateStore.bucketOptions, replicas: cfg.state_replicas } }));
   const metrics = new ProvisionerMetrics();
   if (cfg.metrics) log.info({ url: `${await metrics.serve(cfg.metrics.host, cfg.metrics.port)}/metrics` }, "serving metrics");

@@ -3,7 +3,11 @@ import type { Logger } from "pino";
 import { buildFilter } from "../filter/index.js";
 import { Status } from "../protocol/status.js";
 import type { Filter } from "../protocol/types.js";
-import type { Collective, Role } from "./collective.js";
+import type { Collective, Role, StartupEvent } from "./collective.js";
+import type { NodeKeySource } from "../protocol/node-keys.js";
+
+/** A startup event further than this from our clock is refused (a replay of an old one). */
+const STARTUP_EVENT_WINDOW_MS = 5 * 60_000;
 import type { ProvisionerConfig } from "./config.js";
 import { DeployLock } from "./deploy-lock.js";
 import { decide, newRun, pastDisable, type EngineEvent, type EnginePolicy } from "./engine.js";
@@ -78,7 +82,7 @@ export class Provisioner {
       this.masters = undefined; // whatever started may be a new master: look again before the next choice
       // A provisioned node announcing itself in the fleet is not a restart of a waiting node.
       const inTargets = !ev.collectives || ev.collectives.includes(this.collective.collectiveOf("target"));
-      if (inTargets) void this.onNodeStartup(ev.identity);
+      if (inTargets) void this.onNodeStartup(ev);
     });
     this.abort.signal.addEventListener("abort", () => stopListening(), { once: true });
     await this.resumeOwn();
@@ -124,8 +128,31 @@ export class Provisioner {
     }
   }
 
-  private async onNodeStartup(identity: string): Promise<void> {
+  private async onNodeStartup(ev: StartupEvent): Promise<void> {
     if (this.stopping) return;
+    const identity = ev.identity;
+    // A startup event makes us act (abort a wait, retry a failed node): only a fresh one, signed by
+    // the node's pinned key, newer than the last we took from it (a replayed event is refused).
+    // The record is the pin's source of truth: none (decommissioned) drops a pin held in memory.
+    const stored = await this.store.get(identity).then((v) => ({ v }), () => undefined);
+    if (stored && !stored.v) this.pins.delete(identity);
+    else if (stored?.v?.record.nodeKey) this.pins.set(identity, stored.v.record.nodeKey);
+    const now = Date.now();
+    let stale: string | undefined;
+    if (ev.time !== undefined && Math.abs(now - ev.time) > STARTUP_EVENT_WINDOW_MS) stale = `its time is more than ${STARTUP_EVENT_WINDOW_MS / 1000}s from ours (stale or replayed)`;
+    else if (ev.time !== undefined && ev.time <= (this.lastStartup.get(identity) ?? -1)) stale = "it is not newer than the last one taken (replayed)";
+    if (stale) {
+      this.metrics?.refused.inc({ kind: "event" });
+      this.log.warn({ node: identity, time: ev.time }, `refused a startup event claiming to be from ${identity}: ${stale}`);
+      return;
+    }
+    try {
+      // an unpinned node's signed event only brings it forward, as discovery would; it pins nothing
+      if (this.pins.has(identity) || !ev.signedBy) this.authenticate(identity, ev.signedBy, "startup event");
+    } catch {
+      return; // logged and counted
+    }
+    if (ev.time !== undefined) this.lastStartup.set(identity, ev.time);
     const inFlight = this.nodeRestarts.get(identity);
     if (inFlight) {
       // The node restarted mid-step: whatever it was doing for us died with it (or, a Puppet run,
@@ -146,6 +173,11 @@ export class Provisioner {
     this.log.info({ node: identity }, "node started; provisioning it now");
     this.enqueue(identity, "startup");
   }
+
+  /** Public keys pinned per node (also in each record's nodeKey). */
+  private readonly pins = new Map<string, string>();
+  /** The time of the last startup event taken per node: an older or equal one is a replay. */
+  private readonly lastStartup = new Map<string, number>();
 
   /** Records we own that were in progress when we stopped (crash or SIGKILL): take them up again. */
   private async resumeOwn(): Promise<void> {
@@ -300,6 +332,9 @@ export class Provisioner {
     try {
       const note = await steps[stage](this.stepContext(rec, master));
       const ms = performance.now() - t0;
+      // The certificate now signed belongs to the holder of the pinned key: say so in the directory.
+      const pin = this.pins.get(rec.identity);
+      if (stage === "sign_csr" && pin) this.publishKey(rec.identity, pin, "certified", rec.fingerprint);
       this.metrics?.stepDuration.observe({ step: stage }, ms / 1000);
       return { type: "step-ok", ms, note: note || undefined };
     } catch (e) {
@@ -333,6 +368,10 @@ export class Provisioner {
     const existing = await this.store.get(identity);
     const c = claimRecord(existing, identity, this.cfg.id, now, this.cfg.lock_lease);
     if (!c) return undefined;
+    // No record: never provisioned, or decommissioned since (a new machine may carry a new key).
+    if (!existing) this.pins.delete(identity);
+    if (c.v.record.nodeKey) this.pins.set(identity, c.v.record.nodeKey);
+    else c.v.record.nodeKey = this.pins.get(identity);
     if ((await this.store.save(c.v)) === undefined) {
       this.log.debug({ node: identity }, "another provisioner claimed this node first");
       return undefined;
@@ -342,6 +381,7 @@ export class Provisioner {
 
   /** Write the record, renewing our claim for `leaseSeconds`; false when someone else wrote first. */
   private async save(v: Versioned, leaseSeconds = this.cfg.lock_lease): Promise<boolean> {
+    v.record.nodeKey ??= this.pins.get(v.record.identity);
     v.record.claimExpires = v.record.status === "in_progress" ? Date.now() + leaseSeconds * 1000 : undefined;
     return (await this.store.save(v)) !== undefined;
   }
@@ -472,12 +512,44 @@ export class Provisioner {
     }
     const r = replies[0];
     if (!r) throw new StepError(`${agent}#${action}: no reply from ${id} within ${Math.round(timeoutMs / 1000)}s`);
+    if (role === "target") this.authenticate(id, r.signedBy, `${agent}#${action} reply`);
     if (r.statuscode !== Status.OK) {
       const detail = Array.isArray(r.data.failed_resources) && r.data.failed_resources.length ? ` (failed: ${(r.data.failed_resources as unknown[]).slice(0, 5).map(String).join(", ")})` : "";
       if (!quiet) this.log.debug({ node: id, agent, action, status: r.statuscode, msg: r.statusmsg }, "action failed");
       throw new StepError(`${agent}#${action} on ${id}: ${r.statusmsg}${detail}`, r.data);
     }
     return r.data;
+  }
+
+  /**
+   * A waiting node's reply or event is acted on only when it is signed, and by the key pinned for
+   * that node. The first signed reply to a directed request pins the key (only the node can read
+   * its own subject under per-node bootstrap credentials); the record keeps it. Throws StepError.
+   */
+  private authenticate(id: string, signedBy: string | undefined, what: string): void {
+    const pinned = this.pins.get(id);
+    let why: string | undefined;
+    if (!signedBy) why = "it is unsigned or its signature does not verify";
+    else if (pinned && signedBy !== pinned) why = `it is signed by ${signedBy}, not by the key pinned for ${id} (${pinned})`;
+    if (why) {
+      this.metrics?.refused.inc({ kind: what.endsWith("event") ? "event" : "reply" });
+      this.log.warn({ node: id, what, signedBy, pinned }, `refused a ${what} claiming to be from ${id}: ${why}`);
+      throw new StepError(`${what} from ${id} refused: ${why}`);
+    }
+    if (!pinned) {
+      this.pins.set(id, signedBy!);
+      this.log.info({ node: id, pubkey: signedBy }, "pinned the node's key");
+      this.publishKey(id, signedBy!, "pinned");
+    }
+  }
+
+  /** Vouch for the node's key in the directory clients check replies against; a failure only delays that. */
+  private publishKey(identity: string, pubkey: string, source: NodeKeySource, fingerprint?: string): void {
+    if (!this.collective.publishNodeKey) return;
+    this.collective.publishNodeKey({ identity, pubkey, source, time: Date.now(), by: this.cfg.id, ...(fingerprint ? { fingerprint } : {}) }).then(
+      () => this.log.debug({ node: identity, pubkey, source }, "published the node's key"),
+      (e: unknown) => this.log.warn({ node: identity, err: (e as Error).message }, "could not publish the node's key to the key directory"),
+    );
   }
 
   /** Send to exactly one notifier: the first (by identity) of those discovered. */

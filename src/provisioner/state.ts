@@ -32,6 +32,11 @@ export interface NodeRecord {
   /** When each stage of this round started (its first try) and ended (ms epoch), for timelines (the web board). Absent in records written before it existed. */
   stageTimes?: Partial<Record<Stage, { start: number; end?: number }>>;
   fingerprint?: string;
+  /**
+   * The node's ed25519 public key, pinned from its first signed reply to a directed request: from
+   * then on a reply or startup event for this identity that does not verify against it is refused.
+   */
+  nodeKey?: string;
   hadCert?: boolean;
   signedBy?: string;
   lastError?: string;

@@ -67,7 +67,8 @@ export const steps: Record<Stage, Step> = {
   async sign_csr({ rec, master, onMaster }) {
     if (!rec.fingerprint) throw new StepError("no CSR fingerprint recorded; the request_csr step must run first");
     try {
-      await onMaster(master.identity, "sign", { certname: rec.identity, fingerprint: rec.fingerprint });
+      // with the pinned key: the CA signs only a CSR naming it (docs/security.md, the trust model)
+      await onMaster(master.identity, "sign", { certname: rec.identity, fingerprint: rec.fingerprint, ...(rec.nodeKey ? { node_key: rec.nodeKey } : {}) });
     } catch (e) {
       // Idempotent after a crash between signing and recording it: never sign twice.
       const st = await onMaster(master.identity, "status", { certname: rec.identity }).catch(() => undefined);

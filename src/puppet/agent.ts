@@ -2,6 +2,8 @@ import { spawn } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync, renameSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { MusterError } from "../errors.js";
+import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
+import { NODE_KEY_CSR_OID } from "../protocol/node-keys.js";
 import { updatePuppetConf } from "./conf.js";
 import { csrFingerprint, fingerprintOf, pemToDer } from "./csr.js";
 import { execCommand, tailLines, type ExecResult } from "./exec.js";
@@ -177,10 +179,11 @@ export class PuppetAgent {
    * Create a key and CSR with the real agent and submit it to the CA (`puppet ssl submit_request`).
    * Returns the CSR's fingerprint, computed from the CSR file's DER, for the CA side to check.
    */
-  async requestCertificate(opts: { signal?: AbortSignal; timeoutMs?: number } = {}): Promise<CertificateRequest> {
+  async requestCertificate(opts: { signal?: AbortSignal; timeoutMs?: number; nodeKey?: string } = {}): Promise<CertificateRequest> {
     if (this.hasCert()) {
       throw new MusterError("MUSTER_PUPPET_FAILED", `${this.certname} already has a signed certificate (${this.certPath}); clean it on the node and the CA before requesting another`);
     }
+    if (opts.nodeKey) this.requestExtension(NODE_KEY_CSR_OID, opts.nodeKey);
     const r = await this.puppet(["ssl", "submit_request", ...this.commonArgs(), ...SSL_ARGS], opts);
     const fp = this.csrFingerprint();
     if (r.code === 0 && fp) return { certname: this.certname, fingerprint: fp, csrPath: this.csrPath, submitted: true };
@@ -190,6 +193,26 @@ export class PuppetAgent {
       return { certname: this.certname, fingerprint: fp, csrPath: this.csrPath, submitted: false };
     }
     throw new MusterError("MUSTER_PUPPET_FAILED", `puppet ssl submit_request failed (exit ${r.code}): ${lastErrors(r.output)}`);
+  }
+
+  /**
+   * Ask for an extension in the next CSR: `extension_requests` in csr_attributes.yaml (Puppet's
+   * `csr_attributes` setting, default `<confdir>/csr_attributes.yaml`), whatever else the file holds kept.
+   */
+  requestExtension(oid: string, value: string): void {
+    const path = join(this.settings.confdir, "csr_attributes.yaml");
+    let doc: Record<string, unknown> = {};
+    if (existsSync(path)) {
+      const parsed = parseYaml(readFileSync(path, "utf8")) as unknown;
+      if (parsed && typeof parsed === "object" && !Array.isArray(parsed)) doc = parsed as Record<string, unknown>;
+      else if (parsed != null) throw new MusterError("MUSTER_PUPPET_FAILED", `${path} is not a mapping; cannot add the node-key extension request`);
+    }
+    const ext = doc.extension_requests && typeof doc.extension_requests === "object" ? (doc.extension_requests as Record<string, unknown>) : {};
+    if (ext[oid] === value) return;
+    doc.extension_requests = { ...ext, [oid]: value };
+    mkdirSync(dirname(path), { recursive: true });
+    writeFileSync(`${path}.tmp`, stringifyYaml(doc), { mode: 0o640 });
+    renameSync(`${path}.tmp`, path);
   }
 
   /**

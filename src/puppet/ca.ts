@@ -2,7 +2,8 @@ import { readFileSync } from "node:fs";
 import { request } from "node:https";
 import { join } from "node:path";
 import { MusterError } from "../errors.js";
-import { certMatchesCsr, normaliseFingerprint, parseCsr, PP_AUTH_ARC, PP_CLI_AUTH_OID, type ParsedCsr } from "./csr.js";
+import { certMatchesCsr, extensionString, normaliseFingerprint, parseCsr, PP_AUTH_ARC, PP_CLI_AUTH_OID, type ParsedCsr } from "./csr.js";
+import { NODE_KEY_CSR_OID } from "../protocol/node-keys.js";
 
 // A client for one puppetserver's CA, over its HTTP API (/puppet-ca/v1). It authenticates with
 // a certificate that auth.conf admits to certificate_status (the master's own certificate
@@ -57,6 +58,7 @@ export type SignRefusal =
   | "authorization_extension"
   | "alt_name"
   | "key_mismatch"
+  | "node_key_mismatch"
   | "ca_rejected";
 
 /** The CA refused (or we refused) to sign; `reason` says which check failed. */
@@ -135,7 +137,7 @@ export class CertificateAuthority {
    * Check the pending CSR against what the node reported, without signing. Throws
    * SignRefusedError naming the failed check; returns the parsed CSR when all pass.
    */
-  async vet(certname: string, expectedFingerprint: string): Promise<ParsedCsr> {
+  async vet(certname: string, expectedFingerprint: string, nodeKey?: string): Promise<ParsedCsr> {
     checkName(certname);
     const st = await this.status(certname);
     if (!st) throw new SignRefusedError("no_request", certname, `no certificate request is pending for ${certname}`);
@@ -172,6 +174,20 @@ export class CertificateAuthority {
         `the CSR for ${certname} requests authorization extension(s) ${[...new Set(names)].join(", ")}, which would grant CA or other privileges: refusing to sign`,
       );
     }
+    if (nodeKey !== undefined) {
+      // The certificate goes to the holder of the key the provisioner pinned, or to no one.
+      const ext = csr.extensions.find((e) => e.oid === NODE_KEY_CSR_OID);
+      const inCsr = ext && extensionString(ext);
+      if (inCsr !== nodeKey) {
+        throw new SignRefusedError(
+          "node_key_mismatch",
+          certname,
+          inCsr === undefined
+            ? `the CSR for ${certname} does not name the node's key (extension ${NODE_KEY_CSR_OID}), but ${nodeKey} is pinned for it: refusing to sign`
+            : `the CSR for ${certname} names node key ${inCsr}, but ${nodeKey} is pinned for it: refusing to sign`,
+        );
+      }
+    }
     const nonDns = csr.altNames.filter((a) => a.type !== "DNS");
     if (nonDns.length) {
       throw new SignRefusedError("alt_name", certname, `the CSR for ${certname} requests non-DNS alternative names (${nonDns.map((a) => `${a.type}:${a.value}`).join(", ")}): refusing to sign`);
@@ -180,8 +196,8 @@ export class CertificateAuthority {
   }
 
   /** Sign the pending CSR of `certname` if it passes vet(). Returns the issued certificate's info. */
-  async sign(certname: string, expectedFingerprint: string): Promise<CertInfo> {
-    const csr = await this.vet(certname, expectedFingerprint);
+  async sign(certname: string, expectedFingerprint: string, nodeKey?: string): Promise<CertInfo> {
+    const csr = await this.vet(certname, expectedFingerprint, nodeKey);
     const r = await this.call("PUT", `/puppet-ca/v1/certificate_status/${certname}`, JSON.stringify({ desired_state: "signed" }));
     if (r.status === 404) throw new SignRefusedError("no_request", certname, `the CSR for ${certname} disappeared before it was signed`);
     if (r.status === 409 || r.status === 400) throw new SignRefusedError("ca_rejected", certname, `the CA refused to sign ${certname}: ${r.body.trim()}`);

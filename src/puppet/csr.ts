@@ -48,6 +48,20 @@ export function normaliseFingerprint(fp: string): string {
   return hex.match(/../g)!.join(":");
 }
 
+/**
+ * The string value of a CSR extension as Puppet writes extension_requests (a DER UTF8String, or
+ * another string type); undefined when the bytes are not a single DER string.
+ */
+export function extensionString(ext: CsrExtension): string | undefined {
+  try {
+    const t = readOne(ext.value, 0);
+    if (![0x0c, 0x13, 0x16].includes(t.tag) || t.end !== ext.value.length) return undefined;
+    return t.content.toString("utf8");
+  } catch {
+    return undefined;
+  }
+}
+
 /** DER bytes of the first PEM block with the given label. */
 export function pemToDer(pem: string, label: string): Buffer {
   const re = new RegExp(`-----BEGIN ${label}-----([\\s\\S]+?)-----END ${label}-----`);

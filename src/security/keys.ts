@@ -1,6 +1,6 @@
 import { chmodSync, existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { homedir, userInfo } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { MusterError } from "../errors.js";
 import { generateSigningKey, publicKeyObject, signingKeyFromPem, type SigningKey } from "../protocol/signing.js";
 import type { KeyObject } from "node:crypto";
@@ -42,6 +42,30 @@ export function loadOrCreateSigningKey(name = defaultCallerName(), path?: string
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === "EEXIST") return signingKeyFromPem(name, readFileSync(file, "utf8"));
     throw new MusterError("MUSTER_KEY_ERROR", `cannot load or create signing key ${file}: ${(e as Error).message}. Check the directory's permissions or set MUSTER_CONFIG_DIR.`, { cause: e });
+  }
+}
+
+/** Where a node keeps its own key unless `security.node_key` says otherwise. */
+export function defaultNodeKeyFile(identity: string): string {
+  return join(configDir(), "nodes", `${identity.replace(/[^A-Za-z0-9_.=@-]/g, "_")}.key`);
+}
+
+/**
+ * The node key (docs/security.md#node-keys): the node signs every reply and event with it. Created
+ * 0600 at first start, in a 0700 directory; its public half is reported to the provisioner, which
+ * pins it.
+ */
+export function loadOrCreateNodeKey(identity: string, path = defaultNodeKeyFile(identity)): SigningKey {
+  try {
+    if (existsSync(path)) return signingKeyFromPem(identity, readFileSync(path, "utf8"));
+    mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+    const { key, pem } = generateSigningKey(identity);
+    writeFileSync(path, pem, { mode: 0o600, flag: "wx" });
+    chmodSync(path, 0o600);
+    return key;
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "EEXIST") return signingKeyFromPem(identity, readFileSync(path, "utf8"));
+    throw new MusterError("MUSTER_KEY_ERROR", `cannot load or create the node key ${path}: ${(e as Error).message}. Check the directory's permissions or set security.node_key.`, { cause: e });
   }
 }
 

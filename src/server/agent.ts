@@ -18,6 +18,8 @@ export interface ActionContext {
   /** Aborted when the DDL timeout expires or the server shuts down. */
   signal: AbortSignal;
   metadata(): NodeMetadata;
+  /** This node's own public key (base64 ed25519), the one its replies are signed with; absent when it has none. */
+  nodeKey?: string;
   /**
    * Publish an event about this node (subject `muster.event.<agent>.<event>`, JSON
    * `{identity, agent, event, time, data}`), e.g. a Puppet run that ended after the request that

@@ -46,6 +46,8 @@ export const ServerConfigSchema = z
         trusted_keys_dir: z.string().optional(),
         trust_local_user: z.boolean().optional(),
         max_clock_skew: z.number().nonnegative().default(60),
+        /** The node's own signing key (replies and events); created 0600 at first start. Default <config dir>/nodes/<identity>.key. */
+        node_key: z.string().min(1).optional(),
       })
       .strict()
       .default({ trusted_keys: [], max_clock_skew: 60 }),

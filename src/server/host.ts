@@ -6,6 +6,7 @@ import { encodeJson, encodeReply } from "../protocol/envelope.js";
 import { encodeLifecycleEvent, lifecycleEvent, lifecycleSubject, LifecycleComponents, type LifecycleType } from "../protocol/lifecycle.js";
 import { Status } from "../protocol/status.js";
 import { subjects } from "../protocol/subjects.js";
+import { PROOF_HEADER, TARGET_HEADER } from "../protocol/targets.js";
 import type { Reply, Request } from "../protocol/types.js";
 import type { RequestIntake } from "./intake.js";
 import { MATCH_EVERY_NODE, type NodeRuntime } from "./runtime.js";
@@ -111,7 +112,7 @@ export class NodeHost {
     const target = direct ? this.byIdentity.get(directIdentity) : undefined;
     if (direct && !target) return; // another process's node (wildcard subscription)
 
-    const res = intake.accept(msg.subject, msg.data);
+    const res = intake.accept(msg.subject, msg.data, direct ? { identity: directIdentity, target: msg.headers?.get(TARGET_HEADER) || undefined, proof: msg.headers?.get(PROOF_HEADER) || undefined } : {});
     if (!res.ok) {
       log.warn({ subject: msg.subject, reason: res.reason, caller: res.request?.caller, requestid: res.request?.id }, "request rejected");
       // Only direct requests get a rejection reply: answering garbage on broadcast would amplify it.
@@ -184,7 +185,7 @@ export class NodeHost {
   private publishLifecycle(type: LifecycleType, rt: NodeRuntime): void {
     const component = this.opts.component ?? LifecycleComponents.server;
     try {
-      const event = lifecycleEvent(type, { identity: rt.identity, component, version: this.opts.version, collectives: rt.collectives, time: Date.now() });
+      const event = rt.signed(lifecycleEvent(type, { identity: rt.identity, component, version: this.opts.version, collectives: rt.collectives, time: Date.now() }));
       this.opts.nc.publish(lifecycleSubject(event), encodeLifecycleEvent(event));
     } catch {
       // connection closing; lifecycle events are best effort

@@ -5,6 +5,7 @@ import { checkFreshness, ReplayCache, type FreshnessPolicy } from "../protocol/f
 import { verifyRequestSignature } from "../protocol/signing.js";
 import { Status, type StatusCode } from "../protocol/status.js";
 import { subjects } from "../protocol/subjects.js";
+import { checkTarget } from "../protocol/targets.js";
 import type { Request } from "../protocol/types.js";
 import type { TrustStore } from "../security/keys.js";
 import type { IntakeStats } from "./stats.js";
@@ -42,7 +43,11 @@ export class RequestIntake {
     this.replay = new ReplayCache(opts.freshness);
   }
 
-  accept(subject: string, bytes: Uint8Array): IntakeResult {
+  /**
+   * `target` and `proof`: the Muster-Target and Muster-Proof headers of a directed request.
+   * `identity`: the node whose direct subject it arrived on (undefined on broadcast).
+   */
+  accept(subject: string, bytes: Uint8Array, addressed: { identity?: string; target?: string; proof?: string } = {}): IntakeResult {
     const { stats, trust } = this.opts;
     stats.total++;
     if (bytes.length > this.opts.maxBytes) {
@@ -71,6 +76,12 @@ export class RequestIntake {
         return { ok: false, status: Status.Aborted, reason: "request signature does not verify", request: req };
       }
       this.remember(text, req);
+    }
+    // The target is signed: a copy of a request replayed onto a subject it was not sent to stops here.
+    const bound = checkTarget(req.target, subjects.isBroadcast(subject) ? undefined : (addressed.identity ?? subject), addressed.target, addressed.proof);
+    if (!bound.ok) {
+      stats.badtarget++;
+      return { ok: false, status: Status.Aborted, reason: `request not addressed to this subject: ${bound.reason}`, request: req };
     }
     const now = (this.opts.now ?? Date.now)();
     const fresh = checkFreshness(req.time, req.ttl, now, this.opts.freshness);

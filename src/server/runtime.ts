@@ -3,7 +3,8 @@ import { validateInput, applyOutputDefaults } from "../ddl/index.js";
 import type { AgentDDL } from "../ddl/types.js";
 import { RpcError } from "../errors.js";
 import type { CompiledFilter } from "../filter/index.js";
-import { encodeNodeEvent } from "../protocol/events.js";
+import { encodeNodeEvent, type NodeEvent } from "../protocol/events.js";
+import { signMessage, type SigningKey } from "../protocol/signing.js";
 import { Status, type StatusCode } from "../protocol/status.js";
 import { subjects } from "../protocol/subjects.js";
 import { REPLY_PROTOCOL, type NodeMetadata, type Reply, type Request } from "../protocol/types.js";
@@ -38,6 +39,8 @@ export interface NodeRuntimeOptions {
   policies?: CompiledPolicies;
   /** Handed to agents as ctx.refreshMetadata (re-read classes after a Puppet run). */
   refreshMetadata?: () => Promise<void>;
+  /** The node's own ed25519 key: every reply and event it sends is signed with it (docs/security.md#node-keys). */
+  nodeKey?: SigningKey;
 }
 
 export type { AuditEntry };
@@ -254,6 +257,7 @@ export class NodeRuntime {
       config: la.config,
       log: la.log,
       metadata: () => this.metadata(),
+      nodeKey: this.opts.nodeKey?.publicKey,
       emit: (event: string, data: Record<string, unknown>) => this.emit(req.agent, event, data),
       refreshMetadata: this.opts.refreshMetadata,
       [CONTROLLER]: controller,
@@ -311,13 +315,18 @@ export class NodeRuntime {
 
   /** A reply for a request this node could not accept (bad envelope, signature, ttl) on its direct subject. */
   rejection(requestid: string, status: StatusCode, reason: string, agent = "", action = ""): Reply {
-    return { protocol: REPLY_PROTOCOL, requestid, sender: this.identity, agent, action, time: Date.now(), statuscode: status, statusmsg: reason, data: {} };
+    return this.signed<Reply>({ protocol: REPLY_PROTOCOL, requestid, sender: this.identity, agent, action, time: Date.now(), statuscode: status, statusmsg: reason, data: {} });
+  }
+
+  /** Signed with the node key (the request id is inside, so a signed reply answers one request only). */
+  signed<M extends { pubkey?: string }>(msg: M): M {
+    return this.opts.nodeKey ? signMessage(msg, this.opts.nodeKey) : msg;
   }
 
   private reply(req: Request, status: StatusCode, msg: string, data: Record<string, unknown>): Reply {
     this.stats.replies++;
     this.opts.audit?.({ time: Date.now(), identity: this.identity, requestid: req.id, caller: req.caller, sender: req.sender, agent: req.agent, action: req.action, data: req.data, statuscode: status, statusmsg: msg });
-    return { protocol: REPLY_PROTOCOL, requestid: req.id, sender: this.identity, agent: req.agent, action: req.action, time: Date.now(), statuscode: status, statusmsg: msg, data };
+    return this.signed<Reply>({ protocol: REPLY_PROTOCOL, requestid: req.id, sender: this.identity, agent: req.agent, action: req.action, time: Date.now(), statuscode: status, statusmsg: msg, data });
   }
 
   /** Set by the host that carries this node: publishes a subject with a JSON payload. */
@@ -326,7 +335,7 @@ export class NodeRuntime {
   emit(agent: string, event: string, data: Record<string, unknown>): void {
     if (!/^[a-z][a-z0-9_]*$/.test(event)) throw new Error(`invalid event name ${JSON.stringify(event)}`);
     try {
-      this.emitter?.(subjects.event(agent, event), encodeNodeEvent({ identity: this.identity, agent, event, time: Date.now(), data }));
+      this.emitter?.(subjects.event(agent, event), encodeNodeEvent(this.signed<NodeEvent>({ identity: this.identity, agent, event, time: Date.now(), data })));
     } catch (e) {
       this.opts.log.warn({ agent, event, err: (e as Error).message }, "could not publish an event");
     }

@@ -8,7 +8,8 @@ import { resolveBrokerSettings } from "../config/client.js";
 import { MusterError } from "../errors.js";
 import { Auditor } from "../security/audit.js";
 import { AgentBuckets } from "./agent-kv.js";
-import { loadOrCreateSigningKey, readTrustedKeyDir, TrustStore, type TrustedKey } from "../security/keys.js";
+import { loadOrCreateNodeKey, loadOrCreateSigningKey, readTrustedKeyDir, TrustStore, type TrustedKey } from "../security/keys.js";
+import type { SigningKey } from "../protocol/signing.js";
 import { mergePolicies } from "../security/policy-files.js";
 import { compilePolicies, policyWarnings, PolicyEffect, type CompiledPolicies, type Policies } from "../security/policy.js";
 import { VERSION } from "../version.js";
@@ -71,6 +72,8 @@ export interface RuntimeBuild {
   onProvisioned?: () => void;
   /** KV buckets for the agents (AgentBuckets.opener). */
   kv?: AgentKvOpener;
+  /** The node's key: signs its replies and events. */
+  nodeKey?: SigningKey;
 }
 
 /** Builds a NodeRuntime with its agents and data plugins wired to introspect it. */
@@ -96,7 +99,7 @@ export function buildRuntime(b: RuntimeBuild): NodeRuntime {
     agents.push({ agent: f({ node, identity: b.identity, config, onProvisioned: b.onProvisioned, kv: b.kv }), config, log: b.log.child({ agent: name }) });
   }
   for (const a of b.extraAgents ?? []) agents.push({ agent: a, config: b.plugins[a.ddl.metadata.name] ?? {}, log: b.log.child({ agent: a.ddl.metadata.name }) });
-  rt = new NodeRuntime({ identity: b.identity, collectives: b.collectives, mainCollective: b.mainCollective, agents, facts: b.facts, classes: b.classes, log: b.log, intakeStats: b.intakeStats, audit: b.audit, policies: b.policies, refreshMetadata: b.refreshMetadata });
+  rt = new NodeRuntime({ identity: b.identity, collectives: b.collectives, mainCollective: b.mainCollective, agents, facts: b.facts, classes: b.classes, log: b.log, intakeStats: b.intakeStats, audit: b.audit, policies: b.policies, refreshMetadata: b.refreshMetadata, nodeKey: b.nodeKey });
   rt.addDataPlugin(factDataPlugin);
   rt.addDataPlugin(agentDataPlugin(() => rt!.loadedAgents().map((la) => la.agent.ddl)));
   return rt;
@@ -217,7 +220,9 @@ export async function startServer(cfg: ServerConfig, log: Logger, opts: { broker
   const provisioned = cfg.provisioning ? await isProvisioned(agentsConfig(cfg)) : true;
   const noClasses: string[] = [];
   const refreshMetadata = classes ? () => classes.refresh() : undefined;
-  const common = { identity: cfg.identity, facts: () => facts.facts, classes: () => classes?.classes ?? noClasses, refreshMetadata, plugins: cfg.plugins, log, intakeStats, audit: auditor.record, extraStats: () => ({ ...auditor.stats }), kv: buckets.opener };
+  const nodeKey = loadOrCreateNodeKey(cfg.identity, cfg.security.node_key);
+  log.info({ pubkey: nodeKey.publicKey }, "node key loaded: replies and events are signed with it");
+  const common = { nodeKey, identity: cfg.identity, facts: () => facts.facts, classes: () => classes?.classes ?? noClasses, refreshMetadata, plugins: cfg.plugins, log, intakeStats, audit: auditor.record, extraStats: () => ({ ...auditor.stats }), kv: buckets.opener };
 
   const buildPhase = async (phase: NodePhase): Promise<NodeRuntime> => {
     if (phase === "provisioning") {

@@ -9,6 +9,7 @@ export function newIntakeStats() {
     badsig: 0, // signature did not verify or caller not trusted
     ttlexpired: 0, // past ttl or too far in the future
     replayed: 0,
+    badtarget: 0, // signed for other targets: replayed onto another node's subject, or direct on broadcast
     badfilter: 0, // verified, but its filter does not parse (no node evaluates it)
   };
 }

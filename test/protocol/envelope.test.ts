@@ -10,7 +10,7 @@ const { key } = generateSigningKey("user=alice");
 
 function request(): Request {
   return signRequest(
-    { protocol: REQUEST_PROTOCOL, id: "abc123", sender: "h:1", caller: key.name, pubkey: key.publicKey, collective: "muster", agent: "rpcutil", action: "ping", data: {}, filter: emptyFilter(), ttl: 60, time: Date.now() },
+    { protocol: REQUEST_PROTOCOL, id: "abc123", sender: "h:1", caller: key.name, pubkey: key.publicKey, collective: "muster", agent: "rpcutil", action: "ping", data: {}, filter: emptyFilter(), ttl: 60, time: Date.now(), target: "broadcast" },
     key,
   );
 }

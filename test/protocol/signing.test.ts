@@ -19,6 +19,7 @@ function unsigned(): Omit<Request, "signature"> {
     filter: { ...emptyFilter(), fact: [{ fact: "country", operator: "==", value: "de" }] },
     ttl: 60,
     time: 1_700_000_000_000,
+    target: "broadcast",
   };
 }
 

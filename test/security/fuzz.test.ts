@@ -25,6 +25,8 @@ import { compilePolicies } from "../../src/security/policy.js";
 import { ServerConfigSchema } from "../../src/server/config.js";
 import { authorizationConfig, BrokerAuthSpecSchema } from "../../src/broker/auth.js";
 import { RequestIntake } from "../../src/server/intake.js";
+import { BROADCAST_TARGET, targetTree } from "../../src/protocol/targets.js";
+import { targetHeaders } from "../../src/client/request.js";
 import { MATCH_EVERY_NODE } from "../../src/server/runtime.js";
 import { buildRuntime } from "../../src/server/server.js";
 import { newIntakeStats } from "../../src/server/stats.js";
@@ -276,7 +278,8 @@ const policies = {
 };
 
 let idSeq = 0;
-function request(r: Rng, signer = key): Request {
+const directTree = targetTree(["fuzz1.example.net"]); // the server test's node (ID below)
+function request(r: Rng, signer = key, target = BROADCAST_TARGET): Request {
   const req: Omit<Request, "signature"> = {
     protocol: REQUEST_PROTOCOL,
     id: `fz${SEED}x${idSeq++}`,
@@ -290,13 +293,14 @@ function request(r: Rng, signer = key): Request {
     filter: { fact: [], class: [], identity: [], agent: [], compound: [] },
     ttl: 60,
     time: Date.now(),
+    target,
   };
   return signRequest(req, signer);
 }
 
 /** A request whose content (data, filter, names, numbers) is mutated before it is signed, so it reaches the pipeline. */
-function mutatedSigned(r: Rng): Request {
-  const base = request(r) as unknown as Record<string, unknown>;
+function mutatedSigned(r: Rng, target = BROADCAST_TARGET): Request {
+  const base = request(r, key, target) as unknown as Record<string, unknown>;
   const { signature: _s, ...rest } = base;
   let body: Record<string, unknown> = rest;
   for (let n = 1 + r.int(3); n > 0; n--) {
@@ -522,7 +526,7 @@ describe(`fuzz (seed ${SEED}; MUSTER_FUZZ_SEED replays)`, () => {
     for (let i = 0; i < 2500; i++) {
       const req = mutatedSigned(r);
       const bytes = enc.encode(JSON.stringify(req));
-      const res = o.check("intake.accept", i, req, () => intake.accept("muster.node.n1.example.net", bytes));
+      const res = o.check("intake.accept", i, req, () => intake.accept("muster.broadcast.agent.rpcutil", bytes));
       if (!res?.ok) continue;
       let filter: CompiledFilter | undefined = MATCH_EVERY_NODE;
       filter = o.check("filter", i, res.request.filter, () => compileFilter(validateWireFilter(res.request.filter)));
@@ -603,12 +607,14 @@ describe("fuzz: a burst of mutated messages at a running server", () => {
     const N = 3000;
     for (let i = 0; i < N; i++) {
       const kind = i % 4;
+      const direct = r.bool(0.8);
+      const target = direct ? directTree.target : BROADCAST_TARGET;
       const bytes =
-        kind === 0 ? enc.encode(JSON.stringify(request(r)))
-        : kind === 1 ? mutateBytes(r, enc.encode(JSON.stringify(request(r))))
-        : enc.encode(JSON.stringify(mutatedSigned(r)));
-      const subject = r.bool(0.8) ? `muster.node.${ID}` : "muster.broadcast.agent.rpcutil";
-      nc.publish(subject, bytes, { reply: inbox });
+        kind === 0 ? enc.encode(JSON.stringify(request(r, key, target)))
+        : kind === 1 ? mutateBytes(r, enc.encode(JSON.stringify(request(r, key, target))))
+        : enc.encode(JSON.stringify(mutatedSigned(r, target)));
+      const subject = direct ? `muster.node.${ID}` : "muster.broadcast.agent.rpcutil";
+      nc.publish(subject, bytes, { reply: inbox, ...(direct ? { headers: targetHeaders(ID, "") } : {}) });
     }
     await nc.flush();
     assert.equal((await ping())?.statuscode, Status.OK, "the server stopped answering ping");

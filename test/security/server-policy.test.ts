@@ -6,7 +6,8 @@ import { jetstreamManager } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { stringify as toYaml } from "yaml";
 import { MusterClient } from "../../src/client/client.js";
-import { buildRequest } from "../../src/client/request.js";
+import { buildRequest, targetHeaders } from "../../src/client/request.js";
+import { BROADCAST_TARGET, targetTree } from "../../src/protocol/targets.js";
 import { decodeReply } from "../../src/protocol/envelope.js";
 import { generateSigningKey, signRequest, type SigningKey } from "../../src/protocol/signing.js";
 import { Status } from "../../src/protocol/status.js";
@@ -95,14 +96,15 @@ async function stats(): Promise<Record<string, number>> {
 }
 
 function signed(key: SigningKey, over: Partial<Request> = {}): Request {
-  const base = buildRequest({ key, collective: "muster", agent: "rpcutil", action: "ping", data: {}, filter: emptyFilter(), ttl: 30 });
+  // sent on DIRECT only: signed for that node (protocol/targets.ts)
+  const base = buildRequest({ key, collective: "muster", agent: "rpcutil", action: "ping", data: {}, filter: emptyFilter(), ttl: 30, target: targetTree([ID]).target });
   const { signature: _s, ...rest } = { ...base, ...over };
   return signRequest(rest, key);
 }
 
 const enc = new TextEncoder();
 async function direct(body: unknown): Promise<Reply> {
-  return decodeReply((await nc.request(DIRECT, enc.encode(JSON.stringify(body)), { timeout: 10_000 })).data);
+  return decodeReply((await nc.request(DIRECT, enc.encode(JSON.stringify(body)), { timeout: 10_000, headers: targetHeaders(ID, "") })).data);
 }
 
 interface AuditLine {
@@ -165,7 +167,7 @@ describe("action policies on a running server", () => {
   });
 
   test("denied on broadcast too: the refusal is a reply, and the agent never runs", async () => {
-    const req = signed(keys.mallory);
+    const req = signed(keys.mallory, { target: BROADCAST_TARGET });
     const m = await nc.request("muster.broadcast.agent.rpcutil", enc.encode(JSON.stringify(req)), { timeout: 10_000 });
     const r = decodeReply(m.data);
     assert.equal(r.statuscode, Status.Aborted);

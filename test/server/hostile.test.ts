@@ -4,9 +4,10 @@ import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { MusterClient } from "../../src/client/client.js";
-import { buildRequest } from "../../src/client/request.js";
+import { buildRequest, targetHeaders } from "../../src/client/request.js";
+import { BROADCAST_TARGET, targetTree } from "../../src/protocol/targets.js";
 import { decodeReply } from "../../src/protocol/envelope.js";
-import { generateSigningKey, signRequest } from "../../src/protocol/signing.js";
+import { generateSigningKey, signRequest, verifyMessage } from "../../src/protocol/signing.js";
 import { Status } from "../../src/protocol/status.js";
 import { emptyFilter, type Reply, type Request } from "../../src/protocol/types.js";
 import { loadOrCreateSigningKey } from "../../src/security/keys.js";
@@ -56,13 +57,27 @@ after(async () => {
 const enc = new TextEncoder();
 const json = (v: unknown) => enc.encode(JSON.stringify(v));
 
+// Requests are signed for their target (protocol/targets.ts): `to` says whether the kinds below
+// make their messages for the direct subject (signed for ID, sent with its headers) or broadcast.
+let to: "direct" | "broadcast" = "broadcast";
+const directTree = targetTree([ID]);
+const directHeaders = () => targetHeaders(ID, directTree.proof(ID));
+function forDirect<T>(make: () => T): T {
+  to = "direct";
+  try {
+    return make();
+  } finally {
+    to = "broadcast";
+  }
+}
+
 function signed(over: Partial<Request> = {}, key = trusted): Request {
-  const base = buildRequest({ key, collective: "muster", agent: "rpcutil", action: "ping", data: {}, filter: emptyFilter(), ttl: 30 });
+  const base = buildRequest({ key, collective: "muster", agent: "rpcutil", action: "ping", data: {}, filter: emptyFilter(), ttl: 30, target: to === "direct" ? directTree.target : BROADCAST_TARGET });
   const { signature: _s, ...rest } = { ...base, ...over };
   return signRequest(rest, key);
 }
 
-type Counter = "total" | "validated" | "unvalidated" | "badsig" | "ttlexpired" | "replayed" | "badfilter" | "filtered" | "passed" | "replies" | "unknown_agent" | "unknown_action" | "invalid_input" | "aborted" | "errors";
+type Counter = "total" | "validated" | "unvalidated" | "badsig" | "ttlexpired" | "replayed" | "badtarget" | "badfilter" | "filtered" | "passed" | "replies" | "unknown_agent" | "unknown_action" | "invalid_input" | "aborted" | "errors";
 type Delta = Partial<Record<Counter, number>>;
 
 interface Kind {
@@ -196,7 +211,7 @@ test("thousands of hostile messages: the server survives, counts each in the rig
     const many = kind.name === "oversized" || kind.name === "deeply nested" ? 10 : PER_KIND;
     for (let i = 0; i < many; i++) {
       const reply = i % 2 ? inbox : undefined;
-      nc.publish(DIRECT, kind.make(i), { reply });
+      nc.publish(DIRECT, forDirect(() => kind.make(i)), { reply, headers: directHeaders() });
       nc.publish(i % 3 ? BCAST : BCAST_DISCOVERY, kind.make(i), { reply });
       sent += 2;
       // Direct messages without a reply subject are refused or dropped before any agent runs: they
@@ -211,11 +226,11 @@ test("thousands of hostile messages: the server survives, counts each in the rig
   for (let i = 0; i < 200; i++) nc.publish("muster.broadcast.agent.nosuchagent", json(signed({ agent: "nosuchagent" })), { reply: inbox });
 
   // 2. replays: one good request, then the same bytes again and again
-  const original = json(signed({ id: `replay${Date.now()}` }));
-  nc.publish(DIRECT, original, { reply: inbox });
+  const original = forDirect(() => json(signed({ id: `replay${Date.now()}` })));
+  nc.publish(DIRECT, original, { reply: inbox, headers: directHeaders() });
   add(expected, { total: 1, validated: 1, passed: 1, replies: 1 });
   const REPLAYS = 300;
-  for (let i = 0; i < REPLAYS; i++) nc.publish(DIRECT, original, { reply: i % 2 ? inbox : undefined });
+  for (let i = 0; i < REPLAYS; i++) nc.publish(DIRECT, original, { reply: i % 2 ? inbox : undefined, headers: directHeaders() });
   add(expected, { total: 1, replayed: 1 }, REPLAYS);
   sent += 1 + REPLAYS;
   await nc.flush();
@@ -224,15 +239,16 @@ test("thousands of hostile messages: the server survives, counts each in the rig
   // 3. a sample of each kind on the direct subject with its own reply subject: the right status code
   for (const kind of kinds) {
     for (let i = 0; i < 3; i++) {
-      const m = await nc.request(DIRECT, kind.make(i + 1), { timeout: 10_000 });
+      const m = await nc.request(DIRECT, forDirect(() => kind.make(i + 1)), { timeout: 10_000, headers: directHeaders() });
       const reply: Reply = decodeReply(m.data);
       assert.equal(reply.statuscode, kind.status, `${kind.name}: ${reply.statusmsg}`);
       assert.match(reply.statusmsg, kind.reason, kind.name);
       assert.equal(reply.sender, ID);
+      assert.ok(verifyMessage(reply), `${kind.name}: the refusal is signed by the node`);
       add(expected, kind.direct);
     }
   }
-  const replayReply = decodeReply((await nc.request(DIRECT, original, { timeout: 10_000 })).data);
+  const replayReply = decodeReply((await nc.request(DIRECT, original, { timeout: 10_000, headers: directHeaders() })).data);
   assert.equal(replayReply.statuscode, Status.Aborted);
   assert.match(replayReply.statusmsg, /replay/);
   add(expected, { total: 1, replayed: 1 });
@@ -268,8 +284,8 @@ test("thousands of hostile messages: the server survives, counts each in the rig
 });
 
 test("a request captured on one node's direct subject cannot be replayed on a broadcast subject", async () => {
-  const req = signed({ id: `cross${Date.now()}` });
-  const first = decodeReply((await nc.request(DIRECT, json(req), { timeout: 5000 })).data);
+  const req = forDirect(() => signed({ id: `cross${Date.now()}` }));
+  const first = decodeReply((await nc.request(DIRECT, json(req), { timeout: 5000, headers: directHeaders() })).data);
   assert.equal(first.statuscode, Status.OK);
   // the same bytes on broadcast would run on every node whose filter matches (the direct call's filter is empty)
   const replies: Reply[] = [];
@@ -283,7 +299,8 @@ test("a request captured on one node's direct subject cannot be replayed on a br
   nc.publish(BCAST, json(req), { reply: inbox });
   const after = await daemonStats();
   sub.unsubscribe();
-  assert.equal(after.replayed - before.replayed, 1, "the replay on broadcast was not refused");
+  // refused twice over: its signed target is this node, and its id was seen directly
+  assert.equal(after.badtarget - before.badtarget, 1, "the replay on broadcast was not refused");
   assert.deepEqual(replies, []);
 });
 

@@ -43,10 +43,11 @@ export const puppetcaDDL = {
       input: {
         certname: { prompt: "Certname", description: "The node whose CSR to sign", type: "string", validation: CERTNAME, maxlength: 255, optional: false },
         fingerprint: { prompt: "Fingerprint", description: "SHA-256 fingerprint of the CSR as the node reported it (AA:BB:... or 64 hex digits)", type: "string", validation: FINGERPRINT, maxlength: 110, optional: false },
+        node_key: { prompt: "Node key", description: "The node key pinned for the node (base64 ed25519): the CSR must name it in its node-key extension", type: "string", validation: "^[A-Za-z0-9+/]{43}=$", maxlength: 44, optional: true },
       },
       output: {
         ...certOutputs,
-        reason: { description: "On refusal (Aborted): no_request, already_signed, revoked, fingerprint_mismatch, name_mismatch, authorization_extension, alt_name, key_mismatch, ca_rejected", display_as: "Refusal", type: "string" },
+        reason: { description: "On refusal (Aborted): no_request, already_signed, revoked, fingerprint_mismatch, name_mismatch, authorization_extension, alt_name, key_mismatch, node_key_mismatch, ca_rejected", display_as: "Refusal", type: "string" },
       },
     },
     clean: {

@@ -47,6 +47,7 @@ export const rpcutilDDL = {
         badsig: { description: "Bad signature or untrusted caller", display_as: "Bad Signature" },
         ttlexpired: { description: "Expired or from the future", display_as: "TTL Expired" },
         replayed: { description: "Replayed request ids", display_as: "Replayed" },
+        badtarget: { description: "Signed for other targets (replayed onto another subject)", display_as: "Bad Target" },
         badfilter: { description: "Verified requests whose filter does not parse", display_as: "Bad Filter" },
         filtered: { description: "Did not match the filter", display_as: "Filtered" },
         passed: { description: "Dispatched to an agent", display_as: "Passed" },

@@ -9,7 +9,7 @@ export function requestCertificate(rt: ProvisionRuntime): ActionHandler<ActionIn
     const s = rt.settings(ctx);
     rt.ensureEnabled(s);
     try {
-      const r = await puppetAgentFor(s).requestCertificate({ signal: ctx.signal, timeoutMs: 300_000 });
+      const r = await puppetAgentFor(s).requestCertificate({ signal: ctx.signal, timeoutMs: 300_000, nodeKey: ctx.nodeKey }); // the CSR names the node key (docs/security.md)
       ctx.log.info({ certname: r.certname, fingerprint: r.fingerprint, submitted: r.submitted }, "certificate requested");
       return { certname: r.certname, fingerprint: r.fingerprint, submitted: r.submitted };
     } catch (e) {

@@ -7,7 +7,7 @@ import { caFor, caRpcError, certReply, type PuppetcaDeps } from "../settings.js"
 export function sign(deps: PuppetcaDeps): ActionHandler<ActionInput<PuppetcaDDL, "sign">> {
   return async (input, ctx) => {
     try {
-      const c = await caFor({ ...deps.config, ...ctx.config }, ctx.identity).sign(input.certname, input.fingerprint);
+      const c = await caFor({ ...deps.config, ...ctx.config }, ctx.identity).sign(input.certname, input.fingerprint, input.node_key);
       ctx.log.info({ certname: input.certname, fingerprint: c.fingerprint }, "certificate signed");
       return certReply(input.certname, c);
     } catch (e) {

@@ -1,0 +1,157 @@
+import { availableParallelism } from "node:os";
+import { Worker } from "node:worker_threads";
+import { PublicKeyCache, verifyMessage } from "../protocol/signing.js";
+import type { Reply } from "../protocol/types.js";
+
+// Reply signatures checked off the event loop. One ed25519 verification costs 80-200 µs, so 10,000
+// replies verified inline would hold the client's event loop for one to two seconds; a pool of
+// worker threads, one per core, verifies them in batches while the main thread keeps reading the
+// socket. Until the workers are up (tens of ms) and for small calls, replies are checked inline.
+
+export const SigVerdict = { Bad: 0, Valid: 1, Unsigned: 2 } as const;
+export type SigVerdict = (typeof SigVerdict)[keyof typeof SigVerdict];
+
+/** What goes to a worker: raw replies packed end to end; reply i is buf[offsets[i], offsets[i+1]). */
+export interface VerifyBatch {
+  id: number;
+  buf: ArrayBuffer;
+  offsets: Uint32Array;
+}
+export interface VerifyResult {
+  id: number;
+  verdicts: Uint8Array;
+}
+
+/** The verdict on one decoded reply, on this thread. */
+export function signatureVerdict(r: Reply, keys?: PublicKeyCache): SigVerdict {
+  if (r.signature === undefined && r.pubkey === undefined) return SigVerdict.Unsigned;
+  return verifyMessage(r, keys) ? SigVerdict.Valid : SigVerdict.Bad;
+}
+
+type Done = (v: SigVerdict) => void;
+interface Item {
+  raw: Uint8Array;
+  reply: Reply;
+  done: Done;
+}
+interface Slot {
+  worker: Worker;
+  ready: boolean;
+  outstanding: number;
+}
+
+const BATCH = 128;
+
+export class VerifyPool {
+  private slots: Slot[] = [];
+  private queue: Item[] = [];
+  private readonly inFlight = new Map<number, { slot: Slot; items: Item[] }>();
+  private nextId = 1;
+  private flushScheduled = false;
+  private closed = false;
+  private readonly keys = new PublicKeyCache();
+  /** Replies verified on this thread and by the workers (for the bench and stats). */
+  readonly counts = { inline: 0, workers: 0 };
+
+  constructor(private readonly size = Math.max(1, Math.min(8, availableParallelism()))) {}
+
+  /** Start the workers now, ahead of a large call, so they are up when its replies arrive. */
+  warm(): void {
+    if (this.closed || this.slots.length) return;
+    const url = new URL("./verify-worker.js", import.meta.url);
+    for (let i = 0; i < this.size; i++) {
+      const slot: Slot = { worker: new Worker(url), ready: false, outstanding: 0 };
+      slot.worker.unref(); // an idle pool never keeps a process alive
+      slot.worker.once("online", () => {
+        slot.ready = true;
+        this.flush();
+      });
+      slot.worker.on("message", (m: VerifyResult) => this.settle(m));
+      // A worker that dies leaves its batches to this thread: no reply goes unchecked.
+      slot.worker.on("error", () => this.drop(slot));
+      slot.worker.on("exit", () => this.drop(slot));
+      this.slots.push(slot);
+    }
+  }
+
+  /** Workers up and taking batches. */
+  get readyWorkers(): number {
+    return this.slots.filter((s) => s.ready).length;
+  }
+
+  /** Calls `done` with the reply's verdict: at once when checked inline, later from a worker. */
+  check(raw: Uint8Array, reply: Reply, done: Done): void {
+    if (!this.slots.some((s) => s.ready)) {
+      this.counts.inline++;
+      done(signatureVerdict(reply, this.keys));
+      return;
+    }
+    this.queue.push({ raw, reply, done });
+    if (this.queue.length >= BATCH) this.flush();
+    else if (!this.flushScheduled) {
+      this.flushScheduled = true;
+      setImmediate(() => this.flush());
+    }
+  }
+
+  private flush(): void {
+    this.flushScheduled = false;
+    while (this.queue.length) {
+      const ready = this.slots.filter((s) => s.ready);
+      if (!ready.length) {
+        for (const it of this.queue.splice(0)) this.inline(it);
+        return;
+      }
+      const slot = ready.reduce((a, b) => (b.outstanding < a.outstanding ? b : a));
+      const items = this.queue.splice(0, BATCH);
+      let total = 0;
+      for (const it of items) total += it.raw.length;
+      const buf = new Uint8Array(total);
+      const offsets = new Uint32Array(items.length + 1);
+      let at = 0;
+      items.forEach((it, i) => {
+        buf.set(it.raw, at);
+        at += it.raw.length;
+        offsets[i + 1] = at;
+      });
+      const id = this.nextId++;
+      this.inFlight.set(id, { slot, items });
+      slot.outstanding += items.length;
+      slot.worker.postMessage({ id, buf: buf.buffer, offsets } satisfies VerifyBatch, [buf.buffer, offsets.buffer]);
+    }
+  }
+
+  private settle(m: VerifyResult): void {
+    const f = this.inFlight.get(m.id);
+    if (!f) return;
+    this.inFlight.delete(m.id);
+    f.slot.outstanding -= f.items.length;
+    this.counts.workers += f.items.length;
+    f.items.forEach((it, i) => it.done(m.verdicts[i] as SigVerdict));
+  }
+
+  private inline(it: Item): void {
+    this.counts.inline++;
+    it.done(signatureVerdict(it.reply, this.keys));
+  }
+
+  private drop(slot: Slot): void {
+    if (!this.slots.includes(slot)) return;
+    this.slots = this.slots.filter((s) => s !== slot);
+    for (const [id, f] of this.inFlight) {
+      if (f.slot !== slot) continue;
+      this.inFlight.delete(id);
+      for (const it of f.items) this.inline(it);
+    }
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    const slots = this.slots;
+    this.slots = [];
+    for (const [, f] of this.inFlight) for (const it of f.items) this.inline(it);
+    this.inFlight.clear();
+    for (const it of this.queue.splice(0)) this.inline(it);
+    await Promise.all(slots.map((s) => s.worker.terminate().catch(() => undefined)));
+  }
+}

@@ -1,0 +1,134 @@
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { Msg, NatsConnection, Subscription } from "@nats-io/transport-node";
+import { MusterClient } from "../../src/client/client.js";
+import { startEmulator, type RunningEmulator } from "../../src/emulator/emulator.js";
+import { generateFleet } from "../../src/emulator/fleet.js";
+import { silentLogger } from "../../src/log.js";
+import { DEFAULT_NODE_KEYS_BUCKET } from "../../src/protocol/buckets.js";
+import { decodeRequest, encodeReply } from "../../src/protocol/envelope.js";
+import { encodeNodeKeyEntry, nodeKeyName } from "../../src/protocol/node-keys.js";
+import { generateSigningKey, signMessage, type SigningKey } from "../../src/protocol/signing.js";
+import { Status } from "../../src/protocol/status.js";
+import { REPLY_PROTOCOL, type Reply } from "../../src/protocol/types.js";
+import { connectNats, runCli } from "../support/collective.js";
+import { startNats, type NatsHandle } from "../support/index.js";
+
+// The client verifies every reply of a call, on a real broker with JetStream: a bad signature or a
+// key other than the directory's is dropped and reported; a sender the directory does not know is
+// kept and flagged. Small calls verify inline, large ones (>= 64 nodes) on the worker pool.
+
+let dir: string;
+let nats: NatsHandle;
+let nc: NatsConnection;
+let emu: RunningEmulator;
+const fleet = generateFleet(80);
+const ids = fleet.map((n) => n.identity).sort();
+const keys = new Map(ids.map((id) => [id, generateSigningKey(id).key]));
+const mallory = generateSigningKey("mallory").key;
+const few = ids.slice(0, 3);
+
+before(async () => {
+  dir = mkdtempSync(join(tmpdir(), "muster-verify-"));
+  process.env.MUSTER_CONFIG_DIR = join(dir, "config");
+  nats = await startNats({});
+  nc = await connectNats(nats.url);
+  emu = await startEmulator({ nc, nodes: fleet, collective: "muster", log: silentLogger, nodeKey: (id) => keys.get(id)! });
+});
+
+after(async () => {
+  await emu?.stop();
+  await nc?.drain();
+  await nats?.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+function forged(m: Msg, sender: string, key: SigningKey, flip = false): Uint8Array {
+  const req = decodeRequest(m.data);
+  const r = signMessage<Reply>({ protocol: REPLY_PROTOCOL, requestid: req.id, sender, agent: req.agent, action: req.action, time: Date.now(), statuscode: Status.OK, statusmsg: "OK", data: { pong: 1 } }, key);
+  if (flip) r.signature = Buffer.from(Buffer.from(r.signature, "base64").map((b, i) => (i === 7 ? b ^ 1 : b))).toString("base64");
+  return encodeReply(r);
+}
+
+/** A second subscriber on `identity`'s subject answering in its name, before the real node can. */
+function impostor(identity: string, answer: (m: Msg) => Uint8Array): Subscription {
+  return nc.subscribe(`muster.node.${identity}`, { callback: (_e, m) => {
+      if (m.reply) m.respond(answer(m));
+    } });
+}
+
+async function withClient<T>(fn: (c: MusterClient) => Promise<T>): Promise<T> {
+  const c = await MusterClient.connect({ brokers: [nats.url], collective: "muster" });
+  try {
+    return await fn(c);
+  } finally {
+    await c.close();
+  }
+}
+
+test("without a key directory every signed reply is kept and listed as unverified; a flipped signature is dropped", async () => {
+  for (const nodes of [few, ids]) {
+    const sub = impostor("ghost.example.net", (m) => forged(m, "ghost.example.net", mallory, true));
+    await nc.flush();
+    const res = await withClient((c) => c.call("rpcutil", "ping", {}, { nodes: [...nodes, "ghost.example.net"], timeoutMs: 10_000 }));
+    sub.unsubscribe();
+    assert.equal(res.stats.ok, nodes.length);
+    assert.deepEqual(res.unverified, [...nodes].sort());
+    assert.equal(res.stats.verified, 0);
+    assert.deepEqual(res.rejected, [{ sender: "ghost.example.net", reason: "its signature does not verify" }]);
+    assert.deepEqual(res.stats.noResponse, ["ghost.example.net"]);
+  }
+});
+
+test("with the directory: the pinned key's replies are verified; another key's answer is dropped and the real node's still counts", async () => {
+  const c0 = await MusterClient.connect({ brokers: [nats.url], collective: "muster" });
+  const kv = await c0.kv(DEFAULT_NODE_KEYS_BUCKET, { create: { history: 1 } });
+  for (const id of ids) await kv.put(nodeKeyName(id), encodeNodeKeyEntry({ identity: id, pubkey: keys.get(id)!.publicKey, source: "pinned", time: Date.now(), by: "test" }));
+  await kv.put(nodeKeyName("garbage.example.net"), new TextEncoder().encode("{not json"));
+  await c0.close();
+  const victim = ids[1]!;
+  for (const nodes of [few, ids]) {
+    // the impostor answers at once, for the victim, signed by its own key: dropped; the victim's own reply arrives and counts
+    const sub = impostor(victim, (m) => forged(m, victim, mallory));
+    await nc.flush();
+    const rejected: string[] = [];
+    const res = await withClient((c) => c.call("rpcutil", "ping", {}, { nodes, timeoutMs: 10_000, onRejected: (r) => rejected.push(r.sender) }));
+    sub.unsubscribe();
+    assert.equal(res.stats.ok, nodes.length, "every node answered, the victim included");
+    assert.equal(res.stats.verified, nodes.length);
+    assert.deepEqual(res.unverified, []);
+    assert.deepEqual(rejected, [victim]);
+    assert.equal(res.rejected.length, 1);
+    assert.match(res.rejected[0]!.reason, new RegExp(`signed by ${mallory.publicKey.replace(/[+/]/g, "\\$&")}, not by .* the key the directory names for ${victim}`));
+  }
+});
+
+test("the CLI marks unverified replies, says so in the summary and in --json, and reports a dropped one on stderr", async () => {
+  const env = { ...process.env, MUSTER_BROKER: nats.url, MUSTER_CONFIG_DIR: join(dir, "config") };
+  const unknown = "unknown.example.net";
+  const victim = ids[2]!;
+  const sub = impostor(unknown, (m) => forged(m, unknown, mallory));
+  const sub2 = impostor(victim, (m) => forged(m, victim, mallory));
+  await nc.flush();
+  try {
+    const nodesFile = join(dir, "nodes.txt");
+    writeFileSync(nodesFile, `${ids[0]}\n${unknown}\n${victim}\n`);
+    const human = await runCli(["rpc", "rpcutil", "ping", "--nodes", nodesFile], { env });
+    assert.equal(human.code, 0, human.stderr);
+    assert.match(human.stdout, new RegExp(`^${unknown} \\(unverified\\)$`, "m"));
+    assert.match(human.stdout, new RegExp(`^${ids[0]}$`, "m"));
+    assert.match(human.stdout, /Unverified: 1 of 3 replies \(unverified\): no known key for their sender; 1 dropped: bad signature or wrong key/);
+    assert.match(human.stderr, new RegExp(`muster: dropped a reply claiming to be from ${victim}: it is signed by`));
+    writeFileSync(nodesFile, `${ids[0]}\n${unknown}\n`);
+    const json = await runCli(["rpc", "rpcutil", "ping", "--nodes", nodesFile, "--json"], { env });
+    const out = JSON.parse(json.stdout) as { replies: { sender: string; verified: boolean }[]; stats: { verified: number; unverified: number } };
+    assert.deepEqual(Object.fromEntries(out.replies.map((r) => [r.sender, r.verified])), { [ids[0]!]: true, [unknown]: false });
+    assert.equal(out.stats.unverified, 1);
+  } finally {
+    sub.unsubscribe();
+    sub2.unsubscribe();
+  }
+});
