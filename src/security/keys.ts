@@ -1,4 +1,4 @@
-import { chmodSync, existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, linkSync, mkdirSync, readFileSync, readdirSync, unlinkSync, writeFileSync } from "node:fs";
 import { homedir, userInfo } from "node:os";
 import { dirname, join } from "node:path";
 import { MusterError } from "../errors.js";
@@ -27,6 +27,22 @@ function keyFile(name: string): string {
   return join(configDir(), "keys", `${name.replace(/[^A-Za-z0-9_.=@-]/g, "_")}.pem`);
 }
 
+/**
+ * Creates `file` with `text`, whole or not at all: written to a private temporary name, then linked
+ * into place (EEXIST when another process got there first). Two commands started at once by the
+ * same user (a lab, a test) used to read the other's half-written key.
+ */
+function createWhole(file: string, text: string): void {
+  const tmp = `${file}.${process.pid}.${Date.now()}.tmp`;
+  writeFileSync(tmp, text, { mode: 0o600, flag: "wx" });
+  try {
+    chmodSync(tmp, 0o600);
+    linkSync(tmp, file);
+  } finally {
+    unlinkSync(tmp);
+  }
+}
+
 /** Load the named signing key, creating it (mode 0600) on first use. */
 export function loadOrCreateSigningKey(name = defaultCallerName(), path?: string): SigningKey {
   const file = path ?? keyFile(name);
@@ -35,8 +51,7 @@ export function loadOrCreateSigningKey(name = defaultCallerName(), path?: string
     if (path) throw new Error(`no key at ${path}`);
     mkdirSync(join(configDir(), "keys"), { recursive: true, mode: 0o700 });
     const { key, pem } = generateSigningKey(name);
-    writeFileSync(file, pem, { mode: 0o600, flag: "wx" });
-    chmodSync(file, 0o600);
+    createWhole(file, pem);
     writeFileSync(file.replace(/\.pem$/, ".pub"), `${key.publicKey}\n`);
     return key;
   } catch (e) {
@@ -60,8 +75,7 @@ export function loadOrCreateNodeKey(identity: string, path = defaultNodeKeyFile(
     if (existsSync(path)) return signingKeyFromPem(identity, readFileSync(path, "utf8"));
     mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
     const { key, pem } = generateSigningKey(identity);
-    writeFileSync(path, pem, { mode: 0o600, flag: "wx" });
-    chmodSync(path, 0o600);
+    createWhole(path, pem);
     return key;
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === "EEXIST") return signingKeyFromPem(identity, readFileSync(path, "utf8"));
