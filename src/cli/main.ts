@@ -26,14 +26,28 @@ const program = new CommandClass("muster")
 // Only the invoked command's module loads: every other command's imports (the provisioner, the
 // lab, their HTTP and JetStream stacks) would cost each `muster find` its start-up time and stay
 // resident in each node's `muster server` for nothing. Idle memory of the node daemon and CLI
-// start-up are tracked figures (npm run bench, npm run bench:cli; docs/bench.md). Without a known
-// command (`muster --help`, a typo to suggest a name for) every command module loads: each is
-// light until its action runs.
-const { commands: loaders } = await import("./commands/index.js");
-const first = process.argv[2] ?? "";
-const invoked = Object.hasOwn(loaders, first) ? [loaders[first]!] : Object.values(loaders);
-const commands = await Promise.all(invoked.map((load) => load()));
-for (const make of commands) program.addCommand(make());
+// start-up are tracked figures (npm run bench, npm run bench:cli; docs/bench.md). `muster help
+// <command>` loads that command. Without a known command (`muster --help`, `muster`, a typo to
+// suggest a name for) no command module loads: the list is built from the index's synopses, and
+// commander suggests names from the same index.
+const { commands: index } = await import("./commands/index.js");
+const known = (name: string | undefined) => (name !== undefined && Object.hasOwn(index, name) ? index[name]! : undefined);
+const invoked = known(process.argv[2]) ?? (process.argv[2] === "help" ? known(process.argv[3]) : undefined);
+if (invoked) program.addCommand((await invoked.load())());
+else {
+  // Listed, never run: argv[2] names no command, so commander dispatches to none of these.
+  for (const [name, entry] of Object.entries(index)) {
+    const listed = new CommandClass(name).description(entry.description);
+    program.addCommand(listed.action(() => Promise.reject(new Error(`muster ${name} was dispatched to its --help listing, not its definition`))));
+  }
+  const commander = program.createHelp();
+  program.configureHelp({
+    subcommandTerm: (cmd) => {
+      const entry = known(cmd.name());
+      return entry ? `${cmd.name()}${entry.usage ? ` ${entry.usage}` : ""}` : commander.subcommandTerm(cmd);
+    },
+  });
+}
 // Every command at every depth (`broker users`, `provision retry`...) throws its usage errors to
 // fail() below instead of letting commander exit 1 on its own.
 const overrideExits = (cmd: Command): void => {

@@ -1,7 +1,13 @@
 import { existsSync, readFileSync } from "node:fs";
-import { parse as parseYaml } from "yaml";
+import { createRequire } from "node:module";
 import type { z } from "zod";
 import { MusterError } from "../errors.js";
+
+// yaml (about 20 ms to load) loads when a file is read, not when a command that may read one starts:
+// `muster find` with MUSTER_BROKER set and no client config reads none (npm run bench:cli). yaml's
+// Node entry is CommonJS, so require() gets the very module `import "yaml"` gets elsewhere.
+const require = createRequire(import.meta.url);
+const parseYaml = (text: string): unknown => (require("yaml") as typeof import("yaml")).parse(text);
 
 /** Parse a YAML/JSON file and validate it with a zod schema; errors name the file and the field. */
 export function loadConfigFile<S extends z.ZodType>(path: string, schema: S, what: string): z.output<S> {

@@ -4,7 +4,6 @@ import type { StepResult } from "../../fleet/decommission.js";
 import { MusterError } from "../../errors.js";
 import { Exit } from "../exit.js";
 import { addCommonOptions, type CommonOpts } from "../options.js";
-import { bold, green, red, yellow } from "../output.js";
 
 // `muster decommission ID...`: a node leaves the fleet for good (src/fleet/decommission.ts).
 
@@ -63,13 +62,14 @@ Exit code 0 when every step succeeded for every node, 2 when any failed (run it 
 1 when no master answered, 64 for bad arguments.`,
     )
     .action(async (ids: string[], o: DecommissionOpts) => {
-      const [{ MusterClient }, { resolveBrokers }, { checkDecommissionIds, decommission }, { DEFAULT_STATE_BUCKET }, { DEFAULT_BUCKET }, { loadClientConfig }] = await Promise.all([
+      const [{ MusterClient }, { resolveBrokers }, { checkDecommissionIds, decommission }, { DEFAULT_STATE_BUCKET }, { DEFAULT_BUCKET }, { loadClientConfig }, { bold, green, red, yellow }] = await Promise.all([
         import("../../client/client.js"),
         import("../../broker/connect.js"),
         import("../../fleet/decommission.js"),
         import("../../provisioner/config.js"),
         import("../../registry/bucket.js"),
         import("../config.js"),
+        import("../output.js"),
       ]);
       checkDecommissionIds(ids); // bad names: a clear error, nothing sent
       const dt = seconds("--dt", o.dt, 2);

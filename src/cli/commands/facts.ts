@@ -2,8 +2,6 @@ import { Command } from "commander";
 import { rpcutilDDL } from "../../agents/rpcutil/ddl.js";
 import { Status } from "../../protocol/status.js";
 import { addRpcOptions, type RpcOpts } from "../options.js";
-import { formatValue } from "../output.js";
-import { executeRpc } from "../run-rpc.js";
 
 export function factsCommand(): Command {
   return addRpcOptions(new Command("facts"))
@@ -12,6 +10,7 @@ export function factsCommand(): Command {
     .option("--verbose", "list the nodes under each value")
     .addHelpText("after", "\nExample:\n  muster facts country -C web")
     .action(async (fact: string, o: RpcOpts & { verbose?: boolean }) => {
+      const [{ executeRpc }, { formatValue }] = await Promise.all([import("../run-rpc.js"), import("../output.js")]);
       await executeRpc(o, "rpcutil", "get_fact", { fact }, rpcutilDDL, (result) => {
         const byValue = new Map<string, string[]>();
         for (const r of result.replies) {

@@ -1,7 +1,6 @@
 import { Command } from "commander";
 import type { Filter } from "../../protocol/types.js";
 import { addFilterOptions, openSession, type FilterOpts } from "../options.js";
-import { noReplyHint } from "../output.js";
 
 const isEmptyFilter = (f: Filter) => Object.values(f).every((v) => v.length === 0);
 
@@ -15,7 +14,7 @@ export function findCommand(): Command {
         const nodes = await s.client.discover({ filter: s.filter, source: s.source, timeoutMs: s.discoveryTimeoutMs });
         process.stdout.write(o.json ? `${JSON.stringify(nodes)}\n` : nodes.map((n) => `${n}\n`).join(""));
         // With filters, nothing found is an ordinary answer; with none, nothing answered at all.
-        if (!nodes.length && !s.source && isEmptyFilter(s.filter)) process.stderr.write(`${noReplyHint(s.client.key)}\n`);
+        if (!nodes.length && !s.source && isEmptyFilter(s.filter)) process.stderr.write(`${(await import("../output.js")).noReplyHint(s.client.key)}\n`);
         process.exitCode = nodes.length ? 0 : 1;
       } finally {
         await s.client.close();

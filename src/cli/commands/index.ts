@@ -1,27 +1,115 @@
 import type { Command } from "commander";
 
+/** One subcommand as `muster --help` lists it, and how to load its definition. */
+export interface CommandEntry {
+  /** What follows the name in the `Commands:` list: `[options]` when it has options, then its arguments. */
+  usage: string;
+  /** The command's `.description()`, word for word. */
+  description: string;
+  load: () => Promise<() => Command>;
+}
+
 // Every subcommand, listed explicitly (no registration by import side effects), in `--help` order.
 // Each loads on demand: `muster find` loads find.ts alone, and a command module keeps its heavy
 // imports (NATS, zod, pino...) inside its actions, so `muster <command> --help` costs a start-up
 // and no more (npm run bench:cli; test/cli/help.test.ts holds every --help to it).
-export const commands: Record<string, () => Promise<() => Command>> = {
-  server: async () => (await import("./server.js")).serverCommand,
-  ping: async () => (await import("./ping.js")).pingCommand,
-  find: async () => (await import("./find.js")).findCommand,
-  inventory: async () => (await import("./inventory.js")).inventoryCommand,
-  facts: async () => (await import("./facts.js")).factsCommand,
-  rpc: async () => (await import("./rpc.js")).rpcCommand,
-  emulate: async () => (await import("./emulate.js")).emulateCommand,
-  provisioner: async () => (await import("./provisioner.js")).provisionerCommand,
-  provision: async () => (await import("./provision.js")).provisionCommand,
-  decommission: async () => (await import("./decommission.js")).decommissionCommand,
-  lab: async () => (await import("./lab.js")).labCommand,
-  ssh: async () => (await import("./ssh.js")).sshCommand,
-  nrpe: async () => (await import("./nrpe.js")).nrpeCommand,
-  resource: async () => (await import("./resource.js")).resourceCommand,
-  registry: async () => (await import("./registry.js")).registryCommand,
-  puppet: async () => (await import("./puppet.js")).puppetCommand,
-  broker: async () => (await import("./broker.js")).brokerCommand,
-  doctor: async () => (await import("./doctor.js")).doctorCommand,
-  web: async () => (await import("./web.js")).webCommand,
+// `muster --help` lists the commands from `usage` and `description` without loading any module.
+// The command modules stay the definitions: test/cli/command-index.test.ts fails when an entry
+// here no longer says what its module declares, and help.test.ts pins the whole text.
+export const commands: Record<string, CommandEntry> = {
+  server: {
+    usage: "[options]",
+    description: "Run the node daemon: host agents, answer discovery and RPC, publish registration",
+    load: async () => (await import("./server.js")).serverCommand,
+  },
+  ping: {
+    usage: "[options]",
+    description: "Broadcast a ping; every matching node answers with its round-trip time",
+    load: async () => (await import("./ping.js")).pingCommand,
+  },
+  find: {
+    usage: "[options]",
+    description: "Print the identities of the nodes matching the filters, sorted, one per line",
+    load: async () => (await import("./find.js")).findCommand,
+  },
+  inventory: {
+    usage: "[options] <identity>",
+    description: "Everything one node knows about itself: agents, facts, classes, collectives, data plugins",
+    load: async () => (await import("./inventory.js")).inventoryCommand,
+  },
+  facts: {
+    usage: "[options] <fact>",
+    description: "Show how a fact's values are distributed across the matching nodes",
+    load: async () => (await import("./facts.js")).factsCommand,
+  },
+  rpc: {
+    usage: "[options] <agent> [action] [inputs...]",
+    description: "Call any agent action on the matching nodes: muster rpc AGENT ACTION [key=value ...]",
+    load: async () => (await import("./rpc.js")).rpcCommand,
+  },
+  emulate: {
+    usage: "[options]",
+    description: "Host many virtual nodes in one process (for trying muster and for benchmarks)",
+    load: async () => (await import("./emulate.js")).emulateCommand,
+  },
+  provisioner: {
+    usage: "[options]",
+    description: "Run the provisioning daemon: take waiting nodes to their production Puppet state",
+    load: async () => (await import("./provisioner.js")).provisionerCommand,
+  },
+  provision: {
+    usage: "",
+    description: "Inspect and steer provisioning: status, retry",
+    load: async () => (await import("./provision.js")).provisionCommand,
+  },
+  decommission: {
+    usage: "[options] <identity...>",
+    description: "Take nodes out of the fleet for good: revoke and clean their certificates on every master, drop their registry and provisioning records, tell the admins",
+    load: async () => (await import("./decommission.js")).decommissionCommand,
+  },
+  lab: {
+    usage: "",
+    description: "A local fleet on loopback: broker, two real puppetservers, nodes, notifier and provisioner",
+    load: async () => (await import("./lab.js")).labCommand,
+  },
+  ssh: {
+    usage: "[options] [ssh-args...]",
+    description: "SSH to the node matching the filters (a menu when several match)",
+    load: async () => (await import("./ssh.js")).sshCommand,
+  },
+  nrpe: {
+    usage: "[options] <command> [args...]",
+    description: "Run an NRPE check on every matching node and print one Nagios result: summary line with perfdata, then the hosts not OK",
+    load: async () => (await import("./nrpe.js")).nrpeCommand,
+  },
+  resource: {
+    usage: "[options] <type> <name> [properties...]",
+    description: "Apply a Puppet resource with the real `puppet resource` on every matching node (no properties: show its state)",
+    load: async () => (await import("./resource.js")).resourceCommand,
+  },
+  registry: {
+    usage: "",
+    description: "Node registry: every node's registration data in NATS KV, for --dm registry and queries",
+    load: async () => (await import("./registry.js")).registryCommand,
+  },
+  puppet: {
+    usage: "",
+    description: "Puppet across the fleet: runall with capped concurrency, runonce, status, summary, count, enable, disable",
+    load: async () => (await import("./puppet.js")).puppetCommand,
+  },
+  broker: {
+    usage: "",
+    description: "nats-server configuration for a muster fleet (users and permissions, bootstrap credentials)",
+    load: async () => (await import("./broker.js")).brokerCommand,
+  },
+  doctor: {
+    usage: "[options]",
+    description: "Check what commands need: config and broker, TLS files and handshake, connection, signing key, discovery, and whether nodes trust the key",
+    load: async () => (await import("./doctor.js")).doctorCommand,
+  },
+  web: {
+    usage: "[options]",
+    description: "Serve the web console: the provisioning board, the fleet explorer, node pages and runall",
+    load: async () => (await import("./web.js")).webCommand,
+  },
 };

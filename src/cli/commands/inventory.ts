@@ -2,14 +2,13 @@ import { Command } from "commander";
 import { rpcutilDDL } from "../../agents/rpcutil/ddl.js";
 import { Status } from "../../protocol/status.js";
 import { addCommonOptions, type RpcOpts } from "../options.js";
-import { formatValue } from "../output.js";
-import { executeRpc } from "../run-rpc.js";
 
 export function inventoryCommand(): Command {
   return addCommonOptions(new Command("inventory"))
     .description("Everything one node knows about itself: agents, facts, classes, collectives, data plugins")
     .argument("<identity>", "the node's identity")
     .action(async (identity: string, o: RpcOpts) => {
+      const [{ executeRpc }, { formatValue }] = await Promise.all([import("../run-rpc.js"), import("../output.js")]);
       await executeRpc({ ...o, wi: [identity], progress: false }, "rpcutil", "inventory", {}, rpcutilDDL, (r) => {
         const reply = r.replies[0];
         if (!reply) return "";

@@ -1,7 +1,6 @@
 import { Command } from "commander";
 import { Status } from "../../protocol/status.js";
 import { addFilterOptions, openSession, type FilterOpts } from "../options.js";
-import { noReplyHint } from "../output.js";
 
 export function pingCommand(): Command {
   return addFilterOptions(new Command("ping"))
@@ -28,7 +27,7 @@ export function pingCommand(): Command {
           const stats = ms.length ? `min: ${Math.min(...ms).toFixed(3)}ms  max: ${Math.max(...ms).toFixed(3)}ms  avg: ${(ms.reduce((a, b) => a + b, 0) / ms.length).toFixed(3)}ms` : "";
           process.stdout.write(`\n---- ping statistics ----\n${times.length} replies ${stats}\n`);
         }
-        if (!times.length && !o.json) process.stderr.write(`${noReplyHint(s.client.key)}\n`);
+        if (!times.length && !o.json) process.stderr.write(`${(await import("../output.js")).noReplyHint(s.client.key)}\n`);
         process.exitCode = times.length ? 0 : 1;
       } finally {
         await s.client.close();

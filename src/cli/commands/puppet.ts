@@ -1,4 +1,3 @@
-import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
 import { Command, Option } from "commander";
 import { puppetDDL } from "../../agents/puppet/ddl.js";
@@ -6,11 +5,8 @@ import { validateInput } from "../../ddl/validate.js";
 import { MusterError, RpcError } from "../../errors.js";
 import { isValidIdentity } from "../../protocol/subjects.js";
 import type { ProgressEvent, RunallReport } from "../../fleet/runall.js";
-import { runAll, type RunonceInput } from "../../fleet/runner.js";
+import type { RunonceInput } from "../../fleet/runner.js";
 import { addFilterOptions, addRpcOptions, openSession, type FilterOpts, type RpcOpts } from "../options.js";
-import { progressLine, renderCount, renderRunallSummary, renderStatus, renderSummaryStats, runallExitCode, stamp } from "../puppet-render.js";
-import { noReplyHint } from "../output.js";
-import { executeRpc } from "../run-rpc.js";
 
 // `muster puppet ...`: the puppet agent across the fleet. runall keeps exactly N runs going;
 // the rest are single RPC calls with the puppet agent's aggregates.
@@ -77,6 +73,12 @@ Exit codes: 0 every run ok (disabled nodes skipped are fine), 1 nothing discover
 2 some run failed, was busy, vanished or timed out, 64 usage.`,
     )
     .action(async (concurrency: number, o: RunallOpts) => {
+      const [{ randomUUID }, { runAll }, { progressLine, renderRunallSummary, runallExitCode, stamp }, { noReplyHint }] = await Promise.all([
+        import("node:crypto"),
+        import("../../fleet/runner.js"),
+        import("../puppet-render.js"),
+        import("../output.js"),
+      ]);
       if (o.cycles !== undefined && o.rerun === undefined) throw new MusterError("MUSTER_USAGE", "--cycles goes with --rerun");
       const runonce: RunonceInput = { force: true };
       if (o.noop) runonce.noop = true;
@@ -203,16 +205,18 @@ function runonceCommand(): Command {
       if (o.splay !== undefined) data.splay = o.splay;
       if (o.splaylimit !== undefined) data.splaylimit = o.splaylimit;
       if (o.server !== undefined) data.server = o.server;
-      await executeRpc(o, "puppet", "runonce", checked("runonce", data), puppetDDL);
+      await (await import("../run-rpc.js")).executeRpc(o, "puppet", "runonce", checked("runonce", data), puppetDDL);
     });
 }
 
-function simpleCommand(name: string, action: "status" | "enable" | "last_run_summary", description: string, extra: { render?: Parameters<typeof executeRpc>[5]; aggregates?: boolean; examples: string }): Command {
+function simpleCommand(name: string, action: "status" | "enable" | "last_run_summary", description: string, extra: { render?: "renderStatus" | "renderSummaryStats" | "renderCount"; aggregates?: boolean; examples: string }): Command {
   return addRpcOptions(new Command(name))
     .description(description)
     .addHelpText("after", `\nExamples:\n${extra.examples}\n${EXIT_HELP}`)
     .action(async (o: RpcOpts) => {
-      await executeRpc(o, "puppet", action, {}, puppetDDL, o.display ? undefined : extra.render, { aggregates: extra.aggregates ?? true });
+      const [{ executeRpc }, renderers] = await Promise.all([import("../run-rpc.js"), import("../puppet-render.js")]);
+      const render = extra.render && !o.display ? renderers[extra.render] : undefined;
+      await executeRpc(o, "puppet", action, {}, puppetDDL, render, { aggregates: extra.aggregates ?? true });
     });
 }
 
@@ -223,7 +227,7 @@ function disableCommand(): Command {
     .addHelpText("after", `\nExamples:\n  muster puppet disable -C role::db "database upgrade, ask jane"\n  muster puppet disable -I web1\n${EXIT_HELP}`)
     .action(async (words: string[], o: RpcOpts) => {
       const message = words.join(" ").trim();
-      await executeRpc(o, "puppet", "disable", checked("disable", message ? { message } : {}), puppetDDL);
+      await (await import("../run-rpc.js")).executeRpc(o, "puppet", "disable", checked("disable", message ? { message } : {}), puppetDDL);
     });
 }
 
@@ -235,16 +239,16 @@ export function puppetCommand(): Command {
     runallCommand(),
     runonceCommand(),
     simpleCommand("status", "status", "Each node's Puppet state: applying, idling, stopped or disabled, and the age of its last run", {
-      render: (r) => renderStatus(r),
+      render: "renderStatus",
       examples: "  muster puppet status\n  muster puppet status -S \"puppet().since_lastrun>3600\"",
     }),
     simpleCommand("summary", "last_run_summary", "Last run figures over the matching nodes: resources, failures, times (min / average / max)", {
-      render: (r) => renderSummaryStats(r),
+      render: "renderSummaryStats",
       aggregates: false,
       examples: "  muster puppet summary\n  muster puppet summary -C role::web --display all   (every node's figures)",
     }),
     simpleCommand("count", "status", "How many nodes are enabled, disabled, applying, idling", {
-      render: (r) => renderCount(r),
+      render: "renderCount",
       aggregates: false,
       examples: "  muster puppet count\n  muster puppet count -F country=de",
     }),

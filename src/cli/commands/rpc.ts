@@ -1,7 +1,6 @@
 import { Command } from "commander";
 import { MusterError, RpcError } from "../../errors.js";
 import { addRpcOptions, type RpcOpts } from "../options.js";
-import { executeRpc } from "../run-rpc.js";
 
 export function rpcCommand(): Command {
   return addRpcOptions(new Command("rpc"))
@@ -32,6 +31,6 @@ export function rpcCommand(): Command {
         if (e instanceof RpcError) throw new MusterError("MUSTER_INPUT_INVALID", `${e.message}\n\n${renderActionHelp(ddl, action)}`);
         throw e;
       }
-      await executeRpc(o, agent, action, data, ddl);
+      await (await import("../run-rpc.js")).executeRpc(o, agent, action, data, ddl);
     });
 }
