@@ -1,5 +1,4 @@
 import { InvalidArgumentError, Option, type Command } from "commander";
-import { parseLimit, type LimitSpec } from "../client/limit.js";
 import type { MusterClient } from "../client/client.js";
 import type { NodeSource } from "../client/discovery/source.js";
 import type { ClientConfig } from "./config.js";
@@ -90,10 +89,6 @@ export function addRpcOptions(cmd: Command): Command {
     .addOption(new Option("--display <which>", "which replies to print").choices(["ok", "failed", "all"]))
     .option("--timeout <seconds>", "how long to wait for replies (default: the action's DDL timeout)", positiveNumber("--timeout"))
     .option("--no-progress", "no progress bar");
-}
-
-export function limitFromOpts(o: RpcOpts): LimitSpec | undefined {
-  return o.limit ? parseLimit(o.limit, o.limitMethod ?? "first", o.limitSeed) : undefined;
 }
 
 /**

@@ -10,18 +10,9 @@ import { signingKeyFile } from "../security/keys.js";
 
 // Terminal and JSON rendering of RPC results, in the shape mco users know.
 
-const useColor = () => process.stdout.isTTY && !process.env.NO_COLOR;
-export const red = (s: string) => (useColor() ? `\x1b[31m${s}\x1b[0m` : s);
-export const green = (s: string) => (useColor() ? `\x1b[32m${s}\x1b[0m` : s);
-export const yellow = (s: string) => (useColor() ? `\x1b[33m${s}\x1b[0m` : s);
-export const bold = (s: string) => (useColor() ? `\x1b[1m${s}\x1b[0m` : s);
+import { bold, formatValue, green, red, yellow } from "./style.js";
 
-export function formatValue(v: unknown): string {
-  if (v === null || v === undefined) return "";
-  if (typeof v === "string") return v;
-  if (typeof v === "number" || typeof v === "boolean") return String(v);
-  return JSON.stringify(v, null, 2).replace(/\n/g, "\n      ");
-}
+export { bold, formatValue, green, red, yellow };
 
 /** A progress bar on stderr when it is a terminal; a no-op otherwise. */
 export function progressBar(enabled: boolean): { start(total: number): void; tick(): void; stop(): void } {

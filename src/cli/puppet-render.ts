@@ -1,7 +1,7 @@
 import type { RpcResult } from "../client/client.js";
 import type { ProgressEvent, RunallReport, RunOutcome } from "../fleet/runall.js";
 import { Status } from "../protocol/status.js";
-import { bold, green, red, yellow } from "./output.js";
+import { bold, green, red, yellow } from "./style.js";
 
 // Text for `muster puppet ...`: runall's progress lines (mc-puppetd's shape) and summary, status,
 // count and summary tables. Pure functions of their inputs.

@@ -1,7 +1,8 @@
 import type { RpcResult } from "../client/client.js";
 import type { AgentDDL } from "../ddl/types.js";
 import { rpcExitCode } from "./exit.js";
-import { openSession, limitFromOpts, type RpcOpts, type Session } from "./options.js";
+import { openSession, type RpcOpts, type Session } from "./options.js";
+import { limitFromOpts } from "./session.js";
 import { aggregatesFor, defaultDisplay, noReplyHint, progressBar, rejectedLines, renderAggregates, renderReplies, renderSummary, resultJson } from "./output.js";
 
 // The common path of every RPC command: filters, discovery, the call with a progress bar,

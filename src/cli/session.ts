@@ -5,7 +5,8 @@ import { MusterClient } from "../client/client.js";
 import { MusterError } from "../errors.js";
 import type { Filter } from "../protocol/types.js";
 import { loadClientConfig, resolveBrokerSettings, type ClientConfig } from "./config.js";
-import type { FilterOpts } from "./options.js";
+import { parseLimit, type LimitSpec } from "../client/limit.js";
+import type { FilterOpts, RpcOpts } from "./options.js";
 
 // What a command that talks to the collective does once it runs: build the filter, connect. Kept
 // apart from options.ts (the flags), so that defining a command loads none of this.
@@ -45,4 +46,9 @@ export async function openSession(o: FilterOpts, registrySource?: (client: Muste
     source = registrySource ? registrySource(client, config) : await client.source({ method, bucket: config.registry_bucket, onWarning: (m) => process.stderr.write(`warning: ${m}\n`) });
   }
   return { client, config, filter, source, discoveryTimeoutMs: (o.dt ?? config.discovery_timeout ?? 2) * 1000 };
+}
+
+/** --limit, --limit-method, --limit-seed as the client takes them (parsed when the action runs). */
+export function limitFromOpts(o: RpcOpts): LimitSpec | undefined {
+  return o.limit ? parseLimit(o.limit, o.limitMethod ?? "first", o.limitSeed) : undefined;
 }

@@ -1,14 +1,10 @@
 import { Command, InvalidArgumentError } from "commander";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { rpcutilDDL } from "../../agents/rpcutil/ddl.js";
 import type { TlsSettings } from "../../broker/connect.js";
-import { Status } from "../../protocol/status.js";
-import { emptyFilter } from "../../protocol/types.js";
 import type { SigningKey } from "../../protocol/signing.js";
-import { loadOrCreateSigningKey, signingKeyFile } from "../../security/keys.js";
 import type { BrokerSettings, ClientConfig } from "../config.js";
 import { addCommonOptions, type CommonOpts } from "../options.js";
-import { green, red, yellow } from "../output.js";
+import { green, red, yellow } from "../style.js";
 
 // `muster doctor`: why does nothing answer? Checks, in order, what a command needs: its config and
 // broker, the TLS files and handshake, the connection, the signing key, a discovery, and whether
@@ -47,7 +43,14 @@ const TLS_ERROR = /tls|ssl|certificate|self.signed|handshake|does not support 't
 
 export async function runDoctor(o: DoctorOpts): Promise<Check[]> {
   // Loaded when the doctor runs, not for its --help (npm run bench:cli).
-  const [{ checkTlsFiles, closeConnection, connectBroker }, { MusterClient }, { findClientConfig, loadClientConfig, resolveBrokerSettings }] = await Promise.all([import("../../broker/connect.js"), import("../../client/client.js"), import("../config.js")]);
+  const [{ checkTlsFiles, closeConnection, connectBroker }, { MusterClient }, { findClientConfig, loadClientConfig, resolveBrokerSettings }, { rpcutilDDL }, { Status }, { loadOrCreateSigningKey, signingKeyFile }] = await Promise.all([
+    import("../../broker/connect.js"),
+    import("../../client/client.js"),
+    import("../config.js"),
+    import("../../agents/rpcutil/ddl.js"),
+    import("../../protocol/status.js"),
+    import("../../security/keys.js"),
+  ]);
   const checks: Check[] = [];
   const add = (c: Check) => (checks.push(c), c);
   const skipRest = (names: string[], why: string) => names.forEach((name) => add({ name, state: "skip", detail: why }));
@@ -155,6 +158,7 @@ export async function runDoctor(o: DoctorOpts): Promise<Check[]> {
 async function registryIdentities(nc: NatsConnection, config: ClientConfig, collective: string): Promise<string[]> {
   try {
     const { RegistrySource } = await import("../../client/discovery/registry.js");
+    const { emptyFilter } = await import("../../protocol/types.js");
     const records = await new RegistrySource(nc, { bucket: config.registry_bucket, collective }).records(emptyFilter(), 3000);
     return records.map((r) => r.identity).sort();
   } catch {

@@ -1,6 +1,4 @@
 import { Command } from "commander";
-import { rpcutilDDL } from "../../agents/rpcutil/ddl.js";
-import { Status } from "../../protocol/status.js";
 import { addCommonOptions, type RpcOpts } from "../options.js";
 
 export function inventoryCommand(): Command {
@@ -8,7 +6,7 @@ export function inventoryCommand(): Command {
     .description("Everything one node knows about itself: agents, facts, classes, collectives, data plugins")
     .argument("<identity>", "the node's identity")
     .action(async (identity: string, o: RpcOpts) => {
-      const [{ executeRpc }, { formatValue }] = await Promise.all([import("../run-rpc.js"), import("../output.js")]);
+      const [{ executeRpc }, { formatValue }, { rpcutilDDL }, { Status }] = await Promise.all([import("../run-rpc.js"), import("../style.js"), import("../../agents/rpcutil/ddl.js"), import("../../protocol/status.js")]);
       await executeRpc({ ...o, wi: [identity], progress: false }, "rpcutil", "inventory", {}, rpcutilDDL, (r) => {
         const reply = r.replies[0];
         if (!reply) return "";

@@ -8,8 +8,7 @@ import { LAB_REGIONS } from "../../lab/regions.js";
 import { receiverCommand } from "../../lab/receiver-command.js";
 import { DEFAULT_STATE_BUCKET } from "../../protocol/buckets.js";
 import type { NodeRecord } from "../../provisioner/state.js";
-import { progressBar, bold, green, red, yellow } from "../output.js";
-import { renderStatusTable } from "./provision.js";
+import { bold, green, red, yellow } from "../style.js";
 
 // `muster lab`: a local fleet on loopback that provisions itself end to end against real Puppet.
 // State lives in ./.muster/lab; ./.muster/client.yaml points plain muster commands at it.
@@ -34,6 +33,7 @@ async function followProvisioning(s: LabState, ids: string[], timeoutMs: number,
   const { MusterClient, openProvisionState } = await load();
   const client = await MusterClient.connect({ brokers: [s.broker], collective: s.collective, name: "muster-lab-follow", tls: s.tls?.admin });
   const store = await openProvisionState(client, DEFAULT_STATE_BUCKET);
+  const { progressBar } = await import("../output.js"); // a terminal's bar, only when following
   const bar = progressBar(true);
   const seen = new Map<string, string>();
   const finished = (r: NodeRecord) => (r.status === "done" || r.status === "failed") && r.updatedAt >= since;
@@ -96,7 +96,7 @@ export function labCommand(): Command {
         process.stderr.write(`${ts()} lab is up; provisioning ${n} nodes${s.web ? `; watch it at ${s.web.url}` : ""}\n`);
         const recs = await followProvisioning(s, s.nodes.map((n) => n.identity), Number(o.timeout) * 1000);
         const done = recs.filter((r) => r.status === "done").length;
-        process.stdout.write(`\n${renderStatusTable(recs)}\n\n`);
+        process.stdout.write(`\n${(await import("./provision.js")).renderStatusTable(recs)}\n\n`);
         process.stdout.write(`${bold(`${done} of ${n} nodes provisioned`)} in ${((Date.now() - t0) / 1000).toFixed(0)} s (lab start included). Notifications: ${s.receiver.file}\n\n`);
         if (s.web) process.stdout.write(`${webLogin(s.web, labWebToken)}\n\n`);
         process.stdout.write(`The lab keeps running. Try:\n  muster ping\n  muster find -F country=de\n  muster provision status\n  muster facts country\n  muster puppet runall 2 -C role::web\n  muster find -W "environment=development customer=acme mysql::master"\n  muster nrpe check_load -W "environment=development customer=acme mysql::master"\n  muster rpc rpcutil daemon_stats -I ${s.nodes[0]?.identity ?? "node01.eu.lab"}\n  muster lab add --count 2\n  muster lab status\n  muster lab down\n`);
@@ -144,7 +144,7 @@ export function labCommand(): Command {
         }
         for (const m of s.masters) process.stdout.write(`\n  master ${m.identity}: https://${m.host}:${m.port} (${m.region.country}, ${m.region.region})`);
         if (s.web) process.stdout.write(`\n\n  ${webLogin(s.web, labWebToken).replace(/\n/g, "\n  ")}`);
-        process.stdout.write(`\n\n${recs.length ? renderStatusTable(recs) : "no provisioning records"}\n`);
+        process.stdout.write(`\n\n${recs.length ? (await import("./provision.js")).renderStatusTable(recs) : "no provisioning records"}\n`);
         process.exitCode = procs.every((p) => p.alive) ? 0 : 2;
       }),
   );
@@ -210,7 +210,7 @@ Exit code 0 when every new node was provisioned, 2 when any failed or the wait t
         }
         const recs = await followProvisioning(s, ids, timeout * 1000, t0);
         const done = recs.filter((r) => r.status === "done" && r.updatedAt >= t0).length;
-        process.stdout.write(`\n${renderStatusTable(recs)}\n\n${bold(`${done} of ${ids.length} added node(s) provisioned`)} in ${((Date.now() - t0) / 1000).toFixed(0)} s\n`);
+        process.stdout.write(`\n${(await import("./provision.js")).renderStatusTable(recs)}\n\n${bold(`${done} of ${ids.length} added node(s) provisioned`)} in ${((Date.now() - t0) / 1000).toFixed(0)} s\n`);
         process.exitCode = done === ids.length ? 0 : 2;
       }),
   );

@@ -1,10 +1,8 @@
 import { Command, CommanderError } from "commander";
-import { nrpeDDL } from "../../agents/nrpe/ddl.js";
 import type { RpcResult } from "../../client/client.js";
-import { validateInput } from "../../ddl/validate.js";
 import { FilterError } from "../../filter/error.js";
 import { ownsUsageErrors } from "../exit.js";
-import { addRpcOptions, limitFromOpts, openSession, type RpcOpts } from "../options.js";
+import { addRpcOptions, openSession, type RpcOpts } from "../options.js";
 
 // `muster nrpe COMMAND [args...] [filters]`: an NRPE check across the fleet as one Nagios check.
 // The first line is the Nagios summary with perfdata, the following lines list the hosts that are
@@ -114,7 +112,9 @@ export function nrpeCommand(): Command {
     .action(async (command: string, args: string[], o: RpcOpts) => {
       let summary: NrpeSummary;
       try {
+        const [{ validateInput }, { nrpeDDL }] = await Promise.all([import("../../ddl/validate.js"), import("../../agents/nrpe/ddl.js")]);
         const data = validateInput(nrpeDDL, "runcommand", args.length ? { command, args: args.join("!") } : { command });
+        const { limitFromOpts } = await import("../session.js");
         const limit = limitFromOpts(o);
         const s = await openSession(o);
         try {

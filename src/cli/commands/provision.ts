@@ -4,7 +4,7 @@ import { DEFAULT_STATE_BUCKET } from "../../protocol/buckets.js";
 import type { MusterClient } from "../../client/client.js";
 import type { NodeRecord, StateStore } from "../../provisioner/state.js";
 import { addCommonOptions, type CommonOpts } from "../options.js";
-import { bold, green, red, yellow } from "../output.js";
+import { bold, green, red, yellow } from "../style.js";
 
 // Operator commands over the provisioner's KV records.
 

@@ -1,9 +1,7 @@
 import { hostname } from "node:os";
 import { Command, Option } from "commander";
 import { puppetDDL } from "../../agents/puppet/ddl.js";
-import { validateInput } from "../../ddl/validate.js";
 import { MusterError, RpcError } from "../../errors.js";
-import { isValidIdentity } from "../../protocol/subjects.js";
 import type { ProgressEvent, RunallReport } from "../../fleet/runall.js";
 import type { RunonceInput } from "../../fleet/runner.js";
 import { addFilterOptions, addRpcOptions, openSession, type FilterOpts, type RpcOpts } from "../options.js";
@@ -20,7 +18,8 @@ const positive = (name: string, integer: boolean) => (v: string) => {
 };
 
 /** Validate inputs before anything is sent; a bad one is a usage error. */
-function checked(action: keyof typeof puppetDDL.actions, data: Record<string, unknown>): Record<string, unknown> {
+async function checked(action: keyof typeof puppetDDL.actions, data: Record<string, unknown>): Promise<Record<string, unknown>> {
+  const { validateInput } = await import("../../ddl/validate.js"); // when a command runs, not for --help
   try {
     validateInput(puppetDDL, action, data);
   } catch (e) {
@@ -84,7 +83,7 @@ Exit codes: 0 every run ok (disabled nodes skipped are fine), 1 nothing discover
       if (o.noop) runonce.noop = true;
       if (o.tags !== undefined) runonce.tags = o.tags;
       if (o.environment !== undefined) runonce.environment = o.environment;
-      checked("runonce", { ...runonce });
+      await checked("runonce", { ...runonce });
       const s = await openSession(o);
       const stop = new AbortController();
       const onSignal = () => stop.abort();
@@ -139,7 +138,7 @@ Exit codes: 0 every run ok (disabled nodes skipped are fine), 1 nothing discover
                 onProgress,
                 signal: stop.signal,
                 // progress as runall events: the web console shows runs started here too
-                announce: { id: randomUUID(), identity: isValidIdentity(hostname()) ? hostname() : "muster-cli", startedBy: s.client.key.name, filter: process.argv.slice(3).join(" ") },
+                announce: { id: randomUUID(), identity: (await import("../../protocol/subjects.js")).isValidIdentity(hostname()) ? hostname() : "muster-cli", startedBy: s.client.key.name, filter: process.argv.slice(3).join(" ") },
               });
               report = r.report;
               for (const [k, v] of r.measuredMs) measured.set(k, v);
@@ -205,7 +204,7 @@ function runonceCommand(): Command {
       if (o.splay !== undefined) data.splay = o.splay;
       if (o.splaylimit !== undefined) data.splaylimit = o.splaylimit;
       if (o.server !== undefined) data.server = o.server;
-      await (await import("../run-rpc.js")).executeRpc(o, "puppet", "runonce", checked("runonce", data), puppetDDL);
+      await (await import("../run-rpc.js")).executeRpc(o, "puppet", "runonce", await checked("runonce", data), puppetDDL);
     });
 }
 
@@ -227,7 +226,7 @@ function disableCommand(): Command {
     .addHelpText("after", `\nExamples:\n  muster puppet disable -C role::db "database upgrade, ask jane"\n  muster puppet disable -I web1\n${EXIT_HELP}`)
     .action(async (words: string[], o: RpcOpts) => {
       const message = words.join(" ").trim();
-      await (await import("../run-rpc.js")).executeRpc(o, "puppet", "disable", checked("disable", message ? { message } : {}), puppetDDL);
+      await (await import("../run-rpc.js")).executeRpc(o, "puppet", "disable", await checked("disable", message ? { message } : {}), puppetDDL);
     });
 }
 

@@ -1,13 +1,9 @@
 import { Command } from "commander";
-import { resourceDDL } from "../../agents/resource/ddl.js";
-import { parsePropertyArgs } from "../../agents/resource/validate.js";
 import type { RpcResult } from "../../client/client.js";
-import { validateInput } from "../../ddl/validate.js";
 import { MusterError, RpcError } from "../../errors.js";
 import { Status } from "../../protocol/status.js";
 import { addRpcOptions, type RpcOpts } from "../options.js";
-import { bold, formatValue, green, red } from "../output.js";
-import { executeRpc } from "../run-rpc.js";
+import { bold, formatValue, green, red } from "../style.js";
 
 // `muster resource TYPE NAME [key=value ...] [filters]`: `puppet resource` on every matching node.
 // With properties it applies them (resource#apply); without, it shows the state (resource#show).
@@ -58,6 +54,8 @@ export function resourceCommand(): Command {
     )
     .action(async (type: string, name: string, words: string[], o: RpcOpts) => {
       const action = words.length ? "apply" : "show";
+      // Loaded when the command runs, not for its --help (npm run bench:cli).
+      const [{ resourceDDL }, { parsePropertyArgs }, { validateInput }] = await Promise.all([import("../../agents/resource/ddl.js"), import("../../agents/resource/validate.js"), import("../../ddl/validate.js")]);
       let data: Record<string, unknown>;
       // Words that are not key=value pairs are a malformed command line (usage, 64); values the
       // DDL refuses are invalid input (1), as for `muster rpc`. Nothing is sent either way.
@@ -73,6 +71,7 @@ export function resourceCommand(): Command {
         if (e instanceof RpcError) throw new MusterError("MUSTER_INPUT_INVALID", e.message);
         throw e;
       }
+      const { executeRpc } = await import("../run-rpc.js");
       await executeRpc(o, "resource", action, data, resourceDDL, (r) => renderResourceResult(r, o.display ?? "all"), { aggregates: false });
     });
 }

@@ -2,9 +2,7 @@ import { spawn } from "node:child_process";
 import { constants } from "node:os";
 import { createInterface } from "node:readline/promises";
 import { Command } from "commander";
-import { rpcutilDDL } from "../../agents/rpcutil/ddl.js";
 import { MusterError } from "../../errors.js";
-import { Status } from "../../protocol/status.js";
 import { addFilterOptions, openSession, type FilterOpts } from "../options.js";
 
 // `muster ssh [filters] [-- ssh args]`: find a node by what it is and log in to it.
@@ -109,6 +107,7 @@ export function sshCommand(): Command {
         }
         address = target;
         if (fact) {
+          const [{ rpcutilDDL }, { Status }] = await Promise.all([import("../../agents/rpcutil/ddl.js"), import("../../protocol/status.js")]);
           const r = await s.client.call("rpcutil", "get_fact", { fact }, { nodes: [target], ddl: rpcutilDDL, timeoutMs: Math.max(5000, s.discoveryTimeoutMs) });
           const reply = r.replies[0];
           if (!reply) throw new MusterError("MUSTER_TIMEOUT", `${target} did not answer rpcutil#get_fact for ${fact}`);
