@@ -141,6 +141,9 @@ function stateRecords(identities: string[], now: number): NodeRecord[] {
       rec.stageTimes[Stages[last]!] = { start: t };
     }
     if (kind === "failed") {
+      // as the provisioner leaves a failed record: on the step that failed, its start recorded
+      rec.current = Stages[last];
+      rec.stageTimes[Stages[last]!] = { start: t };
       rec.attempts = 3;
       rec.lastError = "bootstrap: puppet run failed (exit 4): 1 resource(s) failed: File[/etc/motd]";
       rec.log.push(`${new Date(t).toISOString()} bootstrap failed: puppet run failed (exit 4)`);

@@ -17,7 +17,7 @@ export interface BoardNode {
   identity: string;
   /** pending | in_progress | done | failed, as the provisioner records it. */
   status: NodeRecord["status"];
-  /** The stage being worked on while in progress, else the last completed one; "" before any. */
+  /** The stage being worked on while in progress, the one that failed when failed, else the last completed one; "" before any. */
   stage: string;
   master: string | null;
   started: string | null;
@@ -53,6 +53,8 @@ export function timeline(rec: NodeRecord): TimelineEntry[] {
       if (!t || !Number.isFinite(t.start)) continue;
       const e: TimelineEntry = { stage: s, start: new Date(t.start).toISOString() };
       if (t.end !== undefined && Number.isFinite(t.end)) e.end = new Date(t.end).toISOString();
+      // a node no longer in progress has no open stage: the one it failed on ended when it failed
+      else if (rec.status !== "in_progress" && rec.finishedAt !== undefined && Number.isFinite(rec.finishedAt)) e.end = new Date(Math.max(rec.finishedAt, t.start)).toISOString();
       out.push(e);
     }
     return out;
@@ -80,7 +82,9 @@ export function boardNode(rec: NodeRecord, now = Date.now()): BoardNode {
   return {
     identity: rec.identity,
     status: rec.status,
-    stage: (rec.status === "in_progress" ? (rec.current ?? rec.stage) : rec.stage) ?? "",
+    // while working, and when failed, the step it is (or was) on: a failed bootstrap says bootstrap,
+    // not the sign_csr before it
+    stage: (rec.status === "in_progress" || rec.status === "failed" ? (rec.current ?? rec.stage) : rec.stage) ?? "",
     master: rec.master ?? null,
     started: iso(started),
     updated: iso(rec.updatedAt) ?? new Date(now).toISOString(),

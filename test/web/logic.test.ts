@@ -62,6 +62,11 @@ test("board rows: stage while in progress, elapsed, tries; failed nodes first", 
   assert.equal(r.elapsed_s, 12.3);
   assert.equal(r.tries, 2);
   assert.equal(r.started, "2026-01-01T00:00:00.000Z");
+  // a failed node names the step that failed, not the one completed before it, and that step's bar
+  // ends when it failed rather than growing with the clock
+  const failed = boardNode(rec({ status: "failed", stage: "sign_csr", current: "bootstrap", startedAt: T0, finishedAt: T0 + 5000, stageTimes: { sign_csr: { start: T0, end: T0 + 1000 }, bootstrap: { start: T0 + 1000 } } }), T0 + 9000);
+  assert.equal(failed.stage, "bootstrap");
+  assert.deepEqual(failed.timeline.at(-1), { stage: "bootstrap", start: new Date(T0 + 1000).toISOString(), end: new Date(T0 + 5000).toISOString() });
   const done = boardNode(rec({ status: "done", stage: "notify", startedAt: T0, finishedAt: T0 + 60_000 }), T0 + 999_999);
   assert.equal(done.elapsed_s, 60);
   const rows = [boardNode(rec({ identity: "b", status: "done" })), boardNode(rec({ identity: "c", status: "failed" })), boardNode(rec({ identity: "a", status: "in_progress" }))];
