@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { stringify as toYaml } from "yaml";
 import { authorizationConfig, type BrokerAuthSpec } from "../broker/auth.js";
 import type { TlsSettings } from "../broker/connect.js";
@@ -10,6 +10,7 @@ import { MusterError } from "../errors.js";
 import { generateSigningKey, signingKeyFromPem, type SigningKey } from "../protocol/signing.js";
 import { issueBootstrapCredential, writeBootstrapCredential } from "../broker/bootstrap.js";
 import { ensureCA, issueCert, type CA } from "../security/pki.js";
+import { tokenEntries, type Role } from "../web/auth.js";
 import { startNats } from "./nats.js";
 import { freePort } from "./ports.js";
 import { isAlive, spawnMuster, stopPid, type MusterProcess } from "./processes.js";
@@ -375,38 +376,31 @@ export function writeSearchNodesConfig(masterConfdir: string, r: { url: string; 
   return file;
 }
 
-/** The lab registry's bearer token (made once, kept across restarts of the lab). */
-function registryToken(dir: string): string {
-  const file = join(dir, "registry", "token");
+/** A secret file of the lab's, made once (0600 in a 0700 directory) and kept across restarts of the lab. */
+function secretOnce(file: string, make: () => string): string {
   if (!existsSync(file)) {
-    mkdirSync(join(dir, "registry"), { recursive: true, mode: 0o700 });
-    writeFileSync(file, `${randomBytes(32).toString("hex")}\n`, { mode: 0o600 });
+    mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
+    writeFileSync(file, make(), { mode: 0o600 });
   }
   return file;
 }
 
-/** The console's tokens (made once, kept across restarts of the lab): an operator and a viewer. */
-function webTokens(dir: string): string {
-  const file = join(dir, "web", "tokens");
-  if (!existsSync(file)) {
-    mkdirSync(join(dir, "web"), { recursive: true, mode: 0o700 });
-    const token = () => randomBytes(24).toString("hex");
-    writeFileSync(file, `# muster web tokens: <token> <role> <name>\n${token()} operator lab-operator\n${token()} viewer lab-viewer\n`, { mode: 0o600 });
-  }
-  return file;
-}
+/** The lab registry's bearer token. */
+const registryToken = (dir: string) => secretOnce(join(dir, "registry", "token"), () => `${randomBytes(32).toString("hex")}\n`);
+
+/** The console's tokens: an operator and a viewer. */
+const webTokens = (dir: string) => {
+  const token = () => randomBytes(24).toString("hex");
+  return secretOnce(join(dir, "web", "tokens"), () => `# muster web tokens: <token> <role> <name>\n${token()} operator lab-operator\n${token()} viewer lab-viewer\n`);
+};
 
 /** The token of the first line with this role in a tokens file (what `lab up` tells the operator to paste). */
-export function labWebToken(tokensFile: string, role: "operator" | "viewer"): string | undefined {
+export function labWebToken(tokensFile: string, role: Role): string | undefined {
   try {
-    for (const line of readFileSync(tokensFile, "utf8").split("\n")) {
-      const [token, r] = line.trim().split(/\s+/);
-      if (token && !token.startsWith("#") && r === role) return token;
-    }
+    return tokenEntries(readFileSync(tokensFile, "utf8"), tokensFile).find((e) => e.role === role)?.token;
   } catch {
-    /* no file: no token */
+    return undefined; // no file (or not a tokens file): no token to show
   }
-  return undefined;
 }
 
 /** The nats-server include file holding the lab's users (rewritten as nodes come and go). */

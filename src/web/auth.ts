@@ -21,13 +21,20 @@ export function allowed(role: Role, need: Role): boolean {
 
 const MIN_TOKEN = 16;
 
+/** One line of a tokens file. */
+export interface TokenEntry {
+  token: string;
+  role: Role;
+  name: string;
+}
+
 /**
  * A tokens file: one `<token> <role> <name>` per line; blank lines and `#` comments ignored.
  * Tokens must be at least 16 characters and unique. Errors name the line.
  */
-export function parseTokensFile(text: string, file = "tokens file"): Map<string, { name: string; role: Role }> {
-  const out = new Map<string, { name: string; role: Role }>();
-  const digests = new Set<string>();
+export function tokenEntries(text: string, file = "tokens file"): TokenEntry[] {
+  const out: TokenEntry[] = [];
+  const seen = new Set<string>();
   text.split(/\r?\n/).forEach((raw, i) => {
     const line = raw.trim();
     if (!line || line.startsWith("#")) return;
@@ -37,12 +44,16 @@ export function parseTokensFile(text: string, file = "tokens file"): Map<string,
     const [token, role, name] = parts as [string, string, string];
     if (token.length < MIN_TOKEN) throw new MusterError("MUSTER_CONFIG_INVALID", `${where}: the token is shorter than ${MIN_TOKEN} characters (make one with: openssl rand -hex 24)`);
     if (!(Roles as readonly string[]).includes(role)) throw new MusterError("MUSTER_CONFIG_INVALID", `${where}: role ${JSON.stringify(role)} is not one of ${Roles.join(", ")}`);
-    const d = digest(token);
-    if (digests.has(d)) throw new MusterError("MUSTER_CONFIG_INVALID", `${where}: this token is already on an earlier line; every token must be unique`);
-    digests.add(d);
-    out.set(d, { name, role: role as Role });
+    if (seen.has(token)) throw new MusterError("MUSTER_CONFIG_INVALID", `${where}: this token is already on an earlier line; every token must be unique`);
+    seen.add(token);
+    out.push({ token, role: role as Role, name });
   });
   return out;
+}
+
+/** The tokens file by token digest (no plain tokens kept in memory). */
+export function parseTokensFile(text: string, file = "tokens file"): Map<string, { name: string; role: Role }> {
+  return new Map(tokenEntries(text, file).map((e) => [digest(e.token), { name: e.name, role: e.role }]));
 }
 
 const digest = (s: string) => createHash("sha256").update(s).digest("hex");

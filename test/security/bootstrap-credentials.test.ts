@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { X509Certificate } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { connect } from "@nats-io/transport-node";
 import { stringify as toYaml } from "yaml";
 import { authorizationConfig, bootstrapUser, brokerUsers, type BrokerAuthSpec } from "../../src/broker/auth.js";
 import { issueBootstrapCredential, writeBootstrapCredential } from "../../src/broker/bootstrap.js";
@@ -15,7 +15,7 @@ import { spawnMuster, type MusterProcess } from "../../src/lab/processes.js";
 import { generateSigningKey, type SigningKey } from "../../src/protocol/signing.js";
 import { newRecord } from "../../src/provisioner/state.js";
 import { ensureCA, issueCert, type CA, type CertFiles } from "../../src/security/pki.js";
-import { cleanEnv, eventually, runCli, tempDir } from "../support/collective.js";
+import { cleanEnv, eventually, rawConnection, runCli, tempDir } from "../support/collective.js";
 
 // One bootstrap credential per node, on a real nats-server with the lab's users (TLS,
 // verify_and_map): a process holding node A's credential cannot reach node B's provisioning
@@ -98,25 +98,8 @@ function startNode(identity: string): MusterProcess {
 
 const client = (who: "admin" | "provisioner", collective: string) => MusterClient.connect({ brokers: [nats.url], collective, tls: { ca: ca.cert, ...svc[who] }, key: keys[who] });
 
-interface Raw {
-  nc: NatsConnection;
-  errors: string[];
-  saw(re: RegExp): Promise<void>;
-}
-
-/** A raw connection (an attacker's own program) that records the broker's permission errors. */
-async function raw(cert: CertFiles): Promise<Raw> {
-  const nc = await connect({ servers: nats.url, tls: { caFile: ca.cert, certFile: cert.cert, keyFile: cert.key }, reconnect: false });
-  const errors: string[] = [];
-  void (async () => {
-    for await (const s of nc.status()) if (s.type === "error") errors.push(String((s.error as Error)?.message ?? s.error));
-  })();
-  return {
-    nc,
-    errors,
-    saw: (re) => eventually(async () => (await nc.flush(), errors.some((e) => re.test(e)) ? true : undefined), 10_000, `broker error ${re}`).then(() => undefined),
-  };
-}
+/** An attacker's own program: it gets no reconnects to hide a refusal behind. */
+const raw = (cert: CertFiles) => rawConnection(nats.url, { ca: ca.cert, ...cert }, { reconnect: false });
 
 const present = (c: MusterClient, id: string) => eventually(async () => ((await c.discover({ timeoutMs: 1500, idleMs: 200 })).includes(id) ? true : undefined), 30_000, `${id} answering in ${c.collective}`);
 const tail = (id: string) => readFileSync(join(nodeDir(id).dir, "server.log"), "utf8").split("\n").slice(-8).join("\n");

@@ -2,7 +2,7 @@ import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { connect } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { stringify as toYaml } from "yaml";
 import { authorizationConfig, brokerUsers, type BrokerAuthSpec } from "../../src/broker/auth.js";
@@ -17,7 +17,7 @@ import { startRegistry } from "../../src/registry/daemon.js";
 import { createLogger } from "../../src/log.js";
 import { emptyFilter } from "../../src/protocol/types.js";
 import { ensureCA, issueCert, type CA, type CertFiles } from "../../src/security/pki.js";
-import { cleanEnv, eventually, runCli, tempDir } from "../support/collective.js";
+import { cleanEnv, eventually, rawConnection, runCli, tempDir } from "../support/collective.js";
 
 // Provisioning isolation and broker permissions with a real nats-server (TLS, verify_and_map, the
 // users muster generates) and a real `muster server`: who may subscribe and publish where, who a
@@ -112,19 +112,7 @@ async function client(who: "admin" | "provisioner", collective: string, key = ke
   return MusterClient.connect({ brokers: [nats.url], collective, tls: tlsOf(svc[who]), key });
 }
 
-/** A raw connection that records the broker's asynchronous permission errors. */
-async function raw(cert: CertFiles): Promise<{ nc: NatsConnection; errors: string[]; saw(re: RegExp): Promise<void> }> {
-  const nc = await connect({ servers: nats.url, tls: { caFile: ca.cert, certFile: cert.cert, keyFile: cert.key } });
-  const errors: string[] = [];
-  void (async () => {
-    for await (const s of nc.status()) if (s.type === "error") errors.push(String((s.error as Error)?.message ?? s.error));
-  })();
-  return {
-    nc,
-    errors,
-    saw: (re) => eventually(async () => (await nc.flush(), errors.some((e) => re.test(e)) ? true : undefined), 10_000, `broker error ${re}`).then(() => undefined),
-  };
-}
+const raw = (cert: CertFiles) => rawConnection(nats.url, { ca: ca.cert, ...cert });
 
 const present = (c: MusterClient, id: string) => eventually(async () => ((await c.discover({ timeoutMs: 1500, idleMs: 200 })).includes(id) ? true : undefined), 30_000, `${id} answering in ${c.collective}`);
 

@@ -322,3 +322,25 @@ export async function startBroker(opts: { port?: number; maxPayload?: string; st
   if (opts.start !== false) await broker.start();
   return broker;
 }
+
+/** A connection of an attacker's own program, recording the broker's asynchronous permission errors. */
+export interface RawConnection {
+  nc: NatsConnection;
+  errors: string[];
+  /** Resolves once the broker has reported an error matching `re` (within 10 s). */
+  saw(re: RegExp): Promise<void>;
+}
+
+/** A bare nats.js connection with a client certificate (no muster client in between). */
+export async function rawConnection(url: string, tls: { ca: string; cert: string; key: string }, opts: { reconnect?: boolean } = {}): Promise<RawConnection> {
+  const nc = await connect({ servers: url, tls: { caFile: tls.ca, certFile: tls.cert, keyFile: tls.key }, ...(opts.reconnect === false ? { reconnect: false } : {}) });
+  const errors: string[] = [];
+  void (async () => {
+    for await (const s of nc.status()) if (s.type === "error") errors.push(String((s.error as Error)?.message ?? s.error));
+  })();
+  return {
+    nc,
+    errors,
+    saw: (re) => eventually(async () => (await nc.flush(), errors.some((e) => re.test(e)) ? true : undefined), 10_000, `broker error ${re}`).then(() => undefined),
+  };
+}

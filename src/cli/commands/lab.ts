@@ -4,6 +4,7 @@ import { resolve } from "node:path";
 import { MusterError } from "../../errors.js";
 import { isAlive, stopPid } from "../../lab/processes.js";
 import type { LabState, LabWeb } from "../../lab/lab.js";
+import type { Role } from "../../web/auth.js";
 import { LAB_REGIONS } from "../../lab/regions.js";
 import { receiverCommand } from "../../lab/receiver-command.js";
 import { DEFAULT_STATE_BUCKET } from "../../protocol/buckets.js";
@@ -60,7 +61,7 @@ async function followProvisioning(s: LabState, ids: string[], timeoutMs: number,
 }
 
 /** Where the lab's console listens and how to log in (the tokens are the lab's own, loopback only). */
-function webLogin(w: LabWeb, labWebToken: (file: string, role: "operator" | "viewer") => string | undefined): string {
+function webLogin(w: LabWeb, labWebToken: (file: string, role: Role) => string | undefined): string {
   const op = labWebToken(w.tokens_file, "operator");
   const viewer = labWebToken(w.tokens_file, "viewer");
   return `web console: ${w.url}\n  log in with the operator token ${op ?? "(see the file)"} or the viewer token ${viewer ?? "(see the file)"} (both in ${w.tokens_file})`;
