@@ -1,11 +1,10 @@
 import { createPrivateKey, createPublicKey, generateKeyPairSync, sign, verify, type KeyObject } from "node:crypto";
 import { canonicalJson } from "./canonical.js";
+import { fastest, openssl, SPKI_ED25519_PREFIX, type Ed25519 } from "./ed25519.js";
 import type { Request } from "./types.js";
 
 // ed25519 over the canonical bytes of the request without its signature. Raw 32-byte public keys
 // travel base64-encoded; servers map trusted keys to caller names.
-
-const SPKI_ED25519_PREFIX = Buffer.from("302a300506032b6570032100", "hex");
 
 export interface SigningKey {
   name: string;
@@ -30,9 +29,7 @@ export function rawPublicKey(privateKey: KeyObject): string {
 }
 
 export function publicKeyObject(rawBase64: string): KeyObject {
-  const raw = Buffer.from(rawBase64, "base64");
-  if (raw.length !== 32) throw new Error("ed25519 public key must be 32 bytes");
-  return createPublicKey({ key: Buffer.concat([SPKI_ED25519_PREFIX, raw]), format: "der", type: "spki" });
+  return openssl.publicKey(Buffer.from(rawBase64, "base64")) as KeyObject;
 }
 
 export function signableBytes(req: Omit<Request, "signature"> | Request): Buffer {
@@ -64,21 +61,29 @@ export function verifyRequestSignature(req: Request, publicKey: KeyObject): bool
 export function signMessage<T extends object>(msg: T, key: SigningKey): T & { pubkey: string; signature: string } {
   const body = { ...msg, pubkey: key.publicKey } as T & { pubkey: string; signature?: string };
   delete body.signature;
-  return { ...body, signature: sign(null, Buffer.from(canonicalJson(body)), key.privateKey).toString("base64") };
+  return { ...body, signature: fastest().sign(key.privateKey, Buffer.from(canonicalJson(body))).toString("base64") };
 }
 
 /**
- * Public keys as KeyObjects, parsed once each: parsing costs about as much as the verification
- * itself. Bounded, oldest dropped first.
+ * Public keys parsed once each, in the form an ed25519 backend verifies with (protocol/ed25519.ts):
+ * OpenSSL's KeyObject costs about as much to parse as the verification itself. Bounded, oldest
+ * dropped first. The backend is chosen on first use (libsodium unless given one).
  */
 export class PublicKeyCache {
-  private readonly keys = new Map<string, KeyObject | null>();
-  constructor(private readonly max = 100_000) {}
-  get(rawBase64: string): KeyObject | undefined {
+  private readonly keys = new Map<string, unknown>();
+  private ed?: Ed25519;
+  constructor(
+    private readonly max = 100_000,
+    private readonly backend: () => Ed25519 = fastest,
+  ) {}
+  get ed25519(): Ed25519 {
+    return (this.ed ??= this.backend());
+  }
+  get(rawBase64: string): unknown {
     let k = this.keys.get(rawBase64);
     if (k === undefined) {
       try {
-        k = publicKeyObject(rawBase64);
+        k = this.ed25519.publicKey(Buffer.from(rawBase64, "base64"));
       } catch {
         k = null;
       }
@@ -89,16 +94,16 @@ export class PublicKeyCache {
   }
 }
 
-const sharedKeys = new PublicKeyCache();
+let sharedKeys: PublicKeyCache | undefined;
 
 /** Whether `msg.signature` is a valid signature by `msg.pubkey` over the rest of `msg`. False when either is missing. */
-export function verifyMessage(msg: { pubkey?: unknown; signature?: unknown }, keys: PublicKeyCache = sharedKeys): boolean {
+export function verifyMessage(msg: { pubkey?: unknown; signature?: unknown }, keys: PublicKeyCache = (sharedKeys ??= new PublicKeyCache())): boolean {
   if (typeof msg.pubkey !== "string" || typeof msg.signature !== "string") return false;
   const key = keys.get(msg.pubkey);
   if (!key) return false;
   const { signature, ...body } = msg;
   try {
-    return verify(null, Buffer.from(canonicalJson(body)), key, Buffer.from(signature, "base64"));
+    return keys.ed25519.verify(key, Buffer.from(canonicalJson(body)), Buffer.from(signature, "base64"));
   } catch {
     return false;
   }

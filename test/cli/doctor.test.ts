@@ -56,6 +56,7 @@ test("a trusted caller: every check passes, exit 0", async () => {
   assert.match(r.stdout, /^ok {4}tls handshake /m);
   assert.match(r.stdout, /^ok {4}discovery +2 nodes answered/m);
   assert.match(r.stdout, /^ok {4}trust /m);
+  assert.match(r.stdout, /^ok {4}ed25519 +libsodium /m);
   assert.match(r.stdout, /all checks passed/);
 });
 
@@ -67,6 +68,9 @@ test("an untrusted caller with no node to ask: discovery and trust fail, and doc
   assert.equal(state(rep, "broker").state, "ok");
   assert.equal(state(rep, "signing key").state, "ok");
   assert.match(state(rep, "signing key").detail, /caller user=outsider/);
+  // With the addon refused, doctor names the fallback and why (MUSTER_ED25519=openssl stands in for a platform without a prebuild).
+  const fallback = report(await runCli(["doctor", "--dt", "1", "--json"], { env: { ...envB, MUSTER_ED25519: "openssl" } }));
+  assert.match(state(fallback, "ed25519").detail, /^OpenSSL, because libsodium did not load \(MUSTER_ED25519=openssl\)/);
   assert.equal(state(rep, "discovery").state, "fail");
   assert.equal(state(rep, "trust").state, "fail");
   assert.match(state(rep, "trust").detail, /cannot tell/);

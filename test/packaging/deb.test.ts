@@ -72,6 +72,9 @@ test("dpkg-deb: the launcher, the runtime, the app without dev dependencies, uni
   assert.deepEqual(names.filter((n) => (/\/app\/(src|test|bench)\//.test(n) && !/\/app\/src\/(web\/(assets\/.*)?)?$/.test(n)) || /\/app\/dist\/test\//.test(n)), []);
   for (const asset of ["index.html", "login.html", "app.js"]) assert.ok(names.includes(`/usr/lib/muster/app/src/web/assets/${asset}`), `the console's ${asset} ships`);
   assert.ok(names.includes("/usr/lib/muster/app/node_modules/lit-html/package.json"), "the console's view library ships from node_modules");
+  // libsodium for ed25519: this platform's prebuilt addon, and no other platform's
+  const prebuilds = [...new Set(names.map((n) => /\/node_modules\/sodium-native\/prebuilds\/([^/]+)\//.exec(n)?.[1]).filter(Boolean))];
+  assert.deepEqual(prebuilds, [`linux-${process.arch}`]);
   // our devDependencies stay out (a runtime dependency may pull in an @types package: lit-html does)
   const dev = Object.keys((JSON.parse(readFileSync(new URL("../../../package.json", import.meta.url), "utf8")) as { devDependencies: Record<string, string> }).devDependencies);
   assert.deepEqual(names.filter((n) => dev.some((d) => n.startsWith(`/usr/lib/muster/app/node_modules/${d}/`))), [], "no devDependencies");
@@ -183,6 +186,10 @@ test("unpacked: a real muster server with no node on PATH answers ping against a
   const ping = await runCli(["ping", "--broker", broker.url], { env: cleanEnv(home) });
   assert.equal(ping.code, 0, ping.stderr);
   assert.match(ping.stdout, new RegExp(identity.replace(/\./g, "\\.")));
+  // The shipped runtime loads the shipped libsodium addon (node signatures at full speed).
+  const doctor = await run(join(root, "usr", "bin", "muster"), ["doctor", "--json", "--broker", broker.url], { env }).catch((e: { stdout?: string }) => ({ stdout: e.stdout ?? "" }));
+  const checks = (JSON.parse(doctor.stdout) as { checks: Array<{ name: string; detail: string }> }).checks;
+  assert.match(checks.find((c) => c.name === "ed25519")?.detail ?? "no ed25519 check", /^libsodium /);
   const stopped = await server.stop();
   assert.equal(stopped.code, 0, "stops cleanly on SIGTERM");
 });

@@ -92,6 +92,11 @@ export async function runDoctor(o: DoctorOpts): Promise<Check[]> {
     add({ name: "signing key", state: "fail", detail: (e as Error).message, fix: "check the permissions of the keys directory, or set MUSTER_CONFIG_DIR" });
   }
 
+  // How replies will be verified: libsodium, or OpenSSL when the addon did not load (slower, still whole).
+  const ed25519 = await import("../../protocol/ed25519.js");
+  const ed = ed25519.fastest().name; // sets ed25519.libsodiumError when the addon does not load
+  add({ name: "ed25519", state: "ok", detail: ed === "libsodium" ? "libsodium (sodium-native) signs and verifies node signatures" : `OpenSSL, because libsodium did not load (${ed25519.libsodiumError}): every reply is still verified, large calls at about half the speed` });
+
   // 4. the connection, and with it the TLS handshake
   if (!tlsOk) {
     skipRest(["broker", "tls handshake", "discovery", "trust"], "the TLS files are not readable");
