@@ -5,7 +5,7 @@ import { checkFreshness, ReplayCache, type FreshnessPolicy } from "../protocol/f
 import { verifyRequestSignature } from "../protocol/signing.js";
 import { Status, type StatusCode } from "../protocol/status.js";
 import { subjects } from "../protocol/subjects.js";
-import { checkTarget } from "../protocol/targets.js";
+import { checkTarget, ProvenTargets } from "../protocol/targets.js";
 import type { Request } from "../protocol/types.js";
 import type { TrustStore } from "../security/keys.js";
 import type { IntakeStats } from "./stats.js";
@@ -39,6 +39,8 @@ export class RequestIntake {
   private readonly replay: ReplayCache;
   /** Verified requests by message text, oldest first (a Map keeps insertion order). */
   private readonly verified = new Map<string, Request>();
+  /** The directed requests' proven target paths: the N copies of one request share them. */
+  private readonly proven = new ProvenTargets();
   constructor(private readonly opts: IntakeOptions) {
     this.replay = new ReplayCache(opts.freshness);
   }
@@ -78,7 +80,7 @@ export class RequestIntake {
       this.remember(text, req);
     }
     // The target is signed: a copy of a request replayed onto a subject it was not sent to stops here.
-    const bound = checkTarget(req.target, subjects.isBroadcast(subject) ? undefined : (addressed.identity ?? subject), addressed.target, addressed.proof);
+    const bound = checkTarget(req.target, subjects.isBroadcast(subject) ? undefined : (addressed.identity ?? subject), addressed.target, addressed.proof, this.proven);
     if (!bound.ok) {
       stats.badtarget++;
       return { ok: false, status: Status.Aborted, reason: `request not addressed to this subject: ${bound.reason}`, request: req };
