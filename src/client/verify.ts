@@ -1,16 +1,16 @@
 import { availableParallelism } from "node:os";
 import { Worker } from "node:worker_threads";
-import { openssl } from "../protocol/ed25519.js";
+import { fastest, openssl } from "../protocol/ed25519.js";
 import { PublicKeyCache, verifyMessage } from "../protocol/signing.js";
 import type { Reply } from "../protocol/types.js";
 
 // Reply signatures checked off the event loop. One ed25519 verification costs 36-200 µs, so 10,000
 // replies verified inline would hold the client's event loop for one to two seconds; a pool of
 // worker threads, one per core, verifies them in batches while the main thread keeps reading the
-// socket. Until the workers are up (tens of ms) and for small calls, replies are checked inline,
-// with OpenSSL: loading libsodium (10 ms) would cost a small call more than its checks. The workers
-// verify with libsodium (protocol/ed25519.ts), 36 µs a reply here against OpenSSL's 80 plus 66 to
-// parse each node's key.
+// socket. Until the workers are up (tens of ms) and for small calls, replies are checked inline:
+// for a small call with OpenSSL, as loading libsodium (10 ms) would cost it more than its checks;
+// once a large call has warmed the pool, with libsodium (protocol/ed25519.ts), as the workers do:
+// 36 µs a reply here against OpenSSL's 80 plus 66 to parse each node's key.
 
 export const SigVerdict = { Bad: 0, Valid: 1, Unsigned: 2 } as const;
 export type SigVerdict = (typeof SigVerdict)[keyof typeof SigVerdict];
@@ -53,7 +53,12 @@ export class VerifyPool {
   private nextId = 1;
   private flushScheduled = false;
   private closed = false;
-  private readonly keys = new PublicKeyCache(100_000, () => openssl);
+  private readonly smallKeys = new PublicKeyCache(100_000, () => openssl);
+  private readonly largeKeys = new PublicKeyCache(100_000, fastest);
+  /** The keys inline checks use: libsodium once a large call has warmed the pool. */
+  private get keys(): PublicKeyCache {
+    return this.slots.length ? this.largeKeys : this.smallKeys;
+  }
   /** Replies verified on this thread and by the workers (for the bench and stats). */
   readonly counts = { inline: 0, workers: 0 };
 
