@@ -24,6 +24,7 @@ import { emptyFilter, REPLY_PROTOCOL } from "../src/protocol/types.js";
 import { buildRequest } from "../src/client/request.js";
 import { DEFAULT_NODE_KEYS_BUCKET } from "../src/protocol/buckets.js";
 import { encodeNodeKeyEntry, nodeKeyName } from "../src/protocol/node-keys.js";
+import { signMessage } from "../src/protocol/signing.js";
 import { benchNodeKey } from "./node-keys.js";
 import { loadOrCreateSigningKey } from "../src/security/keys.js";
 import { ensureCA, issueCert } from "../src/security/pki.js";
@@ -64,6 +65,8 @@ const TIMEOUT_MS = 60_000;
 const loadavgAtStart = loadavg();
 const FLOOR = "benchfloor";
 const MUSTER = "bench";
+/** The unsigned emulator's collective: the same identities, kept apart from the signing emulator's. */
+const UNSIGNED = "benchunsigned";
 const dec = new TextDecoder();
 const children = new Set<ChildProcess>();
 // A bench that dies must not leave node processes behind (nats-server is stopped in finally/signals).
@@ -98,9 +101,9 @@ interface NodesProcess {
   stop(): Promise<void>;
 }
 
-async function startNodes(mode: "floor" | "muster", count: number, url: string, env: NodeJS.ProcessEnv, replyBytes = 0): Promise<NodesProcess> {
+async function startNodes(mode: "floor" | "muster" | "unsigned", count: number, url: string, env: NodeJS.ProcessEnv, replyBytes = 0): Promise<NodesProcess> {
   const execArgv = args.profile ? ["--cpu-prof", `--cpu-prof-dir=${resolve(args.profile)}`, `--cpu-prof-name=${mode}-${count}-${Date.now()}.cpuprofile`] : [];
-  const child = fork(join(here, "nodes.js"), [mode, String(count), url, mode === "floor" ? FLOOR : MUSTER, String(replyBytes)], { env, execArgv, stdio: ["ignore", "inherit", "inherit", "ipc"] });
+  const child = fork(join(here, "nodes.js"), [mode, String(count), url, mode === "floor" ? FLOOR : mode === "unsigned" ? UNSIGNED : MUSTER, String(replyBytes)], { env, execArgv, stdio: ["ignore", "inherit", "inherit", "ipc"] });
   children.add(child);
   const exited = new Promise<void>((r) => child.once("exit", () => r()));
   const waiting: ((ms: number) => void)[] = [];
@@ -240,10 +243,13 @@ const MEASURES = {
   floorBroadcast: "floor: one request, N replies",
   floorDirect: "floor: N requests, N replies",
   floorBroadcastBare: "bare floor: one request, N replies",
+  floorBroadcastSigned: "signed floor: one request, N replies, each signed by its node",
   floorDirectBare: "bare floor: N requests, N replies",
+  discoveryUnsigned: "before issue 13: muster discovery, replies unsigned",
   discovery: "muster discovery (broadcast discovery#ping)",
   pingBroadcast: "muster rpcutil ping, broadcast",
   pingDirect: "muster rpcutil ping, directly to all N, every reply verified",
+  pingDirectUnsigned: "before issue 13: muster rpcutil ping, directly to all N, replies unsigned",
   pingDirectUnverified: "muster rpcutil ping, directly to all N, not verified",
 } as const;
 type MeasureKey = keyof typeof MEASURES;
@@ -274,6 +280,9 @@ interface SizeResult {
     pingDirect: number;
     pingDirectUnverified: number;
     bareDiscovery: number;
+    signedDiscovery: number;
+    discoveryUnsigned: number;
+    pingDirectUnsigned: number;
     barePingBroadcast: number;
     barePingDirect: number;
     nodesCpuDiscovery: number;
@@ -294,18 +303,23 @@ const ratio = (a: number, b: number) => Math.round((a / b) * 100) / 100;
 async function benchSize(url: string, env: NodeJS.ProcessEnv, count: number): Promise<SizeResult> {
   const identities = generateFleet(count).map((n) => n.identity);
   // The floor moves as many bytes as muster: requests as large as muster's signed request, replies
-  // as large as a discovery reply. The bare floor sends an empty request and bare identities.
+  // as large as a signed discovery reply. The bare floor sends an empty request and bare identities.
   const key = loadOrCreateSigningKey();
   const requestBytes = encodeRequest(buildRequest({ key, collective: MUSTER, agent: "rpcutil", action: "ping", data: {}, filter: emptyFilter(), ttl: 60 })).length;
   const now = Date.now();
-  const replyBytes = encodeReply({ protocol: REPLY_PROTOCOL, requestid: "0".repeat(32), sender: identities[identities.length - 1]!, agent: "discovery", action: "ping", time: now, statuscode: 0, statusmsg: "OK", data: { pong: now } }).length;
+  const last = identities[identities.length - 1]!;
+  const replyBytes = encodeReply(signMessage({ protocol: REPLY_PROTOCOL, requestid: "0".repeat(32), sender: last, agent: "discovery", action: "ping", time: now, statuscode: 0, statusmsg: "OK", data: { pong: now } }, benchNodeKey(last))).length;
   const floorNodes = await startNodes("floor", count, url, env, replyBytes);
   let musterNodes: NodesProcess | undefined;
+  let unsignedNodes: NodesProcess | undefined;
+  let unsignedClient: MusterClient | undefined;
   const floorNc = await connect({ servers: url, name: "bench-floor-client" });
   let client: MusterClient | undefined;
   let unverifiedClient: MusterClient | undefined;
   try {
     musterNodes = await startNodes("muster", count, url, env);
+    unsignedNodes = await startNodes("unsigned", count, url, env);
+    const before = (unsignedClient = await MusterClient.connect({ brokers: [url], collective: UNSIGNED, name: "bench-client-before", key, verify: false }));
     const mc = (client = await MusterClient.connect({ brokers: [url], collective: MUSTER, name: "bench-client", key }));
     unverifiedClient = await MusterClient.connect({ brokers: [url], collective: MUSTER, name: "bench-client-unverified", key, verify: false });
     const uc = unverifiedClient;
@@ -319,10 +333,13 @@ async function benchSize(url: string, env: NodeJS.ProcessEnv, count: number): Pr
     const plan: [MeasureKey, NodesProcess, () => Promise<Outcome>][] = [
       ["floorBroadcast", floorNodes, () => floorOnce(FLOOR, "broadcast", sized)],
       ["floorBroadcastBare", floorNodes, () => floorOnce(`${FLOOR}min`, "broadcast", bare)],
+      ["floorBroadcastSigned", floorNodes, () => floorOnce(`${FLOOR}sig`, "broadcast", sized)],
+      ["discoveryUnsigned", unsignedNodes, () => musterDiscovery(before, count)],
       ["discovery", musterNodes, () => musterDiscovery(mc, count)],
       ["pingBroadcast", musterNodes, () => musterPingBroadcast(mc, count)],
       ["floorDirect", floorNodes, () => floorOnce(FLOOR, "direct", sized)],
       ["floorDirectBare", floorNodes, () => floorOnce(`${FLOOR}min`, "direct", bare)],
+      ["pingDirectUnsigned", unsignedNodes, () => musterPingDirect(before, identities, false)],
       ["pingDirectUnverified", musterNodes, () => musterPingDirect(uc, identities, false)],
       ["pingDirect", musterNodes, () => musterPingDirect(mc, identities, true)],
     ];
@@ -361,6 +378,9 @@ async function benchSize(url: string, env: NodeJS.ProcessEnv, count: number): Pr
         pingDirect: ratio(m.pingDirect.ms.median, m.floorDirect.ms.median),
         pingDirectUnverified: ratio(m.pingDirectUnverified.ms.median, m.floorDirect.ms.median),
         bareDiscovery: ratio(m.discovery.ms.median, m.floorBroadcastBare.ms.median),
+        signedDiscovery: ratio(m.discovery.ms.median, m.floorBroadcastSigned.ms.median),
+        discoveryUnsigned: ratio(m.discoveryUnsigned.ms.median, m.floorBroadcast.ms.median),
+        pingDirectUnsigned: ratio(m.pingDirectUnsigned.ms.median, m.floorDirect.ms.median),
         barePingBroadcast: ratio(m.pingBroadcast.ms.median, m.floorBroadcastBare.ms.median),
         barePingDirect: ratio(m.pingDirect.ms.median, m.floorDirectBare.ms.median),
         nodesCpuDiscovery: ratio(m.discovery.nodesCpuMs.median, m.floorBroadcast.nodesCpuMs.median),
@@ -372,8 +392,10 @@ async function benchSize(url: string, env: NodeJS.ProcessEnv, count: number): Pr
   } finally {
     await client?.close();
     await unverifiedClient?.close();
+    await unsignedClient?.close();
     await floorNc.close().catch(() => undefined);
     await musterNodes?.stop();
+    await unsignedNodes?.stop();
     await floorNodes.stop();
   }
 }
@@ -488,7 +510,7 @@ function report(results: SizeResult[], rss: Awaited<ReturnType<typeof benchRss>>
   lines.push("|---:|---|---:|---:|---:|---|---:|---:|");
   for (const r of results) {
     const q = r.ratios;
-    const vs: Partial<Record<MeasureKey, string>> = { discovery: `${q.discovery}x (${q.bareDiscovery}x)`, pingBroadcast: `${q.pingBroadcast}x (${q.barePingBroadcast}x)`, pingDirect: `${q.pingDirect}x (${q.barePingDirect}x)`, pingDirectUnverified: `${q.pingDirectUnverified}x` };
+    const vs: Partial<Record<MeasureKey, string>> = { discoveryUnsigned: `${q.discoveryUnsigned}x`, pingDirectUnsigned: `${q.pingDirectUnsigned}x`, discovery: `${q.discovery}x (${q.bareDiscovery}x); ${q.signedDiscovery}x signed`, pingBroadcast: `${q.pingBroadcast}x (${q.barePingBroadcast}x)`, pingDirect: `${q.pingDirect}x (${q.barePingDirect}x)`, pingDirectUnverified: `${q.pingDirectUnverified}x` };
     for (const key of Object.keys(MEASURES) as MeasureKey[]) {
       const m = r.measures[key];
       const all = m.answered.every((x) => x === r.nodes) ? "all" : `min ${Math.min(...m.answered)}/${r.nodes}`;
@@ -499,6 +521,7 @@ function report(results: SizeResult[], rss: Awaited<ReturnType<typeof benchRss>>
   if (results.length) {
     lines.push("");
     lines.push("ratios: muster's median over its floor's median; discovery and broadcast ping over the one-request floor, direct ping over the N-request floor.");
+    lines.push("the signed floor is the one-request floor with one ed25519 signature per reply, by its node's key: the cost issue 13 adds that no implementation avoids; discovery's ratio to it is marked \"signed\".");
     lines.push("the floor carries muster-sized payloads (" + results.map((r) => `N=${r.nodes}: request ${r.bytes.request} B, reply ${r.bytes.reply} B`).join("; ") + "); the bare floor an empty request and bare identities.");
     lines.push("longest silence between two discovery replies (ms, median / p90; the idle window must outlast it): " + results.map((r) => `N=${r.nodes}: ${f(r.measures.discovery.maxGapMs?.median ?? NaN)} / ${f(r.measures.discovery.maxGapMs?.p90 ?? NaN)}`).join("; "));
     lines.push("resident memory of the node processes after the rounds (MB): " + results.map((r) => `N=${r.nodes}: floor ${r.rssMB.floorNodes}, emulator ${r.rssMB.musterNodes}`).join("; "));
@@ -521,8 +544,9 @@ function report(results: SizeResult[], rss: Awaited<ReturnType<typeof benchRss>>
     const allFound = d.answered.every((x) => x === big.nodes);
     const allPinged = p.answered.every((x) => x === big.nodes);
     lines.push(`  10,000-node discovery finds every node within 3x the floor: ${big.ratios.discovery}x, ${allFound ? "every node found in every round" : "NOT every node found"} -> ${big.ratios.discovery <= 3 && allFound ? "met" : "NOT MET"}`);
+    lines.push(`  (since issue 13 every reply is signed; over the signed floor discovery is ${big.ratios.signedDiscovery}x -> ${big.ratios.signedDiscovery <= 3 && allFound ? "within 3x" : "NOT within 3x"})`);
     const u = big.measures.pingDirectUnverified;
-    lines.push(`  rpcutil ping to 10,000 nodes, every reply verified, under 1 s: median ${f(p.ms.median)} ms, p90 ${f(p.ms.p90)} ms (not verified: median ${f(u.ms.median)} ms) -> ${p.ms.p90 < 1000 && allPinged ? "met" : "NOT MET"}`);
+    lines.push(`  rpcutil ping to 10,000 nodes, every reply verified, under 1 s: median ${f(p.ms.median)} ms, p90 ${f(p.ms.p90)} ms (not verified: median ${f(u.ms.median)} ms; before issue 13, unsigned: ${f(big.measures.pingDirectUnsigned.ms.median)} ms) -> ${p.ms.p90 < 1000 && allPinged ? "met" : "NOT MET"}`);
   } else lines.push("  (include 10000 in --nodes for the node-count targets)");
   if (rss) {
     const worst = Math.max(rss.server.facterFalse.rssMB, rss.server.facterTrue.rssMB, rss.server.facterFalseTls.rssMB);

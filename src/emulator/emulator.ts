@@ -26,8 +26,8 @@ export interface EmulatorOptions {
   factories?: RuntimeBuild["factories"];
   /** Action policies by agent, as in the server config's `policies`; every emulated node applies them. */
   policies?: Record<string, unknown>;
-  /** Each node's own key (default: a new one per node, in memory). */
-  nodeKey?: (identity: string) => SigningKey;
+  /** Each node's own key (default: a new one per node, in memory); "none" leaves replies and events unsigned, as before issue 13 (the bench's "before" figures only: clients flag such replies). */
+  nodeKey?: ((identity: string) => SigningKey) | "none";
 }
 
 export interface RunningEmulator {
@@ -59,7 +59,7 @@ export async function startEmulator(o: EmulatorOptions): Promise<RunningEmulator
       intakeStats,
       factories,
       policies,
-      nodeKey: o.nodeKey?.(n.identity) ?? generateSigningKey(n.identity).key,
+      nodeKey: o.nodeKey === "none" ? undefined : (o.nodeKey?.(n.identity) ?? generateSigningKey(n.identity).key),
     });
   });
   const host = new NodeHost({ nc: o.nc, intake, runtimes, log: o.log, wildcard: true, registration: o.registration, component: "emulator", version: VERSION });
