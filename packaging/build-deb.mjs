@@ -65,11 +65,14 @@ say("production dependencies (npm ci --omit=dev, from the npm cache when it can)
 run("npm", ["ci", "--omit=dev", "--ignore-scripts", "--prefer-offline", "--no-audit", "--no-fund", "--loglevel=error"], { cwd: app, stdio: ["ignore", "ignore", "inherit"] });
 rmSync(join(app, "package-lock.json"));
 // sodium-native (libsodium for ed25519, src/protocol/ed25519.ts) carries prebuilt addons for 13
-// platforms; the package runs on one: keep the shipped node's linux-<arch>, drop about 12 MB.
+// platforms; the package runs on one: keep the shipped node's linux-<arch> .node, drop about 17 MB.
 const prebuilds = join(app, "node_modules", "sodium-native", "prebuilds");
 const keep = `linux-${run(opts.node, ["-p", "process.arch"]).trim()}`;
 if (!existsSync(join(prebuilds, keep))) say(`warning: sodium-native has no ${keep} prebuild; muster will verify with OpenSSL (slower)`);
-else for (const d of readdirSync(prebuilds)) if (d !== keep) rmSync(join(prebuilds, d), { recursive: true, force: true });
+else {
+  for (const d of readdirSync(prebuilds)) if (d !== keep) rmSync(join(prebuilds, d), { recursive: true, force: true });
+  for (const f of readdirSync(join(prebuilds, keep))) if (f.endsWith(".bare")) rmSync(join(prebuilds, keep, f)); // for the Bare runtime, not Node
+}
 
 // 2. The runtime, and a launcher that finds it next to itself (so an unpacked tree works too).
 say(`Node.js runtime ${nodeVersion} from ${opts.node}`);
