@@ -10,9 +10,9 @@ import { signingKeyFile } from "../security/keys.js";
 
 // Terminal and JSON rendering of RPC results, in the shape mco users know.
 
-import { bold, formatValue, green, red, yellow } from "./style.js";
+import { bold, formatValue, green, red, UNVERIFIED, yellow } from "./style.js";
 
-export { bold, formatValue, green, red, yellow };
+export { bold, formatValue, green, red, UNVERIFIED, yellow };
 
 /** A progress bar on stderr when it is a terminal; a no-op otherwise. */
 export function progressBar(enabled: boolean): { start(total: number): void; tick(): void; stop(): void } {
@@ -94,8 +94,6 @@ export function renderSummary(result: RpcResult): string {
   return lines.join("\n");
 }
 
-/** How a reply whose sender could not be proven is marked in human output. */
-export const UNVERIFIED = "(unverified)";
 
 /** The summary's line on unproven and dropped replies (docs/security.md, "Verifying replies"); empty when all were proven. */
 export function trustLine(result: RpcResult): string {

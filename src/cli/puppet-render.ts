@@ -1,7 +1,7 @@
 import type { RpcResult } from "../client/client.js";
 import type { ProgressEvent, RunallReport, RunOutcome } from "../fleet/runall.js";
 import { Status } from "../protocol/status.js";
-import { bold, green, red, yellow } from "./style.js";
+import { bold, green, red, UNVERIFIED, unverifiedMark, yellow } from "./style.js";
 
 // Text for `muster puppet ...`: runall's progress lines (mc-puppetd's shape) and summary, status,
 // count and summary tables. Pure functions of their inputs.
@@ -40,8 +40,9 @@ export function progressLine(e: ProgressEvent): string | undefined {
 
 const ORDER: RunOutcome[] = ["ok", "changed", "failed", "skipped", "busy", "vanished", "timeout", "cancelled"];
 
-export function renderRunallSummary(r: RunallReport): string {
-  const rows = r.nodes.map((n) => [n.identity, n.outcome, n.exitcode === null ? "" : String(n.exitcode), n.durationMs === undefined ? "" : secs(n.durationMs), n.detail.replace(/\s+/g, " ").slice(0, 100)]);
+export function renderRunallSummary(r: RunallReport, unverified: readonly string[] = []): string {
+  const mark = unverifiedMark(unverified);
+  const rows = r.nodes.map((n) => [`${n.identity}${mark(n.identity)}`, n.outcome, n.exitcode === null ? "" : String(n.exitcode), n.durationMs === undefined ? "" : secs(n.durationMs), n.detail.replace(/\s+/g, " ").slice(0, 100)]);
   const head = ["NODE", "RESULT", "EXIT", "TIME", "DETAIL"];
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
   const lines = [bold(head.map((h, i) => h.padEnd(widths[i]!)).join("  ").trimEnd())];
@@ -59,6 +60,7 @@ export function renderRunallSummary(r: RunallReport): string {
   const counts = ORDER.filter((o) => r.counts[o] > 0).map((o) => `${r.counts[o]} ${o}`);
   lines.push("", `${r.nodes.length} nodes: ${counts.join(", ") || "none"}`);
   lines.push(`makespan ${secs(r.makespanMs)} (first start to last end) with concurrency ${r.concurrency}, at most ${r.maxConcurrency} at once`);
+  if (unverified.length) lines.push(`${unverified.length} of ${r.nodes.length} nodes ${UNVERIFIED}: no known key for their sender`);
   return lines.join("\n");
 }
 
@@ -74,13 +76,14 @@ const ok = (res: RpcResult) => res.replies.filter((r) => r.statuscode === Status
 export function renderStatus(res: RpcResult): string {
   const replies = [...res.replies].sort((a, b) => a.sender.localeCompare(b.sender));
   const width = Math.min(40, Math.max(10, ...replies.map((r) => r.sender.length)));
+  const mark = unverifiedMark(res.unverified);
   return replies
     .map((r) => {
-      if (r.statuscode !== Status.OK) return `${r.sender.padEnd(width)}: ${red(r.statusmsg)}`;
+      if (r.statuscode !== Status.OK) return `${r.sender.padEnd(width)}: ${red(r.statusmsg)}${mark(r.sender)}`;
       const d = r.data;
       const lock = d.enabled === false && typeof d.disable_message === "string" ? ` (${d.disable_message})` : "";
       const text = `${String(d.message ?? d.status ?? "")}${lock}`;
-      return `${r.sender.padEnd(width)}: ${d.enabled === false ? yellow(text) : text}`;
+      return `${r.sender.padEnd(width)}: ${d.enabled === false ? yellow(text) : text}${mark(r.sender)}`;
     })
     .join("\n");
 }
@@ -90,7 +93,8 @@ export function renderFailures(res: RpcResult, title: string): string[] {
   const failed = res.replies.filter((r) => r.statuscode !== Status.OK).sort((a, b) => a.sender.localeCompare(b.sender));
   if (!failed.length) return [];
   const width = Math.min(40, Math.max(...failed.map((r) => r.sender.length)));
-  return ["", red(`${title} (${failed.length}):`), ...failed.map((r) => `   ${r.sender.padEnd(width)}: ${r.statusmsg || `status ${r.statuscode}`}`)];
+  const mark = unverifiedMark(res.unverified);
+  return ["", red(`${title} (${failed.length}):`), ...failed.map((r) => `   ${r.sender.padEnd(width)}: ${r.statusmsg || `status ${r.statuscode}`}${mark(r.sender)}`)];
 }
 
 export function renderCount(res: RpcResult): string {
@@ -141,7 +145,8 @@ export function renderSummaryStats(res: RpcResult): string {
   for (const d of data) if (typeof d.config_version === "string") versions.set(d.config_version, (versions.get(d.config_version) ?? 0) + 1);
   if (versions.size) lines.push("", `${"Config versions".padStart(w)}:  ${[...versions].sort((a, b) => b[1] - a[1]).map(([v, c]) => `${v} (${c})`).join(", ")}`);
   const failedNodes = data.length ? ok(res).filter((r) => typeof r.data.failed_resources === "number" && r.data.failed_resources > 0).map((r) => r.sender) : [];
-  if (failedNodes.length) lines.push("", red(`Nodes whose last run had failures (${failedNodes.length}):`), ...failedNodes.map((n) => `   ${n}`));
+  const mark = unverifiedMark(res.unverified);
+  if (failedNodes.length) lines.push("", red(`Nodes whose last run had failures (${failedNodes.length}):`), ...failedNodes.map((n) => `   ${n}${mark(n)}`));
   lines.push(...renderFailures(res, "No summary from"));
   return lines.join("\n");
 }

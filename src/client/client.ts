@@ -24,7 +24,7 @@ import { applyLimit, type LimitSpec } from "./limit.js";
 import { buildRequest, targetHeaders } from "./request.js";
 import { targetTree } from "../protocol/targets.js";
 import { KeyDirectory } from "./key-directory.js";
-import { SigVerdict, VerifyPool } from "./verify.js";
+import { judgeSigned, signatureVerdict, SigVerdict, VerifyPool } from "./verify.js";
 
 // The client API that the CLI, the provisioner and users' scripts use: discover nodes, call actions
 // on them in parallel (directly addressed, batched, limited), collect and summarise replies.
@@ -259,9 +259,53 @@ export class MusterClient {
    * agent or event. Await `ready` before starting work whose events must not be missed: it
    * resolves once the broker has the subscription. Malformed events are dropped and told to
    * `onInvalid`.
+   *
+   * Each event is checked as a reply is (judgeSigned): a bad signature, or an event unsigned or
+   * signed by another key than the one the node-key directory names for its identity, is dropped,
+   * logged and told to `onInvalid`; an event from an identity the directory does not know reaches
+   * `handler` with `verified: false`. Events are delivered in the order they arrived, also while
+   * the directory is still being read. `verify: false` skips the check for display-only uses
+   * (and every event is then unverified), as does a client made with `verify: false`.
    */
-  onEvent(agent: string, event: string, handler: (e: NodeEvent) => void, opts: { onInvalid?: (reason: string, subject: string) => void } = {}): EventSubscription {
-    return this.subscribeParsed(subjects.event(agent, event), parseNodeEvent, handler, opts.onInvalid);
+  onEvent(agent: string, event: string, handler: (e: NodeEvent, trust: { verified: boolean }) => void, opts: { onInvalid?: (reason: string, subject: string) => void; verify?: boolean } = {}): EventSubscription {
+    const subject = subjects.event(agent, event);
+    const v = this.verification;
+    if (!v.enabled || opts.verify === false) return this.subscribeParsed(subject, parseNodeEvent, (e) => handler(e, { verified: false }), opts.onInvalid);
+    void v.directory(); // read it while the subscription is made
+    let dropped = 0;
+    let queue: Promise<void> | undefined; // events waiting for the directory, in order
+    const deliver = (e: NodeEvent, dir: KeyDirectory) => {
+      const t = judgeSigned(e.identity, signatureVerdict(e), e.pubkey, dir.get(e.identity)?.pubkey);
+      if (!t.keep) {
+        dropped++;
+        this.log.warn({ identity: e.identity, agent: e.agent, event: e.event, pubkey: e.pubkey }, `dropped an event claiming to be from ${e.identity}: ${t.why}`);
+        opts.onInvalid?.(`dropped an event claiming to be from ${e.identity}: ${t.why}`, subject);
+        return;
+      }
+      try {
+        handler(e, { verified: t.verified });
+      } catch (err) {
+        this.log.warn({ subject, err: (err as Error).message }, "event handler failed");
+      }
+    };
+    const sub = this.subscribeParsed(subject, parseNodeEvent, (e) => {
+      const dir = v.directory();
+      if (dir instanceof KeyDirectory && !queue) return deliver(e, dir);
+      const mine: Promise<void> = (queue ?? Promise.resolve())
+        .then(async () => deliver(e, await dir))
+        .catch((err: unknown) => this.log.warn({ subject, err: (err as Error).message }, "event check failed"))
+        .finally(() => {
+        if (queue === mine) queue = undefined;
+      });
+      queue = mine;
+    }, opts.onInvalid);
+    return {
+      ready: sub.ready,
+      unsubscribe: () => sub.unsubscribe(),
+      get invalid() {
+        return sub.invalid + dropped;
+      },
+    };
   }
 
   /**
@@ -424,18 +468,14 @@ export class MusterClient {
     if (!this.verification.enabled) return undefined;
     const v = this.verification;
     const judge = (dir: KeyDirectory, r: Reply, sig: SigVerdict): boolean => {
-      const known = dir.get(r.sender)?.pubkey;
-      let why: string | undefined;
-      if (sig === SigVerdict.Bad) why = "its signature does not verify";
-      else if (known && sig === SigVerdict.Unsigned) why = `it is unsigned, and the key directory names ${known} for ${r.sender}`;
-      else if (known && r.pubkey !== known) why = `it is signed by ${r.pubkey}, not by ${known}, the key the directory names for ${r.sender}`;
-      if (why) {
-        trust.rejected.push({ sender: r.sender, reason: why });
-        this.log.warn({ sender: r.sender, pubkey: r.pubkey }, `dropped a reply claiming to be from ${r.sender}: ${why}`);
-        trust.onRejected?.(r, why);
+      const v = judgeSigned(r.sender, sig, r.pubkey, dir.get(r.sender)?.pubkey);
+      if (!v.keep) {
+        trust.rejected.push({ sender: r.sender, reason: v.why });
+        this.log.warn({ sender: r.sender, pubkey: r.pubkey }, `dropped a reply claiming to be from ${r.sender}: ${v.why}`);
+        trust.onRejected?.(r, v.why);
         return false;
       }
-      if (!known) trust.unverified.add(r.sender);
+      if (!v.verified) trust.unverified.add(r.sender);
       return true;
     };
     return (raw, r, done) =>

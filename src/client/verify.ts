@@ -26,10 +26,25 @@ export interface VerifyResult {
   verdicts: Uint8Array;
 }
 
-/** The verdict on one decoded reply, on this thread. */
-export function signatureVerdict(r: Reply, keys?: PublicKeyCache): SigVerdict {
+/** The verdict on one decoded reply or event, on this thread. */
+export function signatureVerdict(r: { pubkey?: unknown; signature?: unknown }, keys?: PublicKeyCache): SigVerdict {
   if (r.signature === undefined && r.pubkey === undefined) return SigVerdict.Unsigned;
   return verifyMessage(r, keys) ? SigVerdict.Valid : SigVerdict.Bad;
+}
+
+export type TrustVerdict = { keep: true; verified: boolean } | { keep: false; why: string };
+
+/**
+ * What a client does with a reply or event from `sender` (docs/security.md, "Verifying replies"),
+ * given its signature verdict and the key the node-key directory names for the sender, if any:
+ * a bad signature, or anything but the directory's key, is dropped; a sender the directory does
+ * not know is kept unverified.
+ */
+export function judgeSigned(sender: string, sig: SigVerdict, pubkey: unknown, known: string | undefined): TrustVerdict {
+  if (sig === SigVerdict.Bad) return { keep: false, why: "its signature does not verify" };
+  if (known && sig === SigVerdict.Unsigned) return { keep: false, why: `it is unsigned, and the key directory names ${known} for ${sender}` };
+  if (known && pubkey !== known) return { keep: false, why: `it is signed by ${String(pubkey)}, not by ${known}, the key the directory names for ${sender}` };
+  return { keep: true, verified: known !== undefined };
 }
 
 type Done = (v: SigVerdict) => void;

@@ -41,6 +41,8 @@ export interface RunallResult {
   order: string[];
   /** Start-to-end time of every run that ended (for the next cycle's order). */
   measuredMs: Map<string, number>;
+  /** Nodes whose replies or run_complete events came unproven: the node-key directory does not know them (docs/security.md). */
+  unverified: string[];
 }
 
 export async function runAll(client: MusterClient, opts: RunallOptions): Promise<RunallResult> {
@@ -58,10 +60,16 @@ export async function runAll(client: MusterClient, opts: RunallOptions): Promise
   const wanted = new Set(opts.nodes);
   let scheduler: RunallScheduler | undefined;
   const pendingEvents: { identity: string; requestid: string; result: RunResult; at: number }[] = [];
+  const unverified = new Set<string>();
+  const noteUnverified = (ids: readonly string[]) => {
+    for (const id of ids) unverified.add(id);
+  };
 
   // Subscribe before anything starts, so no run's end can be missed.
-  const sub = client.onEvent("puppet", RUN_COMPLETE_EVENT, (e) => {
+  // The client drops forged events (a bad signature, another key than the directory's) before here.
+  const sub = client.onEvent("puppet", RUN_COMPLETE_EVENT, (e, trust) => {
     if (!wanted.has(e.identity) || typeof e.data.requestid !== "string") return;
+    if (!trust.verified) unverified.add(e.identity);
     const ev = { identity: e.identity, requestid: e.data.requestid, result: runResult(e.data), at: now() };
     if (scheduler) scheduler.completed(ev.identity, ev.requestid, ev.at, ev.result);
     else pendingEvents.push(ev);
@@ -90,6 +98,7 @@ export async function runAll(client: MusterClient, opts: RunallOptions): Promise
     const preskip: { identity: string; outcome: "skipped" | "vanished" | "busy"; detail: string }[] = [];
     if (opts.checkStatus !== false && opts.nodes.length) {
       const st = await puppet.call("status", {}, { nodes: [...opts.nodes], timeoutMs: startTimeoutMs, signal: internal.signal });
+      noteUnverified(st.unverified);
       const answered = new Map(st.replies.map((r) => [r.sender, r]));
       for (const id of opts.nodes) {
         const r = answered.get(id);
@@ -115,7 +124,10 @@ export async function runAll(client: MusterClient, opts: RunallOptions): Promise
         void puppet
           .call("runonce", opts.runonce ?? {}, { nodes: [a.identity], timeoutMs: startTimeoutMs, signal: internal.signal })
           .then(
-            (res) => onStartReply(sched, a.identity, res.replies[0], now()),
+            (res) => {
+              noteUnverified(res.unverified);
+              onStartReply(sched, a.identity, res.replies[0], now());
+            },
             (e: unknown) => sched.refused(a.identity, now(), "failed", `runonce could not be sent: ${(e as Error).message}`),
           )
           .finally(kick);
@@ -124,6 +136,7 @@ export async function runAll(client: MusterClient, opts: RunallOptions): Promise
           .call("status", {}, { nodes: a.identities, timeoutMs: Math.min(startTimeoutMs, sched.opts.pollIntervalMs), signal: internal.signal })
           .then(
             (res) => {
+              noteUnverified(res.unverified);
               const byNode = new Map(res.replies.map((r) => [r.sender, r]));
               for (const id of a.identities) sched.polled(id, now(), pollStatus(byNode.get(id)));
             },
@@ -161,7 +174,7 @@ export async function runAll(client: MusterClient, opts: RunallOptions): Promise
     counts = report.counts;
     const measuredMs = new Map<string, number>();
     for (const n of report.nodes) if (n.durationMs !== undefined && (n.outcome === "ok" || n.outcome === "changed" || n.outcome === "failed")) measuredMs.set(n.identity, n.durationMs);
-    return { report, order: sched.order, measuredMs };
+    return { report, order: sched.order, measuredMs, unverified: [...unverified].sort() };
   } finally {
     publish("finished", { at: now(), counts });
     internal.abort();

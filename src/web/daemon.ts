@@ -213,11 +213,18 @@ export async function startWeb(cfg: WebConfig, log: Logger, opts: WebOptions = {
     const c = await MusterClient.connect({ signal: connecting.signal, brokers: broker.servers, tls: broker.tls, from: broker.from, persistent: true, log, name: "muster-web", ...(cfg.collective ? { collective: cfg.collective } : {}) });
     if (stopping) return void (await c.close());
     client = c;
-    sub = c.onEvent(RUNALL_AGENT, "*", (e) => {
-      const ev = asRunallEvent(e);
-      const v = ev && runs.apply(ev);
-      if (v) for (const l of runListeners) l(v);
-    });
+    // Runall progress comes from client processes (`muster puppet runall`, this console), which hold
+    // no node key: display-only, not verified (docs/security.md, "Verifying replies").
+    sub = c.onEvent(
+      RUNALL_AGENT,
+      "*",
+      (e) => {
+        const ev = asRunallEvent(e);
+        const v = ev && runs.apply(ev);
+        if (v) for (const l of runListeners) l(v);
+      },
+      { verify: false },
+    );
     await probe(); // the broker's health turning ok starts the board's watch
   })().catch((e: unknown) => stopping || log.error({ err: (e as Error).message }, "cannot connect to the broker"));
   loop();

@@ -86,14 +86,15 @@ describe("muster nrpe", () => {
   test("OK and WARNING: exit 1, the warning host listed with its output", async () => {
     const r = await muster(["nrpe", "check_load", "-I", "web1.test", "-I", "db1.test"]);
     assert.deepEqual(summary(r), [1, 1, 0, 0, 2, 1, 1, 0, 0]);
-    assert.match(r.stdout, /\nWARNING:\n   db1\.test: WARNING - load 1\.5\n?$/);
+    // no key directory on this broker: every host is unproven, and marked so
+    assert.match(r.stdout, /\nWARNING:\n   db1\.test \(unverified\): WARNING - load 1\.5\n?$/);
     assert.equal(r.code, 1);
   });
 
   test("the whole fleet: CRITICAL wins, hosts listed critical first", async () => {
     const r = await muster(["nrpe", "check_load"]);
     assert.deepEqual(summary(r), [1, 1, 1, 0, 3, 1, 1, 1, 0]);
-    assert.match(r.stdout, /\nCRITICAL:\n   db2\.test: CRITICAL - load 9\nWARNING:\n   db1\.test: WARNING - load 1\.5/);
+    assert.match(r.stdout, /\nCRITICAL:\n   db2\.test \(unverified\): CRITICAL - load 9\nWARNING:\n   db1\.test \(unverified\): WARNING - load 1\.5/);
     assert.equal(r.code, 2);
   });
 
@@ -115,7 +116,7 @@ describe("muster nrpe", () => {
   test("an unknown command is UNKNOWN on every node", async () => {
     const r = await muster(["nrpe", "check_nope", "-I", "web1.test"]);
     assert.deepEqual(summary(r).slice(0, 4), [0, 0, 0, 1]);
-    assert.match(r.stdout, /web1\.test: UNKNOWN: no such command: check_nope/);
+    assert.match(r.stdout, /web1\.test \(unverified\): UNKNOWN: no such command: check_nope/);
     assert.equal(r.code, 3);
   });
 

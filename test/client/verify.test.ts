@@ -10,6 +10,7 @@ import { generateFleet } from "../../src/emulator/fleet.js";
 import { silentLogger } from "../../src/log.js";
 import { DEFAULT_NODE_KEYS_BUCKET } from "../../src/protocol/buckets.js";
 import { decodeRequest, encodeReply } from "../../src/protocol/envelope.js";
+import { encodeNodeEvent } from "../../src/protocol/events.js";
 import { encodeNodeKeyEntry, nodeKeyName } from "../../src/protocol/node-keys.js";
 import { generateSigningKey, signMessage, type SigningKey } from "../../src/protocol/signing.js";
 import { Status } from "../../src/protocol/status.js";
@@ -131,4 +132,62 @@ test("the CLI marks unverified replies, says so in the summary and in --json, an
     sub.unsubscribe();
     sub2.unsubscribe();
   }
+});
+
+test("events are checked as replies are: the directory's key is verified, a stranger's kept unverified, a forgery dropped; order kept", async () => {
+  const c0 = await MusterClient.connect({ brokers: [nats.url], collective: "muster" });
+  const kv = await c0.kv(DEFAULT_NODE_KEYS_BUCKET, { create: { history: 1 } });
+  const [a, b] = [ids[0]!, ids[1]!];
+  for (const id of [a, b]) await kv.put(nodeKeyName(id), encodeNodeKeyEntry({ identity: id, pubkey: keys.get(id)!.publicKey, source: "certified", time: Date.now(), by: "test" }));
+  await c0.close();
+  const event = (identity: string, n: number, key?: SigningKey, flip = false) => {
+    const e = { identity, agent: "puppet", event: "run_complete", time: Date.now(), data: { n } };
+    if (!key) return encodeNodeEvent(e);
+    const s = signMessage(e, key);
+    if (flip) s.signature = Buffer.from(Buffer.from(s.signature, "base64").map((x, i) => (i === 3 ? x ^ 1 : x))).toString("base64");
+    return encodeNodeEvent(s);
+  };
+  await withClient(async (c) => {
+    const seen: Array<[string, number, boolean]> = [];
+    const invalid: string[] = [];
+    let all!: () => void;
+    const six = new Promise<void>((r) => (all = r));
+    const count = () => seen.length + invalid.length === 6 && all();
+    const sub = c.onEvent(
+      "puppet",
+      "run_complete",
+      (e, t) => (seen.push([e.identity, e.data.n as number, t.verified]), count()),
+      { onInvalid: (r) => (invalid.push(r), count()) },
+    );
+    await sub.ready;
+    // published at once after subscribing: the directory may still be loading, and order must hold
+    nc.publish("muster.event.puppet.run_complete", event(a, 1, keys.get(a)));
+    nc.publish("muster.event.puppet.run_complete", event(a, 2, mallory)); // another key than the directory's
+    nc.publish("muster.event.puppet.run_complete", event(a, 3, keys.get(a), true)); // flipped signature
+    nc.publish("muster.event.puppet.run_complete", event(b, 4)); // unsigned, for a node the directory knows
+    nc.publish("muster.event.puppet.run_complete", event("stranger.example.net", 5, mallory)); // unknown to the directory
+    nc.publish("muster.event.puppet.run_complete", event(b, 6, keys.get(b)));
+    await six;
+    sub.unsubscribe();
+    assert.deepEqual(seen, [
+      [a, 1, true],
+      ["stranger.example.net", 5, false],
+      [b, 6, true],
+    ]);
+    assert.equal(invalid.length, 3);
+    assert.match(invalid[0]!, new RegExp(`claiming to be from ${a.replace(/\./g, "\\.")}: it is signed by .*, not by`));
+    assert.match(invalid[1]!, /its signature does not verify/);
+    assert.match(invalid[2]!, /it is unsigned, and the key directory names/);
+    assert.equal(sub.invalid, 3);
+  });
+  // verify: false (display-only uses) passes everything, unverified
+  await withClient(async (c) => {
+    let got!: (verified: boolean) => void;
+    const one = new Promise<boolean>((r) => (got = r));
+    const sub = c.onEvent("puppet", "run_complete", (_e, t) => got(t.verified), { verify: false });
+    await sub.ready;
+    nc.publish("muster.event.puppet.run_complete", event(a, 7, mallory));
+    assert.equal(await one, false);
+    sub.unsubscribe();
+  });
 });

@@ -8,6 +8,10 @@ import { waitRegistered } from "../support/registry.js";
 import { cleanEnv, cliPath, connectNats, repoRoot, spawnMuster, startMusterServer, tempDir, type MusterProcess, type TestServer } from "../support/collective.js";
 import { extractCommands, matchOutput, type DocCommand } from "../support/doc-commands.js";
 import { startNats, type NatsHandle } from "../support/index.js";
+import { MusterClient } from "../../src/client/client.js";
+import { DEFAULT_NODE_KEYS_BUCKET } from "../../src/protocol/buckets.js";
+import { encodeNodeKeyEntry, nodeKeyName } from "../../src/protocol/node-keys.js";
+import { generateSigningKey, signingKeyFromPem } from "../../src/protocol/signing.js";
 
 // Docs that run. Every command shown in a fenced `sh`/`bash`/`console` block of README.md, docs/
 // (decisions included) and examples/agents/README.md is, in exactly one way:
@@ -178,6 +182,24 @@ async function realNode(identity: string, facts: Record<string, unknown>, classe
   );
 }
 
+/**
+ * The node-key directory as the provisioner leaves it for provisioned nodes (`certified`), for the
+ * two real nodes: their replies show verified, as on a provisioned fleet; the emulated nodes stay
+ * unknown to it, as hand-made ones are (docs/security.md, "Verifying replies").
+ */
+async function certify(identities: string[]): Promise<void> {
+  const c = await MusterClient.connect({ brokers: [nats.url], collective: "muster", key: generateSigningKey("docs-test").key });
+  try {
+    const kv = await c.kv(DEFAULT_NODE_KEYS_BUCKET, { create: { history: 1 } });
+    for (const id of identities) {
+      const pubkey = signingKeyFromPem(id, readFileSync(join(configDir, "nodes", `${id}.key`), "utf8")).publicKey;
+      await kv.put(nodeKeyName(id), encodeNodeKeyEntry({ identity: id, pubkey, source: "certified", time: Date.now(), by: "docs test" }));
+    }
+  } finally {
+    await c.close();
+  }
+}
+
 async function registered(identities: string[], timeoutMs: number): Promise<void> {
   const nc = await connectNats(nats.url);
   try {
@@ -210,6 +232,7 @@ before(async () => {
   servers.push(...(await real));
   await emulator.waitForLine(/ready/, 30_000);
   await registered([...FLEET.map((n) => n.identity), "web1.example.net", "web2.example.net"], 20_000);
+  await certify(["web1.example.net", "web2.example.net"]);
 });
 
 after(async () => {

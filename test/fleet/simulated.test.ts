@@ -11,6 +11,12 @@ import type { FleetNode } from "../../src/emulator/fleet.js";
 import { SimulatedPuppetFleet, spreadRunTimes, type SimulatedRun } from "../../src/emulator/simulated-puppet.js";
 import type { ProgressEvent } from "../../src/fleet/runall.js";
 import { runAll } from "../../src/fleet/runner.js";
+import { RUN_COMPLETE_EVENT } from "../../src/agents/puppet/ddl.js";
+import { DEFAULT_NODE_KEYS_BUCKET } from "../../src/protocol/buckets.js";
+import { decodeRequest } from "../../src/protocol/envelope.js";
+import { encodeNodeEvent } from "../../src/protocol/events.js";
+import { encodeNodeKeyEntry, nodeKeyName } from "../../src/protocol/node-keys.js";
+import { generateSigningKey, signMessage } from "../../src/protocol/signing.js";
 import { silentLogger } from "../../src/log.js";
 import { cleanEnv, connectNats, runCli } from "../support/collective.js";
 import { startNats, type NatsHandle } from "../support/index.js";
@@ -26,6 +32,7 @@ const disabled = new Map([
 ]);
 const times = spreadRunTimes(N, 150, 400, 7);
 const runMs = new Map(ids.map((id, i) => [id, times[i]!]));
+const keys = new Map(ids.map((id) => [id, generateSigningKey(id).key]));
 
 let dir: string;
 let nats: NatsHandle;
@@ -39,11 +46,11 @@ before(async () => {
   dir = mkdtempSync(join(tmpdir(), "muster-fleet-sim-"));
   process.env.MUSTER_CONFIG_DIR = join(dir, "keys");
   env = cleanEnv(join(dir, "keys"));
-  nats = await startNats({ jetstream: false });
+  nats = await startNats({ jetstream: true }); // the node-key directory
   nc = await connectNats(nats.url, { name: "fleet-sim-emulator" });
   sim = new SimulatedPuppetFleet({ runMs: (id) => runMs.get(id) ?? 200, disabled: (id) => disabled.get(id), history: true });
   const fleet: FleetNode[] = ids.map((identity, i) => ({ identity, facts: { country: i % 2 ? "de" : "us" }, classes: [], agents: ["puppet"] }));
-  emu = await startEmulator({ nc, nodes: fleet, collective: "muster", log: silentLogger, factories: { ...coreAgentFactories, puppet: sim.factory } });
+  emu = await startEmulator({ nc, nodes: fleet, collective: "muster", log: silentLogger, factories: { ...coreAgentFactories, puppet: sim.factory }, nodeKey: (id) => keys.get(id)! });
   client = await MusterClient.connect({ brokers: [nats.url], collective: "muster" });
 });
 
@@ -83,7 +90,8 @@ describe("runall on a simulated fleet", () => {
   it("keeps exactly N runs going, skips and lists the disabled nodes", async () => {
     const before = sim.runs.length;
     const events: ProgressEvent[] = [];
-    const { report, order } = await runAll(client, { concurrency: 3, nodes: ids, onProgress: (e) => events.push(e), runonce: { force: true } });
+    const { report, order, unverified } = await runAll(client, { concurrency: 3, nodes: ids, onProgress: (e) => events.push(e), runonce: { force: true } });
+    assert.deepEqual(unverified, [...ids].sort(), "no key directory yet: every node's replies and events are unproven, and said to be");
     const runs = sim.runs.slice(before);
     assert.equal(runs.length, N - disabled.size, "every enabled node ran once");
     const profile = concurrencyProfile(runs);
@@ -105,6 +113,39 @@ describe("runall on a simulated fleet", () => {
       } else assert.ok(n.outcome === "changed" || n.outcome === "ok", `${n.identity}: ${n.outcome} ${n.detail}`);
     }
     assert.equal(report.counts.skipped, 2);
+  });
+
+  it("a forged run_complete (another key than the directory's) neither ends a run nor frees its slot", async () => {
+    // The directory names each node's key, as the provisioner leaves it; a fresh client reads it.
+    const kv = await client.kv(DEFAULT_NODE_KEYS_BUCKET, { create: { history: 1 } });
+    for (const id of ids) await kv.put(nodeKeyName(id), encodeNodeKeyEntry({ identity: id, pubkey: keys.get(id)!.publicKey, source: "certified", time: Date.now(), by: "test" }));
+    const checked = await MusterClient.connect({ brokers: [nats.url], collective: "muster" });
+    // The attacker reads the runonce sent to the first node and at once announces its end, failed.
+    const [a, b] = [ids[0]!, ids[1]!];
+    const mallory = generateSigningKey("mallory").key;
+    let forged = 0;
+    const spy = nc.subscribe(`muster.node.${a}`, {
+      callback: (_e, m) => {
+        const req = decodeRequest(m.data);
+        if (req.action !== "runonce") return;
+        forged++;
+        nc.publish(`muster.event.puppet.${RUN_COMPLETE_EVENT}`, encodeNodeEvent(signMessage({ identity: a, agent: "puppet", event: RUN_COMPLETE_EVENT, time: Date.now(), data: { requestid: req.id, exitcode: 1, failed: true, message: "forged" } }, mallory)));
+      },
+    });
+    await nc.flush();
+    const before = sim.runs.length;
+    try {
+      const { report, unverified } = await runAll(checked, { concurrency: 1, nodes: [a, b], order: "name", runonce: { force: true } });
+      assert.equal(forged, 1, "the forged event went out");
+      assert.deepEqual(unverified, [], "with the directory every reply and event was proven");
+      const by = new Map(report.nodes.map((n) => [n.identity, n]));
+      assert.ok(["ok", "changed"].includes(by.get(a)!.outcome), `${a}: ${by.get(a)!.outcome} ${by.get(a)!.detail}: the node's own event counted, not the forgery`);
+      const runs = new Map(sim.runs.slice(before).map((r) => [r.identity, r]));
+      assert.ok(runs.get(b)!.startedAt >= runs.get(a)!.finishedAt!, "the second run started only when the first really ended: concurrency 1 held");
+    } finally {
+      spy.unsubscribe();
+      await checked.close();
+    }
   });
 
   it("a node that vanishes mid-run, or was never there, does not block the rest", async () => {

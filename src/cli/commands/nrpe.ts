@@ -3,6 +3,7 @@ import type { RpcResult } from "../../client/client.js";
 import { FilterError } from "../../filter/error.js";
 import { ownsUsageErrors } from "../exit.js";
 import { addRpcOptions, openSession, type RpcOpts } from "../options.js";
+import { UNVERIFIED } from "../style.js";
 
 // `muster nrpe COMMAND [args...] [filters]`: an NRPE check across the fleet as one Nagios check.
 // The first line is the Nagios summary with perfdata, the following lines list the hosts that are
@@ -19,6 +20,8 @@ export interface NrpeHostResult {
   exitcode: 0 | 1 | 2 | 3;
   output: string;
   perfdata: string;
+  /** false when the reply came from a sender the node-key directory does not know (absent for no response). */
+  verified?: boolean;
 }
 
 export interface NrpeSummary {
@@ -32,8 +35,10 @@ export interface NrpeSummary {
 const asState = (v: unknown): 0 | 1 | 2 | 3 => (v === 0 || v === 1 || v === 2 || v === 3 ? v : 3);
 
 export function summariseNrpe(command: string, result: RpcResult): NrpeSummary {
+  const unverified = new Set(result.unverified);
   const hosts: NrpeHostResult[] = result.replies.map((r) => ({
     identity: r.sender,
+    verified: !unverified.has(r.sender),
     exitcode: asState(r.data.exitcode),
     output: typeof r.data.output === "string" && r.data.output !== "" ? r.data.output : r.statusmsg || "no output",
     perfdata: typeof r.data.perfdata === "string" ? r.data.perfdata : "",
@@ -56,7 +61,7 @@ export function renderNrpe(s: NrpeSummary): string {
     const hosts = s.hosts.filter((h) => h.exitcode === state);
     if (hosts.length === 0) continue;
     lines.push(`${LABELS[state]}:`);
-    for (const h of hosts) lines.push(`   ${h.identity}: ${h.output.split("\n")[0]}`);
+    for (const h of hosts) lines.push(`   ${h.identity}${h.verified === false ? ` ${UNVERIFIED}` : ""}: ${h.output.split("\n")[0]}`);
   }
   return lines.join("\n");
 }

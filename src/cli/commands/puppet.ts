@@ -125,6 +125,7 @@ Exit codes: 0 every run ok (disabled nodes skipped are fine), 1 nothing discover
               b?.update(finished, { running: going });
             };
             let report: RunallReport;
+            let unverified: string[] = [];
             try {
               const r = await runAll(s.client, {
                 concurrency,
@@ -141,12 +142,13 @@ Exit codes: 0 every run ok (disabled nodes skipped are fine), 1 nothing discover
                 announce: { id: randomUUID(), identity: (await import("../../protocol/subjects.js")).isValidIdentity(hostname()) ? hostname() : "muster-cli", startedBy: s.client.key.name, filter: process.argv.slice(3).join(" ") },
               });
               report = r.report;
+              unverified = r.unverified;
               for (const [k, v] of r.measuredMs) measured.set(k, v);
             } finally {
               bar?.stop();
             }
-            if (o.json) process.stdout.write(`${JSON.stringify({ round: cycle, ...report }, null, o.rerun ? undefined : 2)}\n`);
-            else out(`\n${renderRunallSummary(report)}\n`);
+            if (o.json) process.stdout.write(`${JSON.stringify({ round: cycle, ...report, unverified }, null, o.rerun ? undefined : 2)}\n`);
+            else out(`\n${renderRunallSummary(report, unverified)}\n`);
             worst = Math.max(worst, runallExitCode(report));
           }
           if (!o.rerun || stop.signal.aborted || (o.cycles !== undefined && cycle >= o.cycles)) break;

@@ -3,13 +3,14 @@ import type { RpcResult } from "../../client/client.js";
 import { MusterError, RpcError } from "../../errors.js";
 import { Status } from "../../protocol/status.js";
 import { addRpcOptions, type RpcOpts } from "../options.js";
-import { bold, formatValue, green, red } from "../style.js";
+import { bold, formatValue, green, red, unverifiedMark } from "../style.js";
 
 // `muster resource TYPE NAME [key=value ...] [filters]`: `puppet resource` on every matching node.
 // With properties it applies them (resource#apply); without, it shows the state (resource#show).
 
 export function renderResourceResult(result: RpcResult, display: "ok" | "failed" | "all"): string {
   const replies = [...result.replies].sort((a, b) => a.sender.localeCompare(b.sender));
+  const mark = unverifiedMark(result.unverified);
   const lines: string[] = [];
   let changed = 0;
   let unchanged = 0;
@@ -22,7 +23,7 @@ export function renderResourceResult(result: RpcResult, display: "ok" | "failed"
     else unchanged++;
     if (display === "ok" ? !ok : display === "failed" ? ok : false) continue;
     const head = !ok ? red(r.statusmsg || "failed") : result.action === "show" ? (d.managed === true ? "managed by Puppet" : "") : d.changed === true ? green("changed") : "unchanged";
-    lines.push(head ? `${bold(r.sender)}: ${head}` : bold(r.sender));
+    lines.push(head ? `${bold(r.sender)}: ${head}${mark(r.sender)}` : `${bold(r.sender)}${mark(r.sender)}`);
     const state = d.state && typeof d.state === "object" ? (d.state as Record<string, unknown>) : {};
     const keys = Object.keys(state);
     const w = Math.max(0, ...keys.map((k) => k.length));
