@@ -19,6 +19,8 @@ export interface SimulationOptions {
   csrMs: number;
   /** Failure injection: return true to make this node's action fail (a broken manifest, say). */
   fail?: (identity: string, action: string) => boolean;
+  /** Delay injection, ms before this node answers this action: past the caller's timeout it is a reply lost in transit. */
+  stallMs?: (identity: string, action: string) => number;
 }
 
 interface SimCert {
@@ -78,7 +80,11 @@ export function simulatedFactories(ca: SimulatedCA, opt: SimulationOptions): Rec
       isActive: () => !disabled,
       actions: {
         set_puppet_host: (i) => (enabled(), { server: i.ipaddress, serverport: i.port ?? null, puppet_conf: "(simulated)", hosts_file: null }),
-        has_cert: () => ({ has_cert: ca.certs.get(d.identity)?.state === "signed", certname: d.identity, fingerprint: null }),
+        has_cert: async (_i, ctx) => {
+          const stall = opt.stallMs?.(d.identity, "has_cert") ?? 0;
+          if (stall > 0) await wait(stall, ctx.signal);
+          return { has_cert: ca.certs.get(d.identity)?.state === "signed", certname: d.identity, fingerprint: null };
+        },
         request_certificate: async (_i, ctx) => {
           enabled();
           await wait(opt.csrMs, ctx.signal);

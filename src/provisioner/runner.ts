@@ -391,7 +391,7 @@ export class Provisioner {
   }
 
   private async hasCert(id: string): Promise<boolean> {
-    const d = await this.callNode(id, this.cfg.target.agent, "has_cert", {});
+    const d = await this.askAgain(() => this.callNode(id, this.cfg.target.agent, "has_cert", {}));
     return d.has_cert === true;
   }
 
@@ -437,17 +437,24 @@ export class Provisioner {
 
   // ---- collective helpers ----
 
-  private async inventory(id: string): Promise<Record<string, unknown>> {
-    // A request published while a broker fails over is simply lost (core NATS is at-most-once), and
-    // inventory is idempotent: ask again, briefly, rather than failing the node.
+  /**
+   * A request published while a broker fails over is simply lost (core NATS is at-most-once). For
+   * a question that changes nothing on the node (inventory, has_cert), ask again, up to
+   * retries.attempts times, rather than failing the node.
+   */
+  private async askAgain<T>(ask: () => Promise<T>): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       try {
-        const d = await this.callNode(id, "rpcutil", "inventory", {}, Math.min(10_000, this.cfg.step_timeout * 1000));
-        return (d.facts as Record<string, unknown>) ?? {};
+        return await ask();
       } catch (e) {
         if (attempt >= this.cfg.retries.attempts || this.abort.signal.aborted || !/no reply/.test((e as Error).message)) throw e;
       }
     }
+  }
+
+  private async inventory(id: string): Promise<Record<string, unknown>> {
+    const d = await this.askAgain(() => this.callNode(id, "rpcutil", "inventory", {}, Math.min(10_000, this.cfg.step_timeout * 1000)));
+    return (d.facts as Record<string, unknown>) ?? {};
   }
 
   private masterSemaphore(master: string): Semaphore {

@@ -27,6 +27,8 @@ let client: MusterClient;
 let store: StateStore;
 const ca = new SimulatedCA();
 const failing = new Set<string>();
+/** Nodes whose next has_cert answer comes too late for the provisioner (a request lost in a failover). */
+const stallOnce = new Set<string>();
 const procs: MusterProcess[] = [];
 let env: NodeJS.ProcessEnv;
 
@@ -113,6 +115,26 @@ test("provision status lists every node; retry provisions a fixed node again", a
   assert.equal(recs.get(ids[7]!)!.rounds, 2);
   assert.equal(ca.doubleSigned, 0);
   await Promise.all(procs.splice(0).map((p) => p.stop("SIGTERM")));
+});
+
+test("a has_cert question lost in transit is asked again, not counted as the node's failure", async () => {
+  // The certificate probe changes nothing on the node, like inventory: a request lost while a broker
+  // fails over (here: an answer later than step_timeout) is asked again (test/resilience/cluster.test.ts).
+  const id = "lost1.test";
+  const nc2 = await connectNats(nats.url);
+  const emu2 = await startEmulator({ nc: nc2, nodes: [{ identity: id, facts: { ipaddress: "127.2.1.1", country: "de" }, classes: [], agents: ["provision"] }], collective: "muster", log: silentLogger, factories: simulatedFactories(ca, { puppetRunMs: [20, 80], csrMs: 5, stallMs: (node, action) => (action === "has_cert" && stallOnce.delete(node) ? 3000 : 0) }) });
+  try {
+    stallOnce.add(id);
+    const p = provisioner("prov-lost", { step_timeout: 1, retries: { attempts: 3, backoff: 0.05, max_backoff: 0.1 } }, ["--once"]);
+    assert.equal(await p.exited, 0, readFileSync(join(dir, "prov-lost.log"), "utf8").slice(-2000));
+    assert.equal(stallOnce.has(id), false, "the first has_cert was held back");
+    const rec = (await store.get(id))!.record;
+    assert.equal(rec.status, "done", rec.lastError);
+    assert.equal(rec.rounds, 1);
+  } finally {
+    await emu2.stop();
+    await nc2.drain();
+  }
 });
 
 test("a node a dead provisioner had already disabled is finished without asking the node", async () => {
