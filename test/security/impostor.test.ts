@@ -114,7 +114,7 @@ test("A's bootstrap credential cannot read B's directed requests, so B's own key
   });
   // what it may: broadcasts, which it answers in B's name
   let answered = 0;
-  imp.nc.subscribe("provisioning.broadcast.agent.>", {
+  const asB = imp.nc.subscribe("provisioning.broadcast.agent.>", {
     callback: (_e, m) => {
       if (!m.reply) return;
       answered++;
@@ -156,9 +156,23 @@ test("A's bootstrap credential cannot read B's directed requests, so B's own key
       const again = await prov2.call("provision", "has_cert", {}, { nodes: [B], timeoutMs: 10_000 });
       assert.equal(again.stats.verified, 1, "B's reply verified against the directory");
       assert.deepEqual(again.unverified, []);
-      // broadcast listings are display-only and not verified (docs/security.md): the impostor's answer shows
+      // broadcast listings are display-only and not verified (docs/security.md): an answer in the name
+      // of a node the directory knows, signed by another key, shows. (Answers in B's name race B's
+      // own, and a listing keeps a sender's first: a name only the impostor answers for is certain.
+      // The broker lets a bootstrap credential answer a request once, so it stops answering as B.)
+      asB.unsubscribe();
+      const C = "wait-c.test";
+      await kv.put(nodeKeyName(C), encodeNodeKeyEntry({ identity: C, pubkey: bKey.publicKey, source: "pinned", time: Date.now(), by: "test" }));
+      imp.nc.subscribe("provisioning.broadcast.agent.provision", {
+        callback: (_e, m) => {
+          if (!m.reply) return;
+          const req = decodeRequest(m.data);
+          m.respond(encodeReply(signMessage<Reply>({ protocol: REPLY_PROTOCOL, requestid: req.id, sender: C, agent: req.agent, action: req.action, time: Date.now(), statuscode: Status.OK, statusmsg: "OK", data: { has_cert: false, certname: C, fingerprint: null } }, mallory)));
+        },
+      });
+      await imp.nc.flush();
       const res = await prov2.broadcastRequest("provision", "has_cert", {}, { fact: [], class: [], identity: [], agent: [], compound: [] }, { timeoutMs: 3000, idleMs: 500 });
-      assert.ok(res.some((r) => r.sender === B && r.pubkey === mallory.publicKey), "broadcast listings are not verified: the impostor's answer is there, as documented");
+      assert.ok(res.some((r) => r.sender === C && r.pubkey === mallory.publicKey), "broadcast listings are not verified: the impostor's answer is there, as documented");
     } finally {
       await prov2.close();
     }
