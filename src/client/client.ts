@@ -288,17 +288,18 @@ export class MusterClient {
         this.log.warn({ subject, err: (err as Error).message }, "event handler failed");
       }
     };
-    const sub = this.subscribeParsed(subject, parseNodeEvent, (e) => {
+    const check = (e: NodeEvent) => {
       const dir = v.directory();
       if (dir instanceof KeyDirectory && !queue) return deliver(e, dir);
       const mine: Promise<void> = (queue ?? Promise.resolve())
         .then(async () => deliver(e, await dir))
         .catch((err: unknown) => this.log.warn({ subject, err: (err as Error).message }, "event check failed"))
         .finally(() => {
-        if (queue === mine) queue = undefined;
-      });
+          if (queue === mine) queue = undefined;
+        });
       queue = mine;
-    }, opts.onInvalid);
+    };
+    const sub = this.subscribeParsed(subject, parseNodeEvent, check, opts.onInvalid);
     return {
       ready: sub.ready,
       unsubscribe: () => sub.unsubscribe(),
