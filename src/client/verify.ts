@@ -5,7 +5,7 @@ import { PublicKeyCache, verifyMessage } from "../protocol/signing.js";
 import type { Reply } from "../protocol/types.js";
 
 // Reply signatures checked off the event loop. One ed25519 verification costs 36-200 µs, so 10,000
-// replies verified inline would hold the client's event loop for one to two seconds; a pool of
+// replies verified inline would hold the client's event loop for 0.4 to 2 seconds; a pool of
 // worker threads, one per core, verifies them in batches while the main thread keeps reading the
 // socket. Until the workers are up (tens of ms) and for small calls, replies are checked inline:
 // for a small call with OpenSSL, as loading libsodium (10 ms) would cost it more than its checks;
