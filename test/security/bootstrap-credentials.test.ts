@@ -10,6 +10,7 @@ import { issueBootstrapCredential, writeBootstrapCredential } from "../../src/br
 import { MusterClient } from "../../src/client/client.js";
 import { openProvisionState } from "../../src/fleet/provision-state.js";
 import { labBrokerSpec } from "../../src/lab/lab.js";
+import { nodeServerConfig } from "../../src/config/node.js";
 import { startNats, type NatsHandle } from "../../src/lab/nats.js";
 import { spawnMuster, type MusterProcess } from "../../src/lab/processes.js";
 import { generateSigningKey, type SigningKey } from "../../src/protocol/signing.js";
@@ -77,17 +78,21 @@ function puppetCert(identity: string): void {
 function startNode(identity: string): MusterProcess {
   const n = nodeDir(identity);
   mkdirSync(n.dir, { recursive: true });
+  // The lab's and cloud-init's generator, hosting only the provision agent (nothing here is provisioned).
   const cfg = {
-    identity,
-    collectives: ["muster"],
-    brokers: [nats.url],
-    facts: { facter: false, extra: { role: "web" } },
-    registration: { interval: 0 },
+    ...nodeServerConfig({
+      identity,
+      collectives: ["muster"],
+      brokers: [nats.url],
+      ca: ca.cert,
+      bootstrap: boot[identity]!,
+      provisioning: { collective: "provisioning", callers: ["provisioner"] },
+      security: { trusted_keys: [{ name: "admin", key: keys.admin.publicKey }, { name: "provisioner", key: keys.provisioner.publicKey }], trust_local_user: false },
+      facts: { facter: false, extra: { role: "web" } },
+      plugins: { provision: { confdir: join(n.dir, "etc"), vardir: join(n.dir, "var"), ssldir: n.ssldir, lock_file: join(n.dir, "provision.lock"), disable_file: n.disable } },
+      registration: { interval: 0, splay: false },
+    }),
     agents: { builtin: ["provision"] },
-    plugins: { provision: { confdir: join(n.dir, "etc"), vardir: join(n.dir, "var"), ssldir: n.ssldir, lock_file: join(n.dir, "provision.lock"), disable_file: n.disable } },
-    security: { trusted_keys: [{ name: "admin", key: keys.admin.publicKey }, { name: "provisioner", key: keys.provisioner.publicKey }], trust_local_user: false },
-    tls: { ca: ca.cert, use_puppet_cert: true },
-    provisioning: { collective: "provisioning", callers: ["provisioner"], cert: boot[identity]!.cert, key: boot[identity]!.key },
   };
   const file = join(n.dir, "server.yaml");
   writeFileSync(file, toYaml(cfg));

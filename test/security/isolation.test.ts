@@ -7,6 +7,7 @@ import { jetstreamManager } from "@nats-io/jetstream";
 import { stringify as toYaml } from "yaml";
 import { authorizationConfig, brokerUsers, type BrokerAuthSpec } from "../../src/broker/auth.js";
 import { MusterClient } from "../../src/client/client.js";
+import { nodeServerConfig } from "../../src/config/node.js";
 import { startNats, type NatsHandle } from "../../src/lab/nats.js";
 import { spawnMuster, type MusterProcess } from "../../src/lab/processes.js";
 import { generateSigningKey, type SigningKey } from "../../src/protocol/signing.js";
@@ -84,17 +85,21 @@ function nodeDir(identity: string) {
 function startNode(identity: string, over: Record<string, unknown> = {}): MusterProcess {
   const n = nodeDir(identity);
   mkdirSync(n.dir, { recursive: true });
+  // The lab's and cloud-init's generator, hosting only the provision agent (nothing here is provisioned).
   const cfg: Record<string, unknown> = {
-    identity,
-    collectives: ["muster"],
-    brokers: [nats.url],
-    facts: { facter: false, extra: { role: "web" } },
-    registration: { interval: 0 },
+    ...nodeServerConfig({
+      identity,
+      collectives: ["muster"],
+      brokers: [nats.url],
+      ca: ca.cert,
+      bootstrap: svc.bootstrap,
+      provisioning: { collective: "provisioning", callers: ["provisioner"] },
+      security: { trusted_keys: [{ name: "admin", key: keys.admin.publicKey }, { name: "provisioner", key: keys.provisioner.publicKey }], trust_local_user: false },
+      facts: { facter: false, extra: { role: "web" } },
+      plugins: { provision: { confdir: join(n.dir, "etc"), vardir: join(n.dir, "var"), ssldir: n.ssldir, lock_file: join(n.dir, "provision.lock"), disable_file: n.disable } },
+      registration: { interval: 0, splay: false },
+    }),
     agents: { builtin: ["provision"] },
-    plugins: { provision: { confdir: join(n.dir, "etc"), vardir: join(n.dir, "var"), ssldir: n.ssldir, lock_file: join(n.dir, "provision.lock"), disable_file: n.disable } },
-    security: { trusted_keys: [{ name: "admin", key: keys.admin.publicKey }, { name: "provisioner", key: keys.provisioner.publicKey }], trust_local_user: false },
-    tls: { ca: ca.cert, use_puppet_cert: true },
-    provisioning: { collective: "provisioning", callers: ["provisioner"], cert: svc.bootstrap.cert, key: svc.bootstrap.key },
     // the stream an admin created; the node publishes only its own subject, once in production
     audit: { file: join(n.dir, "audit.jsonl"), stream: { name: "MUSTER_AUDIT" } },
     ...over,
