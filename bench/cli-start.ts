@@ -22,10 +22,8 @@ import { encodeRequest } from "../src/protocol/envelope.js";
 import { subjects } from "../src/protocol/subjects.js";
 import { emptyFilter } from "../src/protocol/types.js";
 import { loadOrCreateSigningKey } from "../src/security/keys.js";
+import { benchDir as here, cliPath, repoRoot } from "./paths.js";
 
-const here = dirname(fileURLToPath(import.meta.url));
-const repoRoot = resolve(here, "..", "..");
-const cliPath = join(repoRoot, "dist", "src", "cli", "main.js");
 const COLLECTIVE = "benchcli";
 
 const { values: args } = parseArgs({

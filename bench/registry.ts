@@ -18,8 +18,7 @@
 import { fork, spawn, type ChildProcess } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { dirname, join } from "node:path";
 import { parseArgs } from "node:util";
 import { MusterClient } from "../src/client/client.js";
 import { RegistrySource } from "../src/client/discovery/registry.js";
@@ -27,10 +26,8 @@ import type { NodeSource } from "../src/client/discovery/source.js";
 import { buildFilter, type FilterOptions } from "../src/filter/index.js";
 import { startNats } from "../src/lab/nats.js";
 import { RegistryStore } from "../src/registry/store.js";
+import { benchDir as here, cliPath, repoRoot } from "./paths.js";
 
-const here = dirname(fileURLToPath(import.meta.url));
-const repoRoot = resolve(here, "..", "..");
-const cliPath = join(repoRoot, "dist", "src", "cli", "main.js");
 
 const { values: args } = parseArgs({
   options: {

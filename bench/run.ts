@@ -29,10 +29,8 @@ import { benchNodeKey } from "./node-keys.js";
 import { loadOrCreateSigningKey } from "../src/security/keys.js";
 import { ensureCA, issueCert } from "../src/security/pki.js";
 import { VERSION } from "../src/version.js";
+import { benchDir as here, cliPath, repoRoot } from "./paths.js";
 
-const here = dirname(fileURLToPath(import.meta.url));
-const repoRoot = resolve(here, "..", ".."); // dist/bench -> repo
-const cliPath = join(repoRoot, "dist", "src", "cli", "main.js");
 
 const { values: args } = parseArgs({
   options: {

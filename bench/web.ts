@@ -26,7 +26,6 @@ import { createServer, type Server } from "node:http";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { connect } from "@nats-io/transport-node";
 import type { Browser, Page } from "playwright-core";
@@ -35,10 +34,8 @@ import { startNats } from "../src/lab/nats.js";
 import { StateStore, newRecord, type NodeRecord } from "../src/provisioner/state.js";
 import { Stages } from "../src/provisioner/stages.js";
 import { launchChromium } from "../test/support/browser.js";
+import { benchDir as here, cliPath, repoRoot } from "./paths.js";
 
-const here = dirname(fileURLToPath(import.meta.url));
-const repoRoot = resolve(here, "..", "..");
-const cliPath = join(repoRoot, "dist", "src", "cli", "main.js");
 
 const { values: args } = parseArgs({
   options: {
