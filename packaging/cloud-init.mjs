@@ -16,26 +16,62 @@ import { stringify as toYaml } from "yaml";
 import { nodeServerConfig } from "../dist/src/config/node.js";
 
 const USAGE = `usage: node packaging/cloud-init.mjs [--deb-url URL] [--broker URL]... [--ca FILE] [--cert FILE --key FILE]
-       [--identity NAME] [--provisioner-key PUBLIC_KEY] [--collective NAME] [--provisioning-collective NAME]
+       [--identity NAME] [--provisioner-key PUBLIC_KEY] [--trusted-key NAME=PUBLIC_KEY]...
+       [--fact NAME=VALUE]... [--plugin AGENT.SETTING=VALUE]... [--ssh-authorized-key KEY]...
+       [--collective NAME] [--provisioning-collective NAME]
 --identity: the node's name when it is not the instance's host name (a per-node bootstrap
-credential names it; so does the Puppet certificate the node will get).`;
+credential names it; so does the Puppet certificate the node will get).
+--trusted-key: another caller whose signed requests the node obeys (an operator's key), besides
+the provisioner's.
+--fact: a fact the instance starts with, in /etc/facter/facts.d/muster.yaml (Facter, muster and
+every Puppet run read it): the ones the provisioner picks a master by (master.criteria), a role.
+--plugin: an agent setting in the server config's plugins section, as MCollective's
+plugin.<agent>.<setting> lines (e.g. resource.allowed_types=package,service).
+--ssh-authorized-key: a public key that may log in as root over SSH.`;
 
-const o = { broker: [], collective: "muster", "provisioning-collective": "provisioning" };
+const REPEATED = ["broker", "trusted-key", "fact", "plugin", "ssh-authorized-key"];
+const o = { broker: [], "trusted-key": [], fact: [], plugin: [], "ssh-authorized-key": [], collective: "muster", "provisioning-collective": "provisioning" };
+const usage = (why) => {
+  process.stderr.write(`${why}\n${USAGE}\n`);
+  process.exit(64);
+};
 const argv = process.argv.slice(2);
 for (let i = 0; i < argv.length; i += 2) {
   const k = argv[i].replace(/^--/, "");
   const v = argv[i + 1];
-  if (!["deb-url", "broker", "ca", "cert", "key", "identity", "provisioner-key", "collective", "provisioning-collective"].includes(k) || v === undefined) {
-    process.stderr.write(`${v === undefined ? `${argv[i]} needs a value` : `unknown argument ${argv[i]}`}\n${USAGE}\n`);
-    process.exit(64);
+  if (!["deb-url", "ca", "cert", "key", "identity", "provisioner-key", "collective", "provisioning-collective", ...REPEATED].includes(k) || v === undefined) {
+    usage(v === undefined ? `${argv[i]} needs a value` : `unknown argument ${argv[i]}`);
   }
-  if (k === "broker") o.broker.push(v);
+  if (REPEATED.includes(k)) o[k].push(v);
   else o[k] = v;
 }
-if (!o.cert !== !o.key) {
-  process.stderr.write(`--cert and --key go together: the node's bootstrap certificate and its key\n${USAGE}\n`);
-  process.exit(64);
+if (!o.cert !== !o.key) usage("--cert and --key go together: the node's bootstrap certificate and its key");
+/** NAME=VALUE pairs of a repeated flag, in order; a name given twice keeps its last value. */
+const pairs = (flag, nameRe, what) =>
+  Object.fromEntries(
+    o[flag].map((p) => {
+      const at = p.indexOf("=");
+      const [name, value] = [p.slice(0, at), p.slice(at + 1)];
+      if (at < 1 || !nameRe.test(name) || value === "") usage(`--${flag} takes ${what}, got ${JSON.stringify(p)}`);
+      return [name, value];
+    }),
+  );
+const plugins = {};
+for (const [name, value] of Object.entries(pairs("plugin", /^[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*$/, "AGENT.SETTING=VALUE (e.g. resource.allowed_types=file)"))) {
+  const [agent, setting] = name.split(".");
+  (plugins[agent] ??= {})[setting] = value;
 }
+const facts = pairs("fact", /^[a-z][a-z0-9_]*$/, "NAME=VALUE with a lower-case fact name (a-z, 0-9, _)");
+// NAME=KEY where KEY is an ed25519 public key in base64 (44 characters, ending in "="): the caller
+// name itself may hold "=" (a user's default caller name is user=<login>).
+const trusted = Object.fromEntries(
+  o["trusted-key"].map((p) => {
+    const m = /^([A-Za-z0-9][A-Za-z0-9_.@=-]*)=([A-Za-z0-9+/]{43}=)$/.exec(p);
+    if (!m) usage(`--trusted-key takes NAME=PUBLIC_KEY (the caller name its requests are signed as, and its ed25519 public key in base64, as in <name>.pub), got ${JSON.stringify(p)}`);
+    return [m[1], m[2]];
+  }),
+);
+for (const k of o["ssh-authorized-key"]) if (!/^(ssh|ecdsa|sk)-[a-z0-9@.-]+ [A-Za-z0-9+/=]+( .*)?$/.test(k)) usage(`--ssh-authorized-key takes an OpenSSH public key line, got ${JSON.stringify(k.slice(0, 40))}`);
 
 const pem = (file, what) => (file ? readFileSync(file, "utf8") : `${what}\n`);
 const TLS = "/etc/muster/tls";
@@ -46,8 +82,11 @@ const server = nodeServerConfig({
   ca: `${TLS}/ca.pem`,
   bootstrap: { cert: `${TLS}/bootstrap.pem`, key: `${TLS}/bootstrap.key` },
   provisioning: { collective: o["provisioning-collective"], callers: ["provisioner"] },
-  security: { trusted_keys: [{ name: "provisioner", key: o["provisioner-key"] ?? "PROVISIONER_PUBLIC_KEY" }] },
+  ...(Object.keys(plugins).length ? { plugins } : {}),
+  security: { trusted_keys: [{ name: "provisioner", key: o["provisioner-key"] ?? "PROVISIONER_PUBLIC_KEY" }, ...Object.entries(trusted).map(([name, key]) => ({ name, key }))] },
 });
+// A value that reads as a number or boolean stays a string: a fact file says what it is given.
+const factsYaml = Object.keys(facts).length ? toYaml(facts, { defaultStringType: "QUOTE_DOUBLE", defaultKeyType: "PLAIN" }) : undefined;
 
 const userData = {
   // Written before the package is installed: dpkg keeps them (--force-confold) as the operator's.
@@ -57,7 +96,9 @@ const userData = {
     // This node's own bootstrap credential: it reaches only its own provisioning subjects.
     { path: `${TLS}/bootstrap.pem`, owner: "root:root", permissions: "0644", content: pem(o.cert, "THIS NODE'S BOOTSTRAP CERTIFICATE (PEM)") },
     { path: `${TLS}/bootstrap.key`, owner: "root:root", permissions: "0600", content: pem(o.key, "THIS NODE'S BOOTSTRAP KEY (PEM)") },
+    ...(factsYaml ? [{ path: "/etc/facter/facts.d/muster.yaml", owner: "root:root", permissions: "0644", content: factsYaml }] : []),
   ],
+  ...(o["ssh-authorized-key"].length ? { disable_root: false, ssh_authorized_keys: o["ssh-authorized-key"] } : {}),
   runcmd: [
     ["sh", "-c", `curl -fsSL -o /run/muster.deb ${JSON.stringify(o["deb-url"] ?? "https://APT.EXAMPLE.NET/muster_VERSION_amd64.deb")}`],
     ["sh", "-c", "DEBIAN_FRONTEND=noninteractive apt-get install -y -o Dpkg::Options::=--force-confold /run/muster.deb"],
