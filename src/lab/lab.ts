@@ -135,6 +135,10 @@ export interface Lab {
   masters: PuppetserverHandle[];
   /** Write a provisioner config for this lab (used by `lab up` and tests). */
   provisionerConfig(overrides?: Record<string, unknown>): string;
+  /** Stop the broker (an outage: every connection drops); its JetStream state stays on disk. */
+  stopBroker(): Promise<void>;
+  /** Start it again, same port, config and state (a broker back from an outage). */
+  startBroker(): Promise<void>;
   /** Stop one muster server (node, master or notifier) of an attached lab (SIGTERM unless told). */
   stopServer(identity: string, signal?: NodeJS.Signals): Promise<void>;
   /** Start it again (a node restart: it publishes a startup lifecycle event). */
@@ -490,7 +494,8 @@ export async function startLab(o: LabOptions): Promise<Lab> {
     writeLabAuthorization(dir, nodeIds, serviceNodes);
     const natsConfig = `http: "127.0.0.1:${monitorPort}"\ninclude "${AUTHORIZATION_FILE}"\n`;
     say("starting nats-server (JetStream, TLS, a user per node) on 127.0.0.1");
-    const nats = await startNats({ dir: join(dir, "nats"), detached: o.detached, tls: { ...pki.nats, ca: bundle, clients: "map" }, config: natsConfig });
+    const natsOptions = { dir: join(dir, "nats"), detached: o.detached, tls: { ...pki.nats, ca: bundle, clients: "map" as const }, config: natsConfig };
+    let nats = await startNats(natsOptions);
     natsStop = nats.stop;
     const tlsState = { ca: pki.ca.cert, admin: pki.admin, provisioner: pki.provisioner };
     // Processes that are not muster servers (the receiver) and commands acting as the operator.
@@ -664,6 +669,15 @@ export async function startLab(o: LabOptions): Promise<Lab> {
       state,
       masters: handles,
       provisionerConfig: writeProvisionerConfig,
+      async stopBroker() {
+        await nats.stop();
+      },
+      async startBroker() {
+        nats = await startNats({ ...natsOptions, port: nats.port });
+        natsStop = nats.stop;
+        state.natsPid = nats.pid;
+        writeFileSync(stateFile(dir), JSON.stringify(state, null, 2));
+      },
       async stopServer(identity, signal) {
         const p = servers.get(identity);
         if (!p) throw new Error(`no lab server ${identity}`);

@@ -200,6 +200,14 @@ Examples:
           process.stdout.write(`  ${p.alive ? green("running") : red("stopped")}  ${String(p.pid).padStart(7)}  ${p.name}${user ? `  (broker user ${user})` : ""}\n`);
         }
         for (const m of s.masters) process.stdout.write(`\n  master ${m.identity}: https://${m.host}:${m.port} (${m.region.country}, ${m.region.region})`);
+        if (s.machines) {
+          const { machineLeader } = await import("../../lab/machines/machine.js");
+          process.stdout.write(`\n\n  machines (${s.machines.kind === "vm" ? "QEMU" : "systemd-nspawn"}, image ${s.machines.imageKey}, network namespace ${s.machines.netns}, package ${s.machines.packages.deb}):`);
+          for (const n of s.nodes.filter((x) => x.machine)) {
+            const on = isAlive(n.pid) && machineLeader(n.machine!.dir) !== undefined;
+            process.stdout.write(`\n    ${on ? green("on ") : red("off")}  ${n.identity.padEnd(16)} ${n.ipaddress.padEnd(12)} ssh ${n.machine!.ssh.host}:${n.machine!.ssh.port}  (muster ssh -I ${n.identity})`);
+          }
+        }
         if (s.web) process.stdout.write(`\n\n  ${webLogin(s.web, labWebToken).replace(/\n/g, "\n  ")}`);
         process.stdout.write(`\n\n${recs.length ? (await import("./provision.js")).renderStatusTable(recs) : "no provisioning records"}\n`);
         process.exitCode = procs.every((p) => p.alive) ? 0 : 2;

@@ -28,7 +28,7 @@ export function servedPath(root: string, urlPath: string): string | undefined {
 
 const TYPES: Record<string, string> = { deb: "application/vnd.debian.binary-package", gpg: "application/pgp-keys", asc: "application/pgp-signature" };
 
-export function startPackageServer(o: { dir: string; host: string; port: number; log?: (line: string) => void }): Promise<PackageServer> {
+export async function startPackageServer(o: { dir: string; host: string; port: number; log?: (line: string) => void }): Promise<PackageServer> {
   if (!isLoopback(o.host)) throw new Error(`the package server listens on loopback only, not ${o.host}`);
   const root = normalize(o.dir);
   const server: Server = createServer((req, res) => {
