@@ -645,10 +645,11 @@ export async function startLab(o: LabOptions): Promise<Lab> {
     const nodesWithin = !o.machines ? 60_000 : o.machines.kind === "vm" ? 900_000 : 300_000;
     await Promise.all([
       waitForNodes(state, want, 60_000),
-      waitForNodes(state, nodes.map((n) => n.identity), nodesWithin, "provisioning", o.machines ? (id) => say(`${id} is waiting to be provisioned (${((Date.now() - nodes.find((n) => n.identity === id)!.machine!.poweredOnAt) / 1000).toFixed(1)} s after power on)`) : undefined),
+      waitForNodes(state, nodes.map((n) => n.identity), nodesWithin, "provisioning", o.machines ? (id) => say(mach!.machineWaiting(nodes.find((n) => n.identity === id)!)) : undefined),
       waitForRegistry(registry, 60_000),
       waitForWeb(web, 60_000),
     ]);
+    writeFileSync(stateFile(dir), JSON.stringify(state, null, 2)); // with when each machine began waiting
 
     const metricsPort = await freePort("127.0.0.1");
     const writeProvisionerConfig = (overrides: Record<string, unknown> = {}) => {

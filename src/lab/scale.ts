@@ -127,7 +127,7 @@ export async function addLabNodes(s: LabState, o: AddNodesOptions & Spawning): P
   const added: LabNode[] = [];
   if (s.machines) {
     // A machine lab grows by machines, booted through cloud-init like the first ones.
-    const { bootLabMachine, machineBootContext, writeSshConfig } = await import("./machines/fleet.js");
+    const { bootLabMachine, machineBootContext, machineWaiting, writeSshConfig } = await import("./machines/fleet.js");
     const boot = machineBootContext(s.dir, s.machines, { cert: s.tls.ca, key: ctx.caKey }, provisionerKey(s.dir).key.publicKey, o.detached, (name, p) => o.track?.(name, p));
     for (const p of plan) {
       const { node } = await bootLabMachine(boot, { identity: p.identity, region: p.region, serial: p.serial, role: labRole(p.serial - 1) });
@@ -147,8 +147,10 @@ export async function addLabNodes(s: LabState, o: AddNodesOptions & Spawning): P
   s.nodeSerial = Math.max(highestSerial(s), ...plan.map((p) => p.serial));
   saveState(s);
   if (s.machines) {
+    const { machineWaiting } = await import("./machines/fleet.js");
     say(`powered on ${added.length} machine(s); waiting for cloud-init to install the package and muster-server to wait in the provisioning collective`);
-    await waitForNodes(s, added.map((n) => n.identity), s.machines.kind === "vm" ? 900_000 : 300_000, "provisioning", (id) => say(`${id} is waiting to be provisioned (${((Date.now() - added.find((n) => n.identity === id)!.machine!.poweredOnAt) / 1000).toFixed(1)} s after power on)`));
+    await waitForNodes(s, added.map((n) => n.identity), s.machines.kind === "vm" ? 900_000 : 300_000, "provisioning", (id) => say(machineWaiting(added.find((n) => n.identity === id)!)));
+    saveState(s);
     return added;
   }
   say(`started ${added.length} muster server(s); waiting for them in the provisioning collective`);

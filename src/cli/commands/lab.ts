@@ -102,8 +102,8 @@ export function labCommand(): Command {
   lab.addCommand(
     new Command("up")
       .description("Start the lab and provision every node end to end, with live progress; leaves the lab running")
-      .option("--nodes <n>", "how many nodes to provision (processes on this host)", "4")
-      .option("--machines <n>", "nodes that are whole Debian systems instead: booted with systemd-nspawn on the lab's own network, installing the package through cloud-init")
+      .option("--machines <n>", "how many nodes, each a whole Debian system booted with systemd-nspawn on the lab's own network, installing the package through cloud-init (the default: 4, when this host can run them)")
+      .option("--nodes <n>", "how many nodes, as processes on this host instead (fast, no root needed)")
       .option("--vm", "with --machines: QEMU virtual machines with their own kernel (software emulation here: minutes per machine)")
       .option("--package <file>", "with --machines: the .deb they install (default: built now from this checkout)")
       .option("--timeout <seconds>", "give up following progress after this long", "900")
@@ -111,20 +111,33 @@ export function labCommand(): Command {
       .addHelpText(
         "after",
         `
-Machines (--machines N) are the truest lab: each is a Debian ${"system"} with systemd as PID 1, its own
+Machines are the lab's default: each node is a Debian system with systemd as PID 1, its own
 hostname, address and sshd, booted from a cached image built with mmdebstrap from Debian's
-packages (about a minute, once). cloud-init installs the package from the lab's package server and
-starts muster-server.service; the provisioner takes it from there. The lab's network namespace
-has no route out: machines reach the broker and masters through relays. Needs root and
-systemd-container, mmdebstrap, socat (./scripts/setup.sh installs them).
+packages (a minute or two, once). cloud-init installs the package from the lab's package server
+and starts muster-server.service; the provisioner takes it from there. The lab's network namespace
+has no route out: machines reach the broker and masters through relays. They need root and
+systemd-container, mmdebstrap and socat (./scripts/setup.sh installs them); without them the lab
+says so and runs process nodes.
 
 Examples:
-  muster lab up                      4 process nodes (fast: a minute or two)
-  muster lab up --machines 4         4 machines booted through cloud-init
+  muster lab up                      4 machines booted through cloud-init (process nodes if this host cannot)
+  muster lab up --machines 8         8 machines
+  muster lab up --nodes 6            6 process nodes on this host (no root needed)
   muster lab up --machines 1 --vm    one QEMU machine with its own kernel (slow here: ~5-10 min)`,
       )
       .action(async (o: { nodes: string; machines?: string; vm?: boolean; package?: string; timeout: string; fromPackage?: string }) => {
         const { readLabState, stopLabFromState, startLab, toYaml, labWebToken, unpackMuster } = await load();
+        if (o.machines && o.nodes) throw new MusterError("MUSTER_USAGE", "--machines and --nodes choose the kind of node: give one");
+        if (!o.machines && !o.nodes && !o.vm) {
+          // machines by default, when this host can run them
+          try {
+            (await import("../../lab/machines/fleet.js")).checkMachineHost("nspawn");
+            o.machines = "4";
+          } catch (e) {
+            process.stderr.write(`${ts()} ${yellow("process nodes")}: ${(e as Error).message}\n`);
+            o.nodes = "4";
+          }
+        }
         const n = Number(o.machines ?? o.nodes);
         if (!Number.isInteger(n) || n < 1 || n > 200) throw new MusterError("MUSTER_USAGE", `${o.machines ? "--machines" : "--nodes"} takes a whole number from 1 to 200`);
         if (o.machines && n > 50) throw new MusterError("MUSTER_USAGE", "--machines takes a whole number from 1 to 50 (each machine is a whole system)");
@@ -154,7 +167,7 @@ Examples:
         process.stdout.write(`${bold(`${done} of ${n} nodes provisioned`)} in ${((Date.now() - t0) / 1000).toFixed(0)} s (lab start included). Notifications: ${s.receiver.file}\n\n`);
         if (s.web) process.stdout.write(`${webLogin(s.web, labWebToken)}\n\n`);
         if (s.machines) process.stdout.write(`Machines: ssh into one with \`muster ssh -I ${s.nodes[0]?.identity}\`, run a command in it with \`muster lab exec ${s.nodes[0]?.identity} -- systemctl status muster-server\`, reboot or cut its power with \`muster lab power\`.\n\n`);
-        process.stdout.write(`The lab keeps running. Try:\n  muster ping\n  muster find -F country=de\n  muster provision status\n  muster facts country\n  muster puppet runall 2 -C role::web\n  muster find -W "environment=development customer=acme mysql::master"\n  muster nrpe check_load -W "environment=development customer=acme mysql::master"\n  muster rpc rpcutil daemon_stats -I ${s.nodes[0]?.identity ?? "node01.eu.lab"}\n  muster lab add --count 2\n  muster lab status\n  muster lab down\n`);
+        process.stdout.write(`The lab keeps running. Try:\n  muster ping\n  muster find -F country=de\n  muster provision status\n  muster facts country\n  muster puppet runall 2 -C role::web\n  muster find -W "environment=development customer=acme mysql::master"\n  muster nrpe check_load -W "environment=development customer=acme mysql::master"\n  muster rpc rpcutil daemon_stats -I ${s.nodes[0]?.identity ?? "node01.eu.lab"}\n  muster lab add ${s.machines ? "--machines" : "--count"} 2\n  muster lab status\n  muster lab down\n`);
         process.exitCode = done === n ? 0 : 2;
       }),
   );

@@ -58,6 +58,15 @@ export interface LabNodeMachine {
   relayPids: number[];
   /** When it was first powered on (ms epoch). */
   poweredOnAt: number;
+  /** When it first answered in the provisioning collective: booted, package installed, muster-server up. */
+  waitingAt?: number;
+}
+
+/** Note that a machine answers in the provisioning collective; returns the line to tell the operator. */
+export function machineWaiting(n: { identity: string; machine?: LabNodeMachine }): string {
+  const m = n.machine!;
+  m.waitingAt ??= Date.now();
+  return `${n.identity} is waiting to be provisioned (${((m.waitingAt - m.poweredOnAt) / 1000).toFixed(1)} s after power on: booted, cloud-init installed the package, muster-server up)`;
 }
 
 export interface MachineLabOptions {
