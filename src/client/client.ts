@@ -1,6 +1,7 @@
 import type { KV } from "@nats-io/kv";
 import type { NatsConnection, Subscription } from "@nats-io/transport-node";
 import type { Logger } from "pino";
+import type { Bucket, BucketCreate, Buckets } from "../broker/bucket.js";
 import { connectBroker, resolveBrokers, resolveTls, type TlsSettings } from "../broker/connect.js";
 import { checkOutputs, validateInput } from "../ddl/index.js";
 import type { AgentDDL, ActionName, ActionOutput, CallInput } from "../ddl/types.js";
@@ -154,7 +155,7 @@ class Verification {
 /** Calls of at least this many nodes verify on the worker pool; smaller ones on the event loop. */
 const POOL_FROM = 64;
 
-export class MusterClient {
+export class MusterClient implements Buckets {
   readonly collective: string;
   private readonly ownsConnection: boolean;
   private readonly ttl: number;
@@ -357,6 +358,22 @@ export class MusterClient {
         return invalid;
       },
     };
+  }
+
+  /**
+   * A key-value bucket (broker/bucket.ts): opened, or created when absent with `create` (its
+   * options apply only then; an existing bucket keeps its own). Without `create` a missing bucket
+   * is MUSTER_BUCKET_NOT_FOUND.
+   */
+  async bucket(name: string, opts: { create?: BucketCreate } = {}): Promise<Bucket> {
+    const { openBucket } = await import("../broker/bucket.js");
+    return openBucket(this.nc, name, opts);
+  }
+
+  /** The bucket if it exists (something once created it), else undefined; never creates it. */
+  async bucketIfExists(name: string): Promise<Bucket | undefined> {
+    const { bucketIfExists } = await import("../broker/bucket.js");
+    return bucketIfExists(this.nc, name);
   }
 
   /**

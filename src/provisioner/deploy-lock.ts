@@ -1,5 +1,4 @@
-import { Stages, type Stage } from "./stages.js";
-import type { NodeRecord } from "./state.js";
+import { Stages, type NodeRecord, type Stage } from "../protocol/provision-record.js";
 
 // The node's deploy lock (`provision#lock_deploy`), the whole policy in one place: the lock step
 // takes it, a slow step renews it, the unlock step and a failure or abandon release it, and a

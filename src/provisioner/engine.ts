@@ -1,6 +1,6 @@
 import { lockNeedsRenewal } from "./deploy-lock.js";
-import { backoffMs, CERT_STAGES, remainingStages, SLOW_STAGES, Stages, type Stage } from "./stages.js";
-import { appendLog, type NodeRecord } from "./state.js";
+import { appendLog, Stages, type NodeRecord, type Stage } from "../protocol/provision-record.js";
+import { backoffMs, CERT_STAGES, remainingStages, SLOW_STAGES } from "./stages.js";
 
 // The provisioning engine for one node: what to do next, given its record and what just happened.
 // Pure: no timers, no I/O, the clock and the dice passed in. It owns the step order, the skipping

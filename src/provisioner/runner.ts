@@ -14,8 +14,10 @@ import { decide, newRun, pastDisable, type EngineEvent, type EnginePolicy } from
 import type { ProvisionerMetrics } from "./metrics.js";
 import { pickMaster } from "./pick-master.js";
 import { Semaphore } from "./semaphore.js";
-import { backoffMs, enabledStages, type Stage } from "./stages.js";
-import { appendLog, claimRecord, type NodeRecord, type StateStore, type Versioned } from "./state.js";
+import { appendLog, type NodeRecord, type Stage } from "../protocol/provision-record.js";
+import { claimRecord } from "./claim.js";
+import { backoffMs, enabledStages } from "./stages.js";
+import type { ProvisionState, Versioned } from "./state.js";
 import { StepError, steps, type MasterInfo, type StepContext } from "./steps.js";
 
 export { StepError };
@@ -60,7 +62,7 @@ export class Provisioner {
   constructor(
     private readonly cfg: ProvisionerConfig,
     private readonly collective: Collective,
-    private readonly store: StateStore,
+    private readonly store: ProvisionState,
     private readonly log: Logger,
     private readonly metrics?: ProvisionerMetrics,
     private readonly events: ProvisionerEvents = {},
@@ -168,7 +170,7 @@ export class Provisioner {
       v.record.attempts = 0;
       v.record.stage = undefined;
       appendLog(v.record, "node restarted; provisioning will be retried");
-      if ((await this.store.save(v)) === undefined) return;
+      if ((await this.store.compareAndSet(v)) === undefined) return;
     } else if (v?.record.status === "done") return;
     this.log.info({ node: identity }, "node started; provisioning it now");
     this.enqueue(identity, "startup");
@@ -183,7 +185,7 @@ export class Provisioner {
   private async resumeOwn(): Promise<void> {
     const now = Date.now();
     this.lastResumeScan = now;
-    for (const rec of await this.store.all()) {
+    for (const rec of await this.store.list()) {
       if (this.running.has(rec.identity) || this.queued.has(rec.identity)) continue;
       if (rec.status === "in_progress" && (rec.owner === this.cfg.id || (rec.claimExpires ?? 0) < now)) {
         this.log.info({ node: rec.identity, stage: rec.stage ?? "none" }, "resuming unfinished provisioning");
@@ -372,7 +374,7 @@ export class Provisioner {
     if (!existing) this.pins.delete(identity);
     if (c.v.record.nodeKey) this.pins.set(identity, c.v.record.nodeKey);
     else c.v.record.nodeKey = this.pins.get(identity);
-    if ((await this.store.save(c.v)) === undefined) {
+    if ((await this.store.compareAndSet(c.v)) === undefined) {
       this.log.debug({ node: identity }, "another provisioner claimed this node first");
       return undefined;
     }
@@ -383,7 +385,7 @@ export class Provisioner {
   private async save(v: Versioned, leaseSeconds = this.cfg.lock_lease): Promise<boolean> {
     v.record.nodeKey ??= this.pins.get(v.record.identity);
     v.record.claimExpires = v.record.status === "in_progress" ? Date.now() + leaseSeconds * 1000 : undefined;
-    return (await this.store.save(v)) !== undefined;
+    return (await this.store.compareAndSet(v)) !== undefined;
   }
 
   private async persist(v: Versioned, leaseSeconds = this.cfg.lock_lease): Promise<void> {
@@ -406,7 +408,7 @@ export class Provisioner {
       // Leave the record in progress (a restart resumes it) but release the node's lock now.
       appendLog(rec, `abandoned at ${rec.current ?? "start"}: ${e.message}`);
       rec.claimExpires = 0;
-      await this.store.save(v).catch(() => undefined);
+      await this.store.compareAndSet(v).catch(() => undefined);
       await this.releaseLock(rec);
       return;
     }
@@ -426,7 +428,7 @@ export class Provisioner {
     rec.finishedAt = Date.now();
     rec.claimExpires = undefined;
     appendLog(rec, `failed: ${e.message}`);
-    await this.store.save(v).catch(() => undefined);
+    await this.store.compareAndSet(v).catch(() => undefined);
     this.metrics?.failed.inc();
     this.events.onStage?.(rec.identity, "failed");
   }

@@ -1,6 +1,5 @@
 import type { DeployLock } from "./deploy-lock.js";
-import type { Stage } from "./stages.js";
-import type { NodeRecord } from "./state.js";
+import type { NodeRecord, Stage } from "../protocol/provision-record.js";
 
 // What each stage does, one entry per stage: the agent action it calls and what it records. The
 // engine (engine.ts) decides when a step runs and what a failure costs; a step only does its one

@@ -2,8 +2,11 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { DeployLock, lockNeedsRenewal } from "../../src/provisioner/deploy-lock.js";
 import { decide, isTerminal, newRun, pastDisable, type EngineAction, type EngineEvent, type EnginePolicy } from "../../src/provisioner/engine.js";
-import { CERT_STAGES, SLOW_STAGES, Stages, type Stage } from "../../src/provisioner/stages.js";
-import { claimable, claimRecord, newRecord, type NodeRecord, type Versioned } from "../../src/provisioner/state.js";
+import { Stages, type Stage } from "../../src/protocol/provision-record.js";
+import { CERT_STAGES, SLOW_STAGES } from "../../src/provisioner/stages.js";
+import { newRecord, type NodeRecord } from "../../src/protocol/provision-record.js";
+import { claimable, claimRecord } from "../../src/provisioner/claim.js";
+import { type Versioned } from "../../src/provisioner/state.js";
 
 // The engine without a broker: the record and an event go in, the next action comes out. Each
 // scenario is a table over the stages; `drive` plays the edge, answering every action through a
