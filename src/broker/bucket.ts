@@ -56,7 +56,19 @@ export interface Bucket {
    * start (at once when there are none, or with `updatesOnly`).
    */
   watch(opts?: { updatesOnly?: boolean; fromRevision?: number }): Promise<BucketWatch>;
+  /**
+   * The current value of every key, read once as one stream of last values (not a request per
+   * key), with the highest revision read: a watch from the next one misses nothing. Rejects when
+   * the read does not finish within `timeoutMs`.
+   */
+  values(timeoutMs?: number): Promise<BucketValues>;
   status(): Promise<BucketStatus>;
+}
+
+export interface BucketValues {
+  /** Puts only, one per key. */
+  entries: BucketEntry[];
+  lastRevision: number;
 }
 
 /** A create or compare-and-set lost: someone else wrote the key first. */
@@ -115,6 +127,7 @@ class KvBucket implements Bucket {
   constructor(
     private readonly kv: KV,
     readonly name: string,
+    private readonly nc: NatsConnection,
   ) {}
 
   async get(key: string): Promise<BucketEntry | undefined> {
@@ -180,6 +193,42 @@ class KvBucket implements Bucket {
     return { [Symbol.asyncIterator]: () => it, stop: () => w.stop() };
   }
 
+  async values(timeoutMs = 30_000): Promise<BucketValues> {
+    const { jetstream, DeliverPolicy } = await import("@nats-io/jetstream");
+    const prefix = `$KV.${this.name}.`;
+    // An ordered consumer delivering the last message of each key, pulled in large batches.
+    const consumer = await jetstream(this.nc).consumers.get(kvStreamName(this.name), { filter_subjects: `${prefix}>`, deliver_policy: DeliverPolicy.LastPerSubject });
+    const info = await consumer.info(true);
+    const out: BucketValues = { entries: [], lastRevision: 0 };
+    if (info.num_pending === 0) {
+      await consumer.delete().catch(() => undefined);
+      return out;
+    }
+    const messages = await consumer.consume({ max_messages: 5000 });
+    const timer = setTimeout(() => void messages.stop(), timeoutMs);
+    let read = 0;
+    let complete = false;
+    try {
+      for await (const m of messages) {
+        read++;
+        out.lastRevision = Math.max(out.lastRevision, m.seq);
+        const op = m.headers?.get("KV-Operation");
+        if (op !== "DEL" && op !== "PURGE" && m.data.length > 0) out.entries.push({ key: m.subject.slice(prefix.length), value: m.data, revision: m.seq, operation: "PUT" });
+        if (m.info.pending === 0) {
+          complete = true;
+          break;
+        }
+      }
+    } finally {
+      clearTimeout(timer);
+      void messages.stop();
+    }
+    // A key expiring between counting and delivery leaves the count short of its last message:
+    // rare, and the deadline ends the read; a read that stops early for that reason says so.
+    if (!complete) throw new Error(`read ${read} of ${info.num_pending} entries of ${this.name} within ${timeoutMs} ms`);
+    return out;
+  }
+
   async status(): Promise<BucketStatus> {
     const s = await this.kv.status();
     return { values: s.values, ttlMs: s.ttl, history: s.history };
@@ -206,7 +255,7 @@ export async function openBucket(nc: NatsConnection, name: string, opts: { creat
     const want = c.ttlMs * 1e6; // ns
     if (info.config.max_age !== want) await jsm.streams.update(info.config.name, { ...info.config, max_age: want, duplicate_window: Math.min(info.config.duplicate_window || want, want) });
   }
-  return new KvBucket(kv, name);
+  return new KvBucket(kv, name, nc);
 }
 
 /** The bucket if it exists (something once created it), else undefined; never creates it. */
@@ -218,7 +267,7 @@ export async function bucketIfExists(nc: NatsConnection, name: string): Promise<
     if (isMissing(e)) return undefined;
     throw e;
   }
-  return new KvBucket(await new Kvm(jetstream(nc)).open(name), name);
+  return new KvBucket(await new Kvm(jetstream(nc)).open(name), name, nc);
 }
 
 /** Who hands out buckets (the client, a daemon's connection): what the buckets' owners open theirs through. */

@@ -1,4 +1,3 @@
-import type { KV } from "@nats-io/kv";
 import type { NatsConnection, Subscription } from "@nats-io/transport-node";
 import type { Logger } from "pino";
 import type { Bucket, BucketCreate, Buckets } from "../broker/bucket.js";
@@ -6,7 +5,7 @@ import { connectBroker, resolveBrokers, resolveTls, type TlsSettings } from "../
 import { checkOutputs, validateInput } from "../ddl/index.js";
 import type { AgentDDL, ActionName, ActionOutput, CallInput } from "../ddl/types.js";
 import { MusterError } from "../errors.js";
-import { DEFAULT_NODE_KEYS_BUCKET, kvStreamName } from "../protocol/buckets.js";
+import { DEFAULT_NODE_KEYS_BUCKET } from "../protocol/buckets.js";
 import { encodeRequest } from "../protocol/envelope.js";
 import { encodeNodeEvent, parseNodeEvent, type NodeEvent } from "../protocol/events.js";
 import { parseLifecycleEvent, type LifecycleEvent, type LifecycleType } from "../protocol/lifecycle.js";
@@ -19,7 +18,7 @@ import { silentLogger } from "../log.js";
 import { collectReplies } from "./collector.js";
 import { BroadcastSource } from "./discovery/broadcast.js";
 import { FlatfileSource } from "./discovery/flatfile.js";
-import type { RegistrySourceOptions } from "./discovery/registry.js";
+import type { RegistrySource, RegistrySourceOptions } from "./discovery/registry.js";
 import type { DiscoveryOptions, NodeSource } from "./discovery/source.js";
 import { applyLimit, type LimitSpec } from "./limit.js";
 import { buildRequest, targetHeaders } from "./request.js";
@@ -164,11 +163,10 @@ export class MusterClient implements Buckets {
   private readonly verification: Verification;
 
   /**
-   * The raw connection, for the daemons' own transports only. The client's callers use what the
-   * client offers instead (onEvent, onLifecycle, kv, source); test/client/boundary.test.ts holds
-   * them to it.
+   * The connection is the client's own: callers use what the client offers (onEvent, onLifecycle,
+   * bucket, source); a command that needs a bare connection gets one from broker/connect.ts.
    */
-  readonly nc: NatsConnection;
+  private readonly nc: NatsConnection;
 
   private constructor(nc: NatsConnection, readonly key: SigningKey, opts: ClientOptions, owns: boolean, verification?: Verification) {
     this.nc = nc;
@@ -188,9 +186,9 @@ export class MusterClient implements Buckets {
     const timeout = new Promise<KeyDirectory>((r) => (timer = setTimeout(() => r(new KeyDirectory(`reading the key directory ${bucket} timed out`)), 5000)));
     const read = (async () => {
       try {
-        const kv = await this.kvIfExists(bucket);
-        if (!kv) return new KeyDirectory(`no key directory (bucket ${bucket}) on this broker`);
-        return await KeyDirectory.watch(kv);
+        const b = await this.bucketIfExists(bucket);
+        if (!b) return new KeyDirectory(`no key directory (bucket ${bucket}) on this broker`);
+        return await KeyDirectory.watch(b);
       } catch (e) {
         return new KeyDirectory(`cannot read the key directory ${bucket}: ${(e as Error).message}`);
       }
@@ -246,13 +244,18 @@ export class MusterClient implements Buckets {
         if (!spec.file) throw new MusterError("MUSTER_USAGE", "--dm flatfile needs --nodes FILE");
         return new FlatfileSource(spec.file);
       case "registry": {
-        const { RegistrySource } = await import("./discovery/registry.js");
         const { method: _m, ...opts } = spec;
-        return new RegistrySource(this.nc, { collective: this.collective, ...opts });
+        return this.registry(opts);
       }
       default:
         throw new MusterError("MUSTER_USAGE", `unknown discovery method ${JSON.stringify((spec as { method: unknown }).method)}; known: ${DiscoveryMethods.join(", ")}`);
     }
+  }
+
+  /** The registry of this collective: a discovery source that also reads whole records (`muster registry query`). */
+  async registry(opts: Omit<RegistrySourceOptions, "collective"> = {}): Promise<RegistrySource> {
+    const { RegistrySource } = await import("./discovery/registry.js");
+    return new RegistrySource(this.nc, { collective: this.collective, ...opts });
   }
 
   /**
@@ -374,35 +377,6 @@ export class MusterClient implements Buckets {
   async bucketIfExists(name: string): Promise<Bucket | undefined> {
     const { bucketIfExists } = await import("../broker/bucket.js");
     return bucketIfExists(this.nc, name);
-  }
-
-  /**
-   * A JetStream KV bucket: opened, or created when absent with `create` (history, replicas and
-   * ttl apply only then; an existing bucket keeps its own).
-   */
-  async kv(bucket: string, opts: { create?: { history?: number; replicas?: number; ttlMs?: number } } = {}): Promise<KV> {
-    if (!opts.create) {
-      const kv = await this.kvIfExists(bucket);
-      if (!kv) throw new MusterError("MUSTER_BUCKET_NOT_FOUND", `no KV bucket ${JSON.stringify(bucket)} on this broker: check the name against the config of the daemon that owns it (provisioner state_bucket, registry bucket)`);
-      return kv;
-    }
-    const [{ jetstream }, { Kvm }] = await Promise.all([import("@nats-io/jetstream"), import("@nats-io/kv")]);
-    const kvm = new Kvm(jetstream(this.nc));
-    const c = opts.create;
-    return kvm.create(bucket, { ...(c.history !== undefined ? { history: c.history } : {}), ...(c.replicas !== undefined ? { replicas: c.replicas } : {}), ...(c.ttlMs !== undefined ? { ttl: c.ttlMs } : {}) });
-  }
-
-  /** The bucket if it exists, undefined when it does not (nothing ever wrote to it); never creates it. */
-  async kvIfExists(bucket: string): Promise<KV | undefined> {
-    const { jetstream, jetstreamManager } = await import("@nats-io/jetstream");
-    try {
-      await (await jetstreamManager(this.nc)).streams.info(kvStreamName(bucket));
-    } catch (e) {
-      if (/stream not found|10059/i.test((e as Error).message)) return undefined;
-      throw e;
-    }
-    const { Kvm } = await import("@nats-io/kv");
-    return new Kvm(jetstream(this.nc)).open(bucket);
   }
 
   /** Identities of the nodes matching the filter, sorted. */

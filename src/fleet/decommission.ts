@@ -149,8 +149,8 @@ export async function decommission(client: MusterClient, names: string[], o: Dec
     });
 
     await run("registry", async () => {
-      const r = await dropRegistryEntry(await client.kvIfExists(o.registryBucket), identity);
-      if (o.verify && r === "dropped" && (await dropRegistryEntry(await client.kvIfExists(o.registryBucket), identity)) !== "absent") throw new Error("the record is still there after dropping it");
+      const r = await dropRegistryEntry(await client.bucketIfExists(o.registryBucket), identity);
+      if (o.verify && r === "dropped" && (await dropRegistryEntry(await client.bucketIfExists(o.registryBucket), identity)) !== "absent") throw new Error("the record is still there after dropping it");
       if (r === "no-bucket") return { changed: false, detail: `no registry bucket ${o.registryBucket}: nothing to drop` };
       return r === "dropped" ? { changed: true, detail: `dropped from ${o.registryBucket}${running.includes(identity) ? " (the node still runs and will register again: shut it down)" : ""}` } : { changed: false, detail: "no record: already gone" };
     });

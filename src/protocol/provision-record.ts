@@ -1,3 +1,5 @@
+import { bucketKey } from "./buckets.js";
+
 // The provisioning record: one per node in the provisioner's state bucket (DEFAULT_STATE_BUCKET),
 // written by the provisioner and read by `muster provision`, the web console, the lab and
 // decommission. Its type, its stages and its codec live here, once; the only code that reads or
@@ -73,9 +75,9 @@ export interface NodeRecord {
 /** Log lines a record keeps (the oldest go first). */
 export const LOG_TAIL = 30;
 
-/** KV keys allow [-/_=.a-zA-Z0-9]; identities may hold : and @, which are hex-escaped. */
+/** A node's key in the state bucket. */
 export function recordKey(identity: string): string {
-  return identity.replace(/[^-/_=.a-zA-Z0-9]/g, (c) => `_${c.charCodeAt(0).toString(16).padStart(2, "0")}`);
+  return bucketKey(identity);
 }
 
 export function newRecord(identity: string, now = Date.now()): NodeRecord {

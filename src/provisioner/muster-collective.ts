@@ -2,7 +2,7 @@ import type { Logger } from "pino";
 import type { MusterClient } from "../client/client.js";
 import type { Filter } from "../protocol/types.js";
 import { verifyMessage } from "../protocol/signing.js";
-import type { KV } from "@nats-io/kv";
+import type { Bucket } from "../broker/bucket.js";
 import { DEFAULT_NODE_KEYS_BUCKET } from "../protocol/buckets.js";
 import { encodeNodeKeyEntry, nodeKeyName, type NodeKeyEntry } from "../protocol/node-keys.js";
 import type { ProvisionerConfig } from "./config.js";
@@ -26,10 +26,10 @@ export class MusterCollective implements Collective {
     };
   }
 
-  private nodeKeys?: Promise<KV>;
+  private nodeKeys?: Promise<Bucket>;
 
   async publishNodeKey(entry: NodeKeyEntry): Promise<void> {
-    this.nodeKeys ??= this.clients.target.kv(DEFAULT_NODE_KEYS_BUCKET, { create: { history: 5 } });
+    this.nodeKeys ??= this.clients.target.bucket(DEFAULT_NODE_KEYS_BUCKET, { create: { history: 5 } });
     this.nodeKeys.catch(() => (this.nodeKeys = undefined)); // try again next time
     await (await this.nodeKeys).put(nodeKeyName(entry.identity), encodeNodeKeyEntry(entry));
   }

@@ -3,7 +3,9 @@ import type { Logger } from "pino";
 import { coreAgentFactories, loadBuiltinFactories, ALWAYS_LOADED, BUILTIN_AGENT_NAMES, type AgentFactory, type NodeIntrospection } from "../agents/builtin.js";
 import { isProvisioned, nodePuppet, nodePuppetOrDefaults, type NodeAgentsConfig } from "../agents/node.js";
 import { existsSync, statSync } from "node:fs";
+import { bucketsOn } from "../broker/bucket.js";
 import { closeConnection, connectBroker, inboxPrefixFor, resolveTls, type TlsSettings } from "../broker/connect.js";
+import { streamsOn } from "../broker/stream.js";
 import { resolveBrokerSettings } from "../config/client.js";
 import { MusterError } from "../errors.js";
 import { Auditor } from "../security/audit.js";
@@ -251,8 +253,8 @@ export async function startServer(cfg: ServerConfig, log: Logger, opts: { broker
     // The shared bootstrap credential may not publish audit records (a waiting node could forge
     // another's): while provisioning, the audit file is the record.
     if (phase === "production") {
-      auditor.connect(nc);
-      buckets.connect(nc);
+      auditor.connect(streamsOn(nc));
+      buckets.connect(bucketsOn(nc));
     }
     const host = new NodeHost({ nc, intake, runtimes: [runtime], log, wildcard: false, registration: cfg.registration, version: VERSION });
     await host.start();

@@ -34,7 +34,7 @@ before(async () => {
   nc = await connectNats(nats.url);
   client = await MusterClient.connect({ nc });
 });
-const drop = async (bucket: string, identity: string) => dropRegistryEntry(await client.kvIfExists(bucket), identity);
+const drop = async (bucket: string, identity: string) => dropRegistryEntry(await client.bucketIfExists(bucket), identity);
 
 after(async () => {
   await client?.close();
@@ -53,7 +53,7 @@ test("a dropped registry record leaves the bucket and a running registry's memor
   assert.equal(await drop("drop", "web1.example"), "dropped");
   await removed;
   assert.equal(reg.store.get("web1.example"), undefined);
-  assert.deepEqual((await readRegistry(nc, "drop")).records.map((r) => r.identity), []);
+  assert.deepEqual((await readRegistry(bucketsOn(nc), "drop")).records.map((r) => r.identity), []);
   assert.equal(await drop("drop", "web1.example"), "absent");
   assert.equal(await drop("no-such-bucket", "web1.example"), "no-bucket");
 });

@@ -162,7 +162,7 @@ test("replies from another key or with a flipped signature are refused; B's cert
   // signed for B's own key (the simulated CA checks node_key as the real one does), and vouched for
   assert.equal(ca.certs.get(B)?.nodeKey, keys.get(B)!.publicKey);
   const entry = await eventually(async () => {
-    const e = await (await client.kv(DEFAULT_NODE_KEYS_BUCKET)).get(nodeKeyName(B));
+    const e = await (await client.bucket(DEFAULT_NODE_KEYS_BUCKET)).get(nodeKeyName(B));
     const p = e && parseNodeKeyEntry(e.value, e.key);
     return p && p.ok && p.entry.source === "certified" ? p.entry : undefined;
   }, 10_000, "B's directory entry certified");
