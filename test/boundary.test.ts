@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readdirSync, readFileSync, statSync } from "node:fs";
-import { join, relative } from "node:path";
+import { dirname, join, normalize, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 
 // The rooms of src/ and the arrows between them (DESIGN.md's layout, docs/decisions/0005-one-owner.md).
@@ -11,7 +11,10 @@ import { fileURLToPath } from "node:url";
 //   types) outside the transport layers named below: everyone else holds a MusterClient or a
 //   Bucket;
 // - JetStream or KV (@nats-io/jetstream, @nats-io/kv) outside broker/, the only maker of buckets
-//   and streams.
+//   and streams;
+// - an arrow between the agent rooms that is not in the architecture: the server is handed its
+//   agents (src/agent/catalogue.ts) and imports none of src/agents/; the agents know the contract
+//   in src/agent/ and nothing of the server; the contract imports neither.
 
 const root = fileURLToPath(new URL("../../src/", import.meta.url));
 
@@ -95,4 +98,44 @@ test("outside the transport layers nothing holds a bare connection (nc, .nc, Nat
 
 test("every allow-list entry still matches a file (stale entries go)", () => {
   for (const [re, why] of TRANSPORT) assert.ok(sources.some((s) => re.test(s.rel)), `${re} (${why}) matches no file`);
+});
+
+/** The rooms (top-level folders of src/) a file imports from, with the line that does. */
+function roomsImported(rel: string, lines: string[]): { room: string; line: string; n: number }[] {
+  const out: { room: string; line: string; n: number }[] = [];
+  lines.forEach((l, i) => {
+    for (const m of specifiers(l)) {
+      if (!m.startsWith(".")) continue;
+      const target = normalize(join(dirname(rel), m)).split("\\").join("/");
+      if (target.startsWith("..")) continue;
+      out.push({ room: target.includes("/") ? target.slice(0, target.indexOf("/")) : "(top)", line: l.trim(), n: i + 1 });
+    }
+  });
+  return out;
+}
+
+function arrows(from: string, to: string[]): string[] {
+  const found: string[] = [];
+  for (const s of sources) {
+    if (!s.rel.startsWith(`${from}/`)) continue;
+    for (const r of roomsImported(s.rel, s.lines)) if (to.includes(r.room)) found.push(`src/${s.rel}:${r.n}: ${r.line}`);
+  }
+  return found;
+}
+
+test("the server imports no concrete agent: it is handed an AgentCatalogue", () => {
+  const found = arrows("server", ["agents"]);
+  assert.deepEqual(found, [], `the command that starts the server passes its agents (startServer({agents})):\n${found.join("\n")}`);
+});
+
+test("the agents know the contract in src/agent/, not the server; the contract imports neither", () => {
+  const agents = arrows("agents", ["server"]);
+  assert.deepEqual(agents, [], `import the contract from src/agent/ instead:\n${agents.join("\n")}`);
+  const contract = arrows("agent", ["server", "agents"]);
+  assert.deepEqual(contract, [], contract.join("\n"));
+});
+
+test("the room scanner resolves relative imports to rooms", () => {
+  assert.deepEqual(roomsImported("server/server.ts", [`import { x } from "../agents/builtin.js";`, `await import("./host.js");`]).map((r) => r.room), ["agents", "server"]);
+  assert.deepEqual(roomsImported("agents/puppet/run.ts", [`import type { A } from "../../agent/agent.js";`]).map((r) => r.room), ["agent"]);
 });

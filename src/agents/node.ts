@@ -1,3 +1,4 @@
+import type { NodeAgentsConfig } from "../agent/catalogue.js";
 import type { PuppetAgentSettings } from "../puppet/agent.js";
 import type { PuppetNodeSettings } from "./settings.js";
 
@@ -5,17 +6,7 @@ import type { PuppetNodeSettings } from "./settings.js";
 // files itself: where the node's own Puppet lives (the classes file it follows, the certificate a
 // provisioned node connects with) and whether the provision agent has finished. The daemon learns
 // of the moment provisioning finishes through the provision agent's `onProvisioned` hook
-// (BuiltinDeps). Loaded lazily, like the agents, to keep an idle server small.
-
-export interface NodeAgentsConfig {
-  identity: string;
-  /** `plugins.<agent>` settings of the server config. */
-  plugins: Record<string, Record<string, unknown>>;
-  /** agents.builtin of the server config. */
-  builtin?: readonly string[];
-  /** The node starts in provisioning isolation (its provision agent runs its Puppet). */
-  provisioning?: boolean;
-}
+// (AgentDeps). Loaded lazily, like the agents, to keep an idle server small.
 
 function agentSettings(s: Omit<PuppetNodeSettings, "exportFacts">): PuppetAgentSettings {
   return {

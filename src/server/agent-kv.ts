@@ -1,7 +1,7 @@
 import type { Logger } from "pino";
 import type { Buckets } from "../broker/bucket.js";
 import { bucketKey } from "../protocol/buckets.js";
-import type { AgentKv, AgentKvOpener } from "./agent.js";
+import type { AgentKv, AgentKvOpener } from "../agent/agent.js";
 
 // Key-value buckets the server keeps for its agents (agents never touch NATS): state an agent
 // must not lose in a restart, such as the notify agent's delivered dedupe keys. One handle per

@@ -11,7 +11,7 @@ import { RpcError } from "../../src/errors.js";
 import { Status } from "../../src/protocol/status.js";
 import { startPuppetserver, writeEnvironment, type PuppetserverHandle } from "../../src/lab/puppetserver.js";
 import { PuppetAgent } from "../../src/puppet/index.js";
-import type { ReplyData } from "../../src/server/agent.js";
+import type { ReplyData } from "../../src/agent/agent.js";
 import type { AgentDDL } from "../../src/ddl/types.js";
 import { makeContext } from "../support/context.js";
 import { cleanEnv, spawnMuster, startBroker } from "../support/collective.js";

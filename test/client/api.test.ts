@@ -12,7 +12,7 @@ import { silentLogger } from "../../src/log.js";
 import type { NodeEvent } from "../../src/protocol/events.js";
 import type { LifecycleEvent } from "../../src/protocol/lifecycle.js";
 import { Status } from "../../src/protocol/status.js";
-import { defineAgent } from "../../src/server/agent.js";
+import { defineAgent } from "../../src/agent/agent.js";
 import { connectNats, eventually, tempDir } from "../support/collective.js";
 import { startNats, type NatsHandle } from "../support/index.js";
 

@@ -6,7 +6,7 @@ import { createPuppetAgent, type MusterPuppetAgent } from "../../src/agents/pupp
 import type { RunCompleteData } from "../../src/agents/puppet/ddl.js";
 import { validateInput } from "../../src/ddl/validate.js";
 import { RpcError } from "../../src/errors.js";
-import type { ReplyData } from "../../src/server/agent.js";
+import type { ReplyData } from "../../src/agent/agent.js";
 import { makeContext, type TestContext } from "../support/context.js";
 import { tempDir } from "../support/collective.js";
 

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { pino } from "pino";
-import type { ActionContext } from "../../src/server/agent.js";
+import type { ActionContext } from "../../src/agent/agent.js";
 import type { NodeMetadata } from "../../src/protocol/types.js";
 
 export type TestContext = ActionContext & {

@@ -3,7 +3,7 @@ import { exportFactsSetting, puppetNodeSettings, settingsReader, type PuppetNode
 import { dirname, isAbsolute } from "node:path";
 import { RpcError } from "../../errors.js";
 import { Status } from "../../protocol/status.js";
-import type { ActionContext } from "../../server/agent.js";
+import type { ActionContext } from "../../agent/agent.js";
 import { MusterError } from "../../errors.js";
 import { factFileKind, PuppetAgent } from "../../puppet/index.js";
 
