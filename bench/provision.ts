@@ -26,7 +26,7 @@ import { startNats } from "../src/lab/nats.js";
 import { silentLogger } from "../src/log.js";
 import { ProvisionerConfigSchema } from "../src/provisioner/config.js";
 import { MusterCollective } from "../src/provisioner/muster-collective.js";
-import { Provisioner } from "../src/provisioner/runner.js";
+import { Provisioner } from "../src/provisioner/scheduler.js";
 import { ProvisionState } from "../src/provisioner/state.js";
 
 const { values: a } = parseArgs({

@@ -139,3 +139,8 @@ test("the room scanner resolves relative imports to rooms", () => {
   assert.deepEqual(roomsImported("server/server.ts", [`import { x } from "../agents/builtin.js";`, `await import("./host.js");`]).map((r) => r.room), ["agents", "server"]);
   assert.deepEqual(roomsImported("agents/puppet/run.ts", [`import type { A } from "../../agent/agent.js";`]).map((r) => r.room), ["agent"]);
 });
+
+test("the provisioner's files stay small enough to read whole (350 lines: a longer one holds two concerns)", () => {
+  const long = sources.filter((s) => s.rel.startsWith("provisioner/") && s.lines.length > 350).map((s) => `src/${s.rel}: ${s.lines.length} lines`);
+  assert.deepEqual(long, [], long.join("\n"));
+});

@@ -180,6 +180,11 @@ export class MusterClient implements Buckets {
     this.verification = verification ?? new Verification(opts.verify !== false, () => (bucket === false ? Promise.resolve(new KeyDirectory("no key directory configured")) : this.loadDirectory(bucket)));
   }
 
+  /** Whether this client checks every reply's signature (a reply with a bad one never reaches its caller). */
+  get verifies(): boolean {
+    return this.verification.enabled;
+  }
+
   /** The node-key directory, or an empty one saying why there is none; never fails a call. */
   private async loadDirectory(bucket: string): Promise<KeyDirectory> {
     let timer: NodeJS.Timeout | undefined;
@@ -528,8 +533,13 @@ export class MusterClient implements Buckets {
     }
   }
 
-  /** A typed view of one agent: inputs and action names are checked at compile time and against the DDL. */
-  agent<const D extends AgentDDL>(ddl: D): TypedAgentClient<D> {
+  /**
+   * A typed view of one agent: inputs and action names are checked at compile time and against the
+   * DDL, outputs on arrival. `name`: the agent is installed under another name than its DDL's
+   * (mcprovision's configs name their agents).
+   */
+  agent<const D extends AgentDDL>(ddl: D, opts: { name?: string } = {}): TypedAgentClient<D> {
+    const name = opts.name ?? ddl.metadata.name;
     return {
       call: async (action, input, opts = {}) => {
         const typed = new WeakMap<Reply, Reply>();
@@ -539,7 +549,7 @@ export class MusterClient implements Buckets {
           return t;
         };
         const { onReply } = opts;
-        const res = await this.call(ddl.metadata.name, action, input as Record<string, unknown>, { ...opts, ddl, onReply: onReply && ((r) => onReply(check(r) as TypedReply<D, typeof action>)) });
+        const res = await this.call(name, action, input as Record<string, unknown>, { ...opts, ddl, onReply: onReply && ((r) => onReply(check(r) as TypedReply<D, typeof action>)) });
         const replies = res.replies.map(check);
         const ok = replies.filter((r) => r.statuscode === Status.OK).length;
         return { ...res, replies: replies as TypedReply<D, typeof action>[], stats: { ...res.stats, ok, failed: replies.length - ok } };

@@ -7,7 +7,7 @@ import { MusterError } from "../errors.js";
 import { undeliverableTargets, type ProvisionerConfig } from "./config.js";
 import { ProvisionerMetrics } from "./metrics.js";
 import { MusterCollective } from "./muster-collective.js";
-import { Provisioner } from "./runner.js";
+import { Provisioner } from "./scheduler.js";
 import { ProvisionState } from "./state.js";
 
 // Process concerns of `muster provisioner`: detaching, pidfile, signals, metrics endpoint.

@@ -1,3 +1,5 @@
+import type { ProvisionDDL } from "../agents/provision/ddl.js";
+import type { ActionName, ActionOutput, CallInput } from "../ddl/types.js";
 import { Stages, type NodeRecord, type Stage } from "../protocol/provision-record.js";
 
 // The node's deploy lock (`provision#lock_deploy`), the whole policy in one place: the lock step
@@ -5,8 +7,8 @@ import { Stages, type NodeRecord, type Stage } from "../protocol/provision-recor
 // takeover from a provisioner whose claim expired breaks the stale one and takes it again.
 // Which of these apply is decided here by pure methods; the node is asked through `ask`.
 
-/** One action of the target agent on one node; rejects on an error or a missing reply. */
-export type AskNode = (identity: string, action: string, data: Record<string, unknown>, opts?: { timeoutMs?: number; quiet?: boolean }) => Promise<Record<string, unknown>>;
+/** One action of the node's provision agent (through its DDL); rejects on an error or a missing reply. `quiet`: not cut short by our shutdown, failures not logged. */
+export type AskNode = <A extends ActionName<ProvisionDDL>>(identity: string, action: A, input: CallInput<ProvisionDDL, A>, opts?: { timeoutMs?: number; quiet?: boolean }) => Promise<ActionOutput<ProvisionDDL, A>>;
 
 export interface DeployLockPolicy {
   /** The lock step is on. */
