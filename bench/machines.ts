@@ -19,7 +19,8 @@ import { startLab, type Lab } from "../src/lab/lab.js";
 import { ensureImage, hostRelease, imageInfo, machineImageSpec } from "../src/lab/machines/image.js";
 import { machineLeader } from "../src/lab/machines/machine.js";
 import { spawnMuster } from "../src/lab/processes.js";
-import { StateStore, type NodeRecord } from "../src/provisioner/state.js";
+import type { NodeRecord } from "../src/protocol/provision-record.js";
+import { ProvisionState } from "../src/provisioner/state.js";
 import { repoRoot as REPO } from "./paths.js";
 
 const { values: a } = parseArgs({ options: { machines: { type: "string", default: "4,8" }, vm: { type: "boolean", default: false }, "cold-image": { type: "boolean", default: false }, out: { type: "string" } } });
@@ -73,7 +74,7 @@ async function runLab(kind: LabRun["kind"], n: number): Promise<LabRun> {
     lab = await startLab({ dir: join(dir, "lab"), nodes: n, detached: false, provisioner: false, progress: say, ...(kind === "process" ? {} : { machines: { kind, imageCache } }) });
     const waited = Date.now();
     const client = await MusterClient.connect({ brokers: [lab.state.broker], collective: lab.state.collective, tls: lab.state.tls.admin });
-    const store = StateStore.fromKv(await client.kv("muster_provision", { create: StateStore.bucketOptions }));
+    const store = await ProvisionState.open(client, "muster_provision");
     const p0 = Date.now();
     const prov = spawnMuster(["provisioner", "--config", lab.provisionerConfig(), "--foreground"], { logFile: join(dir, "provisioner.log"), env: lab.state.provisionerEnv });
     try {

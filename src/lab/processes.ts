@@ -62,37 +62,51 @@ export function spawnProcess(argv: string[], opts: SpawnOptions): MusterProcess 
       resolve(code);
     });
   });
-  let watchdog: ChildProcess | undefined;
+  let endWatchdog: (() => void) | undefined;
   if (opts.detached) child.unref();
-  else if (pid > 0) {
-    watchdog = spawn("/bin/sh", ["-c", 'while kill -0 "$1" 2>/dev/null && kill -0 "$2" 2>/dev/null; do sleep 1; done; kill -TERM "$2" 2>/dev/null', "watchdog", String(process.pid), String(pid)], { detached: true, stdio: "ignore" });
-    watchdog.unref();
-  }
+  else if (pid > 0) endWatchdog = watchdog(pid);
   return {
     pid,
     child,
     exited,
     exitCode: () => code,
     async stop(signal = "SIGTERM", graceMs = 10_000) {
-      if (pid > 0 && code === undefined && child.exitCode === null && child.signalCode === null) {
-        try {
-          process.kill(pid, signal);
-        } catch {
-          /* already gone */
-        }
-        const t = setTimeout(() => isAlive(pid) && process.kill(pid, "SIGKILL"), graceMs);
-        await exited;
-        clearTimeout(t);
-      }
-      if (watchdog?.pid) {
-        try {
-          process.kill(-watchdog.pid, "SIGKILL");
-        } catch {
-          /* gone */
-        }
-      }
+      if (pid > 0 && code === undefined) await stopChild(child, signal, graceMs);
+      endWatchdog?.();
     },
   };
+}
+
+/**
+ * A shell that sends `pid` SIGTERM when this process goes away without stopping it (a crashed
+ * test run leaks nothing); call the returned function once `pid` is stopped.
+ */
+export function watchdog(pid: number): () => void {
+  if (!(pid > 0)) return () => undefined; // never "kill -TERM -1": that is every process
+  const w = spawn("/bin/sh", ["-c", 'while kill -0 "$1" 2>/dev/null && kill -0 "$2" 2>/dev/null; do sleep 1; done; kill -TERM "$2" 2>/dev/null', "watchdog", String(process.pid), String(pid)], { detached: true, stdio: "ignore" });
+  w.unref();
+  return () => {
+    if (!w.pid) return;
+    try {
+      process.kill(-w.pid, "SIGKILL");
+    } catch {
+      /* gone */
+    }
+  };
+}
+
+/** Stops a child we spawned: `signal`, then SIGKILL after `graceMs`; resolves once it has exited. */
+export async function stopChild(child: ChildProcess, signal: NodeJS.Signals = "SIGTERM", graceMs = 10_000): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const gone = new Promise((r) => child.once("exit", r));
+  try {
+    child.kill(signal);
+  } catch {
+    /* already gone */
+  }
+  const t = setTimeout(() => child.exitCode === null && child.signalCode === null && child.kill("SIGKILL"), graceMs);
+  await gone;
+  clearTimeout(t);
 }
 
 /** Stop a process we did not spawn (a detached one from an earlier `lab up`) by pid. */

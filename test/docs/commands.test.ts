@@ -194,7 +194,7 @@ async function realNode(identity: string, facts: Record<string, unknown>, classe
 async function certify(identities: string[]): Promise<void> {
   const c = await MusterClient.connect({ brokers: [nats.url], collective: "muster", key: generateSigningKey("docs-test").key });
   try {
-    const kv = await c.kv(DEFAULT_NODE_KEYS_BUCKET, { create: { history: 1 } });
+    const kv = await c.bucket(DEFAULT_NODE_KEYS_BUCKET, { create: { history: 1 } });
     for (const id of identities) {
       const pubkey = signingKeyFromPem(id, readFileSync(join(configDir, "nodes", `${id}.key`), "utf8")).publicKey;
       await kv.put(nodeKeyName(id), encodeNodeKeyEntry({ identity: id, pubkey, source: "certified", time: Date.now(), by: "docs test" }));

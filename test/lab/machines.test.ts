@@ -12,7 +12,8 @@ import { machineExec } from "../../src/lab/machines/machine.js";
 import { labLinks, labRoutes } from "../../src/lab/machines/network.js";
 import { spawnMuster, type MusterProcess } from "../../src/lab/processes.js";
 import { emptyFilter } from "../../src/protocol/types.js";
-import { StateStore, type NodeRecord } from "../../src/provisioner/state.js";
+import type { NodeRecord } from "../../src/protocol/provision-record.js";
+import { ProvisionState } from "../../src/provisioner/state.js";
 import { eventually, repoRoot, runCli } from "../support/collective.js";
 
 // Real machines from first boot (issue 19): whole Debian systems booted with systemd-nspawn from
@@ -40,7 +41,7 @@ const root = process.getuid?.() === 0;
 let dir: string;
 let lab: Lab;
 let client: MusterClient;
-let store: StateStore;
+let store: ProvisionState;
 let provisioner: MusterProcess;
 let debNext: Promise<string>;
 
@@ -59,7 +60,7 @@ before(async () => {
   lab = await startLab({ dir: join(dir, "lab"), nodes: 2, detached: false, provisioner: false, machines: { kind: "nspawn", deb, imageCache: join(repoRoot, ".muster", "images") } });
   // persistent: it rides out the broker outage below, as a daemon would
   client = await MusterClient.connect({ brokers: [lab.state.broker], collective: lab.state.collective, tls: lab.state.tls.admin, persistent: true });
-  store = StateStore.fromKv(await client.kv("muster_provision", { create: StateStore.bucketOptions }));
+  store = await ProvisionState.open(client, "muster_provision");
 });
 
 after(async () => {
@@ -90,8 +91,6 @@ const notified = (id: string) =>
         .split("\n")
         .filter((l) => l && (JSON.parse(l) as { subject: string }).subject.includes(id)).length
     : 0;
-// `gone` arrives with the provisioner's dead-node detection (issue 19 section 2)
-type Gone = NodeRecord & { gone?: { since: number; reason: string } };
 const done = (r: NodeRecord) => r.status === "done" || r.status === "failed";
 const cli = (args: string[]) => runCli(args, { env: { ...process.env, MUSTER_BROKER: lab.state.broker, MUSTER_TLS_CA: lab.state.tls.ca, MUSTER_TLS_CERT: lab.state.tls.admin.cert, MUSTER_TLS_KEY: lab.state.tls.admin.key } });
 const discovered = async (id: string) => (await client.discover({ filter: { ...emptyFilter(), identity: [id] }, timeoutMs: 2000, idleMs: 300 })).includes(id);
@@ -122,7 +121,7 @@ test("first boot to provisioned against each region's master, with the broker st
   await lab.stopBroker();
   await new Promise((r) => setTimeout(r, 30_000)); // the outage itself, not a wait for anything
   await lab.startBroker();
-  await eventually(async () => (await store.all()) && true, 60_000, "the test's own client back on the broker");
+  await eventually(async () => (await store.list()) && true, 60_000, "the test's own client back on the broker");
   const recs = await store.waitFor([A, B], done, 600_000);
   for (const [id, master] of [
     [A, "puppet-eu.lab"],
@@ -172,13 +171,13 @@ test("a machine loses its power during the bootstrap Puppet run: gone within 30 
   await eventually(async () => (machineExec(node(C).machine!.dir, ["pgrep", "-f", "puppet agent"]).status === 0 ? true : undefined), 60_000, "puppet agent running in the machine");
   const cutAt = Date.now();
   await lab.stopServer(C, "SIGKILL"); // the power cut
-  const gone = (await store.waitFor([C], (r) => (r as Gone).gone !== undefined, 30_000)).get(C)! as Gone;
+  const gone = (await store.waitFor([C], (r) => r.gone !== undefined, 30_000)).get(C)!;
   assert.ok(gone.gone!.since - cutAt < 30_000, `marked gone ${gone.gone!.since - cutAt} ms after the power cut`);
   assert.notEqual(gone.status, "done");
   lab.startServer(C); // power on: same disk
   const r = (await store.waitFor([C], (x) => x.status === "done" || x.status === "failed", 600_000)).get(C)!;
   assert.equal(r.status, "done", `${r.lastError ?? ""}\n${r.log.join("\n")}`);
-  assert.equal((r as Gone).gone, undefined, "no longer gone");
+  assert.equal(r.gone, undefined, "no longer gone");
   assert.equal(signedCount(0, C), 1, "no certificate signed twice");
   await eventually(async () => (notified(C) >= 1 ? true : undefined), 30_000, "the admins told");
   assert.equal(notified(C), 1, "provisioned exactly once: the admins told once");

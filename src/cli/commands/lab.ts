@@ -8,7 +8,7 @@ import type { Role } from "../../web/auth.js";
 import { LAB_REGIONS } from "../../lab/regions.js";
 import { receiverCommand } from "../../lab/receiver-command.js";
 import { DEFAULT_STATE_BUCKET } from "../../protocol/buckets.js";
-import type { NodeRecord } from "../../provisioner/state.js";
+import type { NodeRecord } from "../../protocol/provision-record.js";
 import { bold, green, red, yellow } from "../style.js";
 
 // `muster lab`: a local fleet on loopback that provisions itself end to end against real Puppet.
@@ -21,8 +21,8 @@ const ts = () => new Date().toISOString().slice(11, 19);
 // The lab's machinery (NATS, JetStream, puppetserver control, YAML) loads when a subcommand runs,
 // not for `muster lab --help` (npm run bench:cli).
 const load = async () => {
-  const [lab, scale, { MusterClient }, { openProvisionState }, { stringify: toYaml }, { unpackMuster }] = await Promise.all([import("../../lab/lab.js"), import("../../lab/scale.js"), import("../../client/client.js"), import("../../fleet/provision-state.js"), import("yaml"), import("../../lab/package.js")]);
-  return { ...lab, ...scale, MusterClient, openProvisionState, toYaml, unpackMuster };
+  const [lab, scale, { MusterClient }, { ProvisionState }, { stringify: toYaml }, { unpackMuster }] = await Promise.all([import("../../lab/lab.js"), import("../../lab/scale.js"), import("../../client/client.js"), import("../../provisioner/state.js"), import("yaml"), import("../../lab/package.js")]);
+  return { ...lab, ...scale, MusterClient, ProvisionState, toYaml, unpackMuster };
 };
 
 function running(s: LabState): boolean {
@@ -31,9 +31,9 @@ function running(s: LabState): boolean {
 
 /** Live progress of these nodes' provisioning until each is done or failed; `since`: ignore records older than this (an earlier machine's). */
 async function followProvisioning(s: LabState, ids: string[], timeoutMs: number, since = 0): Promise<NodeRecord[]> {
-  const { MusterClient, openProvisionState } = await load();
+  const { MusterClient, ProvisionState } = await load();
   const client = await MusterClient.connect({ brokers: [s.broker], collective: s.collective, name: "muster-lab-follow", tls: s.tls?.admin });
-  const store = await openProvisionState(client, DEFAULT_STATE_BUCKET);
+  const store = await ProvisionState.open(client, DEFAULT_STATE_BUCKET);
   const { progressBar } = await import("../output.js"); // a terminal's bar, only when following
   const bar = progressBar(true);
   const seen = new Map<string, string>();
@@ -55,7 +55,7 @@ async function followProvisioning(s: LabState, ids: string[], timeoutMs: number,
   } finally {
     bar.stop();
   }
-  const all = await store.all();
+  const all = await store.list();
   await client.close();
   return all.filter((r) => ids.includes(r.identity));
 }
@@ -187,7 +187,7 @@ Examples:
       .description("Which lab processes run, and where provisioning stands")
       .option("--json", "machine-readable")
       .action(async (o: { json?: boolean }) => {
-        const { readLabState, labPids, MusterClient, openProvisionState, connectedUsers, labWebToken } = await load();
+        const { readLabState, labPids, MusterClient, ProvisionState, connectedUsers, labWebToken } = await load();
         const s = readLabState(labDir());
         if (!s) {
           process.stdout.write("no lab here (start one with `muster lab up`)\n");
@@ -198,7 +198,7 @@ Examples:
         let recs: NodeRecord[] = [];
         if (running(s)) {
           const client = await MusterClient.connect({ brokers: [s.broker], collective: s.collective, name: "muster-lab-status", tls: s.tls?.admin });
-          recs = await (await openProvisionState(client, DEFAULT_STATE_BUCKET)).all();
+          recs = await (await ProvisionState.open(client, DEFAULT_STATE_BUCKET)).list();
           await client.close();
         }
         if (o.json) {
@@ -253,7 +253,7 @@ Examples:
 Exit code 0 when every new node was provisioned, 2 when any failed or the wait timed out.`,
       )
       .action(async (o: { count: string; machines?: string; country?: string; identity?: string[]; follow: boolean; timeout: string }) => {
-        const { labRegionFor, readLabState, MusterClient, openProvisionState, addLabNodes } = await load();
+        const { labRegionFor, readLabState, MusterClient, ProvisionState, addLabNodes } = await load();
         const count = Number(o.machines ?? o.count);
         if (!Number.isInteger(count) || count < 1 || count > 50) throw new MusterError("MUSTER_USAGE", "--count takes a whole number from 1 to 50");
         const timeout = Number(o.timeout);
@@ -271,7 +271,7 @@ Exit code 0 when every new node was provisioned, 2 when any failed or the wait t
           // A record left from an earlier machine under that name keeps the provisioner away from it.
           const client = await MusterClient.connect({ brokers: [s.broker], collective: s.collective, name: "muster-lab-add", tls: s.tls.admin });
           try {
-            const store = await openProvisionState(client, DEFAULT_STATE_BUCKET);
+            const store = await ProvisionState.open(client, DEFAULT_STATE_BUCKET);
             for (const id of o.identity) {
               const old = (await store.get(id))?.record;
               if (old) throw new MusterError("MUSTER_USAGE", `${id} still has a provisioning record (${old.status}${old.master ? `, against ${old.master}` : ""}): the provisioner would not take a new machine under that name. Run \`muster decommission ${id}\` first`);
