@@ -127,7 +127,7 @@ export async function addLabNodes(s: LabState, o: AddNodesOptions & Spawning): P
   const added: LabNode[] = [];
   if (s.machines) {
     // A machine lab grows by machines, booted through cloud-init like the first ones.
-    const { bootLabMachine, machineBootContext, machineWaiting, writeSshConfig } = await import("./machines/fleet.js");
+    const { bootLabMachine, machineBootContext, writeSshConfig } = await import("./machines/fleet.js");
     const boot = machineBootContext(s.dir, s.machines, { cert: s.tls.ca, key: ctx.caKey }, provisionerKey(s.dir).key.publicKey, o.detached, (name, p) => o.track?.(name, p));
     for (const p of plan) {
       const { node } = await bootLabMachine(boot, { identity: p.identity, region: p.region, serial: p.serial, role: labRole(p.serial - 1) });

@@ -144,6 +144,14 @@ test("first boot to provisioned against each region's master, with the broker st
 });
 
 test("seed 004 against machines: search_nodes, runall, nrpe with the real plugins, resource, ssh into sshd", { skip: !root && "needs root" }, async () => {
+  // provisioned nodes leave the provisioning collective and come back to the fleet on their Puppet
+  // certificates, with the classes of their production run: wait until both answer there
+  for (const [id, cls] of [
+    [A, "mysql::master"],
+    [B, "role::web"],
+  ] as const) {
+    await eventually(async () => ((await client.discover({ filter: { ...emptyFilter(), class: [cls] }, timeoutMs: 2000, idleMs: 300 })).includes(id) ? true : undefined), 60_000, `${id} answering -C ${cls} in the fleet`);
+  }
   // a service stopped behind Puppet's back is running again after the next run
   inMachine(B, "systemctl", "stop", "webapp.service");
   const runall = await cli(["puppet", "runall", "2", "-C", "role::web"]);

@@ -9,7 +9,7 @@ import { loadOrCreateSigningKey } from "../../security/keys.js";
 import type { LabRole } from "../manifests.js";
 import { roleFacts } from "../manifests.js";
 import { freePort } from "../ports.js";
-import { isAlive, spawnMuster, spawnProcess, stopPid, type MusterProcess } from "../processes.js";
+import { isAlive, spawnMuster, stopPid, type MusterProcess } from "../processes.js";
 import type { LabRegion } from "../regions.js";
 import { ensureImage, hostRelease, machineImageSpec, requireTools, type MachineImage } from "./image.js";
 import { isMounted, machineFile, machineLeader, powerCut, unmountRoot, type MachineConfig, type MachineKind } from "./machine.js";
@@ -395,4 +395,3 @@ function readMachineTap(dir: string): string {
   }
 }
 
-export { spawnProcess };
