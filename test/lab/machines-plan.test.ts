@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -14,7 +14,7 @@ import { CLOUD_INIT_RENDERER, machineFacts, renderArgv, type BootMachineContext 
 import { labRole } from "../../src/lab/manifests.js";
 import { LAB_REGIONS } from "../../src/lab/regions.js";
 import { readFileSync } from "node:fs";
-import { repoRoot } from "../support/collective.js";
+import { repoRoot, runCli } from "../support/collective.js";
 
 // The pure parts of the lab's machines: addresses, seeds, the image's cache key, the relays' and
 // the boot's command lines, and the package server's path rule (plus that server, for real).
@@ -162,5 +162,30 @@ test("machines' user-data comes from docs/deploy.md's render command, flag for f
     for (const f of ["country", "ec2_placement_region", "role", "customer", "environment"]) assert.ok(argv.includes(`${f}=${facts[f]}`), f);
   } finally {
     rmSync(tmp, { recursive: true, force: true });
+  }
+});
+
+test("lab commands refuse what cannot be, before anything starts", async () => {
+  const cwd = mkdtempSync(join(tmpdir(), "muster-lab-cli-"));
+  try {
+    const run = (...args: string[]) => runCli(["lab", ...args], { env: { ...process.env, MUSTER_CONFIG_DIR: join(cwd, "keys") }, cwd });
+    const both = await run("up", "--machines", "2", "--nodes", "3");
+    assert.equal(both.code, 64);
+    assert.match(both.stderr, /--machines and --nodes choose the kind of node: give one/);
+    const vm = await run("up", "--nodes", "2", "--vm");
+    assert.equal(vm.code, 64);
+    assert.match(vm.stderr, /--vm goes with --machines N/);
+    const many = await run("up", "--machines", "51");
+    assert.equal(many.code, 64);
+    assert.match(many.stderr, /--machines takes a whole number from 1 to 50/);
+    const power = await run("power", "bogus", "node01.eu.lab");
+    assert.equal(power.code, 64);
+    assert.match(power.stderr, /power takes on, off, cut or reboot/);
+    const exec = await run("exec", "node01.eu.lab", "--", "true");
+    assert.equal(exec.code, 1);
+    assert.match(exec.stdout, /no running lab here/);
+    assert.ok(!existsSync(join(cwd, ".muster", "lab")), "nothing was started");
+  } finally {
+    rmSync(cwd, { recursive: true, force: true });
   }
 });

@@ -13,7 +13,7 @@ import { isAlive, spawnMuster, stopPid, type MusterProcess } from "../processes.
 import type { LabRegion } from "../regions.js";
 import { ensureImage, hostRelease, machineImageSpec, requireTools, type MachineImage } from "./image.js";
 import { isMounted, machineFile, machineLeader, powerCut, unmountRoot, type MachineConfig, type MachineKind } from "./machine.js";
-import { addTap, createLabNetwork, deleteLabNetwork, netnsPath, removeTap } from "./network.js";
+import { addTap, createLabNetwork, deleteLabNetwork, netnsPath, netnsPids, removeTap } from "./network.js";
 import { instanceId, LAB_NET, MACHINE_FILES_DIR, labNetnsName, machineAddress, machineMac, machineName, machineSshAlias, masterRelayAddress, metaData, networkConfig, PACKAGE_PORT, RELAY_ADDRESS } from "./plan.js";
 import { startRelay, type Relay, type RelaySpec } from "./relay.js";
 
@@ -130,10 +130,12 @@ export async function labImage(kind: MachineKind, cacheDir: string, progress: (l
 export async function prepareMachines(o: MachineLabOptions, image: { image: MachineImage; vm?: LabMachinesState["vmImage"] }): Promise<LabMachinesState> {
   const dir = resolve(o.labDir);
   const netns = labNetnsName(dir);
+  clearAbandonedNetworks(o.progress);
   const masterAddrs = o.masters.map((_, i) => masterRelayAddress(i));
   createLabNetwork(netns, [RELAY_ADDRESS, ...masterAddrs]);
   const socketDir = `/run/muster-lab/${netns}`;
   mkdirSync(socketDir, { recursive: true, mode: 0o700 });
+  writeFileSync(join(socketDir, "lab-dir"), `${dir}\n`); // whose network this is, for clearAbandonedNetworks
   mkdirSync(join(dir, "logs"), { recursive: true });
 
   // The package server: the .deb (and, once built, an apt repository) on loopback.
@@ -185,6 +187,28 @@ function labSshKey(dir: string): LabMachinesState["ssh"] {
   const knownHosts = join(sshDir, "known_hosts");
   if (!existsSync(config)) writeFileSync(config, "# muster lab: the machines, as the operator's ssh reaches them (rewritten as machines come and go)\n");
   return { key, config, knownHosts };
+}
+
+/**
+ * A lab whose test run was killed outright leaves its network namespace behind (its machines and
+ * relays are stopped by their watchdogs). One whose lab directory is gone and that holds no
+ * process serves nothing: remove it.
+ */
+export function clearAbandonedNetworks(progress: (l: string) => void): void {
+  const base = "/run/muster-lab";
+  if (!existsSync(base)) return;
+  for (const ns of readdirSync(base)) {
+    let labDir: string;
+    try {
+      labDir = readFileSync(join(base, ns, "lab-dir"), "utf8").trim();
+    } catch {
+      continue; // not ours, or not finished being made
+    }
+    if (existsSync(labDir) || netnsPids(ns).length) continue;
+    deleteLabNetwork(ns);
+    rmSync(join(base, ns), { recursive: true, force: true });
+    progress(`removed the network of a lab that is gone (${ns}, was ${labDir})`);
+  }
 }
 
 /** Rewrite the ssh_config naming every machine: `ssh -F <config> node01.eu.lab` (muster ssh does it for you). */

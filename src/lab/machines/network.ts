@@ -41,6 +41,12 @@ export function deleteLabNetwork(name: string): void {
   if (existsSync(netnsPath(name))) ip(["netns", "delete", name], /No such file/);
 }
 
+/** Processes in the namespace (ip netns pids): a namespace with none serves no machine or relay. */
+export function netnsPids(name: string): number[] {
+  const r = spawnSync("ip", ["netns", "pids", name], { encoding: "utf8" });
+  return r.stdout.split("\n").filter(Boolean).map(Number);
+}
+
 /** Routes in the lab namespace (what the tests check: no default route, nothing leads out). */
 export function labRoutes(name: string): string[] {
   const r = spawnSync("ip", ["-n", name, "-4", "route", "show"], { encoding: "utf8" });
