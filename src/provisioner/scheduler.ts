@@ -177,6 +177,7 @@ export class Provisioner {
       this.parked.delete(identity);
       return;
     }
+    this.trust.fromRecord(identity, rec); // its answer must be signed by the key its record pinned
     const answered = await this.driver.answers(identity, Math.max(2000, this.liveness.checkS * 1000));
     switch (whileGone(answered, Date.now(), until)) {
       case "back":
