@@ -21,6 +21,8 @@ export interface SimulationOptions {
   fail?: (identity: string, action: string) => boolean;
   /** Delay injection, ms before this node answers this action: past the caller's timeout it is a reply lost in transit. */
   stallMs?: (identity: string, action: string) => number;
+  /** Where a node's CSR goes when the CA lives in another process (default: this process's `ca`), as Puppet submits it over the network. */
+  submitCsr?: (identity: string, fingerprint: string, nodeKey: string | undefined) => Promise<void> | void;
 }
 
 interface SimCert {
@@ -56,6 +58,11 @@ function fingerprint(seed: string): string {
   return createHash("sha256").update(seed).digest("hex").toUpperCase().match(/../g)!.join(":");
 }
 
+/** A CSR arriving at the simulated CA: pending, unless the name's certificate is signed already. */
+export function submitCsr(ca: SimulatedCA, identity: string, fingerprint: string, nodeKey: string | undefined): void {
+  if (ca.certs.get(identity)?.state !== "signed") ca.certs.set(identity, { state: "requested", fingerprint, signings: 0, nodeKey });
+}
+
 export function simulatedFactories(ca: SimulatedCA, opt: SimulationOptions): Record<string, AgentFactory> {
   const runMs = () => opt.puppetRunMs[0] + Math.random() * (opt.puppetRunMs[1] - opt.puppetRunMs[0]);
   const provision: AgentFactory = (d) => {
@@ -89,7 +96,8 @@ export function simulatedFactories(ca: SimulatedCA, opt: SimulationOptions): Rec
           enabled();
           await wait(opt.csrMs, ctx.signal);
           csr ??= fingerprint(`${d.identity}:${randomBytes(8).toString("hex")}`);
-          if (ca.certs.get(d.identity)?.state !== "signed") ca.certs.set(d.identity, { state: "requested", fingerprint: csr, signings: 0, nodeKey: ctx.nodeKey });
+          if (opt.submitCsr) await opt.submitCsr(d.identity, csr, ctx.nodeKey);
+          else submitCsr(ca, d.identity, csr, ctx.nodeKey);
           return { certname: d.identity, fingerprint: csr, submitted: true };
         },
         bootstrap_puppet: (_i, ctx) => run("bootstrap", ctx.signal),

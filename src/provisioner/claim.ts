@@ -37,3 +37,14 @@ export function claimRecord(existing: Versioned | undefined, identity: string, o
   if (takenOverFrom) appendLog(rec, `taken over from ${takenOverFrom}, whose claim expired`, now);
   return { v, takenOverFrom };
 }
+
+/**
+ * What a resume scan does with a record: take it up now (ours, or a claim that expired), wait for a
+ * gone node until its wait ends (ours: checked now and then meanwhile), or leave it.
+ */
+export function resumeVerdict(rec: NodeRecord, owner: string, now: number): "resume" | { waitUntil: number } | undefined {
+  if (rec.status !== "in_progress") return undefined;
+  const live = (rec.claimExpires ?? 0) >= now;
+  if (rec.gone && live) return rec.owner === owner ? { waitUntil: rec.claimExpires! } : undefined;
+  return rec.owner === owner || !live ? "resume" : undefined;
+}

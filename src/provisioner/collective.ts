@@ -34,8 +34,9 @@ export interface CallOptions {
   signal?: AbortSignal;
 }
 
-/** A node announcing it started (`muster.lifecycle.startup.*`). */
-export interface StartupEvent {
+/** A node announcing it started or is stopping (`muster.lifecycle.<type>.*`). */
+export interface NodeEvent {
+  type: "startup" | "shutdown";
   identity: string;
   /** The collectives the node joined, when it says. */
   collectives?: string[];
@@ -51,8 +52,8 @@ export interface Collective {
   discover(role: Role, filter: Filter, timeoutMs: number): Promise<string[]>;
   /** An action on known nodes; resolves with the replies that came (a lost one is simply absent). */
   call<D extends AgentDDL, A extends ActionName<D>>(role: Role, agent: AgentRef<D>, action: A, input: CallInput<D, A>, opts: CallOptions): Promise<ActionReply<ActionOutput<D, A>>[]>;
-  /** Startup events until the returned function is called. Garbled events never reach `handler`. */
-  onStartup(handler: (ev: StartupEvent) => void): () => void;
+  /** Startup and shutdown events until the returned function is called. Garbled events never reach `handler`. */
+  onLifecycle(handler: (ev: NodeEvent) => void): () => void;
   /** Vouch for a node's key in the node-key directory clients verify replies against (protocol/node-keys.ts). */
   publishNodeKey?(entry: NodeKeyEntry): Promise<void>;
 }

@@ -97,6 +97,13 @@ export const ProvisionerConfigSchema = strict("key", {
   step_timeout: z.number().positive().default(60),
   metrics: strict("metrics key", { port: z.number().int().nonnegative(), host: z.string().default("127.0.0.1") }).optional(),
   pidfile: z.string().optional(),
+  /**
+   * A node that goes away while provisioned (docs/provisioner.md#machines-that-die): while a step
+   * waits on it, it is asked rpcutil#ping every check_interval seconds (0: never); after `checks`
+   * unanswered in a row it counts as gone, its wait is abandoned and its slot freed; it is
+   * provisioned on from that step when it comes back, and failed if it is not back within timeout.
+   */
+  gone: strict("gone key", { check_interval: z.number().nonnegative().default(5), checks: z.number().int().positive().default(3), timeout: z.number().positive().default(3600) }).prefault({}),
   /** Seconds SIGTERM waits for in-flight steps before abandoning them (locks are released either way). */
   shutdown_grace: z.number().nonnegative().default(30),
   /** Where DDLs of your own data plugins are (`<dir>/data/<name>.json`), for checking the role filters. */

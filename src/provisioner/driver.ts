@@ -8,10 +8,12 @@ import { claimRecord } from "./claim.js";
 import { callOne, type Collective } from "./collective.js";
 import type { ProvisionerConfig } from "./config.js";
 import { DeployLock } from "./deploy-lock.js";
-import { askAgain, decide, newRun, pastDisable, type EngineAction, type EngineEvent, type EnginePolicy, type NodeRun } from "./engine.js";
+import { decide, newRun, pastDisable, type EngineAction, type EngineEvent, type EnginePolicy, type NodeRun } from "./engine.js";
+import { askAgain, goneAfter, type LivenessPolicy } from "./liveness.js";
 import { sleep, stringFact, type Masters } from "./masters.js";
 import type { ProvisionerMetrics } from "./metrics.js";
 import type { Semaphore } from "./semaphore.js";
+import { NODE_STAGES } from "./stages.js";
 import type { ProvisionState, Versioned } from "./state.js";
 import { StepError, steps, type MasterInfo, type StepContext } from "./steps.js";
 import type { NodeTrust } from "./trust.js";
@@ -27,6 +29,7 @@ export interface ProvisionerEvents {
 export interface DriverDeps {
   cfg: ProvisionerConfig;
   policy: EnginePolicy;
+  liveness: LivenessPolicy;
   collective: Collective;
   store: ProvisionState;
   trust: NodeTrust;
@@ -43,10 +46,17 @@ export interface DriverDeps {
 /** The target agent: the provision DDL, under the name the config gives it. */
 const provisionAgent = (cfg: ProvisionerConfig) => ({ ddl: provisionDDL, name: cfg.target.agent });
 
+/** A node's current step, while one is in flight: aborted when the node restarts or goes away, so its wait ends at once. */
+interface InStep {
+  controller: AbortController;
+  /** Why the node counts as gone, when that ended the wait. */
+  gone?: string;
+}
+
 export class Driver {
   readonly lock: DeployLock;
-  /** Per node once its steps began: aborted when the node restarts, so a request it lost is asked again at once. */
-  private readonly restarts = new Map<string, AbortController>();
+  /** Per node once its steps began (the last step's entry stays until the run ends). */
+  private readonly restarts = new Map<string, InStep>();
 
   constructor(private readonly d: DriverDeps) {
     const { cfg } = d;
@@ -57,20 +67,38 @@ export class Driver {
   nodeRestarted(identity: string): boolean {
     const c = this.restarts.get(identity);
     if (!c) return false;
-    c.abort();
+    c.controller.abort();
     return true;
   }
 
-  /** Provision one node (the caller holds a global slot); resolves when the engine's run has ended. */
-  async provision(identity: string, why: string): Promise<void> {
+  /** The node went away (`reason`: how we know): the step waiting on it stops waiting (the engine parks it). */
+  nodeGone(identity: string, reason: string): boolean {
+    const c = this.restarts.get(identity);
+    if (!c || c.controller.signal.aborted) return false;
+    c.gone = reason;
+    c.controller.abort();
+    return true;
+  }
+
+  /** One liveness check (rpcutil#ping, signed by the node's pinned key): resolves true when the node answered. */
+  async answers(identity: string, timeoutMs: number): Promise<boolean> {
+    const check = (r: { signedBy?: string }) => this.d.trust.authenticate(identity, r.signedBy, "rpcutil#ping reply");
+    return callOne(this.d.collective, "target", { ddl: rpcutilDDL, name: "rpcutil" }, "ping", {}, identity, { timeoutMs, signal: this.d.stopping, check }).then(
+      () => true,
+      () => false,
+    );
+  }
+
+  /** Provision one node (the caller holds a global slot); resolves with how the engine's run ended (undefined: not ours to run). */
+  async provision(identity: string, why: string, o: { unanswered?: boolean } = {}): Promise<EngineAction | undefined> {
     const { store, trust, cfg, masters } = this.d;
     const existing = await store.get(identity);
     const c = claimRecord(existing, identity, cfg.id, Date.now(), cfg.lock_lease);
-    if (!c) return;
+    if (!c) return undefined;
     trust.fromRecord(identity, existing?.record);
     if ((await store.compareAndSet(c.v)) === undefined) {
       this.d.log.debug({ node: identity }, "another provisioner claimed this node first");
-      return;
+      return undefined;
     }
     const v = c.v;
     const rec = v.record;
@@ -80,29 +108,32 @@ export class Driver {
     this.d.metrics?.inFlight.inc();
     try {
       appendLog(rec, `provisioning started (${why})`);
-      try {
-        // A node already disabled is provisioned: under isolation it has left the target collective,
-        // and what remains (notify) needs nothing from it, so it is not asked.
-        const disabled = pastDisable(rec);
-        if (!disabled) {
-          const facts = await this.inventory(identity);
-          rec.nodeAddress = stringFact(facts, cfg.target.ipaddress_fact);
-          if (!rec.nodeAddress) throw new StepError(`node has no '${cfg.target.ipaddress_fact}' fact (target.ipaddress_fact)`);
-          master = await masters.choose(identity, facts, rec.master);
-          rec.master = master.identity;
-          rec.masterAddress = master.address;
+      if (o.unanswered && rec.gone) first = { type: "still-gone" }; // the engine decides: wait on, or fail
+      else {
+        try {
+          // A node already disabled is provisioned: under isolation it has left the target collective,
+          // and what remains (notify) needs nothing from it, so it is not asked.
+          const disabled = pastDisable(rec);
+          if (!disabled) {
+            const facts = await this.inventory(identity);
+            rec.nodeAddress = stringFact(facts, cfg.target.ipaddress_fact);
+            if (!rec.nodeAddress) throw new StepError(`node has no '${cfg.target.ipaddress_fact}' fact (target.ipaddress_fact)`);
+            master = await masters.choose(identity, facts, rec.master);
+            rec.master = master.identity;
+            rec.masterAddress = master.address;
+          }
+          if (!(await this.save(v, cfg.lock_lease))) first = { type: "lost" };
+          else {
+            const slot = this.d.masterSlot(master.identity);
+            await slot.acquire(this.d.stopping);
+            held = slot; // only a slot actually held is released below
+            if (c.takenOverFrom && this.lock.takeoverNeeded(rec, disabled)) await this.lock.takeover(rec);
+          }
+        } catch (e) {
+          first = this.d.stopping.aborted ? { type: "stopping" } : { type: "prepare-failed", error: (e as Error).message };
         }
-        if (!(await this.save(v, cfg.lock_lease))) first = { type: "lost" };
-        else {
-          const slot = this.d.masterSlot(master.identity);
-          await slot.acquire(this.d.stopping);
-          held = slot; // only a slot actually held is released below
-          if (c.takenOverFrom && this.lock.takeoverNeeded(rec, disabled)) await this.lock.takeover(rec);
-        }
-      } catch (e) {
-        first = this.d.stopping.aborted ? { type: "stopping" } : { type: "prepare-failed", error: (e as Error).message };
       }
-      await this.drive(v, newRun(rec, this.d.policy), master, first);
+      return await this.drive(v, newRun(rec, this.d.policy), master, first);
     } finally {
       this.restarts.delete(identity);
       held?.release();
@@ -110,8 +141,8 @@ export class Driver {
     }
   }
 
-  /** Run the engine: perform each action it returns, feed back what happened, until it is over. */
-  private async drive(v: Versioned, run: NodeRun, master: MasterInfo, first: EngineEvent): Promise<void> {
+  /** Run the engine: perform each action it returns, feed back what happened, until it is over; resolves with the last. */
+  private async drive(v: Versioned, run: NodeRun, master: MasterInfo, first: EngineEvent): Promise<EngineAction> {
     const { log, metrics, events, policy } = this.d;
     const rec = v.record;
     let action = decide(run, first, policy, Date.now());
@@ -137,7 +168,11 @@ export class Driver {
       case "leave":
         log.warn({ node: rec.identity }, action.reason);
         break;
+      case "park":
+        log.warn({ node: rec.identity, stage: rec.current, gone: rec.gone }, `node gone (${rec.gone?.reason}); waiting for it until ${new Date(action.until).toISOString()}`);
+        break;
     }
+    return action;
   }
 
   /** One action carried out; its event, or undefined when the action ends the run. */
@@ -189,8 +224,9 @@ export class Driver {
   private async runStep(stage: Stage, v: Versioned, master: MasterInfo): Promise<EngineEvent> {
     const rec = v.record;
     if (this.d.stopping.aborted) return { type: "stopping" };
-    const restart = new AbortController();
-    this.restarts.set(rec.identity, restart);
+    const inStep: InStep = { controller: new AbortController() };
+    this.restarts.set(rec.identity, inStep);
+    const stopWatching = NODE_STAGES.has(stage) ? this.watch(rec.identity, inStep) : undefined;
     const t0 = performance.now();
     try {
       const note = await steps[stage](this.stepContext(v, master));
@@ -200,8 +236,33 @@ export class Driver {
       return { type: "step-ok", ms, note: note || undefined };
     } catch (e) {
       if (this.d.stopping.aborted) return { type: "stopping" };
-      return { type: "step-failed", error: (e as Error).message, busy: e instanceof StepError && e.data.retryable === true, nodeRestarted: restart.signal.aborted };
+      return { type: "step-failed", error: (e as Error).message, busy: e instanceof StepError && e.data.retryable === true, nodeRestarted: inStep.controller.signal.aborted && !inStep.gone, gone: inStep.gone };
+    } finally {
+      stopWatching?.();
     }
+  }
+
+  /**
+   * While a step waits on the node: a liveness check every gone.check_interval; once the engine's
+   * rule (goneAfter) says the node is gone, the step's wait is ended. Returns the stop function.
+   */
+  private watch(identity: string, inStep: InStep): () => void {
+    const p = this.d.liveness;
+    if (p.checkS <= 0) return () => undefined;
+    const stop = new AbortController();
+    void (async () => {
+      let misses = 0;
+      while (!stop.signal.aborted) {
+        await sleep(p.checkS * 1000, stop.signal);
+        if (stop.signal.aborted) return;
+        const answered = await this.answers(identity, p.checkS * 1000);
+        if (stop.signal.aborted) return;
+        misses = answered ? 0 : misses + 1;
+        const reason = goneAfter(misses, p);
+        if (reason && this.restarts.get(identity) === inStep && this.nodeGone(identity, reason)) return;
+      }
+    })();
+    return () => stop.abort();
   }
 
   private stepContext(v: Versioned, master: MasterInfo): StepContext {
@@ -226,7 +287,7 @@ export class Driver {
    * (lock releases) do not, and their failures are not logged.
    */
   private ask<A extends ActionName<typeof provisionDDL>>(id: string, action: A, input: CallInput<typeof provisionDDL, A>, timeoutMs = this.d.cfg.step_timeout * 1000, quiet = false): Promise<ActionOutput<typeof provisionDDL, A>> {
-    const restart = this.restarts.get(id)?.signal;
+    const restart = this.restarts.get(id)?.controller.signal;
     const signal = quiet ? undefined : restart ? AbortSignal.any([this.d.stopping, restart]) : this.d.stopping;
     return callOne(this.d.collective, "target", provisionAgent(this.d.cfg), action, input, id, {
       timeoutMs,

@@ -8,8 +8,8 @@ import { backoffMs, CERT_STAGES, remainingStages, SLOW_STAGES } from "./stages.j
 // restart, the wait on a busy Puppet, and how a run ends (failed: unlock, tell the admins, record;
 // abandoned: record, unlock; lost to another provisioner: touch nothing). The edge
 // (src/provisioner/driver.ts) carries out each action and feeds back the event it produced, until
-// the action is terminal (done, fail, abandon, leave). It also decides what a node's startup event
-// means and when a question is asked again.
+// the action is terminal (done, fail, abandon, leave, park). What a node's own events mean, when a
+// question is asked again and when a node counts as gone are its rules in liveness.ts.
 //
 //   [prepare] begin -> [probe-cert] -> [renew-lock] -> [persist] -> run --ok--> persist --> next stage ... persist -> done
 //                                                                  |failed: node restarted -> run (no attempt)
@@ -18,6 +18,8 @@ import { backoffMs, CERT_STAGES, remainingStages, SLOW_STAGES } from "./stages.j
 //                                                                  |   after the last attempt, or prepare-failed:
 //                                                                  |   release-lock -> [notify] -> persist (failed) -> fail
 //   any persist answered "someone else wrote" -> leave;  the provisioner stopping -> persist -> release-lock -> abandon
+//   the node gone (mid-step, or unreachable before it) -> persist (gone, claim until the wait ends) -> park;
+//   back (its run begins again) -> the step repeated; still gone when the wait ends -> [notify] -> persist (failed) -> fail
 
 export interface EnginePolicy {
   /** The enabled stages, in order. */
@@ -29,7 +31,12 @@ export interface EnginePolicy {
   lockLeaseS: number;
   /** The notify step is on: a failure is told to the admins too. */
   notifyFailures?: boolean;
+  /** How long a node that went away is waited for before it fails (config gone.timeout), s. */
+  goneTimeoutS?: number;
 }
+
+/** gone.timeout's default: machines reboot, and a parked node holds no slot. */
+export const GONE_TIMEOUT_S = 3600;
 
 export type EngineAction =
   | { type: "probe-cert" }
@@ -50,24 +57,28 @@ export type EngineAction =
   /** We are stopping: the record is left in progress for a restart, the node's lock released. */
   | { type: "abandon"; reason: string }
   /** Someone else owns the node now: touch nothing. */
-  | { type: "leave"; reason: string };
+  | { type: "leave"; reason: string }
+  /** The node went away: its record says so and keeps our claim until `until` (ms epoch); look again meanwhile, fail it then. */
+  | { type: "park"; until: number };
 
 export type EngineEvent =
   | { type: "begin" }
   /** Before the first step: the node's facts or its master could not be had. */
   | { type: "prepare-failed"; error: string }
+  /** A gone node's run begun because it still did not answer (its wait may have ended): nothing was asked of it. */
+  | { type: "still-gone" }
   | { type: "cert-probed"; hasCert: boolean }
   | { type: "lock-renewed"; expires?: number }
   | { type: "persisted" }
   | { type: "step-ok"; ms: number; note?: string }
-  | { type: "step-failed"; error: string; /** the node answered that Puppet is busy */ busy: boolean; /** the node restarted while we waited */ nodeRestarted: boolean }
+  | { type: "step-failed"; error: string; /** the node answered that Puppet is busy */ busy: boolean; /** the node restarted while we waited */ nodeRestarted: boolean; /** the node went away while we waited: how we know */ gone?: string }
   | { type: "waited" }
   | { type: "lock-released" }
   | { type: "notified"; error?: string }
   | { type: "lost" }
   | { type: "stopping" };
 
-type Phase = "idle" | "probing" | "renewing" | "before-step" | "running" | "after-ok" | "after-failure" | "busy-wait" | "backoff" | "finishing" | Closing | "finished";
+type Phase = "idle" | "probing" | "renewing" | "before-step" | "running" | "after-ok" | "after-failure" | "busy-wait" | "backoff" | "finishing" | "parking" | Closing | "finished";
 type Closing = "failing:release" | "failing:notify" | "failing:persist" | "abandoning:persist" | "abandoning:release";
 
 /** The engine's memory of one node's run (the durable part is the record). */
@@ -81,6 +92,8 @@ export interface NodeRun {
   lastError?: string;
   /** Why the run is ending, while it ends (failing or abandoning). */
   ending?: string;
+  /** The node is unreachable: its lock cannot be released (it expires with its lease). */
+  unreachable?: boolean;
   phase: Phase;
 }
 
@@ -89,7 +102,7 @@ export function newRun(rec: NodeRecord, policy: EnginePolicy): NodeRun {
   return { rec, todo: remainingStages(policy.stages, rec.stage), index: 0, attempt: 1, restarts: 0, busyWaitedMs: 0, phase: "idle" };
 }
 
-const isTerminal = (a: EngineAction): boolean => a.type === "done" || a.type === "fail" || a.type === "abandon" || a.type === "leave";
+const isTerminal = (a: EngineAction): boolean => a.type === "done" || a.type === "fail" || a.type === "abandon" || a.type === "leave" || a.type === "park";
 export { isTerminal };
 
 const closing = (p: Phase): p is Closing => p.startsWith("failing:") || p.startsWith("abandoning:");
@@ -102,13 +115,21 @@ export function decide(run: NodeRun, ev: EngineEvent, policy: EnginePolicy, now:
   if (closing(run.phase)) return close(run, ev, policy, now);
   if (ev.type === "lost") return finish(run, { type: "leave", reason: `state of ${rec.identity} was changed by someone else; leaving the node to them` });
   if (ev.type === "stopping") return abandon(run, "provisioner stopping", now);
+  if (ev.type === "still-gone") return gone(run, policy, now, "no answer");
   if (ev.type === "prepare-failed") {
+    // No answer at all before the first step: the node is gone (it may come back), not broken.
+    if (noReply(ev.error) && !pastDisable(rec)) return gone(run, policy, now, "no answer before its next step");
     rec.lastError = ev.error;
-    return failing(run, ev.error);
+    return failing(run, ev.error, policy, now);
   }
   const stage = run.todo[run.index];
   switch (ev.type) {
     case "begin":
+      if (rec.gone) {
+        // the run begins only once the node answered again (or needs nothing more from it)
+        appendLog(rec, `the node is back after ${Math.round((now - rec.gone.since) / 1000)}s (it was gone: ${rec.gone.reason})${rec.current ? `; repeating ${rec.current}` : ""}`, now);
+        delete rec.gone;
+      }
       return advance(run, policy, now);
     case "cert-probed":
       rec.hadCert = ev.hasCert;
@@ -120,13 +141,14 @@ export function decide(run: NodeRun, ev: EngineEvent, policy: EnginePolicy, now:
       return { type: "persist", leaseS: slowLease(policy) };
     case "persisted":
       if (run.phase === "before-step") return startStep(run);
+      if (run.phase === "parking") return finish(run, { type: "park", until: goneUntil(rec, policy) });
       if (run.phase === "finishing") return finish(run, { type: "done" });
       if (run.phase === "after-ok") {
         run.index++;
         return advance(run, policy, now);
       }
       if (run.phase === "after-failure") {
-        if (run.attempt >= policy.attempts) return failing(run, run.lastError ?? "failed");
+        if (run.attempt >= policy.attempts) return failing(run, run.lastError ?? "failed", policy, now);
         run.phase = "backoff";
         return { type: "wait", ms: backoffMs(run.attempt, policy.backoffS, policy.maxBackoffS, rand), retry: { stage: stage!, attempt: run.attempt, error: run.lastError ?? "" } };
       }
@@ -143,6 +165,11 @@ export function decide(run: NodeRun, ev: EngineEvent, policy: EnginePolicy, now:
       return { type: "persist", leaseS: policy.lockLeaseS };
     case "step-failed":
       if (run.phase !== "running" || !stage) break;
+      // The node went away: no attempt is spent on it, and no slot is held while it is gone.
+      if (ev.gone) {
+        appendLog(rec, `${stage}: the node is gone (${ev.gone})`, now);
+        return gone(run, policy, now, ev.gone);
+      }
       // Every step is idempotent: a node restart costs a repeat, not an attempt (bounded, for a node that keeps restarting).
       if (ev.nodeRestarted && ++run.restarts <= policy.attempts * 2) {
         appendLog(rec, `${stage}: the node restarted; asking again`, now);
@@ -178,10 +205,41 @@ function finish(run: NodeRun, a: EngineAction): EngineAction {
 }
 
 /** A failure that ends the run: unlock first and tell the admins, then record it, so a node that reads "failed" is unlocked and its admins told. */
-function failing(run: NodeRun, error: string): EngineAction {
+function failing(run: NodeRun, error: string, policy: EnginePolicy, now: number): EngineAction {
   run.ending = error;
   run.phase = "failing:release";
+  // an unreachable node's lock cannot be released: it expires with its lease
+  if (run.unreachable) return close(run, { type: "lock-released" }, policy, now);
   return { type: "release-lock" };
+}
+
+/** When the wait for a gone node ends (ms epoch). */
+export function goneUntil(rec: NodeRecord, policy: EnginePolicy): number {
+  return (rec.gone?.since ?? 0) + (policy.goneTimeoutS ?? GONE_TIMEOUT_S) * 1000;
+}
+
+/**
+ * The node is gone: recorded (since when and how we know; kept from the first time), then parked
+ * with our claim until the wait ends, or, past it, failed without asking it anything more.
+ */
+function gone(run: NodeRun, policy: EnginePolicy, now: number, reason: string): EngineAction {
+  const rec = run.rec;
+  rec.gone ??= { since: now, reason };
+  const until = goneUntil(rec, policy);
+  if (now >= until) {
+    run.unreachable = true;
+    const error = `gone for ${Math.round((now - rec.gone.since) / 1000)}s and not back (${rec.gone.reason})`;
+    rec.lastError = error;
+    return failing(run, error, policy, now);
+  }
+  appendLog(rec, `waiting up to ${Math.round((until - now) / 1000)}s for the node to come back (${rec.gone.reason})`, now);
+  run.phase = "parking";
+  return { type: "persist", leaseS: Math.ceil((until - now) / 1000) };
+}
+
+/** An unanswered question (lost in transit, or nobody there), as the client words it. */
+export function noReply(error: string): boolean {
+  return /no reply/.test(error);
 }
 
 /** Stopping: the record stays in progress (a restart resumes it) with its claim given up, and the lock is released. */
@@ -284,44 +342,4 @@ function startStep(run: NodeRun): EngineAction {
 /** A node already disabled is provisioned: what remains (notify) needs nothing from it. */
 export function pastDisable(rec: NodeRecord): boolean {
   return rec.stage !== undefined && Stages.indexOf(rec.stage) >= Stages.indexOf("disable") && rec.master !== undefined && rec.masterAddress !== undefined;
-}
-
-// ---- decisions outside one run ----
-
-/**
- * A waiting node announced it started (its startup event, already authenticated). In flight: the
- * step it was doing for us died with it, so the wait is abandoned and the step asked again. Failed:
- * a fresh round (operators fix the cause, then reboot or `provision retry`). Done: nothing to do.
- */
-export function onNodeStarted(rec: NodeRecord | undefined, inFlight: boolean): "repeat-step" | "requeue" | "provision" | "ignore" {
-  if (inFlight) return "repeat-step";
-  if (rec?.status === "failed") return "requeue";
-  if (rec?.status === "done") return "ignore";
-  return "provision";
-}
-
-/** The record a restarted failed node is re-queued with (then compare-and-set). */
-export function requeueRestarted(rec: NodeRecord, now: number): void {
-  rec.status = "pending";
-  rec.attempts = 0;
-  rec.stage = undefined;
-  appendLog(rec, "node restarted; provisioning will be retried", now);
-}
-
-/**
- * A request published while a broker fails over is simply lost (core NATS is at-most-once). A
- * question that changes nothing on the node (inventory, has_cert) whose reply did not come is
- * asked again, up to retries.attempts times in all, rather than failing the node.
- */
-export function askAgain(attempt: number, error: string, policy: Pick<EnginePolicy, "attempts">): boolean {
-  return attempt < policy.attempts && /no reply/.test(error);
-}
-
-/**
- * No master at all is more likely a discovery lost in a broker failover than a fleet without
- * masters: how long to wait before looking again after `attempt` empty answers, or undefined to
- * give up (the node fails: no master).
- */
-export function lookAgainForMasters(attempt: number, policy: Pick<EnginePolicy, "attempts" | "backoffS" | "maxBackoffS">, rand: () => number = Math.random): number | undefined {
-  return attempt < policy.attempts ? backoffMs(attempt, policy.backoffS, policy.maxBackoffS, rand) : undefined;
 }

@@ -7,7 +7,8 @@ import { Status } from "../protocol/status.js";
 import type { Filter } from "../protocol/types.js";
 import { callOne, type Collective } from "./collective.js";
 import type { ProvisionerConfig } from "./config.js";
-import { lookAgainForMasters, type EnginePolicy } from "./engine.js";
+import type { EnginePolicy } from "./engine.js";
+import { lookAgainForMasters } from "./liveness.js";
 import { pickMaster } from "./pick-master.js";
 import { StepError, type MasterInfo } from "./steps.js";
 

@@ -6,7 +6,7 @@ import { DEFAULT_NODE_KEYS_BUCKET } from "../protocol/buckets.js";
 import { encodeNodeKeyEntry, nodeKeyName, type NodeKeyEntry } from "../protocol/node-keys.js";
 import { verifyMessage } from "../protocol/signing.js";
 import type { Filter } from "../protocol/types.js";
-import type { ActionReply, AgentRef, CallOptions, Collective, Role, StartupEvent } from "./collective.js";
+import type { ActionReply, AgentRef, CallOptions, Collective, NodeEvent, Role } from "./collective.js";
 import type { ProvisionerConfig } from "./config.js";
 
 // The Collective of the engine over the MusterClient: the only provisioner file that talks to the
@@ -56,10 +56,10 @@ export class MusterCollective implements Collective {
     return [...res.replies.map((r) => ({ sender: r.sender, statuscode: r.statuscode, statusmsg: r.statusmsg, data: r.data, signedBy: r.signature !== undefined && typeof r.pubkey === "string" ? r.pubkey : undefined })), ...dropped];
   }
 
-  onStartup(handler: (ev: StartupEvent) => void): () => void {
+  onLifecycle(handler: (ev: NodeEvent) => void): () => void {
     // Checked by the protocol's parser: a garbled or ill-typed event is counted and dropped.
-    const sub = this.clients.target.onLifecycle((ev) => handler({ identity: ev.identity, collectives: ev.collectives, time: ev.time, signedBy: verifyMessage(ev) ? ev.pubkey : undefined }), {
-      type: "startup",
+    const sub = this.clients.target.onLifecycle((ev) => handler({ type: ev.type, identity: ev.identity, collectives: ev.collectives, time: ev.time, signedBy: verifyMessage(ev) ? ev.pubkey : undefined }), {
+      type: "*",
       onInvalid: (reason, subject) => this.log.debug({ reason, subject }, "ignored a garbled lifecycle event"),
     });
     return () => sub.unsubscribe();

@@ -2,10 +2,12 @@ import { setMaxListeners } from "node:events";
 import type { Logger } from "pino";
 import { buildFilter } from "../filter/index.js";
 import type { Filter } from "../protocol/types.js";
-import type { Collective, StartupEvent } from "./collective.js";
+import { resumeVerdict } from "./claim.js";
+import type { Collective, NodeEvent } from "./collective.js";
 import type { ProvisionerConfig } from "./config.js";
 import { Driver, type ProvisionerEvents } from "./driver.js";
-import { onNodeStarted, requeueRestarted, type EnginePolicy } from "./engine.js";
+import type { EnginePolicy } from "./engine.js";
+import { onNodeStarted, recheckMs, requeueRestarted, STOPPING_REASON, whileGone, type LivenessPolicy } from "./liveness.js";
 import { logDiscovery, Masters } from "./masters.js";
 import type { ProvisionerMetrics } from "./metrics.js";
 import { Semaphore } from "./semaphore.js";
@@ -31,6 +33,9 @@ export class Provisioner {
   private wake?: () => void;
   private lastResumeScan = 0;
   private readonly targetFilter: Filter;
+  /** Nodes parked while gone: when their wait ends, and the timer of their next check. */
+  private readonly parked = new Map<string, { until: number; timer: NodeJS.Timeout }>();
+  private readonly liveness: LivenessPolicy;
   private readonly trust: NodeTrust;
   private readonly masters: Masters;
   private readonly driver: Driver;
@@ -45,7 +50,8 @@ export class Provisioner {
   ) {
     this.global = new Semaphore(cfg.concurrency);
     setMaxListeners(0, this.abort.signal); // every waiting node listens for shutdown
-    const policy: EnginePolicy = { stages: enabledStages(cfg.steps), attempts: cfg.retries.attempts, backoffS: cfg.retries.backoff, maxBackoffS: cfg.retries.max_backoff, puppetTimeoutS: cfg.puppet_timeout, lockLeaseS: cfg.lock_lease, notifyFailures: cfg.steps.notify };
+    const policy: EnginePolicy = { stages: enabledStages(cfg.steps), attempts: cfg.retries.attempts, backoffS: cfg.retries.backoff, maxBackoffS: cfg.retries.max_backoff, puppetTimeoutS: cfg.puppet_timeout, lockLeaseS: cfg.lock_lease, notifyFailures: cfg.steps.notify, goneTimeoutS: cfg.gone.timeout };
+    this.liveness = { checkS: cfg.gone.check_interval, checks: cfg.gone.checks };
     // Filters are parsed once at start: a bad one stops the daemon with a clear message.
     this.targetFilter = buildFilter({ select: cfg.target.filter ? [cfg.target.filter] : [], agent: [cfg.target.agent] });
     this.trust = new NodeTrust({ by: cfg.id, log, metrics, publish: collective.publishNodeKey?.bind(collective) });
@@ -55,12 +61,13 @@ export class Provisioner {
       if (!s) this.perMaster.set(m, (s = new Semaphore(cfg.per_master_limit)));
       return s;
     };
-    this.driver = new Driver({ cfg, policy, collective, store, trust: this.trust, masters: this.masters, log, metrics, events, stopping: this.abort.signal, masterSlot });
+    this.driver = new Driver({ cfg, policy, liveness: this.liveness, collective, store, trust: this.trust, masters: this.masters, log, metrics, events, stopping: this.abort.signal, masterSlot });
   }
 
-  /** Subscribe to startup events, resume our own unfinished work, then cycle until stopped. */
+  /** Subscribe to startup and shutdown events, resume our own unfinished work, then cycle until stopped. */
   async start(): Promise<void> {
-    const stopListening = this.collective.onStartup((ev) => {
+    const stopListening = this.collective.onLifecycle((ev) => {
+      if (ev.type === "shutdown") return this.onNodeShutdown(ev);
       this.masters.forget(); // whatever started may be a new master: look again before the next choice
       // A provisioned node announcing itself in the fleet is not a restart of a waiting node.
       const inTargets = !ev.collectives || ev.collectives.includes(this.collective.collectiveOf("target"));
@@ -105,7 +112,14 @@ export class Provisioner {
     }
   }
 
-  private async onNodeStartup(ev: StartupEvent): Promise<void> {
+  /** A node we are provisioning says it is stopping: the step waiting on it waits for nothing (fresh events signed by its pinned key only). */
+  private onNodeShutdown(ev: NodeEvent): void {
+    if (this.stopping || !this.running.has(ev.identity) || !this.trust.has(ev.identity)) return;
+    if (!this.trust.takeStartup(ev, Date.now())) return;
+    if (this.driver.nodeGone(ev.identity, STOPPING_REASON)) this.log.warn({ node: ev.identity }, "node stopping while being provisioned; its step is abandoned until it is back");
+  }
+
+  private async onNodeStartup(ev: NodeEvent): Promise<void> {
     if (this.stopping) return;
     const identity = ev.identity;
     // A startup event makes us act (abort a wait, retry a failed node): only a fresh one, signed by
@@ -137,34 +151,71 @@ export class Provisioner {
     const now = Date.now();
     this.lastResumeScan = now;
     for (const rec of await this.store.list()) {
-      if (this.running.has(rec.identity)) continue;
-      if (rec.status === "in_progress" && (rec.owner === this.cfg.id || (rec.claimExpires ?? 0) < now)) {
+      if (this.running.has(rec.identity) || this.parked.has(rec.identity)) continue;
+      const verdict = resumeVerdict(rec, this.cfg.id, now);
+      if (verdict === "resume") {
         this.log.info({ node: rec.identity, stage: rec.stage ?? "none" }, "resuming unfinished provisioning");
         this.enqueue(rec.identity, "resume");
-      }
+      } else if (verdict) this.park(rec.identity, verdict.waitUntil);
     }
   }
 
-  enqueue(identity: string, why: string): void {
+  /** A gone node: checked again now and then without holding a slot, provisioned on once it answers, failed when its wait ends. */
+  private park(identity: string, until: number): void {
+    clearTimeout(this.parked.get(identity)?.timer);
+    if (this.stopping) return;
+    const timer = setTimeout(() => void this.checkParked(identity, until), Math.max(0, Math.min(recheckMs(this.liveness), until - Date.now())));
+    timer.unref();
+    this.parked.set(identity, { until, timer });
+  }
+
+  private async checkParked(identity: string, until: number): Promise<void> {
+    if (this.stopping || this.parked.get(identity)?.until !== until) return;
+    // decommissioned, retried or taken up meanwhile: nothing to wait for
+    const rec = await this.store.get(identity).then((v) => v?.record, () => undefined);
+    if (!rec || rec.status !== "in_progress" || !rec.gone) {
+      this.parked.delete(identity);
+      return;
+    }
+    this.trust.fromRecord(identity, rec); // its answer must be signed by the key its record pinned
+    const answered = await this.driver.answers(identity, Math.max(2000, this.liveness.checkS * 1000));
+    switch (whileGone(answered, Date.now(), until)) {
+      case "back":
+        this.log.info({ node: identity }, "gone node answers again; provisioning it on");
+        this.enqueue(identity, "back");
+        break;
+      case "give-up":
+        this.enqueue(identity, "its wait for a gone node ended", { unanswered: true });
+        break;
+      case "keep-waiting":
+        this.park(identity, until);
+    }
+  }
+
+  enqueue(identity: string, why: string, o: { unanswered?: boolean } = {}): void {
     if (this.stopping || this.running.has(identity)) return;
+    clearTimeout(this.parked.get(identity)?.timer);
+    this.parked.delete(identity);
     this.metrics?.discovered.inc();
-    const p = this.provision(identity, why)
+    const p = this.provision(identity, why, o)
       .catch((e) => this.log.error({ node: identity, err: (e as Error).message }, "provisioning crashed"))
       .finally(() => this.running.delete(identity));
     this.running.set(identity, p);
   }
 
-  private async provision(identity: string, why: string): Promise<void> {
+  private async provision(identity: string, why: string, o: { unanswered?: boolean }): Promise<void> {
     try {
       await this.global.acquire(this.abort.signal);
     } catch {
       return; // stopping while queued: never held a slot
     }
+    let end;
     try {
-      await this.driver.provision(identity, why);
+      end = await this.driver.provision(identity, why, o);
     } finally {
       this.global.release();
     }
+    if (end?.type === "park") this.park(identity, end.until);
   }
 
   get inFlight(): number {
@@ -176,6 +227,8 @@ export class Provisioner {
     if (this.stopping) return;
     this.stopping = true;
     clearTimeout(this.loopTimer);
+    for (const p of this.parked.values()) clearTimeout(p.timer);
+    this.parked.clear();
     this.wake?.();
     const all = Promise.allSettled([...this.running.values()]);
     const graceMs = this.cfg.shutdown_grace * 1000;

@@ -27,6 +27,9 @@ export const SLOW_STAGES: ReadonlySet<Stage> = new Set(["request_csr", "bootstra
 
 export const CERT_STAGES: ReadonlySet<Stage> = new Set(["clean_cert", "request_csr", "sign_csr"]);
 
+/** Stages that wait on the node itself (the others talk to the masters or the notifier): its liveness is checked meanwhile. */
+export const NODE_STAGES: ReadonlySet<Stage> = new Set(["lock", "set_puppet_host", "request_csr", "bootstrap", "production", "daemonize", "unlock", "disable"]);
+
 /** The stages still to run after `done` (the last completed one). */
 export function remainingStages(enabled: readonly Stage[], done: Stage | undefined): Stage[] {
   if (!done) return [...enabled];

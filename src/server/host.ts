@@ -265,6 +265,9 @@ export class NodeHost {
     for (const t of this.timers) clearTimeout(t);
     for (const t of this.splayed) clearTimeout(t);
     for (const s of this.subs) s.unsubscribe();
+    // Said before in-flight work finishes: whoever waits on this node (the provisioner) stops
+    // waiting now rather than at its timeout; the replies still go out.
+    for (const rt of this.opts.runtimes) this.publishLifecycle("shutdown", rt);
     if (this.pending > 0) {
       await new Promise<void>((resolve) => {
         const t = setTimeout(() => {
@@ -277,7 +280,6 @@ export class NodeHost {
         };
       });
     }
-    for (const rt of this.opts.runtimes) this.publishLifecycle("shutdown", rt);
     await flushWithin(this.opts.nc); // bounded: with the broker down, shutdown must not wait for it
   }
 }

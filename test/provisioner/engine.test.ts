@@ -1,11 +1,12 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { DeployLock, lockNeedsRenewal, type AskNode } from "../../src/provisioner/deploy-lock.js";
-import { askAgain, decide, isTerminal, lookAgainForMasters, newRun, onNodeStarted, pastDisable, requeueRestarted, type EngineAction, type EngineEvent, type EnginePolicy } from "../../src/provisioner/engine.js";
+import { decide, isTerminal, newRun, pastDisable, type EngineAction, type EngineEvent, type EnginePolicy } from "../../src/provisioner/engine.js";
+import { askAgain, goneAfter, lookAgainForMasters, onNodeStarted, recheckMs, requeueRestarted, whileGone } from "../../src/provisioner/liveness.js";
 import { Stages, type Stage } from "../../src/protocol/provision-record.js";
 import { CERT_STAGES, SLOW_STAGES } from "../../src/provisioner/stages.js";
 import { newRecord, type NodeRecord } from "../../src/protocol/provision-record.js";
-import { claimable, claimRecord } from "../../src/provisioner/claim.js";
+import { claimable, claimRecord, resumeVerdict } from "../../src/provisioner/claim.js";
 import { type Versioned } from "../../src/provisioner/state.js";
 
 // The engine without a broker: the record and an event go in, the next action comes out. Each
@@ -18,7 +19,7 @@ const T0 = 1_700_000_000_000;
 const half = () => 0.5; // no jitter
 
 /** What the edge answers to a `run`: ok, or a failure of some kind. */
-type StepAnswer = "ok" | "lost" | "busy" | "restart" | "error";
+type StepAnswer = "ok" | "lost" | "busy" | "restart" | "error" | "gone";
 
 interface Script {
   /** Answer to the n-th try (0-based) of `stage`. */
@@ -80,6 +81,7 @@ function drive(rec: NodeRecord, script: Script = {}, p: EnginePolicy = policy): 
         else if (answer === "lost") ev = { type: "step-failed", error: `provision#x: no reply from ${rec.identity} within 60s`, busy: false, nodeRestarted: false };
         else if (answer === "busy") ev = { type: "step-failed", error: "a Puppet run is in progress", busy: true, nodeRestarted: false };
         else if (answer === "restart") ev = { type: "step-failed", error: "aborted", busy: false, nodeRestarted: true };
+        else if (answer === "gone") ev = { type: "step-failed", error: "aborted", busy: false, nodeRestarted: false, gone: "no answer for 15s (3 liveness checks)" };
         else ev = { type: "step-failed", error: "boom", busy: false, nodeRestarted: false };
         break;
       }
@@ -428,4 +430,102 @@ test("no master found: looked for again with backoff, then given up", () => {
   assert.equal(lookAgainForMasters(1, policy, half), 2000);
   assert.equal(lookAgainForMasters(2, policy, half), 4000);
   assert.equal(lookAgainForMasters(3, policy, half), undefined);
+});
+
+// ---- machines that die: a node gone mid-step ----
+
+const gonePolicy = { ...policy, goneTimeoutS: 600 };
+
+for (const stage of ["request_csr", "bootstrap", "production", "disable"] as const) {
+  test(`the node goes away during ${stage}: recorded gone, parked with the claim until the wait ends, no attempt spent`, () => {
+    const { actions, end, rec } = drive(inProgress(), { step: (s) => (s === stage ? "gone" : "ok") }, gonePolicy);
+    assert.equal(end.type, "park");
+    const persist = actions.at(-2) as Extract<EngineAction, { type: "persist" }>;
+    assert.equal(persist.type, "persist");
+    assert.equal(persist.leaseS, 600, "the claim lasts as long as the wait: no other provisioner takes it meanwhile");
+    assert.equal((end as { until: number }).until, rec.gone!.since + 600_000);
+    assert.equal(rec.status, "in_progress");
+    assert.equal(rec.current, stage, "the board shows where it stopped");
+    assert.equal(rec.attempts, 0);
+    assert.equal(rec.gone!.reason, "no answer for 15s (3 liveness checks)");
+    assert.ok(!actions.some((a) => a.type === "release-lock" || a.type === "wait"), "nothing asked of a node that is not there");
+    assert.ok(rec.log.some((l) => l.includes(`${stage}: the node is gone (no answer for 15s`)));
+
+    // it comes back: its run begins again (it answered), gone is cleared, the step is repeated
+    const first = structuredClone(rec);
+    decide(newRun(first, gonePolicy), { type: "begin" }, gonePolicy, T0 + 60_000);
+    assert.match(first.log.at(-1)!, new RegExp(`the node is back after \\d+s \\(it was gone: no answer for 15s .*\\); repeating ${stage}$`));
+    const back = drive(rec, {}, gonePolicy);
+    assert.equal(back.end.type, "done");
+    assert.equal(back.rec.gone, undefined);
+    assert.equal(ran(back.actions)[0], stage, `${stage} is asked again`);
+  });
+}
+
+test("unreachable before its step (a resume, a parked node checked again): parked while within its wait, failed after it without asking it more", () => {
+  const rec = inProgress({ stage: "request_csr", current: "sign_csr" });
+  let run = newRun(rec, gonePolicy);
+  assert.deepEqual(decide(run, { type: "prepare-failed", error: "rpcutil#inventory: no reply from n1 within 10s" }, gonePolicy, T0), { type: "persist", leaseS: 600 });
+  assert.deepEqual(rec.gone, { since: T0, reason: "no answer before its next step" });
+  assert.deepEqual(decide(run, { type: "persisted" }, gonePolicy, T0), { type: "park", until: T0 + 600_000 });
+
+  run = newRun(rec, gonePolicy);
+  const later = T0 + 300_000;
+  assert.deepEqual(decide(run, { type: "prepare-failed", error: "rpcutil#inventory: no reply from n1 within 10s" }, gonePolicy, later), { type: "persist", leaseS: 300 }, "still within the wait: parked again, the same end");
+  assert.equal(rec.gone!.since, T0, "since the first time it was seen gone");
+
+  run = newRun(rec, { ...gonePolicy, notifyFailures: true });
+  const end = T0 + 600_000;
+  const a = decide(run, { type: "prepare-failed", error: "rpcutil#inventory: no reply from n1 within 10s" }, { ...gonePolicy, notifyFailures: true }, end);
+  assert.equal(a.type, "notify", "no lock release: the node is not there to release it");
+  assert.match((a as { message: string }).message, /gone for 600s and not back \(no answer before its next step\)/);
+  assert.equal(decide(run, { type: "notified" }, gonePolicy, end).type, "persist");
+  assert.equal(rec.status, "failed");
+  assert.match(rec.lastError!, /^gone for 600s and not back/);
+  assert.equal(decide(run, { type: "persisted" }, gonePolicy, end).type, "fail");
+});
+
+test("a failure that is an answer (a refusal, a bad fact) fails as before, gone or not", () => {
+  const run = newRun(inProgress(), policy);
+  assert.equal(decide(run, { type: "prepare-failed", error: "node has no 'ipaddress' fact (target.ipaddress_fact)" }, policy, T0).type, "release-lock");
+});
+
+test("losing the write that parks the node: someone else owns it, leave it", () => {
+  const { end } = drive(inProgress(), { step: (s) => (s === "bootstrap" ? "gone" : "ok"), lostAtPersist: 5 }, gonePolicy);
+  assert.equal(end.type, "leave");
+});
+
+test("liveness rules: gone after the configured unanswered checks in a row, never with checks off; parked nodes checked again until the wait ends", () => {
+  const p = { checkS: 5, checks: 3 };
+  assert.equal(goneAfter(2, p), undefined);
+  assert.equal(goneAfter(3, p), "no answer for 15s (3 liveness checks)");
+  assert.equal(goneAfter(99, { checkS: 0, checks: 3 }), undefined);
+  assert.equal(whileGone(true, T0, T0 + 1), "back");
+  assert.equal(whileGone(false, T0, T0 + 1), "keep-waiting");
+  assert.equal(whileGone(false, T0 + 1, T0 + 1), "give-up");
+  assert.equal(recheckMs(p), 15_000);
+  assert.equal(recheckMs({ checkS: 60, checks: 5 }), 60_000, "at most a minute between checks");
+  assert.equal(recheckMs({ checkS: 0, checks: 3 }), 15_000);
+});
+
+test("resume scans: a parked node's claim holds until its wait ends (ours: waited for; others': left alone); then anyone takes it up", () => {
+  const parked = inProgress({ gone: { since: T0, reason: "x" }, claimExpires: T0 + 600_000 });
+  assert.deepEqual(resumeVerdict(parked, "p1", T0 + 1), { waitUntil: T0 + 600_000 });
+  assert.equal(resumeVerdict(parked, "p2", T0 + 1), undefined);
+  assert.equal(resumeVerdict(parked, "p2", T0 + 600_001), "resume");
+  assert.equal(resumeVerdict(inProgress({ claimExpires: T0 + 1 }), "p1", T0), "resume", "our own unfinished work");
+  assert.equal(resumeVerdict(inProgress({ claimExpires: T0 + 1 }), "p2", T0), undefined);
+  assert.equal(resumeVerdict({ ...inProgress(), status: "done" }, "p1", T0), undefined);
+  assert.equal(claimable(parked, "p2", T0 + 1), false, "a startup event seen by another provisioner does not take it either");
+  assert.equal(claimable(parked, "p1", T0 + 1), true);
+});
+
+test("a parked node whose check went unanswered: its run asks it nothing and parks it again, or fails it once its wait ended", () => {
+  const rec = inProgress({ stage: "sign_csr", current: "bootstrap", gone: { since: T0, reason: "no answer for 15s (3 liveness checks)" } });
+  const within = newRun(rec, gonePolicy);
+  assert.deepEqual(decide(within, { type: "still-gone" }, gonePolicy, T0 + 1000), { type: "persist", leaseS: 599 });
+  const past = newRun(rec, gonePolicy);
+  assert.equal(decide(past, { type: "still-gone" }, gonePolicy, T0 + 600_000).type, "persist", "no unlock, no notice with the notify step off: recorded failed");
+  assert.equal(rec.status, "failed");
+  assert.equal(rec.lastError, "gone for 600s and not back (no answer for 15s (3 liveness checks))");
 });

@@ -1,11 +1,10 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync, writeFileSync, existsSync } from "node:fs";
 import { join } from "node:path";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { MusterClient } from "../../src/client/client.js";
-import { startEmulator, type RunningEmulator } from "../../src/emulator/emulator.js";
+import { startEmulator } from "../../src/emulator/emulator.js";
 import type { FleetNode } from "../../src/emulator/fleet.js";
 import { SimulatedCA, simulatedFactories } from "../../src/emulator/simulated.js";
 import { spawnMuster, isAlive, type MusterProcess } from "../../src/lab/processes.js";
@@ -13,17 +12,17 @@ import { silentLogger } from "../../src/log.js";
 import { newRecord, type NodeRecord } from "../../src/protocol/provision-record.js";
 import { ProvisionState } from "../../src/provisioner/state.js";
 import { connectNats, runCli } from "../support/collective.js";
-import { freePort, startNats, type NatsHandle } from "../support/index.js";
-import { writeSimulatedProvisionerConfig } from "../support/provisioner.js";
+import { freePort, type NatsHandle } from "../support/index.js";
+import { startSimulatedSite, writeSimulatedProvisionerConfig, type SimulatedSite } from "../support/provisioner.js";
 
 // The provisioner's control plane against an emulated fleet whose agents simulate Puppet (fast, so
 // these cover concurrency and operations; test/provisioner/e2e.test.ts covers real Puppet).
 
 const N = 40;
+let site: SimulatedSite;
 let dir: string;
 let nats: NatsHandle;
 let nc: NatsConnection;
-let emu: RunningEmulator;
 let client: MusterClient;
 let store: ProvisionState;
 const ca = new SimulatedCA();
@@ -36,29 +35,19 @@ let env: NodeJS.ProcessEnv;
 const ids = Array.from({ length: N }, (_, i) => `sim${String(i).padStart(3, "0")}.test`);
 
 before(async () => {
-  dir = mkdtempSync(join(tmpdir(), "muster-simprov-"));
-  process.env.MUSTER_CONFIG_DIR = join(dir, "keys");
-  env = { ...process.env, MUSTER_CONFIG_DIR: join(dir, "keys") };
-  nats = await startNats({});
-  nc = await connectNats(nats.url);
   const fleet: FleetNode[] = [
     ...ids.map((identity, i) => ({ identity, facts: { ipaddress: `127.2.0.${i + 1}`, country: i % 2 ? "de" : "us" }, classes: [], agents: ["provision"] })),
     { identity: "master-de.test", facts: { ipaddress: "127.3.0.1", country: "de" }, classes: [], agents: ["puppetca"] },
     { identity: "master-us.test", facts: { ipaddress: "127.3.0.2", country: "us" }, classes: [], agents: ["puppetca"] },
     { identity: "notifier.test", facts: {}, classes: [], agents: ["notify"] },
   ];
-  emu = await startEmulator({ nc, nodes: fleet, collective: "muster", log: silentLogger, factories: simulatedFactories(ca, { puppetRunMs: [20, 80], csrMs: 5, fail: (id) => failing.has(id) }) });
-  client = await MusterClient.connect({ brokers: [nats.url], collective: "muster" });
-  store = await ProvisionState.open(client, "muster_provision");
+  site = await startSimulatedSite("simprov", fleet, { puppetRunMs: [20, 80], csrMs: 5, fail: (id) => failing.has(id) }, { ca });
+  ({ dir, env, nats, nc, client, store } = site);
 });
 
 after(async () => {
   await Promise.all(procs.map((p) => p.stop("SIGKILL")));
-  await client?.close();
-  await emu?.stop();
-  await nc?.drain();
-  await nats?.stop();
-  rmSync(dir, { recursive: true, force: true });
+  await site?.stop();
 });
 
 function config(name: string, extra: Record<string, unknown> = {}): string {

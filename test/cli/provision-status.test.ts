@@ -1,0 +1,26 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { renderStatusTable } from "../../src/cli/commands/provision.js";
+import { newRecord, type NodeRecord } from "../../src/protocol/provision-record.js";
+
+// `muster provision status`'s table, from records (the command reads them through ProvisionState).
+
+const T0 = Date.UTC(2026, 0, 1);
+const rec = (o: Partial<NodeRecord>): NodeRecord => ({ ...newRecord("n1.test", T0), rounds: 1, startedAt: T0, ...o });
+
+test("a node gone while being provisioned reads gone, with since when and why in place of the last error", () => {
+  process.env.NO_COLOR = "1";
+  const out = renderStatusTable(
+    [
+      rec({ identity: "gone.test", status: "in_progress", current: "bootstrap", master: "m1", lastError: "old", gone: { since: T0 + 10_000, reason: "no answer for 15s (3 liveness checks)" } }),
+      rec({ identity: "busy.test", status: "in_progress", current: "production", master: "m1" }),
+      rec({ identity: "bad.test", status: "failed", current: "sign_csr", lastError: "sign_csr: refused" }),
+    ],
+    T0 + 52_000,
+  );
+  const line = (id: string) => out.split("\n").find((l) => l.startsWith(id)) ?? "";
+  assert.match(line("gone.test"), /^gone\.test\s+gone\s+bootstrap\s+m1\s+52\.0s\s+gone 42s ago: no answer for 15s \(3 liveness checks\)$/);
+  assert.match(line("busy.test"), /^busy\.test\s+in_progress\s+production/);
+  assert.match(line("bad.test"), /sign_csr: refused$/);
+  assert.match(out, /3 nodes: 0 done, 2 in progress \(1 gone\), 0 pending, 1 failed$/);
+});
