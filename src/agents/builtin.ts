@@ -1,5 +1,6 @@
 import { MusterError } from "../errors.js";
 import type { Agent, AgentKvOpener } from "../server/agent.js";
+import type { NodeOps } from "../privileged/node-ops.js";
 import { createDiscoveryAgent } from "./discovery/index.js";
 import { createRpcutilAgent, type NodeIntrospection } from "./rpcutil/index.js";
 
@@ -19,6 +20,8 @@ export interface BuiltinDeps {
   onProvisioned?: () => void;
   /** KV buckets the server keeps for agents (the notify agent's dedupe keys); absent in the emulator. */
   kv?: AgentKvOpener;
+  /** How the agents do what needs root: in process, or through the privileged helper (docs/decisions/privileged-helper.md). */
+  ops?: NodeOps;
 }
 
 export type AgentFactory = (deps: BuiltinDeps) => Agent;
@@ -36,7 +39,7 @@ const optionalAgentLoaders: Record<string, () => Promise<AgentFactory>> = {
   },
   provision: async () => {
     const { createProvisionAgent } = await import("./provision/index.js");
-    return (d) => createProvisionAgent({ config: d.config, identity: d.identity, onProvisioned: d.onProvisioned });
+    return (d) => createProvisionAgent({ config: d.config, identity: d.identity, onProvisioned: d.onProvisioned, ops: d.ops });
   },
   puppetca: async () => {
     const { createPuppetcaAgent } = await import("./puppetca/index.js");
@@ -44,7 +47,7 @@ const optionalAgentLoaders: Record<string, () => Promise<AgentFactory>> = {
   },
   resource: async () => {
     const { createResourceAgent } = await import("./resource/index.js");
-    return (d) => createResourceAgent({ config: d.config });
+    return (d) => createResourceAgent({ config: d.config, ops: d.ops });
   },
   nrpe: async () => {
     const { createNrpeAgent } = await import("./nrpe/index.js");
@@ -52,7 +55,7 @@ const optionalAgentLoaders: Record<string, () => Promise<AgentFactory>> = {
   },
   puppet: async () => {
     const { createPuppetAgent } = await import("./puppet/index.js");
-    return (d) => createPuppetAgent({ config: d.config, identity: d.identity });
+    return (d) => createPuppetAgent({ config: d.config, identity: d.identity, ops: d.ops });
   },
 };
 

@@ -32,7 +32,7 @@ export function apply(deps: ResourceDeps): ActionHandler<ActionInput<ResourceDDL
         });
       }
     }
-    const r = await runPuppetResource(s, ctx, input.type, input.name, params);
+    const r = await runPuppetResource(deps.ops, s, ctx, input.type, input.name, params);
     const reply = {
       type: input.type,
       name: input.name,
