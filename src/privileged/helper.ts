@@ -173,7 +173,15 @@ export function serveHelper(listen: { path: string; group?: number } | { fd: num
   });
 
   async function handle(sock: Socket): Promise<void> {
-    const reply = (r: Reply) => new Promise<void>((res) => sock.end(`${JSON.stringify(r)}\n`, () => res()));
+    // Settles once the connection is gone, however it went (a peer may hang up first).
+    const closed = new Promise<void>((res) => sock.once("close", () => res()));
+    const reply = (r: Reply) => {
+      if (sock.destroyed) return Promise.resolve();
+      sock.end(`${JSON.stringify(r)}\n`);
+      sock.resume(); // read (and drop) what the peer still sends, up to its close: else it never comes
+      sock.setTimeout(5_000, () => sock.destroy()); // a peer that never hangs up
+      return closed;
+    };
     sock.on("error", () => undefined); // a peer that hung up: the operation is aborted below
     let peer: PeerCredentials;
     try {
@@ -186,7 +194,10 @@ export function serveHelper(listen: { path: string; group?: number } | { fd: num
       opts.log.warn({ peer }, "refused a connection from a user the helper does not serve");
       return reply({ ok: false, refused: true, code: "MUSTER_PRIVILEGED_REFUSED", error: `uid ${peer.uid} may not use this helper (it serves uid ${opts.clientUid})` });
     }
+    // A peer that connects and says nothing holds nothing for long.
+    sock.setTimeout(30_000, () => sock.destroy());
     const line = await readLine(sock);
+    sock.setTimeout(0);
     if (line === undefined) return reply({ ok: false, refused: true, code: "MUSTER_PRIVILEGED_REFUSED", error: `no request line of at most ${MAX_REQUEST_BYTES} bytes` });
     const parsed = parseRequest(line);
     if (!parsed.ok) {
@@ -242,6 +253,7 @@ function readLine(sock: Socket): Promise<string | undefined> {
     const finish = (v: string | undefined) => {
       sock.off("data", onData);
       sock.off("end", onEnd);
+      sock.off("close", onEnd);
       sock.pause();
       resolve(v);
     };
@@ -254,6 +266,7 @@ function readLine(sock: Socket): Promise<string | undefined> {
     const onEnd = () => finish(undefined);
     sock.on("data", onData);
     sock.once("end", onEnd);
+    sock.once("close", onEnd);
     sock.resume();
   });
 }

@@ -16,7 +16,12 @@ const GETSOCKOPT = 'use Socket; open(my $s, "+<&=", 0) or die "stdin: $!\\n"; my
 
 export function peerCredentials(socket: Socket, perl = "perl"): Promise<PeerCredentials> {
   return new Promise((resolve, reject) => {
-    const child = spawn(perl, ["-e", GETSOCKOPT], { stdio: [socket, "pipe", "pipe"] });
+    // The connection's file descriptor, handed over as a number: the child gets a duplicate, and
+    // the socket stays ours alone (a Socket object in stdio would be wrapped again as child.stdin,
+    // whose end closes our connection under us).
+    const fd = (socket as unknown as { _handle?: { fd?: number } })._handle?.fd;
+    if (typeof fd !== "number" || fd < 0) return reject(new Error("cannot read the peer's credentials: the connection has no file descriptor"));
+    const child = spawn(perl, ["-e", GETSOCKOPT], { stdio: [fd, "pipe", "pipe"] });
     let out = "";
     let err = "";
     child.stdout!.on("data", (d: Buffer) => (out += d.toString()));

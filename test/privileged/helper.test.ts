@@ -1,0 +1,175 @@
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { stringify as toYaml } from "yaml";
+import { cleanEnv, spawnMuster, tempDir, type MusterProcess } from "../support/collective.js";
+
+// A compromised node daemon, played by a process running as another user (setpriv), talks to the
+// real privileged helper (`muster privileged serve`, as root, on a real socket; each peer's uid
+// read by the kernel through SO_PEERCRED): it is refused everything outside the list, every file
+// outside plugins.resource's directories, every Puppet master but the configured one, and every
+// other user; what is on the list it does, as root.
+
+const run = promisify(execFile);
+const tmp = tempDir("privileged");
+const DAEMON_UID = 65534; // nobody: the uid the helper serves here (the muster user on a machine)
+const OTHER_UID = 65533; // a uid the helper does not serve
+const GROUP = 65534; // nogroup: the socket's group, as muster's is in the package
+const dir = (...p: string[]) => join(tmp.path, ...p);
+
+let helper: MusterProcess;
+const sock = dir("privileged.sock");
+const certname = "helper1.privileged.test";
+
+before(async () => {
+  chmodSync(tmp.path, 0o755); // the stand-in daemon must reach the socket and its script
+  for (const d of ["puppet/etc", "puppet/var", "puppet/ssl", "files", "outside", "facts.d"]) mkdirSync(dir(d), { recursive: true });
+  const puppet = { confdir: dir("puppet/etc"), vardir: dir("puppet/var"), ssldir: dir("puppet/ssl"), certname };
+  const config = {
+    identity: certname,
+    agents: { builtin: ["provision", "puppet", "resource"] },
+    plugins: {
+      provision: { ...puppet, stage_fact_file: dir("facts.d", "muster_lifecycle_stage.yaml"), lock_file: dir("deploy.lock"), disable_file: dir("disabled") },
+      puppet,
+      resource: { allowed_types: ["file"], file_paths: [dir("files")], confdir: puppet.confdir, vardir: puppet.vardir },
+    },
+    facts: { facter: false },
+    log: { level: "warn" },
+  };
+  writeFileSync(dir("server.yaml"), toYaml(config), { mode: 0o640 });
+  // The stand-in daemon: connects, sends one line, prints the reply (or the connection error).
+  writeFileSync(
+    dir("daemon.mjs"),
+    `import { connect } from "node:net";
+const s = connect(process.argv[2]);
+let out = "";
+s.on("connect", () => s.write(process.argv[3] + "\\n"));
+s.on("data", (d) => (out += d));
+s.on("error", (e) => { process.stdout.write(JSON.stringify({ connectError: e.code })); process.exit(0); });
+s.on("close", () => process.stdout.write(out));
+`,
+    { mode: 0o644 },
+  );
+  helper = spawnMuster(["privileged", "serve", "--config", dir("server.yaml"), "--socket", sock, "--client-user", String(DAEMON_UID)], { env: cleanEnv(dir("helper-home")) });
+  await helper.waitForLine(/muster privileged helper ready \(serving uid 65534\)/, 30_000);
+});
+
+after(async () => {
+  const stopped = await helper?.stop();
+  assert.deepEqual(stopped, { code: 0, signal: null }, `the helper stops cleanly on SIGTERM: ${helper?.stderr()}`);
+  tmp.remove();
+});
+
+interface Answer {
+  ok?: boolean;
+  refused?: boolean;
+  code?: string;
+  error?: string;
+  result?: unknown;
+  connectError?: string;
+}
+
+/** One request line from a process running as `uid` (groups: the socket's, unless `groups` says otherwise). */
+async function ask(request: unknown, uid = DAEMON_UID, groups: number[] = [GROUP]): Promise<Answer> {
+  const line = typeof request === "string" ? request : JSON.stringify(request);
+  const ids = [`--reuid=${uid}`, `--regid=${uid === DAEMON_UID ? GROUP : uid}`, groups.length ? `--groups=${groups.join(",")}` : "--clear-groups"];
+  const r = await run("setpriv", [...ids, process.execPath, dir("daemon.mjs"), sock, line], { cwd: "/" });
+  return JSON.parse(r.stdout) as Answer;
+}
+
+function refusedWith(a: Answer, re: RegExp): void {
+  assert.equal(a.ok, false, JSON.stringify(a));
+  assert.equal(a.refused, true, JSON.stringify(a));
+  assert.equal(a.code, "MUSTER_PRIVILEGED_REFUSED");
+  assert.match(a.error ?? "", re);
+}
+
+test("the socket is root's and the daemon group's: 0660, as muster-privileged.socket makes it", () => {
+  const st = statSync(sock);
+  assert.ok(st.isSocket());
+  assert.equal(st.mode & 0o777, 0o660);
+  assert.equal(st.uid, 0);
+  assert.equal(st.gid, GROUP);
+});
+
+test("a compromised daemon cannot run a command: anything off the list is refused and nothing runs", async () => {
+  const marker = dir("pwned");
+  for (const req of [
+    { op: "exec", args: { cmd: `touch ${marker}` } },
+    { op: "shell", args: { command: `touch ${marker}` } },
+    { op: "puppet.run", args: { agent: "puppet", puppet_bin: "/usr/bin/touch", confdir: marker } },
+    { op: "puppet.daemonize", args: { agent: "puppet", extraArgs: ["--exec", `touch ${marker}`] } },
+    `touch ${marker}`,
+  ]) {
+    refusedWith(await ask(req), /not on the helper's list|Unrecognized key|not a JSON request/);
+  }
+  assert.equal(existsSync(marker), false, "nothing ran");
+});
+
+test("a compromised daemon cannot write an arbitrary file: only plugins.resource's types and directories, the stage fact file where root's config says", async () => {
+  refusedWith(await ask({ op: "provision.persist_stage", args: { file: dir("outside", "x.yaml") } }), /Unrecognized key/);
+  const outside = dir("outside", "sudoers");
+  refusedWith(await ask({ op: "puppet.resource", args: { type: "file", name: outside, properties: [["ensure", "file"], ["content", "ALL ALL=(ALL) NOPASSWD: ALL"]] } }), /outside the directories this node allows/);
+  refusedWith(await ask({ op: "puppet.resource", args: { type: "file", name: `${dir("files")}/../outside/x`, properties: [["ensure", "file"]] } }), /not a plain absolute path/);
+  symlinkSync(dir("outside"), dir("files", "link"));
+  refusedWith(await ask({ op: "puppet.resource", args: { type: "file", name: dir("files", "link", "x"), properties: [["ensure", "file"]] } }), /outside the directories this node allows/);
+  refusedWith(await ask({ op: "puppet.resource", args: { type: "file", name: dir("files", "y"), properties: [["source", "/etc/shadow"]] } }), /property source is not allowed/);
+  refusedWith(await ask({ op: "puppet.resource", args: { type: "exec", name: "/bin/sh -c id", properties: [["command", "/bin/id"]] } }), /resource type 'exec' is not allowed/);
+  refusedWith(await ask({ op: "puppet.resource", args: { type: "user", name: "root", properties: [["password", "x"]] } }), /resource type 'user' is not allowed/);
+  assert.equal(existsSync(outside), false);
+  assert.equal(existsSync(dir("outside", "x")), false);
+});
+
+test("a compromised daemon cannot send Puppet to another master: no --server, and none once the node holds its certificate", async () => {
+  refusedWith(await ask({ op: "puppet.run", args: { agent: "puppet", server: "evil.example.net:8140" } }), /other than the configured one.*allow_server_override/);
+  refusedWith(await ask({ op: "puppet.run", args: { agent: "provision", server: "evil.example.net" } }), /other than the configured one/);
+  refusedWith(await ask({ op: "puppet.run", args: { agent: "puppet", environment: "production --server=evil" } }), /environment/);
+  // While provisioning (no certificate yet) the provisioner's choice is written, by root.
+  const ok = await ask({ op: "puppet.set_server", args: { host: "127.0.0.11", port: 8140 } });
+  assert.equal(ok.ok, true, JSON.stringify(ok));
+  const conf = join(dir("puppet/etc"), "puppet.conf");
+  assert.match(readFileSync(conf, "utf8"), /^server = 127\.0\.0\.11$/m);
+  assert.equal(statSync(conf).uid, 0, "root wrote puppet.conf");
+  // Once the node holds its certificate, its master is the one it trusts.
+  mkdirSync(dir("puppet/ssl/certs"), { recursive: true });
+  mkdirSync(dir("puppet/ssl/private_keys"), { recursive: true });
+  writeFileSync(dir("puppet/ssl/certs", `${certname}.pem`), "cert\n");
+  writeFileSync(dir("puppet/ssl/private_keys", `${certname}.pem`), "key\n", { mode: 0o600 });
+  refusedWith(await ask({ op: "puppet.set_server", args: { host: "127.0.0.66", port: 8140 } }), /holds its Puppet certificate .* its master is set \(127\.0\.0\.11:8140\)/);
+  assert.match(readFileSync(conf, "utf8"), /^server = 127\.0\.0\.11$/m, "puppet.conf unchanged");
+  const again = await ask({ op: "puppet.set_server", args: { host: "127.0.0.11", port: 8140 } });
+  assert.equal(again.ok, true, `the same master again is fine (a retried step): ${JSON.stringify(again)}`);
+  // The node's Puppet key goes to the daemon only where the node connects with it.
+  refusedWith(await ask({ op: "puppet.tls_credential", args: {} }), /tls\.use_puppet_cert is not set/);
+});
+
+test("other users are refused: by the socket's mode, and by SO_PEERCRED when they get through it", async () => {
+  const withGroup = await ask({ op: "puppet.enable", args: { agent: "puppet" } }, OTHER_UID, [GROUP]);
+  refusedWith(withGroup, /uid 65533 may not use this helper \(it serves uid 65534\)/);
+  const without = await ask({ op: "puppet.enable", args: { agent: "puppet" } }, OTHER_UID, []);
+  assert.equal(without.connectError, "EACCES", JSON.stringify(without));
+  // root is not the client either: the helper serves one uid
+  refusedWith(await ask({ op: "puppet.enable", args: { agent: "puppet" } }, 0, []), /uid 0 may not use/);
+});
+
+test("what is on the list it does, as root: a file resource in an allowed directory, the stage fact, Puppet's disable lock", async () => {
+  const file = dir("files", "hello");
+  const r = await ask({ op: "puppet.resource", args: { type: "file", name: file, properties: [["content", "hi from the helper"], ["ensure", "file"]] } });
+  assert.equal(r.ok, true, JSON.stringify(r));
+  assert.equal(readFileSync(file, "utf8"), "hi from the helper");
+  assert.equal(statSync(file).uid, 0, "written by root");
+  assert.ok(((r.result as { changes: string[] }).changes ?? []).some((c) => /created|defined content/.test(c)), JSON.stringify(r.result));
+
+  const stage = await ask({ op: "provision.persist_stage", args: {} });
+  assert.deepEqual(stage, { ok: true, result: { changed: true } });
+  assert.match(readFileSync(dir("facts.d", "muster_lifecycle_stage.yaml"), "utf8"), /^lifecycle_stage: "production"$/m);
+
+  const off = await ask({ op: "puppet.disable", args: { agent: "puppet", message: "maintenance by the test" } });
+  assert.deepEqual(off, { ok: true, result: { changed: true } });
+  assert.deepEqual(JSON.parse(readFileSync(dir("puppet/var/state/agent_disabled.lock"), "utf8")), { disabled_message: "maintenance by the test" });
+  assert.deepEqual(await ask({ op: "puppet.enable", args: { agent: "puppet" } }), { ok: true, result: { changed: true } });
+  assert.equal(existsSync(dir("puppet/var/state/agent_disabled.lock")), false);
+});
