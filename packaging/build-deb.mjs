@@ -8,12 +8,14 @@
 // without changes here. lintian reports no error on it (test/packaging/lintian.test.ts); the
 // overrides in packaging/debian/lintian-overrides say why each remaining warning stays.
 //
-//   node packaging/build-deb.mjs [--out DIR] [--node PATH] [--compress xz|gzip|zstd|none] [--version V]
+//   node packaging/build-deb.mjs [--out DIR] [--node PATH] [--compress xz|gzip|zstd|none] [--version V] [--repo DIR]
 //
 // --out defaults to build/; --node to the node running this script; --compress to xz (what a
 // release ships; the tests use a faster one, the contents are the same). --version builds the
 // package as another version (a Debian version: 0.2.0, 0.2.0~rc1): the app's package.json says it
 // too, so `muster --version` of the installed package agrees; for upgrade tests and hotfixes.
+// --repo adds the package to the signed apt repository in DIR (packaging/apt-repo.mjs; `npm run
+// package` writes build/apt), its key made once in $MUSTER_APT_GNUPGHOME or ~/.config/muster/apt-signing.
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { chmodSync, copyFileSync, cpSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
@@ -25,14 +27,14 @@ import { MAINTAINER, changelogEntry, changelogMdSection, copyrightFile, copyrigh
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const here = join(root, "packaging");
-const USAGE = "usage: node packaging/build-deb.mjs [--out DIR] [--node PATH] [--compress xz|gzip|zstd|none] [--version DEBIAN_VERSION]";
+const USAGE = "usage: node packaging/build-deb.mjs [--out DIR] [--node PATH] [--compress xz|gzip|zstd|none] [--version DEBIAN_VERSION] [--repo DIR]";
 
 function usage(msg) {
   process.stderr.write(`${msg}\n${USAGE}\n`);
   process.exit(64);
 }
 
-const opts = { out: join(root, "build"), node: process.execPath, compress: "xz", version: undefined };
+const opts = { out: join(root, "build"), node: process.execPath, compress: "xz", version: undefined, repo: undefined };
 const argv = process.argv.slice(2);
 for (let i = 0; i < argv.length; i++) {
   const k = argv[i];
@@ -41,7 +43,7 @@ for (let i = 0; i < argv.length; i++) {
     process.stdout.write(`${USAGE}\n`);
     process.exit(0);
   }
-  if (!["--out", "--node", "--compress", "--version"].includes(k)) usage(`unknown argument ${k}`);
+  if (!["--out", "--node", "--compress", "--version", "--repo"].includes(k)) usage(`unknown argument ${k}`);
   if (v === undefined) usage(`${k} needs a value`);
   opts[k.slice(2)] = v;
   i++;
@@ -293,6 +295,10 @@ say(`dpkg-deb --build (${opts.compress})`);
 run("dpkg-deb", ["--root-owner-group", `-Z${opts.compress}`, "--build", stage, deb], { stdio: ["ignore", "ignore", "inherit"] });
 rmSync(stage, { recursive: true, force: true });
 say(`${deb}: ${(statSync(deb).size / 1e6).toFixed(1)} MB, installed ${(installedKb / 1024).toFixed(1)} MiB`);
+if (opts.repo) {
+  const { writeAptRepo } = await import("./apt-repo.mjs");
+  writeAptRepo({ repo: opts.repo, debs: [deb] });
+}
 process.stdout.write(`${deb}\n`);
 
 function changelog() {
