@@ -1,11 +1,12 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, chownSync, copyFileSync, existsSync, mkdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { stringify as toYaml } from "yaml";
-import { cleanEnv, spawnMuster, tempDir, type MusterProcess } from "../support/collective.js";
+import { cleanEnv, cliPath, runCli, spawnMuster, startBroker, tempDir, type MusterProcess } from "../support/collective.js";
+import { testPki } from "../support/index.js";
 
 // A compromised node daemon, played by a process running as another user (setpriv), talks to the
 // real privileged helper (`muster privileged serve`, as root, on a real socket; each peer's uid
@@ -172,4 +173,54 @@ test("what is on the list it does, as root: a file resource in an allowed direct
   assert.deepEqual(JSON.parse(readFileSync(dir("puppet/var/state/agent_disabled.lock"), "utf8")), { disabled_message: "maintenance by the test" });
   assert.deepEqual(await ask({ op: "puppet.enable", args: { agent: "puppet" } }), { ok: true, result: { changed: true } });
   assert.equal(existsSync(dir("puppet/var/state/agent_disabled.lock")), false);
+});
+
+test("a real muster server running as that unprivileged user: its resource and puppet agents act through the helper, and what the helper refuses comes back as the agent's refusal", async () => {
+  const broker = await startBroker();
+  // The server's own files, its user's: its config dir (keys), a copy of the test PKI it can read.
+  const home = dir("server-home");
+  const pki = testPki();
+  mkdirSync(join(home, "tls"), { recursive: true });
+  for (const f of [pki.ca, pki.clientCert, pki.clientKey]) copyFileSync(f, join(home, "tls", f.split("/").at(-1)!));
+  const tls = { MUSTER_TLS_CA: join(home, "tls", pki.ca.split("/").at(-1)!), MUSTER_TLS_CERT: join(home, "tls", pki.clientCert.split("/").at(-1)!), MUSTER_TLS_KEY: join(home, "tls", pki.clientKey.split("/").at(-1)!) };
+  const config = toYaml({
+    identity: certname,
+    brokers: [broker.url],
+    privileged_helper: sock,
+    agents: { builtin: ["puppet", "resource"] },
+    // the daemon's own config allows more than root's: the helper goes by root's
+    plugins: { resource: { allowed_types: ["file"], file_paths: [dir("files"), dir("outside")] } },
+    facts: { facter: false },
+    registration: { interval: 0 },
+    log: { level: "warn" },
+  });
+  writeFileSync(join(home, "server.yaml"), config);
+  for (const p of [home, join(home, "tls"), join(home, "server.yaml"), ...Object.values(tls)]) chownSync(p, DAEMON_UID, GROUP);
+  // One signing key for the server and this test's client: the server trusts its local user's key.
+  const env = cleanEnv(home, { ...tls, MUSTER_CALLER: "tester" });
+  const server = spawnMuster(["--reuid=" + DAEMON_UID, "--regid=" + GROUP, "--groups=" + GROUP, process.execPath, cliPath, "server", "--config", join(home, "server.yaml")], { env, bin: "setpriv" });
+  try {
+    await server.waitForLine(/ready/, 30_000);
+    assert.equal((await run("ps", ["-o", "uid=", "-p", String(server.child.pid)])).stdout.trim(), String(DAEMON_UID), "the server runs unprivileged");
+    const client = cleanEnv(home, { MUSTER_CALLER: "tester" });
+    const file = dir("files", "from-the-server");
+    const ok = await runCli(["resource", "file", file, "ensure=file", "content=through the helper", "-I", certname, "--broker", broker.url], { env: client, timeoutMs: 60_000 });
+    assert.equal(ok.code, 0, `${ok.stdout}${ok.stderr}`);
+    assert.equal(readFileSync(file, "utf8"), "through the helper");
+    assert.equal(statSync(file).uid, 0, "written by the helper, as root");
+    // The daemon's config would allow this directory; root's does not, and the caller hears the helper's refusal.
+    const refused = await runCli(["resource", "file", dir("outside", "from-the-server"), "ensure=file", "content=x", "-I", certname, "--broker", broker.url], { env: client, timeoutMs: 60_000 });
+    assert.notEqual(refused.code, 0, refused.stdout);
+    assert.match(`${refused.stdout}${refused.stderr}`, /privileged helper refused puppet\.resource: file .*outside the directories this node allows/);
+    assert.equal(existsSync(dir("outside", "from-the-server")), false);
+    // Puppet's disable lock goes where root's config puts Puppet's state.
+    const disabled = await runCli(["rpc", "puppet", "disable", "message=from the fleet", "-I", certname, "--broker", broker.url, "--json"], { env: client, timeoutMs: 60_000 });
+    assert.equal(disabled.code, 0, `${disabled.stdout}${disabled.stderr}`);
+    assert.deepEqual(JSON.parse(readFileSync(dir("puppet/var/state/agent_disabled.lock"), "utf8")), { disabled_message: "from the fleet" }, "root's config decides where Puppet's state is");
+    await run("rm", ["-f", dir("puppet/var/state/agent_disabled.lock")]);
+  } finally {
+    const stopped = await server.stop();
+    await broker.dispose();
+    assert.equal(stopped.code, 0, server.stderr());
+  }
 });
