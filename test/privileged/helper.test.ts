@@ -60,8 +60,8 @@ s.on("close", () => process.stdout.write(out));
 
 after(async () => {
   const stopped = await helper?.stop();
-  assert.deepEqual(stopped, { code: 0, signal: null }, `the helper stops cleanly on SIGTERM: ${helper?.stderr()}`);
   tmp.remove();
+  assert.deepEqual(stopped, { code: 0, signal: null }, `the helper stops cleanly on SIGTERM: ${helper?.stderr()}`);
 });
 
 interface Answer {
