@@ -301,7 +301,13 @@ test("dpkg in a throwaway root: install keeps a cloud-init server.yaml and makes
   const r = dpkgRoot("dpkg-root");
   const hostPasswd = readFileSync("/etc/passwd", "utf8");
   // Chrootless scripts with DPKG_ROOT (dpkg sets it): the dependencies are the machine's, not this root's.
-  const dpkg = (...args: string[]) => run("dpkg", [`--root=${r}`, "--force-not-root", "--force-script-chrootless", "--force-depends", "--log=/dev/null", ...args]);
+  // This machine as one that once had the package: a leftover `muster` group (gid 995, Debian
+  // keeps system groups on purge) in its /etc/group, bind-mounted in a mount namespace of dpkg's
+  // own. The postinst must resolve names inside the root it installs into, never here.
+  const hostGroups = join(tmp.path, "host-group");
+  writeFileSync(hostGroups, readFileSync("/etc/group", "utf8").split("\n").filter((l) => l && !l.startsWith("muster:")).join("\n") + "\nmuster:x:995:\n");
+  const dpkg = (...args: string[]) =>
+    run("unshare", ["--mount", "--propagation", "private", "sh", "-c", 'mount --bind "$1" /etc/group && shift && exec "$@"', "sh", hostGroups, "dpkg", `--root=${r}`, "--force-not-root", "--force-script-chrootless", "--force-depends", "--log=/dev/null", ...args]);
   // As cloud-init does (examples/cloud-init/): the node's server.yaml is written before the package
   // is installed, and --force-confold keeps it.
   const cloud = (parseYaml(readFileSync(join(repoRoot, "examples", "cloud-init", "user-data.yaml"), "utf8")) as { write_files: { path: string; content: string }[] }).write_files;
@@ -318,6 +324,7 @@ test("dpkg in a throwaway root: install keeps a cloud-init server.yaml and makes
   for (const c of CONFFILES) assert.ok(existsSync(join(r, c)), c);
   assert.ok(existsSync(join(r, "etc", "muster", "tls")), "the credentials directory");
   const gid = users("group")[0]!.split(":")[2];
+  assert.notEqual(gid, "995", "the root's own muster group, not the machine's leftover one");
   const { stdout: mode } = await run("stat", ["-c", "%a %g", join(r, "etc", "muster")]);
   assert.equal(mode.trim(), `750 ${gid}`, "/etc/muster: root and the muster group only");
 
