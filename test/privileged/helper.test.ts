@@ -224,3 +224,36 @@ test("a real muster server running as that unprivileged user: its resource and p
     assert.equal(stopped.code, 0, server.stderr());
   }
 });
+
+test("socket activation: started by its first connection on the socket it is handed (LISTEN_FDS, fd 3), as muster-privileged.socket starts it", async () => {
+  const activated = dir("activated.sock");
+  // systemd-socket-activate listens as systemd would and starts the helper on the first connection.
+  const helper2 = spawnMuster(["-l", activated, "-E", "MUSTER_CONFIG_DIR", process.execPath, cliPath, "privileged", "serve", "--config", dir("server.yaml"), "--client-user", "0"], {
+    env: cleanEnv(dir("helper2-home")),
+    bin: "systemd-socket-activate",
+  });
+  try {
+    // systemd-socket-activate says on stderr when it listens
+    await new Promise<void>((resolve, reject) => {
+      const deadline = setTimeout(() => reject(new Error(`systemd-socket-activate did not listen: ${helper2.stderr()}`)), 10_000);
+      const check = () => {
+        if (!/Listening on/.test(helper2.stderr())) return;
+        clearTimeout(deadline);
+        helper2.child.stderr!.off("data", check);
+        resolve();
+      };
+      helper2.child.stderr!.on("data", check);
+      check();
+    });
+    assert.equal(helper2.stdout().includes("muster privileged helper ready"), false, "nothing started before a connection");
+    // root is the client this time (the activated socket has no muster group to hand it to)
+    const r = await run(process.execPath, [dir("daemon.mjs"), activated, JSON.stringify({ op: "puppet.enable", args: { agent: "puppet" } })]);
+    assert.deepEqual(JSON.parse(r.stdout), { ok: true, result: { changed: false } });
+    await helper2.waitForLine(/muster privileged helper ready \(serving uid 0\)/, 10_000);
+    const refused = JSON.parse((await run(process.execPath, [dir("daemon.mjs"), activated, JSON.stringify({ op: "exec", args: {} })])).stdout) as Answer;
+    refusedWith(refused, /not on the helper's list/);
+  } finally {
+    const stopped = await helper2.stop();
+    assert.equal(stopped.code, 0, helper2.stderr());
+  }
+});
