@@ -14,7 +14,8 @@ import { parseArgs } from "node:util";
 import { MusterClient } from "../src/client/client.js";
 import { startLab } from "../src/lab/lab.js";
 import { spawnMuster } from "../src/lab/processes.js";
-import { StateStore, type NodeRecord } from "../src/provisioner/state.js";
+import { type NodeRecord } from "../src/protocol/provision-record.js";
+import { ProvisionState } from "../src/provisioner/state.js";
 
 const { values: a } = parseArgs({ options: { nodes: { type: "string", default: "4" } } });
 const N = Number(a.nodes);
@@ -22,7 +23,7 @@ const dir = mkdtempSync(join(tmpdir(), "muster-bench-lab-"));
 process.env.MUSTER_CONFIG_DIR = join(dir, "keys");
 const lab = await startLab({ dir: join(dir, "lab"), nodes: N, detached: false, provisioner: false, progress: (l) => console.error(l) });
 const client = await MusterClient.connect({ brokers: [lab.state.broker], collective: lab.state.collective, tls: lab.state.tls.admin });
-const store = await StateStore.open(client.nc, "muster_provision");
+const store = await ProvisionState.open(client, "muster_provision");
 const prov = spawnMuster(["provisioner", "--config", lab.provisionerConfig(), "--foreground"], { logFile: join(dir, "provisioner.log"), env: lab.state.provisionerEnv });
 try {
   const ids = lab.state.nodes.map((n) => n.identity);

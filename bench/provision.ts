@@ -26,8 +26,8 @@ import { startNats } from "../src/lab/nats.js";
 import { silentLogger } from "../src/log.js";
 import { ProvisionerConfigSchema } from "../src/provisioner/config.js";
 import { MusterCollective } from "../src/provisioner/muster-collective.js";
-import { Provisioner } from "../src/provisioner/runner.js";
-import { StateStore } from "../src/provisioner/state.js";
+import { Provisioner } from "../src/provisioner/scheduler.js";
+import { ProvisionState } from "../src/provisioner/state.js";
 
 const { values: a } = parseArgs({
   options: {
@@ -66,7 +66,7 @@ try {
     sleeptime: 60,
   });
   const client = await MusterClient.connect({ brokers: [nats.url], collective: "muster", name: "bench-provisioner" });
-  const store = await StateStore.open(client.nc, cfg.state_bucket);
+  const store = await ProvisionState.open(client, cfg.state_bucket);
   const p = new Provisioner(cfg, new MusterCollective(client, cfg, silentLogger), store, silentLogger);
   let peakRss = 0;
   let peakHeap = 0;
@@ -100,7 +100,7 @@ try {
   await probing;
   clearInterval(sampler);
   sample();
-  const recs = await store.all();
+  const recs = await store.list();
   const done = recs.filter((r) => r.status === "done").length;
   const failed = recs.filter((r) => r.status === "failed");
   await client.close();

@@ -95,7 +95,7 @@ try {
 
   // watch the bucket, then start the nodes: the registry fills from their registration messages
   const client = await MusterClient.connect({ brokers: [nats.url], collective: COLLECTIVE, name: "bench-registry-client" });
-  const watch = await RegistryStore.open(client.nc, BUCKET);
+  const watch = await RegistryStore.open(client, BUCKET);
   const filled = new Promise<number>((ok, fail) => {
     const t = setTimeout(() => fail(new Error(`registry holds ${watch.size}/${N} nodes after ${TIMEOUT_MS} ms`)), TIMEOUT_MS);
     watch.on("update", () => {
@@ -131,8 +131,8 @@ try {
 
   const sources: Record<string, NodeSource | undefined> = {
     broadcast: undefined,
-    registry: new RegistrySource(client.nc, { bucket: BUCKET, collective: COLLECTIVE, via: "service" }),
-    "registry-bucket": new RegistrySource(client.nc, { bucket: BUCKET, collective: COLLECTIVE, via: "bucket" }),
+    registry: await client.registry({ bucket: BUCKET, via: "service" }),
+    "registry-bucket": await client.registry({ bucket: BUCKET, via: "bucket" }),
   };
   const results: Record<string, Record<string, { ms: ReturnType<typeof stats>; nodesCpuMs: ReturnType<typeof stats>; found: number }>> = {};
   const ratios: Record<string, { registry: number; registryBucket: number }> = {};

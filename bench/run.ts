@@ -229,7 +229,7 @@ async function musterPingDirect(client: MusterClient, nodes: string[], verified:
 
 /** The node-key directory filled with the keys the bench's emulated nodes sign with (bench/node-keys.ts). */
 async function fillKeyDirectory(client: MusterClient, identities: string[]): Promise<void> {
-  const kv = await client.kv(DEFAULT_NODE_KEYS_BUCKET, { create: { history: 1 } });
+  const kv = await client.bucket(DEFAULT_NODE_KEYS_BUCKET, { create: { history: 1 } });
   for (let i = 0; i < identities.length; i += 500) {
     await Promise.all(identities.slice(i, i + 500).map((id) => kv.put(nodeKeyName(id), encodeNodeKeyEntry({ identity: id, pubkey: benchNodeKey(id).publicKey, source: "certified", time: Date.now(), by: "bench" }))));
   }

@@ -31,8 +31,10 @@ import { connect } from "@nats-io/transport-node";
 import type { Browser, Page } from "playwright-core";
 import { generateFleet } from "../src/emulator/fleet.js";
 import { startNats } from "../src/lab/nats.js";
-import { StateStore, newRecord, type NodeRecord } from "../src/provisioner/state.js";
-import { Stages } from "../src/provisioner/stages.js";
+import { newRecord, type NodeRecord } from "../src/protocol/provision-record.js";
+import { ProvisionState } from "../src/provisioner/state.js";
+import { bucketsOn } from "../src/broker/bucket.js";
+import { Stages } from "../src/protocol/provision-record.js";
 import { launchChromium } from "../test/support/browser.js";
 import { benchDir as here, cliPath, repoRoot } from "./paths.js";
 
@@ -240,9 +242,9 @@ try {
   const identities = generateFleet(N).map((n) => n.identity);
   const nc = await connect({ servers: nats.url, name: "bench-web" });
   cleanups.push(() => nc.close());
-  const store = await StateStore.open(nc, "muster_provision");
+  const store = await ProvisionState.open(bucketsOn(nc), "muster_provision");
   const recs = stateRecords(identities, Date.now());
-  for (let i = 0; i < recs.length; i += 500) await Promise.all(recs.slice(i, i + 500).map((record) => store.save({ record, revision: 0 })));
+  for (let i = 0; i < recs.length; i += 500) await Promise.all(recs.slice(i, i + 500).map((record) => store.compareAndSet({ record, revision: 0 })));
   const fillMs = performance.now() - t0;
 
   const tokens = join(tmp, "tokens");
@@ -289,7 +291,7 @@ try {
   for (let k = 1; k <= Math.min(5, failedIds.length); k++) {
     const cur = (await store.get(failedIds[k - 1]!))!;
     const t = Date.now();
-    await store.save({ record: { ...cur.record, status: "done", lastError: undefined, finishedAt: t, updatedAt: t }, revision: cur.revision });
+    await store.compareAndSet({ record: { ...cur.record, status: "done", lastError: undefined, finishedAt: t, updatedAt: t }, revision: cur.revision });
     const seen = (await (await page.waitForFunction((want) => (document.getElementById("board-summary")?.textContent ?? "").includes(want) && Date.now(), `, ${failedIds.length - k} failed`, { timeout: 30_000, polling: "raf" })).jsonValue()) as number;
     liveMs.push(seen - t);
   }

@@ -29,7 +29,7 @@ export { parseLimit, type LimitSpec } from "./client/limit.js";
 export { buildFilter, FilterError, type FilterOptions } from "./filter/index.js";
 export { aggregateReplies, formatAggregate, type AggregateResult } from "./ddl/index.js";
 export type { AgentDDL, ActionSpec, InputSpec, OutputSpec, ActionInput, ActionOutput, CallInput } from "./ddl/types.js";
-export { defineAgent, type Agent, type ActionContext, type ActionHandler, type DataPlugin } from "./server/agent.js";
+export { defineAgent, type Agent, type ActionContext, type ActionHandler, type DataPlugin } from "./agent/agent.js";
 export { Status, statusName, type StatusCode } from "./protocol/status.js";
 export type { Filter, FactFilter, NodeMetadata, Reply, Request } from "./protocol/types.js";
 export { emptyFilter } from "./protocol/types.js";

@@ -1,30 +1,14 @@
 import { MusterError } from "../errors.js";
-import type { Agent, AgentKvOpener } from "../server/agent.js";
-import type { NodeOps } from "../privileged/node-ops.js";
+import type { AgentCatalogue, AgentFactory } from "../agent/catalogue.js";
 import { createDiscoveryAgent } from "./discovery/index.js";
-import { createRpcutilAgent, type NodeIntrospection } from "./rpcutil/index.js";
+import { isProvisioned, nodePuppet, nodePuppetOrDefaults } from "./node.js";
+import { createRpcutilAgent } from "./rpcutil/index.js";
 
-export type { NodeIntrospection };
-
-// The built-in agents by name. A node loads `discovery` and `rpcutil` always, plus those its config
-// lists under agents.builtin: the others act on the machine (Puppet, the CA, notifications), so a
-// node offers them only when its operator says so. Their code is imported only when listed, which
-// keeps an idle `muster server` small (docs/bench.md).
-
-export interface BuiltinDeps {
-  node: NodeIntrospection;
-  identity: string;
-  /** The agent's own settings (`plugins.<name>`). */
-  config: Record<string, unknown>;
-  /** The provision agent calls this once it has marked the node provisioned. */
-  onProvisioned?: () => void;
-  /** KV buckets the server keeps for agents (the notify agent's dedupe keys); absent in the emulator. */
-  kv?: AgentKvOpener;
-  /** How the agents do what needs root: in process, or through the privileged helper (docs/decisions/privileged-helper.md). */
-  ops?: NodeOps;
-}
-
-export type AgentFactory = (deps: BuiltinDeps) => Agent;
+// The built-in agents by name, as the catalogue (src/agent/catalogue.ts) `muster server` and
+// `muster emulate` hand their host. A node loads `discovery` and `rpcutil` always, plus those its
+// config lists under agents.builtin: the others act on the machine (Puppet, the CA,
+// notifications), so a node offers them only when its operator says so. Their code is imported
+// only when listed, which keeps an idle `muster server` small (docs/bench.md).
 
 /** The agents every node hosts. */
 export const coreAgentFactories: Record<string, AgentFactory> = {
@@ -74,3 +58,13 @@ export async function loadBuiltinFactories(names: readonly string[]): Promise<Re
 }
 
 export const ALWAYS_LOADED = ["discovery", "rpcutil"] as const;
+
+/** The built-in agents, as a host is handed them. */
+export const builtinAgents: AgentCatalogue = {
+  always: ALWAYS_LOADED,
+  names: BUILTIN_AGENT_NAMES,
+  load: loadBuiltinFactories,
+  nodePuppet,
+  nodePuppetOrDefaults,
+  isProvisioned,
+};

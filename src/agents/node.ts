@@ -1,33 +1,17 @@
+import type { NodeAgentsConfig } from "../agent/catalogue.js";
 import type { PuppetAgentSettings } from "../puppet/agent.js";
-import type { PuppetNodeSettings } from "./settings.js";
 
 // What the node daemon asks the agents about its node, so that it never reads their settings or
 // files itself: where the node's own Puppet lives (the classes file it follows, the certificate a
 // provisioned node connects with) and whether the provision agent has finished. The daemon learns
 // of the moment provisioning finishes through the provision agent's `onProvisioned` hook
-// (BuiltinDeps). Loaded lazily, like the agents, to keep an idle server small.
+// (AgentDeps). Loaded lazily, like the agents, to keep an idle server small.
 
-export interface NodeAgentsConfig {
-  identity: string;
-  /** `plugins.<agent>` settings of the server config. */
-  plugins: Record<string, Record<string, unknown>>;
-  /** agents.builtin of the server config. */
-  builtin?: readonly string[];
-  /** The node starts in provisioning isolation (its provision agent runs its Puppet). */
-  provisioning?: boolean;
-}
-
-function agentSettings(s: Omit<PuppetNodeSettings, "exportFacts">): PuppetAgentSettings {
-  return {
-    puppetBin: s.puppetBin,
-    confdir: s.confdir,
-    vardir: s.vardir,
-    ssldir: s.ssldir,
-    certname: s.certname,
-    ...(s.logdir ? { logdir: s.logdir } : {}),
-    ...(s.rundir ? { rundir: s.rundir } : {}),
-    ...(s.publicdir ? { publicdir: s.publicdir } : {}),
-  };
+/** The daemon's view of the node's Puppet: where it lives (shared settings, agents/settings.ts), not which master it runs against. */
+async function where(conf: Record<string, unknown>, agent: string, identity: string): Promise<PuppetAgentSettings> {
+  const { settingsReader, puppetNodeSettings, puppetAgentSettings } = await import("./settings.js");
+  const { server: _server, serverport: _port, ...rest } = puppetAgentSettings(puppetNodeSettings(settingsReader(agent, conf), identity));
+  return rest;
 }
 
 /**
@@ -38,17 +22,14 @@ function agentSettings(s: Omit<PuppetNodeSettings, "exportFacts">): PuppetAgentS
 export async function nodePuppet(c: NodeAgentsConfig): Promise<PuppetAgentSettings | undefined> {
   const hasPuppet = c.plugins.puppet || c.plugins.provision || (c.builtin ?? []).some((a) => a === "puppet" || a === "provision") || c.provisioning;
   if (!hasPuppet) return undefined;
-  const { settingsReader, puppetNodeSettings } = await import("./settings.js");
-  const conf = { ...(c.plugins.puppet ?? {}), ...(c.plugins.provision ?? {}) };
-  return agentSettings(puppetNodeSettings(settingsReader(c.plugins.provision ? "provision" : "puppet", conf), c.identity));
+  return where({ ...(c.plugins.puppet ?? {}), ...(c.plugins.provision ?? {}) }, c.plugins.provision ? "provision" : "puppet", c.identity);
 }
 
 /** nodePuppet, or Puppet's defaults for the node when it configures none. */
 export async function nodePuppetOrDefaults(c: NodeAgentsConfig): Promise<PuppetAgentSettings> {
   const configured = await nodePuppet(c);
   if (configured) return configured;
-  const { settingsReader, puppetNodeSettings } = await import("./settings.js");
-  return agentSettings(puppetNodeSettings(settingsReader("puppet", {}), c.identity));
+  return where({}, "puppet", c.identity);
 }
 
 /** Whether the node's provision agent has finished provisioning it (before or since a restart). */

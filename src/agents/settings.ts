@@ -1,5 +1,6 @@
 import { RpcError } from "../errors.js";
 import { Status } from "../protocol/status.js";
+import type { PuppetAgentSettings } from "../puppet/agent.js";
 
 // Reading an agent's `plugins.<agent>` settings. Values from YAML may arrive as strings, so
 // numbers and booleans are coerced; a bad value is the node's fault (UnknownError), not the
@@ -98,4 +99,30 @@ export function exportFactsSetting(r: SettingsReader, config: Record<string, unk
   if (v === undefined || v === null) return [];
   if (!Array.isArray(v) || !v.every((f) => typeof f === "string" && /^[A-Za-z][A-Za-z0-9_]*$/.test(f))) throw r.bad("export_facts", v, "a list of fact names");
   return [...(v as string[])];
+}
+
+/**
+ * How the node's Puppet is run (PuppetAgent's settings), from the settings the provision and
+ * puppet agents share; `server` ("host[:port]") overrides the configured master.
+ */
+export function puppetAgentSettings(s: Omit<PuppetNodeSettings, "exportFacts">, server?: string): PuppetAgentSettings {
+  let host = s.server;
+  let port = s.serverport;
+  if (server !== undefined) {
+    const [h, p] = server.split(":");
+    host = h;
+    port = p !== undefined ? Number(p) : undefined;
+  }
+  return {
+    puppetBin: s.puppetBin,
+    confdir: s.confdir,
+    vardir: s.vardir,
+    ssldir: s.ssldir,
+    certname: s.certname,
+    ...(host !== undefined ? { server: host } : {}),
+    ...(port !== undefined ? { serverport: port } : {}),
+    ...(s.logdir !== undefined ? { logdir: s.logdir } : {}),
+    ...(s.rundir !== undefined ? { rundir: s.rundir } : {}),
+    ...(s.publicdir !== undefined ? { publicdir: s.publicdir } : {}),
+  };
 }

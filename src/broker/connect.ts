@@ -4,6 +4,12 @@ import type { Logger } from "pino";
 import { z } from "zod";
 import { MusterError } from "../errors.js";
 
+/**
+ * A bare broker connection, for the transports that need one (the node daemon, the emulator, the
+ * registry daemon) and `muster doctor`'s handshake check; everyone else holds a MusterClient.
+ */
+export type BrokerConnection = NatsConnection;
+
 export const DEFAULT_BROKER = "nats://127.0.0.1:4222";
 
 /**

@@ -1,11 +1,11 @@
-import type { KV } from "@nats-io/kv";
 import type { NatsConnection, Subscription } from "@nats-io/transport-node";
 import type { Logger } from "pino";
+import type { Bucket, BucketCreate, Buckets } from "../broker/bucket.js";
 import { connectBroker, resolveBrokers, resolveTls, type TlsSettings } from "../broker/connect.js";
 import { checkOutputs, validateInput } from "../ddl/index.js";
 import type { AgentDDL, ActionName, ActionOutput, CallInput } from "../ddl/types.js";
 import { MusterError } from "../errors.js";
-import { DEFAULT_NODE_KEYS_BUCKET, kvStreamName } from "../protocol/buckets.js";
+import { DEFAULT_NODE_KEYS_BUCKET } from "../protocol/buckets.js";
 import { encodeRequest } from "../protocol/envelope.js";
 import { encodeNodeEvent, parseNodeEvent, type NodeEvent } from "../protocol/events.js";
 import { parseLifecycleEvent, type LifecycleEvent, type LifecycleType } from "../protocol/lifecycle.js";
@@ -18,7 +18,7 @@ import { silentLogger } from "../log.js";
 import { collectReplies } from "./collector.js";
 import { BroadcastSource } from "./discovery/broadcast.js";
 import { FlatfileSource } from "./discovery/flatfile.js";
-import type { RegistrySourceOptions } from "./discovery/registry.js";
+import type { RegistrySource, RegistrySourceOptions } from "./discovery/registry.js";
 import type { DiscoveryOptions, NodeSource } from "./discovery/source.js";
 import { applyLimit, type LimitSpec } from "./limit.js";
 import { buildRequest, targetHeaders } from "./request.js";
@@ -154,7 +154,7 @@ class Verification {
 /** Calls of at least this many nodes verify on the worker pool; smaller ones on the event loop. */
 const POOL_FROM = 64;
 
-export class MusterClient {
+export class MusterClient implements Buckets {
   readonly collective: string;
   private readonly ownsConnection: boolean;
   private readonly ttl: number;
@@ -163,11 +163,10 @@ export class MusterClient {
   private readonly verification: Verification;
 
   /**
-   * The raw connection, for the daemons' own transports only. The client's callers use what the
-   * client offers instead (onEvent, onLifecycle, kv, source); test/client/boundary.test.ts holds
-   * them to it.
+   * The connection is the client's own: callers use what the client offers (onEvent, onLifecycle,
+   * bucket, source); a command that needs a bare connection gets one from broker/connect.ts.
    */
-  readonly nc: NatsConnection;
+  private readonly nc: NatsConnection;
 
   private constructor(nc: NatsConnection, readonly key: SigningKey, opts: ClientOptions, owns: boolean, verification?: Verification) {
     this.nc = nc;
@@ -181,15 +180,20 @@ export class MusterClient {
     this.verification = verification ?? new Verification(opts.verify !== false, () => (bucket === false ? Promise.resolve(new KeyDirectory("no key directory configured")) : this.loadDirectory(bucket)));
   }
 
+  /** Whether this client checks every reply's signature (a reply with a bad one never reaches its caller). */
+  get verifies(): boolean {
+    return this.verification.enabled;
+  }
+
   /** The node-key directory, or an empty one saying why there is none; never fails a call. */
   private async loadDirectory(bucket: string): Promise<KeyDirectory> {
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<KeyDirectory>((r) => (timer = setTimeout(() => r(new KeyDirectory(`reading the key directory ${bucket} timed out`)), 5000)));
     const read = (async () => {
       try {
-        const kv = await this.kvIfExists(bucket);
-        if (!kv) return new KeyDirectory(`no key directory (bucket ${bucket}) on this broker`);
-        return await KeyDirectory.watch(kv);
+        const b = await this.bucketIfExists(bucket);
+        if (!b) return new KeyDirectory(`no key directory (bucket ${bucket}) on this broker`);
+        return await KeyDirectory.watch(b);
       } catch (e) {
         return new KeyDirectory(`cannot read the key directory ${bucket}: ${(e as Error).message}`);
       }
@@ -245,13 +249,18 @@ export class MusterClient {
         if (!spec.file) throw new MusterError("MUSTER_USAGE", "--dm flatfile needs --nodes FILE");
         return new FlatfileSource(spec.file);
       case "registry": {
-        const { RegistrySource } = await import("./discovery/registry.js");
         const { method: _m, ...opts } = spec;
-        return new RegistrySource(this.nc, { collective: this.collective, ...opts });
+        return this.registry(opts);
       }
       default:
         throw new MusterError("MUSTER_USAGE", `unknown discovery method ${JSON.stringify((spec as { method: unknown }).method)}; known: ${DiscoveryMethods.join(", ")}`);
     }
+  }
+
+  /** The registry of this collective: a discovery source that also reads whole records (`muster registry query`). */
+  async registry(opts: Omit<RegistrySourceOptions, "collective"> = {}): Promise<RegistrySource> {
+    const { RegistrySource } = await import("./discovery/registry.js");
+    return new RegistrySource(this.nc, { collective: this.collective, ...opts });
   }
 
   /**
@@ -360,32 +369,19 @@ export class MusterClient {
   }
 
   /**
-   * A JetStream KV bucket: opened, or created when absent with `create` (history, replicas and
-   * ttl apply only then; an existing bucket keeps its own).
+   * A key-value bucket (broker/bucket.ts): opened, or created when absent with `create` (its
+   * options apply only then; an existing bucket keeps its own). Without `create` a missing bucket
+   * is MUSTER_BUCKET_NOT_FOUND.
    */
-  async kv(bucket: string, opts: { create?: { history?: number; replicas?: number; ttlMs?: number } } = {}): Promise<KV> {
-    if (!opts.create) {
-      const kv = await this.kvIfExists(bucket);
-      if (!kv) throw new MusterError("MUSTER_BUCKET_NOT_FOUND", `no KV bucket ${JSON.stringify(bucket)} on this broker: check the name against the config of the daemon that owns it (provisioner state_bucket, registry bucket)`);
-      return kv;
-    }
-    const [{ jetstream }, { Kvm }] = await Promise.all([import("@nats-io/jetstream"), import("@nats-io/kv")]);
-    const kvm = new Kvm(jetstream(this.nc));
-    const c = opts.create;
-    return kvm.create(bucket, { ...(c.history !== undefined ? { history: c.history } : {}), ...(c.replicas !== undefined ? { replicas: c.replicas } : {}), ...(c.ttlMs !== undefined ? { ttl: c.ttlMs } : {}) });
+  async bucket(name: string, opts: { create?: BucketCreate } = {}): Promise<Bucket> {
+    const { openBucket } = await import("../broker/bucket.js");
+    return openBucket(this.nc, name, opts);
   }
 
-  /** The bucket if it exists, undefined when it does not (nothing ever wrote to it); never creates it. */
-  async kvIfExists(bucket: string): Promise<KV | undefined> {
-    const { jetstream, jetstreamManager } = await import("@nats-io/jetstream");
-    try {
-      await (await jetstreamManager(this.nc)).streams.info(kvStreamName(bucket));
-    } catch (e) {
-      if (/stream not found|10059/i.test((e as Error).message)) return undefined;
-      throw e;
-    }
-    const { Kvm } = await import("@nats-io/kv");
-    return new Kvm(jetstream(this.nc)).open(bucket);
+  /** The bucket if it exists (something once created it), else undefined; never creates it. */
+  async bucketIfExists(name: string): Promise<Bucket | undefined> {
+    const { bucketIfExists } = await import("../broker/bucket.js");
+    return bucketIfExists(this.nc, name);
   }
 
   /** Identities of the nodes matching the filter, sorted. */
@@ -537,8 +533,13 @@ export class MusterClient {
     }
   }
 
-  /** A typed view of one agent: inputs and action names are checked at compile time and against the DDL. */
-  agent<const D extends AgentDDL>(ddl: D): TypedAgentClient<D> {
+  /**
+   * A typed view of one agent: inputs and action names are checked at compile time and against the
+   * DDL, outputs on arrival. `name`: the agent is installed under another name than its DDL's
+   * (mcprovision's configs name their agents).
+   */
+  agent<const D extends AgentDDL>(ddl: D, opts: { name?: string } = {}): TypedAgentClient<D> {
+    const name = opts.name ?? ddl.metadata.name;
     return {
       call: async (action, input, opts = {}) => {
         const typed = new WeakMap<Reply, Reply>();
@@ -548,7 +549,7 @@ export class MusterClient {
           return t;
         };
         const { onReply } = opts;
-        const res = await this.call(ddl.metadata.name, action, input as Record<string, unknown>, { ...opts, ddl, onReply: onReply && ((r) => onReply(check(r) as TypedReply<D, typeof action>)) });
+        const res = await this.call(name, action, input as Record<string, unknown>, { ...opts, ddl, onReply: onReply && ((r) => onReply(check(r) as TypedReply<D, typeof action>)) });
         const replies = res.replies.map(check);
         const ok = replies.filter((r) => r.statuscode === Status.OK).length;
         return { ...res, replies: replies as TypedReply<D, typeof action>[], stats: { ...res.stats, ok, failed: replies.length - ok } };

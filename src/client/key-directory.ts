@@ -1,4 +1,4 @@
-import type { KV } from "@nats-io/kv";
+import type { Bucket } from "../broker/bucket.js";
 import { identityOfNodeKeyName, parseNodeKeyEntry, type NodeKeyEntry } from "../protocol/node-keys.js";
 
 // The client's view of the node-key directory (protocol/node-keys.ts): every entry read once,
@@ -22,30 +22,30 @@ export class KeyDirectory {
     return this.keys.size;
   }
 
-  /** Reads every entry of `kv` and resolves once they are in; later changes keep arriving. */
-  static async watch(kv: KV): Promise<KeyDirectory> {
+  /** Reads every entry of `bucket` and resolves once they are in; later changes keep arriving. */
+  static async watch(bucket: Bucket): Promise<KeyDirectory> {
     const dir = new KeyDirectory();
-    const status = await kv.status();
-    const it = await kv.watch();
+    const it = await bucket.watch();
     dir.stopWatch = () => it.stop();
-    let initial = status.values > 0;
     let resolveLoaded!: () => void;
     const loaded = new Promise<void>((r) => (resolveLoaded = r));
-    if (!initial) resolveLoaded();
     void (async () => {
-      for await (const e of it) {
+      for await (const c of it) {
+        if (c.kind === "caught-up") {
+          resolveLoaded();
+          continue;
+        }
+        const e = c.entry;
         if (e.operation === "DEL" || e.operation === "PURGE") dir.keys.delete(identityOfNodeKeyName(e.key));
         else {
           const p = parseNodeKeyEntry(e.value, e.key);
           if (p.ok) dir.keys.set(p.entry.identity, p.entry);
           else dir.invalid++;
         }
-        if (initial && e.delta === 0) {
-          initial = false;
-          resolveLoaded();
-        }
       }
-    })().catch(() => resolveLoaded());
+    })()
+      .catch(() => undefined)
+      .finally(() => resolveLoaded()); // a watch that ended early leaves what it read
     await loaded;
     return dir;
   }

@@ -1,6 +1,7 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "pino";
-import { loadBuiltinFactories } from "../agents/builtin.js";
+import type { AgentCatalogue } from "../agent/catalogue.js";
+import { builtinAgents } from "../agents/builtin.js";
 import { NodeHost } from "../server/host.js";
 import { RequestIntake } from "../server/intake.js";
 import type { NodeRuntime } from "../server/runtime.js";
@@ -23,6 +24,9 @@ export interface EmulatorOptions {
   security?: Partial<ServerConfig["security"]>;
   registration?: { interval: number; splay: boolean };
   plugins?: Record<string, Record<string, unknown>>;
+  /** The agents the nodes may host (default: the built-in ones). */
+  agents?: AgentCatalogue;
+  /** Factories by name instead of the catalogue's (simulated agents); the catalogue's `always` still apply. */
   factories?: RuntimeBuild["factories"];
   /** Action policies by agent, as in the server config's `policies`; every emulated node applies them. */
   policies?: Record<string, unknown>;
@@ -42,7 +46,8 @@ export async function startEmulator(o: EmulatorOptions): Promise<RunningEmulator
   const intake = new RequestIntake({ trust: buildTrustStore(security), freshness: { maxClockSkew: security.max_clock_skew }, maxBytes: 1024 * 1024, stats: intakeStats, log: o.log });
   const nodeLog = o.log.child({ emulated: true });
   const policies = o.policies ? compilePolicies(o.policies) : undefined;
-  const factories = o.factories ?? (await loadBuiltinFactories(o.nodes.flatMap((n) => n.agents)));
+  const agents = o.agents ?? builtinAgents;
+  const factories = o.factories ?? (await agents.load(o.nodes.flatMap((n) => n.agents)));
   // One key per emulated node, in memory: each signs its own replies and events as a server would.
   const runtimes = o.nodes.map((n) => {
     const collectives = n.collectives ?? [o.collective];
@@ -53,6 +58,7 @@ export async function startEmulator(o: EmulatorOptions): Promise<RunningEmulator
       mainCollective: collectives[0] ?? o.collective,
       facts: () => n.facts,
       classes: () => classes,
+      always: agents.always,
       builtin: n.agents,
       plugins: o.plugins ?? {},
       log: nodeLog,

@@ -1,8 +1,8 @@
-import type { AgentFactory } from "../agents/builtin.js";
+import type { AgentFactory } from "../agent/catalogue.js";
 import { puppetDDL, RUN_COMPLETE_EVENT, type RunCompleteData } from "../agents/puppet/ddl.js";
 import { RpcError } from "../errors.js";
 import { Status } from "../protocol/status.js";
-import { defineAgent } from "../server/agent.js";
+import { defineAgent } from "../agent/agent.js";
 
 // A simulated puppet agent for emulated fleets (the runall bench, fast tests): the real DDL, so
 // requests are validated as on real nodes, and the real agent's behaviour (runonce answers at once,

@@ -1,12 +1,12 @@
 import { createHash, randomBytes } from "node:crypto";
-import type { AgentFactory } from "../agents/builtin.js";
+import type { AgentFactory } from "../agent/catalogue.js";
 import { coreAgentFactories } from "../agents/builtin.js";
 import { notifyDDL } from "../agents/notify/ddl.js";
 import { provisionDDL } from "../agents/provision/ddl.js";
 import { puppetcaDDL } from "../agents/puppetca/ddl.js";
 import { RpcError } from "../errors.js";
 import { Status } from "../protocol/status.js";
-import { defineAgent } from "../server/agent.js";
+import { defineAgent } from "../agent/agent.js";
 
 // Simulated provision, puppetca and notify agents for emulated fleets (benchmarks, demos): the real
 // DDLs (so requests are validated exactly as on real nodes) with Puppet's work replaced by timed

@@ -3,7 +3,7 @@ import { MusterError } from "../errors.js";
 import { buildFilter } from "../filter/index.js";
 import { Status } from "../protocol/status.js";
 import { dropRegistryEntry } from "../registry/bucket.js";
-import { openExistingProvisionState } from "./provision-state.js";
+import { ProvisionState } from "../provisioner/state.js";
 
 // Taking a node out of the fleet for good, as an ordinary client of the public API: the masters'
 // puppetca agents revoke and clean its certificate, its provisioning and registry records are
@@ -89,7 +89,7 @@ export async function decommission(client: MusterClient, names: string[], o: Dec
   if (masters.length === 0) {
     throw new MusterError("MUSTER_NO_MASTER", `no Puppet master (agent ${masterAgent}${o.masterSelect ? `, ${o.masterSelect}` : ""}) answered discovery in collective ${client.collective}; nothing was changed. Check the masters' muster servers, or --masters`);
   }
-  const state = await openExistingProvisionState(client, o.stateBucket);
+  const state = await ProvisionState.openExisting(client, o.stateBucket);
   // A scale-in event retires many nodes at once: a few at a time, each node's steps in order.
   const out: NodeOutcome[] = new Array(ids.length);
   let next = 0;
@@ -149,8 +149,8 @@ export async function decommission(client: MusterClient, names: string[], o: Dec
     });
 
     await run("registry", async () => {
-      const r = await dropRegistryEntry(await client.kvIfExists(o.registryBucket), identity);
-      if (o.verify && r === "dropped" && (await dropRegistryEntry(await client.kvIfExists(o.registryBucket), identity)) !== "absent") throw new Error("the record is still there after dropping it");
+      const r = await dropRegistryEntry(await client.bucketIfExists(o.registryBucket), identity);
+      if (o.verify && r === "dropped" && (await dropRegistryEntry(await client.bucketIfExists(o.registryBucket), identity)) !== "absent") throw new Error("the record is still there after dropping it");
       if (r === "no-bucket") return { changed: false, detail: `no registry bucket ${o.registryBucket}: nothing to drop` };
       return r === "dropped" ? { changed: true, detail: `dropped from ${o.registryBucket}${running.includes(identity) ? " (the node still runs and will register again: shut it down)" : ""}` } : { changed: false, detail: "no record: already gone" };
     });

@@ -1,19 +1,8 @@
-import type { MusterClient } from "../client/client.js";
-import { appendLog, StateStore, type NodeRecord } from "../provisioner/state.js";
+import { appendLog, type NodeRecord } from "../protocol/provision-record.js";
 
-// The provisioner's records for its clients (`muster provision status|retry`, the lab,
-// decommission), opened through the client's KV API like the provisioner opens them.
-
-/** The state bucket, created when absent (as the provisioner creates it). */
-export async function openProvisionState(client: MusterClient, bucket: string): Promise<StateStore> {
-  return StateStore.fromKv(await client.kv(bucket, { create: { ...StateStore.bucketOptions } }));
-}
-
-/** The state bucket if a provisioner ever created it; never creates it. */
-export async function openExistingProvisionState(client: MusterClient, bucket: string): Promise<StateStore | undefined> {
-  const kv = await client.kvIfExists(bucket);
-  return kv ? StateStore.fromKv(kv) : undefined;
-}
+// The operator's rules over provisioning records (`muster provision retry` and the web console's
+// retry button share them). Pure: the records are read and written through ProvisionState
+// (src/provisioner/state.ts).
 
 /**
  * Why `rec` may not be retried, or undefined when it may (`muster provision retry` and the web

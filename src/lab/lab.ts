@@ -18,6 +18,8 @@ import { labEnvironments, labRole, ROLE_FACT_NAMES, roleFacts, type LabRole } fr
 import { startPuppetserver, stopDetachedPuppetserver, type PuppetserverHandle } from "./puppetserver.js";
 import { addLabNodes, removeLabNode, type AddNodesOptions } from "./scale.js";
 import { LAB_REGIONS, type LabRegion } from "./regions.js";
+import type { LabMachinesState, LabNodeMachine } from "./machines/fleet.js";
+import type { MachineKind } from "./machines/machine.js";
 
 export type { AddNodesOptions } from "./scale.js";
 
@@ -43,6 +45,8 @@ export interface LabNode {
   pid: number;
   /** Role, customer and environment (manifests.ts labRole). */
   role: LabRole;
+  /** A whole machine (systemd-nspawn or QEMU) instead of a process: `pid` is its power supervisor. */
+  machine?: LabNodeMachine;
 }
 
 export interface LabRegistry {
@@ -104,6 +108,8 @@ export interface LabState {
   nodeSecurity?: Record<string, unknown>;
   /** The muster executable the lab's processes run (an unpacked package's), when not this checkout's. */
   bin?: string;
+  /** A lab whose nodes are machines: their network, relays, image and package. */
+  machines?: LabMachinesState;
 }
 
 export interface LabOptions {
@@ -117,6 +123,11 @@ export interface LabOptions {
   progress?: (line: string) => void;
   /** Run every muster process of the lab with this executable (`lab up --from-package`). */
   bin?: string;
+  /**
+   * Nodes are whole machines booted through cloud-init from the package (`lab up --machines N`):
+   * systemd-nspawn, or QEMU with kind "vm". `deb`: the package they install (default: built now).
+   */
+  machines?: { kind: MachineKind; deb?: string; imageCache?: string };
 }
 
 export interface Lab {
@@ -124,6 +135,10 @@ export interface Lab {
   masters: PuppetserverHandle[];
   /** Write a provisioner config for this lab (used by `lab up` and tests). */
   provisionerConfig(overrides?: Record<string, unknown>): string;
+  /** Stop the broker (an outage: every connection drops); its JetStream state stays on disk. */
+  stopBroker(): Promise<void>;
+  /** Start it again, same port, config and state (a broker back from an outage). */
+  startBroker(): Promise<void>;
   /** Stop one muster server (node, master or notifier) of an attached lab (SIGTERM unless told). */
   stopServer(identity: string, signal?: NodeJS.Signals): Promise<void>;
   /** Start it again (a node restart: it publishes a startup lifecycle event). */
@@ -154,7 +169,14 @@ export function labPids(s: LabState): { name: string; pid: number }[] {
       { name: `puppetserver ${m.identity}`, pid: m.pid },
       { name: `muster server ${m.identity}`, pid: m.serverPid },
     ]),
-    ...s.nodes.map((n) => ({ name: `muster server ${n.identity}`, pid: n.pid })),
+    ...s.nodes.map((n) => ({ name: `${n.machine ? "machine" : "muster server"} ${n.identity}`, pid: n.pid })),
+    ...(s.machines
+      ? [
+          { name: `package server ${s.machines.packages.hostUrl}`, pid: s.machines.packages.pid },
+          ...s.machines.relays.flatMap((r) => r.pids.map((pid, i) => ({ name: `relay ${r.name} ${i ? r.target : r.listen}`, pid }))),
+          ...s.nodes.flatMap((n) => (n.machine?.relayPids ?? []).map((pid, i) => ({ name: `relay ssh ${n.identity}${i ? "" : ` ${n.machine!.ssh.host}:${n.machine!.ssh.port}`}`, pid }))),
+        ]
+      : []),
     { name: `muster server ${s.notifier.identity}`, pid: s.notifier.pid },
     ...(s.registry ? [{ name: `registry ${s.registry.url}`, pid: s.registry.pid }] : []),
     ...(s.web ? [{ name: `web console ${s.web.url}`, pid: s.web.pid }] : []),
@@ -223,13 +245,16 @@ export function provisionerKey(dir: string): { key: SigningKey; env: Record<stri
   return { key, env: { MUSTER_CONFIG_DIR: home, MUSTER_CALLER: LAB_PROVISIONER_CALLER } };
 }
 
-/** The lab CA, the broker's certificate and the service credentials (bootstrap credentials are per node: startLabNode). */
-function labPki(dir: string): { ca: CA; nats: { cert: string; key: string }; admin: TlsSettings; provisioner: TlsSettings; registry: TlsSettings } {
+/**
+ * The lab CA, the broker's certificate and the service credentials (bootstrap credentials are per
+ * node: startLabNode). `brokerIps`: more addresses the broker is reached on (the machines' relay).
+ */
+function labPki(dir: string, brokerIps: string[] = []): { ca: CA; nats: { cert: string; key: string }; admin: TlsSettings; provisioner: TlsSettings; registry: TlsSettings } {
   const ca = ensureCA(join(dir, "pki"), "/O=muster/CN=muster lab CA");
   const svc = (name: string) => ({ ca: ca.cert, ...issueCert(ca, { name, subject: `/O=muster/OU=service/CN=${name}`, usage: "client" }) });
   return {
     ca,
-    nats: issueCert(ca, { name: "nats", subject: "/O=muster/OU=broker/CN=nats.lab", ips: ["127.0.0.1"], dns: ["localhost"], usage: "server" }),
+    nats: issueCert(ca, { name: "nats", subject: "/O=muster/OU=broker/CN=nats.lab", ips: ["127.0.0.1", ...brokerIps], dns: ["localhost"], usage: "server" }),
     admin: svc("admin"),
     provisioner: svc("provisioner"),
     registry: svc("registry"),
@@ -280,19 +305,8 @@ export interface LabNodeSpec {
   server: Record<string, unknown>;
 }
 
-/** Real checks from Debian's monitoring-plugins-basic, as NRPE's nrpe.d would define them. */
-export const LAB_NRPE_PLUGINS = "/usr/lib/nagios/plugins";
-export function labNrpeConfig(): string {
-  const p = LAB_NRPE_PLUGINS;
-  return [
-    "# muster lab: NRPE commands for the nrpe agent (monitoring-plugins-basic)",
-    `command[check_load]=${p}/check_load -r -w 8,6,4 -c 16,12,8`,
-    `command[check_disk]=${p}/check_disk -w 10% -c 5% -p /`,
-    `command[check_procs]=${p}/check_procs -w 1500 -c 3000`,
-    `command[check_users]=${p}/check_users -w 20 -c 50`,
-    "",
-  ].join("\n");
-}
+export { LAB_NRPE_PLUGINS, labNrpeConfig } from "./nrpe.js";
+import { labNrpeConfig } from "./nrpe.js";
 
 /**
  * One lab node's identity, role, facts and server config, deterministic by index, so `lab up`
@@ -452,14 +466,22 @@ export async function startLab(o: LabOptions): Promise<Lab> {
   const procs: MusterProcess[] = [];
   const masters: PuppetserverHandle[] = [];
   let natsStop: (() => Promise<void>) | undefined;
+  const machineProcs: MusterProcess[] = [];
+  let machinesState: LabMachinesState | undefined;
   const stopAll = async () => {
+    // machines first: each supervisor powers its machine off cleanly (they need nothing else)
+    await Promise.all(machineProcs.map((p) => p.stop("SIGTERM", 60_000).catch(() => undefined)));
     await Promise.all(procs.map((p) => p.stop().catch(() => undefined)));
+    if (machinesState) await (await import("./machines/fleet.js")).teardownMachines(machinesState, []).catch(() => undefined);
     await Promise.all(masters.map((m) => m.stop().catch(() => undefined)));
     await natsStop?.().catch(() => undefined);
   };
   try {
     // TLS everywhere, every connection a user with its own permissions (docs/security.md).
-    const pki = labPki(dir);
+    const mach = o.machines ? await import("./machines/fleet.js") : undefined;
+    const plan = o.machines ? await import("./machines/plan.js") : undefined;
+    if (o.machines) mach!.checkMachineHost(o.machines.kind); // before anything starts: root, tools, overlayfs
+    const pki = labPki(dir, plan ? [plan.RELAY_ADDRESS] : []);
     const prov = provisionerKey(dir);
     const bundle = join(dir, "pki", "clients-ca.pem");
     // Client certificates come from the lab CA now and from the masters' Puppet CAs once they are
@@ -472,7 +494,8 @@ export async function startLab(o: LabOptions): Promise<Lab> {
     writeLabAuthorization(dir, nodeIds, serviceNodes);
     const natsConfig = `http: "127.0.0.1:${monitorPort}"\ninclude "${AUTHORIZATION_FILE}"\n`;
     say("starting nats-server (JetStream, TLS, a user per node) on 127.0.0.1");
-    const nats = await startNats({ dir: join(dir, "nats"), detached: o.detached, tls: { ...pki.nats, ca: bundle, clients: "map" }, config: natsConfig });
+    const natsOptions = { dir: join(dir, "nats"), detached: o.detached, tls: { ...pki.nats, ca: bundle, clients: "map" as const }, config: natsConfig };
+    let nats = await startNats(natsOptions);
     natsStop = nats.stop;
     const tlsState = { ca: pki.ca.cert, admin: pki.admin, provisioner: pki.provisioner };
     // Processes that are not muster servers (the receiver) and commands acting as the operator.
@@ -482,9 +505,16 @@ export async function startLab(o: LabOptions): Promise<Lab> {
     const security = { trusted_keys: [{ name: LAB_PROVISIONER_CALLER, key: prov.key.publicKey }], trust_local_user: true };
 
     say(`starting 2 puppetservers (${LAB_REGIONS.map((r) => `${r.name} on ${r.host}`).join(", ")}); this takes 30-90 s`);
+    // Ports picked now, so the machines' relays to the masters exist before the JVMs answer.
+    const masterPorts = await Promise.all(LAB_REGIONS.map((r) => freePort(r.host)));
     const mastersP = Promise.all(
-      LAB_REGIONS.map((r) => startPuppetserver({ host: r.host, dir: join(dir, "masters", r.name), certname: `puppet-${r.name}.lab`, environments: labEnvironments(), detached: o.detached })),
+      LAB_REGIONS.map((r, i) =>
+        startPuppetserver({ host: r.host, port: masterPorts[i], dir: join(dir, "masters", r.name), certname: `puppet-${r.name}.lab`, environments: labEnvironments(), detached: o.detached, altIps: plan ? [plan.masterRelayAddress(i)] : [] }),
+      ),
     );
+    // Machines: the image (cached after the first build) and the package, while the JVMs warm up.
+    const imageP = o.machines ? mach!.labImage(o.machines.kind, o.machines.imageCache ?? resolve(".muster", "images"), say) : undefined;
+    imageP?.catch(() => undefined); // awaited below; not an unhandled rejection meanwhile
 
     // Nodes, notifier and receiver start while the JVMs warm up.
     const receiverPort = await freePort("127.0.0.1");
@@ -499,6 +529,8 @@ export async function startLab(o: LabOptions): Promise<Lab> {
       procs.push(p);
       servers.set(name, p);
     };
+    // A machine's supervisor stops before everything else (it shuts the machine down); its relays with the rest.
+    const trackMachine = (name: string, p: MusterProcess) => (/^(relay|package)/.test(name) ? procs.push(p) : (machineProcs.push(p), servers.set(name, p)));
     const launch = (name: string) => {
       const p = spawnMuster(["server", "--config", join(dir, "config", `${name}.yaml`)], { logFile: join(dir, "logs", `${name}.log`), detached: o.detached, env, bin: o.bin });
       track(name, p);
@@ -538,10 +570,26 @@ export async function startLab(o: LabOptions): Promise<Lab> {
 
     const nodeCtx: LabNodeContext = { dir, broker: nats.url, caCert: pki.ca.cert, caKey: pki.ca.key, security, env, detached: o.detached, bin: o.bin };
     const nodes: LabNode[] = [];
-    for (let i = 0; i < o.nodes; i++) {
-      const started = startLabNode(nodeCtx, nodeIds[i]!, LAB_REGIONS[i % LAB_REGIONS.length]!, i + 1);
-      track(started.node.identity, started.proc);
-      nodes.push(started.node);
+    if (o.machines) {
+      // Whole machines: their network and relays, the package, then power on, as a cloud would.
+      const image = await imageP!;
+      machinesState = await mach!.prepareMachines(
+        { labDir: dir, kind: o.machines.kind, deb: o.machines.deb, natsPort: nats.port, masters: LAB_REGIONS.map((r, i) => ({ host: r.host, port: masterPorts[i]! })), detached: o.detached, track: trackMachine, progress: say },
+        image,
+      );
+      const boot = mach!.machineBootContext(dir, machinesState, pki.ca, prov.key.publicKey, o.detached, trackMachine);
+      say(`powering on ${o.nodes} ${o.machines.kind === "vm" ? "QEMU" : "systemd-nspawn"} machine(s) from image ${machinesState.imageKey}; cloud-init installs ${machinesState.packages.deb} on each`);
+      for (let i = 0; i < o.nodes; i++) {
+        const region = LAB_REGIONS[i % LAB_REGIONS.length]!;
+        nodes.push((await mach!.bootLabMachine(boot, { identity: nodeIds[i]!, region, serial: i + 1, role: labRole(i) })).node);
+      }
+      mach!.writeSshConfig(machinesState, nodes);
+    } else {
+      for (let i = 0; i < o.nodes; i++) {
+        const started = startLabNode(nodeCtx, nodeIds[i]!, LAB_REGIONS[i % LAB_REGIONS.length]!, i + 1);
+        track(started.node.identity, started.proc);
+        nodes.push(started.node);
+      }
     }
     const notifier = { identity: "notifier.lab", pid: startServer("notifier.lab", { identity: "notifier.lab", tls: nodeTls("notifier.lab"), facts: { facter: false, extra: { role: "notifier" } }, agents: { builtin: ["notify"] }, plugins: { notify: { recipients: [receiver.url] } } }) };
 
@@ -557,7 +605,8 @@ export async function startLab(o: LabOptions): Promise<Lab> {
       const serverPid = startServer(identity, {
         identity,
         tls: nodeTls(identity),
-        facts: { facter: false, extra: { country: r.country, ec2_placement_region: r.region, ipaddress: r.host, puppetserver_port: h.port, role: "puppetmaster" } },
+        // ipaddress: where nodes reach the master (the relay on the lab network, for machines)
+        facts: { facter: false, extra: { country: r.country, ec2_placement_region: r.region, ipaddress: plan ? plan.masterRelayAddress(i) : r.host, puppetserver_port: h.port, role: "puppetmaster" } },
         agents: { builtin: ["puppetca"] },
         plugins: { puppetca: puppetcaPluginConfig(h) },
       });
@@ -585,12 +634,22 @@ export async function startLab(o: LabOptions): Promise<Lab> {
       nodeSerial: o.nodes,
       nodeSecurity: security,
       ...(o.bin ? { bin: o.bin } : {}),
+      ...(machinesState ? { machines: machinesState } : {}),
     };
     writeFileSync(stateFile(dir), JSON.stringify(state, null, 2));
 
     const want = [...labMasters.map((m) => m.identity), notifier.identity];
     say(`waiting for ${want.length + nodes.length} muster servers to answer (${nodes.length} in the provisioning collective)`);
-    await Promise.all([waitForNodes(state, want, 60_000), waitForNodes(state, nodes.map((n) => n.identity), 60_000, "provisioning"), waitForRegistry(registry, 60_000), waitForWeb(web, 60_000)]);
+    if (o.machines) say(`waiting for the machines: boot, cloud-init, the package installed, muster-server waiting to be provisioned`);
+    // A machine boots, runs cloud-init and installs the package first; under QEMU's emulation, minutes.
+    const nodesWithin = !o.machines ? 60_000 : o.machines.kind === "vm" ? 900_000 : 300_000;
+    await Promise.all([
+      waitForNodes(state, want, 60_000),
+      waitForNodes(state, nodes.map((n) => n.identity), nodesWithin, "provisioning", o.machines ? (id) => say(mach!.machineWaiting(nodes.find((n) => n.identity === id)!)) : undefined),
+      waitForRegistry(registry, 60_000),
+      waitForWeb(web, 60_000),
+    ]);
+    writeFileSync(stateFile(dir), JSON.stringify(state, null, 2)); // with when each machine began waiting
 
     const metricsPort = await freePort("127.0.0.1");
     const writeProvisionerConfig = (overrides: Record<string, unknown> = {}) => {
@@ -611,21 +670,44 @@ export async function startLab(o: LabOptions): Promise<Lab> {
       state,
       masters: handles,
       provisionerConfig: writeProvisionerConfig,
+      async stopBroker() {
+        await nats.stop();
+      },
+      async startBroker() {
+        nats = await startNats({ ...natsOptions, port: nats.port });
+        natsStop = nats.stop;
+        state.natsPid = nats.pid;
+        writeFileSync(stateFile(dir), JSON.stringify(state, null, 2));
+      },
       async stopServer(identity, signal) {
         const p = servers.get(identity);
         if (!p) throw new Error(`no lab server ${identity}`);
-        await p.stop(signal);
+        // a machine: SIGTERM powers it off cleanly, SIGKILL cuts its power
+        const m = state.nodes.find((n) => n.identity === identity)?.machine;
+        if (m) await (await import("./machines/fleet.js")).powerOffMachine(m.dir, p.pid, { cut: signal === "SIGKILL" });
+        await p.stop(signal, m ? 60_000 : undefined);
         servers.delete(identity);
       },
       startServer(identity) {
         if (servers.has(identity)) throw new Error(`lab server ${identity} is already running`);
+        const n = state.nodes.find((x) => x.identity === identity);
+        if (n?.machine) {
+          // power on again, same disk: the supervisor is a lab process like the rest
+          const p = spawnMuster(["lab", "machine-run", n.machine.dir], { logFile: join(n.machine.dir, "supervisor.log"), detached: o.detached });
+          machineProcs.push(p);
+          servers.set(identity, p);
+          n.pid = p.pid;
+          writeFileSync(stateFile(dir), JSON.stringify(state, null, 2));
+          return;
+        }
         launch(identity);
       },
-      addNodes: (a) => addLabNodes(state, { ...a, detached: o.detached, track }),
+      addNodes: (a) => addLabNodes(state, { ...a, detached: o.detached, track: state.machines ? trackMachine : track }),
       async removeNode(identity) {
         return removeLabNode(state, identity, async (n) => {
           const p = servers.get(n.identity);
           servers.delete(n.identity);
+          if (n.machine) await (await import("./machines/fleet.js")).powerOffMachine(n.machine.dir, n.pid, { cut: true });
           if (p) await p.stop("SIGKILL");
           else await stopPid(n.pid);
         });
@@ -666,15 +748,20 @@ export function labProvisionerConfig(dir: string, broker: string, receiverUrl: s
  * Resolves when every identity answers discovery (in the fleet, or as the provisioner in the
  * provisioning collective); rejects with the missing ones at the deadline.
  */
-export async function waitForNodes(s: LabState, identities: string[], timeoutMs: number, where: "fleet" | "provisioning" = "fleet"): Promise<void> {
+export async function waitForNodes(s: LabState, identities: string[], timeoutMs: number, where: "fleet" | "provisioning" = "fleet", onFound?: (identity: string) => void): Promise<void> {
   const client = where === "provisioning" ? await labProvisionerClient(s, "muster-lab-wait") : await MusterClient.connect({ brokers: [s.broker], collective: s.collective, name: "muster-lab-wait", tls: s.tls.admin });
   const deadline = Date.now() + timeoutMs;
+  const seen = new Set<string>();
   try {
     for (;;) {
       const found = new Set(await client.discover({ timeoutMs: 2000, idleMs: 300 }));
       const missing = identities.filter((i) => !found.has(i));
+      for (const id of identities) if (found.has(id) && !seen.has(id)) (seen.add(id), onFound?.(id));
       if (missing.length === 0) return;
-      if (Date.now() > deadline) throw new MusterError("MUSTER_TIMEOUT", `lab nodes did not come up: ${missing.join(", ")} (see their logs under logs/)`);
+      if (Date.now() > deadline) {
+        const where = s.machines ? "their consoles under machines/<identity>/console.log, and `muster lab exec <identity> -- journalctl -u cloud-final -u muster-server`" : "their logs under logs/";
+        throw new MusterError("MUSTER_TIMEOUT", `lab nodes did not come up: ${missing.join(", ")} (see ${where})`);
+      }
     }
   } finally {
     await client.close();
@@ -720,6 +807,18 @@ export async function stopLabFromState(dir: string): Promise<string[]> {
   if (s.provisioner && isAlive(s.provisioner.pid)) {
     await stopPid(s.provisioner.pid, 40_000);
     stopped.push("provisioner");
+  }
+  if (s.machines) {
+    // machines first, each shut down cleanly (a cut after a minute), then their network
+    const { powerOffMachine, teardownMachines } = await import("./machines/fleet.js");
+    await Promise.all(
+      s.nodes.filter((n) => n.machine).map(async (n) => {
+        if (!isAlive(n.pid)) return;
+        await powerOffMachine(n.machine!.dir, n.pid);
+        stopped.push(`machine ${n.identity}`);
+      }),
+    );
+    if ((await teardownMachines(s.machines, s.nodes)).length) stopped.push("relays", "package server");
   }
   const servers = labPids(s).filter((p) => p.name.startsWith("muster server") || p.name === "webhook receiver" || p.name.startsWith("registry ") || p.name.startsWith("web console "));
   await Promise.all(servers.map(async (p) => isAlive(p.pid) && (await stopPid(p.pid), stopped.push(p.name))));

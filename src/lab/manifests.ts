@@ -2,6 +2,8 @@ import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { EnvironmentFiles } from "./puppetserver.js";
+import { MACHINE_FILES_DIR } from "./machines/plan.js";
+import { labNrpeConfig } from "./nrpe.js";
 
 // The lab's Puppet code: a small site in the style of the blog posts muster comes from.
 //
@@ -18,9 +20,11 @@ import type { EnvironmentFiles } from "./puppetserver.js";
 //   bootstrap-aware: both environments carry the same code and leave them out while
 //   $facts['lifecycle_stage'] is 'bootstrap', as the CoreOS two-stage bootstrap does.
 //
-// Everything is written under the node's own directory (fact muster_node_dir), so many lab nodes
-// share one machine without touching each other or the host; without that fact the catalog fails
-// rather than write to /.
+// On a process node everything is written under the node's own directory (fact muster_node_dir),
+// so many lab nodes share one host without touching each other or it; without that fact the
+// catalog fails rather than write to /. On a machine (fact muster_lab_kind=machine) the same
+// classes manage the real system: /etc/motd, /etc/webapp/webapp.conf, and each server role's
+// user and systemd service, which Puppet installs and keeps running. lab::paths says where.
 
 export type LabRoleName = "web" | "db" | "monitor";
 
@@ -69,8 +73,78 @@ export const ROLE_FACT_NAMES = ["customer", "environment", "role", "mysql_role"]
 
 const NODE_DIR_GUARD = "if !$facts['muster_node_dir'] { fail('fact muster_node_dir is missing: refusing to manage files outside the lab node') }";
 
+/** Machine: the system's own paths. Process node: its directory on the shared host. */
+const LAB_PATHS = `class lab::paths {
+  if $facts['muster_lab_kind'] == 'machine' {
+    $machine      = true
+    $motd         = '/etc/motd'
+    $motd_dir     = '/etc/muster-lab/motd.d'
+    $stage_marker = '/var/lib/muster-lab/bootstrap-stage'
+    $webapp_conf  = '/etc/webapp/webapp.conf'
+    $my_cnf       = '/etc/mysql/my.cnf'
+    $monitored    = '/etc/muster-lab/monitored-nodes'
+    file { ['/etc/muster-lab', '/var/lib/muster-lab', '/etc/webapp', '/etc/mysql', '/srv/muster-lab', '${MACHINE_FILES_DIR}']: ensure => directory }
+  } else {
+    ${NODE_DIR_GUARD}
+    $dir          = $facts['muster_node_dir']
+    $machine      = false
+    $motd         = "\${dir}/motd"
+    $motd_dir     = "\${dir}/motd.d"
+    $stage_marker = "\${dir}/bootstrap-stage"
+    $webapp_conf  = "\${dir}/webapp.conf"
+    $my_cnf       = "\${dir}/my.cnf"
+    $monitored    = "\${dir}/monitored-nodes"
+  }
+}
+`;
+
+/**
+ * A role's server on a machine: its own system user and a systemd unit Puppet installs and keeps
+ * running (a small HTTP server from Python's standard library stands in for the real daemon).
+ */
+const LAB_SERVICE = `define lab::service(String $user, Integer $port, String $description) {
+  user { $user:
+    ensure     => present,
+    system     => true,
+    home       => "/srv/muster-lab/\${title}",
+    managehome => true,
+    shell      => '/usr/sbin/nologin',
+  }
+  file { "/srv/muster-lab/\${title}/index.html":
+    ensure  => file,
+    owner   => $user,
+    content => "\${title} on \${trusted['certname']}\n",
+    require => User[$user],
+  }
+  file { "/etc/systemd/system/\${title}.service":
+    ensure  => file,
+    content => "# managed by Puppet (lab::service)\n[Unit]\nDescription=\${description}\nAfter=network.target\n\n[Service]\nUser=\${user}\nExecStart=/usr/bin/python3 -m http.server \${port} --directory /srv/muster-lab/\${title}\nRestart=always\n\n[Install]\nWantedBy=multi-user.target\n",
+  }
+  service { $title:
+    ensure    => running,
+    enable    => true,
+    subscribe => File["/etc/systemd/system/\${title}.service"],
+    require   => File["/srv/muster-lab/\${title}/index.html"],
+  }
+}
+`;
+
+/** On a machine, the NRPE commands muster's nrpe agent runs (nrpe.d, as NRPE's own package reads it). */
+const labNrpe = (commands: string) => `class lab::nrpe {
+  include lab::paths
+  if $lab::paths::machine {
+    file { ['/etc/nagios', '/etc/nagios/nrpe.d']: ensure => directory }
+    file { '/etc/nagios/nrpe.d/lab.cfg':
+      ensure  => file,
+      content => ${JSON.stringify(commands)},
+    }
+  }
+}
+`;
+
 // One node definition for both environments; the bootstrap one adds its stage marker.
-const SITE_NODE = `  ${NODE_DIR_GUARD}
+const SITE_NODE = `  include lab::paths
+  include lab::nrpe
   include motd
   case $facts['role'] {
     'web':     { include role::web }
@@ -83,7 +157,7 @@ const SITE_NODE = `  ${NODE_DIR_GUARD}
 export const BOOTSTRAP_SITE = `# muster lab: bootstrap stage (classes that are not bootstrap-aware leave themselves out)
 node default {
 ${SITE_NODE}
-  file { "\${facts['muster_node_dir']}/bootstrap-stage":
+  file { $lab::paths::stage_marker:
     ensure  => file,
     content => "lifecycle_stage=\${facts['lifecycle_stage']}\\n",
   }
@@ -100,25 +174,25 @@ ${SITE_NODE}
 // in motd.d (purged of anything not registered) and are joined in name order whenever the joined
 // text differs from the motd: no concat module needed.
 const MOTD_INIT = `class motd {
-  ${NODE_DIR_GUARD}
-  $dir = $facts['muster_node_dir']
-  $q = shellquote($dir)
-  file { "\${dir}/motd.d":
+  include lab::paths
+  $fragments = $lab::paths::motd_dir
+  $motd = $lab::paths::motd
+  file { $fragments:
     ensure  => directory,
     recurse => true,
     purge   => true,
     force   => true,
   }
-  file { "\${dir}/motd.d/00-header":
+  file { "\${fragments}/00-header":
     ensure  => file,
     content => "\${trusted['certname']} is managed by Puppet (country \${facts['country']}, stage \${facts['lifecycle_stage']})\\ncustomer \${facts['customer']}, environment \${facts['environment']}\\nPuppet modules:\\n",
   }
   exec { 'motd':
-    command  => "cat \${q}/motd.d/* > \${q}/motd.new && mv \${q}/motd.new \${q}/motd",
-    unless   => "cat \${q}/motd.d/* | cmp -s - \${q}/motd",
+    command  => "cat \${shellquote($fragments)}/* > \${shellquote($motd)}.new && mv \${shellquote($motd)}.new \${shellquote($motd)}",
+    unless   => "cat \${shellquote($fragments)}/* | cmp -s - \${shellquote($motd)}",
     provider => shell,
     path     => ['/usr/bin', '/bin'],
-    require  => File["\${dir}/motd.d/00-header"],
+    require  => File["\${fragments}/00-header"],
   }
 }
 `;
@@ -127,7 +201,7 @@ const MOTD_REGISTER = `# A line in the motd for the class that declares it (the 
 define motd::register(Integer[1, 99] $order = 50) {
   include motd
   $slug = downcase(regsubst($title, '[^A-Za-z0-9]+', '_', 'G'))
-  file { "\${facts['muster_node_dir']}/motd.d/\${order}-\${slug}":
+  file { "\${lab::paths::motd_dir}/\${order}-\${slug}":
     ensure  => file,
     content => "        - \${title}\\n",
     before  => Exec['motd'],
@@ -137,6 +211,7 @@ define motd::register(Integer[1, 99] $order = 50) {
 
 const ROLE_WEB = `class role::web {
   motd::register { 'web server (role::web)': order => 10 }
+  if $lab::paths::machine { lab::service { 'webapp': user => 'webapp', port => 8080, description => 'the lab web application' } }
   # webapp asks the registry (search_nodes): not before the node is part of the fleet
   if $facts['lifecycle_stage'] != 'bootstrap' { include webapp }
 }
@@ -144,6 +219,7 @@ const ROLE_WEB = `class role::web {
 
 const ROLE_DB = `class role::db {
   motd::register { 'database server (role::db)': order => 10 }
+  if $lab::paths::machine { lab::service { 'labdb': user => 'mysql', port => 3306, description => 'the lab database server' } }
   if $facts['lifecycle_stage'] != 'bootstrap' {
     case $facts['mysql_role'] {
       'master': { include mysql::master }
@@ -159,7 +235,7 @@ const ROLE_MONITOR = `class role::monitor {
   if $facts['lifecycle_stage'] != 'bootstrap' {
     # full records: what to monitor and where it is
     $nodes = search_nodes({ 'select' => 'role::web or role::db' }, { 'full' => true })
-    file { "\${facts['muster_node_dir']}/monitored-nodes":
+    file { $lab::paths::monitored:
       ensure  => file,
       content => $nodes.map |$n| { "\${n['identity']} \${n['facts']['ipaddress']} \${n['facts']['customer']} \${n['facts']['environment']}\\n" }.join(''),
     }
@@ -175,7 +251,7 @@ const WEBAPP = `class webapp {
   if $masterdb.length > 1 { warning("webapp: more than one mysql::master for \${facts['customer']} \${facts['environment']}: \${masterdb.join(', ')}; using the first") }
   $db = if $masterdb.empty { 'none' } else { $masterdb[0] }
   motd::register { 'web application (webapp)': order => 20 }
-  file { "\${facts['muster_node_dir']}/webapp.conf":
+  file { $lab::paths::webapp_conf:
     ensure  => file,
     content => "# managed by Puppet (webapp); the database master of \${facts['customer']} \${facts['environment']}, found with search_nodes\\ndatabase_host = \${db}\\n",
   }
@@ -184,7 +260,7 @@ const WEBAPP = `class webapp {
 
 const MYSQL_MASTER = `class mysql::master {
   motd::register { 'MySQL master (mysql::master)': order => 20 }
-  file { "\${facts['muster_node_dir']}/my.cnf":
+  file { $lab::paths::my_cnf:
     ensure  => file,
     content => "[mysqld]\\nserver-id = 1\\nlog-bin = mysql-bin\\n",
   }
@@ -195,7 +271,7 @@ const MYSQL_SLAVE = `class mysql::slave {
   $masterdb = search_nodes("${MASTERDB_QUERY}")
   $master = if $masterdb.empty { 'none' } else { $masterdb[0] }
   motd::register { 'MySQL slave (mysql::slave)': order => 20 }
-  file { "\${facts['muster_node_dir']}/my.cnf":
+  file { $lab::paths::my_cnf:
     ensure  => file,
     content => "[mysqld]\\nread-only = 1\\n# replicates from\\nmaster-host = \${master}\\n",
   }
@@ -205,6 +281,7 @@ const MYSQL_SLAVE = `class mysql::slave {
 /** The lab's own modules (motd, role, mysql, webapp). */
 export function labModules(): Record<string, Record<string, string>> {
   return {
+    lab: { "manifests/paths.pp": LAB_PATHS, "manifests/service.pp": LAB_SERVICE, "manifests/nrpe.pp": labNrpe(labNrpeConfig()) },
     motd: { "manifests/init.pp": MOTD_INIT, "manifests/register.pp": MOTD_REGISTER },
     role: { "manifests/web.pp": ROLE_WEB, "manifests/db.pp": ROLE_DB, "manifests/monitor.pp": ROLE_MONITOR },
     webapp: { "manifests/init.pp": WEBAPP },

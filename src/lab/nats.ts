@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createConnection } from "node:net";
 import { freePort } from "./ports.js";
+import { stopChild, watchdog } from "./processes.js";
 
 export interface NatsHandle {
   url: string;
@@ -77,13 +78,9 @@ export async function startNats(opts: StartNatsOptions = {}): Promise<NatsHandle
   await Promise.race([waitForPort(host, port, 10_000), exited]);
   const pid = child.pid ?? -1;
   writeFileSync(join(dir, "nats.pid"), `${pid}\n`);
-  let watchdog: ChildProcess | undefined;
+  let endWatchdog: (() => void) | undefined;
   if (opts.detached) child.unref();
-  else {
-    // Dies with us even if we crash before stop(): no broker left holding a port.
-    watchdog = spawn("/bin/sh", ["-c", 'while kill -0 "$1" 2>/dev/null && kill -0 "$2" 2>/dev/null; do sleep 1; done; kill -TERM "$2" 2>/dev/null', "watchdog", String(process.pid), String(pid)], { detached: true, stdio: "ignore" });
-    watchdog.unref();
-  }
+  else endWatchdog = watchdog(pid); // dies with us even if we crash before stop(): no broker left holding a port
   let stopped = false;
   return {
     url: `nats://${host}:${port}`,
@@ -99,20 +96,8 @@ export async function startNats(opts: StartNatsOptions = {}): Promise<NatsHandle
     async stop() {
       if (stopped) return;
       stopped = true;
-      if (child.exitCode === null) {
-        const gone = new Promise((r) => child.once("exit", r));
-        child.kill("SIGTERM");
-        const t = setTimeout(() => child.kill("SIGKILL"), 5000);
-        await gone;
-        clearTimeout(t);
-      }
-      if (watchdog?.pid) {
-        try {
-          process.kill(-watchdog.pid, "SIGKILL");
-        } catch {
-          /* gone */
-        }
-      }
+      await stopChild(child, "SIGTERM", 5000);
+      endWatchdog?.();
       if (ownDir) rmSync(dir, { recursive: true, force: true });
     },
   };

@@ -13,6 +13,8 @@ export interface MusterProcess {
   child?: ChildProcess;
   /** Resolves with the exit code (attached processes only). */
   exited: Promise<number | null>;
+  /** undefined while it runs; its exit code (null: killed by a signal) once it has exited. */
+  exitCode(): number | null | undefined;
   stop(signal?: NodeJS.Signals, graceMs?: number): Promise<void>;
 }
 
@@ -25,48 +27,86 @@ export function isAlive(pid: number): boolean {
   }
 }
 
+export interface SpawnOptions {
+  logFile: string;
+  detached?: boolean;
+  env?: NodeJS.ProcessEnv;
+  cwd?: string;
+}
+
 /** `bin`: another muster executable (an unpacked .deb's usr/bin/muster) instead of this one. */
-export function spawnMuster(args: string[], opts: { logFile: string; detached?: boolean; env?: NodeJS.ProcessEnv; cwd?: string; bin?: string }): MusterProcess {
+export function spawnMuster(args: string[], opts: SpawnOptions & { bin?: string }): MusterProcess {
+  return spawnProcess(opts.bin ? [opts.bin, ...args] : [process.execPath, MUSTER_BIN, ...args], opts);
+}
+
+/** Any lab process (socat relays, machines' supervisors), with the same detached/watchdog rules. */
+export function spawnProcess(argv: string[], opts: SpawnOptions): MusterProcess {
   const out = openSync(opts.logFile, "a");
   let child: ChildProcess;
   try {
-    const [cmd, argv] = opts.bin ? [opts.bin, args] : [process.execPath, [MUSTER_BIN, ...args]];
-    child = spawn(cmd, argv, { detached: true, stdio: ["ignore", out, out], env: { ...process.env, ...opts.env }, cwd: opts.cwd });
+    const [cmd, ...args] = argv as [string, ...string[]];
+    child = spawn(cmd, args, { detached: true, stdio: ["ignore", out, out], env: { ...process.env, ...opts.env }, cwd: opts.cwd });
   } finally {
     closeSync(out);
   }
   const pid = child.pid ?? -1;
-  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
-  let watchdog: ChildProcess | undefined;
+  let code: number | null | undefined;
+  const exited = new Promise<number | null>((resolve) => {
+    child.once("exit", (c) => {
+      code = c;
+      resolve(c);
+    });
+    // not found or not executable: it never ran, and no exit follows
+    child.once("error", () => {
+      code ??= -1;
+      resolve(code);
+    });
+  });
+  let endWatchdog: (() => void) | undefined;
   if (opts.detached) child.unref();
-  else {
-    watchdog = spawn("/bin/sh", ["-c", 'while kill -0 "$1" 2>/dev/null && kill -0 "$2" 2>/dev/null; do sleep 1; done; kill -TERM "$2" 2>/dev/null', "watchdog", String(process.pid), String(pid)], { detached: true, stdio: "ignore" });
-    watchdog.unref();
-  }
+  else if (pid > 0) endWatchdog = watchdog(pid);
   return {
     pid,
     child,
     exited,
+    exitCode: () => code,
     async stop(signal = "SIGTERM", graceMs = 10_000) {
-      if (child.exitCode === null && child.signalCode === null) {
-        try {
-          process.kill(pid, signal);
-        } catch {
-          /* already gone */
-        }
-        const t = setTimeout(() => isAlive(pid) && process.kill(pid, "SIGKILL"), graceMs);
-        await exited;
-        clearTimeout(t);
-      }
-      if (watchdog?.pid) {
-        try {
-          process.kill(-watchdog.pid, "SIGKILL");
-        } catch {
-          /* gone */
-        }
-      }
+      if (pid > 0 && code === undefined) await stopChild(child, signal, graceMs);
+      endWatchdog?.();
     },
   };
+}
+
+/**
+ * A shell that sends `pid` SIGTERM when this process goes away without stopping it (a crashed
+ * test run leaks nothing); call the returned function once `pid` is stopped.
+ */
+export function watchdog(pid: number): () => void {
+  if (!(pid > 0)) return () => undefined; // never "kill -TERM -1": that is every process
+  const w = spawn("/bin/sh", ["-c", 'while kill -0 "$1" 2>/dev/null && kill -0 "$2" 2>/dev/null; do sleep 1; done; kill -TERM "$2" 2>/dev/null', "watchdog", String(process.pid), String(pid)], { detached: true, stdio: "ignore" });
+  w.unref();
+  return () => {
+    if (!w.pid) return;
+    try {
+      process.kill(-w.pid, "SIGKILL");
+    } catch {
+      /* gone */
+    }
+  };
+}
+
+/** Stops a child we spawned: `signal`, then SIGKILL after `graceMs`; resolves once it has exited. */
+export async function stopChild(child: ChildProcess, signal: NodeJS.Signals = "SIGTERM", graceMs = 10_000): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const gone = new Promise((r) => child.once("exit", r));
+  try {
+    child.kill(signal);
+  } catch {
+    /* already gone */
+  }
+  const t = setTimeout(() => child.exitCode === null && child.signalCode === null && child.kill("SIGKILL"), graceMs);
+  await gone;
+  clearTimeout(t);
 }
 
 /** Stop a process we did not spawn (a detached one from an earlier `lab up`) by pid. */

@@ -47,6 +47,10 @@ export interface StartPuppetserverOptions {
   javaArgs?: string[];
   /** Deadline for the server to answer /status/v1/simple; default 180 s. */
   readyTimeoutMs?: number;
+  /** More addresses agents reach the master on (the lab machines' relay), named in its certificate. */
+  altIps?: string[];
+  /** The port to listen on (default: a free one); the lab picks it early to relay it. */
+  port?: number;
 }
 
 export interface PuppetserverHandle {
@@ -82,8 +86,8 @@ export async function startPuppetserver(opts: StartPuppetserverOptions): Promise
   const dir = resolve(opts.dir ?? mkdtempSync(join(tmpdir(), "muster-puppetserver-")));
   const host = opts.host;
   const certname = opts.certname ?? "puppet";
-  const port = await freePort(host);
-  const layout = writeConfig(dir, host, port, certname);
+  const port = opts.port ?? (await freePort(host));
+  const layout = writeConfig(dir, host, port, certname, opts.altIps ?? []);
   for (const [name, files] of Object.entries(opts.environments ?? { production: { manifest: "" } })) {
     writeEnvironment(layout, name, files);
   }
@@ -250,7 +254,7 @@ export function writeEnvironment(handle: { codedir: string }, name: string, file
   }
 }
 
-function writeConfig(dir: string, host: string, port: number, certname: string): Layout {
+function writeConfig(dir: string, host: string, port: number, certname: string, altIps: string[]): Layout {
   const d = (...p: string[]) => join(dir, ...p);
   const l: Layout = {
     confdir: d("puppet"),
@@ -281,7 +285,7 @@ function writeConfig(dir: string, host: string, port: number, certname: string):
       `cadir = ${l.cadir}`,
       "autosign = false",
       // Agents reach the master by IP, so its certificate must name the IP.
-      `dns_alt_names = ${certname},localhost,IP:${host}`,
+      `dns_alt_names = ${[certname, "localhost", ...[host, ...altIps].map((ip) => `IP:${ip}`)].join(",")}`,
       "environment_timeout = 0",
       "reports = store",
       "",

@@ -3,6 +3,7 @@ import { join } from "node:path";
 import { MusterError } from "../errors.js";
 import { isValidIdentity } from "../protocol/subjects.js";
 import { isAlive, type MusterProcess } from "./processes.js";
+import { labRole } from "./manifests.js";
 import { LAB_PROVISIONER_CALLER, LAB_REGIONS, nodeIdentity, provisionerKey, startLabNode, stateFile, waitForNodes, writeLabAuthorization, type LabNode, type LabRegion, type LabState } from "./lab.js";
 
 // Nodes that arrive and leave after `lab up`, as auto-scaling would boot and terminate them:
@@ -124,7 +125,18 @@ export async function addLabNodes(s: LabState, o: AddNodesOptions & Spawning): P
     bin: s.bin,
   };
   const added: LabNode[] = [];
-  for (const p of plan) {
+  if (s.machines) {
+    // A machine lab grows by machines, booted through cloud-init like the first ones.
+    const { bootLabMachine, machineBootContext, writeSshConfig } = await import("./machines/fleet.js");
+    const boot = machineBootContext(s.dir, s.machines, { cert: s.tls.ca, key: ctx.caKey }, provisionerKey(s.dir).key.publicKey, o.detached, (name, p) => o.track?.(name, p));
+    for (const p of plan) {
+      const { node } = await bootLabMachine(boot, { identity: p.identity, region: p.region, serial: p.serial, role: labRole(p.serial - 1) });
+      added.push(node);
+      s.nodes.push(node);
+    }
+    writeSshConfig(s.machines, s.nodes);
+  }
+  for (const p of s.machines ? [] : plan) {
     // A machine coming back under an old name is a new machine: nothing of the old one survives.
     rmSync(join(s.dir, "nodes", p.identity), { recursive: true, force: true });
     const started = startLabNode(ctx, p.identity, p.region, p.serial);
@@ -134,6 +146,13 @@ export async function addLabNodes(s: LabState, o: AddNodesOptions & Spawning): P
   }
   s.nodeSerial = Math.max(highestSerial(s), ...plan.map((p) => p.serial));
   saveState(s);
+  if (s.machines) {
+    const { machineWaiting } = await import("./machines/fleet.js");
+    say(`powered on ${added.length} machine(s); waiting for cloud-init to install the package and muster-server to wait in the provisioning collective`);
+    await waitForNodes(s, added.map((n) => n.identity), s.machines.kind === "vm" ? 900_000 : 300_000, "provisioning", (id) => say(machineWaiting(added.find((n) => n.identity === id)!)));
+    saveState(s);
+    return added;
+  }
   say(`started ${added.length} muster server(s); waiting for them in the provisioning collective`);
   await waitForNodes(s, added.map((n) => n.identity), 60_000, "provisioning");
   return added;
@@ -147,7 +166,13 @@ export async function removeLabNode(s: LabState, identity: string, kill: (n: Lab
   const n = s.nodes.find((x) => x.identity === identity);
   if (!n) throw new MusterError("MUSTER_USAGE", `no node ${identity} in the lab (nodes: ${s.nodes.map((x) => x.identity).join(", ") || "none"})`);
   await kill(n);
-  rmSync(n.dir, { recursive: true, force: true });
+  if (n.machine) {
+    // as a cloud deletes a terminated instance's disk; its ssh relay and ssh_config entry go too
+    const { destroyMachineDisk, writeSshConfig } = await import("./machines/fleet.js");
+    for (const pid of n.machine.relayPids) if (isAlive(pid)) process.kill(pid, "SIGTERM");
+    await destroyMachineDisk(n.machine.dir);
+    if (s.machines) writeSshConfig(s.machines, s.nodes.filter((x) => x !== n));
+  } else rmSync(n.dir, { recursive: true, force: true });
   const cfg = join(s.dir, "config", `${identity}.yaml`);
   if (existsSync(cfg)) rmSync(cfg);
   s.nodes = s.nodes.filter((x) => x !== n);

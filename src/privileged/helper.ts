@@ -8,7 +8,7 @@ import { ensureFileAllowed, ensureTypeAllowed, resolveResourceSettings } from ".
 import { nodePuppetOrDefaults } from "../agents/node.js";
 import { MusterError, RpcError } from "../errors.js";
 import { isManagedResource, readManagedResources } from "../puppet/resource.js";
-import { PuppetAgent, readIniSection, type PuppetAgentSettings } from "../puppet/index.js";
+import { PuppetAgent, readIniSection, updatePuppetConf, type PuppetAgentSettings } from "../puppet/index.js";
 import { loadServerConfig, type ServerConfig } from "../server/config.js";
 import { directOps, type NodeOps, type PuppetTarget, type PuppetUser } from "./node-ops.js";
 import { MAX_REQUEST_BYTES, parseRequest, parseServer, peerAllowed, type Reply, type Request } from "./operations.js";
@@ -70,6 +70,27 @@ function configuredMaster(agent: PuppetAgent, useHostsFile: boolean, hostsFile: 
   return { host, port: conf.serverport };
 }
 
+/**
+ * Puppet keeps the state the daemon reads (its state directory, the classes file, the managed
+ * resources, the last run's summary) root's alone on Debian (0750 and 0640). Metadata on those
+ * settings in puppet.conf (Puppet's own mechanism: it applies the mode whenever it writes them)
+ * makes them readable, as MCollective's agents could read them. Settings the operator set in
+ * [main] or [agent] are left as they are.
+ */
+export const READABLE_STATE: Record<string, string> = {
+  statedir: "$vardir/state { mode = 0755 }",
+  classfile: "$statedir/classes.txt { mode = 0644 }",
+  resourcefile: "$statedir/resources.txt { mode = 0644 }",
+  lastrunfile: "$publicdir/last_run_summary.yaml { mode = 0644 }",
+};
+
+function shareReadableState(puppetConf: string): void {
+  const text = existsSync(puppetConf) ? readFileSync(puppetConf, "utf8") : "";
+  const set = { ...readIniSection(text, "main"), ...readIniSection(text, "agent") };
+  const missing = Object.fromEntries(Object.entries(READABLE_STATE).filter(([k]) => set[k] === undefined));
+  if (Object.keys(missing).length) updatePuppetConf(puppetConf, "main", missing);
+}
+
 /** The operation's own rules, then the operation. `signal`: the peer hung up. */
 export async function perform(req: Request, o: { configPath: string; ops: NodeOps; signal: AbortSignal }): Promise<unknown> {
   const v = view(o.configPath);
@@ -112,7 +133,9 @@ export async function perform(req: Request, o: { configPath: string; ops: NodeOp
           throw new Refusal(`the node holds its Puppet certificate (${agent.certPath}) and its master is set (${now.host ?? "none"}${now.port ? `:${now.port}` : ""}); pointing it at ${req.args.host} takes root on the node`);
         }
       }
-      return ops.setPuppetServer(t, { host: req.args.host, ...(req.args.port !== undefined ? { port: req.args.port } : {}), useHostsFile: s.useHostsFile, hostsFile: s.hostsFile });
+      const r = await ops.setPuppetServer(t, { host: req.args.host, ...(req.args.port !== undefined ? { port: req.args.port } : {}), useHostsFile: s.useHostsFile, hostsFile: s.hostsFile });
+      shareReadableState(agent.puppetConfPath);
+      return r;
     }
     case "puppet.tls_credential": {
       if (!v.cfg.tls?.use_puppet_cert) throw new Refusal(`tls.use_puppet_cert is not set in ${o.configPath}: the node does not connect with its Puppet certificate`);

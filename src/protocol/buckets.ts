@@ -21,3 +21,11 @@ export function kvStreamName(bucket: string): string {
  * with (protocol/node-keys.ts). Written by the provisioner, read by clients that verify replies.
  */
 export const DEFAULT_NODE_KEYS_BUCKET = "muster_node_keys";
+
+/**
+ * A string as a KV key: keys allow [-/_=.a-zA-Z0-9], anything else is hex-escaped as `_hh`
+ * (identities may hold `:` and `@`). The provisioner's records and the agents' stores use it.
+ */
+export function bucketKey(s: string): string {
+  return s.replace(/[^-/_=.a-zA-Z0-9]/g, (c) => `_${c.charCodeAt(0).toString(16).padStart(2, "0")}`);
+}

@@ -7,8 +7,8 @@ import { MusterError } from "../errors.js";
 import { undeliverableTargets, type ProvisionerConfig } from "./config.js";
 import { ProvisionerMetrics } from "./metrics.js";
 import { MusterCollective } from "./muster-collective.js";
-import { Provisioner } from "./runner.js";
-import { StateStore } from "./state.js";
+import { Provisioner } from "./scheduler.js";
+import { ProvisionState } from "./state.js";
 
 // Process concerns of `muster provisioner`: detaching, pidfile, signals, metrics endpoint.
 
@@ -49,7 +49,7 @@ export async function runProvisioner(cfg: ProvisionerConfig, log: Logger, opts: 
   const client = await MusterClient.connect({ brokers: broker.servers, from: broker.from, persistent: !opts.once, collective: cfg.collective, name: `muster-provisioner:${cfg.id}`, log, tls: broker.tls, keyBucket: false });
   // keyBucket false: the client still drops bad signatures, but whose key a reply must carry is the
   // runner's call (its pins): the directory it writes must not lock out a node being provisioned anew.
-  const store = StateStore.fromKv(await client.kv(cfg.state_bucket, { create: { ...StateStore.bucketOptions, replicas: cfg.state_replicas } }));
+  const store = await ProvisionState.open(client, cfg.state_bucket, { replicas: cfg.state_replicas, onInvalid: (key, reason) => log.warn({ key, reason }, "the state bucket holds a value that is not a provisioning record; treated as no record") });
   const metrics = new ProvisionerMetrics();
   if (cfg.metrics) log.info({ url: `${await metrics.serve(cfg.metrics.host, cfg.metrics.port)}/metrics` }, "serving metrics");
   const p = new Provisioner(cfg, new MusterCollective(client, cfg, log), store, log, metrics);
@@ -58,7 +58,7 @@ export async function runProvisioner(cfg: ProvisionerConfig, log: Logger, opts: 
     if (opts.once) {
       // One discovery cycle; provision what it found (and our own unfinished nodes), then exit.
       await p.runOnce();
-      const failed = (await store.all()).filter((r) => r.status === "failed").length;
+      const failed = (await store.list()).filter((r) => r.status === "failed").length;
       log.info({ failed }, `one cycle done (--once)${failed ? `: ${failed} failed node(s), see muster provision status` : ""}`);
       code = failed ? 2 : 0;
     } else {

@@ -1,13 +1,14 @@
-import { Stages, type Stage } from "./stages.js";
-import type { NodeRecord } from "./state.js";
+import type { ProvisionDDL } from "../agents/provision/ddl.js";
+import type { ActionName, ActionOutput, CallInput } from "../ddl/types.js";
+import { Stages, type NodeRecord, type Stage } from "../protocol/provision-record.js";
 
 // The node's deploy lock (`provision#lock_deploy`), the whole policy in one place: the lock step
 // takes it, a slow step renews it, the unlock step and a failure or abandon release it, and a
 // takeover from a provisioner whose claim expired breaks the stale one and takes it again.
 // Which of these apply is decided here by pure methods; the node is asked through `ask`.
 
-/** One action of the target agent on one node; rejects on an error or a missing reply. */
-export type AskNode = (identity: string, action: string, data: Record<string, unknown>, opts?: { timeoutMs?: number; quiet?: boolean }) => Promise<Record<string, unknown>>;
+/** One action of the node's provision agent (through its DDL); rejects on an error or a missing reply. `quiet`: not cut short by our shutdown, failures not logged. */
+export type AskNode = <A extends ActionName<ProvisionDDL>>(identity: string, action: A, input: CallInput<ProvisionDDL, A>, opts?: { timeoutMs?: number; quiet?: boolean }) => Promise<ActionOutput<ProvisionDDL, A>>;
 
 export interface DeployLockPolicy {
   /** The lock step is on. */

@@ -1,19 +1,23 @@
+import { appendLog, Stages, type NodeRecord, type Stage } from "../protocol/provision-record.js";
 import { lockNeedsRenewal } from "./deploy-lock.js";
-import { backoffMs, CERT_STAGES, remainingStages, SLOW_STAGES, Stages, type Stage } from "./stages.js";
-import { appendLog, type NodeRecord } from "./state.js";
+import { backoffMs, CERT_STAGES, remainingStages, SLOW_STAGES } from "./stages.js";
 
 // The provisioning engine for one node: what to do next, given its record and what just happened.
-// Pure: no timers, no I/O, the clock and the dice passed in. It owns the step order, the skipping
-// of certificate steps, retries with backoff, the repeat after a node restart and the wait on a
-// busy Puppet. The caller (src/provisioner/runner.ts) carries out each action and feeds back the
-// event it produced, until the action is terminal (done, fail, abandon, leave).
+// Pure: no timers, no I/O, the clock and the dice passed in. It owns every decision about a node:
+// the step order, the skipping of certificate steps, retries with backoff, the repeat after a node
+// restart, the wait on a busy Puppet, and how a run ends (failed: unlock, tell the admins, record;
+// abandoned: record, unlock; lost to another provisioner: touch nothing). The edge
+// (src/provisioner/driver.ts) carries out each action and feeds back the event it produced, until
+// the action is terminal (done, fail, abandon, leave). It also decides what a node's startup event
+// means and when a question is asked again.
 //
-//   begin -> [probe-cert] -> [renew-lock] -> [persist] -> run --ok--> persist --> next stage ... done
-//                                                          |failed: node restarted -> run (no attempt)
-//                                                          |failed: Puppet busy    -> wait -> run (no attempt)
-//                                                          |failed                 -> persist -> wait -> run
-//                                                          |                          (or fail after the last attempt)
-//   any persist answered "someone else wrote" -> lost -> leave;  the provisioner stopping -> abandon
+//   [prepare] begin -> [probe-cert] -> [renew-lock] -> [persist] -> run --ok--> persist --> next stage ... persist -> done
+//                                                                  |failed: node restarted -> run (no attempt)
+//                                                                  |failed: Puppet busy    -> wait -> run (no attempt)
+//                                                                  |failed                 -> persist -> wait -> run
+//                                                                  |   after the last attempt, or prepare-failed:
+//                                                                  |   release-lock -> [notify] -> persist (failed) -> fail
+//   any persist answered "someone else wrote" -> leave;  the provisioner stopping -> persist -> release-lock -> abandon
 
 export interface EnginePolicy {
   /** The enabled stages, in order. */
@@ -23,37 +27,48 @@ export interface EnginePolicy {
   maxBackoffS: number;
   puppetTimeoutS: number;
   lockLeaseS: number;
+  /** The notify step is on: a failure is told to the admins too. */
+  notifyFailures?: boolean;
 }
 
 export type EngineAction =
   | { type: "probe-cert" }
   /** Take the node's deploy lock again for `leaseS` (it would run out during a slow step). */
   | { type: "renew-lock"; leaseS: number }
-  /** Write the record, our claim renewed for `leaseS`. */
+  /** Write the record, our claim renewed for `leaseS` (0: given up, another may take it at once). */
   | { type: "persist"; leaseS: number }
   /** Carry out `stage` once; `first` is the first try of this stage (announce it). */
   | { type: "run"; stage: Stage; first: boolean }
   /** Let `ms` pass. `retry` when it is a backoff after a counted failure. */
   | { type: "wait"; ms: number; retry?: { stage: Stage; attempt: number; error: string } }
+  /** Release the node's deploy lock, best effort (a lock that cannot be released expires with its lease). */
+  | { type: "release-lock" }
+  /** Tell the admins, best effort. */
+  | { type: "notify"; subject: string; message: string; key: string }
   | { type: "done" }
   | { type: "fail"; error: string }
-  /** We are stopping: leave the record in progress for a restart, release the node's lock. */
+  /** We are stopping: the record is left in progress for a restart, the node's lock released. */
   | { type: "abandon"; reason: string }
   /** Someone else owns the node now: touch nothing. */
   | { type: "leave"; reason: string };
 
 export type EngineEvent =
   | { type: "begin" }
+  /** Before the first step: the node's facts or its master could not be had. */
+  | { type: "prepare-failed"; error: string }
   | { type: "cert-probed"; hasCert: boolean }
   | { type: "lock-renewed"; expires?: number }
   | { type: "persisted" }
   | { type: "step-ok"; ms: number; note?: string }
   | { type: "step-failed"; error: string; /** the node answered that Puppet is busy */ busy: boolean; /** the node restarted while we waited */ nodeRestarted: boolean }
   | { type: "waited" }
+  | { type: "lock-released" }
+  | { type: "notified"; error?: string }
   | { type: "lost" }
   | { type: "stopping" };
 
-type Phase = "idle" | "probing" | "renewing" | "before-step" | "running" | "after-ok" | "after-failure" | "busy-wait" | "backoff" | "finished";
+type Phase = "idle" | "probing" | "renewing" | "before-step" | "running" | "after-ok" | "after-failure" | "busy-wait" | "backoff" | "finishing" | Closing | "finished";
+type Closing = "failing:release" | "failing:notify" | "failing:persist" | "abandoning:persist" | "abandoning:release";
 
 /** The engine's memory of one node's run (the durable part is the record). */
 export interface NodeRun {
@@ -64,6 +79,8 @@ export interface NodeRun {
   restarts: number;
   busyWaitedMs: number;
   lastError?: string;
+  /** Why the run is ending, while it ends (failing or abandoning). */
+  ending?: string;
   phase: Phase;
 }
 
@@ -75,12 +92,20 @@ export function newRun(rec: NodeRecord, policy: EnginePolicy): NodeRun {
 const isTerminal = (a: EngineAction): boolean => a.type === "done" || a.type === "fail" || a.type === "abandon" || a.type === "leave";
 export { isTerminal };
 
+const closing = (p: Phase): p is Closing => p.startsWith("failing:") || p.startsWith("abandoning:");
+
 /** Feed one event; the record is updated in place and the next action comes back. */
 export function decide(run: NodeRun, ev: EngineEvent, policy: EnginePolicy, now: number, rand: () => number = Math.random): EngineAction {
   const rec = run.rec;
   if (run.phase === "finished") throw new Error(`engine: event ${ev.type} after the run of ${rec.identity} ended`);
+  // Ending is best effort: a write that loses or a stop meanwhile does not stop the unlock and the notice.
+  if (closing(run.phase)) return close(run, ev, policy, now);
   if (ev.type === "lost") return finish(run, { type: "leave", reason: `state of ${rec.identity} was changed by someone else; leaving the node to them` });
-  if (ev.type === "stopping") return finish(run, { type: "abandon", reason: "provisioner stopping" });
+  if (ev.type === "stopping") return abandon(run, "provisioner stopping", now);
+  if (ev.type === "prepare-failed") {
+    rec.lastError = ev.error;
+    return failing(run, ev.error);
+  }
   const stage = run.todo[run.index];
   switch (ev.type) {
     case "begin":
@@ -95,12 +120,13 @@ export function decide(run: NodeRun, ev: EngineEvent, policy: EnginePolicy, now:
       return { type: "persist", leaseS: slowLease(policy) };
     case "persisted":
       if (run.phase === "before-step") return startStep(run);
+      if (run.phase === "finishing") return finish(run, { type: "done" });
       if (run.phase === "after-ok") {
         run.index++;
         return advance(run, policy, now);
       }
       if (run.phase === "after-failure") {
-        if (run.attempt >= policy.attempts) return finish(run, { type: "fail", error: run.lastError ?? "failed" });
+        if (run.attempt >= policy.attempts) return failing(run, run.lastError ?? "failed");
         run.phase = "backoff";
         return { type: "wait", ms: backoffMs(run.attempt, policy.backoffS, policy.maxBackoffS, rand), retry: { stage: stage!, attempt: run.attempt, error: run.lastError ?? "" } };
       }
@@ -151,6 +177,57 @@ function finish(run: NodeRun, a: EngineAction): EngineAction {
   return a;
 }
 
+/** A failure that ends the run: unlock first and tell the admins, then record it, so a node that reads "failed" is unlocked and its admins told. */
+function failing(run: NodeRun, error: string): EngineAction {
+  run.ending = error;
+  run.phase = "failing:release";
+  return { type: "release-lock" };
+}
+
+/** Stopping: the record stays in progress (a restart resumes it) with its claim given up, and the lock is released. */
+function abandon(run: NodeRun, reason: string, now: number): EngineAction {
+  run.ending = reason;
+  appendLog(run.rec, `abandoned at ${run.rec.current ?? "start"}: ${reason}`, now);
+  run.phase = "abandoning:persist";
+  return { type: "persist", leaseS: 0 };
+}
+
+/** The ending's next action once the last one completed (whatever its outcome). */
+function close(run: NodeRun, ev: EngineEvent, policy: EnginePolicy, now: number): EngineAction {
+  const rec = run.rec;
+  const error = run.ending ?? "failed";
+  switch (run.phase) {
+    case "abandoning:persist":
+      run.phase = "abandoning:release";
+      return { type: "release-lock" };
+    case "abandoning:release":
+      return finish(run, { type: "abandon", reason: error });
+    case "failing:release":
+      if (policy.notifyFailures) {
+        run.phase = "failing:notify";
+        const message = `muster could not provision ${rec.identity}.\nStep: ${rec.current ?? "start"}\nError: ${rec.lastError ?? error}\n\nRecent log:\n${rec.log.slice(-10).join("\n")}`;
+        return { type: "notify", subject: `Provisioning ${rec.identity} FAILED`, message, key: `${rec.identity}#${rec.rounds}#failed` };
+      }
+      return failed(run, error, now);
+    case "failing:notify":
+      if (ev.type === "notified" && ev.error) appendLog(rec, `could not notify the admins: ${ev.error}`, now);
+      return failed(run, error, now);
+    case "failing:persist":
+      return finish(run, { type: "fail", error });
+  }
+  throw new Error(`engine: unexpected ${ev.type} for ${rec.identity} in phase ${run.phase}`);
+}
+
+function failed(run: NodeRun, error: string, now: number): EngineAction {
+  const rec = run.rec;
+  rec.status = "failed";
+  rec.finishedAt = now;
+  rec.claimExpires = undefined;
+  appendLog(rec, `failed: ${error}`, now);
+  run.phase = "failing:persist";
+  return { type: "persist", leaseS: 0 };
+}
+
 function slowLease(policy: EnginePolicy): number {
   return policy.lockLeaseS + policy.puppetTimeoutS;
 }
@@ -165,7 +242,9 @@ function advance(run: NodeRun, policy: EnginePolicy, now: number): EngineAction 
       rec.current = undefined;
       rec.finishedAt = now;
       rec.claimExpires = undefined;
-      return finish(run, { type: "done" });
+      appendLog(rec, `provisioned against ${rec.master ?? "its master"} in ${((now - (rec.startedAt ?? now)) / 1000).toFixed(1)}s`, now);
+      run.phase = "finishing";
+      return { type: "persist", leaseS: policy.lockLeaseS };
     }
     if (CERT_STAGES.has(stage)) {
       if (rec.hadCert === undefined) {
@@ -205,4 +284,44 @@ function startStep(run: NodeRun): EngineAction {
 /** A node already disabled is provisioned: what remains (notify) needs nothing from it. */
 export function pastDisable(rec: NodeRecord): boolean {
   return rec.stage !== undefined && Stages.indexOf(rec.stage) >= Stages.indexOf("disable") && rec.master !== undefined && rec.masterAddress !== undefined;
+}
+
+// ---- decisions outside one run ----
+
+/**
+ * A waiting node announced it started (its startup event, already authenticated). In flight: the
+ * step it was doing for us died with it, so the wait is abandoned and the step asked again. Failed:
+ * a fresh round (operators fix the cause, then reboot or `provision retry`). Done: nothing to do.
+ */
+export function onNodeStarted(rec: NodeRecord | undefined, inFlight: boolean): "repeat-step" | "requeue" | "provision" | "ignore" {
+  if (inFlight) return "repeat-step";
+  if (rec?.status === "failed") return "requeue";
+  if (rec?.status === "done") return "ignore";
+  return "provision";
+}
+
+/** The record a restarted failed node is re-queued with (then compare-and-set). */
+export function requeueRestarted(rec: NodeRecord, now: number): void {
+  rec.status = "pending";
+  rec.attempts = 0;
+  rec.stage = undefined;
+  appendLog(rec, "node restarted; provisioning will be retried", now);
+}
+
+/**
+ * A request published while a broker fails over is simply lost (core NATS is at-most-once). A
+ * question that changes nothing on the node (inventory, has_cert) whose reply did not come is
+ * asked again, up to retries.attempts times in all, rather than failing the node.
+ */
+export function askAgain(attempt: number, error: string, policy: Pick<EnginePolicy, "attempts">): boolean {
+  return attempt < policy.attempts && /no reply/.test(error);
+}
+
+/**
+ * No master at all is more likely a discovery lost in a broker failover than a fleet without
+ * masters: how long to wait before looking again after `attempt` empty answers, or undefined to
+ * give up (the node fails: no master).
+ */
+export function lookAgainForMasters(attempt: number, policy: Pick<EnginePolicy, "attempts" | "backoffS" | "maxBackoffS">, rand: () => number = Math.random): number | undefined {
+  return attempt < policy.attempts ? backoffMs(attempt, policy.backoffS, policy.maxBackoffS, rand) : undefined;
 }

@@ -1,15 +1,17 @@
 import type { Logger } from "pino";
+import type { Bucket } from "../broker/bucket.js";
 import type { MusterClient } from "../client/client.js";
-import type { Filter } from "../protocol/types.js";
-import { verifyMessage } from "../protocol/signing.js";
-import type { KV } from "@nats-io/kv";
+import type { ActionName, ActionOutput, AgentDDL, CallInput } from "../ddl/types.js";
 import { DEFAULT_NODE_KEYS_BUCKET } from "../protocol/buckets.js";
 import { encodeNodeKeyEntry, nodeKeyName, type NodeKeyEntry } from "../protocol/node-keys.js";
+import { verifyMessage } from "../protocol/signing.js";
+import type { Filter } from "../protocol/types.js";
+import type { ActionReply, AgentRef, CallOptions, Collective, Role, StartupEvent } from "./collective.js";
 import type { ProvisionerConfig } from "./config.js";
-import type { ActionReply, CallOptions, Collective, Role, StartupEvent } from "./collective.js";
 
 // The Collective of the engine over the MusterClient: the only provisioner file that talks to the
-// collective, and only through the client's API (no raw connection).
+// collective, and only through the client's API (no raw connection), every call through the
+// agent's typed client.
 
 export class MusterCollective implements Collective {
   private readonly clients: Record<Role, MusterClient>;
@@ -19,6 +21,8 @@ export class MusterCollective implements Collective {
     cfg: Pick<ProvisionerConfig, "collective" | "target" | "master" | "notify">,
     private readonly log: Logger,
   ) {
+    // A reply reaches us only once the client has checked its signature: `signedBy` below is then the key that signed it.
+    if (!client.verifies) throw new Error("the provisioner's client must verify reply signatures (verify: true)");
     this.clients = {
       target: client.withCollective(cfg.target.collective ?? cfg.collective),
       master: client.withCollective(cfg.master.collective ?? cfg.collective),
@@ -26,10 +30,10 @@ export class MusterCollective implements Collective {
     };
   }
 
-  private nodeKeys?: Promise<KV>;
+  private nodeKeys?: Promise<Bucket>;
 
   async publishNodeKey(entry: NodeKeyEntry): Promise<void> {
-    this.nodeKeys ??= this.clients.target.kv(DEFAULT_NODE_KEYS_BUCKET, { create: { history: 5 } });
+    this.nodeKeys ??= this.clients.target.bucket(DEFAULT_NODE_KEYS_BUCKET, { create: { history: 5 } });
     this.nodeKeys.catch(() => (this.nodeKeys = undefined)); // try again next time
     await (await this.nodeKeys).put(nodeKeyName(entry.identity), encodeNodeKeyEntry(entry));
   }
@@ -42,13 +46,14 @@ export class MusterCollective implements Collective {
     return this.clients[role].discover({ filter, timeoutMs });
   }
 
-  async call(role: Role, agent: string, action: string, data: Record<string, unknown>, opts: CallOptions): Promise<ActionReply[]> {
-    // Signatures are checked here, at the edge; whose key it should be is the runner's question (its pins).
-    // Replies the client dropped (bad signature, not the directory's key) go to the runner unsigned,
-    // after any valid one, so it refuses, logs and counts them as its own checks would.
-    const dropped: ActionReply[] = [];
-    const res = await this.clients[role].call(agent, action, data, { ...opts, onRejected: (r) => dropped.push({ sender: r.sender, statuscode: r.statuscode, statusmsg: r.statusmsg, data: r.data }) });
-    return [...res.replies.map((r) => ({ sender: r.sender, statuscode: r.statuscode, statusmsg: r.statusmsg, data: r.data, signedBy: verifyMessage(r) ? r.pubkey : undefined })), ...dropped];
+  async call<D extends AgentDDL, A extends ActionName<D>>(role: Role, agent: AgentRef<D>, action: A, input: CallInput<D, A>, opts: CallOptions): Promise<ActionReply<ActionOutput<D, A>>[]> {
+    // Signatures are checked by the client before a reply is kept; whose key it should be is the
+    // provisioner's question (its pins, trust.ts). Replies the client dropped (bad signature, not
+    // the directory's key) go to it unsigned, after any valid one, so it refuses, logs and counts
+    // them as its own checks would.
+    const dropped: ActionReply<ActionOutput<D, A>>[] = [];
+    const res = await this.clients[role].agent(agent.ddl, { name: agent.name }).call(action, input, { ...opts, onRejected: (r) => dropped.push({ sender: r.sender, statuscode: r.statuscode, statusmsg: r.statusmsg, data: r.data as ActionOutput<D, A> }) });
+    return [...res.replies.map((r) => ({ sender: r.sender, statuscode: r.statuscode, statusmsg: r.statusmsg, data: r.data, signedBy: r.signature !== undefined && typeof r.pubkey === "string" ? r.pubkey : undefined })), ...dropped];
   }
 
   onStartup(handler: (ev: StartupEvent) => void): () => void {
@@ -59,5 +64,4 @@ export class MusterCollective implements Collective {
     });
     return () => sub.unsubscribe();
   }
-
 }

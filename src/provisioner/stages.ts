@@ -1,26 +1,8 @@
+import { Stages, type Stage } from "../protocol/provision-record.js";
 import type { ProvisionerConfig } from "./config.js";
 
-// The provisioning steps in order. A node's record holds the last completed stage, so a restarted
-// provisioner resumes after it. Each step is idempotent, so redoing a step cut short is safe.
-
-export const Stages = [
-  "lock",
-  "set_puppet_host",
-  "clean_cert",
-  "request_csr",
-  "sign_csr",
-  "bootstrap",
-  "production",
-  "daemonize",
-  // unlock before disable: under provisioning isolation a disabled node leaves the provisioning
-  // collective at once (docs/security.md#provisioning-isolation), so nothing after it reaches it
-  "unlock",
-  "disable",
-  "notify",
-] as const;
-export type Stage = (typeof Stages)[number];
-
-export type NodeStatus = "pending" | "in_progress" | "done" | "failed";
+// Which of the record's stages (protocol/provision-record.ts) run, and how they are paced: pure
+// policy from the config. Each step is idempotent, so redoing a step cut short is safe.
 
 /** Which steps run, from the mcprovision `steps` switches. Certificate steps are skipped when the node has a cert. */
 export function enabledStages(steps: ProvisionerConfig["steps"]): Stage[] {

@@ -1,11 +1,14 @@
+import type { ProvisionDDL } from "../agents/provision/ddl.js";
+import type { PuppetcaDDL } from "../agents/puppetca/ddl.js";
+import type { ActionName, ActionOutput, AgentDDL, CallInput } from "../ddl/types.js";
+import type { NodeRecord, Stage } from "../protocol/provision-record.js";
 import type { DeployLock } from "./deploy-lock.js";
-import type { Stage } from "./stages.js";
-import type { NodeRecord } from "./state.js";
 
 // What each stage does, one entry per stage: the agent action it calls and what it records. The
 // engine (engine.ts) decides when a step runs and what a failure costs; a step only does its one
 // thing and throws StepError when it did not work. Every step is idempotent, so the engine may
-// repeat one that was cut short.
+// repeat one that was cut short. Agents are called through their DDLs (Caller): a misspelt action
+// or a wrong input does not compile, and replies arrive checked against the declared outputs.
 
 export class StepError extends Error {
   constructor(message: string, readonly data: Record<string, unknown> = {}) {
@@ -20,17 +23,20 @@ export interface MasterInfo {
   facts: Record<string, unknown>;
 }
 
+/** An agent on one node, through its DDL: the reply's data, or StepError. */
+export type Caller<D extends AgentDDL> = <A extends ActionName<D>>(action: A, input: CallInput<D, A>, opts?: { timeoutMs?: number }) => Promise<ActionOutput<D, A>>;
+
 /** What a step may use: the node, its master, and the edge's helpers (all I/O goes through them). */
 export interface StepContext {
   rec: NodeRecord;
   master: MasterInfo;
   lock: DeployLock;
-  /** An action of the target agent on the node. */
-  node(action: string, data: Record<string, unknown>, timeoutMs?: number): Promise<Record<string, unknown>>;
-  /** An action of the master agent on one master. */
-  onMaster(master: string, action: string, data: Record<string, unknown>): Promise<Record<string, unknown>>;
-  /** An action of the master agent on every master; names those that did not answer OK. */
-  onAllMasters(action: string, data: Record<string, unknown>): Promise<{ masters: number; bad: string[]; firstError?: string }>;
+  /** The node's provision agent (the config's target.agent). */
+  node: Caller<ProvisionDDL>;
+  /** One master's CA agent (the config's master.agent). */
+  ca(master: string): Caller<PuppetcaDDL>;
+  /** Clean the node's certificate on every master at once; names those that did not answer OK. */
+  cleanEverywhere(certname: string): Promise<{ masters: number; bad: string[]; firstError?: string }>;
   /** Send one notification (deduplicated by `key`). */
   notify(subject: string, message: string, key: string): Promise<void>;
   puppetTimeoutMs: number;
@@ -51,8 +57,8 @@ export const steps: Record<Stage, Step> = {
 
   // One signed request to every master at once (as mcprovision, clean everywhere: a node may have
   // been provisioned against another master before).
-  async clean_cert({ rec, onAllMasters }) {
-    const res = await onAllMasters("clean", { certname: rec.identity });
+  async clean_cert({ rec, cleanEverywhere }) {
+    const res = await cleanEverywhere(rec.identity);
     if (res.bad.length) throw new StepError(`clean of ${rec.identity} failed on ${res.bad.join(", ")}: ${res.firstError ?? "no reply"}`);
     return `on ${res.masters} master(s)`;
   },
@@ -64,15 +70,16 @@ export const steps: Record<Stage, Step> = {
     return data.fingerprint;
   },
 
-  async sign_csr({ rec, master, onMaster }) {
+  async sign_csr({ rec, master, ca }) {
     if (!rec.fingerprint) throw new StepError("no CSR fingerprint recorded; the request_csr step must run first");
+    const onMaster = ca(master.identity);
     try {
       // with the pinned key: the CA signs only a CSR naming it (docs/security.md, the trust model)
-      await onMaster(master.identity, "sign", { certname: rec.identity, fingerprint: rec.fingerprint, ...(rec.nodeKey ? { node_key: rec.nodeKey } : {}) });
+      await onMaster("sign", { certname: rec.identity, fingerprint: rec.fingerprint, ...(rec.nodeKey ? { node_key: rec.nodeKey } : {}) });
     } catch (e) {
       // Idempotent after a crash between signing and recording it: never sign twice.
-      const st = await onMaster(master.identity, "status", { certname: rec.identity }).catch(() => undefined);
-      if (st && (st.state === "signed" || st.signed === true)) return "already signed";
+      const st = await onMaster("status", { certname: rec.identity }).catch(() => undefined);
+      if (st?.state === "signed") return "already signed";
       throw e;
     }
     rec.signedBy = master.identity;
@@ -80,11 +87,11 @@ export const steps: Record<Stage, Step> = {
   },
 
   async bootstrap({ node, puppetTimeoutMs }) {
-    await node("bootstrap_puppet", {}, puppetTimeoutMs);
+    await node("bootstrap_puppet", {}, { timeoutMs: puppetTimeoutMs });
   },
 
   async production({ node, puppetTimeoutMs }) {
-    await node("run_puppet", {}, puppetTimeoutMs);
+    await node("run_puppet", {}, { timeoutMs: puppetTimeoutMs });
   },
 
   async daemonize({ node }) {

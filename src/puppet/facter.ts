@@ -4,13 +4,15 @@ import { spawn } from "node:child_process";
 // the only place that runs Puppet's tools).
 
 /**
- * Runs `facter --json`. Facter exits non-zero when some fact fails to resolve (in containers, for
+ * Runs `facter --json --show-legacy`: the facts a Puppet run sends its master, legacy ones too
+ * (Facter 4 hides `ipaddress`, `osfamily`, ... unless asked, and mcprovision configs name them, as
+ * `target.ipaddress_fact: ipaddress` does). Facter exits non-zero when some fact fails to resolve (in containers, for
  * instance, it cannot read /proc/1/environ) yet still prints every other fact: a JSON object on
  * stdout is used whatever the exit code, and `onPartial` hears about the failure.
  */
 export function runFacter(command: string, timeoutMs = 60_000, onPartial?: (reason: string) => void): Promise<Record<string, unknown>> {
   return new Promise((resolve, reject) => {
-    const child = spawn(command, ["--json"], { stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(command, ["--json", "--show-legacy"], { stdio: ["ignore", "pipe", "pipe"] });
     const out: Buffer[] = [];
     let err = "";
     const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);

@@ -1,6 +1,7 @@
 import type { NatsConnection, Subscription } from "@nats-io/transport-node";
 import type { FastifyInstance } from "fastify";
 import type { Logger } from "pino";
+import { bucketsOn } from "../broker/bucket.js";
 import { closeConnection, connectBroker } from "../broker/connect.js";
 import { resolveBrokerSettings } from "../config/client.js";
 import { MusterError } from "../errors.js";
@@ -43,10 +44,11 @@ export async function startRegistry(cfg: RegistryConfig, log: Logger, opts: { br
     if (owns) await closeConnection(nc);
   };
   try {
-    const kv = await openRegistryBucket(nc, cfg.bucket, t.expireAfterMs, log).catch((e: Error) => {
+    const buckets = bucketsOn(nc);
+    const kv = await openRegistryBucket(buckets, cfg.bucket, t.expireAfterMs, log).catch((e: Error) => {
       throw new MusterError("MUSTER_REGISTRY_UNAVAILABLE", `cannot create or open the registry bucket '${cfg.bucket}': ${e.message}. The broker needs JetStream (nats-server -js, or jetstream {} in its config).`, { cause: e });
     });
-    store = await RegistryStore.open(nc, cfg.bucket, log);
+    store = await RegistryStore.open(buckets, cfg.bucket, log);
     receiver = new RegistrationReceiver({
       nc,
       kv,

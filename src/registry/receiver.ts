@@ -1,5 +1,5 @@
-import type { KV } from "@nats-io/kv";
 import type { NatsConnection, Subscription } from "@nats-io/transport-node";
+import type { Bucket } from "../broker/bucket.js";
 import type { Logger } from "pino";
 import { subjects } from "../protocol/subjects.js";
 import { encodeRecord, fingerprint, keyFor, parseRegistration, RejectReason, type RegistrationLimits, type RegistryRecord } from "./record.js";
@@ -22,7 +22,7 @@ const LOG_EVERY_MS = 10_000;
 
 export interface ReceiverOptions {
   nc: NatsConnection;
-  kv: KV;
+  kv: Bucket;
   store: RegistryStore;
   collectives: string[];
   log: Logger;

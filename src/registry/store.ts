@@ -1,7 +1,5 @@
 import { EventEmitter } from "node:events";
-import { jetstream } from "@nats-io/jetstream";
-import { Kvm, type KV, type KvWatchEntry } from "@nats-io/kv";
-import type { NatsConnection } from "@nats-io/transport-node";
+import type { Bucket, BucketEntry, Buckets } from "../broker/bucket.js";
 import type { Logger } from "pino";
 import type { Filter } from "../protocol/types.js";
 import { silentLogger } from "../log.js";
@@ -32,7 +30,7 @@ export class RegistryStore extends EventEmitter<RegistryStoreEvents> {
   invalid = 0;
 
   private constructor(
-    readonly kv: KV,
+    readonly kv: Bucket,
     readonly bucket: string,
     /** The bucket's expiry, ms (0: never). */
     readonly expireAfterMs: number,
@@ -43,9 +41,9 @@ export class RegistryStore extends EventEmitter<RegistryStoreEvents> {
   }
 
   /** Loads the bucket (which must exist) and follows it. */
-  static async open(nc: NatsConnection, bucket: string, log: Logger = silentLogger): Promise<RegistryStore> {
-    const snapshot = await readRegistry(nc, bucket);
-    const kv = await new Kvm(jetstream(nc)).open(bucket);
+  static async open(buckets: Buckets, bucket: string, log: Logger = silentLogger): Promise<RegistryStore> {
+    const snapshot = await readRegistry(buckets, bucket);
+    const kv = await buckets.bucket(bucket);
     const store = new RegistryStore(kv, bucket, snapshot.expireAfterMs, log);
     for (const r of snapshot.records) store.set(r);
     store.invalid = snapshot.invalid;
@@ -59,11 +57,11 @@ export class RegistryStore extends EventEmitter<RegistryStoreEvents> {
   }
 
   private async follow(): Promise<void> {
-    const w = await this.kv.watch(this.lastSequence > 0 ? { resumeFromRevision: this.lastSequence + 1 } : {});
+    const w = await this.kv.watch(this.lastSequence > 0 ? { fromRevision: this.lastSequence + 1 } : {});
     this.watcher = w;
     void (async () => {
       try {
-        for await (const e of w) this.apply(e);
+        for await (const c of w) if (c.kind === "entry") this.apply(c.entry);
       } catch (e) {
         this.log.warn({ err: (e as Error).message }, "registry watch failed");
       }
@@ -74,7 +72,7 @@ export class RegistryStore extends EventEmitter<RegistryStoreEvents> {
     })();
   }
 
-  private apply(e: KvWatchEntry): void {
+  private apply(e: BucketEntry): void {
     this.lastSequence = Math.max(this.lastSequence, e.revision);
     if (e.operation !== "PUT" || e.value.length === 0) {
       const identity = this.byKey.get(e.key);

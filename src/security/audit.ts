@@ -1,7 +1,6 @@
 import { closeSync, mkdirSync, openSync, write } from "node:fs";
 import { dirname } from "node:path";
-import { jetstream, jetstreamManager, JetStreamApiCodes, JetStreamApiError, type JetStreamClient } from "@nats-io/jetstream";
-import type { NatsConnection } from "@nats-io/transport-node";
+import type { StreamPublisher, Streams } from "../broker/stream.js";
 import type { Logger } from "pino";
 import { z } from "zod";
 import { MusterError } from "../errors.js";
@@ -200,7 +199,7 @@ class FileSink implements Sink {
 /** Publishes records to a JetStream stream, creating it if missing; retries (bounded) until acknowledged. */
 class StreamSink implements Sink {
   private queue: { line: string; id: string; attempts: number }[] = [];
-  private js: JetStreamClient | undefined;
+  private js: StreamPublisher | undefined;
   private inflight = 0;
   private retry: NodeJS.Timeout | undefined;
   private warned = false;
@@ -209,7 +208,7 @@ class StreamSink implements Sink {
   private static readonly ATTEMPTS = 3;
 
   constructor(
-    private readonly nc: NatsConnection,
+    private readonly streams: Streams,
     private readonly cfg: NonNullable<AuditConfig["stream"]>,
     private readonly subject: string,
     private readonly max: number,
@@ -223,15 +222,9 @@ class StreamSink implements Sink {
   private async connect(backoff: number): Promise<void> {
     if (this.closed) return;
     try {
-      const jsm = await jetstreamManager(this.nc);
-      try {
-        await jsm.streams.info(this.cfg.name);
-      } catch (e) {
-        if (!(e instanceof JetStreamApiError && e.code === JetStreamApiCodes.StreamNotFound)) throw e;
-        await jsm.streams.add({ name: this.cfg.name, subjects: this.cfg.subjects, ...(this.cfg.max_age ? { max_age: Math.round(this.cfg.max_age * 1e9) } : {}) });
-        this.log.info({ stream: this.cfg.name, subjects: this.cfg.subjects }, "created the audit stream");
-      }
-      this.js = jetstream(this.nc);
+      const { publisher, created } = await this.streams.stream({ name: this.cfg.name, subjects: this.cfg.subjects, maxAgeS: this.cfg.max_age });
+      if (created) this.log.info({ stream: this.cfg.name, subjects: this.cfg.subjects }, "created the audit stream");
+      this.js = publisher;
       if (this.warned) this.log.warn({ stream: this.cfg.name }, "audit stream reachable again");
       this.warned = false;
       this.pump();
@@ -260,7 +253,7 @@ class StreamSink implements Sink {
       const item = this.queue.shift()!;
       this.inflight++;
       item.attempts++;
-      js.publish(this.subject, item.line, { msgID: item.id, timeout: 5000 }).then(
+      js.publish(this.subject, item.line, { msgId: item.id, timeoutMs: 5000 }).then(
         () => {
           this.stats.audit_published++;
           this.done();
@@ -328,15 +321,15 @@ export class Auditor {
     if (cfg?.file) this.sinks.push(new FileSink(cfg.file, cfg.buffer, this.stats, opts.log));
   }
 
-  /** Starts publishing to the stream (if configured) over the node's connection, in the background. */
-  connect(nc: NatsConnection): void {
+  /** Starts publishing to the stream (if configured) through the node's connection, in the background. */
+  connect(streams: Streams): void {
     if (!this.stream) return;
     // A node that switches credentials (provisioning → production) reconnects: the old sink goes.
     if (this.streamSink) {
       this.streamSink.close();
       this.sinks.splice(this.sinks.indexOf(this.streamSink), 1);
     }
-    this.streamSink = new StreamSink(nc, this.stream.cfg, this.stream.subject, this.stream.buffer, this.stats, this.log);
+    this.streamSink = new StreamSink(streams, this.stream.cfg, this.stream.subject, this.stream.buffer, this.stats, this.log);
     this.sinks.push(this.streamSink);
   }
 

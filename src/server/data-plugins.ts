@@ -1,6 +1,6 @@
 import type { AgentDDL } from "../ddl/types.js";
 import { lookupFact } from "../protocol/facts.js";
-import type { DataPlugin } from "./agent.js";
+import type { DataPlugin } from "../agent/agent.js";
 
 // Built-in data plugins for compound filters: fact('os.family').value=Debian, agent('puppet').present=true.
 // Agents add their own through Agent.dataPlugins (e.g. provision()).

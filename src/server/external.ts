@@ -5,7 +5,7 @@ import { parseDDL } from "../ddl/index.js";
 import type { AgentDDL } from "../ddl/types.js";
 import { RpcError } from "../errors.js";
 import { isStatusCode, Status } from "../protocol/status.js";
-import type { Agent, ActionContext, ActionHandler } from "./agent.js";
+import type { Agent, ActionContext, ActionHandler } from "../agent/agent.js";
 
 // External agents: `<dir>/<name>.json` (the DDL) beside an executable `<dir>/<name>` in any language.
 // The executable reads one request as JSON on stdin and writes one reply as JSON on stdout:

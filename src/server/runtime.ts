@@ -10,7 +10,7 @@ import { subjects } from "../protocol/subjects.js";
 import { REPLY_PROTOCOL, type NodeMetadata, type Reply, type Request } from "../protocol/types.js";
 import type { AuditEntry } from "../security/audit.js";
 import { denialMessage, type CompiledPolicies, type Decision } from "../security/policy.js";
-import type { Agent, ActionContext, DataPlugin } from "./agent.js";
+import type { Agent, ActionContext, DataPlugin } from "../agent/agent.js";
 import { newNodeStats, type IntakeStats, type NodeStats } from "./stats.js";
 
 // One node's request pipeline after decode and verify: filter, authorise (action policies), validate,

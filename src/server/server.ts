@@ -1,10 +1,11 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "pino";
-import { coreAgentFactories, loadBuiltinFactories, ALWAYS_LOADED, BUILTIN_AGENT_NAMES, type AgentFactory, type NodeIntrospection } from "../agents/builtin.js";
-import { isProvisioned, nodePuppet, nodePuppetOrDefaults, type NodeAgentsConfig } from "../agents/node.js";
+import type { AgentCatalogue, AgentFactory, NodeAgentsConfig, NodeIntrospection } from "../agent/catalogue.js";
 import { existsSync, mkdirSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { bucketsOn } from "../broker/bucket.js";
 import { closeConnection, connectBroker, inboxPrefixFor, resolveTls, type TlsSettings } from "../broker/connect.js";
+import { streamsOn } from "../broker/stream.js";
 import { resolveBrokerSettings } from "../config/client.js";
 import { MusterError } from "../errors.js";
 import { Auditor } from "../security/audit.js";
@@ -15,7 +16,7 @@ import type { SigningKey } from "../protocol/signing.js";
 import { mergePolicies } from "../security/policy-files.js";
 import { compilePolicies, policyWarnings, PolicyEffect, type CompiledPolicies, type Policies } from "../security/policy.js";
 import { VERSION } from "../version.js";
-import type { Agent, AgentKvOpener } from "./agent.js";
+import type { Agent, AgentKvOpener } from "../agent/agent.js";
 import { mainCollective, type ServerConfig } from "./config.js";
 import { agentDataPlugin, factDataPlugin } from "./data-plugins.js";
 import { loadExternalAgents } from "./external.js";
@@ -25,8 +26,9 @@ import { ClassesSource, FactSource } from "./metadata.js";
 import { NodeRuntime, type AuditEntry, type LoadedAgent } from "./runtime.js";
 import { newIntakeStats, type IntakeStats } from "./stats.js";
 
-// `muster server`: one node. Loads facts, classes and agents, connects (forever, with backoff),
-// subscribes and serves until stopped.
+// `muster server`: one node. Loads facts, classes and the agents it is handed (an AgentCatalogue:
+// the command that starts it names them; the server imports no agent), connects (forever, with
+// backoff), subscribes and serves until stopped.
 
 export interface RunningServer {
   /** The current phase's runtime, host and connection (a provisioned node replaces all three). */
@@ -55,8 +57,10 @@ export interface RuntimeBuild {
   mainCollective: string;
   facts: () => Record<string, unknown>;
   classes: () => string[];
-  /** Names of built-in agents to load besides discovery and rpcutil. */
-  builtin?: string[];
+  /** Agents every node hosts (the catalogue's `always`). */
+  always: readonly string[];
+  /** Names of further agents to load, from `factories`. */
+  builtin?: readonly string[];
   /** Extra agents (external, or built-ins with custom deps). */
   extraAgents?: Agent[];
   plugins: Record<string, Record<string, unknown>>;
@@ -67,7 +71,8 @@ export interface RuntimeBuild {
   policies?: CompiledPolicies;
   /** More process-wide counters for daemon_stats (the audit trail's). */
   extraStats?: () => Record<string, number>;
-  factories?: Record<string, AgentFactory>;
+  /** Where the agents come from, by name (the catalogue's `load`). */
+  factories: Record<string, AgentFactory>;
   /** ctx.refreshMetadata for the agents: re-read the node's classes now. */
   refreshMetadata?: () => Promise<void>;
   /** Told when the node's provision agent has marked it provisioned. */
@@ -82,7 +87,7 @@ export interface RuntimeBuild {
 
 /** Builds a NodeRuntime with its agents and data plugins wired to introspect it. */
 export function buildRuntime(b: RuntimeBuild): NodeRuntime {
-  const factories = b.factories ?? coreAgentFactories;
+  const factories = b.factories;
   let rt: NodeRuntime | undefined;
   const node: NodeIntrospection = {
     metadata: () => rt!.metadata(),
@@ -94,11 +99,11 @@ export function buildRuntime(b: RuntimeBuild): NodeRuntime {
     version: VERSION,
     startedAt: Date.now(),
   };
-  const names = [...new Set([...ALWAYS_LOADED, ...(b.builtin ?? [])])];
+  const names = [...new Set([...b.always, ...(b.builtin ?? [])])];
   const agents: LoadedAgent[] = [];
   for (const name of names) {
     const f = factories[name];
-    if (!f) throw new MusterError("MUSTER_CONFIG_INVALID", `unknown built-in agent '${name}'; known: ${BUILTIN_AGENT_NAMES.join(", ")}`);
+    if (!f) throw new MusterError("MUSTER_CONFIG_INVALID", `unknown built-in agent '${name}'; known: ${Object.keys(factories).sort().join(", ")}`);
     const config = b.plugins[name] ?? {};
     agents.push({ agent: f({ node, identity: b.identity, config, onProvisioned: b.onProvisioned, kv: b.kv, ...(b.ops ? { ops: b.ops } : {}) }), config, log: b.log.child({ agent: name }) });
   }
@@ -127,9 +132,9 @@ function agentsConfig(cfg: ServerConfig): NodeAgentsConfig {
 }
 
 /** The node's Puppet certificate and key, from the same settings the provision agent uses. */
-async function puppetCredential(cfg: ServerConfig): Promise<{ cert: string; key: string }> {
+async function puppetCredential(cfg: ServerConfig, agents: AgentCatalogue): Promise<{ cert: string; key: string }> {
   const { PuppetAgent } = await import("../puppet/index.js");
-  const agent = new PuppetAgent(await nodePuppetOrDefaults(agentsConfig(cfg)));
+  const agent = new PuppetAgent(await agents.nodePuppetOrDefaults(agentsConfig(cfg)));
   return { cert: agent.certPath, key: agent.keyPath };
 }
 
@@ -138,12 +143,12 @@ async function puppetCredential(cfg: ServerConfig): Promise<{ cert: string; key:
  * the node's own Puppet (its `classfile` setting, asked of Puppet with the node's confdir and
  * vardir, and asked again when puppet.conf changes); none for a node without Puppet.
  */
-async function classesLocation(cfg: ServerConfig, log: Logger): Promise<Pick<ConstructorParameters<typeof ClassesSource>[0], "locate" | "locationKey" | "locationFile"> | undefined> {
+async function classesLocation(cfg: ServerConfig, agents: AgentCatalogue, log: Logger): Promise<Pick<ConstructorParameters<typeof ClassesSource>[0], "locate" | "locationKey" | "locationFile"> | undefined> {
   if (cfg.classes_file) {
     const file = cfg.classes_file;
     return { locate: () => Promise.resolve(file) };
   }
-  const s = await nodePuppet(agentsConfig(cfg));
+  const s = await agents.nodePuppet(agentsConfig(cfg));
   if (!s) return undefined;
   const { PuppetAgent } = await import("../puppet/index.js");
   const agent = new PuppetAgent(s);
@@ -169,7 +174,7 @@ async function classesLocation(cfg: ServerConfig, log: Logger): Promise<Pick<Con
 }
 
 /** The credential the node connects with in a phase (docs/security.md#provisioning-isolation). */
-async function phaseCredential(cfg: ServerConfig, phase: NodePhase, ops: NodeOps | undefined): Promise<TlsSettings | undefined> {
+async function phaseCredential(cfg: ServerConfig, agents: AgentCatalogue, phase: NodePhase, ops: NodeOps | undefined): Promise<TlsSettings | undefined> {
   const ca = cfg.tls?.ca;
   if (phase === "provisioning") {
     const p = cfg.provisioning!;
@@ -177,7 +182,7 @@ async function phaseCredential(cfg: ServerConfig, phase: NodePhase, ops: NodeOps
   }
   if (cfg.tls?.use_puppet_cert && ops?.via === "helper") {
     // The Puppet key is root's: the helper hands it over, and it is kept where only this daemon reads it.
-    const pem = await ops.tlsCredential({ agent: "provision", settings: await nodePuppetOrDefaults(agentsConfig(cfg)) });
+    const pem = await ops.tlsCredential({ agent: "provision", settings: await agents.nodePuppetOrDefaults(agentsConfig(cfg)) });
     const dir = join(configDir(), "puppet-tls");
     mkdirSync(dir, { recursive: true, mode: 0o700 });
     writeFileSync(join(dir, "cert.pem"), pem.cert, { mode: 0o600 });
@@ -185,7 +190,7 @@ async function phaseCredential(cfg: ServerConfig, phase: NodePhase, ops: NodeOps
     return { ca, cert: join(dir, "cert.pem"), key: join(dir, "key.pem") };
   }
   if (cfg.tls?.use_puppet_cert) {
-    const pc = await puppetCredential(cfg);
+    const pc = await puppetCredential(cfg, agents);
     if (!existsSync(pc.cert) || !existsSync(pc.key)) {
       throw new MusterError("MUSTER_PKI_FAILED", `tls.use_puppet_cert: the node has no Puppet certificate yet (${pc.cert}); provision it first (configure provisioning: so it waits in isolation), or set tls.cert and tls.key`);
     }
@@ -194,14 +199,21 @@ async function phaseCredential(cfg: ServerConfig, phase: NodePhase, ops: NodeOps
   return resolveTls(cfg.tls && (cfg.tls.ca || cfg.tls.cert) ? { ca, cert: cfg.tls.cert, key: cfg.tls.key } : undefined);
 }
 
-export async function startServer(cfg: ServerConfig, log: Logger, opts: { broker?: string } = {}): Promise<RunningServer> {
+export interface StartServerOptions {
+  /** The agents this node may host (src/agents/builtin.ts builtinAgents for `muster server`). */
+  agents: AgentCatalogue;
+  broker?: string;
+}
+
+export async function startServer(cfg: ServerConfig, log: Logger, opts: StartServerOptions): Promise<RunningServer> {
+  const agents = opts.agents;
   const facts = new FactSource({ facter: cfg.facts.facter, facterCommand: cfg.facts.facter_command, factsFile: cfg.facts.file, extra: cfg.facts.extra, log });
   await facts.refresh();
   const refresh = setInterval(() => void facts.refresh(), cfg.facts.refresh_interval * 1000);
   refresh.unref();
   // Registration carries new classes at once; `current` is the phase serving when they change.
   let onClassesChange: (() => void) | undefined;
-  const location = await classesLocation(cfg, log).catch((e: unknown) => {
+  const location = await classesLocation(cfg, agents, log).catch((e: unknown) => {
     // a bad plugins.puppet/provision setting fails those agents' requests; the node still serves
     log.error({ err: (e as Error).message }, "cannot tell where the node's Puppet keeps its classes; serving without classes");
     return undefined;
@@ -230,7 +242,7 @@ export async function startServer(cfg: ServerConfig, log: Logger, opts: { broker
   const brokers = broker.servers;
   // Under provisioning isolation the node waits in the provisioning collective until its
   // provision agent says it is provisioned (now, or later through onProvisioned).
-  const provisioned = cfg.provisioning ? await isProvisioned(agentsConfig(cfg)) : true;
+  const provisioned = cfg.provisioning ? await agents.isProvisioned(agentsConfig(cfg)) : true;
   const noClasses: string[] = [];
   const refreshMetadata = classes ? () => classes.refresh() : undefined;
   const nodeKey = loadOrCreateNodeKey(cfg.identity, cfg.security.node_key);
@@ -248,12 +260,12 @@ export async function startServer(cfg: ServerConfig, log: Logger, opts: { broker
     if (phase === "provisioning") {
       const p = cfg.provisioning!;
       const builtin = ["provision"];
-      const agentNames = [...new Set([...ALWAYS_LOADED, ...builtin])];
+      const agentNames = [...new Set([...agents.always, ...builtin])];
       // The agent tells us from inside disable_provisioner; switching waits for that request to finish.
       const onProvisioned = () => setImmediate(() => void switchToProduction());
-      return buildRuntime({ ...common, collectives: [p.collective], mainCollective: p.collective, builtin, factories: await loadBuiltinFactories(builtin), policies: compilePolicies(provisioningPolicies(p.callers, agentNames)), onProvisioned });
+      return buildRuntime({ ...common, collectives: [p.collective], mainCollective: p.collective, always: agents.always, builtin, factories: await agents.load(builtin), policies: compilePolicies(provisioningPolicies(p.callers, agentNames)), onProvisioned });
     }
-    const runtime = buildRuntime({ ...common, collectives: cfg.collectives, mainCollective: mainCollective(cfg), builtin: cfg.agents.builtin, factories: await loadBuiltinFactories(cfg.agents.builtin ?? []), extraAgents: extra, policies });
+    const runtime = buildRuntime({ ...common, collectives: cfg.collectives, mainCollective: mainCollective(cfg), always: agents.always, builtin: cfg.agents.builtin, factories: await agents.load(cfg.agents.builtin ?? []), extraAgents: extra, policies });
     for (const w of policyWarnings(policySources, runtime.loadedAgents().map((la) => la.agent.ddl))) log.warn(w);
     return runtime;
   };
@@ -266,13 +278,13 @@ export async function startServer(cfg: ServerConfig, log: Logger, opts: { broker
   }
   const serve = async (phase: NodePhase): Promise<Serving> => {
     const runtime = await buildPhase(phase);
-    const tls = await phaseCredential(cfg, phase, ops);
+    const tls = await phaseCredential(cfg, agents, phase, ops);
     const nc = await connectBroker({ servers: brokers, from: broker.from, name: `muster-server:${cfg.identity}`, log, persistent: true, tls, inboxPrefix: inboxPrefixFor(cfg.identity) });
     // The shared bootstrap credential may not publish audit records (a waiting node could forge
     // another's): while provisioning, the audit file is the record.
     if (phase === "production") {
-      auditor.connect(nc);
-      buckets.connect(nc);
+      auditor.connect(streamsOn(nc));
+      buckets.connect(bucketsOn(nc));
     }
     const host = new NodeHost({ nc, intake, runtimes: [runtime], log, wildcard: false, registration: cfg.registration, version: VERSION });
     await host.start();

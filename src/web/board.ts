@@ -1,7 +1,6 @@
-import { Stages, type Stage } from "../provisioner/stages.js";
-import type { NodeRecord } from "../provisioner/state.js";
+import { Stages, type NodeRecord, type Stage } from "../protocol/provision-record.js";
 
-// The provisioning board: the provisioner's per-node records (src/provisioner/state.ts) as the
+// The provisioning board: the provisioner's per-node records (protocol/provision-record.ts) as the
 // console shows them. Pure: the record and the clock in, the row out (what `muster provision
 // status` prints, plus a timeline of stages and the log tail).
 
@@ -103,11 +102,4 @@ const ORDER: Record<NodeRecord["status"], number> = { failed: 0, in_progress: 1,
 /** Failed nodes first, then in progress, pending, done; by identity within each. */
 export function boardOrder(a: BoardNode, b: BoardNode): number {
   return (ORDER[a.status] ?? 9) - (ORDER[b.status] ?? 9) || (a.identity < b.identity ? -1 : a.identity > b.identity ? 1 : 0);
-}
-
-/** Is this a well-formed record (the bucket is writable by others: skip what is not)? */
-export function isNodeRecord(x: unknown): x is NodeRecord {
-  if (typeof x !== "object" || x === null) return false;
-  const r = x as Record<string, unknown>;
-  return typeof r.identity === "string" && typeof r.status === "string" && ["pending", "in_progress", "done", "failed"].includes(r.status) && (r.log === undefined || Array.isArray(r.log));
 }

@@ -7,7 +7,8 @@ import { puppetDDL } from "../agents/puppet/ddl.js";
 import { MusterClient } from "../client/client.js";
 import { resolveBrokerSettings } from "../config/client.js";
 import { MusterError } from "../errors.js";
-import { applyRetry, openExistingProvisionState, retryRefusal } from "../fleet/provision-state.js";
+import { applyRetry, retryRefusal } from "../fleet/provision-state.js";
+import { ProvisionState } from "../provisioner/state.js";
 import { runAll } from "../fleet/runner.js";
 import { canonicalJson } from "../protocol/canonical.js";
 import { asRunallEvent, RUNALL_AGENT } from "../protocol/events.js";
@@ -136,7 +137,7 @@ export async function startWeb(cfg: WebConfig, log: Logger, opts: WebOptions = {
     },
     async retry(identity, who) {
       const c = needClient();
-      const store = await openExistingProvisionState(c, cfg.state_bucket);
+      const store = await ProvisionState.openExisting(c, cfg.state_bucket);
       const v = store && (await store.get(identity));
       if (!v) {
         audit(who, "retry", identity, {}, Status.InvalidData, "unknown node");
@@ -149,7 +150,7 @@ export async function startWeb(cfg: WebConfig, log: Logger, opts: WebOptions = {
       }
       applyRetry(v.record, `${who.name} (web console)`);
       // Compare-and-set: a provisioner writing meanwhile wins, and the operator is told.
-      if ((await store.save(v)) === undefined) {
+      if ((await store.compareAndSet(v)) === undefined) {
         audit(who, "retry", identity, {}, Status.Aborted, "record changed meanwhile");
         throw new ApiError(409, "retry_refused", `${identity} changed while retrying; look at it again`);
       }

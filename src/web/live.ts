@@ -1,14 +1,12 @@
 import { EventEmitter } from "node:events";
-import type { KV } from "@nats-io/kv";
 import type { Logger } from "pino";
 import type { MusterClient } from "../client/client.js";
-import { boardNode, boardOrder, isNodeRecord, type BoardNode } from "./board.js";
-import type { NodeRecord } from "../provisioner/state.js";
+import { boardNode, boardOrder, type BoardNode } from "./board.js";
+import type { NodeRecord } from "../protocol/provision-record.js";
+import { ProvisionState } from "../provisioner/state.js";
 
-// The console's live state: the provisioner's bucket followed through a KV watch (one for the
-// whole process, fanned out to every browser), and the health of the broker and the registry.
-
-const dec = new TextDecoder();
+// The console's live state: the provisioner's records followed through a ProvisionState watch (one
+// for the whole process, fanned out to every browser), and the health of the broker and the registry.
 
 export interface Health {
   broker: { ok: boolean; error?: string };
@@ -65,15 +63,15 @@ export class BoardFeed extends EventEmitter {
   async start(client: MusterClient): Promise<void> {
     this.stop();
     const gen = ++this.generation;
-    let kv: KV | undefined;
+    let state: ProvisionState | undefined;
     try {
-      kv = await client.kvIfExists(this.bucket);
+      state = await ProvisionState.openExisting(client, this.bucket);
     } catch (e) {
       this.problem = `cannot open the state bucket ${this.bucket}: ${(e as Error).message}`;
       throw e;
     }
     if (gen !== this.generation) return;
-    if (!kv) {
+    if (!state) {
       // No provisioner has run yet: an empty board, and the health check retries later.
       this.problem = `no state bucket ${this.bucket} yet (no provisioner has run against this broker, or state_bucket differs)`;
       this.records.clear();
@@ -81,7 +79,7 @@ export class BoardFeed extends EventEmitter {
       this.emit("snapshot");
       return;
     }
-    const w = await kv.watch();
+    const w = await state.watch();
     if (gen !== this.generation) {
       w.stop();
       return;
@@ -99,26 +97,19 @@ export class BoardFeed extends EventEmitter {
     };
     void (async () => {
       try {
-        // An empty bucket delivers nothing to catch up on.
-        if ((await kv.status()).values === 0) finishSnapshot();
-        for await (const e of w) {
+        for await (const c of w) {
+          if (c.type === "caught-up") {
+            if (!live) finishSnapshot();
+            continue;
+          }
           const target = live ? this.records : fresh;
-          let rec: NodeRecord | undefined;
-          if (e.operation === "PUT" && e.value.length > 0) {
-            try {
-              const x: unknown = JSON.parse(dec.decode(e.value));
-              if (isNodeRecord(x)) rec = x;
-            } catch {
-              rec = undefined; // a corrupt record is skipped, as the provisioner skips it
-            }
+          // a value that is not a record reads as removed: skipped, as the provisioner skips it
+          if (c.type === "put") {
+            target.set(c.key, c.record);
+            if (live) this.emit("node", boardNode(c.record));
+          } else if (target.delete(c.key) && live) {
+            this.emit("remove", c.key);
           }
-          if (rec) {
-            target.set(e.key, rec);
-            if (live) this.emit("node", boardNode(rec));
-          } else if (target.delete(e.key) && live) {
-            this.emit("remove", e.key);
-          }
-          if (!live && e.delta === 0) finishSnapshot();
         }
       } catch (err) {
         if (gen === this.generation) {
@@ -157,7 +148,7 @@ function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
 export async function probeBroker(client: MusterClient | undefined, bucket: string, where: string): Promise<Health["broker"]> {
   if (!client) return { ok: false, error: `not connected to the broker at ${where} yet; is nats-server running?` };
   try {
-    await withTimeout(client.kvIfExists(bucket), PROBE_TIMEOUT_MS, `the broker at ${where}`);
+    await withTimeout(client.bucketIfExists(bucket), PROBE_TIMEOUT_MS, `the broker at ${where}`);
     return { ok: true };
   } catch (e) {
     return { ok: false, error: `${(e as Error).message} (broker ${where}); the console reconnects by itself` };

@@ -6,11 +6,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { once } from "node:events";
 import { createNotifyAgent, type SendReply } from "../../src/agents/notify/index.js";
-import { RpcError } from "../../src/errors.js";
 import { Status } from "../../src/protocol/status.js";
 import { startWebhookReceiver } from "../../src/lab/receivers.js";
 import { freePort } from "../../src/lab/ports.js";
-import { makeContext, type ContextOverrides } from "../support/context.js";
+import { makeContext, rejectsWith, type ContextOverrides } from "../support/context.js";
 import { startSmtpReceiver } from "../support/smtp.js";
 
 const WAIT = 10_000;
@@ -21,17 +20,6 @@ function send(input: { subject: string; message: string; recipients?: unknown[];
   return agent.actions.send(input, makeContext({ identity: "node1.test", caller: "user=alice", agent: "notify", action: "send", ...ctx }));
 }
 
-/** Run `fn`, expect an RpcError with `status`, return it. */
-async function rejectsWith(p: Promise<unknown> | unknown, status: number): Promise<RpcError> {
-  try {
-    await p;
-  } catch (e) {
-    assert.ok(e instanceof RpcError, `expected RpcError, got ${String(e)}`);
-    assert.equal(e.status, status, e.message);
-    return e;
-  }
-  assert.fail(`expected RpcError with status ${status}, got success`);
-}
 
 async function tempDir(t: { after(fn: () => Promise<void>): void }): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), "muster-notify-"));

@@ -11,9 +11,9 @@ import { RpcError } from "../../src/errors.js";
 import { Status } from "../../src/protocol/status.js";
 import { startPuppetserver, writeEnvironment, type PuppetserverHandle } from "../../src/lab/puppetserver.js";
 import { PuppetAgent } from "../../src/puppet/index.js";
-import type { ReplyData } from "../../src/server/agent.js";
+import type { ReplyData } from "../../src/agent/agent.js";
 import type { AgentDDL } from "../../src/ddl/types.js";
-import { makeContext } from "../support/context.js";
+import { callAction, makeContext, rejectsWith } from "../support/context.js";
 import { cleanEnv, spawnMuster, startBroker } from "../support/collective.js";
 import { execCommand } from "../../src/puppet/exec.js";
 import { MusterClient } from "../../src/client/client.js";
@@ -24,23 +24,11 @@ import { stringify as toYaml } from "yaml";
 // and real puppet agents, each node with its own confdir/vardir/ssldir under a temp dir.
 
 /** Call an action as the server would: validate the input against the DDL, then the handler. */
-async function call(agent: { ddl: AgentDDL; actions: object }, action: string, input: Record<string, unknown>, ctx: { identity: string; config: Record<string, unknown> }): Promise<ReplyData> {
-  const validated = validateInput(agent.ddl, action, input);
-  const handler = (agent.actions as Record<string, (i: unknown, c: unknown) => Promise<ReplyData> | ReplyData>)[action];
-  assert.ok(handler, `no handler for ${action}`);
-  return handler(validated, makeContext({ identity: ctx.identity, config: ctx.config, agent: agent.ddl.metadata.name, action }));
+function call(agent: { ddl: AgentDDL; actions: object }, action: string, input: Record<string, unknown>, ctx: { identity: string; config: Record<string, unknown> }): Promise<ReplyData> {
+  return callAction(agent, action, input, makeContext({ identity: ctx.identity, config: ctx.config, agent: agent.ddl.metadata.name, action }));
 }
 
-async function rejects(p: Promise<unknown>, status: number): Promise<RpcError> {
-  try {
-    await p;
-  } catch (e) {
-    assert.ok(e instanceof RpcError, `expected RpcError, got ${String(e)}`);
-    assert.equal(e.status, status, e.message);
-    return e;
-  }
-  assert.fail("expected the action to fail");
-}
+const rejects = rejectsWith;
 
 describe("deploy lock and disable (no Puppet needed)", () => {
   let dir: string;

@@ -3,10 +3,11 @@ import assert from "node:assert/strict";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { coreAgentFactories, type AgentFactory } from "../../src/agents/builtin.js";
+import type { AgentFactory } from "../../src/agent/catalogue.js";
+import { coreAgentFactories } from "../../src/agents/builtin.js";
 import { startEmulator, type RunningEmulator } from "../../src/emulator/emulator.js";
 import { silentLogger } from "../../src/log.js";
-import { defineAgent, type Agent } from "../../src/server/agent.js";
+import { defineAgent, type Agent } from "../../src/agent/agent.js";
 import { cleanEnv, connectNats, record, runCli, tempDir, type Recorder } from "../support/collective.js";
 import { startNats, type NatsHandle } from "../support/index.js";
 

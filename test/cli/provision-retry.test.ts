@@ -2,7 +2,9 @@ import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { newRecord, StateStore, type NodeRecord } from "../../src/provisioner/state.js";
+import { newRecord, type NodeRecord } from "../../src/protocol/provision-record.js";
+import { ProvisionState } from "../../src/provisioner/state.js";
+import { bucketsOn } from "../../src/broker/bucket.js";
 import { startNats, type NatsHandle } from "../support/index.js";
 import { cleanEnv, connectNats, runCli, tempDir } from "../support/collective.js";
 
@@ -13,7 +15,7 @@ const tmp = tempDir("provision-retry");
 const BUCKET = "muster_provision_retry_test";
 let nats: NatsHandle;
 let nc: NatsConnection;
-let store: StateStore;
+let store: ProvisionState;
 let env: NodeJS.ProcessEnv;
 
 const rec = (identity: string, status: NodeRecord["status"], extra: Partial<NodeRecord> = {}): NodeRecord => ({ ...newRecord(identity), status, rounds: 1, ...extra });
@@ -21,7 +23,7 @@ const rec = (identity: string, status: NodeRecord["status"], extra: Partial<Node
 before(async () => {
   nats = await startNats({ jetstream: true });
   nc = await connectNats(nats.url);
-  store = await StateStore.open(nc, BUCKET);
+  store = await ProvisionState.open(bucketsOn(nc), BUCKET);
   env = cleanEnv(join(tmp.path, "config"), { MUSTER_BROKER: nats.url });
   await store.put(rec("failed.test", "failed", { stage: "request_csr", attempts: 5, lastError: "CSR never arrived" }));
   await store.put(rec("failed2.test", "failed", { lastError: "boom" }));

@@ -12,7 +12,7 @@ import { silentLogger } from "../../src/log.js";
 import type { NodeEvent } from "../../src/protocol/events.js";
 import type { LifecycleEvent } from "../../src/protocol/lifecycle.js";
 import { Status } from "../../src/protocol/status.js";
-import { defineAgent } from "../../src/server/agent.js";
+import { defineAgent } from "../../src/agent/agent.js";
 import { connectNats, eventually, tempDir } from "../support/collective.js";
 import { startNats, type NatsHandle } from "../support/index.js";
 
@@ -168,15 +168,15 @@ test("onLifecycle: startup and shutdown as one union type; hostile events refuse
   }
 });
 
-test("kv and kvIfExists: a bucket created on request, opened when present, absent ones say so", async () => {
-  assert.equal(await client.kvIfExists("client_api_none"), undefined);
-  const kv = await client.kv("client_api", { create: { history: 2 } });
-  await kv.put("k", new TextEncoder().encode("v"));
-  const again = await client.kvIfExists("client_api");
+test("bucket and bucketIfExists: a bucket created on request, opened when present, absent ones say so", async () => {
+  assert.equal(await client.bucketIfExists("client_api_none"), undefined);
+  const b = await client.bucket("client_api", { create: { history: 2 } });
+  await b.put("k", new TextEncoder().encode("v"));
+  const again = await client.bucketIfExists("client_api");
   assert.ok(again);
-  assert.equal((await again.get("k"))?.string(), "v");
-  await assert.rejects(client.kv("client_api_none"), (e) => e instanceof MusterError && e.code === "MUSTER_BUCKET_NOT_FOUND" && /no KV bucket "client_api_none"/.test(e.message));
-  assert.equal(await client.kvIfExists("client_api_none"), undefined);
+  assert.equal(new TextDecoder().decode((await again.get("k"))?.value), "v");
+  await assert.rejects(client.bucket("client_api_none"), (e) => e instanceof MusterError && e.code === "MUSTER_BUCKET_NOT_FOUND" && /no KV bucket "client_api_none"/.test(e.message));
+  assert.equal(await client.bucketIfExists("client_api_none"), undefined);
 });
 
 test("source: discovery methods by their --dm names", async () => {

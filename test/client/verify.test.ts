@@ -86,7 +86,7 @@ test("without a key directory every signed reply is kept and listed as unverifie
 
 test("with the directory: the pinned key's replies are verified; another key's answer is dropped and the real node's still counts", async () => {
   const c0 = await MusterClient.connect({ brokers: [nats.url], collective: "muster" });
-  const kv = await c0.kv(DEFAULT_NODE_KEYS_BUCKET, { create: { history: 1 } });
+  const kv = await c0.bucket(DEFAULT_NODE_KEYS_BUCKET, { create: { history: 1 } });
   for (const id of ids) await kv.put(nodeKeyName(id), encodeNodeKeyEntry({ identity: id, pubkey: keys.get(id)!.publicKey, source: "pinned", time: Date.now(), by: "test" }));
   await kv.put(nodeKeyName("garbage.example.net"), new TextEncoder().encode("{not json"));
   await c0.close();
@@ -136,7 +136,7 @@ test("the CLI marks unverified replies, says so in the summary and in --json, an
 
 test("events are checked as replies are: the directory's key is verified, a stranger's kept unverified, a forgery dropped; order kept", async () => {
   const c0 = await MusterClient.connect({ brokers: [nats.url], collective: "muster" });
-  const kv = await c0.kv(DEFAULT_NODE_KEYS_BUCKET, { create: { history: 1 } });
+  const kv = await c0.bucket(DEFAULT_NODE_KEYS_BUCKET, { create: { history: 1 } });
   const [a, b] = [ids[0]!, ids[1]!];
   for (const id of [a, b]) await kv.put(nodeKeyName(id), encodeNodeKeyEntry({ identity: id, pubkey: keys.get(id)!.publicKey, source: "certified", time: Date.now(), by: "test" }));
   await c0.close();

@@ -56,10 +56,14 @@ const COVERED_ELSEWHERE: Record<string, string> = {
   "muster ssh -W \"environment=development customer=acme mysql::master\"": "test/provisioner/e2e.test.ts: the lab site (needs the running lab: two puppetservers, minutes); the e2e test runs the same command through the CLI against it",
   "muster nrpe check_load -W \"environment=development customer=acme mysql::master\"": "test/provisioner/e2e.test.ts: the lab site (needs the running lab: two puppetservers, minutes); the e2e test runs the same command through the CLI against it",
   "muster puppet runall 2 -C role::web": "test/provisioner/e2e.test.ts: the lab site (needs the running lab: two puppetservers, minutes); the e2e test runs the same command through the CLI against it",
-  "muster resource file $PWD/.muster/lab/nodes/node01.eu.lab/files/hello ensure=file content=hi -W \"customer=acme mysql::master\"": "test/provisioner/e2e.test.ts: the lab site (needs the running lab: two puppetservers, minutes); the e2e test runs the same command through the CLI against it",
+  "muster resource file /srv/muster-lab/files/hello ensure=file content=hi -W \"customer=acme mysql::master\"": "test/lab/machines.test.ts: needs the lab's machines (root, systemd-nspawn, two puppetservers; minutes); the machines test runs the same through the CLI or lab.exec against booted machines",
   "muster find --dm registry -C role::web": "test/provisioner/e2e.test.ts: the lab site (needs the running lab: two puppetservers, minutes); the e2e test runs the same command through the CLI against it",
-  "cat .muster/lab/nodes/node02.us.lab/webapp.conf": "test/provisioner/e2e.test.ts: the lab site (needs the running lab: two puppetservers, minutes); the e2e test runs the same command through the CLI against it",
-  "cat .muster/lab/nodes/node01.eu.lab/motd": "test/provisioner/e2e.test.ts: the lab site (needs the running lab: two puppetservers, minutes); the e2e test runs the same command through the CLI against it",
+  "muster lab exec node02.us.lab -- cat /etc/webapp/webapp.conf": "test/lab/machines.test.ts: needs the lab's machines (root, systemd-nspawn, two puppetservers; minutes); the machines test runs the same through the CLI or lab.exec against booted machines",
+  "muster ssh -I node01.eu.lab -- cat /etc/motd": "test/lab/machines.test.ts: needs the lab's machines (root, systemd-nspawn, two puppetservers; minutes); the machines test runs the same through the CLI or lab.exec against booted machines",
+  "muster lab exec node02.us.lab -- systemctl is-active webapp": "test/lab/machines.test.ts: needs the lab's machines (root, systemd-nspawn, two puppetservers; minutes); the machines test runs the same through the CLI or lab.exec against booted machines",
+  "muster lab exec node01.eu.lab -- systemctl status muster-server": "test/lab/machines.test.ts: needs the lab's machines (root, systemd-nspawn, two puppetservers; minutes); the machines test runs the same through the CLI or lab.exec against booted machines",
+  "muster lab power cut node02.us.lab": "test/lab/machines.test.ts: needs the lab's machines (root, systemd-nspawn, two puppetservers; minutes); the machines test runs the same through the CLI or lab.exec against booted machines",
+  "muster lab add --machines 2": "test/lab/machines.test.ts: needs the lab's machines (root, systemd-nspawn, two puppetservers; minutes); the machines test runs the same through the CLI or lab.exec against booted machines",
   "muster provision retry node03.eu.lab": "test/cli/provision-retry.test.ts: needs a failed node's provisioning record (the lab's node03 when its provisioning failed); that test retries failed, done, pending and unknown nodes on a real broker",
   "muster lab add --count 2": "test/provisioner/e2e.test.ts: needs the running lab; the e2e test adds and removes nodes with the functions behind `lab add`/`lab remove` (test/lab/scale.test.ts: who they boot)",
   "muster lab remove node05.eu.lab": "test/provisioner/e2e.test.ts: needs the running lab; the e2e test adds and removes nodes with the functions behind `lab add`/`lab remove` (test/lab/scale.test.ts: who they boot)",
@@ -190,7 +194,7 @@ async function realNode(identity: string, facts: Record<string, unknown>, classe
 async function certify(identities: string[]): Promise<void> {
   const c = await MusterClient.connect({ brokers: [nats.url], collective: "muster", key: generateSigningKey("docs-test").key });
   try {
-    const kv = await c.kv(DEFAULT_NODE_KEYS_BUCKET, { create: { history: 1 } });
+    const kv = await c.bucket(DEFAULT_NODE_KEYS_BUCKET, { create: { history: 1 } });
     for (const id of identities) {
       const pubkey = signingKeyFromPem(id, readFileSync(join(configDir, "nodes", `${id}.key`), "utf8")).publicKey;
       await kv.put(nodeKeyName(id), encodeNodeKeyEntry({ identity: id, pubkey, source: "certified", time: Date.now(), by: "docs test" }));

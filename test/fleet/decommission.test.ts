@@ -8,9 +8,10 @@ import { MusterClient } from "../../src/client/client.js";
 import { MusterError } from "../../src/errors.js";
 import { decommission } from "../../src/fleet/decommission.js";
 import { silentLogger } from "../../src/log.js";
-import { newRecord, StateStore } from "../../src/provisioner/state.js";
+import { newRecord } from "../../src/protocol/provision-record.js";
+import { ProvisionState } from "../../src/provisioner/state.js";
+import { bucketsOn } from "../../src/broker/bucket.js";
 import { dropRegistryEntry, readRegistry } from "../../src/registry/bucket.js";
-import { openExistingProvisionState } from "../../src/fleet/provision-state.js";
 import { RegistryConfigSchema } from "../../src/registry/config.js";
 import { startRegistry } from "../../src/registry/daemon.js";
 import { connectNats } from "../support/collective.js";
@@ -33,7 +34,7 @@ before(async () => {
   nc = await connectNats(nats.url);
   client = await MusterClient.connect({ nc });
 });
-const drop = async (bucket: string, identity: string) => dropRegistryEntry(await client.kvIfExists(bucket), identity);
+const drop = async (bucket: string, identity: string) => dropRegistryEntry(await client.bucketIfExists(bucket), identity);
 
 after(async () => {
   await client?.close();
@@ -52,28 +53,28 @@ test("a dropped registry record leaves the bucket and a running registry's memor
   assert.equal(await drop("drop", "web1.example"), "dropped");
   await removed;
   assert.equal(reg.store.get("web1.example"), undefined);
-  assert.deepEqual((await readRegistry(nc, "drop")).records.map((r) => r.identity), []);
+  assert.deepEqual((await readRegistry(bucketsOn(nc), "drop")).records.map((r) => r.identity), []);
   assert.equal(await drop("drop", "web1.example"), "absent");
   assert.equal(await drop("no-such-bucket", "web1.example"), "no-bucket");
 });
 
 test("a dropped provisioning record: gone with its history, a provisioner holding it loses its next write, the name can start afresh", async () => {
-  assert.equal(await openExistingProvisionState(client, "never_made"), undefined, "looking does not create the bucket");
-  const provisioner = await StateStore.open(nc, "prov_drop");
+  assert.equal(await ProvisionState.openExisting(client, "never_made"), undefined, "looking does not create the bucket");
+  const provisioner = await ProvisionState.open(bucketsOn(nc), "prov_drop");
   const v = { record: newRecord("web2.example"), revision: 0 };
   v.record.status = "in_progress";
-  assert.ok(await provisioner.save(v));
-  const operator = (await openExistingProvisionState(client, "prov_drop"))!;
+  assert.ok(await provisioner.compareAndSet(v));
+  const operator = (await ProvisionState.openExisting(client, "prov_drop"))!;
   assert.equal((await operator.remove("web2.example"))?.status, "in_progress");
   assert.equal(await operator.get("web2.example"), undefined);
   assert.equal(await operator.remove("web2.example"), undefined, "already gone");
   v.record.stage = "sign_csr";
-  assert.equal(await provisioner.save(v), undefined, "the provisioner's compare-and-set fails: it leaves the node");
-  assert.ok(await provisioner.save({ record: newRecord("web2.example"), revision: 0 }), "a machine under the same name gets a new record");
+  assert.equal(await provisioner.compareAndSet(v), undefined, "the provisioner's compare-and-set fails: it leaves the node");
+  assert.ok(await provisioner.compareAndSet({ record: newRecord("web2.example"), revision: 0 }), "a machine under the same name gets a new record");
 });
 
 test("no master answering: nothing is changed, and the error says so", async () => {
-  const store = await StateStore.open(nc, "prov_keep");
+  const store = await ProvisionState.open(bucketsOn(nc), "prov_keep");
   await store.put({ ...newRecord("web3.example"), status: "done" });
   const operator = await MusterClient.connect({ brokers: [nats.url] });
   try {

@@ -4,10 +4,9 @@ import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createPuppetAgent, type MusterPuppetAgent } from "../../src/agents/puppet/index.js";
 import type { RunCompleteData } from "../../src/agents/puppet/ddl.js";
-import { validateInput } from "../../src/ddl/validate.js";
-import { RpcError } from "../../src/errors.js";
-import type { ReplyData } from "../../src/server/agent.js";
-import { makeContext, type TestContext } from "../support/context.js";
+import type { ReplyData } from "../../src/agent/agent.js";
+import { callAction, makeContext, rejectsWith, type TestContext } from "../support/context.js";
+import { Status } from "../../src/protocol/status.js";
 import { tempDir } from "../support/collective.js";
 
 // The puppet agent's handlers on their own (no broker, no master): refusals, the disable lock in
@@ -20,23 +19,12 @@ let config: Record<string, unknown>;
 let agent: MusterPuppetAgent;
 let clock = Date.parse("2026-11-21T10:00:00Z");
 
-async function call(action: string, input: Record<string, unknown> = {}, ctx: TestContext = makeContext({ identity: id, config, agent: "puppet", action })): Promise<ReplyData> {
-  const validated = validateInput(agent.ddl, action, input);
-  const handler = (agent.actions as Record<string, (i: unknown, c: unknown) => Promise<ReplyData> | ReplyData>)[action]!;
-  return handler(validated, ctx);
+function call(action: string, input: Record<string, unknown> = {}, ctx: TestContext = makeContext({ identity: id, config, agent: "puppet", action })): Promise<ReplyData> {
+  return callAction(agent, action, input, ctx);
 }
 
-async function refused(p: Promise<unknown>, re: RegExp): Promise<RpcError> {
-  try {
-    await p;
-  } catch (e) {
-    assert.ok(e instanceof RpcError, String(e));
-    assert.equal(e.status, 1);
-    assert.match(e.message, re);
-    return e;
-  }
-  assert.fail("expected an Aborted reply");
-}
+/** An Aborted reply whose message matches `re`. */
+const refused = (p: Promise<unknown>, re: RegExp) => rejectsWith(p, Status.Aborted, re);
 
 before(() => {
   config = { confdir: join(tmp.path, "conf"), vardir: join(tmp.path, "var"), ssldir: join(tmp.path, "ssl"), server: "127.0.0.1", serverport: 1, run_timeout: 120 };

@@ -8,7 +8,7 @@ import type { RunallReport } from "../../src/fleet/runall.js";
 import { startPuppetserver, type PuppetserverHandle } from "../../src/lab/puppetserver.js";
 import { CertificateAuthority, PuppetAgent, caSettingsFromSsldir } from "../../src/puppet/index.js";
 import { execCommand } from "../../src/puppet/exec.js";
-import { cleanEnv, record, runCli, startBroker, startMusterServer, tempDir, type Broker, type TestServer } from "../support/collective.js";
+import { cleanEnv, connectNats, record, runCli, startBroker, startMusterServer, tempDir, type Broker, type TestServer } from "../support/collective.js";
 
 // The puppet agent and `muster puppet` against a real puppetserver and real Puppet agents: three
 // `muster server` nodes, each with its own Puppet confdir/vardir/ssldir and a signed certificate.
@@ -180,7 +180,8 @@ test("runall with a failing catalog: failed listed, exit 2; the others run", asy
 });
 
 test("runonce: answers at once, refuses a second run while one is going, run_complete reports the end", async () => {
-  const events = record(client.nc, "muster.event.puppet.run_complete");
+  const watcher = await connectNats(broker.url); // the raw events, as any subscriber sees them
+  const events = record(watcher, "muster.event.puppet.run_complete");
   try {
     const first = await puppet().call("runonce", { force: true }, { nodes: ["web1.real.test"] });
     assert.equal(first.replies[0]?.statuscode, 0, first.replies[0]?.statusmsg);
@@ -203,6 +204,7 @@ test("runonce: answers at once, refuses a second run while one is going, run_com
     assert.equal(after.replies[0]!.data.last_runonce?.requestid, requestid);
   } finally {
     events.stop();
+    await watcher.close();
   }
 });
 

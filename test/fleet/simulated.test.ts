@@ -117,7 +117,7 @@ describe("runall on a simulated fleet", () => {
 
   it("a forged run_complete (another key than the directory's) neither ends a run nor frees its slot", async () => {
     // The directory names each node's key, as the provisioner leaves it; a fresh client reads it.
-    const kv = await client.kv(DEFAULT_NODE_KEYS_BUCKET, { create: { history: 1 } });
+    const kv = await client.bucket(DEFAULT_NODE_KEYS_BUCKET, { create: { history: 1 } });
     for (const id of ids) await kv.put(nodeKeyName(id), encodeNodeKeyEntry({ identity: id, pubkey: keys.get(id)!.publicKey, source: "certified", time: Date.now(), by: "test" }));
     const checked = await MusterClient.connect({ brokers: [nats.url], collective: "muster" });
     // The attacker reads the runonce sent to the first node and at once announces its end, failed.

@@ -121,3 +121,42 @@ test("rendered for a real broker and credential: the node waits in the provision
     await client.close();
   }
 });
+
+test("--fact, --plugin, --trusted-key and --ssh-authorized-key: a facts file, agent settings, another trusted caller, root's SSH key", async () => {
+  const op = generateSigningKey("user=ops");
+  const text = await render("--fact", "country=de", "--fact", "port=8140", "--plugin", "resource.allowed_types=file", "--plugin", "resource.file_paths=/srv/x", "--trusted-key", `user=ops=${op.key.publicKey}`, "--ssh-authorized-key", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHop lab");
+  const u = parseYaml(text) as UserData & { ssh_authorized_keys?: string[]; disable_root?: boolean };
+  const facts = file(u, "/etc/facter/facts.d/muster.yaml")!;
+  assert.equal(facts.permissions, "0644");
+  // strings as given: a fact file says what it is told (8140 stays "8140", as Facter reads text facts)
+  assert.deepEqual(parseYaml(facts.content), { country: "de", port: "8140" });
+  const server = parseYaml(file(u, "/etc/muster/server.yaml")!.content) as { plugins: Record<string, Record<string, string>>; security: { trusted_keys: { name: string; key: string }[] } };
+  assert.deepEqual(server.plugins, { resource: { allowed_types: "file", file_paths: "/srv/x" } });
+  assert.deepEqual(server.security.trusted_keys.map((k) => k.name), ["provisioner", "user=ops"], "a caller name may hold '='");
+  assert.equal(server.security.trusted_keys[1]!.key, op.key.publicKey);
+  assert.deepEqual(u.ssh_authorized_keys, ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHop lab"]);
+  assert.equal(u.disable_root, false, "the key logs in as root");
+  // the server config still loads with them
+  const cfgFile = join(tmp.path, "flags-server.yaml");
+  writeFileSync(cfgFile, file(u, "/etc/muster/server.yaml")!.content);
+  assert.equal(loadServerConfig(cfgFile).plugins.resource?.allowed_types, "file");
+});
+
+test("bad flag values: exit 64 with what the flag takes, nothing rendered", async () => {
+  for (const [args, why] of [
+    [["--fact", "Country=de"], /--fact takes NAME=VALUE/],
+    [["--fact", "country="], /--fact takes NAME=VALUE/],
+    [["--plugin", "resource=file"], /--plugin takes AGENT.SETTING=VALUE/],
+    [["--trusted-key", "ops=not-a-key"], /--trusted-key takes NAME=PUBLIC_KEY/],
+    [["--ssh-authorized-key", "hello"], /--ssh-authorized-key takes an OpenSSH public key/],
+    [["--fact"], /--fact needs a value/],
+  ] as const) {
+    const r = await render(...args).then(
+      () => assert.fail(`${args.join(" ")} rendered`),
+      (e: { code: number; stderr: string; stdout: string }) => e,
+    );
+    assert.equal(r.code, 64, args.join(" "));
+    assert.match(r.stderr, why);
+    assert.equal(r.stdout, "");
+  }
+});

@@ -134,6 +134,9 @@ test("a compromised daemon cannot send Puppet to another master: no --server, an
   const conf = join(dir("puppet/etc"), "puppet.conf");
   assert.match(readFileSync(conf, "utf8"), /^server = 127\.0\.0\.11$/m);
   assert.equal(statSync(conf).uid, 0, "root wrote puppet.conf");
+  // and made the state the unprivileged daemon reads readable (Puppet applies these modes itself)
+  assert.match(readFileSync(conf, "utf8"), /^classfile = \$statedir\/classes\.txt \{ mode = 0644 \}$/m);
+  assert.match(readFileSync(conf, "utf8"), /^statedir = \$vardir\/state \{ mode = 0755 \}$/m);
   // Once the node holds its certificate, its master is the one it trusts.
   mkdirSync(dir("puppet/ssl/certs"), { recursive: true });
   mkdirSync(dir("puppet/ssl/private_keys"), { recursive: true });

@@ -11,7 +11,7 @@ import { silentLogger } from "../../src/log.js";
 import { loadProvisionerConfig, ProvisionerConfigSchema } from "../../src/provisioner/config.js";
 import { mkdirSync } from "node:fs";
 import { enabledStages } from "../../src/provisioner/stages.js";
-import { StateStore } from "../../src/provisioner/state.js";
+import { ProvisionState } from "../../src/provisioner/state.js";
 import { cleanEnv, connectNats, repoRoot, runCli, tempDir } from "../support/collective.js";
 import { startNats, type NatsHandle } from "../support/index.js";
 
@@ -144,7 +144,7 @@ test("lock: true, unlock: false leaves the lock in place on a provisioned node; 
   };
   await run("prov-keep", "keep", { lock: true, unlock: false });
   await run("prov-release", "release", { lock: true });
-  const store = await StateStore.open(client.nc, "muster_provision");
+  const store = await ProvisionState.open(client, "muster_provision");
   for (const id of ["keep.test", "release.test"]) assert.equal((await store.get(id))?.record.status, "done", id);
   const res = await client.call("provision", "is_locked", {}, { nodes: ["keep.test", "release.test"] });
   const locked = Object.fromEntries(res.replies.map((r) => [r.sender, r.data]));

@@ -14,7 +14,8 @@ import { writeEnvironment } from "../../src/lab/puppetserver.js";
 import { unpackMuster } from "../../src/lab/package.js";
 import { MUSTER_BIN, spawnMuster, type MusterProcess } from "../../src/lab/processes.js";
 import { PuppetAgent } from "../../src/puppet/index.js";
-import { StateStore, type NodeRecord } from "../../src/provisioner/state.js";
+import { type NodeRecord } from "../../src/protocol/provision-record.js";
+import { ProvisionState } from "../../src/provisioner/state.js";
 import { eventually, runCli } from "../support/collective.js";
 
 // The provisioner end to end against real puppetservers and real Puppet agents (the lab, attached).
@@ -42,7 +43,7 @@ let dir: string;
 let lab: Lab;
 let client: MusterClient; // the operator: admin credential, the user's key, the fleet collective
 let prov: MusterClient; // the provisioner's credential and key, the provisioning collective
-let store: StateStore;
+let store: ProvisionState;
 const provisioners: MusterProcess[] = [];
 
 const eu = ["node01.eu.lab", "node03.eu.lab", "node05.eu.lab"];
@@ -59,7 +60,7 @@ before(async () => {
   lab = await startLab({ dir: join(dir, "lab"), nodes: NODES, detached: false, provisioner: false, bin: pkg.bin });
   client = await MusterClient.connect({ brokers: [lab.state.broker], collective: lab.state.collective, tls: lab.state.tls.admin });
   prov = await labProvisionerClient(lab.state);
-  store = await StateStore.open(client.nc, "muster_provision");
+  store = await ProvisionState.open(client, "muster_provision");
 });
 
 after(async () => {

@@ -1,9 +1,12 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { DeployLock, lockNeedsRenewal } from "../../src/provisioner/deploy-lock.js";
-import { decide, isTerminal, newRun, pastDisable, type EngineAction, type EngineEvent, type EnginePolicy } from "../../src/provisioner/engine.js";
-import { CERT_STAGES, SLOW_STAGES, Stages, type Stage } from "../../src/provisioner/stages.js";
-import { claimable, claimRecord, newRecord, type NodeRecord, type Versioned } from "../../src/provisioner/state.js";
+import { DeployLock, lockNeedsRenewal, type AskNode } from "../../src/provisioner/deploy-lock.js";
+import { askAgain, decide, isTerminal, lookAgainForMasters, newRun, onNodeStarted, pastDisable, requeueRestarted, type EngineAction, type EngineEvent, type EnginePolicy } from "../../src/provisioner/engine.js";
+import { Stages, type Stage } from "../../src/protocol/provision-record.js";
+import { CERT_STAGES, SLOW_STAGES } from "../../src/provisioner/stages.js";
+import { newRecord, type NodeRecord } from "../../src/protocol/provision-record.js";
+import { claimable, claimRecord } from "../../src/provisioner/claim.js";
+import { type Versioned } from "../../src/provisioner/state.js";
 
 // The engine without a broker: the record and an event go in, the next action comes out. Each
 // scenario is a table over the stages; `drive` plays the edge, answering every action through a
@@ -25,7 +28,12 @@ interface Script {
   /** A persist number (0-based) answered "someone else wrote first". */
   lostAtPersist?: number;
   stopAtRun?: number;
+  /** The failure notice could not be sent. */
+  notifyError?: string;
 }
+
+/** A fake provision agent for the deploy lock: answers every action with `f`'s data. */
+const fakeAsk = (f: (action: string, input: Record<string, unknown>) => Record<string, unknown> | Promise<Record<string, unknown>>): AskNode => (async (_id: string, action: string, input: Record<string, unknown>) => f(action, input)) as unknown as AskNode;
 
 function drive(rec: NodeRecord, script: Script = {}, p: EnginePolicy = policy): { actions: EngineAction[]; end: EngineAction; rec: NodeRecord } {
   const run = newRun(rec, p);
@@ -52,6 +60,12 @@ function drive(rec: NodeRecord, script: Script = {}, p: EnginePolicy = policy): 
       case "wait":
         now += a.ms;
         ev = { type: "waited" };
+        break;
+      case "release-lock":
+        ev = { type: "lock-released" };
+        break;
+      case "notify":
+        ev = { type: "notified", error: script.notifyError };
         break;
       case "run": {
         if (runs++ === script.stopAtRun) {
@@ -132,10 +146,10 @@ for (const done of ALL) {
     const c = claimRecord({ record: orphan, revision: 3 }, "n1", "p2", T0, 600)!;
     assert.equal(c.takenOverFrom, "dead");
     const calls: string[] = [];
-    const lock = new DeployLock({ enabled: true, owner: "p2", lockLeaseS: 600, puppetTimeoutS: 900 }, async (_id, action, data) => {
+    const lock = new DeployLock({ enabled: true, owner: "p2", lockLeaseS: 600, puppetTimeoutS: 900 }, fakeAsk((action, data) => {
       calls.push(`${action}${data.force ? " force" : ""}`);
       return { expires: T0 + 1_500_000 };
-    });
+    }));
     const disabled = pastDisable(c.v.record);
     assert.equal(disabled, ALL.indexOf(done) >= ALL.indexOf("disable"));
     if (lock.takeoverNeeded(c.v.record, disabled)) await lock.takeover(c.v.record);
@@ -220,7 +234,7 @@ test("a claim expiring mid-run lets another provisioner in; the first one's next
   for (let k = 0; k < 12; k++) {
     const { end, actions } = drive(inProgress(), { lostAtPersist: k });
     assert.equal(end.type, "leave", `lost at persist ${k}`);
-    assert.ok(!actions.some((a) => a.type === "fail" || a.type === "abandon"), "no unlock, no failure notice: the node is someone else's");
+    assert.ok(!actions.some((a) => a.type === "fail" || a.type === "abandon" || a.type === "release-lock" || a.type === "notify"), "no unlock, no failure notice: the node is someone else's");
   }
 });
 
@@ -281,10 +295,10 @@ for (let k = 0; k < ALL.length; k++) {
 
 test("the deploy lock: released only while the node holds ours, and never when the lock step is off", async () => {
   const calls: string[] = [];
-  const ask = async (_id: string, action: string) => {
+  const ask = fakeAsk((action) => {
     calls.push(action);
     return {};
-  };
+  });
   const on = new DeployLock({ enabled: true, owner: "p1", lockLeaseS: 600, puppetTimeoutS: 900 }, ask);
   const off = new DeployLock({ enabled: false, owner: "p1", lockLeaseS: 600, puppetTimeoutS: 900 }, ask);
   for (const stage of [undefined, ...ALL]) {
@@ -297,9 +311,9 @@ test("the deploy lock: released only while the node holds ours, and never when t
   await off.release(inProgress({ stage: "production" }), () => assert.fail());
   assert.deepEqual(calls, ["unlock_deploy"]);
   // a release the node does not answer is reported, not thrown: the lock expires with its lease
-  const silent = new DeployLock({ enabled: true, owner: "p1", lockLeaseS: 600, puppetTimeoutS: 900 }, async () => {
+  const silent = new DeployLock({ enabled: true, owner: "p1", lockLeaseS: 600, puppetTimeoutS: 900 }, fakeAsk(() => {
     throw new Error("no reply");
-  });
+  }));
   let reported = "";
   await silent.release(inProgress(), (e) => (reported = e.message));
   assert.equal(reported, "no reply");
@@ -325,4 +339,93 @@ test("claimRecord: a new round starts with empty stage times", () => {
   const old: NodeRecord = { ...newRecord("n1", T0), status: "pending", rounds: 1, stageTimes: { lock: { start: T0, end: T0 + 5 } } };
   const c = claimRecord({ record: old, revision: 3 }, "n1", "p1", T0 + 1000, 600)!;
   assert.deepEqual(c.v.record.stageTimes, {});
+});
+
+// ---- how a run ends: the failure policy ----
+
+const types = (actions: EngineAction[]) => actions.map((a) => a.type);
+
+test("a step failing for good: the lock released, then the admins told, then the record failed, in that order", () => {
+  const p = { ...policy, notifyFailures: true };
+  const { actions, end, rec } = drive(inProgress(), { step: (s) => (s === "bootstrap" ? "error" : "ok") }, p);
+  assert.equal(end.type, "fail");
+  assert.deepEqual(types(actions).slice(-4), ["release-lock", "notify", "persist", "fail"]);
+  const notice = actions.find((a) => a.type === "notify") as Extract<EngineAction, { type: "notify" }>;
+  assert.equal(notice.subject, "Provisioning n1 FAILED");
+  assert.equal(notice.key, "n1#1#failed", "one notice per round, however often asked");
+  assert.match(notice.message, /Step: bootstrap\nError: bootstrap: boom/);
+  assert.equal(rec.status, "failed");
+  assert.equal(rec.claimExpires, undefined);
+  assert.ok(rec.finishedAt);
+  assert.match(rec.log.at(-1)!, /failed: boom$/);
+});
+
+test("the notify step off: a failure releases the lock and is recorded, no notice; a notice that cannot be sent is logged on the record", () => {
+  const off = drive(inProgress(), { step: (s) => (s === "production" ? "error" : "ok") });
+  assert.deepEqual(types(off.actions).slice(-3), ["release-lock", "persist", "fail"]);
+  assert.ok(!off.actions.some((a) => a.type === "notify"));
+  const unsent = drive(inProgress(), { step: (s) => (s === "production" ? "error" : "ok"), notifyError: "no notifier found" }, { ...policy, notifyFailures: true });
+  assert.equal(unsent.end.type, "fail", "the failure is recorded all the same");
+  assert.ok(unsent.rec.log.some((l) => l.endsWith("could not notify the admins: no notifier found")));
+});
+
+test("preparation failing (no address fact, no master): the same ending, the error on the record", () => {
+  const rec = inProgress();
+  const run = newRun(rec, policy);
+  assert.deepEqual(decide(run, { type: "prepare-failed", error: "no Puppet master found" }, policy, T0), { type: "release-lock" });
+  assert.deepEqual(decide(run, { type: "lock-released" }, policy, T0), { type: "persist", leaseS: 0 });
+  assert.equal(rec.status, "failed");
+  assert.equal(rec.lastError, "no Puppet master found");
+  assert.deepEqual(decide(run, { type: "persisted" }, policy, T0), { type: "fail", error: "no Puppet master found" });
+  assert.throws(() => decide(run, { type: "begin" }, policy, T0), /after the run of n1 ended/);
+});
+
+test("an ending is best effort: a lost write or a stop meanwhile does not skip the unlock, the notice or the record", () => {
+  const p = { ...policy, notifyFailures: true };
+  const run = newRun(inProgress(), p);
+  decide(run, { type: "prepare-failed", error: "boom" }, p, T0);
+  assert.equal(decide(run, { type: "stopping" }, p, T0).type, "notify");
+  assert.equal(decide(run, { type: "notified" }, p, T0).type, "persist");
+  assert.equal(decide(run, { type: "lost" }, p, T0).type, "fail");
+});
+
+test("stopping: the record left in progress with its claim given up (lease 0), then the lock released", () => {
+  const { actions, rec } = drive(inProgress(), { stopAtRun: 3 });
+  assert.deepEqual(actions.slice(-3), [{ type: "persist", leaseS: 0 }, { type: "release-lock" }, { type: "abandon", reason: "provisioner stopping" }]);
+  assert.equal(rec.status, "in_progress");
+  assert.match(rec.log.at(-1)!, /abandoned at request_csr: provisioner stopping$/);
+});
+
+test("done: recorded once more, naming the master and the time, before the run ends; a lost last write leaves the node", () => {
+  const { actions, rec } = drive(inProgress({ startedAt: T0 }));
+  assert.deepEqual(actions.slice(-2), [{ type: "persist", leaseS: 600 }, { type: "done" }]);
+  assert.match(rec.log.at(-1)!, /provisioned against m1 in \d+\.\ds$/);
+  const persists = actions.filter((a) => a.type === "persist").length;
+  assert.equal(drive(inProgress(), { lostAtPersist: persists - 1 }).end.type, "leave");
+});
+
+// ---- decisions outside one run ----
+
+test("a node's startup event: repeat the step in flight, re-queue a failed node, leave a done one, else provision", () => {
+  assert.equal(onNodeStarted(inProgress(), true), "repeat-step");
+  assert.equal(onNodeStarted({ ...inProgress(), status: "failed" }, false), "requeue");
+  assert.equal(onNodeStarted({ ...inProgress(), status: "done" }, false), "ignore");
+  assert.equal(onNodeStarted(inProgress(), false), "provision");
+  assert.equal(onNodeStarted(undefined, false), "provision");
+  const failed: NodeRecord = { ...inProgress({ stage: "sign_csr", attempts: 3 }), status: "failed" };
+  requeueRestarted(failed, T0);
+  assert.deepEqual([failed.status, failed.attempts, failed.stage], ["pending", 0, undefined]);
+  assert.match(failed.log.at(-1)!, /node restarted; provisioning will be retried$/);
+});
+
+test("questions are asked again only while their reply is lost, up to retries.attempts in all", () => {
+  assert.equal(askAgain(1, "provision#has_cert: no reply from n1 within 60s", policy), true);
+  assert.equal(askAgain(3, "provision#has_cert: no reply from n1 within 60s", policy), false);
+  assert.equal(askAgain(1, "provision#has_cert on n1: refused", policy), false, "an answer, even a refusal, is not asked again");
+});
+
+test("no master found: looked for again with backoff, then given up", () => {
+  assert.equal(lookAgainForMasters(1, policy, half), 2000);
+  assert.equal(lookAgainForMasters(2, policy, half), 4000);
+  assert.equal(lookAgainForMasters(3, policy, half), undefined);
 });

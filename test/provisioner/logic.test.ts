@@ -2,7 +2,8 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { pickMaster } from "../../src/provisioner/pick-master.js";
 import { backoffMs, enabledStages, remainingStages } from "../../src/provisioner/stages.js";
-import { claimable, keyFor, newRecord, appendLog } from "../../src/provisioner/state.js";
+import { recordKey, newRecord, appendLog } from "../../src/protocol/provision-record.js";
+import { claimable } from "../../src/provisioner/claim.js";
 import { ProvisionerConfigSchema } from "../../src/provisioner/config.js";
 import { Semaphore } from "../../src/provisioner/semaphore.js";
 import { parse as parseYaml } from "yaml";
@@ -106,8 +107,8 @@ test("claims: pending and expired nodes are claimable, live foreign ones and fin
 });
 
 test("KV keys escape characters KV does not allow; log tail is bounded", () => {
-  assert.equal(keyFor("web1.example.com"), "web1.example.com");
-  assert.equal(keyFor("a@b:c"), "a_40b_3ac");
+  assert.equal(recordKey("web1.example.com"), "web1.example.com");
+  assert.equal(recordKey("a@b:c"), "a_40b_3ac");
   const r = newRecord("x");
   for (let i = 0; i < 100; i++) appendLog(r, `line ${i}`);
   assert.equal(r.log.length, 30);

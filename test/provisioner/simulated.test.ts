@@ -10,7 +10,8 @@ import type { FleetNode } from "../../src/emulator/fleet.js";
 import { SimulatedCA, simulatedFactories } from "../../src/emulator/simulated.js";
 import { spawnMuster, isAlive, type MusterProcess } from "../../src/lab/processes.js";
 import { silentLogger } from "../../src/log.js";
-import { newRecord, StateStore, type NodeRecord } from "../../src/provisioner/state.js";
+import { newRecord, type NodeRecord } from "../../src/protocol/provision-record.js";
+import { ProvisionState } from "../../src/provisioner/state.js";
 import { connectNats, runCli } from "../support/collective.js";
 import { freePort, startNats, type NatsHandle } from "../support/index.js";
 import { writeSimulatedProvisionerConfig } from "../support/provisioner.js";
@@ -24,7 +25,7 @@ let nats: NatsHandle;
 let nc: NatsConnection;
 let emu: RunningEmulator;
 let client: MusterClient;
-let store: StateStore;
+let store: ProvisionState;
 const ca = new SimulatedCA();
 const failing = new Set<string>();
 /** Nodes whose next has_cert answer comes too late for the provisioner (a request lost in a failover). */
@@ -48,7 +49,7 @@ before(async () => {
   ];
   emu = await startEmulator({ nc, nodes: fleet, collective: "muster", log: silentLogger, factories: simulatedFactories(ca, { puppetRunMs: [20, 80], csrMs: 5, fail: (id) => failing.has(id) }) });
   client = await MusterClient.connect({ brokers: [nats.url], collective: "muster" });
-  store = await StateStore.open(client.nc, "muster_provision");
+  store = await ProvisionState.open(client, "muster_provision");
 });
 
 after(async () => {
@@ -143,7 +144,7 @@ test("a node a dead provisioner had already disabled is finished without asking 
   const id = "gone.test";
   const now = Date.now();
   const rec: NodeRecord = { ...newRecord(id, now), status: "in_progress", stage: "disable", owner: "prov-dead", claimExpires: now - 1000, rounds: 1, master: "master-de.test", masterAddress: "127.3.0.1", nodeAddress: "127.9.9.9" };
-  assert.ok(await store.save({ record: rec, revision: 0 }));
+  assert.ok(await store.compareAndSet({ record: rec, revision: 0 }));
   const p = provisioner("prov-heir", {}, ["--once"]);
   assert.equal(await p.exited, 0);
   const after = (await store.get(id))!.record;

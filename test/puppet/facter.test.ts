@@ -22,6 +22,8 @@ test("the real facter: a JSON object of facts", async () => {
   const facts = await runFacter("facter");
   assert.equal(typeof facts, "object");
   assert.ok("os" in facts || "kernel" in facts, `no os or kernel fact among ${Object.keys(facts).slice(0, 10).join(", ")}`);
+  // legacy facts too, as Puppet sends them: mcprovision configs name ipaddress (Facter 4 hides them unless asked)
+  assert.equal(facts.osfamily, (facts.os as { family?: string }).family);
 });
 
 test("a non-zero exit with facts on stdout: the facts are used and the failure is told", async () => {

@@ -8,6 +8,7 @@ import { buildFilter, type FilterOptions } from "../../src/filter/index.js";
 import { silentLogger } from "../../src/log.js";
 import { subjects } from "../../src/protocol/subjects.js";
 import { readRegistry } from "../../src/registry/bucket.js";
+import { bucketsOn } from "../../src/broker/bucket.js";
 import { RegistryConfigSchema } from "../../src/registry/config.js";
 import { startRegistry, type RunningRegistry } from "../../src/registry/daemon.js";
 import type { RegistryRecord } from "../../src/registry/record.js";
@@ -169,7 +170,7 @@ test("nodes not heard within max_age expire, from the bucket and from queries; n
   await storeLoses(r.store, "gone.example.net", 10_000);
   assert.deepEqual(await service.discover(buildFilter({}), opts), [alive[0]!.identity]);
   // the broker expires the key by the bucket's max_age too (no watch event: probe the bucket)
-  await eventually(async () => ((await readRegistry(nc, "expiry")).records.some((x) => x.identity === "gone.example.net") ? undefined : true), 10_000, "the broker expiring gone.example.net");
+  await eventually(async () => ((await readRegistry(bucketsOn(nc), "expiry")).records.some((x) => x.identity === "gone.example.net") ? undefined : true), 10_000, "the broker expiring gone.example.net");
   assert.deepEqual(await source.discover(buildFilter({}), opts), [alive[0]!.identity]);
   assert.ok(r.store.get(alive[0]!.identity), "a node registering every 0.2 s never expires");
 });
@@ -204,7 +205,7 @@ test("the config's max_age is the bucket's expiry, also for a bucket created wit
   await first.stop();
   const second = await registry(t, { bucket: "resize", max_age: 2, refresh: 0.5 });
   assert.equal(second.store.expireAfterMs, 2500);
-  assert.equal((await readRegistry(nc, "resize")).expireAfterMs, 2500);
+  assert.equal((await readRegistry(bucketsOn(nc), "resize")).expireAfterMs, 2500);
 });
 
 test("registry config: defaults, and clear errors for bad values", async () => {

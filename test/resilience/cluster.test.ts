@@ -15,7 +15,8 @@ import type { FleetNode } from "../../src/emulator/fleet.js";
 import { SimulatedCA, simulatedFactories } from "../../src/emulator/simulated.js";
 import { spawnMuster, type MusterProcess } from "../../src/lab/processes.js";
 import { silentLogger } from "../../src/log.js";
-import { StateStore, type NodeRecord } from "../../src/provisioner/state.js";
+import { type NodeRecord } from "../../src/protocol/provision-record.js";
+import { ProvisionState } from "../../src/provisioner/state.js";
 import { startCluster, type NatsCluster } from "../support/cluster.js";
 import { connectNats } from "../support/collective.js";
 
@@ -30,7 +31,7 @@ let cluster: NatsCluster | undefined;
 let nc: NatsConnection | undefined;
 let emu: RunningEmulator | undefined;
 let client: MusterClient | undefined;
-let store: StateStore;
+let store: ProvisionState;
 const ca = new SimulatedCA();
 const procs: MusterProcess[] = [];
 let env: NodeJS.ProcessEnv;
@@ -50,7 +51,7 @@ before(async () => {
   ];
   emu = await startEmulator({ nc, nodes: fleet, collective: "muster", log: silentLogger, factories: simulatedFactories(ca, { puppetRunMs: [200, 500], csrMs: 10 }) });
   client = await MusterClient.connect({ brokers: cluster.urls, collective: "muster" });
-  store = await StateStore.open(client.nc, BUCKET, 3);
+  store = await ProvisionState.open(client, BUCKET, { replicas: 3 });
 });
 
 after(async () => {
@@ -137,7 +138,7 @@ test("a broker and a provisioner SIGKILLed mid-run: 60 nodes, each provisioned e
   faults.push(`provisioner prov-a SIGKILLed at ${at()}`);
 
   const recs = await finished;
-  const all = await store.all();
+  const all = await store.list();
   const provisioned = ids.filter((id) => recs.get(id)!.status === "done");
   const failed = ids.filter((id) => recs.get(id)!.status !== "done");
   const duplicates = [...ca.certs.values()].filter((c) => c.signings > 1).length + ids.filter((id) => recs.get(id)!.rounds !== 1).length;

@@ -3,6 +3,7 @@ import assert from "node:assert/strict";
 import { existsSync, mkdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { pino } from "pino";
+import { streamsOn } from "../../src/broker/stream.js";
 import { MusterError } from "../../src/errors.js";
 import { AuditConfigSchema, Auditor, auditLine, subjectMatches, type AuditEntry } from "../../src/security/audit.js";
 import { connectNats, eventually, startBroker, tempDir } from "../support/collective.js";
@@ -85,7 +86,7 @@ test("stream: while JetStream is unavailable records wait (bounded), and closing
   const nc = await connectNats(broker.url);
   try {
     const a = new Auditor(AuditConfigSchema.parse({ stream: {}, buffer: 10 }), { identity: "n1", log });
-    a.connect(nc);
+    a.connect(streamsOn(nc));
     const t0 = performance.now();
     for (let i = 0; i < 25; i++) a.record(entry(i));
     assert.ok(performance.now() - t0 < 1000, "recording does not wait for the broker");

@@ -16,7 +16,8 @@ import { generateSigningKey, signMessage, type SigningKey } from "../../src/prot
 import { Status } from "../../src/protocol/status.js";
 import { PROOF_HEADER, TARGET_HEADER } from "../../src/protocol/targets.js";
 import { REPLY_PROTOCOL, type Reply } from "../../src/protocol/types.js";
-import { StateStore, type NodeRecord } from "../../src/provisioner/state.js";
+import { type NodeRecord } from "../../src/protocol/provision-record.js";
+import { ProvisionState } from "../../src/provisioner/state.js";
 import { DEFAULT_NODE_KEYS_BUCKET } from "../../src/protocol/buckets.js";
 import { nodeKeyName, parseNodeKeyEntry } from "../../src/protocol/node-keys.js";
 import { connectNats, eventually, runCli } from "../support/collective.js";
@@ -33,7 +34,7 @@ let nc: NatsConnection;
 let infra: RunningEmulator;
 let honest: RunningEmulator | undefined;
 let client: MusterClient;
-let store: StateStore;
+let store: ProvisionState;
 let prov: MusterProcess;
 const ca = new SimulatedCA();
 const failing = new Set<string>();
@@ -67,7 +68,7 @@ before(async () => {
   failing.add(A).add(B);
   honest = await startHonest();
   client = await MusterClient.connect({ brokers: [nats.url], collective: "muster" });
-  store = await StateStore.open(client.nc, "muster_provision");
+  store = await ProvisionState.open(client, "muster_provision");
   const cfg = writeSimulatedProvisionerConfig(dir, "prov", { broker: nats.url, concurrency: 4, retries: { attempts: 2, backoff: 0.05, max_backoff: 0.1 } });
   prov = spawnMuster(["provisioner", "--config", cfg, "--foreground"], { logFile: join(dir, "prov.out"), env: { ...process.env } });
 });
@@ -161,7 +162,7 @@ test("replies from another key or with a flipped signature are refused; B's cert
   // signed for B's own key (the simulated CA checks node_key as the real one does), and vouched for
   assert.equal(ca.certs.get(B)?.nodeKey, keys.get(B)!.publicKey);
   const entry = await eventually(async () => {
-    const e = await (await client.kv(DEFAULT_NODE_KEYS_BUCKET)).get(nodeKeyName(B));
+    const e = await (await client.bucket(DEFAULT_NODE_KEYS_BUCKET)).get(nodeKeyName(B));
     const p = e && parseNodeKeyEntry(e.value, e.key);
     return p && p.ok && p.entry.source === "certified" ? p.entry : undefined;
   }, 10_000, "B's directory entry certified");

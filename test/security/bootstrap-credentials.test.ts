@@ -8,13 +8,13 @@ import { stringify as toYaml } from "yaml";
 import { authorizationConfig, bootstrapUser, brokerUsers, type BrokerAuthSpec } from "../../src/broker/auth.js";
 import { issueBootstrapCredential, writeBootstrapCredential } from "../../src/broker/bootstrap.js";
 import { MusterClient } from "../../src/client/client.js";
-import { openProvisionState } from "../../src/fleet/provision-state.js";
 import { labBrokerSpec } from "../../src/lab/lab.js";
 import { nodeServerConfig } from "../../src/config/node.js";
 import { startNats, type NatsHandle } from "../../src/lab/nats.js";
 import { spawnMuster, type MusterProcess } from "../../src/lab/processes.js";
 import { generateSigningKey, type SigningKey } from "../../src/protocol/signing.js";
-import { newRecord } from "../../src/provisioner/state.js";
+import { newRecord } from "../../src/protocol/provision-record.js";
+import { ProvisionState } from "../../src/provisioner/state.js";
 import { ensureCA, issueCert, type CA, type CertFiles } from "../../src/security/pki.js";
 import { cleanEnv, eventually, rawConnection, runCli, tempDir } from "../support/collective.js";
 
@@ -199,7 +199,7 @@ test("single use: once B is provisioned its bootstrap credential is retired and 
     await present(admin, B).catch((e: Error) => {
       throw new Error(`${e.message}; ${B} log: ${tail(B)}`);
     });
-    const store = await openProvisionState(admin, "muster_provision");
+    const store = await ProvisionState.open(admin, "muster_provision");
     await store.put({ ...newRecord(B), status: "in_progress", stage: "disable", current: "notify" });
     await store.put({ ...newRecord(A), status: "in_progress", stage: "production" });
     await store.put({ ...newRecord("gone.test"), status: "done", stage: "notify" });

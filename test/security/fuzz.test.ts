@@ -29,6 +29,7 @@ import { BROADCAST_TARGET, targetTree } from "../../src/protocol/targets.js";
 import { targetHeaders } from "../../src/client/request.js";
 import { MATCH_EVERY_NODE } from "../../src/server/runtime.js";
 import { buildRuntime } from "../../src/server/server.js";
+import { ALWAYS_LOADED, coreAgentFactories } from "../../src/agents/builtin.js";
 import { newIntakeStats } from "../../src/server/stats.js";
 import { sampleDDL, sampleJson } from "../ddl/sample.js";
 import { cleanEnv, connectNats, eventually, examplesDir, startBroker, startMusterServer, tempDir, type Broker, type TestServer } from "../support/collective.js";
@@ -516,6 +517,8 @@ describe(`fuzz (seed ${SEED}; MUSTER_FUZZ_SEED replays)`, () => {
       mainCollective: "muster",
       facts: () => facts,
       classes: () => ["web", "apache::mod::ssl"],
+      always: ALWAYS_LOADED,
+      factories: coreAgentFactories,
       plugins: {},
       log: silent,
       intakeStats,

@@ -136,7 +136,7 @@ test("A's bootstrap credential cannot read B's directed requests, so B's own key
     assert.deepEqual(seen, [], `nothing of B's subject reached the impostor (${imp.errors.join(" | ")})`);
 
     // the provisioner vouches for B's key; a bootstrap credential cannot write the directory
-    const kv = await prov.kv(DEFAULT_NODE_KEYS_BUCKET, { create: { history: 1 } });
+    const kv = await prov.bucket(DEFAULT_NODE_KEYS_BUCKET, { create: { history: 1 } });
     await kv.put(nodeKeyName(B), encodeNodeKeyEntry({ identity: B, pubkey: bKey.publicKey, source: "pinned", time: Date.now(), by: "test" }));
     imp.nc.publish(`$KV.${DEFAULT_NODE_KEYS_BUCKET}.${nodeKeyName(B)}`, encodeNodeKeyEntry({ identity: B, pubkey: mallory.publicKey, source: "certified", time: Date.now(), by: "mallory" }));
     await eventually(async () => (await imp.nc.flush(), imp.errors.some((e) => /permissions violation.*KV\.muster_node_keys/i.test(e)) ? true : undefined), 10_000, "the broker refuses the impostor's directory write");
@@ -146,7 +146,7 @@ test("A's bootstrap credential cannot read B's directed requests, so B's own key
     // broadcast call's inbox in B's name, are dropped as another key than the directory's
     const admin = await MusterClient.connect({ brokers: [nats.url], collective: "muster", tls: tlsOf(certs.admin!), key: generateSigningKey("admin").key });
     try {
-      const entry = await (await admin.kv(DEFAULT_NODE_KEYS_BUCKET)).get(nodeKeyName(B));
+      const entry = await (await admin.bucket(DEFAULT_NODE_KEYS_BUCKET)).get(nodeKeyName(B));
       assert.equal(JSON.parse(new TextDecoder().decode(entry!.value)).pubkey, bKey.publicKey, "admins read the directory");
     } finally {
       await admin.close();

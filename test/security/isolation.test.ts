@@ -12,7 +12,6 @@ import { startNats, type NatsHandle } from "../../src/lab/nats.js";
 import { spawnMuster, type MusterProcess } from "../../src/lab/processes.js";
 import { generateSigningKey, type SigningKey } from "../../src/protocol/signing.js";
 import { ServerConfigSchema } from "../../src/server/config.js";
-import { RegistrySource } from "../../src/client/discovery/registry.js";
 import { RegistryConfigSchema } from "../../src/registry/config.js";
 import { startRegistry } from "../../src/registry/daemon.js";
 import { createLogger } from "../../src/log.js";
@@ -54,11 +53,11 @@ before(async () => {
   const bundle = join(tmp.path, "clients-ca.pem");
   writeFileSync(bundle, readFileSync(ca.cert, "utf8") + readFileSync(puppetCA.cert, "utf8"));
   nats = await startNats({ tls: { ...server, ca: bundle, clients: "map" }, config: authorizationConfig(spec) });
-  const admin = await client("admin", "muster");
+  const admin = await raw(svc.admin);
   try {
     await (await jetstreamManager(admin.nc)).streams.add({ name: "MUSTER_AUDIT", subjects: ["muster.audit.>"] });
   } finally {
-    await admin.close();
+    await admin.nc.close();
   }
 });
 
@@ -225,7 +224,7 @@ test("the broker refuses what a credential may not do", async () => {
   await assert.rejects(connect({ servers: nats.url, tls: { caFile: ca.cert, certFile: s.cert, keyFile: s.key }, timeout: 3000 }));
 });
 
-test("once provisioned the node leaves the provisioning collective and reconnects with its Puppet certificate", async () => {
+test("once provisioned the node leaves the provisioning collective and reconnects with its Puppet certificate", async (t) => {
   const n = nodeDir("web1.test");
   puppetCert("web1.test", n.ssldir); // what the provisioning steps leave behind
   const prov = await client("provisioner", "provisioning");
@@ -238,7 +237,9 @@ test("once provisioned the node leaves the provisioning collective and reconnect
     const st = await admin.call("provision", "is_disabled", {}, { nodes: ["web1.test"], timeoutMs: 10_000 });
     assert.equal(st.replies[0]?.data.disabled, true);
     // in production the node's user may publish its audit records (acknowledged on its own inbox)
-    const jsm = await jetstreamManager(admin.nc);
+    const adminRaw = await raw(svc.admin);
+    t.after(() => adminRaw.nc.close());
+    const jsm = await jetstreamManager(adminRaw.nc);
     const audited = await eventually(async () => {
       const m = await jsm.streams.getMessage("MUSTER_AUDIT", { last_by_subj: "muster.audit.web1.test" }).catch(() => undefined);
       return m && (m.json() as { action?: string }).action === "is_disabled" ? m : undefined;
@@ -289,11 +290,11 @@ test("the registry works within its user: nodes register, it stores, admins quer
   const admin = await client("admin", "muster");
   try {
     startNode("web4.test", { provisioning: undefined, registration: { interval: 1, splay: false } });
-    const source = new RegistrySource(admin.nc, { collective: "muster", via: "service" });
+    const source = await admin.registry({ via: "service" });
     await eventually(async () => ((await source.discover(emptyFilter(), { timeoutMs: 2000, idleMs: 200 })).includes("web4.test") ? true : undefined), 30_000, "web4.test in the registry").catch((e: Error) => {
       throw new Error(`${e.message}; node log tail: ${readFileSync(join(n.dir, "server.log"), "utf8").split("\n").slice(-6).join("\n")}; registry log tail: ${readFileSync(regLog, "utf8").split("\n").slice(-6).join("\n")}`);
     });
-    const records = await new RegistrySource(admin.nc, { collective: "muster", via: "bucket" }).records(emptyFilter());
+    const records = await (await admin.registry({ via: "bucket" })).records(emptyFilter());
     assert.ok(records.some((r) => r.identity === "web4.test"), "the admin reads the bucket too");
   } finally {
     await admin.close();
@@ -313,7 +314,7 @@ test("a registry started after a node asks it to register, within the broker's p
     startNode("web5.test", { provisioning: undefined, registration: { interval: 3600, splay: true } });
     await present(admin, "web5.test");
     reg = await startRegistry(RegistryConfigSchema.parse({ brokers: [nats.url], tls: tlsOf(svc.registry), log: { level: "silent" } }), createLogger({ level: "silent", name: "registry" }));
-    const source = new RegistrySource(admin.nc, { collective: "muster", via: "service" });
+    const source = await admin.registry({ via: "service" });
     await eventually(async () => ((await source.discover(emptyFilter(), { timeoutMs: 2000, idleMs: 200 })).includes("web5.test") ? true : undefined), 15_000, "web5.test registering on request").catch((e: Error) => {
       throw new Error(`${e.message}; node log tail: ${readFileSync(join(n.dir, "server.log"), "utf8").split("\n").slice(-6).join("\n")}`);
     });

@@ -37,7 +37,7 @@ const trusted = loadOrCreateSigningKey();
 const stranger = generateSigningKey("user=mallory").key;
 
 before(async () => {
-  broker = await startBroker({ maxPayload: "4MB" }); // above max_message_bytes, so oversized messages reach the server
+  broker = await startBroker(); // max_payload 4MB, above max_message_bytes, so oversized messages reach the server
   server = await startMusterServer(
     { identity: ID, broker: broker.url, facts: { country: "de" }, classes: ["web"], config: { max_message_bytes: MAX_BYTES, security: { max_clock_skew: SKEW } } },
     { dir: tmp.path, env },

@@ -5,8 +5,8 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { connect, type Msg, type NatsConnection, type NodeConnectionOptions, type Subscription } from "@nats-io/transport-node";
 import { stringify as toYaml } from "yaml";
-import { tlsBlock, type NatsTls } from "../../src/lab/nats.js";
-import { testNatsTls, testPki, testTlsEnv, testTlsOptions } from "./tls.js";
+import type { NatsHandle, NatsTls } from "../../src/lab/nats.js";
+import { testPki, testTlsEnv, testTlsOptions } from "./tls.js";
 
 // Helpers for integration tests of the collective: the real `muster` binary (server, emulate, client
 // commands) against a real nats-server. Every process started here is stopped by the returned
@@ -279,46 +279,29 @@ export interface Broker {
  * same port, for reconnect tests. No JetStream: the collective does not use it. TLS with the test
  * PKI (client certificates required) unless `tls` says otherwise; false for plain TCP.
  */
-export async function startBroker(opts: { port?: number; maxPayload?: string; start?: boolean; tls?: NatsTls | false } = {}): Promise<Broker> {
-  const { freePort, waitForPort } = await import("./index.js");
+export async function startBroker(opts: { port?: number; start?: boolean; tls?: NatsTls | false } = {}): Promise<Broker> {
+  const { freePort, startNats } = await import("./index.js");
   const port = opts.port ?? (await freePort());
   const dir = tempDir("broker");
-  const conf = join(dir.path, "nats.conf");
-  const tls = opts.tls === false ? "" : tlsBlock(opts.tls ?? testNatsTls());
-  writeFileSync(conf, `listen: "127.0.0.1:${port}"\nmax_payload: ${opts.maxPayload ?? "4MB"}\n${tls}`);
-  let child: ChildProcess | undefined;
+  let nats: NatsHandle | undefined;
   const broker: Broker = {
     url: `nats://127.0.0.1:${port}`,
     port,
     async start() {
-      if (child) return;
-      const c = spawn("nats-server", ["-c", conf], { stdio: ["ignore", "ignore", "pipe"] });
-      child = c;
-      let stderr = "";
-      c.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
-      const early = new Promise<never>((_, reject) => {
-        c.once("error", (e) => reject(new Error(`cannot start nats-server (apt-get install nats-server): ${e.message}`)));
-        c.once("exit", (code) => reject(new Error(`nats-server exited early with ${code}: ${stderr.slice(-2000)}`)));
-      });
-      early.catch(() => undefined);
-      await Promise.race([waitForPort("127.0.0.1", port, 10_000), early]);
+      if (nats) return;
+      // the same starter as every other test broker, on a kept port and directory
+      nats = await startNats({ port, dir: dir.path, jetstream: false, tls: opts.tls });
     },
     async stop() {
-      const c = child;
-      child = undefined;
-      if (!c || c.exitCode !== null || c.signalCode !== null) return;
-      const gone = new Promise((r) => c.once("exit", r));
-      c.kill("SIGTERM");
-      const t = setTimeout(() => c.kill("SIGKILL"), 5000);
-      await gone;
-      clearTimeout(t);
+      const n = nats;
+      nats = undefined;
+      await n?.stop();
     },
     async dispose() {
       await broker.stop();
       dir.remove();
     },
   };
-  process.once("exit", () => child?.kill("SIGKILL")); // last resort if a test process dies without its after hooks
   if (opts.start !== false) await broker.start();
   return broker;
 }

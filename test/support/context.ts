@@ -1,6 +1,10 @@
+import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { pino } from "pino";
-import type { ActionContext } from "../../src/server/agent.js";
+import type { ActionContext, ReplyData } from "../../src/agent/agent.js";
+import { validateInput } from "../../src/ddl/validate.js";
+import type { AgentDDL } from "../../src/ddl/types.js";
+import { RpcError } from "../../src/errors.js";
 import type { NodeMetadata } from "../../src/protocol/types.js";
 
 export type TestContext = ActionContext & {
@@ -49,4 +53,25 @@ export function makeContext(overrides: ContextOverrides = {}): TestContext {
     abort: (reason?: unknown) => controller.abort(reason),
     emitted,
   };
+}
+
+/** Calls an action as the server would: the input validated against the agent's DDL, then its handler. */
+export async function callAction(agent: { ddl: AgentDDL; actions: object }, action: string, input: Record<string, unknown>, ctx: ActionContext): Promise<ReplyData> {
+  const validated = validateInput(agent.ddl, action, input);
+  const handler = (agent.actions as Record<string, (i: unknown, c: unknown) => Promise<ReplyData> | ReplyData>)[action];
+  assert.ok(handler, `no handler for ${action}`);
+  return handler(validated, ctx);
+}
+
+/** Expects `p` to fail with an RpcError of `status` (and a message matching `re`); returns the error. */
+export async function rejectsWith(p: Promise<unknown> | unknown, status: number, re?: RegExp): Promise<RpcError> {
+  try {
+    await p;
+  } catch (e) {
+    assert.ok(e instanceof RpcError, `expected RpcError, got ${String(e)}`);
+    assert.equal(e.status, status, e.message);
+    if (re) assert.match(e.message, re);
+    return e;
+  }
+  assert.fail(`expected RpcError with status ${status}, got success`);
 }

@@ -1,10 +1,11 @@
 import type { NatsConnection } from "@nats-io/transport-node";
+import { bucketsOn } from "../../src/broker/bucket.js";
 import { RegistryStore } from "../../src/registry/store.js";
 
 /** Resolves once the registry bucket holds every identity (watching it, not polling); rejects at the deadline naming the missing ones. */
 export async function waitRegistered(nc: NatsConnection, identities: string[], opts: { bucket?: string; timeoutMs?: number } = {}): Promise<void> {
   const timeoutMs = opts.timeoutMs ?? 20_000;
-  const store = await RegistryStore.open(nc, opts.bucket ?? "muster-registry");
+  const store = await RegistryStore.open(bucketsOn(nc), opts.bucket ?? "muster-registry");
   try {
     await new Promise<void>((resolve, reject) => {
       const missing = new Set(identities.filter((id) => !store.get(id)));

@@ -11,7 +11,9 @@ import type { FleetNode } from "../../src/emulator/fleet.js";
 import { SimulatedCA, simulatedFactories } from "../../src/emulator/simulated.js";
 import { SimulatedPuppetFleet } from "../../src/emulator/simulated-puppet.js";
 import { silentLogger } from "../../src/log.js";
-import { newRecord, StateStore } from "../../src/provisioner/state.js";
+import { newRecord } from "../../src/protocol/provision-record.js";
+import { ProvisionState } from "../../src/provisioner/state.js";
+import { bucketsOn } from "../../src/broker/bucket.js";
 import { launchChromium, watchPageProblems } from "../support/browser.js";
 import { cleanEnv, connectNats, spawnMuster, tempDir, type MusterProcess } from "../support/collective.js";
 import { freePort, startNats, type NatsHandle } from "../support/index.js";
@@ -48,7 +50,7 @@ let natsPort: number;
 let nc: NatsConnection;
 let emu: RunningEmulator;
 let puppetEmu: RunningEmulator;
-let store: StateStore;
+let store: ProvisionState;
 let registry: MusterProcess;
 let web: MusterProcess;
 let provisioner: MusterProcess | undefined;
@@ -80,7 +82,7 @@ before(async () => {
   const sim = new SimulatedPuppetFleet({ runMs: () => 300 });
   puppetEmu = await startEmulator({ nc, nodes: managedFleet, collective: "muster", log: silentLogger, registration: { interval: 1, splay: false }, factories: { ...coreAgentFactories, puppet: sim.factory } });
   await waitRegistered(nc, [...fleet, ...managedFleet].map((n) => n.identity));
-  store = await StateStore.open(nc, "muster_provision");
+  store = await ProvisionState.open(bucketsOn(nc), "muster_provision");
 
   const tokens = join(tmp.path, "tokens");
   writeFileSync(tokens, `# token role name\n${OPERATOR} operator alice\n${VIEWER} viewer bob\n`, { mode: 0o600 });
@@ -295,9 +297,9 @@ test("the page says when the broker is down, and comes back live by itself when 
   const id = "late.test";
   const nc2 = await connectNats(nats.url);
   try {
-    const st = await StateStore.open(nc2, "muster_provision");
+    const st = await ProvisionState.open(bucketsOn(nc2), "muster_provision");
     const rec = { ...newRecord(id), status: "failed" as const, lastError: "written after the broker came back", startedAt: Date.now() };
-    assert.ok(await st.save({ record: rec, revision: 0 }));
+    assert.ok(await st.compareAndSet({ record: rec, revision: 0 }));
     await page.waitForSelector(`.failed-card[data-identity="${id}"]`, { timeout: 30_000 });
   } finally {
     await nc2.drain().catch(() => undefined);

@@ -5,7 +5,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { silentLogger } from "../../src/log.js";
-import { newRecord, StateStore } from "../../src/provisioner/state.js";
+import { newRecord } from "../../src/protocol/provision-record.js";
+import { ProvisionState } from "../../src/provisioner/state.js";
+import { bucketsOn } from "../../src/broker/bucket.js";
 import { loadRegistryConfig } from "../../src/registry/config.js";
 import { startRegistry, type RunningRegistry } from "../../src/registry/daemon.js";
 import { WebConfigSchema } from "../../src/web/config.js";
@@ -34,7 +36,7 @@ before(async () => {
   natsPort = await freePort();
   nats = await startNats({ jetstream: true, dir: natsDir, port: natsPort });
   const nc = await connectNats(nats.url);
-  await (await StateStore.open(nc, BUCKET)).put({ ...newRecord("one.test"), status: "pending" });
+  await (await ProvisionState.open(bucketsOn(nc), BUCKET)).put({ ...newRecord("one.test"), status: "pending" });
   await nc.drain();
   const regPort = await freePort();
   regCfgPath = join(dir, "registry.yaml");
@@ -85,7 +87,7 @@ test("broker and registry down are named on /api/health and the stream; both rec
     // the board follows the bucket again: a record written after the restart arrives
     const nc: NatsConnection = await connectNats(nats.url);
     try {
-      await (await StateStore.open(nc, BUCKET)).put({ ...newRecord("two.test"), status: "pending" });
+      await (await ProvisionState.open(bucketsOn(nc), BUCKET)).put({ ...newRecord("two.test"), status: "pending" });
     } finally {
       await nc.drain();
     }

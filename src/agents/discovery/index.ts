@@ -1,4 +1,4 @@
-import { defineAgent } from "../../server/agent.js";
+import { defineAgent } from "../../agent/agent.js";
 import type { AgentDDL } from "../../ddl/types.js";
 
 // Broadcast discovery: a node whose filter matches answers `ping`; clients collect the identities.

@@ -1,4 +1,4 @@
-import { defineAgent, type Agent, type AgentKvOpener } from "../../server/agent.js";
+import { defineAgent, type Agent, type AgentKvOpener } from "../../agent/agent.js";
 import { sendAction, type SendDeps } from "./actions/send.js";
 import { notifyDDL, type NotifyDDL } from "./ddl.js";
 

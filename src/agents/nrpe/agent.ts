@@ -1,4 +1,4 @@
-import { defineAgent, type Agent } from "../../server/agent.js";
+import { defineAgent, type Agent } from "../../agent/agent.js";
 import { runcommand } from "./actions/runcommand.js";
 import { nrpeDDL, type NrpeDDL } from "./ddl.js";
 

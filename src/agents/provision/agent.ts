@@ -1,7 +1,7 @@
 import { existsSync } from "node:fs";
 import { RpcError } from "../../errors.js";
 import { Status } from "../../protocol/status.js";
-import { defineAgent, type ActionContext, type Agent, type DataPlugin } from "../../server/agent.js";
+import { defineAgent, type ActionContext, type Agent, type DataPlugin } from "../../agent/agent.js";
 import { bootstrapPuppet } from "./actions/bootstrap_puppet.js";
 import { daemonizePuppet } from "./actions/daemonize_puppet.js";
 import { disableProvisioner } from "./actions/disable_provisioner.js";

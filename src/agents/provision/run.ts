@@ -1,4 +1,4 @@
-import type { ActionContext, ReplyData } from "../../server/agent.js";
+import type { ActionContext, ReplyData } from "../../agent/agent.js";
 import { RpcError } from "../../errors.js";
 import { Status } from "../../protocol/status.js";
 import { exportedFacts, type PuppetRunResult } from "../../puppet/index.js";

@@ -1,9 +1,9 @@
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
-import { exportFactsSetting, puppetNodeSettings, settingsReader, type PuppetNodeSettings } from "../settings.js";
+import { exportFactsSetting, puppetAgentSettings, puppetNodeSettings, settingsReader, type PuppetNodeSettings } from "../settings.js";
 import { dirname, isAbsolute } from "node:path";
 import { RpcError } from "../../errors.js";
 import { Status } from "../../protocol/status.js";
-import type { ActionContext } from "../../server/agent.js";
+import type { ActionContext } from "../../agent/agent.js";
 import { MusterError } from "../../errors.js";
 import { factFileKind, PuppetAgent } from "../../puppet/index.js";
 import type { NodeOps, PuppetTarget } from "../../privileged/node-ops.js";
@@ -83,18 +83,7 @@ export function puppetTarget(s: ProvisionSettings): PuppetTarget {
 }
 
 export function puppetAgentFor(s: ProvisionSettings): PuppetAgent {
-  return new PuppetAgent({
-    puppetBin: s.puppetBin,
-    confdir: s.confdir,
-    vardir: s.vardir,
-    ssldir: s.ssldir,
-    certname: s.certname,
-    ...(s.server !== undefined ? { server: s.server } : {}),
-    ...(s.serverport !== undefined ? { serverport: s.serverport } : {}),
-    ...(s.logdir !== undefined ? { logdir: s.logdir } : {}),
-    ...(s.rundir !== undefined ? { rundir: s.rundir } : {}),
-    ...(s.publicdir !== undefined ? { publicdir: s.publicdir } : {}),
-  });
+  return new PuppetAgent(puppetAgentSettings(s));
 }
 
 // ---- deploy lock: a JSON file {owner, expires, acquired, identity} ----

@@ -1,4 +1,4 @@
-import { defineAgent, type Agent, type DataPlugin } from "../../server/agent.js";
+import { defineAgent, type Agent, type DataPlugin } from "../../agent/agent.js";
 import { disable } from "./actions/disable.js";
 import { enable } from "./actions/enable.js";
 import { lastRunSummary } from "./actions/last_run_summary.js";

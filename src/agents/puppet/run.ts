@@ -2,7 +2,7 @@ import type { ActionInput } from "../../ddl/types.js";
 import { RpcError } from "../../errors.js";
 import { Status } from "../../protocol/status.js";
 import { catalogRunPid, exportedFacts, puppetStatePaths, readDisabled, type PuppetAgent, type PuppetRunResult } from "../../puppet/index.js";
-import type { ActionContext, ReplyData } from "../../server/agent.js";
+import type { ActionContext, ReplyData } from "../../agent/agent.js";
 import { RUN_COMPLETE_EVENT, type PuppetDDL, type RunCompleteData } from "./ddl.js";
 import type { ActiveRun, PuppetRuntime } from "./runtime.js";
 import { puppetAgentFor, type PuppetSettings } from "./settings.js";

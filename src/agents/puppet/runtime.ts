@@ -1,4 +1,4 @@
-import type { ActionContext } from "../../server/agent.js";
+import type { ActionContext } from "../../agent/agent.js";
 import { catalogRunPid, puppetStatePaths, readDisabled, readLastRunSummary } from "../../puppet/index.js";
 import type { RunCompleteData } from "./ddl.js";
 import { puppetAgentFor, resolveSettings, type PuppetSettings } from "./settings.js";

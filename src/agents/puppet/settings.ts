@@ -1,4 +1,4 @@
-import { exportFactsSetting, puppetNodeSettings, settingsReader, type PuppetNodeSettings, type SettingsReader } from "../settings.js";
+import { exportFactsSetting, puppetAgentSettings, puppetNodeSettings, settingsReader, type PuppetNodeSettings, type SettingsReader } from "../settings.js";
 import { isFactName, PuppetAgent } from "../../puppet/index.js";
 
 // `plugins.puppet` settings (ctx.config; strings from config files are coerced).
@@ -59,23 +59,5 @@ function fixedFacts(v: unknown, badSetting: SettingsReader["bad"]): Record<strin
 
 /** The node's PuppetAgent; `server` ("host[:port]") overrides the configured master. */
 export function puppetAgentFor(s: PuppetSettings, server?: string): PuppetAgent {
-  let host = s.server;
-  let port = s.serverport;
-  if (server !== undefined) {
-    const [h, p] = server.split(":");
-    host = h;
-    port = p !== undefined ? Number(p) : undefined;
-  }
-  return new PuppetAgent({
-    puppetBin: s.puppetBin,
-    confdir: s.confdir,
-    vardir: s.vardir,
-    ssldir: s.ssldir,
-    certname: s.certname,
-    ...(host !== undefined ? { server: host } : {}),
-    ...(port !== undefined ? { serverport: port } : {}),
-    ...(s.logdir !== undefined ? { logdir: s.logdir } : {}),
-    ...(s.rundir !== undefined ? { rundir: s.rundir } : {}),
-    ...(s.publicdir !== undefined ? { publicdir: s.publicdir } : {}),
-  });
+  return new PuppetAgent(puppetAgentSettings(s, server));
 }

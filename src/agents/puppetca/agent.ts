@@ -1,4 +1,4 @@
-import { defineAgent, type Agent } from "../../server/agent.js";
+import { defineAgent, type Agent } from "../../agent/agent.js";
 import { clean } from "./actions/clean.js";
 import { list } from "./actions/list.js";
 import { revoke } from "./actions/revoke.js";

@@ -1,4 +1,4 @@
-import { defineAgent, type Agent } from "../../server/agent.js";
+import { defineAgent, type Agent } from "../../agent/agent.js";
 import { apply } from "./actions/apply.js";
 import { show } from "./actions/show.js";
 import { resourceDDL, type ResourceDDL } from "./ddl.js";

@@ -1,25 +1,13 @@
 import { memoryUsage } from "node:process";
 import { RpcError } from "../../errors.js";
-import type { AgentDDL } from "../../ddl/types.js";
 import { Status } from "../../protocol/status.js";
-import type { NodeMetadata } from "../../protocol/types.js";
-import { defineAgent } from "../../server/agent.js";
+import { defineAgent } from "../../agent/agent.js";
+import type { NodeIntrospection } from "../../agent/catalogue.js";
 import { lookupFact } from "../../protocol/facts.js";
 import { rpcutilDDL } from "./ddl.js";
 
 export { rpcutilDDL };
 
-/** What rpcutil may see of the node hosting it (the server provides it; the agent stays transport-free). */
-export interface NodeIntrospection {
-  metadata(): NodeMetadata;
-  stats(): Record<string, number>;
-  agentDDLs(): AgentDDL[];
-  dataPluginNames(): string[];
-  queryData(plugin: string, argument: string | undefined): Promise<Record<string, unknown> | undefined>;
-  mainCollective: string;
-  version: string;
-  startedAt: number;
-}
 
 
 export function createRpcutilAgent(node: NodeIntrospection) {

@@ -29,9 +29,10 @@ const generationArg = (v: string) => {
  * the notification, which may run this very command, comes after that).
  */
 async function provisionedIdentities(o: { broker?: string; config?: string; bucket?: string }): Promise<string[]> {
-  const [{ MusterClient }, { openExistingProvisionState }, { loadClientConfig, resolveBrokerSettings }] = await Promise.all([
+  const [{ MusterClient }, { ProvisionState }, { Stages }, { loadClientConfig, resolveBrokerSettings }] = await Promise.all([
     import("../../client/client.js"),
-    import("../../fleet/provision-state.js"),
+    import("../../provisioner/state.js"),
+    import("../../protocol/provision-record.js"),
     import("../config.js"),
   ]);
   const cfg = loadClientConfig(o.config);
@@ -39,10 +40,9 @@ async function provisionedIdentities(o: { broker?: string; config?: string; buck
   const client = await MusterClient.connect({ brokers: broker.servers, collective: cfg.collective, name: "muster-broker-users", tls: broker.tls, from: broker.from });
   try {
     const bucket = o.bucket ?? (cfg.provision_bucket as string | undefined) ?? DEFAULT_STATE_BUCKET;
-    const store = await openExistingProvisionState(client, bucket);
-    const { Stages } = await import("../../provisioner/stages.js");
+    const store = await ProvisionState.openExisting(client, bucket);
     const disabled = Stages.indexOf("disable");
-    return store ? (await store.all()).filter((r) => r.status === "done" || (r.stage !== undefined && Stages.indexOf(r.stage) >= disabled)).map((r) => r.identity) : [];
+    return store ? (await store.list()).filter((r) => r.status === "done" || (r.stage !== undefined && Stages.indexOf(r.stage) >= disabled)).map((r) => r.identity) : [];
   } finally {
     await client.close();
   }

@@ -1,6 +1,6 @@
 import { Command, InvalidArgumentError } from "commander";
-import type { NatsConnection } from "@nats-io/transport-node";
-import type { TlsSettings } from "../../broker/connect.js";
+import type { BrokerConnection, TlsSettings } from "../../broker/connect.js";
+import type { MusterClient } from "../../client/client.js";
 import type { SigningKey } from "../../protocol/signing.js";
 import type { BrokerSettings, ClientConfig } from "../config.js";
 import { addCommonOptions, type CommonOpts } from "../options.js";
@@ -102,7 +102,7 @@ export async function runDoctor(o: DoctorOpts): Promise<Check[]> {
     skipRest(["broker", "tls handshake", "discovery", "trust"], "the TLS files are not readable");
     return checks;
   }
-  let nc: NatsConnection;
+  let nc: BrokerConnection;
   try {
     nc = await connectBroker({ servers: broker.servers, from: broker.from, name: "muster-doctor", tls: broker.tls, timeoutMs: 5000 });
   } catch (e) {
@@ -130,7 +130,7 @@ export async function runDoctor(o: DoctorOpts): Promise<Check[]> {
 
     // 6. trust: ask directly the nodes that kept quiet
     const named = o.identity ?? [];
-    const registered = await registryIdentities(nc, config, collective);
+    const registered = await registryIdentities(client, config);
     const quiet = [...new Set([...named, ...registered])].filter((id) => !discovered.includes(id)).slice(0, MAX_PROBES);
     const pub = signingKeyFile(key.name).replace(/\.pem$/, ".pub");
     const trustFix = `copy ${pub} to each node's security.trusted_keys_dir as ${key.name}.pub (or list it in security.trusted_keys) and restart it (docs/security.md#keys-and-the-trust-store)`;
@@ -159,12 +159,11 @@ export async function runDoctor(o: DoctorOpts): Promise<Check[]> {
   return checks;
 }
 
-/** Identities the registry knows in the collective, if a registry bucket exists (else none). */
-async function registryIdentities(nc: NatsConnection, config: ClientConfig, collective: string): Promise<string[]> {
+/** Identities the registry knows in the client's collective, if a registry bucket exists (else none). */
+async function registryIdentities(client: MusterClient, config: ClientConfig): Promise<string[]> {
   try {
-    const { RegistrySource } = await import("../../client/discovery/registry.js");
     const { emptyFilter } = await import("../../protocol/types.js");
-    const records = await new RegistrySource(nc, { bucket: config.registry_bucket, collective }).records(emptyFilter(), 3000);
+    const records = await (await client.registry({ bucket: config.registry_bucket })).records(emptyFilter(), 3000);
     return records.map((r) => r.identity).sort();
   } catch {
     return []; // no registry here: only -I names nodes to ask

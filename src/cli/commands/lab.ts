@@ -8,7 +8,7 @@ import type { Role } from "../../web/auth.js";
 import { LAB_REGIONS } from "../../lab/regions.js";
 import { receiverCommand } from "../../lab/receiver-command.js";
 import { DEFAULT_STATE_BUCKET } from "../../protocol/buckets.js";
-import type { NodeRecord } from "../../provisioner/state.js";
+import type { NodeRecord } from "../../protocol/provision-record.js";
 import { bold, green, red, yellow } from "../style.js";
 
 // `muster lab`: a local fleet on loopback that provisions itself end to end against real Puppet.
@@ -21,8 +21,8 @@ const ts = () => new Date().toISOString().slice(11, 19);
 // The lab's machinery (NATS, JetStream, puppetserver control, YAML) loads when a subcommand runs,
 // not for `muster lab --help` (npm run bench:cli).
 const load = async () => {
-  const [lab, scale, { MusterClient }, { openProvisionState }, { stringify: toYaml }, { unpackMuster }] = await Promise.all([import("../../lab/lab.js"), import("../../lab/scale.js"), import("../../client/client.js"), import("../../fleet/provision-state.js"), import("yaml"), import("../../lab/package.js")]);
-  return { ...lab, ...scale, MusterClient, openProvisionState, toYaml, unpackMuster };
+  const [lab, scale, { MusterClient }, { ProvisionState }, { stringify: toYaml }, { unpackMuster }] = await Promise.all([import("../../lab/lab.js"), import("../../lab/scale.js"), import("../../client/client.js"), import("../../provisioner/state.js"), import("yaml"), import("../../lab/package.js")]);
+  return { ...lab, ...scale, MusterClient, ProvisionState, toYaml, unpackMuster };
 };
 
 function running(s: LabState): boolean {
@@ -31,9 +31,9 @@ function running(s: LabState): boolean {
 
 /** Live progress of these nodes' provisioning until each is done or failed; `since`: ignore records older than this (an earlier machine's). */
 async function followProvisioning(s: LabState, ids: string[], timeoutMs: number, since = 0): Promise<NodeRecord[]> {
-  const { MusterClient, openProvisionState } = await load();
+  const { MusterClient, ProvisionState } = await load();
   const client = await MusterClient.connect({ brokers: [s.broker], collective: s.collective, name: "muster-lab-follow", tls: s.tls?.admin });
-  const store = await openProvisionState(client, DEFAULT_STATE_BUCKET);
+  const store = await ProvisionState.open(client, DEFAULT_STATE_BUCKET);
   const { progressBar } = await import("../output.js"); // a terminal's bar, only when following
   const bar = progressBar(true);
   const seen = new Map<string, string>();
@@ -55,7 +55,7 @@ async function followProvisioning(s: LabState, ids: string[], timeoutMs: number,
   } finally {
     bar.stop();
   }
-  const all = await store.all();
+  const all = await store.list();
   await client.close();
   return all.filter((r) => ids.includes(r.identity));
 }
@@ -67,19 +67,85 @@ function webLogin(w: LabWeb, labWebToken: (file: string, role: Role) => string |
   return `web console: ${w.url}\n  log in with the operator token ${op ?? "(see the file)"} or the viewer token ${viewer ?? "(see the file)"} (both in ${w.tokens_file})`;
 }
 
+/**
+ * ./.muster/client.yaml: plain muster commands in this checkout reach the lab as its operator; with
+ * machines, `muster ssh` reaches them through the lab's ssh_config and key.
+ */
+function writeClientConfig(s: LabState, toYaml: (v: unknown) => string): void {
+  writeFileSync(clientConfig(), toYaml({ brokers: [s.broker], collective: s.collective, tls: s.tls.admin, ...(s.machines ? { ssh_command: `ssh -F ${s.machines.ssh.config}` } : {}) }));
+}
+
+/** The lab here, running, or a message and exit 1. */
+async function runningLab(): Promise<LabState | undefined> {
+  const { readLabState } = await load();
+  const s = readLabState(labDir());
+  if (!s || !running(s)) {
+    process.stdout.write("no running lab here (start one with `muster lab up`)\n");
+    process.exitCode = 1;
+    return undefined;
+  }
+  return s;
+}
+
+/** A machine of the lab by identity, or a usage error naming the machines there are. */
+function labMachine(s: LabState, identity: string) {
+  const n = s.nodes.find((x) => x.identity === identity);
+  if (!n?.machine) {
+    const names = s.nodes.filter((x) => x.machine).map((x) => x.identity);
+    throw new MusterError("MUSTER_USAGE", n ? `${identity} is a process node, not a machine (start a lab with --machines N for machines)` : `no machine ${identity} in the lab (machines: ${names.join(", ") || "none: start the lab with --machines N"})`);
+  }
+  return n as typeof n & { machine: NonNullable<typeof n.machine> };
+}
+
 export function labCommand(): Command {
   const lab = new Command("lab").description("A local fleet on loopback: broker, two real puppetservers, nodes, notifier and provisioner");
   lab.addCommand(
     new Command("up")
       .description("Start the lab and provision every node end to end, with live progress; leaves the lab running")
-      .option("--nodes <n>", "how many nodes to provision", "4")
+      .option("--machines <n>", "how many nodes, each a whole Debian system booted with systemd-nspawn on the lab's own network, installing the package through cloud-init (the default: 4, when this host can run them)")
+      .option("--nodes <n>", "how many nodes, as processes on this host instead (fast, no root needed)")
+      .option("--vm", "with --machines: QEMU virtual machines with their own kernel (software emulation here: minutes per machine)")
+      .option("--package <file>", "with --machines: the .deb they install (default: built now from this checkout)")
       .option("--timeout <seconds>", "give up following progress after this long", "900")
       .option("--from-package <file>", "run the lab's muster processes from this .deb (npm run package), unpacked into .muster/lab/pkg, instead of this checkout")
-      .action(async (o: { nodes: string; timeout: string; fromPackage?: string }) => {
+      .addHelpText(
+        "after",
+        `
+Machines are the lab's default: each node is a Debian system with systemd as PID 1, its own
+hostname, address and sshd, booted from a cached image built with mmdebstrap from Debian's
+packages (a minute or two, once). cloud-init installs the package from the lab's package server
+and starts muster-server.service; the provisioner takes it from there. The lab's network namespace
+has no route out: machines reach the broker and masters through relays. They need root and
+systemd-container, mmdebstrap and socat (./scripts/setup.sh installs them); without them the lab
+says so and runs process nodes.
+
+Examples:
+  muster lab up                      4 machines booted through cloud-init (process nodes if this host cannot)
+  muster lab up --machines 8         8 machines
+  muster lab up --nodes 6            6 process nodes on this host (no root needed)
+  muster lab up --machines 1 --vm    one QEMU machine with its own kernel (slow here: ~5-10 min)`,
+      )
+      .action(async (o: { nodes: string; machines?: string; vm?: boolean; package?: string; timeout: string; fromPackage?: string }) => {
         const { readLabState, stopLabFromState, startLab, toYaml, labWebToken, unpackMuster } = await load();
-        const n = Number(o.nodes);
-        if (!Number.isInteger(n) || n < 1 || n > 200) throw new MusterError("MUSTER_USAGE", "--nodes takes a whole number from 1 to 200");
+        if (o.machines && o.nodes) throw new MusterError("MUSTER_USAGE", "--machines and --nodes choose the kind of node: give one");
+        if (!o.machines && !o.nodes && !o.vm) {
+          // machines by default, when this host can run them
+          try {
+            (await import("../../lab/machines/fleet.js")).checkMachineHost("nspawn");
+            o.machines = "4";
+          } catch (e) {
+            process.stderr.write(`${ts()} ${yellow("process nodes")}: ${(e as Error).message}\n`);
+            o.nodes = "4";
+          }
+        }
+        const n = Number(o.machines ?? o.nodes);
+        if (!Number.isInteger(n) || n < 1 || n > 200) throw new MusterError("MUSTER_USAGE", `${o.machines ? "--machines" : "--nodes"} takes a whole number from 1 to 200`);
+        if (o.machines && n > 50) throw new MusterError("MUSTER_USAGE", "--machines takes a whole number from 1 to 50 (each machine is a whole system)");
+        if ((o.vm || o.package) && !o.machines) throw new MusterError("MUSTER_USAGE", `${o.vm ? "--vm" : "--package"} goes with --machines N`);
+        if (o.package && !existsSync(o.package)) throw new MusterError("MUSTER_USAGE", `--package: no file ${o.package} (build one with \`npm run package\`; it prints the path)`);
         if (o.fromPackage && !existsSync(o.fromPackage)) throw new MusterError("MUSTER_USAGE", `--from-package: no file ${o.fromPackage} (build one with \`npm run package\`; it prints the path)`);
+        const machines = o.machines ? { kind: (o.vm ? "vm" : "nspawn") as "vm" | "nspawn", deb: o.package ?? o.fromPackage, imageCache: resolve(".muster", "images") } : undefined;
+        if (machines) (await import("../../lab/machines/fleet.js")).checkMachineHost(machines.kind); // says what to install before anything starts
         const existing = readLabState(labDir());
         if (existing && running(existing)) {
           process.stdout.write(`The lab is already running (${existing.nodes.length} nodes, broker ${existing.broker}).\nSee \`muster lab status\`, or \`muster lab down\` first to start afresh.\n`);
@@ -91,23 +157,26 @@ export function labCommand(): Command {
         const t0 = Date.now();
         const pkg = o.fromPackage ? unpackMuster(o.fromPackage, resolve(labDir(), "pkg")) : undefined;
         if (pkg) process.stderr.write(`${ts()} running muster ${pkg.version} from ${o.fromPackage} (${pkg.bin})\n`);
-        const started = await startLab({ dir: labDir(), nodes: n, detached: true, provisioner: true, bin: pkg?.bin, progress: (l) => process.stderr.write(`${ts()} ${l}\n`) });
+        const started = await startLab({ dir: labDir(), nodes: n, detached: true, provisioner: true, bin: pkg?.bin, machines, progress: (l) => process.stderr.write(`${ts()} ${l}\n`) });
         const s = started.state;
-        writeFileSync(clientConfig(), toYaml({ brokers: [s.broker], collective: s.collective, tls: s.tls.admin }));
+        writeClientConfig(s, toYaml);
         process.stderr.write(`${ts()} lab is up; provisioning ${n} nodes${s.web ? `; watch it at ${s.web.url}` : ""}\n`);
         const recs = await followProvisioning(s, s.nodes.map((n) => n.identity), Number(o.timeout) * 1000);
         const done = recs.filter((r) => r.status === "done").length;
         process.stdout.write(`\n${(await import("./provision.js")).renderStatusTable(recs)}\n\n`);
         process.stdout.write(`${bold(`${done} of ${n} nodes provisioned`)} in ${((Date.now() - t0) / 1000).toFixed(0)} s (lab start included). Notifications: ${s.receiver.file}\n\n`);
         if (s.web) process.stdout.write(`${webLogin(s.web, labWebToken)}\n\n`);
-        process.stdout.write(`The lab keeps running. Try:\n  muster ping\n  muster find -F country=de\n  muster provision status\n  muster facts country\n  muster puppet runall 2 -C role::web\n  muster find -W "environment=development customer=acme mysql::master"\n  muster nrpe check_load -W "environment=development customer=acme mysql::master"\n  muster rpc rpcutil daemon_stats -I ${s.nodes[0]?.identity ?? "node01.eu.lab"}\n  muster lab add --count 2\n  muster lab status\n  muster lab down\n`);
+        if (s.machines) process.stdout.write(`Machines: ssh into one with \`muster ssh -I ${s.nodes[0]?.identity}\`, run a command in it with \`muster lab exec ${s.nodes[0]?.identity} -- systemctl status muster-server\`, reboot or cut its power with \`muster lab power\`.\n\n`);
+        process.stdout.write(`The lab keeps running. Try:\n  muster ping\n  muster find -F country=de\n  muster provision status\n  muster facts country\n  muster puppet runall 2 -C role::web\n  muster find -W "environment=development customer=acme mysql::master"\n  muster nrpe check_load -W "environment=development customer=acme mysql::master"\n  muster rpc rpcutil daemon_stats -I ${s.nodes[0]?.identity ?? "node01.eu.lab"}\n  muster lab add ${s.machines ? "--machines" : "--count"} 2\n  muster lab status\n  muster lab down\n`);
         process.exitCode = done === n ? 0 : 2;
       }),
   );
   lab.addCommand(
-    new Command("down").description("Stop everything the lab started and remove its state").action(async () => {
+    new Command("down").description("Stop everything the lab started (machines are shut down cleanly) and remove its state").action(async () => {
       const { stopLabFromState } = await load();
       const stopped = await stopLabFromState(labDir());
+      const { unmountUnder } = await import("../../lab/machines/machine.js");
+      unmountUnder(labDir()); // never delete through a machine's mounted root
       rmSync(resolve(".muster", "lab"), { recursive: true, force: true });
       if (existsSync(clientConfig())) rmSync(clientConfig());
       process.stdout.write(stopped.length ? `stopped: ${stopped.join(", ")}\n` : "no lab was running\n");
@@ -118,7 +187,7 @@ export function labCommand(): Command {
       .description("Which lab processes run, and where provisioning stands")
       .option("--json", "machine-readable")
       .action(async (o: { json?: boolean }) => {
-        const { readLabState, labPids, MusterClient, openProvisionState, connectedUsers, labWebToken } = await load();
+        const { readLabState, labPids, MusterClient, ProvisionState, connectedUsers, labWebToken } = await load();
         const s = readLabState(labDir());
         if (!s) {
           process.stdout.write("no lab here (start one with `muster lab up`)\n");
@@ -129,7 +198,7 @@ export function labCommand(): Command {
         let recs: NodeRecord[] = [];
         if (running(s)) {
           const client = await MusterClient.connect({ brokers: [s.broker], collective: s.collective, name: "muster-lab-status", tls: s.tls?.admin });
-          recs = await (await openProvisionState(client, DEFAULT_STATE_BUCKET)).all();
+          recs = await (await ProvisionState.open(client, DEFAULT_STATE_BUCKET)).list();
           await client.close();
         }
         if (o.json) {
@@ -144,6 +213,14 @@ export function labCommand(): Command {
           process.stdout.write(`  ${p.alive ? green("running") : red("stopped")}  ${String(p.pid).padStart(7)}  ${p.name}${user ? `  (broker user ${user})` : ""}\n`);
         }
         for (const m of s.masters) process.stdout.write(`\n  master ${m.identity}: https://${m.host}:${m.port} (${m.region.country}, ${m.region.region})`);
+        if (s.machines) {
+          const { machineLeader } = await import("../../lab/machines/machine.js");
+          process.stdout.write(`\n\n  machines (${s.machines.kind === "vm" ? "QEMU" : "systemd-nspawn"}, image ${s.machines.imageKey}, network namespace ${s.machines.netns}, package ${s.machines.packages.deb}):`);
+          for (const n of s.nodes.filter((x) => x.machine)) {
+            const on = isAlive(n.pid) && machineLeader(n.machine!.dir) !== undefined;
+            process.stdout.write(`\n    ${on ? green("on ") : red("off")}  ${n.identity.padEnd(16)} ${n.ipaddress.padEnd(12)} ssh ${n.machine!.ssh.host}:${n.machine!.ssh.port}  (muster ssh -I ${n.identity})`);
+          }
+        }
         if (s.web) process.stdout.write(`\n\n  ${webLogin(s.web, labWebToken).replace(/\n/g, "\n  ")}`);
         process.stdout.write(`\n\n${recs.length ? (await import("./provision.js")).renderStatusTable(recs) : "no provisioning records"}\n`);
         process.exitCode = procs.every((p) => p.alive) ? 0 : 2;
@@ -153,6 +230,7 @@ export function labCommand(): Command {
     new Command("add")
       .description("Boot new nodes into the running lab, as auto-scaling would, and follow the provisioner taking them unattended")
       .option("--count <n>", "how many nodes (numbered after the highest so far)", "1")
+      .option("--machines <n>", "in a lab of machines: how many machines to boot (the same as --count)")
       .option("--country <cc>", `their country: ${LAB_REGIONS.map((r) => `${r.country} (${r.region})`).join(", ")}; default: regions in turn`)
       .option("--identity <name>", "boot a node under this exact name instead (a machine coming back; repeatable)", (v: string, prev: string[] = []) => [...prev, v])
       .option("--no-follow", "return once the nodes wait to be provisioned")
@@ -170,12 +248,13 @@ Examples:
   muster lab add --count 2 --country de  two nodes in eu-central-1
   muster lab add --identity node03.eu.lab  a machine coming back under an old name
                                           (after \`muster lab remove\` and \`muster decommission\`)
+  muster lab add --machines 2            in a lab of machines: two more, booted through cloud-init
 
 Exit code 0 when every new node was provisioned, 2 when any failed or the wait timed out.`,
       )
-      .action(async (o: { count: string; country?: string; identity?: string[]; follow: boolean; timeout: string }) => {
-        const { labRegionFor, readLabState, MusterClient, openProvisionState, addLabNodes } = await load();
-        const count = Number(o.count);
+      .action(async (o: { count: string; machines?: string; country?: string; identity?: string[]; follow: boolean; timeout: string }) => {
+        const { labRegionFor, readLabState, MusterClient, ProvisionState, addLabNodes } = await load();
+        const count = Number(o.machines ?? o.count);
         if (!Number.isInteger(count) || count < 1 || count > 50) throw new MusterError("MUSTER_USAGE", "--count takes a whole number from 1 to 50");
         const timeout = Number(o.timeout);
         if (!Number.isFinite(timeout) || timeout <= 0) throw new MusterError("MUSTER_USAGE", "--timeout takes a positive number of seconds");
@@ -186,12 +265,13 @@ Exit code 0 when every new node was provisioned, 2 when any failed or the wait t
           process.exitCode = 1;
           return;
         }
+        if (o.machines && !s.machines) throw new MusterError("MUSTER_USAGE", "this lab's nodes are processes: add them with --count N, or start a lab of machines with `muster lab up --machines N`");
         const t0 = Date.now();
         if (o.identity?.length) {
           // A record left from an earlier machine under that name keeps the provisioner away from it.
           const client = await MusterClient.connect({ brokers: [s.broker], collective: s.collective, name: "muster-lab-add", tls: s.tls.admin });
           try {
-            const store = await openProvisionState(client, DEFAULT_STATE_BUCKET);
+            const store = await ProvisionState.open(client, DEFAULT_STATE_BUCKET);
             for (const id of o.identity) {
               const old = (await store.get(id))?.record;
               if (old) throw new MusterError("MUSTER_USAGE", `${id} still has a provisioning record (${old.status}${old.master ? `, against ${old.master}` : ""}): the provisioner would not take a new machine under that name. Run \`muster decommission ${id}\` first`);
@@ -217,7 +297,7 @@ Exit code 0 when every new node was provisioned, 2 when any failed or the wait t
   );
   lab.addCommand(
     new Command("remove")
-      .description("Terminate nodes as a cloud would: kill the muster server, delete the node's directory and broker user")
+      .description("Terminate nodes as a cloud would: kill the muster server (a machine: power off and delete its disk), delete the node's directory and broker user")
       .argument("<identity...>", "lab node identities")
       .addHelpText(
         "after",
@@ -237,11 +317,93 @@ already gone). Example:
         }
         for (const id of ids) if (!s.nodes.some((n) => n.identity === id)) throw new MusterError("MUSTER_USAGE", `no node ${id} in the lab (nodes: ${s.nodes.map((n) => n.identity).join(", ") || "none"})`);
         for (const id of ids) {
-          const n = await removeLabNode(s, id, (x) => stopPid(x.pid, 5000));
-          process.stdout.write(`${id}: terminated (pid ${n.pid}), ${n.dir} deleted\n`);
+          const n = await removeLabNode(s, id, async (x) => {
+            if (x.machine) await (await import("../../lab/machines/fleet.js")).powerOffMachine(x.machine.dir, x.pid, { cut: true });
+            else await stopPid(x.pid, 5000);
+          });
+          process.stdout.write(n.machine ? `${id}: powered off, its disk ${n.dir} deleted\n` : `${id}: terminated (pid ${n.pid}), ${n.dir} deleted\n`);
         }
         process.stdout.write(`Its certificate and records remain: \`muster decommission ${ids.join(" ")}\`\n`);
       }),
+  );
+  lab.addCommand(
+    new Command("exec")
+      .description("Run a command inside a lab machine, as root (no network or sshd needed)")
+      .argument("<identity>", "the machine")
+      .argument("<command...>", "the command and its arguments (after --)")
+      .addHelpText("after", "\nExamples:\n  muster lab exec node01.eu.lab -- systemctl status muster-server\n  muster lab exec node01.eu.lab -- cloud-init status --long\n  muster lab exec node01.eu.lab -- facter networking.ip fqdn\n\nExit code: the command's. QEMU machines: use `muster ssh -I <identity> -- <command>`.")
+      .action(async (identity: string, command: string[]) => {
+        const s = await runningLab();
+        if (!s) return;
+        const n = labMachine(s, identity);
+        const { machineExecArgv } = await import("../../lab/machines/machine.js");
+        const [cmd, ...args] = machineExecArgv(n.machine.dir, command) as [string, ...string[]];
+        const { spawn } = await import("node:child_process");
+        const child = spawn(cmd, args, { stdio: "inherit" });
+        process.exitCode = await new Promise<number>((res) => child.once("close", (code, sig) => res(code ?? (sig ? 128 : 1))));
+      }),
+  );
+  lab.addCommand(
+    new Command("power")
+      .description("A lab machine's power: on, off (a clean shutdown), cut (killed outright, as a power failure), reboot")
+      .argument("<action>", "on | off | cut | reboot")
+      .argument("<identity...>", "machines")
+      .addHelpText("after", "\nExamples:\n  muster lab power cut node02.us.lab     the machine dies mid-whatever, no goodbye\n  muster lab power on node02.us.lab      it boots again from the same disk\n  muster lab power reboot node01.eu.lab  systemctl reboot inside it")
+      .action(async (action: string, ids: string[]) => {
+        if (!["on", "off", "cut", "reboot"].includes(action)) throw new MusterError("MUSTER_USAGE", `power takes on, off, cut or reboot, not ${JSON.stringify(action)}`);
+        const s = await runningLab();
+        if (!s) return;
+        const nodes = ids.map((id) => labMachine(s, id));
+        const fleet = await import("../../lab/machines/fleet.js");
+        const { machineLeader, machineExec } = await import("../../lab/machines/machine.js");
+        const { stateFile } = await load();
+        for (const n of nodes) {
+          const on = isAlive(n.pid) && machineLeader(n.machine.dir) !== undefined;
+          if (action === "on") {
+            if (on) process.stdout.write(`${n.identity}: already on\n`);
+            else {
+              n.pid = fleet.powerOnMachine(n.machine.dir, true).pid;
+              process.stdout.write(`${n.identity}: powered on\n`);
+            }
+          } else if (!on) process.stdout.write(`${n.identity}: already off\n`);
+          else if (action === "reboot") {
+            machineExec(n.machine.dir, ["systemctl", "reboot"]);
+            process.stdout.write(`${n.identity}: rebooting\n`);
+          } else {
+            await fleet.powerOffMachine(n.machine.dir, n.pid, { cut: action === "cut" });
+            process.stdout.write(`${n.identity}: ${action === "cut" ? "power cut" : "powered off"}\n`);
+          }
+        }
+        writeFileSync(stateFile(s.dir), JSON.stringify(s, null, 2));
+      }),
+  );
+  lab.addCommand(
+    new Command("machine-run")
+      .description("(lab internal) a machine's power supervisor: boots it, reboots it, powers it off on SIGTERM")
+      .argument("<dir>", "the machine's directory")
+      .action(async (dir: string) => {
+        const { superviseMachine } = await import("../../lab/machines/machine.js");
+        await superviseMachine(resolve(dir));
+      }),
+    { hidden: true },
+  );
+  lab.addCommand(
+    new Command("serve-packages")
+      .description("(lab internal) the lab's package server: a directory over HTTP on loopback")
+      .requiredOption("--dir <dir>", "what to serve")
+      .option("--host <addr>", "loopback address", "127.0.0.1")
+      .option("--port <n>", "port", "0")
+      .action(async (o: { dir: string; host: string; port: string }) => {
+        const { startPackageServer } = await import("../../lab/machines/package-server.js");
+        const srv = await startPackageServer({ dir: resolve(o.dir), host: o.host, port: Number(o.port), log: (l) => process.stdout.write(`${new Date().toISOString()} ${l}\n`) });
+        process.stdout.write(`package server on ${srv.url}: ready\n`);
+        await new Promise<void>((res) => {
+          process.once("SIGTERM", () => res());
+          process.once("SIGINT", () => res());
+        });
+        await srv.close();
+      }),
+    { hidden: true },
   );
   lab.addCommand(receiverCommand(), { hidden: true });
   return lab;

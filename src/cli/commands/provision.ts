@@ -2,7 +2,8 @@ import { Command } from "commander";
 import { MusterError } from "../../errors.js";
 import { DEFAULT_STATE_BUCKET } from "../../protocol/buckets.js";
 import type { MusterClient } from "../../client/client.js";
-import type { NodeRecord, StateStore } from "../../provisioner/state.js";
+import type { NodeRecord } from "../../protocol/provision-record.js";
+import type { ProvisionState } from "../../provisioner/state.js";
 import { addCommonOptions, type CommonOpts } from "../options.js";
 import { bold, green, red, yellow } from "../style.js";
 
@@ -12,14 +13,14 @@ interface ProvisionOpts extends CommonOpts {
   bucket?: string;
 }
 
-async function openStore(o: ProvisionOpts): Promise<{ client: MusterClient; store: StateStore }> {
+async function openStore(o: ProvisionOpts): Promise<{ client: MusterClient; store: ProvisionState }> {
   // Loaded when a subcommand runs, not for --help (npm run bench:cli).
-  const [{ MusterClient }, { openProvisionState }, { loadClientConfig, resolveBrokerSettings }] = await Promise.all([import("../../client/client.js"), import("../../fleet/provision-state.js"), import("../config.js")]);
+  const [{ MusterClient }, { ProvisionState }, { loadClientConfig, resolveBrokerSettings }] = await Promise.all([import("../../client/client.js"), import("../../provisioner/state.js"), import("../config.js")]);
   const cfg = loadClientConfig(o.config);
   const broker = resolveBrokerSettings({ flag: o.broker, clientConfig: o.config });
   const client = await MusterClient.connect({ brokers: broker.servers, collective: o.target ?? cfg.collective, name: "muster-provision", tls: broker.tls, from: broker.from });
   const bucket = o.bucket ?? (cfg.provision_bucket as string | undefined) ?? DEFAULT_STATE_BUCKET;
-  return { client, store: await openProvisionState(client, bucket) };
+  return { client, store: await ProvisionState.open(client, bucket) };
 }
 
 const elapsed = (r: NodeRecord, now: number) => {
@@ -58,20 +59,19 @@ export function provisionCommand(): Command {
             return;
           }
           const show = async () => {
-            const recs = await store.all();
+            const recs = await store.list();
             if (o.json) process.stdout.write(`${JSON.stringify(recs, null, 2)}\n`);
             else if (o.watch && process.stdout.isTTY) process.stdout.write(`\x1b[2J\x1b[H${new Date().toISOString()}  (ctrl-c to stop)\n\n${renderStatusTable(recs)}\n`);
             else process.stdout.write(`${renderStatusTable(recs)}\n`);
           };
           await show();
           if (!o.watch) return;
-          const { KvWatchInclude } = await import("@nats-io/kv");
-          const w = await store.kv.watch({ include: KvWatchInclude.UpdatesOnly });
+          const w = await store.watch({ updatesOnly: true });
           const stop = new Promise<void>((r) => process.once("SIGINT", () => r()));
           let pending = false;
           void (async () => {
-            for await (const _ of w) {
-              if (pending) continue;
+            for await (const c of w) {
+              if (pending || c.type === "caught-up") continue;
               pending = true;
               setTimeout(() => void show().finally(() => (pending = false)), 200); // coalesce bursts of updates into one redraw
             }

@@ -110,9 +110,8 @@ registry's max_age are listed. Data plugins in -S: fact() and agent() only (docs
 Exit code 1 when nothing matches.`,
     )
     .action(async (o: QueryOpts) => {
-      const [{ closeConnection, connectBroker }, { RegistrySource }, { isValidBucketName }, { nodeView }, { loadClientConfig, resolveBrokerSettings }, { filterFromOpts }] = await Promise.all([
-        import("../../broker/connect.js"),
-        import("../../client/discovery/registry.js"),
+      const [{ MusterClient }, { isValidBucketName }, { nodeView }, { loadClientConfig, resolveBrokerSettings }, { filterFromOpts }] = await Promise.all([
+        import("../../client/client.js"),
         import("../../registry/bucket.js"),
         import("../../registry/record.js"),
         import("../config.js"),
@@ -124,9 +123,9 @@ Exit code 1 when nothing matches.`,
       if (!isValidBucketName(bucket)) throw new MusterError("MUSTER_USAGE", `invalid bucket name ${JSON.stringify(bucket)}: letters, digits, - and _ only`);
       const collective = o.target ?? config.collective;
       const broker = resolveBrokerSettings({ flag: o.broker, clientConfig: o.config });
-      const nc = await connectBroker({ servers: broker.servers, name: "muster-registry-query", tls: broker.tls, from: broker.from });
+      const client = await MusterClient.connect({ brokers: broker.servers, collective, name: "muster-registry-query", tls: broker.tls, from: broker.from });
       try {
-        const source = new RegistrySource(nc, { bucket, collective, onWarning: (m) => process.stderr.write(`warning: ${m}\n`) });
+        const source = await client.registry({ bucket, onWarning: (m) => process.stderr.write(`warning: ${m}\n`) });
         const records = await source.records(filter);
         const now = Date.now();
         if (o.json) process.stdout.write(`${JSON.stringify(records.map((r) => nodeView(r, now)), null, 2)}\n`);
@@ -136,7 +135,7 @@ Exit code 1 when nothing matches.`,
         }
         process.exitCode = records.length ? 0 : 1;
       } finally {
-        await closeConnection(nc);
+        await client.close();
       }
     });
 }

@@ -9,11 +9,12 @@ export function serverCommand(): Command {
     .option("--log-level <level>", "trace|debug|info|warn|error")
     .addHelpText("after", "\nStops cleanly on SIGTERM or SIGINT: stops taking requests, finishes in-flight actions, announces shutdown.")
     .action(async (o: { config?: string; identity?: string; broker?: string; logLevel?: string }) => {
-      const [{ loadServerConfig }, { startServer }, { createLogger }] = await Promise.all([import("../../server/config.js"), import("../../server/server.js"), import("../../log.js")]);
+      const [{ loadServerConfig }, { startServer }, { builtinAgents }, { createLogger }] = await Promise.all([import("../../server/config.js"), import("../../server/server.js"), import("../../agents/builtin.js"), import("../../log.js")]);
       const cfg = loadServerConfig(o.config, o.identity ? { identity: o.identity } : {});
       if (o.identity) cfg.identity = o.identity;
       const log = createLogger({ level: o.logLevel ?? cfg.log.level, file: cfg.log.file, name: "muster-server" });
-      const srv = await startServer(cfg, log, { broker: o.broker });
+      // the server is handed its agents: it knows the contract (src/agent/), not the agents
+      const srv = await startServer(cfg, log, { agents: builtinAgents, broker: o.broker });
       // Handlers before the ready line: a supervisor may stop us the moment it reads it.
       const stopping = new Promise<void>((resolve) => {
         process.once("SIGTERM", () => resolve());

@@ -2,6 +2,7 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { MusterError } from "../../errors.js";
 import { subjects } from "../../protocol/subjects.js";
 import type { Filter } from "../../protocol/types.js";
+import { bucketsOn } from "../../broker/bucket.js";
 import { DEFAULT_BUCKET, readRegistry } from "../../registry/bucket.js";
 import type { RegistryRecord } from "../../registry/record.js";
 import { checkRegistryFilter, registryStatus, registryWarning, selectNodes, type RegistryStatus } from "../../registry/select.js";
@@ -71,7 +72,7 @@ export class RegistrySource implements NodeSource {
   /** Matching records with their metadata, read from the bucket (`muster registry query`). */
   async records(filter: Filter, timeoutMs = 30_000): Promise<RegistryRecord[]> {
     checkRegistryFilter(filter);
-    const snap = await readRegistry(this.nc, this.bucket, timeoutMs);
+    const snap = await readRegistry(bucketsOn(this.nc), this.bucket, timeoutMs);
     this.lastVia = "bucket";
     const sel = { collective: this.opts.collective, now: Date.now(), expireAfterMs: snap.expireAfterMs };
     this.check(registryStatus(snap.records, sel));

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import type { Logger } from "pino";
-import type { ActionContext, ActionHandler, AgentKvOpener } from "../../../server/agent.js";
+import type { ActionContext, ActionHandler, AgentKvOpener } from "../../../agent/agent.js";
 import type { ActionInput } from "../../../ddl/types.js";
 import { RpcError } from "../../../errors.js";
 import { Status } from "../../../protocol/status.js";

@@ -1,5 +1,5 @@
 import { puppetStatePaths, readDisabled } from "../../../puppet/index.js";
-import type { ActionHandler } from "../../../server/agent.js";
+import type { ActionHandler } from "../../../agent/agent.js";
 import type { ActionInput } from "../../../ddl/types.js";
 import type { PuppetDDL } from "../ddl.js";
 import type { PuppetRuntime } from "../runtime.js";

@@ -1,7 +1,7 @@
 import { RpcError } from "../../../errors.js";
 import { Status } from "../../../protocol/status.js";
 import { puppetStatePaths, readLastRunSummary } from "../../../puppet/index.js";
-import type { ActionHandler } from "../../../server/agent.js";
+import type { ActionHandler } from "../../../agent/agent.js";
 import type { ActionInput } from "../../../ddl/types.js";
 import type { PuppetDDL } from "../ddl.js";
 import type { PuppetRuntime } from "../runtime.js";

@@ -1,4 +1,4 @@
-import type { ActionHandler } from "../../../server/agent.js";
+import type { ActionHandler } from "../../../agent/agent.js";
 import type { ActionInput } from "../../../ddl/types.js";
 import type { PuppetDDL } from "../ddl.js";
 import { startRun } from "../run.js";

@@ -1,4 +1,4 @@
-import type { ActionContext } from "../../../server/agent.js";
+import type { ActionContext } from "../../../agent/agent.js";
 import { MusterError, RpcError } from "../../../errors.js";
 import { Status } from "../../../protocol/status.js";
 import type { PuppetResourceResult } from "../../../puppet/resource.js";

@@ -1,4 +1,4 @@
-import type { ActionHandler } from "../../../server/agent.js";
+import type { ActionHandler } from "../../../agent/agent.js";
 import type { ActionInput } from "../../../ddl/types.js";
 import { RpcError } from "../../../errors.js";
 import { Status } from "../../../protocol/status.js";

@@ -1,0 +1,282 @@
+import type { NatsConnection } from "@nats-io/transport-node";
+import type { KV, KvEntry } from "@nats-io/kv";
+import { MusterError } from "../errors.js";
+import { kvStreamName } from "../protocol/buckets.js";
+
+// muster's own key-value bucket, and the only place that makes one. A JetStream KV bucket is
+// opened here and handed out as the small `Bucket` interface below: the registry, the agents'
+// stores, the provisioner's state, the key directory and the client hold a Bucket and never the
+// library's KV, its stream or its error codes. JetStream is imported on demand, so a process that
+// never opens a bucket (an idle node, `muster --help`) never loads it.
+
+/** One key's value as stored: a put, or the marker a delete or purge leaves. */
+export interface BucketEntry {
+  key: string;
+  /** Empty for a delete or purge. */
+  value: Uint8Array;
+  /** The stream sequence of this write: what compare-and-set compares. */
+  revision: number;
+  operation: "PUT" | "DEL" | "PURGE";
+}
+
+/** What a watch delivers: every change, and once, when the values there at its start are all delivered, `caught-up`. */
+export type BucketChange = { kind: "entry"; entry: BucketEntry } | { kind: "caught-up" };
+
+export interface BucketWatch extends AsyncIterable<BucketChange> {
+  stop(): void;
+}
+
+export interface BucketStatus {
+  /** Messages held (every key's kept history, deletes included). */
+  values: number;
+  /** How long a value lives, ms (0: for ever). */
+  ttlMs: number;
+  history: number;
+}
+
+export interface Bucket {
+  readonly name: string;
+  /** The key's current value; undefined when absent, deleted or purged. */
+  get(key: string): Promise<BucketEntry | undefined>;
+  /** Unconditional write; resolves with the new revision. */
+  put(key: string, value: Uint8Array | string): Promise<number>;
+  /** Writes only when the key holds no value; else rejects with RevisionConflict. */
+  create(key: string, value: Uint8Array | string): Promise<number>;
+  /** Compare-and-set: writes only when the key is still at `revision`; else rejects with RevisionConflict. */
+  update(key: string, value: Uint8Array | string, revision: number): Promise<number>;
+  /** Leaves a delete marker (history kept). */
+  delete(key: string): Promise<void>;
+  /** Drops the key and its history. */
+  purge(key: string): Promise<void>;
+  /** Every key with a current value. */
+  keys(): Promise<string[]>;
+  /**
+   * The current value of every key, then each change as it happens (`updatesOnly`: changes only;
+   * `fromRevision`: every write from that revision on). `caught-up` follows the values there at the
+   * start (at once when there are none, or with `updatesOnly`).
+   */
+  watch(opts?: { updatesOnly?: boolean; fromRevision?: number }): Promise<BucketWatch>;
+  /**
+   * The current value of every key, read once as one stream of last values (not a request per
+   * key), with the highest revision read: a watch from the next one misses nothing. Rejects when
+   * the read does not finish within `timeoutMs`.
+   */
+  values(timeoutMs?: number): Promise<BucketValues>;
+  status(): Promise<BucketStatus>;
+}
+
+export interface BucketValues {
+  /** Puts only, one per key. */
+  entries: BucketEntry[];
+  lastRevision: number;
+}
+
+/** A create or compare-and-set lost: someone else wrote the key first. */
+export class RevisionConflict extends Error {
+  constructor(
+    readonly bucket: string,
+    readonly key: string,
+    cause: unknown,
+  ) {
+    super(`${bucket}/${key} was written by someone else first`, { cause });
+    this.name = "RevisionConflict";
+  }
+}
+
+/** Options a bucket is created with; an existing bucket keeps its own unless `enforceTtl`. */
+export interface BucketCreate {
+  history?: number;
+  replicas?: number;
+  /** How long a value lives, ms. */
+  ttlMs?: number;
+  /**
+   * An existing bucket whose TTL differs is changed to `ttlMs` (the owner's config is the truth:
+   * the registry's expiry, an agent's dedupe window).
+   */
+  enforceTtl?: boolean;
+}
+
+/** No responders and timeouts are what a clustered JetStream answers while a server is down or a stream leader is elected. */
+export function isTransient(e: unknown): boolean {
+  const err = e as Error;
+  return err?.name === "TimeoutError" || /jetstream is not enabled|no responders|timeout|503|disconnect|reconnect/i.test(err?.message ?? "");
+}
+
+/** Runs `op`, again with backoff while it fails transiently, for at most `withinMs`. */
+export async function retryTransient<T>(op: (attempt: number) => Promise<T>, withinMs = 20_000): Promise<T> {
+  const deadline = Date.now() + withinMs;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await op(attempt);
+    } catch (e) {
+      if (!isTransient(e) || Date.now() > deadline) throw e;
+      await new Promise((r) => setTimeout(r, Math.min(100 * 2 ** attempt, 1000))); // backoff while the cluster recovers
+    }
+  }
+}
+
+const isConflict = (e: unknown) => /wrong last sequence|key exists|10071|10164/i.test((e as Error)?.message ?? "");
+const isMissing = (e: unknown) => /stream not found|bucket not found|10059/i.test((e as Error)?.message ?? "");
+
+function entryOf(e: KvEntry): BucketEntry {
+  return { key: e.key, value: e.value, revision: e.revision, operation: e.operation };
+}
+
+/** The library's KV as a Bucket. */
+class KvBucket implements Bucket {
+  constructor(
+    private readonly kv: KV,
+    readonly name: string,
+    private readonly nc: NatsConnection,
+  ) {}
+
+  async get(key: string): Promise<BucketEntry | undefined> {
+    const e = await this.kv.get(key);
+    return e && e.operation === "PUT" ? entryOf(e) : undefined;
+  }
+
+  put(key: string, value: Uint8Array | string): Promise<number> {
+    return this.kv.put(key, value);
+  }
+
+  async create(key: string, value: Uint8Array | string): Promise<number> {
+    try {
+      return await this.kv.create(key, value);
+    } catch (e) {
+      throw isConflict(e) ? new RevisionConflict(this.name, key, e) : e;
+    }
+  }
+
+  async update(key: string, value: Uint8Array | string, revision: number): Promise<number> {
+    try {
+      return await this.kv.update(key, value, revision);
+    } catch (e) {
+      throw isConflict(e) ? new RevisionConflict(this.name, key, e) : e;
+    }
+  }
+
+  async delete(key: string): Promise<void> {
+    await this.kv.delete(key);
+  }
+
+  async purge(key: string): Promise<void> {
+    await this.kv.purge(key);
+  }
+
+  async keys(): Promise<string[]> {
+    const out: string[] = [];
+    for await (const k of await this.kv.keys()) out.push(k);
+    return out;
+  }
+
+  async watch(opts: { updatesOnly?: boolean; fromRevision?: number } = {}): Promise<BucketWatch> {
+    const { KvWatchInclude } = await import("@nats-io/kv");
+    // An empty bucket delivers nothing to catch up on: say so at once.
+    const empty = opts.updatesOnly || opts.fromRevision !== undefined || (await this.kv.status()).values === 0;
+    const w = await this.kv.watch(opts.fromRevision !== undefined ? { resumeFromRevision: opts.fromRevision } : opts.updatesOnly ? { include: KvWatchInclude.UpdatesOnly } : {});
+    async function* changes(): AsyncGenerator<BucketChange> {
+      let caughtUp = empty;
+      try {
+        if (caughtUp) yield { kind: "caught-up" };
+        for await (const e of w) {
+          yield { kind: "entry", entry: entryOf(e) };
+          if (!caughtUp && e.delta === 0) {
+            caughtUp = true; // every key's last value seen
+            yield { kind: "caught-up" };
+          }
+        }
+      } finally {
+        w.stop(); // the reader left the loop early
+      }
+    }
+    const it = changes();
+    return { [Symbol.asyncIterator]: () => it, stop: () => w.stop() };
+  }
+
+  async values(timeoutMs = 30_000): Promise<BucketValues> {
+    const { jetstream, DeliverPolicy } = await import("@nats-io/jetstream");
+    const prefix = `$KV.${this.name}.`;
+    // An ordered consumer delivering the last message of each key, pulled in large batches.
+    const consumer = await jetstream(this.nc).consumers.get(kvStreamName(this.name), { filter_subjects: `${prefix}>`, deliver_policy: DeliverPolicy.LastPerSubject });
+    const info = await consumer.info(true);
+    const out: BucketValues = { entries: [], lastRevision: 0 };
+    if (info.num_pending === 0) {
+      await consumer.delete().catch(() => undefined);
+      return out;
+    }
+    const messages = await consumer.consume({ max_messages: 5000 });
+    const timer = setTimeout(() => void messages.stop(), timeoutMs);
+    let read = 0;
+    let complete = false;
+    try {
+      for await (const m of messages) {
+        read++;
+        out.lastRevision = Math.max(out.lastRevision, m.seq);
+        const op = m.headers?.get("KV-Operation");
+        if (op !== "DEL" && op !== "PURGE" && m.data.length > 0) out.entries.push({ key: m.subject.slice(prefix.length), value: m.data, revision: m.seq, operation: "PUT" });
+        if (m.info.pending === 0) {
+          complete = true;
+          break;
+        }
+      }
+    } finally {
+      clearTimeout(timer);
+      void messages.stop();
+    }
+    // A key expiring between counting and delivery leaves the count short of its last message:
+    // rare, and the deadline ends the read; a read that stops early for that reason says so.
+    if (!complete) throw new Error(`read ${read} of ${info.num_pending} entries of ${this.name} within ${timeoutMs} ms`);
+    return out;
+  }
+
+  async status(): Promise<BucketStatus> {
+    const s = await this.kv.status();
+    return { values: s.values, ttlMs: s.ttl, history: s.history };
+  }
+}
+
+/**
+ * The bucket `name` on this connection: opened, or created when absent with `create` (its options
+ * apply only then, but for `enforceTtl`). Without `create` a missing bucket is
+ * MUSTER_BUCKET_NOT_FOUND.
+ */
+export async function openBucket(nc: NatsConnection, name: string, opts: { create?: BucketCreate } = {}): Promise<Bucket> {
+  if (!opts.create) {
+    const b = await bucketIfExists(nc, name);
+    if (!b) throw new MusterError("MUSTER_BUCKET_NOT_FOUND", `no KV bucket ${JSON.stringify(name)} on this broker: check the name against the config of the daemon that owns it (provisioner state_bucket, registry bucket)`);
+    return b;
+  }
+  const [{ jetstream, jetstreamManager }, { Kvm }] = await Promise.all([import("@nats-io/jetstream"), import("@nats-io/kv")]);
+  const c = opts.create;
+  const kv = await new Kvm(jetstream(nc)).create(name, { ...(c.history !== undefined ? { history: c.history } : {}), ...(c.replicas !== undefined ? { replicas: c.replicas } : {}), ...(c.ttlMs !== undefined ? { ttl: c.ttlMs } : {}) });
+  if (c.enforceTtl && c.ttlMs !== undefined) {
+    const jsm = await jetstreamManager(nc);
+    const info = await jsm.streams.info(kvStreamName(name));
+    const want = c.ttlMs * 1e6; // ns
+    if (info.config.max_age !== want) await jsm.streams.update(info.config.name, { ...info.config, max_age: want, duplicate_window: Math.min(info.config.duplicate_window || want, want) });
+  }
+  return new KvBucket(kv, name, nc);
+}
+
+/** The bucket if it exists (something once created it), else undefined; never creates it. */
+export async function bucketIfExists(nc: NatsConnection, name: string): Promise<Bucket | undefined> {
+  const [{ jetstream, jetstreamManager }, { Kvm }] = await Promise.all([import("@nats-io/jetstream"), import("@nats-io/kv")]);
+  try {
+    await (await jetstreamManager(nc)).streams.info(kvStreamName(name));
+  } catch (e) {
+    if (isMissing(e)) return undefined;
+    throw e;
+  }
+  return new KvBucket(await new Kvm(jetstream(nc)).open(name), name, nc);
+}
+
+/** Who hands out buckets (the client, a daemon's connection): what the buckets' owners open theirs through. */
+export interface Buckets {
+  bucket(name: string, opts?: { create?: BucketCreate }): Promise<Bucket>;
+  bucketIfExists(name: string): Promise<Bucket | undefined>;
+}
+
+/** Buckets on a bare connection (the daemons' transports). */
+export function bucketsOn(nc: NatsConnection): Buckets {
+  return { bucket: (name, opts) => openBucket(nc, name, opts), bucketIfExists: (name) => bucketIfExists(nc, name) };
+}

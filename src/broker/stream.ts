@@ -1,0 +1,48 @@
+import type { NatsConnection } from "@nats-io/transport-node";
+
+// JetStream streams muster publishes to (the audit trail): found or created here, in broker/, and
+// handed out as a small publisher, so the code that writes records knows no JetStream API.
+
+export interface StreamSettings {
+  name: string;
+  subjects: string[];
+  /** Seconds a message is kept (0 or absent: for ever). */
+  maxAgeS?: number;
+}
+
+export interface StreamPublisher {
+  /** Resolves once the stream acknowledged the message; `msgId` deduplicates a repeat. */
+  publish(subject: string, data: string | Uint8Array, opts: { msgId: string; timeoutMs: number }): Promise<void>;
+}
+
+/** Who opens streams (a daemon's connection). */
+export interface Streams {
+  /** The stream, created when missing (`created` says so). */
+  stream(s: StreamSettings): Promise<{ publisher: StreamPublisher; created: boolean }>;
+}
+
+export function streamsOn(nc: NatsConnection): Streams {
+  return {
+    async stream(s) {
+      const { jetstream, jetstreamManager, JetStreamApiCodes, JetStreamApiError } = await import("@nats-io/jetstream");
+      const jsm = await jetstreamManager(nc);
+      let created = false;
+      try {
+        await jsm.streams.info(s.name);
+      } catch (e) {
+        if (!(e instanceof JetStreamApiError && e.code === JetStreamApiCodes.StreamNotFound)) throw e;
+        await jsm.streams.add({ name: s.name, subjects: s.subjects, ...(s.maxAgeS ? { max_age: Math.round(s.maxAgeS * 1e9) } : {}) });
+        created = true;
+      }
+      const js = jetstream(nc);
+      return {
+        created,
+        publisher: {
+          async publish(subject, data, o) {
+            await js.publish(subject, data, { msgID: o.msgId, timeout: o.timeoutMs });
+          },
+        },
+      };
+    },
+  };
+}

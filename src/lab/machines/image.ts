@@ -1,0 +1,223 @@
+import { execFileSync, spawn } from "node:child_process";
+import { createHash } from "node:crypto";
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { MusterError } from "../../errors.js";
+
+// The lab machines' image: a Debian root file system built with mmdebstrap from Debian's packages
+// only (the host's release and apt sources), with systemd, cloud-init, Puppet, Facter, the Nagios
+// plugins and sshd, and nothing of muster: the package arrives through cloud-init, as on a cloud
+// machine. Built once and cached under <cache>/<key>/ where the key hashes everything that went
+// into it; every machine boots a copy-on-write overlay of it.
+
+/** Bump when the build below changes in a way the spec does not show. */
+const BUILDER = 3;
+
+/** Debian packages every lab machine has (a cloud image's worth, plus what the lab's roles use). */
+export const MACHINE_PACKAGES = [
+  "systemd-sysv",
+  "dbus",
+  "cloud-init",
+  "puppet-agent",
+  "facter",
+  "monitoring-plugins-basic",
+  "openssh-server",
+  "sudo",
+  "curl",
+  "ca-certificates",
+  "iproute2",
+  "netbase",
+  "procps",
+  "adduser",
+  "python3",
+] as const;
+
+/** What a QEMU machine needs besides: its own kernel and an initramfs that finds a virtio disk. */
+export const VM_PACKAGES = ["linux-image-amd64", "initramfs-tools", "e2fsprogs"] as const;
+
+export interface ImageSpec {
+  release: string;
+  /** The apt sources the image is built from (the host's own, as text). */
+  sources: string;
+  packages: string[];
+  /** Files written into the image after the packages (absolute path -> content). */
+  files: Record<string, string>;
+  /** Files removed from it (keys made at build time that every machine would share). */
+  remove: string[];
+  /** Units enabled in it. */
+  enable: string[];
+  /** A kernel and initramfs for QEMU. */
+  kernel: boolean;
+}
+
+export interface MachineImage {
+  key: string;
+  /** The root file system (a directory). */
+  root: string;
+  /** Whether this call built it (false: it came from the cache). */
+  built: boolean;
+  buildSeconds?: number;
+  /** du of the root, in bytes. */
+  bytes: number;
+}
+
+/** Files the lab puts in its image, and why each one is there. */
+export function imageFiles(): Record<string, string> {
+  return {
+    // The lab network has no metadata service: the NoCloud seed in the machine is all there is.
+    // Debian's cloud images manage /etc/hosts the same way, which gives Facter the machine's FQDN.
+    "/etc/cloud/cloud.cfg.d/90-muster-lab.cfg": [
+      "# muster lab image: instances are configured from a NoCloud seed only",
+      "datasource_list: [NoCloud, None]",
+      "manage_etc_hosts: true",
+      "# C.UTF-8 is built into glibc: no locale to generate in a minimal image",
+      "locale: C.UTF-8",
+      "",
+    ].join("\n"),
+    // No router on the lab network: without this, systemd-networkd waits ~13 s at every boot for
+    // an IPv6 router advertisement that never comes, and cloud-init waits behind it.
+    "/etc/systemd/network/10-cloud-init-host0.network.d/50-muster-lab.conf": "# muster lab: no IPv6 router on the lab network\n[Network]\nIPv6AcceptRA=no\nLinkLocalAddressing=no\n",
+    // No DNS server either: lookups fail at once instead of timing out (names come from /etc/hosts).
+    "/etc/resolv.conf": "# muster lab: there is no DNS server on the lab network\noptions timeout:1 attempts:1\n",
+  };
+}
+
+export function machineImageSpec(o: { release: string; sources: string; vm?: boolean }): ImageSpec {
+  const files = imageFiles();
+  if (o.vm) files["/etc/fstab"] = "# muster lab VM: the whole disk is the root file system\n/dev/vda / ext4 defaults,errors=remount-ro 0 1\n";
+  return {
+    release: o.release,
+    sources: o.sources,
+    packages: [...MACHINE_PACKAGES, ...(o.vm ? VM_PACKAGES : [])],
+    files,
+    // cloud-init makes each machine its own host keys on first boot
+    remove: ["/etc/ssh/ssh_host_*"],
+    enable: ["systemd-networkd.service"],
+    kernel: Boolean(o.vm),
+  };
+}
+
+/** The cache key: a hash of everything that goes into the image. */
+export function imageKey(spec: ImageSpec): string {
+  const h = createHash("sha256").update(JSON.stringify({ builder: BUILDER, ...spec, packages: [...spec.packages].sort() }));
+  return `${spec.release}-${spec.kernel ? "vm-" : ""}${h.digest("hex").slice(0, 16)}`;
+}
+
+/** mmdebstrap's command line for a spec (the sources come from a file next to the build). */
+export function mmdebstrapArgv(spec: ImageSpec, sourcesFile: string, target: string): string[] {
+  return ["mmdebstrap", "--variant=minbase", "--mode=root", `--include=${spec.packages.join(",")}`, "--skip=cleanup/reproducible", spec.release, target, sourcesFile];
+}
+
+/** The host's Debian release and apt sources, which the image is built from. */
+export function hostRelease(): { release: string; sources: string } {
+  const os = readFileSync("/etc/os-release", "utf8");
+  const release = /^VERSION_CODENAME=(.+)$/m.exec(os)?.[1]?.replace(/"/g, "");
+  if (!release) throw new MusterError("MUSTER_USAGE", "lab machines need a Debian host: /etc/os-release names no VERSION_CODENAME");
+  for (const f of ["/etc/apt/sources.list.d/debian.sources", "/etc/apt/sources.list"]) {
+    if (existsSync(f) && /\S/.test(readFileSync(f, "utf8").replace(/^#.*$/gm, ""))) return { release, sources: readFileSync(f, "utf8") };
+  }
+  return { release, sources: `deb http://deb.debian.org/debian ${release} main\n` };
+}
+
+/** Fails with what to install when a host tool is missing. */
+export function requireTools(tools: Record<string, string>): void {
+  const missing = Object.entries(tools).filter(([bin]) => !onPath(bin));
+  if (missing.length) {
+    throw new MusterError("MUSTER_USAGE", `lab machines need ${missing.map(([bin]) => bin).join(", ")}: apt-get install ${[...new Set(missing.map(([, pkg]) => pkg))].join(" ")} (./scripts/setup.sh installs them)`);
+  }
+}
+
+export function onPath(bin: string): boolean {
+  return (process.env.PATH ?? "/usr/sbin:/usr/bin:/sbin:/bin")
+    .split(":")
+    .concat(["/usr/sbin", "/sbin"])
+    .some((d) => d && existsSync(join(d, bin)));
+}
+
+function run(argv: string[], log: (line: string) => void): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const [cmd, ...args] = argv as [string, ...string[]];
+    const child = spawn(cmd, args, { stdio: ["ignore", "pipe", "pipe"] });
+    const tail: string[] = [];
+    const take = (b: Buffer) => {
+      for (const line of b.toString().split("\n").filter(Boolean)) {
+        tail.push(line);
+        if (tail.length > 30) tail.shift();
+        log(line);
+      }
+    };
+    child.stdout.on("data", take);
+    child.stderr.on("data", take);
+    child.once("error", (e) => reject(new MusterError("MUSTER_USAGE", `cannot run ${cmd}: ${e.message}`)));
+    child.once("close", (code) => (code === 0 ? resolve() : reject(new MusterError("MUSTER_USAGE", `${argv.slice(0, 3).join(" ")} ... failed (exit ${code}):\n${tail.join("\n")}`))));
+  });
+}
+
+export function duBytes(path: string): number {
+  try {
+    return Number(execFileSync("du", ["-sb", "--one-file-system", path], { encoding: "utf8" }).split(/\s/)[0]) || 0;
+  } catch {
+    return 0;
+  }
+}
+
+/**
+ * The image for `spec`, from the cache or built now. A build goes to a private directory and is
+ * renamed into place whole, so a build cut short leaves nothing that looks finished, and two
+ * builds at once (a test and the lab) both end with one good image.
+ */
+export async function ensureImage(cacheDir: string, spec: ImageSpec, progress: (line: string) => void = () => undefined): Promise<MachineImage> {
+  const key = imageKey(spec);
+  const dir = join(cacheDir, key);
+  const root = join(dir, "root");
+  if (existsSync(join(dir, "done"))) return { key, root, built: false, bytes: Number(readFileSync(join(dir, "done"), "utf8").trim()) || 0 };
+  requireTools({ mmdebstrap: "mmdebstrap" });
+  const t0 = Date.now();
+  mkdirSync(cacheDir, { recursive: true });
+  const work = join(cacheDir, `.${key}.${process.pid}`);
+  rmSync(work, { recursive: true, force: true });
+  mkdirSync(work, { recursive: true });
+  try {
+    const sources = join(work, spec.sources.includes("Types:") ? "host.sources" : "host.list");
+    writeFileSync(sources, spec.sources);
+    progress(`building the machine image ${key} with mmdebstrap (${spec.release}, ${spec.packages.length} packages and their dependencies); about a minute, once`);
+    let last = 0;
+    await run(mmdebstrapArgv(spec, sources, join(work, "root")), (line) => {
+      // mmdebstrap's own stages, at most one line every 5 s
+      if (/^I: /.test(line) && Date.now() - last > 5000) {
+        last = Date.now();
+        progress(`  mmdebstrap: ${line.slice(3)}`);
+      }
+    });
+    const r = join(work, "root");
+    for (const [path, content] of Object.entries(spec.files)) {
+      const f = join(r, path);
+      mkdirSync(dirname(f), { recursive: true });
+      rmSync(f, { force: true }); // resolv.conf may be a link
+      writeFileSync(f, content);
+    }
+    for (const pattern of spec.remove) await run(["sh", "-c", `rm -f ${join(r, pattern)}`], () => undefined);
+    if (spec.enable.length) await run(["systemctl", `--root=${r}`, "enable", ...spec.enable], () => undefined);
+    const bytes = duBytes(r);
+    const buildSeconds = (Date.now() - t0) / 1000;
+    rmSync(sources);
+    writeFileSync(join(work, "build.json"), JSON.stringify({ key, spec: { ...spec, sources: undefined }, buildSeconds, bytes, builtAt: new Date().toISOString() }, null, 2));
+    writeFileSync(join(work, "done"), `${bytes}\n`);
+    try {
+      renameSync(work, dir); // whole, at once
+    } catch (e) {
+      if (!existsSync(join(dir, "done"))) throw e;
+      return { key, root, built: false, bytes }; // another build finished first: keep its image
+    }
+    progress(`machine image ${key} built in ${buildSeconds.toFixed(0)} s (${(bytes / 1e6).toFixed(0)} MB)`);
+    return { key, root, built: true, buildSeconds, bytes };
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+}
+
+export function imageInfo(root: string): { bytes: number; builtAt?: string; buildSeconds?: number } | undefined {
+  const f = join(dirname(root), "build.json");
+  if (!existsSync(f)) return existsSync(root) ? { bytes: statSync(root).size } : undefined;
+  return JSON.parse(readFileSync(f, "utf8")) as { bytes: number; builtAt?: string; buildSeconds?: number };
+}

@@ -1,0 +1,39 @@
+import { appendLog, newRecord, type NodeRecord } from "../protocol/provision-record.js";
+import type { Versioned } from "./state.js";
+
+// Who may take a node: the claim rule, pure, so it is unit-tested. The runner writes the record
+// claimRecord returns with a compare-and-set (ProvisionState), so of two provisioners only one wins.
+
+/** May `owner` take this node now? */
+export function claimable(rec: NodeRecord | undefined, owner: string, now: number): boolean {
+  if (!rec) return true;
+  if (rec.status === "done" || rec.status === "failed") return false;
+  if (rec.status === "pending") return true;
+  return rec.owner === owner || (rec.claimExpires ?? 0) < now;
+}
+
+/**
+ * The record `owner` writes (compare-and-set) to claim a node, or undefined when it may not: a new
+ * round for a pending, new or re-queued node; a resume of our own or of an expired claim, naming
+ * the provisioner it takes over from.
+ */
+export function claimRecord(existing: Versioned | undefined, identity: string, owner: string, now: number, leaseS: number): { v: Versioned; takenOverFrom?: string } | undefined {
+  if (!claimable(existing?.record, owner, now)) return undefined;
+  const v: Versioned = existing ?? { record: newRecord(identity, now), revision: 0 };
+  const rec = v.record;
+  if (rec.status !== "in_progress") {
+    // a new round (first time, operator retry, node restart); in_progress ones are resumed
+    rec.rounds += 1;
+    rec.startedAt = now;
+    rec.timings = {};
+    rec.stageTimes = {};
+    rec.finishedAt = undefined;
+  }
+  const previousOwner = rec.status === "in_progress" ? rec.owner : undefined;
+  rec.status = "in_progress";
+  rec.owner = owner;
+  rec.claimExpires = now + leaseS * 1000;
+  const takenOverFrom = previousOwner && previousOwner !== owner ? previousOwner : undefined;
+  if (takenOverFrom) appendLog(rec, `taken over from ${takenOverFrom}, whose claim expired`, now);
+  return { v, takenOverFrom };
+}

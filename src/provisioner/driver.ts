@@ -1,0 +1,269 @@
+import type { Logger } from "pino";
+import { provisionDDL } from "../agents/provision/ddl.js";
+import { puppetcaDDL } from "../agents/puppetca/ddl.js";
+import { rpcutilDDL } from "../agents/rpcutil/ddl.js";
+import type { ActionName, ActionOutput, CallInput } from "../ddl/types.js";
+import { appendLog, type Stage } from "../protocol/provision-record.js";
+import { claimRecord } from "./claim.js";
+import { callOne, type Collective } from "./collective.js";
+import type { ProvisionerConfig } from "./config.js";
+import { DeployLock } from "./deploy-lock.js";
+import { askAgain, decide, newRun, pastDisable, type EngineAction, type EngineEvent, type EnginePolicy, type NodeRun } from "./engine.js";
+import { sleep, stringFact, type Masters } from "./masters.js";
+import type { ProvisionerMetrics } from "./metrics.js";
+import type { Semaphore } from "./semaphore.js";
+import type { ProvisionState, Versioned } from "./state.js";
+import { StepError, steps, type MasterInfo, type StepContext } from "./steps.js";
+import type { NodeTrust } from "./trust.js";
+
+// One node, at the edge: claim its record, find its facts and master, then carry out what the
+// engine (engine.ts) decides, action by action, feeding back what happened, until the engine says
+// the run is over. Every decision is the engine's; this file only does I/O and times it.
+
+export interface ProvisionerEvents {
+  onStage?(identity: string, stage: Stage | "failed" | "done"): void;
+}
+
+export interface DriverDeps {
+  cfg: ProvisionerConfig;
+  policy: EnginePolicy;
+  collective: Collective;
+  store: ProvisionState;
+  trust: NodeTrust;
+  masters: Masters;
+  log: Logger;
+  metrics?: ProvisionerMetrics;
+  events: ProvisionerEvents;
+  /** Aborted when the provisioner gives up its in-flight work (SIGTERM past the grace). */
+  stopping: AbortSignal;
+  /** The slot of a master (per_master_limit). */
+  masterSlot(master: string): Semaphore;
+}
+
+/** The target agent: the provision DDL, under the name the config gives it. */
+const provisionAgent = (cfg: ProvisionerConfig) => ({ ddl: provisionDDL, name: cfg.target.agent });
+
+export class Driver {
+  readonly lock: DeployLock;
+  /** Per node once its steps began: aborted when the node restarts, so a request it lost is asked again at once. */
+  private readonly restarts = new Map<string, AbortController>();
+
+  constructor(private readonly d: DriverDeps) {
+    const { cfg } = d;
+    this.lock = new DeployLock({ enabled: cfg.steps.lock, owner: cfg.id, lockLeaseS: cfg.lock_lease, puppetTimeoutS: cfg.puppet_timeout }, (id, action, input, o) => this.ask(id, action, input, o?.timeoutMs, o?.quiet));
+  }
+
+  /** The node restarted: the step waiting on it stops waiting (the engine asks again). False when none is in flight. */
+  nodeRestarted(identity: string): boolean {
+    const c = this.restarts.get(identity);
+    if (!c) return false;
+    c.abort();
+    return true;
+  }
+
+  /** Provision one node (the caller holds a global slot); resolves when the engine's run has ended. */
+  async provision(identity: string, why: string): Promise<void> {
+    const { store, trust, cfg, masters } = this.d;
+    const existing = await store.get(identity);
+    const c = claimRecord(existing, identity, cfg.id, Date.now(), cfg.lock_lease);
+    if (!c) return;
+    trust.fromRecord(identity, existing?.record);
+    if ((await store.compareAndSet(c.v)) === undefined) {
+      this.d.log.debug({ node: identity }, "another provisioner claimed this node first");
+      return;
+    }
+    const v = c.v;
+    const rec = v.record;
+    let held: Semaphore | undefined;
+    let master: MasterInfo = { identity: rec.master ?? "", address: rec.masterAddress ?? "", facts: {} };
+    let first: EngineEvent = { type: "begin" };
+    this.d.metrics?.inFlight.inc();
+    try {
+      appendLog(rec, `provisioning started (${why})`);
+      try {
+        // A node already disabled is provisioned: under isolation it has left the target collective,
+        // and what remains (notify) needs nothing from it, so it is not asked.
+        const disabled = pastDisable(rec);
+        if (!disabled) {
+          const facts = await this.inventory(identity);
+          rec.nodeAddress = stringFact(facts, cfg.target.ipaddress_fact);
+          if (!rec.nodeAddress) throw new StepError(`node has no '${cfg.target.ipaddress_fact}' fact (target.ipaddress_fact)`);
+          master = await masters.choose(identity, facts, rec.master);
+          rec.master = master.identity;
+          rec.masterAddress = master.address;
+        }
+        if (!(await this.save(v, cfg.lock_lease))) first = { type: "lost" };
+        else {
+          const slot = this.d.masterSlot(master.identity);
+          await slot.acquire(this.d.stopping);
+          held = slot; // only a slot actually held is released below
+          if (c.takenOverFrom && this.lock.takeoverNeeded(rec, disabled)) await this.lock.takeover(rec);
+        }
+      } catch (e) {
+        first = this.d.stopping.aborted ? { type: "stopping" } : { type: "prepare-failed", error: (e as Error).message };
+      }
+      await this.drive(v, newRun(rec, this.d.policy), master, first);
+    } finally {
+      this.restarts.delete(identity);
+      held?.release();
+      this.d.metrics?.inFlight.dec();
+    }
+  }
+
+  /** Run the engine: perform each action it returns, feed back what happened, until it is over. */
+  private async drive(v: Versioned, run: NodeRun, master: MasterInfo, first: EngineEvent): Promise<void> {
+    const { log, metrics, events, policy } = this.d;
+    const rec = v.record;
+    let action = decide(run, first, policy, Date.now());
+    for (;;) {
+      const ev = await this.perform(action, v, master);
+      if (!ev) break;
+      action = decide(run, ev, policy, Date.now());
+    }
+    switch (action.type) {
+      case "done":
+        metrics?.provisioned.inc();
+        events.onStage?.(rec.identity, "done");
+        log.info({ node: rec.identity, master: master.identity }, "node provisioned");
+        break;
+      case "fail":
+        log.error({ node: rec.identity, stage: rec.current, err: action.error }, "provisioning failed; retry with `muster provision retry` or restart the node");
+        metrics?.failed.inc();
+        events.onStage?.(rec.identity, "failed");
+        break;
+      case "abandon":
+        log.warn({ node: rec.identity, stage: rec.current }, `abandoned: ${action.reason}; its lock is released and a restart resumes it`);
+        break;
+      case "leave":
+        log.warn({ node: rec.identity }, action.reason);
+        break;
+    }
+  }
+
+  /** One action carried out; its event, or undefined when the action ends the run. */
+  private async perform(action: EngineAction, v: Versioned, master: MasterInfo): Promise<EngineEvent | undefined> {
+    const { log, metrics, events, masters } = this.d;
+    const rec = v.record;
+    switch (action.type) {
+      case "probe-cert":
+        try {
+          return { type: "cert-probed", hasCert: (await this.askAgain(() => this.ask(rec.identity, "has_cert", {}))).has_cert === true };
+        } catch (e) {
+          return this.d.stopping.aborted ? { type: "stopping" } : { type: "prepare-failed", error: (e as Error).message };
+        }
+      case "renew-lock":
+        try {
+          return { type: "lock-renewed", expires: await this.lock.renew(rec) };
+        } catch (e) {
+          return this.d.stopping.aborted ? { type: "stopping" } : { type: "prepare-failed", error: (e as Error).message };
+        }
+      case "persist":
+        return (await this.save(v, action.leaseS).catch(() => false)) ? { type: "persisted" } : { type: "lost" };
+      case "run":
+        if (action.first) events.onStage?.(rec.identity, action.stage);
+        return this.runStep(action.stage, v, master);
+      case "wait":
+        if (action.retry) {
+          metrics?.retries.inc({ step: action.retry.stage });
+          log.warn({ node: rec.identity, stage: action.retry.stage, attempt: action.retry.attempt, retryInMs: action.ms, err: action.retry.error }, "step failed; retrying");
+        }
+        await sleep(action.ms, this.d.stopping); // backoff, or the node's busy Puppet run ending on its own
+        return this.d.stopping.aborted ? { type: "stopping" } : { type: "waited" };
+      case "release-lock":
+        await this.lock.release(rec, (e) => log.warn({ node: rec.identity, err: e.message }, "could not release the node's lock; it expires with its lease"));
+        return { type: "lock-released" };
+      case "notify":
+        try {
+          await masters.notify(action.subject, action.message, action.key);
+          return { type: "notified" };
+        } catch (e) {
+          log.error({ err: (e as Error).message }, "could not notify the admins of a failure");
+          return { type: "notified", error: (e as Error).message };
+        }
+      default:
+        return undefined; // terminal
+    }
+  }
+
+  /** One try of one step, as an engine event. */
+  private async runStep(stage: Stage, v: Versioned, master: MasterInfo): Promise<EngineEvent> {
+    const rec = v.record;
+    if (this.d.stopping.aborted) return { type: "stopping" };
+    const restart = new AbortController();
+    this.restarts.set(rec.identity, restart);
+    const t0 = performance.now();
+    try {
+      const note = await steps[stage](this.stepContext(v, master));
+      const ms = performance.now() - t0;
+      if (stage === "sign_csr") this.d.trust.certified(rec.identity, rec.fingerprint);
+      this.d.metrics?.stepDuration.observe({ step: stage }, ms / 1000);
+      return { type: "step-ok", ms, note: note || undefined };
+    } catch (e) {
+      if (this.d.stopping.aborted) return { type: "stopping" };
+      return { type: "step-failed", error: (e as Error).message, busy: e instanceof StepError && e.data.retryable === true, nodeRestarted: restart.signal.aborted };
+    }
+  }
+
+  private stepContext(v: Versioned, master: MasterInfo): StepContext {
+    const { cfg, collective, masters, stopping } = this.d;
+    const rec = v.record;
+    const ca = { ddl: puppetcaDDL, name: cfg.master.agent };
+    return {
+      rec,
+      master,
+      lock: this.lock,
+      puppetTimeoutMs: cfg.puppet_timeout * 1000,
+      node: (action, input, o) => this.ask(rec.identity, action, input, o?.timeoutMs),
+      ca: (m) => (action, input, o) => callOne(collective, "master", ca, action, input, m, { timeoutMs: o?.timeoutMs ?? cfg.step_timeout * 1000, signal: stopping }),
+      cleanEverywhere: (certname) => masters.onAll(certname),
+      notify: (subject, message, key) => masters.notify(subject, message, key),
+    };
+  }
+
+  /**
+   * One action of the provision agent on a waiting node: the reply must be signed by the node's
+   * pinned key (trust.ts). A step stops waiting when the node restarts or we stop; `quiet` calls
+   * (lock releases) do not, and their failures are not logged.
+   */
+  private ask<A extends ActionName<typeof provisionDDL>>(id: string, action: A, input: CallInput<typeof provisionDDL, A>, timeoutMs = this.d.cfg.step_timeout * 1000, quiet = false): Promise<ActionOutput<typeof provisionDDL, A>> {
+    const restart = this.restarts.get(id)?.signal;
+    const signal = quiet ? undefined : restart ? AbortSignal.any([this.d.stopping, restart]) : this.d.stopping;
+    return callOne(this.d.collective, "target", provisionAgent(this.d.cfg), action, input, id, {
+      timeoutMs,
+      signal,
+      check: (r) => this.d.trust.authenticate(id, r.signedBy, `${this.d.cfg.target.agent}#${action} reply`),
+      onFailed: (r) => !quiet && this.d.log.debug({ node: id, action, status: r.statuscode, msg: r.statusmsg }, "action failed"),
+    });
+  }
+
+  /** A question that changes nothing on the node, asked again while its reply is lost (the engine's askAgain). */
+  private async askAgain<T>(ask: () => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await ask();
+      } catch (e) {
+        if (this.d.stopping.aborted || !askAgain(attempt, (e as Error).message, this.d.policy)) throw e;
+      }
+    }
+  }
+
+  private async inventory(id: string): Promise<Record<string, unknown>> {
+    const { collective, cfg } = this.d;
+    const d = await this.askAgain(() =>
+      callOne(collective, "target", { ddl: rpcutilDDL, name: "rpcutil" }, "inventory", {}, id, {
+        timeoutMs: Math.min(10_000, cfg.step_timeout * 1000),
+        signal: this.d.stopping,
+        check: (r) => this.d.trust.authenticate(id, r.signedBy, "rpcutil#inventory reply"),
+      }),
+    );
+    return (d.facts as Record<string, unknown>) ?? {};
+  }
+
+  /** Write the record, our claim renewed for `leaseS` (0: given up); false when someone else wrote first. */
+  private async save(v: Versioned, leaseS: number): Promise<boolean> {
+    const rec = v.record;
+    rec.nodeKey ??= this.d.trust.pinOf(rec.identity);
+    rec.claimExpires = rec.status === "in_progress" ? (leaseS > 0 ? Date.now() + leaseS * 1000 : 0) : undefined;
+    return (await this.d.store.compareAndSet(v)) !== undefined;
+  }
+}

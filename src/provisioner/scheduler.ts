@@ -1,0 +1,191 @@
+import { setMaxListeners } from "node:events";
+import type { Logger } from "pino";
+import { buildFilter } from "../filter/index.js";
+import type { Filter } from "../protocol/types.js";
+import type { Collective, StartupEvent } from "./collective.js";
+import type { ProvisionerConfig } from "./config.js";
+import { Driver, type ProvisionerEvents } from "./driver.js";
+import { onNodeStarted, requeueRestarted, type EnginePolicy } from "./engine.js";
+import { logDiscovery, Masters } from "./masters.js";
+import type { ProvisionerMetrics } from "./metrics.js";
+import { Semaphore } from "./semaphore.js";
+import { enabledStages } from "./stages.js";
+import type { ProvisionState } from "./state.js";
+import { NodeTrust } from "./trust.js";
+
+export { StepError } from "./steps.js";
+export type { ProvisionerEvents };
+
+// The provisioning daemon's scheduler: it finds nodes (discovery every `sleeptime`, startup
+// events, its own unfinished records), holds the global and per-master slots, and hands each node
+// to the driver (driver.ts), which carries out what the engine (engine.ts) decides.
+// docs/provisioner.md#the-engine-map says which file decides what.
+
+export class Provisioner {
+  private readonly global: Semaphore;
+  private readonly perMaster = new Map<string, Semaphore>();
+  private readonly running = new Map<string, Promise<void>>();
+  private readonly abort = new AbortController();
+  private stopping = false;
+  private loopTimer?: NodeJS.Timeout;
+  private wake?: () => void;
+  private lastResumeScan = 0;
+  private readonly targetFilter: Filter;
+  private readonly trust: NodeTrust;
+  private readonly masters: Masters;
+  private readonly driver: Driver;
+
+  constructor(
+    private readonly cfg: ProvisionerConfig,
+    private readonly collective: Collective,
+    private readonly store: ProvisionState,
+    private readonly log: Logger,
+    private readonly metrics?: ProvisionerMetrics,
+    events: ProvisionerEvents = {},
+  ) {
+    this.global = new Semaphore(cfg.concurrency);
+    setMaxListeners(0, this.abort.signal); // every waiting node listens for shutdown
+    const policy: EnginePolicy = { stages: enabledStages(cfg.steps), attempts: cfg.retries.attempts, backoffS: cfg.retries.backoff, maxBackoffS: cfg.retries.max_backoff, puppetTimeoutS: cfg.puppet_timeout, lockLeaseS: cfg.lock_lease, notifyFailures: cfg.steps.notify };
+    // Filters are parsed once at start: a bad one stops the daemon with a clear message.
+    this.targetFilter = buildFilter({ select: cfg.target.filter ? [cfg.target.filter] : [], agent: [cfg.target.agent] });
+    this.trust = new NodeTrust({ by: cfg.id, log, metrics, publish: collective.publishNodeKey?.bind(collective) });
+    this.masters = new Masters(cfg, policy, collective, log, this.abort.signal);
+    const masterSlot = (m: string) => {
+      let s = this.perMaster.get(m);
+      if (!s) this.perMaster.set(m, (s = new Semaphore(cfg.per_master_limit)));
+      return s;
+    };
+    this.driver = new Driver({ cfg, policy, collective, store, trust: this.trust, masters: this.masters, log, metrics, events, stopping: this.abort.signal, masterSlot });
+  }
+
+  /** Subscribe to startup events, resume our own unfinished work, then cycle until stopped. */
+  async start(): Promise<void> {
+    const stopListening = this.collective.onStartup((ev) => {
+      this.masters.forget(); // whatever started may be a new master: look again before the next choice
+      // A provisioned node announcing itself in the fleet is not a restart of a waiting node.
+      const inTargets = !ev.collectives || ev.collectives.includes(this.collective.collectiveOf("target"));
+      if (inTargets) void this.onNodeStartup(ev);
+    });
+    this.abort.signal.addEventListener("abort", () => stopListening(), { once: true });
+    await this.resumeOwn();
+    void this.loop();
+  }
+
+  /** --once: our unfinished nodes plus one discovery cycle, provisioned to the end. */
+  async runOnce(): Promise<void> {
+    await this.resumeOwn();
+    await this.cycle();
+    while (this.running.size) await Promise.allSettled([...this.running.values()]);
+  }
+
+  /** One discovery cycle: enqueue every node waiting to be provisioned. */
+  async cycle(): Promise<string[]> {
+    const found = await this.collective.discover("target", this.targetFilter, this.cfg.discovery_timeout * 1000);
+    logDiscovery(this.log, "nodes waiting to be provisioned", this.collective.collectiveOf("target"), this.cfg.target, found);
+    for (const id of found) this.enqueue(id, "discovery");
+    return found;
+  }
+
+  private async loop(): Promise<void> {
+    while (!this.stopping) {
+      try {
+        this.masters.forget(); // masters are discovered afresh every cycle
+        // Records whose owner died after disabling a node are invisible to discovery: take them over
+        // here. Claims expire only after lock_lease, so scanning every record more often is waste.
+        if (Date.now() - this.lastResumeScan >= (this.cfg.lock_lease * 1000) / 2) await this.resumeOwn();
+        await this.cycle();
+      } catch (e) {
+        this.log.warn({ err: (e as Error).message }, "discovery cycle failed; trying again next cycle");
+      }
+      if (this.stopping) break;
+      await new Promise<void>((resolve) => {
+        this.wake = resolve;
+        this.loopTimer = setTimeout(resolve, this.cfg.sleeptime * 1000);
+      });
+    }
+  }
+
+  private async onNodeStartup(ev: StartupEvent): Promise<void> {
+    if (this.stopping) return;
+    const identity = ev.identity;
+    // A startup event makes us act (abort a wait, retry a failed node): only a fresh one, signed by
+    // the node's pinned key, newer than the last we took from it (a replayed event is refused).
+    const stored = await this.store.get(identity).then((v) => ({ v }), () => undefined);
+    if (stored) this.trust.fromRecord(identity, stored.v?.record);
+    if (!this.trust.takeStartup(ev, Date.now())) return;
+    const v = stored?.v;
+    switch (onNodeStarted(v?.record, this.running.has(identity))) {
+      case "repeat-step":
+        // whatever the node was doing for us died with it (or, a Puppet run, carries on without it)
+        if (this.driver.nodeRestarted(identity)) this.log.warn({ node: identity }, "node restarted while being provisioned; repeating its current step");
+        return;
+      case "ignore":
+        return;
+      case "requeue":
+        requeueRestarted(v!.record, Date.now());
+        if ((await this.store.compareAndSet(v!)) === undefined) return;
+        break;
+      case "provision":
+        break;
+    }
+    this.log.info({ node: identity }, "node started; provisioning it now");
+    this.enqueue(identity, "startup");
+  }
+
+  /** Records we own that were in progress when we stopped (crash or SIGKILL), and expired claims: take them up again. */
+  private async resumeOwn(): Promise<void> {
+    const now = Date.now();
+    this.lastResumeScan = now;
+    for (const rec of await this.store.list()) {
+      if (this.running.has(rec.identity)) continue;
+      if (rec.status === "in_progress" && (rec.owner === this.cfg.id || (rec.claimExpires ?? 0) < now)) {
+        this.log.info({ node: rec.identity, stage: rec.stage ?? "none" }, "resuming unfinished provisioning");
+        this.enqueue(rec.identity, "resume");
+      }
+    }
+  }
+
+  enqueue(identity: string, why: string): void {
+    if (this.stopping || this.running.has(identity)) return;
+    this.metrics?.discovered.inc();
+    const p = this.provision(identity, why)
+      .catch((e) => this.log.error({ node: identity, err: (e as Error).message }, "provisioning crashed"))
+      .finally(() => this.running.delete(identity));
+    this.running.set(identity, p);
+  }
+
+  private async provision(identity: string, why: string): Promise<void> {
+    try {
+      await this.global.acquire(this.abort.signal);
+    } catch {
+      return; // stopping while queued: never held a slot
+    }
+    try {
+      await this.driver.provision(identity, why);
+    } finally {
+      this.global.release();
+    }
+  }
+
+  get inFlight(): number {
+    return this.running.size;
+  }
+
+  /** Stop taking nodes; let current steps finish within the grace period, then abandon them safely. */
+  async stop(): Promise<void> {
+    if (this.stopping) return;
+    this.stopping = true;
+    clearTimeout(this.loopTimer);
+    this.wake?.();
+    const all = Promise.allSettled([...this.running.values()]);
+    const graceMs = this.cfg.shutdown_grace * 1000;
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = await Promise.race([all.then(() => false), new Promise<boolean>((r) => (timer = setTimeout(() => r(true), graceMs)))]);
+    clearTimeout(timer);
+    if (timedOut) {
+      this.log.warn({ nodes: [...this.running.keys()] }, "abandoning in-flight nodes; their locks are released and a restart resumes them");
+      this.abort.abort(new Error("provisioner stopping"));
+      await all;
+    }
+  }
+}

@@ -1,0 +1,146 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { readdirSync, readFileSync, statSync } from "node:fs";
+import { dirname, join, normalize, relative } from "node:path";
+import { fileURLToPath } from "node:url";
+
+// The rooms of src/ and the arrows between them (DESIGN.md's layout, docs/decisions/0005-one-owner.md).
+// This test reads src/ and fails on:
+// - the NATS client (any @nats-io package, imported statically, dynamically or re-exported) or a
+//   bare connection (a variable or field named `nc`, `.nc`, the NatsConnection/BrokerConnection
+//   types) outside the transport layers named below: everyone else holds a MusterClient or a
+//   Bucket;
+// - JetStream or KV (@nats-io/jetstream, @nats-io/kv) outside broker/, the only maker of buckets
+//   and streams;
+// - an arrow between the agent rooms that is not in the architecture: the server is handed its
+//   agents (src/agent/catalogue.ts) and imports none of src/agents/; the agents know the contract
+//   in src/agent/ and nothing of the server; the contract imports neither.
+
+const root = fileURLToPath(new URL("../../src/", import.meta.url));
+
+/** The transport layers: where a bare connection and the NATS client may appear, and why. */
+const TRANSPORT: [RegExp, string][] = [
+  [/^broker\//, "connections, buckets and streams are made here"],
+  [/^client\/(client|collector|request)\.ts$/, "the client: publishes requests and collects replies"],
+  [/^client\/discovery\/registry\.ts$/, "asks the registry daemon's query subject"],
+  [/^server\/(host|server)\.ts$/, "the node daemon's transport: one connection per phase"],
+  [/^emulator\/emulator\.ts$/, "the emulator's transport (one NodeHost for many nodes)"],
+  [/^registry\/(receiver|service|daemon)\.ts$/, "the registry daemon: registrations in, queries answered"],
+  [/^cli\/commands\/emulate\.ts$/, "hands the emulator its bare connection (from broker/connect.ts)"],
+  [/^cli\/commands\/doctor\.ts$/, "diagnoses the connection itself (server, TLS handshake) before any client exists"],
+];
+
+function files(dir: string): string[] {
+  return readdirSync(dir).flatMap((n) => {
+    const p = join(dir, n);
+    return statSync(p).isDirectory() ? files(p) : p.endsWith(".ts") && !p.endsWith(".d.ts") ? [p] : [];
+  });
+}
+
+/** The code of a file with comments blanked out (a comment may mention client.nc). */
+function code(path: string): string[] {
+  return readFileSync(path, "utf8")
+    .replace(/\/\*[\s\S]*?\*\//g, (c) => c.replace(/[^\n]/g, " "))
+    .split("\n")
+    .map((l) => l.replace(/(^|[^:"'`\\])\/\/.*$/, "$1"));
+}
+
+const sources = files(root).map((p) => ({ rel: relative(root, p).split("\\").join("/"), lines: code(p) }));
+
+/** Module specifiers a line imports: `from "x"`, `import("x")`, `import "x"`, `require("x")`. */
+export function specifiers(line: string): string[] {
+  const out: string[] = [];
+  for (const m of line.matchAll(/\bfrom\s*["']([^"']+)["']|\bimport\s*\(\s*["'`]([^"'`]+)["'`]\s*\)|^\s*import\s*["']([^"']+)["']|\brequire\s*\(\s*["']([^"']+)["']\s*\)/g)) out.push((m[1] ?? m[2] ?? m[3] ?? m[4])!);
+  return out;
+}
+
+function offences(keep: (rel: string) => boolean, bad: (line: string) => boolean): string[] {
+  const found: string[] = [];
+  for (const s of sources) {
+    if (!keep(s.rel)) continue;
+    s.lines.forEach((l, i) => {
+      if (bad(l)) found.push(`src/${s.rel}:${i + 1}: ${l.trim()}`);
+    });
+  }
+  return found;
+}
+
+const transport = (rel: string) => TRANSPORT.some(([re]) => re.test(rel));
+
+test("the tree is where this test expects it", () => {
+  assert.ok(sources.some((s) => s.rel === "client/client.ts"), `no src/client/client.ts under ${root}`);
+  assert.ok(sources.length > 100, `only ${sources.length} files under ${root}`);
+});
+
+test("the scanner sees every way of importing", () => {
+  assert.deepEqual(specifiers(`import { x } from "@nats-io/kv";`), ["@nats-io/kv"]);
+  assert.deepEqual(specifiers(`const { Kvm } = await import("@nats-io/kv");`), ["@nats-io/kv"]);
+  assert.deepEqual(specifiers("const m = await import(`@nats-io/jetstream`);"), ["@nats-io/jetstream"]);
+  assert.deepEqual(specifiers(`export { a } from "../agents/builtin.js";`), ["../agents/builtin.js"]);
+  assert.deepEqual(specifiers(`import "@nats-io/transport-node";`), ["@nats-io/transport-node"]);
+  assert.deepEqual(specifiers(`const [a, b] = await Promise.all([import("./a.js"), import('./b.js')]);`), ["./a.js", "./b.js"]);
+});
+
+test("JetStream and KV are opened in broker/ only", () => {
+  const found = offences((rel) => !rel.startsWith("broker/"), (l) => specifiers(l).some((m) => /^@nats-io\/(kv|jetstream)\b/.test(m)));
+  assert.deepEqual(found, [], `open buckets through a Bucket (client.bucket, broker/bucket.ts) and streams through broker/stream.ts:\n${found.join("\n")}`);
+});
+
+test("outside the transport layers nothing imports the NATS client", () => {
+  const found = offences((rel) => !transport(rel), (l) => specifiers(l).some((m) => m.startsWith("@nats-io/")));
+  assert.deepEqual(found, [], `use the client API (MusterClient) or a Bucket instead:\n${found.join("\n")}`);
+});
+
+test("outside the transport layers nothing holds a bare connection (nc, .nc, NatsConnection)", () => {
+  const found = offences((rel) => !transport(rel), (l) => /(^|[^\w$])nc\b|\b(NatsConnection|BrokerConnection)\b/.test(l.replace(/(["'`])(?:\\.|(?!\1).)*\1/g, '""')));
+  assert.deepEqual(found, [], `use the client API (onEvent, onLifecycle, bucket, registry, source) instead:\n${found.join("\n")}`);
+});
+
+test("every allow-list entry still matches a file (stale entries go)", () => {
+  for (const [re, why] of TRANSPORT) assert.ok(sources.some((s) => re.test(s.rel)), `${re} (${why}) matches no file`);
+});
+
+/** The rooms (top-level folders of src/) a file imports from, with the line that does. */
+function roomsImported(rel: string, lines: string[]): { room: string; line: string; n: number }[] {
+  const out: { room: string; line: string; n: number }[] = [];
+  lines.forEach((l, i) => {
+    for (const m of specifiers(l)) {
+      if (!m.startsWith(".")) continue;
+      const target = normalize(join(dirname(rel), m)).split("\\").join("/");
+      if (target.startsWith("..")) continue;
+      out.push({ room: target.includes("/") ? target.slice(0, target.indexOf("/")) : "(top)", line: l.trim(), n: i + 1 });
+    }
+  });
+  return out;
+}
+
+function arrows(from: string, to: string[]): string[] {
+  const found: string[] = [];
+  for (const s of sources) {
+    if (!s.rel.startsWith(`${from}/`)) continue;
+    for (const r of roomsImported(s.rel, s.lines)) if (to.includes(r.room)) found.push(`src/${s.rel}:${r.n}: ${r.line}`);
+  }
+  return found;
+}
+
+test("the server imports no concrete agent: it is handed an AgentCatalogue", () => {
+  const found = arrows("server", ["agents"]);
+  assert.deepEqual(found, [], `the command that starts the server passes its agents (startServer({agents})):\n${found.join("\n")}`);
+});
+
+test("the agents know the contract in src/agent/, not the server; the contract imports neither", () => {
+  const agents = arrows("agents", ["server"]);
+  assert.deepEqual(agents, [], `import the contract from src/agent/ instead:\n${agents.join("\n")}`);
+  const contract = arrows("agent", ["server", "agents"]);
+  assert.deepEqual(contract, [], contract.join("\n"));
+});
+
+test("the room scanner resolves relative imports to rooms", () => {
+  assert.deepEqual(roomsImported("server/server.ts", [`import { x } from "../agents/builtin.js";`, `await import("./host.js");`]).map((r) => r.room), ["agents", "server"]);
+  assert.deepEqual(roomsImported("agents/puppet/run.ts", [`import type { A } from "../../agent/agent.js";`]).map((r) => r.room), ["agent"]);
+});
+
+test("the provisioner's files stay small enough to read whole (350 lines: a longer one holds two concerns)", () => {
+  const long = sources.filter((s) => s.rel.startsWith("provisioner/") && s.lines.length > 350).map((s) => `src/${s.rel}: ${s.lines.length} lines`);
+  assert.deepEqual(long, [], long.join("\n"));
+});

@@ -1,0 +1,166 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { request } from "node:http";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { parse as parseYaml } from "yaml";
+import { imageKey, machineImageSpec, mmdebstrapArgv } from "../../src/lab/machines/image.js";
+import { bootArgv, type MachineConfig } from "../../src/lab/machines/machine.js";
+import { servedPath, startPackageServer } from "../../src/lab/machines/package-server.js";
+import { instanceId, labNetnsName, machineAddress, machineMac, machineName, machineSshAlias, masterRelayAddress, metaData, networkConfig, RELAY_ADDRESS } from "../../src/lab/machines/plan.js";
+import { relayArgv } from "../../src/lab/machines/relay.js";
+import { CLOUD_INIT_RENDERER, machineFacts, renderArgv, type BootMachineContext } from "../../src/lab/machines/fleet.js";
+import { labRole } from "../../src/lab/manifests.js";
+import { LAB_REGIONS } from "../../src/lab/regions.js";
+import { readFileSync } from "node:fs";
+import { repoRoot } from "../support/collective.js";
+
+// The pure parts of the lab's machines: addresses, seeds, the image's cache key, the relays' and
+// the boot's command lines, and the package server's path rule (plus that server, for real).
+
+test("addresses: machines by number on the lab network, relays apart from them, loopback ssh aliases", () => {
+  assert.equal(machineAddress(1), "10.77.1.1");
+  assert.equal(machineAddress(254), "10.77.1.254");
+  assert.throws(() => machineAddress(0), /1 to 254/);
+  assert.throws(() => machineAddress(255), /1 to 254/);
+  assert.throws(() => machineAddress(1.5), /1 to 254/);
+  assert.equal(masterRelayAddress(0), "10.77.0.11");
+  assert.notEqual(masterRelayAddress(0), RELAY_ADDRESS);
+  assert.equal(machineSshAlias(7), "127.0.2.7");
+  assert.match(machineSshAlias(7), /^127\./, "the operator's side stays on loopback");
+  assert.equal(machineMac(10), "52:54:00:4d:01:0a");
+  assert.equal(new Set(Array.from({ length: 254 }, (_, i) => machineMac(i + 1))).size, 254);
+  // nspawn names the host side of the veth vb-<first 12 characters>: numbered names never clash
+  const names = Array.from({ length: 254 }, (_, i) => `vb-${machineName(i + 1)}`.slice(0, 15));
+  assert.equal(new Set(names).size, 254);
+});
+
+test("one network namespace per lab directory, a valid interface-independent name", () => {
+  const a = labNetnsName("/work/main/.muster/lab");
+  assert.equal(a, labNetnsName("/work/main/.muster/lab"));
+  assert.notEqual(a, labNetnsName("/tmp/muster-e2e-x/lab"));
+  assert.match(a, /^muster-[0-9a-f]{10}$/);
+});
+
+test("seeds: meta-data names the instance, network-config gives one address and no route out", () => {
+  assert.deepEqual(parseYaml(metaData("node01.eu.lab", "node01.eu.lab-1")), { "instance-id": "node01.eu.lab-1", "local-hostname": "node01.eu.lab" });
+  const nspawn = parseYaml(networkConfig("10.77.1.3")) as { version: number; ethernets: Record<string, Record<string, unknown>> };
+  assert.equal(nspawn.version, 2);
+  assert.deepEqual(nspawn.ethernets, { host0: { addresses: ["10.77.1.3/16"] } });
+  const vm = parseYaml(networkConfig("10.77.1.3", { mac: machineMac(3) })) as typeof nspawn;
+  assert.deepEqual(vm.ethernets.host0, { match: { macaddress: "52:54:00:4d:01:03" }, "set-name": "host0", addresses: ["10.77.1.3/16"] });
+  for (const cfg of [nspawn, vm]) assert.ok(!JSON.stringify(cfg).match(/gateway|routes|nameservers/), "no gateway, routes or DNS: nowhere to go");
+  assert.notEqual(instanceId("n", 1000), instanceId("n", 2000), "a machine made anew is a new instance: cloud-init runs again");
+});
+
+test("the image's cache key changes with anything that goes into it, and only then", () => {
+  const base = machineImageSpec({ release: "bookworm", sources: "deb http://deb.debian.org/debian bookworm main\n" });
+  assert.equal(imageKey(base), imageKey(machineImageSpec({ release: "bookworm", sources: "deb http://deb.debian.org/debian bookworm main\n" })));
+  assert.equal(imageKey(base), imageKey({ ...base, packages: [...base.packages].reverse() }), "package order does not matter");
+  const variants = [
+    { ...base, release: "trixie" },
+    { ...base, sources: "deb http://deb.debian.org/debian bookworm main contrib\n" },
+    { ...base, packages: [...base.packages, "vim"] },
+    { ...base, files: { ...base.files, "/etc/x": "y" } },
+    machineImageSpec({ release: "bookworm", sources: base.sources, vm: true }),
+  ];
+  for (const v of variants) assert.notEqual(imageKey(v), imageKey(base));
+  assert.match(imageKey(variants[4]!), /^bookworm-vm-/);
+  for (const p of ["systemd-sysv", "cloud-init", "puppet-agent", "facter", "monitoring-plugins-basic", "openssh-server"]) assert.ok(base.packages.includes(p), p);
+  assert.ok(!base.packages.some((p) => /muster/.test(p)), "nothing of muster: the package arrives through cloud-init");
+  assert.ok(base.remove.some((r) => r.startsWith("/etc/ssh/ssh_host_")), "no host keys shared by every machine");
+  const argv = mmdebstrapArgv(base, "/tmp/s.sources", "/tmp/root");
+  assert.deepEqual(argv.slice(0, 2), ["mmdebstrap", "--variant=minbase"]);
+  assert.ok(argv.includes(`--include=${base.packages.join(",")}`));
+  assert.deepEqual(argv.slice(-3), ["bookworm", "/tmp/root", "/tmp/s.sources"]);
+});
+
+test("relays: the listener in the namespace it serves, socat's separators escaped inside EXEC", () => {
+  const out = relayArgv({ name: "broker", listen: { host: "10.77.0.1", port: 4222, netns: "/run/netns/muster-x" }, target: { host: "127.0.0.1", port: 4222 } }, "/run/muster-lab/x");
+  assert.equal(out.socket, "/run/muster-lab/x/broker.sock");
+  assert.deepEqual(out.listener.slice(0, 3), ["nsenter", "--net=/run/netns/muster-x", "socat"]);
+  assert.match(out.listener.at(-2)!, /^TCP-LISTEN:4222,bind=10\.77\.0\.1,/);
+  assert.equal(out.listener.at(-1), "UNIX-CONNECT:/run/muster-lab/x/broker.sock");
+  assert.equal(out.connector[0], "socat", "the host side runs on the host");
+  assert.match(out.connector.at(-1)!, /^TCP:127\.0\.0\.1:4222,/);
+
+  const ssh = relayArgv({ name: "ssh-3", listen: { host: "127.0.2.3", port: 2203 }, target: { host: "10.77.1.3", port: 22, netns: "/run/netns/muster-x" } }, "/run/muster-lab/x");
+  assert.equal(ssh.listener[0], "socat", "the operator's side listens on the host");
+  // socat reads ':' inside EXEC's command as its own separator: unescaped, every connection failed
+  assert.equal(ssh.connector.at(-1), "EXEC:nsenter --net=/run/netns/muster-x socat - TCP\\:10.77.1.3\\:22");
+  assert.throws(() => relayArgv({ name: "Bad Name", listen: { host: "a", port: 1 }, target: { host: "b", port: 2 } }, "/x"), /relay name/);
+});
+
+test("boot command lines: nspawn in the lab's namespace on its bridge; QEMU emulated, with its seed ISO and tap", () => {
+  const m: MachineConfig = { identity: "node01.eu.lab", serial: 1, kind: "nspawn", image: "/img/root", netns: "/run/netns/muster-x", bridge: "mbr0", address: "10.77.1.1", mac: machineMac(1), name: machineName(1) };
+  const n = bootArgv(m, "/lab/machines/node01.eu.lab");
+  assert.deepEqual(n.slice(0, 3), ["nsenter", "--net=/run/netns/muster-x", "systemd-nspawn"]);
+  for (const a of ["--boot", "--register=no", "--keep-unit", "--network-bridge=mbr0", "--directory=/lab/machines/node01.eu.lab/root", "--machine=lab-m1"]) assert.ok(n.includes(a), a);
+  const v = bootArgv({ ...m, kind: "vm", image: "/img/vm/base.qcow2", vm: { kernel: "/img/vm/vmlinuz", initrd: "/img/vm/initrd.img", memoryMb: 768, tap: "mtap1" } }, "/lab/m");
+  assert.equal(v[2], "qemu-system-x86_64");
+  assert.equal(v[v.indexOf("-accel") + 1], "tcg,tb-size=128", "software emulation with a bounded translation cache");
+  assert.ok(v.includes("tap,id=n0,ifname=mtap1,script=no,downscript=no"));
+  assert.ok(v.includes(`virtio-net-pci,netdev=n0,mac=${machineMac(1)}`), "the MAC network-config matches on");
+  assert.ok(v.some((a) => a.startsWith("file=/lab/m/seed.iso")));
+});
+
+test("package server: files under its directory only, GET and HEAD only, no listing", async () => {
+  const root = mkdtempSync(join(tmpdir(), "muster-pkgsrv-"));
+  try {
+    assert.equal(servedPath(root, "/muster_1_amd64.deb"), join(root, "muster_1_amd64.deb"));
+    assert.equal(servedPath(root, "/dists/bookworm/Release?x=1"), join(root, "dists/bookworm/Release"));
+    for (const bad of ["/../etc/passwd", "/%2e%2e/etc/passwd", "/a/../../x", "/%00", "/%E0%A4%A"]) assert.equal(servedPath(root, bad), undefined, bad);
+    mkdirSync(join(root, "pool"));
+    writeFileSync(join(root, "pool", "muster.deb"), "DEB");
+    writeFileSync(join(root, "..", "outside-muster-pkgsrv"), "secret");
+    const srv = await startPackageServer({ dir: root, host: "127.0.0.1", port: 0 });
+    const get = (path: string, method = "GET") =>
+      new Promise<{ status: number; body: string; type?: string }>((resolve, reject) => {
+        const req = request(new URL(path, srv.url), { method }, (res) => {
+          let body = "";
+          res.on("data", (d: Buffer) => (body += d.toString()));
+          res.on("end", () => resolve({ status: res.statusCode ?? 0, body, type: res.headers["content-type"] }));
+        });
+        req.once("error", reject);
+        req.end();
+      });
+    try {
+      assert.deepEqual(await get("/pool/muster.deb"), { status: 200, body: "DEB", type: "application/vnd.debian.binary-package" });
+      assert.equal((await get("/pool/muster.deb", "HEAD")).body, "");
+      assert.equal((await get("/pool/")).status, 404, "no directory listings");
+      assert.equal((await get("/")).status, 404);
+      assert.equal((await get("/%2e%2e/outside-muster-pkgsrv")).status, 404);
+      assert.equal((await get("/pool/muster.deb", "PUT")).status, 405);
+    } finally {
+      await srv.close();
+    }
+    await assert.rejects(startPackageServer({ dir: root, host: "0.0.0.0", port: 0 }), /loopback only/);
+  } finally {
+    rmSync(join(root, "..", "outside-muster-pkgsrv"), { force: true });
+    rmSync(root, { recursive: true, force: true });
+  }
+});
+
+test("machines' user-data comes from docs/deploy.md's render command, flag for flag", () => {
+  const tmp = mkdtempSync(join(tmpdir(), "muster-render-"));
+  try {
+    writeFileSync(join(tmp, "id_ed25519.pub"), "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHop muster-lab\n");
+    const ms = { packages: { url: "http://10.77.0.1:8080/muster_0.1.0_amd64.deb" }, broker: "tls://10.77.0.1:4222", ssh: { key: join(tmp, "id_ed25519") } } as BootMachineContext["ms"];
+    const ctx = { ms, provisionerKey: "P".repeat(43) + "=", trusted: [{ name: "user=root", key: "K".repeat(43) + "=" }] } as BootMachineContext;
+    const plan = { identity: "node01.eu.lab", region: LAB_REGIONS[0]!, serial: 1, role: labRole(0) };
+    const argv = renderArgv(ctx, plan, { ca: "/c/ca.pem", cert: "/c/b.pem", key: "/c/b.key" });
+    assert.equal(argv[0], CLOUD_INIT_RENDERER);
+    const doc = readFileSync(join(repoRoot, "docs", "deploy.md"), "utf8");
+    const block = /```text\n(node packaging\/cloud-init\.mjs[\s\S]*?)```/.exec(doc)?.[1];
+    assert.ok(block, "docs/deploy.md shows the render command");
+    const squash = (flags: string[]) => flags.filter((f, i) => f !== flags[i - 1]);
+    const docFlags = squash([...block.matchAll(/(?:^|\s)(--[a-z-]+)/g)].map((m) => m[1]!));
+    assert.deepEqual(squash(argv.filter((a) => a.startsWith("--"))), docFlags, "the lab's command is the operators' command");
+    // every fact the provisioner picks masters by, and the role the lab site maps to classes
+    const facts = machineFacts(plan);
+    for (const f of ["country", "ec2_placement_region", "role", "customer", "environment"]) assert.ok(argv.includes(`${f}=${facts[f]}`), f);
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
+  }
+});
