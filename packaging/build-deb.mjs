@@ -1,39 +1,56 @@
 #!/usr/bin/env node
 // Builds muster_<version>_<arch>.deb from the compiled tree (npm run build first; `npm run package`
-// does both) and prints its path as the last line.
+// does both, then packaging/apt-repo.mjs) and prints its path as the last line.
 //
 // The package carries its own Node.js runtime (docs/decisions/shipping.md): /usr/lib/muster/node
-// runs /usr/lib/muster/app, which is exactly what `npm pack` ships plus the production
-// dependencies, so assets listed in package.json `files` come along without changes here.
+// runs /usr/lib/muster/app, which is what `npm pack` ships plus the production dependencies without
+// what does not run (packaging/prune.mjs), so assets listed in package.json `files` come along
+// without changes here. lintian reports no error on it (test/packaging/lintian.test.ts); the
+// overrides in packaging/debian/lintian-overrides say why each remaining warning stays.
 //
-//   node packaging/build-deb.mjs [--out DIR] [--node PATH] [--compress xz|gzip|zstd|none]
+//   node packaging/build-deb.mjs [--out DIR] [--node PATH] [--compress xz|gzip|zstd|none] [--version V] [--repo DIR]
 //
 // --out defaults to build/; --node to the node running this script; --compress to xz (what a
-// release ships; the tests use a faster one, the contents are the same).
+// release ships; the tests use a faster one, the contents are the same). --version builds the
+// package as another version (a Debian version: 0.2.0, 0.2.0~rc1): the app's package.json says it
+// too, so `muster --version` of the installed package agrees; for upgrade tests and hotfixes.
+// --repo adds the package to the signed apt repository in DIR (packaging/apt-repo.mjs; `npm run
+// package` writes build/apt), its key made once in $MUSTER_APT_GNUPGHOME or ~/.config/muster/apt-signing.
 import { execFileSync } from "node:child_process";
-import { chmodSync, copyFileSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { dirname, join, resolve } from "node:path";
+import { createHash } from "node:crypto";
+import { chmodSync, copyFileSync, cpSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { gzipSync } from "node:zlib";
+import { binFiles, pruneReason } from "./prune.mjs";
+import { MAINTAINER, changelogEntry, changelogMdSection, copyrightFile, copyrightHolders, dep5License, genericLicenseText, licenseNames } from "./debian-meta.mjs";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const here = join(root, "packaging");
+const USAGE = "usage: node packaging/build-deb.mjs [--out DIR] [--node PATH] [--compress xz|gzip|zstd|none] [--version DEBIAN_VERSION] [--repo DIR]";
 
 function usage(msg) {
-  process.stderr.write(`${msg}\nusage: node packaging/build-deb.mjs [--out DIR] [--node PATH] [--compress xz|gzip|zstd|none]\n`);
+  process.stderr.write(`${msg}\n${USAGE}\n`);
   process.exit(64);
 }
 
-const opts = { out: join(root, "build"), node: process.execPath, compress: "xz" };
+const opts = { out: join(root, "build"), node: process.execPath, compress: "xz", version: undefined, repo: undefined };
 const argv = process.argv.slice(2);
 for (let i = 0; i < argv.length; i++) {
   const k = argv[i];
   const v = argv[i + 1];
-  if (!["--out", "--node", "--compress"].includes(k)) usage(`unknown argument ${k}`);
+  if (k === "--help" || k === "-h") {
+    process.stdout.write(`${USAGE}\n`);
+    process.exit(0);
+  }
+  if (!["--out", "--node", "--compress", "--version", "--repo"].includes(k)) usage(`unknown argument ${k}`);
   if (v === undefined) usage(`${k} needs a value`);
   opts[k.slice(2)] = v;
   i++;
 }
 if (!["xz", "gzip", "zstd", "none"].includes(opts.compress)) usage(`--compress takes xz, gzip, zstd or none, not ${opts.compress}`);
+// Debian policy 5.6.12, without an epoch or a Debian revision (muster is a native package).
+if (opts.version !== undefined && !/^[0-9][A-Za-z0-9.+~]*$/.test(opts.version)) usage(`--version ${opts.version} is not a native Debian version (digits first, then letters, digits, . + ~), e.g. 0.2.0 or 0.2.0~rc1`);
 const out = resolve(opts.out);
 
 const say = (line) => process.stderr.write(`package: ${line}\n`);
@@ -42,8 +59,9 @@ const run = (cmd, args, o = {}) => execFileSync(cmd, args, { encoding: "utf8", s
 const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8"));
 if (!existsSync(join(root, pkg.bin.muster))) usage(`${pkg.bin.muster} is missing: run \`npm run build\` first (or \`npm run package\`, which does both)`);
 const arch = run("dpkg", ["--print-architecture"]).trim();
-// A Debian version: npm's pre-release dash becomes a tilde (sorts before the release).
-const version = pkg.version.replace("-", "~");
+// A Debian version: npm's pre-release dash becomes a tilde (sorts before the release), and back.
+const version = opts.version ?? pkg.version.replace("-", "~");
+const npmVersion = version.replace("~", "-");
 const nodeVersion = run(opts.node, ["--version"]).trim();
 
 const stage = join(out, "stage");
@@ -64,20 +82,104 @@ copyFileSync(join(root, "package-lock.json"), join(app, "package-lock.json"));
 say("production dependencies (npm ci --omit=dev, from the npm cache when it can)");
 run("npm", ["ci", "--omit=dev", "--ignore-scripts", "--prefer-offline", "--no-audit", "--no-fund", "--loglevel=error"], { cwd: app, stdio: ["ignore", "ignore", "inherit"] });
 rmSync(join(app, "package-lock.json"));
+rmSync(join(app, "node_modules", ".package-lock.json"), { force: true });
+if (version !== pkg.version.replace("-", "~")) {
+  const appPkg = JSON.parse(readFileSync(join(app, "package.json"), "utf8"));
+  appPkg.version = npmVersion;
+  writeFileSync(join(app, "package.json"), `${JSON.stringify(appPkg, null, 2)}\n`);
+}
+const modulesDir = join(app, "node_modules");
+
 // sodium-native (libsodium for ed25519, src/protocol/ed25519.ts) carries prebuilt addons for 13
 // platforms; the package runs on one: keep the shipped node's linux-<arch> .node, drop about 17 MB.
-const prebuilds = join(app, "node_modules", "sodium-native", "prebuilds");
+const prebuilds = join(modulesDir, "sodium-native", "prebuilds");
 const keep = `linux-${run(opts.node, ["-p", "process.arch"]).trim()}`;
 if (!existsSync(join(prebuilds, keep))) say(`warning: sodium-native has no ${keep} prebuild; muster will verify with OpenSSL (slower)`);
 else {
   for (const d of readdirSync(prebuilds)) if (d !== keep) rmSync(join(prebuilds, d), { recursive: true, force: true });
   for (const f of readdirSync(join(prebuilds, keep))) if (f.endsWith(".bare")) rmSync(join(prebuilds, keep, f)); // for the Bare runtime, not Node
 }
+// libsodium's C sources and headers: the prebuilt addon is what loads.
+for (const d of ["deps", "src", "include", "vendor", "CMakeLists.txt"]) rmSync(join(modulesDir, "sodium-native", d), { recursive: true, force: true });
+// The npm package's README is docs/: /usr/share/doc/muster has the operator's documents.
+rmSync(join(app, "README.md"), { force: true });
 
-// 2. The runtime, and a launcher that finds it next to itself (so an unpacked tree works too).
+// Only what runs (packaging/prune.mjs): every package's tests, docs, declarations, configs and
+// unused CLIs go; what is left is counted in the summary line.
+say("production dependencies without tests, docs, declarations, source maps, configs and CLIs");
+const packages = [];
+const findPackages = (dir) => {
+  for (const e of readdirSync(dir)) {
+    const p = join(dir, e);
+    if (e.startsWith("@")) findPackages(p);
+    else if (existsSync(join(p, "package.json"))) {
+      packages.push(p);
+      if (existsSync(join(p, "node_modules"))) findPackages(join(p, "node_modules"));
+    }
+  }
+};
+findPackages(modulesDir);
+let pruned = 0;
+for (const p of packages) {
+  const pj = JSON.parse(readFileSync(join(p, "package.json"), "utf8"));
+  for (const f of binFiles(pj)) if (existsSync(join(p, f))) (rmSync(join(p, f)), pruned++);
+  const walk = (dir) => {
+    for (const e of readdirSync(dir)) {
+      const abs = join(dir, e);
+      const rel = relative(p, abs);
+      if (rel === "node_modules") continue; // nested packages are walked on their own
+      const st = lstatSync(abs);
+      if (pruneReason(rel, st.isDirectory())) {
+        rmSync(abs, { recursive: true, force: true });
+        pruned++;
+      } else if (st.isDirectory()) walk(abs);
+    }
+    if (dir !== p && readdirSync(dir).length === 0) rmSync(dir, { recursive: true });
+  };
+  walk(p);
+}
+say(`left out ${pruned} files and directories nobody runs`);
+
+// Scripts run by /usr/bin/muster's node, never as programs: no execute bit, no `#!` naming a node
+// the machine may not have (lintian: missing-dep-for-interpreter); `//!` keeps line numbers.
+const normalise = (dir) => {
+  for (const e of readdirSync(dir)) {
+    const abs = join(dir, e);
+    const st = lstatSync(abs);
+    if (st.isSymbolicLink()) continue;
+    if (st.isDirectory()) {
+      chmodSync(abs, 0o755);
+      normalise(abs);
+      continue;
+    }
+    chmodSync(abs, 0o644);
+    if (/\.[cm]?js$/.test(e)) {
+      const text = readFileSync(abs);
+      if (text[0] === 0x23 && text[1] === 0x21) writeFileSync(abs, Buffer.concat([Buffer.from("//"), text.subarray(2)]));
+    }
+  }
+};
+normalise(app);
+
+// 2. The runtime (stripped: lintian unstripped-binary-or-object, and 10 MB less), and a launcher
+// that finds it next to itself (so an unpacked tree works too).
 say(`Node.js runtime ${nodeVersion} from ${opts.node}`);
 copyFileSync(opts.node, join(lib, "node"));
 chmodSync(join(lib, "node"), 0o755);
+// dh_strip's flags: debug symbols and the .comment/.note sections go; the dynamic symbol table
+// that addons (sodium-native) resolve napi_* through is never stripped.
+const strip = (f) => run("strip", ["--remove-section=.comment", "--remove-section=.note", "--strip-unneeded", f]);
+strip(join(lib, "node"));
+for (const p of packages) {
+  const walk = (dir) => {
+    for (const e of readdirSync(dir)) {
+      const abs = join(dir, e);
+      if (lstatSync(abs).isDirectory()) walk(abs);
+      else if (e.endsWith(".node")) strip(abs);
+    }
+  };
+  walk(p);
+}
 mkdirSync(join(stage, "usr", "bin"), { recursive: true });
 writeFileSync(
   join(stage, "usr", "bin", "muster"),
@@ -89,10 +191,18 @@ exec "$lib/node" "$lib/app/${pkg.bin.muster}" "$@"
   { mode: 0o755 },
 );
 
-// 3. systemd units, default configs (conffiles), docs and examples.
+// 3. systemd units, the muster user (sysusers.d) and its directories (tmpfiles.d), default
+// configs (conffiles), docs and examples, lintian's overrides.
 const units = join(stage, "lib", "systemd", "system");
 mkdirSync(units, { recursive: true });
 for (const f of readdirSync(join(here, "systemd"))) copyFileSync(join(here, "systemd", f), join(units, f));
+for (const [d, f] of [
+  ["sysusers.d", "muster.sysusers"],
+  ["tmpfiles.d", "muster.tmpfiles"],
+]) {
+  mkdirSync(join(stage, "usr", "lib", d), { recursive: true });
+  copyFileSync(join(here, "debian", f), join(stage, "usr", "lib", d, "muster.conf"));
+}
 const etc = join(stage, "etc", "muster");
 mkdirSync(etc, { recursive: true });
 const conffiles = [];
@@ -105,10 +215,15 @@ mkdirSync(join(doc, "examples"), { recursive: true });
 for (const f of ["server.yaml", "provisioner.yaml"]) copyFileSync(join(root, "examples", f), join(doc, "examples", f));
 if (existsSync(join(root, "examples", "cloud-init"))) cpSync(join(root, "examples", "cloud-init"), join(doc, "cloud-init"), { recursive: true });
 for (const f of ["deploy.md", "security.md", "provisioner.md", "registry.md"]) if (existsSync(join(root, "docs", f))) copyFileSync(join(root, "docs", f), join(doc, f));
-writeFileSync(
-  join(doc, "copyright"),
-  `muster ${pkg.version}: ${pkg.license}.\nIt ships the Node.js runtime ${nodeVersion} (/usr/lib/muster/node): MIT license, https://nodejs.org/.\nThird-party modules under /usr/lib/muster/app/node_modules carry their own licenses.\n`,
-);
+mkdirSync(join(stage, "usr", "share", "man", "man1"), { recursive: true });
+writeFileSync(join(stage, "usr", "share", "man", "man1", "muster.1.gz"), gzipSync(readFileSync(join(here, "man", "muster.1")), { level: 9 }));
+mkdirSync(join(stage, "usr", "share", "lintian", "overrides"), { recursive: true });
+copyFileSync(join(here, "debian", "lintian-overrides"), join(stage, "usr", "share", "lintian", "overrides", "muster"));
+
+// changelog.gz (a native package's, gzip -9n as policy 12.7 asks): this version's entry.
+writeFileSync(join(doc, "changelog.gz"), gzipSync(changelog(), { level: 9 }));
+// copyright (DEP-5): muster, Node.js and every npm package shipped, from their package.json.
+writeFileSync(join(doc, "copyright"), copyright());
 
 // 4. Control files.
 const debian = join(stage, "DEBIAN");
@@ -118,39 +233,58 @@ for (const f of ["postinst", "prerm", "postrm"]) {
   chmodSync(join(debian, f), 0o755);
 }
 writeFileSync(join(debian, "conffiles"), conffiles.join("\n") + "\n");
-const duKb = (p) => {
+// md5sums (as dh_md5sums: every file but the conffiles, which dpkg tracks on its own) for debsums.
+const sums = [];
+const sumWalk = (d) => {
+  for (const e of readdirSync(d).sort()) {
+    const q = join(d, e);
+    const s = lstatSync(q);
+    if (s.isDirectory()) sumWalk(q);
+    else if (s.isFile() && !conffiles.includes(`/${relative(stage, q)}`)) sums.push(`${createHash("md5").update(readFileSync(q)).digest("hex")}  ${relative(stage, q)}`);
+  }
+};
+for (const top of readdirSync(stage).sort()) if (top !== "DEBIAN") sumWalk(join(stage, top));
+writeFileSync(join(debian, "md5sums"), sums.join("\n") + "\n");
+const installedKb = (() => {
+  // dpkg-gencontrol's rule: the sum of every file's size in KiB, rounded up, plus one per entry.
   let n = 0;
   const walk = (d) => {
     for (const e of readdirSync(d)) {
       const q = join(d, e);
-      const s = statSync(q);
+      const s = lstatSync(q);
+      n += s.isDirectory() ? 1 : Math.ceil(s.size / 1024);
       if (s.isDirectory()) walk(q);
-      else n += Math.ceil(s.size / 1024);
     }
   };
-  walk(p);
+  for (const top of readdirSync(stage)) if (top !== "DEBIAN") walk(join(stage, top));
   return n;
-};
+})();
 writeFileSync(
   join(debian, "control"),
   [
     "Package: muster",
     `Version: ${version}`,
     `Architecture: ${arch}`,
-    "Maintainer: muster developers <muster@example.net>",
-    `Installed-Size: ${duKb(join(stage, "usr")) + duKb(join(stage, "lib")) + duKb(join(stage, "etc"))}`,
-    // The shipped node links only against these; useradd (passwd) makes the muster user in postinst.
-    "Depends: libc6 (>= 2.28), libstdc++6 (>= 10), libgcc-s1, passwd",
+    `Maintainer: ${MAINTAINER}`,
+    `Installed-Size: ${installedKb}`,
+    // The shipped node links only against these. systemd-sysusers and systemd-tmpfiles make the
+    // muster user and its directories in postinst (alone, or from systemd); init-system-helpers
+    // gives deb-systemd-invoke for the restart on upgrade.
+    "Depends: libc6 (>= 2.28), libstdc++6 (>= 10), libgcc-s1, systemd | systemd-standalone-sysusers, systemd | systemd-standalone-tmpfiles, init-system-helpers (>= 1.52)",
     "Recommends: puppet-agent | puppet, facter",
     "Suggests: nats-server, monitoring-plugins-basic",
     "Section: admin",
     "Priority: optional",
     "Homepage: https://github.com/muster/muster",
-    `Description: ${pkg.description.replace(/:.*/, "")}`,
-    ` ${pkg.description}`,
+    "Description: take servers from first boot to Puppet-managed, then run the fleet",
+    " muster re-imagines MCollective and mcprovision over NATS: a node daemon",
+    " hosting agents, clients that find nodes by facts and classes, a provisioner",
+    " that drives new machines through certificate signing and Puppet runs, and",
+    " fleet-wide Puppet runs, resources, NRPE checks and a registry.",
     " .",
     ` Ships its own Node.js runtime (${nodeVersion}), so it needs no Node.js on the`,
-    " machine. Units: muster-server, muster-provisioner, muster-registry.",
+    " machine. Units: muster-server (unprivileged, with muster-privileged.socket",
+    " for the few operations that need root), muster-provisioner, muster-registry.",
     "",
   ].join("\n"),
 );
@@ -160,4 +294,51 @@ const deb = join(out, `muster_${version}_${arch}.deb`);
 say(`dpkg-deb --build (${opts.compress})`);
 run("dpkg-deb", ["--root-owner-group", `-Z${opts.compress}`, "--build", stage, deb], { stdio: ["ignore", "ignore", "inherit"] });
 rmSync(stage, { recursive: true, force: true });
+say(`${deb}: ${(statSync(deb).size / 1e6).toFixed(1)} MB, installed ${(installedKb / 1024).toFixed(1)} MiB`);
+if (opts.repo) {
+  const { writeAptRepo } = await import("./apt-repo.mjs");
+  writeAptRepo({ repo: opts.repo, debs: [deb] });
+}
 process.stdout.write(`${deb}\n`);
+
+function changelog() {
+  let changes;
+  const md = join(root, "CHANGELOG.md");
+  if (existsSync(md)) changes = changelogMdSection(readFileSync(md, "utf8"), npmVersion);
+  let date = new Date();
+  try {
+    const git = (args) => run("git", args, { cwd: root, stdio: ["ignore", "pipe", "ignore"] }).trim();
+    date = new Date(git(["log", "-1", "--format=%cI"]));
+    if (!changes) {
+      // Since package.json's version last changed (the previous release), at most 40 lines.
+      const since = git(["log", "-1", "--format=%H", "-G", '"version":', "--", "package.json"]);
+      const subjects = git(["log", "--no-merges", "--format=%s", since ? `${since}..HEAD` : "HEAD", "-n", "41"]).split("\n").filter(Boolean);
+      changes = subjects.slice(0, 40);
+      if (subjects.length > 40) changes.push("... and earlier changes: git log in the source tree.");
+    }
+  } catch {
+    /* not a git checkout (a source tarball): the version alone */
+  }
+  if (!changes?.length) changes = [`muster ${npmVersion}.`];
+  return changelogEntry({ version, changes, date });
+}
+
+function copyright() {
+  const modules = [];
+  const texts = {};
+  for (const p of packages) {
+    const pj = JSON.parse(readFileSync(join(p, "package.json"), "utf8"));
+    const license = dep5License(pj);
+    const licFile = readdirSync(p).find((f) => /^(LICEN[CS]E|COPYING)([.-][A-Za-z0-9]+)?$/i.test(f));
+    const licText = licFile ? readFileSync(join(p, licFile), "utf8") : undefined;
+    // a package's own LICENSE gives the shared text of its licence, the first time one is seen
+    if (licText && licenseNames(license).length === 1 && !texts[license]) {
+      const generic = genericLicenseText(licText);
+      if (generic.length > 100) texts[license] = generic;
+    }
+    modules.push({ dir: relative(stage, p), name: pj.name, version: pj.version, license, holders: copyrightHolders(licText, pj) });
+  }
+  const nodeLicense = [join(dirname(opts.node), "..", "share", "doc", "nodejs", "LICENSE"), join(dirname(opts.node), "..", "LICENSE"), "/usr/share/doc/nodejs/copyright"].find((f) => existsSync(f));
+  const licenseText = nodeLicense ? readFileSync(nodeLicense, "utf8") : `Node.js ${nodeVersion} is licensed under the Expat (MIT) licence with bundled components under their own;\nthe full text: https://github.com/nodejs/node/blob/${nodeVersion}/LICENSE`;
+  return copyrightFile({ version, modules, texts, node: { version: nodeVersion, licenseText } });
+}

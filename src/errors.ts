@@ -27,6 +27,8 @@ export const ErrorCodes = {
   MUSTER_UNKNOWN_NODE: "the provisioner has no record of the named node",
   MUSTER_RETRY_REFUSED: "provision retry was asked for a node that is not failed",
   MUSTER_BUCKET_NOT_FOUND: "a JetStream KV bucket that was to be read does not exist",
+  MUSTER_PRIVILEGED_REFUSED: "the privileged helper refused an operation",
+  MUSTER_PRIVILEGED_UNREACHABLE: "the privileged helper's socket did not answer",
 } as const;
 export type ErrorCode = keyof typeof ErrorCodes;
 

@@ -2,6 +2,7 @@ import type { AgentDDL } from "../ddl/types.js";
 import type { NodeMetadata } from "../protocol/types.js";
 import type { PuppetAgentSettings } from "../puppet/agent.js";
 import type { Agent, AgentKvOpener } from "./agent.js";
+import type { NodeOps } from "../privileged/node-ops.js";
 
 // How a host (the node daemon, the emulator) is handed its agents. The command that starts it
 // passes an AgentCatalogue (src/agents/builtin.ts: the built-in agents); the host knows only this
@@ -31,6 +32,8 @@ export interface AgentDeps {
   onProvisioned?: () => void;
   /** Key-value buckets the host keeps for agents (the notify agent's dedupe keys); absent in the emulator. */
   kv?: AgentKvOpener;
+  /** How the agents do what needs root: in process, or through the privileged helper (docs/decisions/privileged-helper.md). */
+  ops?: NodeOps;
 }
 
 export type AgentFactory = (deps: AgentDeps) => Agent;

@@ -23,7 +23,7 @@ const optionalAgentLoaders: Record<string, () => Promise<AgentFactory>> = {
   },
   provision: async () => {
     const { createProvisionAgent } = await import("./provision/index.js");
-    return (d) => createProvisionAgent({ config: d.config, identity: d.identity, onProvisioned: d.onProvisioned });
+    return (d) => createProvisionAgent({ config: d.config, identity: d.identity, onProvisioned: d.onProvisioned, ops: d.ops });
   },
   puppetca: async () => {
     const { createPuppetcaAgent } = await import("./puppetca/index.js");
@@ -31,7 +31,7 @@ const optionalAgentLoaders: Record<string, () => Promise<AgentFactory>> = {
   },
   resource: async () => {
     const { createResourceAgent } = await import("./resource/index.js");
-    return (d) => createResourceAgent({ config: d.config });
+    return (d) => createResourceAgent({ config: d.config, ops: d.ops });
   },
   nrpe: async () => {
     const { createNrpeAgent } = await import("./nrpe/index.js");
@@ -39,7 +39,7 @@ const optionalAgentLoaders: Record<string, () => Promise<AgentFactory>> = {
   },
   puppet: async () => {
     const { createPuppetAgent } = await import("./puppet/index.js");
-    return (d) => createPuppetAgent({ config: d.config, identity: d.identity });
+    return (d) => createPuppetAgent({ config: d.config, identity: d.identity, ops: d.ops });
   },
 };
 

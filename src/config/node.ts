@@ -26,6 +26,11 @@ export interface NodeConfigOptions {
   plugins?: Record<string, Record<string, unknown>>;
   registration?: { interval: number; splay: boolean };
   log?: Record<string, unknown>;
+  /**
+   * The privileged helper's socket, for a node whose server runs unprivileged (the package's unit).
+   * Left out in the lab: its nodes are processes run as root on the host, acting directly.
+   */
+  privilegedHelper?: string;
 }
 
 export function nodeServerConfig(o: NodeConfigOptions): Record<string, unknown> {
@@ -44,5 +49,6 @@ export function nodeServerConfig(o: NodeConfigOptions): Record<string, unknown> 
     // Until then it waits in the provisioning collective with the bootstrap credential.
     provisioning: { collective: o.provisioning.collective, callers: o.provisioning.callers, cert: o.bootstrap.cert, key: o.bootstrap.key },
     log: o.log ?? { level: "info" },
+    ...(o.privilegedHelper ? { privileged_helper: o.privilegedHelper } : {}),
   };
 }

@@ -55,6 +55,13 @@ export const ServerConfigSchema = z
       .object({ level: z.enum(["trace", "debug", "info", "warn", "error", "fatal"]).default("info"), file: z.string().optional() })
       .strict()
       .default({ level: "info" }),
+    /**
+     * The privileged helper's socket (docs/decisions/privileged-helper.md). Set, the agents ask it
+     * for what needs root (Puppet runs, `puppet resource`, puppet.conf and hosts edits, the stage
+     * fact file, the node's Puppet key) and the daemon runs unprivileged; unset, they act
+     * directly, as a root daemon or the lab's nodes do.
+     */
+    privileged_helper: z.string().min(1).optional(),
     max_message_bytes: z.number().int().positive().max(64 * 1024 * 1024).default(1024 * 1024),
     /** Action policies by agent (docs/security.md); an agent without one allows every trusted caller. */
     policies: PoliciesSchema.default({}),

@@ -1,7 +1,8 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "pino";
 import type { AgentCatalogue, AgentFactory, NodeAgentsConfig, NodeIntrospection } from "../agent/catalogue.js";
-import { existsSync, statSync } from "node:fs";
+import { existsSync, mkdirSync, statSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { bucketsOn } from "../broker/bucket.js";
 import { closeConnection, connectBroker, inboxPrefixFor, resolveTls, type TlsSettings } from "../broker/connect.js";
 import { streamsOn } from "../broker/stream.js";
@@ -9,7 +10,8 @@ import { resolveBrokerSettings } from "../config/client.js";
 import { MusterError } from "../errors.js";
 import { Auditor } from "../security/audit.js";
 import { AgentBuckets } from "./agent-kv.js";
-import { loadOrCreateNodeKey, loadOrCreateSigningKey, readTrustedKeyDir, TrustStore, type TrustedKey } from "../security/keys.js";
+import { configDir, loadOrCreateNodeKey, loadOrCreateSigningKey, readTrustedKeyDir, TrustStore, type TrustedKey } from "../security/keys.js";
+import type { NodeOps } from "../privileged/node-ops.js";
 import type { SigningKey } from "../protocol/signing.js";
 import { mergePolicies } from "../security/policy-files.js";
 import { compilePolicies, policyWarnings, PolicyEffect, type CompiledPolicies, type Policies } from "../security/policy.js";
@@ -79,6 +81,8 @@ export interface RuntimeBuild {
   kv?: AgentKvOpener;
   /** The node's key: signs its replies and events. */
   nodeKey?: SigningKey;
+  /** What needs root: in process, or through the privileged helper (privileged_helper). */
+  ops?: NodeOps;
 }
 
 /** Builds a NodeRuntime with its agents and data plugins wired to introspect it. */
@@ -101,7 +105,7 @@ export function buildRuntime(b: RuntimeBuild): NodeRuntime {
     const f = factories[name];
     if (!f) throw new MusterError("MUSTER_CONFIG_INVALID", `unknown built-in agent '${name}'; known: ${Object.keys(factories).sort().join(", ")}`);
     const config = b.plugins[name] ?? {};
-    agents.push({ agent: f({ node, identity: b.identity, config, onProvisioned: b.onProvisioned, kv: b.kv }), config, log: b.log.child({ agent: name }) });
+    agents.push({ agent: f({ node, identity: b.identity, config, onProvisioned: b.onProvisioned, kv: b.kv, ...(b.ops ? { ops: b.ops } : {}) }), config, log: b.log.child({ agent: name }) });
   }
   for (const a of b.extraAgents ?? []) agents.push({ agent: a, config: b.plugins[a.ddl.metadata.name] ?? {}, log: b.log.child({ agent: a.ddl.metadata.name }) });
   rt = new NodeRuntime({ identity: b.identity, collectives: b.collectives, mainCollective: b.mainCollective, agents, facts: b.facts, classes: b.classes, log: b.log, intakeStats: b.intakeStats, audit: b.audit, policies: b.policies, refreshMetadata: b.refreshMetadata, nodeKey: b.nodeKey });
@@ -170,11 +174,20 @@ async function classesLocation(cfg: ServerConfig, agents: AgentCatalogue, log: L
 }
 
 /** The credential the node connects with in a phase (docs/security.md#provisioning-isolation). */
-async function phaseCredential(cfg: ServerConfig, agents: AgentCatalogue, phase: NodePhase): Promise<TlsSettings | undefined> {
+async function phaseCredential(cfg: ServerConfig, agents: AgentCatalogue, phase: NodePhase, ops: NodeOps | undefined): Promise<TlsSettings | undefined> {
   const ca = cfg.tls?.ca;
   if (phase === "provisioning") {
     const p = cfg.provisioning!;
     return p.cert ? { ca, cert: p.cert, key: p.key } : resolveTls(ca ? { ca } : undefined);
+  }
+  if (cfg.tls?.use_puppet_cert && ops?.via === "helper") {
+    // The Puppet key is root's: the helper hands it over, and it is kept where only this daemon reads it.
+    const pem = await ops.tlsCredential({ agent: "provision", settings: await agents.nodePuppetOrDefaults(agentsConfig(cfg)) });
+    const dir = join(configDir(), "puppet-tls");
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    writeFileSync(join(dir, "cert.pem"), pem.cert, { mode: 0o600 });
+    writeFileSync(join(dir, "key.pem"), pem.key, { mode: 0o600 });
+    return { ca, cert: join(dir, "cert.pem"), key: join(dir, "key.pem") };
   }
   if (cfg.tls?.use_puppet_cert) {
     const pc = await puppetCredential(cfg, agents);
@@ -234,7 +247,14 @@ export async function startServer(cfg: ServerConfig, log: Logger, opts: StartSer
   const refreshMetadata = classes ? () => classes.refresh() : undefined;
   const nodeKey = loadOrCreateNodeKey(cfg.identity, cfg.security.node_key);
   log.info({ pubkey: nodeKey.publicKey }, "node key loaded: replies and events are signed with it");
-  const common = { nodeKey, identity: cfg.identity, facts: () => facts.facts, classes: () => classes?.classes ?? noClasses, refreshMetadata, plugins: cfg.plugins, log, intakeStats, audit: auditor.record, extraStats: () => ({ ...auditor.stats }), kv: buckets.opener };
+  // What needs root: the privileged helper when one is configured (an unprivileged daemon), else
+  // in process (the agents' default). Loaded only for a node whose agents touch Puppet.
+  const needsRoot = !!cfg.provisioning || !!cfg.tls?.use_puppet_cert || (cfg.agents.builtin ?? []).some((a) => ["provision", "puppet", "resource"].includes(a));
+  const ops: NodeOps | undefined = !needsRoot ? undefined : cfg.privileged_helper ? (await import("../privileged/client.js")).helperOps(cfg.privileged_helper) : undefined;
+  if (needsRoot && !cfg.privileged_helper && process.getuid?.() !== 0) {
+    log.warn("running unprivileged without privileged_helper: Puppet runs and puppet.conf edits need root (set privileged_helper: /run/muster/privileged.sock)");
+  }
+  const common = { nodeKey, ops, identity: cfg.identity, facts: () => facts.facts, classes: () => classes?.classes ?? noClasses, refreshMetadata, plugins: cfg.plugins, log, intakeStats, audit: auditor.record, extraStats: () => ({ ...auditor.stats }), kv: buckets.opener };
 
   const buildPhase = async (phase: NodePhase): Promise<NodeRuntime> => {
     if (phase === "provisioning") {
@@ -258,7 +278,7 @@ export async function startServer(cfg: ServerConfig, log: Logger, opts: StartSer
   }
   const serve = async (phase: NodePhase): Promise<Serving> => {
     const runtime = await buildPhase(phase);
-    const tls = await phaseCredential(cfg, agents, phase);
+    const tls = await phaseCredential(cfg, agents, phase, ops);
     const nc = await connectBroker({ servers: brokers, from: broker.from, name: `muster-server:${cfg.identity}`, log, persistent: true, tls, inboxPrefix: inboxPrefixFor(cfg.identity) });
     // The shared bootstrap credential may not publish audit records (a waiting node could forge
     // another's): while provisioning, the audit file is the record.

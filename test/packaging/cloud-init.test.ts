@@ -49,18 +49,38 @@ test("the example installs the package, writes config and credential, starts the
   assert.equal(file(u, "/etc/muster/tls/bootstrap.key")?.permissions, "0600", "the key is root's only");
   const cmds = u.runcmd.map((c) => c.join(" "));
   assert.ok(cmds.some((c) => /apt-get install .*--force-confold .*muster\.deb/.test(c)), "installs the package, keeping the files written before");
-  assert.deepEqual(u.runcmd.at(-1), ["systemctl", "enable", "--now", "muster-server.service"]);
+  assert.deepEqual(u.runcmd.at(-1), ["systemctl", "enable", "--now", "muster-privileged.socket", "muster-server.service"]);
+  // the server runs as muster: its config and bootstrap key are made readable to that group once the package made it
+  assert.ok(cmds.includes("chgrp muster /etc/muster/server.yaml /etc/muster/tls/bootstrap.key") && cmds.indexOf("chgrp muster /etc/muster/server.yaml /etc/muster/tls/bootstrap.key") > cmds.findIndex((c) => c.includes("apt-get install")));
   const cfgFile = join(tmp.path, "example-server.yaml");
   writeFileSync(cfgFile, file(u, "/etc/muster/server.yaml")!.content);
   const cfg = loadServerConfig(cfgFile);
   assert.equal(cfg.provisioning?.cert, "/etc/muster/tls/bootstrap.pem");
   assert.equal(cfg.tls?.use_puppet_cert, true);
+  assert.equal(cfg.privileged_helper, "/run/muster/privileged.sock", "the packaged server's helper");
+});
+
+test("--apt-repo: the node adds the signed repository (one sources line, one keyring) and installs muster from it", async () => {
+  const key = join(tmp.path, "repo-key.asc");
+  writeFileSync(key, "-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nmDMEtest\n-----END PGP PUBLIC KEY BLOCK-----\n");
+  const u = parseYaml(await render("--apt-repo", "https://apt.example.net/muster", "--apt-key", key)) as UserData;
+  assert.equal(file(u, "/etc/apt/keyrings/muster-archive-keyring.asc")?.content, readFileSync(key, "utf8"));
+  assert.equal(file(u, "/etc/apt/sources.list.d/muster.list")?.content, "deb [signed-by=/etc/apt/keyrings/muster-archive-keyring.asc] https://apt.example.net/muster stable main\n");
+  const cmds = u.runcmd.map((c) => c.join(" "));
+  assert.ok(!cmds.some((c) => c.includes("curl")), "nothing downloaded outside apt");
+  assert.ok(cmds.indexOf("apt-get update") >= 0 && cmds.indexOf("apt-get update") < cmds.findIndex((c) => /apt-get install .*--force-confold muster$/.test(c)));
+  const bad = (args: string[]) => run(process.execPath, [join(repoRoot, "packaging", "cloud-init.mjs"), ...args], { cwd: repoRoot }).then(() => assert.fail(`accepted ${args.join(" ")}`), (e: { code: number; stderr: string }) => e);
+  const both = await bad(["--apt-repo", "https://x", "--apt-key", key, "--deb-url", "https://x/m.deb"]);
+  assert.equal(both.code, 64);
+  assert.match(both.stderr, /two ways to install: give one/);
+  assert.match((await bad(["--apt-repo", "https://x"])).stderr, /--apt-repo and --apt-key go together/);
 });
 
 test("lab nodes and cloud nodes share the generator: same keys, agents, isolation and TLS shape", () => {
   const lab = labNodeSpec(join(tmp.path, "lab"), 0, { ca: "/lab/ca.pem", cert: "/lab/b.pem", key: "/lab/b.key" }).server;
   const cloud = nodeServerConfig({ collectives: ["muster"], ca: "/c/ca.pem", bootstrap: { cert: "/c/b.pem", key: "/c/b.key" }, provisioning: { collective: "provisioning", callers: ["provisioner"] }, brokers: [], security: {} });
-  const shape = (c: Record<string, unknown>) => Object.keys(c).filter((k) => !["identity", "brokers", "security"].includes(k)).sort();
+  // privileged_helper: cloud nodes run the packaged, unprivileged server; the lab's nodes are processes run as root
+  const shape = (c: Record<string, unknown>) => Object.keys(c).filter((k) => !["identity", "brokers", "security", "privileged_helper"].includes(k)).sort();
   assert.deepEqual(shape(lab), shape(cloud));
   assert.deepEqual(lab.agents, cloud.agents);
   assert.deepEqual(Object.keys(lab.provisioning as object).sort(), Object.keys(cloud.provisioning as object).sort());

@@ -15,6 +15,7 @@ import { setPuppetHost } from "./actions/set_puppet_host.js";
 import { unlockDeploy } from "./actions/unlock_deploy.js";
 import { provisionDDL, type ProvisionDDL } from "./ddl.js";
 import { Mutex, readLock, resolveSettings, type ProvisionRuntime, type ProvisionSettings } from "./state.js";
+import { directOps, type NodeOps } from "../../privileged/node-ops.js";
 
 // The provision agent: the node side of the provisioner (mcprovision's agent).
 //
@@ -64,6 +65,8 @@ export interface ProvisionDeps {
    * request is still in flight: a node under provisioning isolation switches to production on it.
    */
   onProvisioned?: () => void;
+  /** What needs root (Puppet, puppet.conf, the hosts and stage fact files): default in process. */
+  ops?: NodeOps;
 }
 
 /** Whether provisioning has finished on this node: the marker disable_provisioner writes exists. */
@@ -82,6 +85,7 @@ export function createProvisionAgent(deps: ProvisionDeps = {}): ProvisionAgent {
 
   const rt: ProvisionRuntime = {
     now,
+    ops: deps.ops ?? directOps(),
     lockMutex: new Mutex(),
     settings(ctx: ActionContext): ProvisionSettings {
       known = { ...(deps.config ?? {}), ...ctx.config };

@@ -1,8 +1,8 @@
 import type { ActionContext, ReplyData } from "../../agent/agent.js";
 import { RpcError } from "../../errors.js";
 import { Status } from "../../protocol/status.js";
-import { exportedFacts, writeFactFile, type PuppetRunResult } from "../../puppet/index.js";
-import { asRpcError, puppetAgentFor, type ProvisionRuntime } from "./state.js";
+import { exportedFacts, type PuppetRunResult } from "../../puppet/index.js";
+import { asRpcError, puppetTarget, type ProvisionRuntime } from "./state.js";
 
 // bootstrap_puppet and run_puppet: one foreground run in an environment with the stage fact set.
 // Exit 0/2 reply OK; 4/6 and 1 are Aborted with the run's details in the reply data.
@@ -17,10 +17,10 @@ export async function puppetRun(rt: ProvisionRuntime, ctx: ActionContext, which:
   const s = rt.settings(ctx);
   rt.ensureEnabled(s);
   const environment = which === "bootstrap" ? s.bootstrapEnvironment : s.productionEnvironment;
-  if (which === "production" && !noop) persistStage(s.stageFactFile, s.stageFact, ctx);
+  if (which === "production" && !noop) await persistStage(rt, s.stageFactFile, s.stageFact, ctx);
   let r: PuppetRunResult;
   try {
-    r = await puppetAgentFor(s).run({
+    r = await rt.ops.puppetRun(puppetTarget(s), {
       environment,
       facts: { ...exportedFacts(s.exportFacts, ctx.metadata().facts), [s.stageFact]: which },
       noop,
@@ -52,7 +52,7 @@ export async function puppetRun(rt: ProvisionRuntime, ctx: ActionContext, which:
   if (r.success) {
     if (which === "bootstrap" && !noop) {
       try {
-        persistStage(s.stageFactFile, s.stageFact, ctx);
+        await persistStage(rt, s.stageFactFile, s.stageFact, ctx);
       } catch (e) {
         throw new RpcError(Status.Aborted, `the bootstrap run succeeded but later runs would not know they are production: ${(e as Error).message} (fix plugins.provision.stage_fact_file)`, { ...data, stage_fact_file: null });
       }
@@ -72,9 +72,9 @@ export async function puppetRun(rt: ProvisionRuntime, ctx: ActionContext, which:
 }
 
 /** Persist `<stage_fact>=production` for every later run (see the top of this file). */
-function persistStage(file: string, fact: string, ctx: ActionContext): void {
+async function persistStage(rt: ProvisionRuntime, file: string, fact: string, ctx: ActionContext): Promise<void> {
   try {
-    if (writeFactFile(file, fact, "production")) ctx.log.info({ file, fact }, "later Puppet runs see the production stage");
+    if (await rt.ops.persistStage(file, fact)) ctx.log.info({ file, fact }, "later Puppet runs see the production stage");
   } catch (e) {
     throw asRpcError(e);
   }

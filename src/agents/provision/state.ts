@@ -6,6 +6,7 @@ import { Status } from "../../protocol/status.js";
 import type { ActionContext } from "../../agent/agent.js";
 import { MusterError } from "../../errors.js";
 import { factFileKind, PuppetAgent } from "../../puppet/index.js";
+import type { NodeOps, PuppetTarget } from "../../privileged/node-ops.js";
 
 // Settings, the deploy lock and the disable marker of one provision agent instance. Nothing
 // here is module-level state: createProvisionAgent() owns one ProvisionState.
@@ -75,6 +76,11 @@ export function resolveSettings(config: Record<string, unknown>, identity: strin
   };
 }
 
+
+/** This agent's Puppet, for the privileged operations (NodeOps). */
+export function puppetTarget(s: ProvisionSettings): PuppetTarget {
+  return { agent: "provision", settings: puppetAgentFor(s).settings };
+}
 
 export function puppetAgentFor(s: ProvisionSettings): PuppetAgent {
   return new PuppetAgent(puppetAgentSettings(s));
@@ -158,6 +164,8 @@ export class Mutex {
 /** What every action handler shares: the clock, settings resolution, the lock mutex. */
 export interface ProvisionRuntime {
   now(): number;
+  /** What needs root, in process or through the privileged helper. */
+  readonly ops: NodeOps;
   /** Settings for this request: the factory's config overlaid with ctx.config. */
   settings(ctx: ActionContext): ProvisionSettings;
   readonly lockMutex: Mutex;

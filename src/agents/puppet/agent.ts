@@ -8,6 +8,7 @@ import { puppetDDL, type PuppetDDL } from "./ddl.js";
 import { createRuntime, readStatus, type PuppetRuntime } from "./runtime.js";
 import { puppetAgentFor } from "./settings.js";
 import { puppetStatePaths, readLastRunSummary } from "../../puppet/index.js";
+import type { NodeOps } from "../../privileged/node-ops.js";
 
 // The puppet agent: MCollective's puppet agent for muster, on the real Puppet agent (src/puppet).
 //
@@ -42,6 +43,8 @@ export interface PuppetAgentDeps {
   identity?: string;
   now?: () => number;
   random?: () => number;
+  /** What needs root (runs, the disable lock, the daemon): default in process. */
+  ops?: NodeOps;
 }
 
 export type MusterPuppetAgent = Agent<PuppetDDL> & {

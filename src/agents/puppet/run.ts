@@ -20,7 +20,7 @@ export function startRun(rt: PuppetRuntime, ctx: ActionContext, input: RunonceIn
       started: false,
     });
   }
-  const agent = puppetAgentFor(s, input.server);
+  const agent = puppetAgentFor(s);
   const paths = puppetStatePaths(agent);
   const disabled = readDisabled(paths.disabledLockfile);
   if (disabled.disabled) {
@@ -48,6 +48,7 @@ export function startRun(rt: PuppetRuntime, ctx: ActionContext, input: RunonceIn
 }
 
 async function execute(rt: PuppetRuntime, ctx: ActionContext, agent: PuppetAgent, s: PuppetSettings, input: RunonceInput, run: ActiveRun, splaySeconds: number): Promise<void> {
+  const target = { agent: "puppet" as const, settings: agent.settings };
   let startedAt = rt.now();
   let data: RunCompleteData;
   const environment = input.environment ?? s.environment;
@@ -55,7 +56,8 @@ async function execute(rt: PuppetRuntime, ctx: ActionContext, agent: PuppetAgent
     if (splaySeconds > 0) await sleep(splaySeconds * 1000, run.abort.signal);
     run.phase = "running";
     startedAt = rt.now();
-    const r = await agent.run({
+    const r = await rt.ops.puppetRun(target, {
+      ...(input.server !== undefined ? { server: input.server } : {}),
       ...(environment !== undefined ? { environment } : {}),
       ...(input.noop !== undefined ? { noop: input.noop } : {}),
       ...(input.tags ? { tags: input.tags.split(",") } : {}),

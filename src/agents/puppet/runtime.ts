@@ -2,6 +2,7 @@ import type { ActionContext } from "../../agent/agent.js";
 import { catalogRunPid, puppetStatePaths, readDisabled, readLastRunSummary } from "../../puppet/index.js";
 import type { RunCompleteData } from "./ddl.js";
 import { puppetAgentFor, resolveSettings, type PuppetSettings } from "./settings.js";
+import { directOps, type NodeOps } from "../../privileged/node-ops.js";
 
 // State one puppet agent instance owns: the latest settings, the run it started (if any) and that
 // run's result. Nothing here is module-level: createPuppetAgent() makes one PuppetRuntime.
@@ -16,6 +17,8 @@ export interface ActiveRun {
 
 export interface PuppetRuntime {
   now(): number;
+  /** What needs root, in process or through the privileged helper. */
+  readonly ops: NodeOps;
   random(): number;
   /** Settings for this request (ctx.config over the agent's own), remembered for the data plugin. */
   settings(ctx: ActionContext): PuppetSettings;
@@ -25,11 +28,12 @@ export interface PuppetRuntime {
   lastRunonce: RunCompleteData | undefined;
 }
 
-export function createRuntime(deps: { config?: Record<string, unknown>; identity?: string; now?: () => number; random?: () => number }): PuppetRuntime {
+export function createRuntime(deps: { config?: Record<string, unknown>; identity?: string; now?: () => number; random?: () => number; ops?: NodeOps }): PuppetRuntime {
   let config: Record<string, unknown> = { ...(deps.config ?? {}) };
   let identity = deps.identity ?? "localhost";
   return {
     now: deps.now ?? Date.now,
+    ops: deps.ops ?? directOps(),
     random: deps.random ?? Math.random,
     settings(ctx) {
       config = { ...(deps.config ?? {}), ...ctx.config };

@@ -112,4 +112,9 @@ export const commands: Record<string, CommandEntry> = {
     description: "Serve the web console: the provisioning board, the fleet explorer, node pages and runall",
     load: async () => (await import("./web.js")).webCommand,
   },
+  privileged: {
+    usage: "",
+    description: "The node daemon's privileged helper: the few operations muster server may ask root for",
+    load: async () => (await import("./privileged.js")).privilegedCommand,
+  },
 };

@@ -1,7 +1,7 @@
 import type { ActionHandler } from "../../../agent/agent.js";
 import type { ActionInput } from "../../../ddl/types.js";
 import type { ProvisionDDL } from "../ddl.js";
-import { asRpcError, puppetAgentFor, type ProvisionRuntime } from "../state.js";
+import { asRpcError, puppetTarget, type ProvisionRuntime } from "../state.js";
 
 /** Start `puppet agent` as a daemon with the node's settings. */
 export function daemonizePuppet(rt: ProvisionRuntime): ActionHandler<ActionInput<ProvisionDDL, "daemonize_puppet">> {
@@ -9,7 +9,7 @@ export function daemonizePuppet(rt: ProvisionRuntime): ActionHandler<ActionInput
     const s = rt.settings(ctx);
     rt.ensureEnabled(s);
     try {
-      const r = await puppetAgentFor(s).daemonize();
+      const r = await rt.ops.puppetDaemonize(puppetTarget(s));
       ctx.log.info({ pid: r.pid, alreadyRunning: r.alreadyRunning }, "puppet agent daemon");
       return { pid: r.pid, already_running: r.alreadyRunning };
     } catch (e) {

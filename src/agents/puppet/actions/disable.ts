@@ -1,4 +1,4 @@
-import { disableAgent, puppetStatePaths, readDisabled } from "../../../puppet/index.js";
+import { puppetStatePaths, readDisabled } from "../../../puppet/index.js";
 import type { ActionHandler } from "../../../agent/agent.js";
 import type { ActionInput } from "../../../ddl/types.js";
 import type { PuppetDDL } from "../ddl.js";
@@ -7,10 +7,11 @@ import { puppetAgentFor } from "../settings.js";
 
 /** Write Puppet's disable lock; an agent already disabled keeps its lock and message. */
 export function disable(rt: PuppetRuntime): ActionHandler<ActionInput<PuppetDDL, "disable">> {
-  return (input, ctx) => {
-    const lock = puppetStatePaths(puppetAgentFor(rt.settings(ctx))).disabledLockfile;
+  return async (input, ctx) => {
+    const agent = puppetAgentFor(rt.settings(ctx));
+    const lock = puppetStatePaths(agent).disabledLockfile;
     const message = input.message?.trim() || `Disabled via muster by ${ctx.caller} at ${new Date(rt.now()).toISOString()}`;
-    const changed = disableAgent(lock, message);
+    const { changed } = await rt.ops.puppetDisable({ agent: "puppet", settings: agent.settings }, message);
     const current = readDisabled(lock).message;
     ctx.log.info({ caller: ctx.caller, changed, message: current }, "puppet disabled");
     return {

@@ -1,4 +1,3 @@
-import { enableAgent, puppetStatePaths } from "../../../puppet/index.js";
 import type { ActionHandler } from "../../../agent/agent.js";
 import type { ActionInput } from "../../../ddl/types.js";
 import type { PuppetDDL } from "../ddl.js";
@@ -7,8 +6,8 @@ import { puppetAgentFor } from "../settings.js";
 
 /** Remove Puppet's disable lock; idempotent. */
 export function enable(rt: PuppetRuntime): ActionHandler<ActionInput<PuppetDDL, "enable">> {
-  return (_input, ctx) => {
-    const changed = enableAgent(puppetStatePaths(puppetAgentFor(rt.settings(ctx))).disabledLockfile);
+  return async (_input, ctx) => {
+    const { changed } = await rt.ops.puppetEnable({ agent: "puppet", settings: puppetAgentFor(rt.settings(ctx)).settings });
     ctx.log.info({ caller: ctx.caller, changed }, "puppet enabled");
     return { enabled: true, changed, status: changed ? "Puppet enabled" : "Puppet was already enabled" };
   };

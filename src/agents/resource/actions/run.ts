@@ -1,16 +1,17 @@
 import type { ActionContext } from "../../../agent/agent.js";
 import { MusterError, RpcError } from "../../../errors.js";
 import { Status } from "../../../protocol/status.js";
-import { puppetResource, type PuppetResourceResult } from "../../../puppet/resource.js";
+import type { PuppetResourceResult } from "../../../puppet/resource.js";
+import { directOps, type NodeOps } from "../../../privileged/node-ops.js";
 import type { ResourceSettings } from "../settings.js";
 
 /** One puppet resource call with the node's settings; failures to run puppet become Aborted/UnknownError replies. */
-export async function runPuppetResource(s: ResourceSettings, ctx: ActionContext, type: string, name: string, params: [string, string][]): Promise<PuppetResourceResult> {
+export async function runPuppetResource(ops: NodeOps | undefined, s: ResourceSettings, ctx: ActionContext, type: string, name: string, params: [string, string][]): Promise<PuppetResourceResult> {
   try {
-    return await puppetResource({ puppetBin: s.puppetBin, confdir: s.confdir, vardir: s.vardir }, type, name, params, { signal: ctx.signal, timeoutMs: s.timeoutMs });
+    return await (ops ?? directOps()).puppetResource({ puppetBin: s.puppetBin, confdir: s.confdir, vardir: s.vardir, type, name, properties: params, signal: ctx.signal, timeoutMs: s.timeoutMs });
   } catch (e) {
     if (e instanceof RpcError) throw e;
-    if (e instanceof MusterError) throw new RpcError(e.code === "MUSTER_INPUT_INVALID" ? Status.InvalidData : Status.Aborted, e.message, { type, name });
+    if (e instanceof MusterError) throw new RpcError(e.code === "MUSTER_INPUT_INVALID" ? Status.InvalidData : Status.Aborted, e.message, { type, name, ...(e.code === "MUSTER_PRIVILEGED_REFUSED" ? { reason: "refused_by_helper" } : {}) });
     throw new RpcError(Status.UnknownError, e instanceof Error ? e.message : String(e), { type, name });
   }
 }

@@ -20,7 +20,7 @@ export function show(deps: ResourceDeps): ActionHandler<ActionInput<ResourceDDL,
     } catch (e) {
       ctx.log.warn({ err: (e as Error).message }, "cannot tell whether the resource is managed");
     }
-    const r = await runPuppetResource(s, ctx, input.type, input.name, []);
+    const r = await runPuppetResource(deps.ops, s, ctx, input.type, input.name, []);
     const reply = { type: input.type, name: input.name, state: r.state, managed, duration: r.durationMs / 1000 };
     if (!r.ok) throw new RpcError(Status.Aborted, `puppet resource ${input.type} ${input.name} failed: ${r.errors[0] ?? "see errors"}`, { ...reply, errors: r.errors });
     return reply;

@@ -1,0 +1,46 @@
+import { Command } from "commander";
+
+// `muster privileged serve`: the node daemon's privileged helper (docs/decisions/privileged-helper.md).
+// Under systemd, muster-privileged.socket passes the listening socket (LISTEN_FDS); by hand or in a
+// test, --socket names a path to listen on.
+export function privilegedCommand(): Command {
+  const cmd = new Command("privileged").description("The node daemon's privileged helper: the few operations muster server may ask root for");
+  cmd
+    .command("serve")
+    .description("Serve the fixed list of privileged operations to one user (socket-activated by muster-privileged.socket)")
+    .option("--config <file>", "root's server config: the helper reads the agents' settings from it", "/etc/muster/server.yaml")
+    .option("--client-user <user>", "the only user served (name or uid): the node daemon's", "muster")
+    .option("--socket <path>", "listen on this path (root:<client's group>, 0660) instead of the socket systemd passes")
+    .option("--log-level <level>", "trace|debug|info|warn|error")
+    .addHelpText(
+      "after",
+      `
+Operations (nothing else is accepted; settings come from --config, never from the request):
+  puppet.run, puppet.daemonize, puppet.disable, puppet.enable, puppet.cert_status,
+  puppet.request_certificate, puppet.set_server, puppet.tls_credential, puppet.resource,
+  provision.persist_stage
+
+Each connection's peer uid is read from the kernel (SO_PEERCRED); another uid is refused.
+Stops on SIGTERM once the operations in flight have finished.`,
+    )
+    .action(async (o: { config: string; clientUser: string; socket?: string; logLevel?: string }) => {
+      const [{ serveHelper, resolveUser }, { createLogger }, { MusterError }] = await Promise.all([import("../../privileged/helper.js"), import("../../log.js"), import("../../errors.js")]);
+      const log = createLogger({ level: o.logLevel, name: "muster-privileged" });
+      const client = resolveUser(o.clientUser);
+      // The socket systemd passed us (sd_listen_fds: LISTEN_PID is ours, the first fd is 3).
+      const activated = process.env.LISTEN_FDS && Number(process.env.LISTEN_PID) === process.pid;
+      if (!activated && !o.socket) throw new MusterError("MUSTER_USAGE", "no socket: start it through muster-privileged.socket, or give --socket PATH");
+      const listen = activated ? { fd: 3 } : { path: o.socket!, ...(client.gid !== undefined ? { group: client.gid } : {}) };
+      const helper = await serveHelper(listen, { configPath: o.config, clientUid: client.uid, log });
+      const stopping = new Promise<void>((resolve) => {
+        process.once("SIGTERM", () => resolve());
+        process.once("SIGINT", () => resolve());
+      });
+      process.stdout.write(`muster privileged helper ready (serving uid ${client.uid})\n`);
+      await stopping;
+      log.info("stopping: finishing the operations in flight");
+      await helper.close();
+      log.flush();
+    });
+  return cmd;
+}
