@@ -44,6 +44,10 @@ const usage = (why) => {
   process.exit(64);
 };
 const argv = process.argv.slice(2);
+if (argv.includes("--help") || argv.includes("-h")) {
+  process.stdout.write(`${USAGE}\n`);
+  process.exit(0);
+}
 for (let i = 0; i < argv.length; i += 2) {
   const k = argv[i].replace(/^--/, "");
   const v = argv[i + 1];

@@ -146,7 +146,7 @@ test("machines' user-data comes from docs/deploy.md's render command, flag for f
   const tmp = mkdtempSync(join(tmpdir(), "muster-render-"));
   try {
     writeFileSync(join(tmp, "id_ed25519.pub"), "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHop muster-lab\n");
-    const ms = { packages: { url: "http://10.77.0.1:8080/muster_0.1.0_amd64.deb" }, broker: "tls://10.77.0.1:4222", ssh: { key: join(tmp, "id_ed25519") } } as BootMachineContext["ms"];
+    const ms = { packages: { url: "http://10.77.0.1:8080/apt", key: "/lab/packages/apt/muster-archive-keyring.asc" }, broker: "tls://10.77.0.1:4222", ssh: { key: join(tmp, "id_ed25519") } } as BootMachineContext["ms"];
     const ctx = { ms, provisionerKey: "P".repeat(43) + "=", trusted: [{ name: "user=root", key: "K".repeat(43) + "=" }] } as BootMachineContext;
     const plan = { identity: "node01.eu.lab", region: LAB_REGIONS[0]!, serial: 1, role: labRole(0) };
     const argv = renderArgv(ctx, plan, { ca: "/c/ca.pem", cert: "/c/b.pem", key: "/c/b.key" });

@@ -1,13 +1,13 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { createHash } from "node:crypto";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { MusterClient } from "../../src/client/client.js";
 import { startLab, waitForNodes, type Lab, type LabNode } from "../../src/lab/lab.js";
+import { publishToRepo } from "../../src/lab/machines/fleet.js";
 import { machineExec } from "../../src/lab/machines/machine.js";
 import { labLinks, labRoutes } from "../../src/lab/machines/network.js";
 import { spawnMuster, type MusterProcess } from "../../src/lab/processes.js";
@@ -27,7 +27,8 @@ import { eventually, repoRoot, runCli } from "../support/collective.js";
 //      with one certificate;
 //   3. a reboot (systemctl reboot inside): the same node comes back, not provisioned again;
 //   4. systemctl stop muster-server inside: the fleet sees it go; start: it is back;
-//   5. the package upgraded in place (version N+1): identity, keys, certificate and config kept;
+//   5. the package upgraded in place from the lab's apt repository (version N+1): identity, keys,
+//      certificate and config kept, the daemon restarted once;
 //   6. removed as a cloud would (power off, disk deleted) and decommissioned.
 // Needs root (namespaces, overlay mounts, nspawn) and the setup's systemd-container, mmdebstrap, socat.
 
@@ -108,7 +109,7 @@ test("the machines are whole systems on a network of their own: hostname, addres
     assert.match(inMachine(id, "cloud-init", "status"), /status: done/);
     assert.match(inMachine(id, "systemctl", "is-active", "muster-server.service"), /^active/);
     // the user-data is the renderer's, as docs/deploy.md gives it
-    assert.match(readFileSync(join(node(id).machine!.dir, "render.sh"), "utf8"), /packaging\/cloud-init\.mjs .*--deb-url/s);
+    assert.match(readFileSync(join(node(id).machine!.dir, "render.sh"), "utf8"), /packaging\/cloud-init\.mjs .*--apt-repo/s);
   }
   t.diagnostic(`checked in ${Date.now() - t0} ms`);
 });
@@ -218,23 +219,28 @@ test("systemctl stop muster-server inside a machine: the fleet sees it go; start
   await eventually(async () => ((await discovered(B)) ? true : undefined), 60_000, `${B} back in discovery`);
 });
 
-test("the package upgraded in place (N+1): identity, keys, certificate and config kept, answering again within seconds", { skip: !root && "needs root" }, async (t) => {
+test("the package upgraded in place (N+1) from the lab's apt repository: identity, keys, certificate and config kept, answering again within seconds", { skip: !root && "needs root" }, async (t) => {
   const deb = await debNext;
   const sums = () => inMachine(A, "sh", "-c", `sha256sum /etc/muster/server.yaml /var/lib/puppet/ssl/certs/${A}.pem /var/lib/muster/server/nodes/*.key`);
   const before = sums();
   const key = (await client.call("rpcutil", "ping", {}, { nodes: [A], timeoutMs: 10_000 })).replies[0];
   assert.ok(key, `${A} answers before the upgrade`);
-  // as an operator would: the new package onto the machine, installed with apt
-  const inside = `/root/${createHash("sha256").update(deb).digest("hex").slice(0, 8)}.deb`;
-  inMachine(A, "sh", "-c", `curl -fsS -o ${inside} ${lab.state.machines!.packages.url.replace(/[^/]+$/, "")}$(basename ${deb})`).toString();
+  const restarts = () => Number(inMachine(A, "systemctl", "show", "-p", "NRestarts", "--value", "muster-server.service").trim());
+  const started = () => inMachine(A, "systemctl", "show", "-p", "ExecMainStartTimestampMonotonic", "--value", "muster-server.service").trim();
+  const [restartsBefore, startedBefore] = [restarts(), started()];
+  // the operator publishes N+1 (muster lab publish); the machine upgrades as any apt user would
+  await publishToRepo(join(lab.state.machines!.packages.dir, "apt"), lab.state.machines!.packages.gnupgHome, deb);
   const t0 = Date.now();
-  inMachine(A, "sh", "-c", `DEBIAN_FRONTEND=noninteractive apt-get install -y -o Dpkg::Options::=--force-confold ${inside}`);
+  inMachine(A, "sh", "-c", "apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --only-upgrade -o Dpkg::Options::=--force-confold muster");
+  assert.match(inMachine(A, "dpkg-query", "-W", "-f", "${Version}", "muster"), new RegExp(`^${VERSION_NEXT.replace(/\./g, "\\.")}$`));
   await eventually(async () => {
     const r = await client.call("rpcutil", "daemon_stats", {}, { nodes: [A], timeoutMs: 3000 });
     return (r.replies[0]?.data as { version?: string } | undefined)?.version === VERSION_NEXT ? true : undefined;
   }, 60_000, "the upgraded daemon answering");
-  t.diagnostic(`answering as ${VERSION_NEXT} ${((Date.now() - t0) / 1000).toFixed(1)} s after apt-get install began`);
+  t.diagnostic(`answering as ${VERSION_NEXT} ${((Date.now() - t0) / 1000).toFixed(1)} s after apt-get began`);
   assert.equal(sums(), before, "config, certificate and node key unchanged");
+  assert.notEqual(started(), startedBefore, "the daemon was restarted into the new version");
+  assert.equal(restarts(), restartsBefore, "once, by the upgrade: not by systemd after a crash");
   const after = await client.call("rpcutil", "ping", {}, { nodes: [A], timeoutMs: 10_000 });
   assert.equal(after.replies[0]?.sender, key.sender, "the same identity");
   assert.equal(after.stats.verified, 1, "its reply verifies against the key the directory holds: the node key was kept");

@@ -378,6 +378,21 @@ already gone). Example:
       }),
   );
   lab.addCommand(
+    new Command("publish")
+      .description("Add a .deb to the lab's signed apt repository, which the machines install from: they upgrade with apt-get")
+      .argument("<deb>", "the package (npm run package, or node packaging/build-deb.mjs --version V for another version)")
+      .addHelpText("after", "\nExample:\n  node packaging/build-deb.mjs --version 0.2.0 --compress gzip --out /tmp/n1\n  muster lab publish /tmp/n1/muster_0.2.0_amd64.deb\n  muster lab exec node01.eu.lab -- sh -c 'apt-get update && apt-get install -y --only-upgrade muster'")
+      .action(async (deb: string) => {
+        const s = await runningLab();
+        if (!s) return;
+        if (!s.machines) throw new MusterError("MUSTER_USAGE", "this lab's nodes are processes (they run the checkout's muster): publish is for a lab of machines");
+        if (!existsSync(deb) || !deb.endsWith(".deb")) throw new MusterError("MUSTER_USAGE", `${deb}: not a .deb file (build one with \`npm run package\`)`);
+        const { publishToRepo } = await import("../../lab/machines/fleet.js");
+        await publishToRepo(resolve(s.machines.packages.dir, "apt"), s.machines.packages.gnupgHome, resolve(deb));
+        process.stdout.write(`published ${deb} to ${s.machines.packages.url} (the machines' repository); on a machine: apt-get update && apt-get install --only-upgrade muster\n`);
+      }),
+  );
+  lab.addCommand(
     new Command("machine-run")
       .description("(lab internal) a machine's power supervisor: boots it, reboots it, powers it off on SIGTERM")
       .argument("<dir>", "the machine's directory")

@@ -1,5 +1,5 @@
 import { execFile, execFileSync } from "node:child_process";
-import { copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { basename, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
@@ -37,8 +37,12 @@ export interface LabMachinesState {
   imageKey: string;
   /** vm: the base disk, kernel and initramfs. */
   vmImage?: { disk: string; kernel: string; initrd: string };
-  /** The package machines install: the .deb in the package server's directory. */
-  packages: { dir: string; deb: string; url: string; hostUrl: string; pid: number; log: string };
+  /**
+   * What machines install from: a signed apt repository (packaging/apt-repo.mjs, as `npm run
+   * package` writes one) in the package server's directory, holding the .deb the lab was started
+   * with and any published since (`muster lab publish`). `url` is the repository as machines see it.
+   */
+  packages: { dir: string; deb: string; url: string; key: string; gnupgHome: string; hostUrl: string; pid: number; log: string };
   /** The broker as machines reach it (through the relay). */
   broker: string;
   relays: { name: string; pids: number[]; listen: string; target: string }[];
@@ -142,7 +146,8 @@ export async function prepareMachines(o: MachineLabOptions, image: { image: Mach
   const pkgDir = join(dir, "packages");
   mkdirSync(pkgDir, { recursive: true });
   const deb = o.deb ? resolve(o.deb) : await buildLabPackage(join(dir, "build"), o.progress);
-  copyFileSync(deb, join(pkgDir, basename(deb)));
+  const gnupgHome = join(dir, "apt-signing");
+  const repo = await publishToRepo(join(pkgDir, "apt"), gnupgHome, deb);
   const pkgPort = await freePort("127.0.0.1");
   const pkgLog = join(dir, "logs", "packages.log");
   const server = spawnMuster(["lab", "serve-packages", "--dir", pkgDir, "--port", String(pkgPort)], { logFile: pkgLog, detached: o.detached });
@@ -169,12 +174,25 @@ export async function prepareMachines(o: MachineLabOptions, image: { image: Mach
     image: image.image.root,
     imageKey: image.image.key,
     ...(image.vm ? { vmImage: image.vm } : {}),
-    packages: { dir: pkgDir, deb: basename(deb), url: `http://${RELAY_ADDRESS}:${PACKAGE_PORT}/${basename(deb)}`, hostUrl: `http://127.0.0.1:${pkgPort}/`, pid: server.pid, log: pkgLog },
+    packages: { dir: pkgDir, deb: basename(deb), url: `http://${RELAY_ADDRESS}:${PACKAGE_PORT}/apt`, key: repo.key, gnupgHome, hostUrl: `http://127.0.0.1:${pkgPort}/`, pid: server.pid, log: pkgLog },
     broker: `tls://${RELAY_ADDRESS}:${o.natsPort}`,
     relays: relays.map((r) => ({ name: r.spec.name, pids: r.pids, listen: `${r.spec.listen.host}:${r.spec.listen.port}`, target: `${r.spec.target.host}:${r.spec.target.port}` })),
     socketDir,
     ssh,
   };
+}
+
+/**
+ * Add a .deb to the lab's apt repository and sign it again (packaging/apt-repo.mjs, with the lab's
+ * own signing key, made on first use): machines get it with `apt-get update && apt-get upgrade`.
+ */
+export async function publishToRepo(repo: string, gnupgHome: string, deb: string): Promise<{ repo: string; key: string }> {
+  try {
+    await execFileP(process.execPath, [join(REPO, "packaging", "apt-repo.mjs"), "--repo", repo, "--gnupg-home", gnupgHome, deb], { maxBuffer: 16 << 20 });
+  } catch (e) {
+    throw new MusterError("MUSTER_USAGE", `packaging/apt-repo.mjs could not add ${deb} to the lab's repository: ${(e as { stderr?: string }).stderr?.trim() || (e as Error).message}`);
+  }
+  return { repo, key: join(repo, "muster-archive-keyring.asc") };
 }
 
 /** The lab's SSH key pair (made once) and the files ssh reads for the machines. */
@@ -273,8 +291,10 @@ export function renderArgv(c: BootMachineContext, p: MachinePlan, creds: { ca: s
   const sshPub = readFileSync(`${c.ms.ssh.key}.pub`, "utf8").trim();
   return [
     CLOUD_INIT_RENDERER,
-    "--deb-url",
+    "--apt-repo",
     c.ms.packages.url,
+    "--apt-key",
+    c.ms.packages.key,
     "--broker",
     c.ms.broker,
     "--ca",
