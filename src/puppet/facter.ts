@@ -1,7 +1,22 @@
 import { spawn } from "node:child_process";
+import { existsSync } from "node:fs";
 
 // Facter, the node's own fact source: `muster server` reads its facts through here (puppet/ is
 // the only place that runs Puppet's tools).
+
+/** The system's external fact directories: what root's Facter reads, and every Puppet run sees. */
+export const SYSTEM_FACT_DIRS = ["/etc/facter/facts.d", "/etc/puppetlabs/facter/facts.d"] as const;
+
+/**
+ * Facter's arguments. Run as another user than root (the packaged server runs as `muster`),
+ * Facter reads ~/.facter/facts.d instead of the system's external fact directories, so the facts
+ * a machine was given (its region, its role, the lifecycle stage) were missing from muster's view
+ * while Puppet, run as root, saw them: the system's directories are named explicitly.
+ */
+export function facterArgs(uid: number, exists: (path: string) => boolean): string[] {
+  const dirs = uid === 0 ? [] : SYSTEM_FACT_DIRS.filter((d) => exists(d));
+  return ["--json", "--show-legacy", ...dirs.flatMap((d) => ["--external-dir", d])];
+}
 
 /**
  * Runs `facter --json --show-legacy`: the facts a Puppet run sends its master, legacy ones too
@@ -12,7 +27,7 @@ import { spawn } from "node:child_process";
  */
 export function runFacter(command: string, timeoutMs = 60_000, onPartial?: (reason: string) => void): Promise<Record<string, unknown>> {
   return new Promise((resolve, reject) => {
-    const child = spawn(command, ["--json", "--show-legacy"], { stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(command, facterArgs(process.getuid?.() ?? 0, existsSync), { stdio: ["ignore", "pipe", "pipe"] });
     const out: Buffer[] = [];
     let err = "";
     const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
