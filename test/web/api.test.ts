@@ -17,21 +17,25 @@ import { startRegistry, type RunningRegistry } from "../../src/registry/daemon.j
 import { CSP } from "../../src/web/server.js";
 import { startWeb, type WebHandle } from "../../src/web/daemon.js";
 import { WebConfigSchema } from "../../src/web/config.js";
-import { connectNats } from "../support/collective.js";
-import { freePort, startNats, type NatsHandle } from "../support/index.js";
+import { DEFAULT_REGISTRY_BUCKET, DEFAULT_STATE_BUCKET } from "../../src/protocol/buckets.js";
+import { freePort } from "../support/index.js";
 import { waitRegistered } from "../support/registry.js";
+import { startLabBroker, type LabBroker } from "./lab-broker.js";
 import { bearer, openSse, type SseReader } from "./support.js";
 
-// The console's server against a real nats-server (JetStream: the provisioner's state bucket), a
-// real registry daemon with its HTTP API and an emulated fleet whose Puppet runs are simulated.
+// The console's server against a real nats-server with the lab's broker users and permissions
+// (./lab-broker.ts: the console and the test's client are the lab's admin, the registry its registry
+// user), JetStream for the provisioner's state bucket, a real registry daemon with its HTTP API and
+// an emulated fleet whose Puppet runs are simulated.
 
-const BUCKET = "muster_provision_webtest";
+const BUCKET = DEFAULT_STATE_BUCKET;
 const OPERATOR = "operator-token-0123456789abcdef";
 const VIEWER = "viewer-token-0123456789abcdefgh";
 
 let dir: string;
-let nats: NatsHandle;
+let lab: LabBroker;
 let nc: NatsConnection;
+let regNc: NatsConnection;
 let store: StateStore;
 let registry: RunningRegistry;
 let emu: RunningEmulator;
@@ -47,28 +51,32 @@ const rec = (identity: string, status: NodeRecord["status"], extra: Partial<Node
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), "muster-web-"));
   process.env.MUSTER_CONFIG_DIR = join(dir, "keys");
-  nats = await startNats({ jetstream: true });
-  nc = await connectNats(nats.url);
+  lab = await startLabBroker({ dir, nodes: ids });
+  // This process (the console, the test's client) is the lab's admin.
+  const admin = lab.tls("admin");
+  Object.assign(process.env, { MUSTER_TLS_CA: admin.ca, MUSTER_TLS_CERT: admin.cert, MUSTER_TLS_KEY: admin.key });
+  nc = await lab.connect("admin");
   store = await StateStore.open(nc, BUCKET);
   await store.put(rec("failed.test", "failed", { stage: "request_csr", current: "sign_csr", attempts: 5, lastError: "sign_csr: CSR never arrived", log: ["2026-01-01T00:00:00.000Z sign_csr failed"] }));
   await store.put(rec("busy.test", "in_progress", { owner: "prov-a", current: "bootstrap", stage: "sign_csr", master: "puppet1.test", stageTimes: { lock: { start: Date.now() - 5000, end: Date.now() - 4900 }, bootstrap: { start: Date.now() - 4000 } } }));
   await store.put(rec("waiting.test", "pending"));
 
   const regPort = await freePort();
-  writeFileSync(join(dir, "registry.yaml"), `bucket: muster-registry-webtest\nhttp:\n  host: 127.0.0.1\n  port: ${regPort}\n`);
-  registry = await startRegistry(loadRegistryConfig(join(dir, "registry.yaml")), silentLogger, { broker: nats.url });
+  writeFileSync(join(dir, "registry.yaml"), `http:\n  host: 127.0.0.1\n  port: ${regPort}\n`);
+  regNc = await lab.connect("registry");
+  registry = await startRegistry(loadRegistryConfig(join(dir, "registry.yaml")), silentLogger, { nc: regNc });
   sim = new SimulatedPuppetFleet({ runMs: () => 100, history: true });
   const fleet: FleetNode[] = ids.map((identity, i) => ({ identity, facts: { country: i % 4 === 0 ? "us" : "de", os: { family: "Debian" } }, classes: ["web"], agents: ["puppet"] }));
-  const enc = await connectNats(nats.url, { name: "web-emulator" });
+  const enc = await lab.connect("emulator", "web-emulator");
   emu = await startEmulator({ nc: enc, nodes: fleet, collective: "muster", log: silentLogger, registration: { interval: 60, splay: false }, factories: { ...coreAgentFactories, puppet: sim.factory } });
-  await waitRegistered(nc, ids, { bucket: "muster-registry-webtest" });
+  await waitRegistered(nc, ids, { bucket: DEFAULT_REGISTRY_BUCKET });
 
   writeFileSync(join(dir, "tokens"), `# the console's people\n${OPERATOR} operator alice\n${VIEWER} viewer bob\n`);
   auditFile = join(dir, "audit.jsonl");
   const cfg = WebConfigSchema.parse({ listen: `127.0.0.1:${await freePort()}`, auth: { tokens_file: join(dir, "tokens") }, registry: { url: `http://127.0.0.1:${regPort}` }, state_bucket: BUCKET, audit: { file: auditFile } });
-  web = await startWeb(cfg, silentLogger, { broker: nats.url, probeMs: 300 });
+  web = await startWeb(cfg, silentLogger, { broker: lab.url, probeMs: 300 });
   base = web.url;
-  client = await MusterClient.connect({ brokers: [nats.url] });
+  client = await MusterClient.connect({ brokers: [lab.url] });
   // the console is up once it says the broker is
   for (const deadline = Date.now() + 15_000; ; ) {
     const h = (await (await fetch(`${base}/api/health`, { headers: bearer(VIEWER) })).json()) as { broker: { ok: boolean } };
@@ -84,8 +92,9 @@ after(async () => {
   await client?.close();
   await emu?.stop();
   await registry?.stop();
+  await regNc?.drain().catch(() => undefined);
   await nc?.drain().catch(() => undefined);
-  await nats?.stop();
+  await lab?.stop();
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -188,7 +197,7 @@ test("retry: refused to a viewer (403), refused without the CSRF header (403), d
   assert.ok(okLine.data.signature, "the audit record is signed with the console's key");
   assert.ok(lines.some((l) => l.identity === "nosuch.test" && l.statuscode !== 0), "refusals are audited too");
   const cfg = WebConfigSchema.parse({ listen: base.replace(/^http:\/\//, ""), auth: { tokens_file: join(dir, "tokens") }, registry: { url: registry.httpAddress }, state_bucket: BUCKET, audit: { file: auditFile } });
-  web = await startWeb(cfg, silentLogger, { broker: nats.url, probeMs: 300 });
+  web = await startWeb(cfg, silentLogger, { broker: lab.url, probeMs: 300 });
 });
 
 test("the explorer answers a filter from the registry with chosen columns, pages, and counts by fact", async () => {
@@ -256,4 +265,8 @@ test("runall: an operator starts one from the console; one started elsewhere (as
   } finally {
     sse.close();
   }
+});
+
+test("the broker refused nothing the console, its client or the fleet asked for (the lab's permissions)", () => {
+  assert.deepEqual(lab.violations(), []);
 });

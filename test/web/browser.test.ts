@@ -13,19 +13,22 @@ import { SimulatedPuppetFleet } from "../../src/emulator/simulated-puppet.js";
 import { silentLogger } from "../../src/log.js";
 import { newRecord, StateStore } from "../../src/provisioner/state.js";
 import { launchChromium, watchPageProblems } from "../support/browser.js";
-import { cleanEnv, connectNats, spawnMuster, tempDir, type MusterProcess } from "../support/collective.js";
-import { freePort, startNats, type NatsHandle } from "../support/index.js";
+import { runCli, spawnMuster, tempDir, type MusterProcess } from "../support/collective.js";
 import { writeSimulatedProvisionerConfig } from "../support/provisioner.js";
 import { waitRegistered } from "../support/registry.js";
+import { startLabBroker, type LabBroker } from "./lab-broker.js";
 
-// The web console in a real browser (Debian's Chromium, headless) against a real broker, the real
-// registry daemon, `muster web` and a provisioner working through an emulated fleet whose agents
-// simulate Puppet (so provisioning takes seconds, and one node can be made to fail).
+// The web console in a real browser (Debian's Chromium, headless) against a real broker with the
+// lab's users and permissions (./lab-broker.ts: the console and the CLI as the lab's admin, the
+// registry and the provisioner as theirs), the real registry daemon, `muster web` and a provisioner
+// working through an emulated fleet whose agents simulate Puppet (so provisioning takes seconds, and
+// one node can be made to fail).
 
 const tmp = tempDir("web-browser");
 const configDir = join(tmp.path, "config");
 process.env.MUSTER_CONFIG_DIR = configDir; // the in-process emulator trusts the key the children sign with
-const env = cleanEnv(configDir);
+let lab: LabBroker;
+const env = (role: "admin" | "provisioner" | "registry") => lab.env(role, configDir);
 const OPERATOR = "op-3f9a1c7e5b2d4f60";
 const VIEWER = "view-8e2b4d6f1a3c5e70";
 
@@ -43,8 +46,6 @@ const managedFleet: FleetNode[] = managed.map((identity) => ({ identity, facts: 
 const failing = new Set<string>([broken]);
 const ca = new SimulatedCA();
 
-let nats: NatsHandle;
-let natsPort: number;
 let nc: NatsConnection;
 let emu: RunningEmulator;
 let puppetEmu: RunningEmulator;
@@ -59,17 +60,16 @@ const contexts: BrowserContext[] = [];
 const problems: string[] = [];
 
 before(async () => {
-  natsPort = await freePort();
-  nats = await startNats({ jetstream: true, dir: join(tmp.path, "nats"), port: natsPort });
-  nc = await connectNats(nats.url);
+  lab = await startLabBroker({ dir: tmp.path, nodes: [...fleet, ...managedFleet].map((n) => n.identity) });
+  nc = await lab.connect("admin");
   const regCfg = join(tmp.path, "registry.yaml");
-  writeFileSync(regCfg, toYaml({ broker: nats.url, collectives: ["muster"], http: { host: "127.0.0.1", port: 0 }, log: { level: "warn" } }));
-  registry = spawnMuster(["registry", "serve", "--config", regCfg], { env });
+  writeFileSync(regCfg, toYaml({ broker: lab.url, collectives: ["muster"], http: { host: "127.0.0.1", port: 0 }, log: { level: "warn" } }));
+  registry = spawnMuster(["registry", "serve", "--config", regCfg], { env: env("registry") });
   const regLine = await registry.waitForLine(/ready/, 20_000);
   registryUrl = /http (http:\/\/[0-9.]+:\d+)/.exec(regLine)![1]!;
 
   emu = await startEmulator({
-    nc,
+    nc: await lab.connect("emulator", "emulator-waiting"),
     nodes: fleet,
     collective: "muster",
     log: silentLogger,
@@ -78,7 +78,7 @@ before(async () => {
     factories: simulatedFactories(ca, { puppetRunMs: [500, 1500], csrMs: 5, fail: (id) => failing.has(id) }),
   });
   const sim = new SimulatedPuppetFleet({ runMs: () => 300 });
-  puppetEmu = await startEmulator({ nc, nodes: managedFleet, collective: "muster", log: silentLogger, registration: { interval: 1, splay: false }, factories: { ...coreAgentFactories, puppet: sim.factory } });
+  puppetEmu = await startEmulator({ nc: await lab.connect("emulator", "emulator-managed"), nodes: managedFleet, collective: "muster", log: silentLogger, registration: { interval: 1, splay: false }, factories: { ...coreAgentFactories, puppet: sim.factory } });
   await waitRegistered(nc, [...fleet, ...managedFleet].map((n) => n.identity));
   store = await StateStore.open(nc, "muster_provision");
 
@@ -86,7 +86,7 @@ before(async () => {
   writeFileSync(tokens, `# token role name\n${OPERATOR} operator alice\n${VIEWER} viewer bob\n`, { mode: 0o600 });
   const webCfg = join(tmp.path, "web.yaml");
   writeFileSync(webCfg, toYaml({ listen: "127.0.0.1:0", auth: { tokens_file: tokens }, registry: { url: registryUrl }, audit: { file: join(tmp.path, "audit.jsonl") } }));
-  web = spawnMuster(["web", "--config", webCfg, "--broker", nats.url], { env });
+  web = spawnMuster(["web", "--config", webCfg, "--broker", lab.url], { env: env("admin") });
   const readyLine = await web.waitForLine(/ready/, 20_000);
   url = /(https?:\/\/[0-9.]+:\d+)/.exec(readyLine)![1]!;
   browser = await launchChromium();
@@ -100,7 +100,7 @@ after(async () => {
   await emu?.stop();
   await puppetEmu?.stop();
   await nc?.drain().catch(() => undefined);
-  await nats?.stop();
+  await lab?.stop();
   tmp.remove();
 });
 
@@ -147,7 +147,7 @@ test("the board shows nodes moving to done without a reload, the failed node fir
   // Marks this document: a reload would lose it.
   await page.evaluate(() => ((window as unknown as { marker: number }).marker = 42));
 
-  provisioner = spawnMuster(["provisioner", "--config", writeSimulatedProvisionerConfig(tmp.path, "prov", { broker: nats.url, concurrency: 4, retries: { attempts: 1, backoff: 0.05, max_backoff: 0.1 } }), "--foreground"], { env });
+  provisioner = spawnMuster(["provisioner", "--config", writeSimulatedProvisionerConfig(tmp.path, "prov", { broker: lab.url, concurrency: 4, retries: { attempts: 1, backoff: 0.05, max_backoff: 0.1 } }), "--foreground"], { env: env("provisioner") });
   // Seen in progress first, then done: the board follows the state bucket live.
   await page.waitForSelector(`.board-table .row[data-status="in_progress"]`, { timeout: 30_000 });
   const done = waiting.filter((id) => id !== broken);
@@ -261,6 +261,15 @@ test("runall: an operator starts a Puppet run from the page and watches it finis
   await op.close();
 });
 
+test("runall from the CLI (the lab's admin credential) shows on the Puppet runs page", async () => {
+  const page = await loggedIn(VIEWER, "bob");
+  await page.goto(`${url}/#/runall`);
+  const cli = await runCli(["puppet", "runall", "2", "-F", "role=app", "--broker", lab.url], { env: env("admin"), timeoutMs: 60_000 });
+  assert.equal(cli.code, 0, cli.stderr + cli.stdout);
+  await page.waitForFunction(() => [...document.querySelectorAll(".run-card[data-state=finished]")].some((c) => /role=app/.test(c.textContent ?? "") && /5 done, 0 failed/.test(c.textContent ?? "") && !/alice/.test(c.textContent ?? "")), undefined, { timeout: 30_000 });
+  await page.close();
+});
+
 test("the page says when the registry is down, and recovers by itself when it is back", async () => {
   const page = await loggedIn(VIEWER, "bob");
   await page.waitForSelector("#board-live.on", { timeout: 15_000 });
@@ -273,8 +282,8 @@ test("the page says when the registry is down, and recovers by itself when it is
   // The same port again (the console's registry.url): the registry's config names port 0, so
   // restart it on the port it had.
   const port = Number(/:(\d+)$/.exec(registryUrl)![1]);
-  writeFileSync(regCfg, toYaml({ broker: nats.url, collectives: ["muster"], http: { host: "127.0.0.1", port }, log: { level: "warn" } }));
-  registry = spawnMuster(["registry", "serve", "--config", regCfg], { env });
+  writeFileSync(regCfg, toYaml({ broker: lab.url, collectives: ["muster"], http: { host: "127.0.0.1", port }, log: { level: "warn" } }));
+  registry = spawnMuster(["registry", "serve", "--config", regCfg], { env: env("registry") });
   await registry.waitForLine(/ready/, 20_000);
   await page.waitForSelector("#health[hidden]", { state: "attached", timeout: 30_000 });
   assert.equal(await page.evaluate(() => (window as unknown as { marker?: number }).marker), 7, "recovered without a reload");
@@ -285,15 +294,15 @@ test("the page says when the broker is down, and comes back live by itself when 
   const page = await loggedIn(VIEWER, "bob");
   await page.waitForSelector("#board-live.on", { timeout: 15_000 });
   await page.evaluate(() => ((window as unknown as { marker: number }).marker = 9));
-  await nats.stop();
+  await lab.stop();
   await page.waitForSelector("#health:not([hidden])", { timeout: 30_000 });
   assert.match((await page.locator("#health").textContent()) ?? "", /broker/i);
   // The same port and store: every client, the console's included, reconnects by itself.
-  nats = await startNats({ jetstream: true, dir: join(tmp.path, "nats"), port: natsPort });
+  await lab.start();
   await page.waitForSelector("#health[hidden]", { state: "attached", timeout: 60_000 });
   // Live again: a record written now reaches the open board.
   const id = "late.test";
-  const nc2 = await connectNats(nats.url);
+  const nc2 = await lab.connect("admin", "late-writer");
   try {
     const st = await StateStore.open(nc2, "muster_provision");
     const rec = { ...newRecord(id), status: "failed" as const, lastError: "written after the broker came back", startedAt: Date.now() };
@@ -317,4 +326,8 @@ test("logging out ends the session", async () => {
 
 test("no page broke the content security policy or threw", () => {
   assert.deepEqual(problems, []);
+});
+
+test("the broker refused nothing the console, the CLI, the registry, the provisioner or the fleet asked for (the lab's permissions)", () => {
+  assert.deepEqual(lab.violations(), []);
 });
