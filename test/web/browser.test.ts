@@ -226,6 +226,8 @@ test("the explorer filters with muster's language, shows fact columns and counts
   assert.equal(caret.indexOf("^") + 1, api.error.column, "the caret is at the parser's column");
   assert.equal(await page.locator("#filter-error .src").textContent(), bad);
   assert.equal(await page.locator("#filter-error p.error").textContent(), api.error.message);
+  // The previous filter's counts are gone: the chart answers this filter or shows nothing.
+  await page.waitForFunction(() => document.querySelectorAll(".counts .bar-row").length === 0, undefined, { timeout: 10_000 });
 
   // A node's page from the explorer: its facts and its provisioning.
   await page.fill("#filter", "");

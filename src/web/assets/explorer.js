@@ -115,9 +115,12 @@ export function mount(el, ctx, route) {
       render(html``, errEl);
       totalEl.textContent = `${total} ${total === 1 ? "node matches" : "nodes match"}${state.filter ? ` ${state.filter}` : ""}`;
     }
-    if (!state.countBy) render(html``, countsEl);
+    // No chart but the one for this query: a bad filter (shown under the box) or one still loading
+    // clears the previous query's bars rather than leaving them up as if they were its answer.
+    if (!state.countBy || error?.code === "filter") render(html``, countsEl);
     else if (countsError) render(html`<p class="error">${countsError.message}</p>`, countsEl);
-    else if (counts)
+    else if (!counts) render(html``, countsEl);
+    else
       render(
         html`<h2>Nodes by <code>${counts.fact}</code></h2>
           <div class="chart">
