@@ -155,6 +155,9 @@ export async function startWeb(cfg: WebConfig, log: Logger, opts: WebOptions = {
       }
       audit(who, "retry", identity, {}, Status.OK, "queued for provisioning");
     },
+    refused(who, action, target, data, reason) {
+      audit(who, action, target, data, Status.Aborted, `refused: ${reason}`);
+    },
     runs: () => runs.list(),
     onRun(l) {
       runListeners.add(l);

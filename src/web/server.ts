@@ -33,6 +33,15 @@ export interface WebBackend {
   runs(): RunView[];
   onRun(listener: (r: RunView) => void): () => void;
   startRunall(filter: string, concurrency: number, who: Principal): Promise<string>;
+  /** Records an action refused at the edge (the role or the CSRF check) in the audit trail. */
+  refused(who: Principal, action: string, target: string, data: Record<string, unknown>, reason: string): void;
+}
+
+/** What an action route records when it is refused before it runs: its name and its target. */
+interface AuditedAction {
+  action: string;
+  target(req: FastifyRequest): string;
+  data?(req: FastifyRequest): Record<string, unknown>;
 }
 
 /** An error the API answers with its own status and code. */
@@ -69,6 +78,7 @@ export interface AppOptions {
 }
 
 const PUBLIC = new Set(["/", "/login", "/assets/login.css", "/favicon.ico"]);
+
 const digest = (s: string) => createHash("sha256").update(s).digest("base64url");
 
 export async function buildApp(o: AppOptions): Promise<FastifyInstance> {
@@ -118,11 +128,17 @@ export async function buildApp(o: AppOptions): Promise<FastifyInstance> {
     return {};
   }
 
-  const need = (role: Role) => async (req: FastifyRequest) => {
+  // An action refused here (the role, the CSRF token) is recorded as the backend records the ones
+  // it refuses itself (docs/web.md: refusals are audited).
+  const need = (role: Role, audited?: AuditedAction) => async (req: FastifyRequest) => {
     const p = req.auth.principal!;
-    if (!allowed(p.role, role)) throw new ApiError(403, "forbidden", `${p.name} is a ${p.role}; this needs the ${role} role`);
+    const refuse = (e: ApiError) => {
+      if (audited) backend.refused(p, audited.action, audited.target(req), audited.data?.(req) ?? {}, `${e.code}: ${e.message}`);
+      return e;
+    };
+    if (!allowed(p.role, role)) throw refuse(new ApiError(403, "forbidden", `${p.name} is a ${p.role}; this needs the ${role} role`));
     if (req.method === "POST" && !csrf.check(req.auth.credential!, header(req, "x-csrf-token"))) {
-      throw new ApiError(403, "csrf", "missing or wrong x-csrf-token header: send the csrf value of GET /api/session");
+      throw refuse(new ApiError(403, "csrf", "missing or wrong x-csrf-token header: send the csrf value of GET /api/session"));
     }
   };
 
@@ -197,7 +213,8 @@ export async function buildApp(o: AppOptions): Promise<FastifyInstance> {
     });
   });
 
-  app.post<{ Params: { identity: string } }>("/api/board/:identity/retry", { preHandler: need("operator") }, async (req) => {
+  const retryAudit: AuditedAction = { action: "retry", target: (req) => String((req.params as { identity?: string }).identity ?? "").slice(0, 253) };
+  app.post<{ Params: { identity: string } }>("/api/board/:identity/retry", { preHandler: need("operator", retryAudit) }, async (req) => {
     await backend.retry(req.params.identity, req.auth.principal!);
     return { ok: true };
   });
@@ -244,7 +261,15 @@ export async function buildApp(o: AppOptions): Promise<FastifyInstance> {
     sse.onClose(backend.onRun((r) => sse.send("run", r)));
   });
 
-  app.post("/api/runall", { preHandler: need("operator") }, async (req) => {
+  const runallAudit: AuditedAction = {
+    action: "runall",
+    target: () => "*",
+    data: (req) => {
+      const b = (req.body ?? {}) as Record<string, unknown>;
+      return { filter: typeof b.filter === "string" ? b.filter.slice(0, 4096) : "", concurrency: typeof b.concurrency === "number" ? b.concurrency : null };
+    },
+  };
+  app.post("/api/runall", { preHandler: need("operator", runallAudit) }, async (req) => {
     const body = (req.body ?? {}) as Record<string, unknown>;
     const filter = typeof body.filter === "string" ? body.filter : "";
     const concurrency = body.concurrency;

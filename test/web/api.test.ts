@@ -18,6 +18,7 @@ import { CSP } from "../../src/web/server.js";
 import { startWeb, type WebHandle } from "../../src/web/daemon.js";
 import { WebConfigSchema } from "../../src/web/config.js";
 import { DEFAULT_REGISTRY_BUCKET, DEFAULT_STATE_BUCKET } from "../../src/protocol/buckets.js";
+import { eventually } from "../support/collective.js";
 import { freePort } from "../support/index.js";
 import { waitRegistered } from "../support/registry.js";
 import { startLabBroker, type LabBroker } from "./lab-broker.js";
@@ -196,6 +197,10 @@ test("retry: refused to a viewer (403), refused without the CSRF header (403), d
   assert.equal(okLine.action, "retry");
   assert.ok(okLine.data.signature, "the audit record is signed with the console's key");
   assert.ok(lines.some((l) => l.identity === "nosuch.test" && l.statuscode !== 0), "refusals are audited too");
+  // ... those refused before the action runs too: the viewer's retry, the operator's without CSRF
+  const refused = lines.filter((l) => l.identity === "failed.test" && l.action === "retry" && l.statuscode !== 0) as unknown as { caller: string; statusmsg: string; data: { role: string } }[];
+  assert.ok(refused.some((l) => l.caller === "web:bob" && l.data.role === "viewer" && /forbidden/.test(l.statusmsg)), JSON.stringify(refused));
+  assert.ok(refused.some((l) => l.caller === "web:alice" && /csrf/.test(l.statusmsg)), JSON.stringify(refused));
   const cfg = WebConfigSchema.parse({ listen: base.replace(/^http:\/\//, ""), auth: { tokens_file: join(dir, "tokens") }, registry: { url: registry.httpAddress }, state_bucket: BUCKET, audit: { file: auditFile } });
   web = await startWeb(cfg, silentLogger, { broker: lab.url, probeMs: 300 });
 });
@@ -248,6 +253,15 @@ test("runall: an operator starts one from the console; one started elsewhere (as
   try {
     const viewer = await post("/api/runall", { filter: "country=us", concurrency: 1 }, { ...bearer(VIEWER), "x-csrf-token": await csrfOf(bearer(VIEWER)) });
     assert.equal(viewer.status, 403);
+    // the viewer's refused runall is in the audit file, with what was asked
+    await eventually(
+      async () => {
+        const lines = readFileSync(auditFile, "utf8").trim().split("\n").map((l) => JSON.parse(l) as { caller: string; action: string; statuscode: number; data: { filter?: string } });
+        return lines.find((l) => l.caller === "web:bob" && l.action === "runall" && l.statuscode !== 0 && l.data.filter === "country=us");
+      },
+      10_000,
+      "the refused runall in the audit file",
+    );
     const r = await post("/api/runall", { filter: "country=us", concurrency: 1 }, { ...bearer(OPERATOR), "x-csrf-token": await csrfOf(bearer(OPERATOR)) });
     assert.equal(r.status, 200, await r.clone().text());
     const { id } = (await r.json()) as { id: string };
