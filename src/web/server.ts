@@ -5,7 +5,7 @@ import fastifyCookie from "@fastify/cookie";
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import type { Logger } from "pino";
 import { FilterError } from "../filter/index.js";
-import { allowed, certificateRole, Csrf, SessionStore, type Principal, type Role, type TokenTable } from "./auth.js";
+import { afterLogin, allowed, certificateRole, Csrf, SessionStore, type Principal, type Role, type TokenTable } from "./auth.js";
 import type { BoardNode } from "./board.js";
 import type { WebConfig } from "./config.js";
 import { countBy, explorerFilter, filterProblem, page, parseColumns, type ExplorerNode } from "./explorer.js";
@@ -77,7 +77,7 @@ export interface AppOptions {
   https?: { cert: Buffer; key: Buffer; ca?: Buffer };
 }
 
-const PUBLIC = new Set(["/", "/login", "/assets/login.css", "/favicon.ico"]);
+const PUBLIC = new Set(["/", "/login", "/assets/login.css", "/assets/login.js", "/favicon.ico"]);
 
 const digest = (s: string) => createHash("sha256").update(s).digest("base64url");
 
@@ -173,7 +173,7 @@ export async function buildApp(o: AppOptions): Promise<FastifyInstance> {
     if (!who) return reply.code(401).type("text/html; charset=utf-8").send(loginPage(true));
     const s = sessions.create(who.name, who.role);
     reply.setCookie(SESSION_COOKIE, s.id, { httpOnly: true, sameSite: "strict", secure, path: "/", maxAge: cfg.auth.session_hours * 3600 });
-    return reply.redirect("/", 303);
+    return reply.redirect(afterLogin(body.next), 303);
   });
 
   app.post("/logout", { preHandler: need("viewer") }, async (req, reply) => {

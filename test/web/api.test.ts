@@ -133,6 +133,11 @@ test("the login form gives an HttpOnly, SameSite=Strict session; a wrong token g
   const session = (await (await get("/api/session", { cookie: cookie.split(";")[0]! })).json()) as { name: string; role: string; csrf: string };
   assert.deepEqual([session.name, session.role], ["bob", "viewer"]);
   assert.ok(session.csrf.length > 20);
+  // a deep link's fragment comes back as where to go; anything else goes to the board
+  const deep = await fetch(`${base}/login`, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: `token=${VIEWER}&next=${encodeURIComponent("#/node/web1.test")}`, redirect: "manual" });
+  assert.equal(deep.headers.get("location"), "/#/node/web1.test");
+  const away = await fetch(`${base}/login`, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: `token=${VIEWER}&next=${encodeURIComponent("//evil.example/")}`, redirect: "manual" });
+  assert.equal(away.headers.get("location"), "/");
   const cross = await fetch(`${base}/login`, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded", origin: "http://evil.example" }, body: `token=${VIEWER}`, redirect: "manual" });
   assert.equal(cross.status, 403);
 });

@@ -141,6 +141,20 @@ test("an unauthenticated request gets 401, and the page asks for a token", async
   assert.equal(await page.locator("#who").count(), 0, "the login page, not the console");
 });
 
+test("a deep link opened while logged out lands on its page after logging in", async () => {
+  const ctx = await browser.newContext({ viewport: { width: 1400, height: 1000 } });
+  contexts.push(ctx);
+  const page = await ctx.newPage();
+  watchPageProblems(page, problems);
+  const target = managed[0]!;
+  await page.goto(`${url}/#/node/${target}`);
+  await page.fill("input[name=token]", VIEWER);
+  await Promise.all([page.waitForURL(`${url}/**`), page.click("button[type=submit]")]);
+  await page.waitForSelector(`section.node[data-identity="${target}"]`, { timeout: 15_000 });
+  assert.equal(new URL(page.url()).hash, `#/node/${target}`);
+  await page.close();
+});
+
 test("the board shows nodes moving to done without a reload, the failed node first with its log tail", async () => {
   const page = await loggedIn(OPERATOR, "alice");
   await page.waitForSelector("#board-live.on", { timeout: 15_000 });

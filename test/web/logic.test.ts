@@ -2,7 +2,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { newRecord, type NodeRecord } from "../../src/provisioner/state.js";
 import { RUNALL_AGENT, asRunallEvent } from "../../src/protocol/events.js";
-import { allowed, certificateRole, Csrf, isLoopback, parseTokensFile, SessionStore, TokenTable } from "../../src/web/auth.js";
+import { afterLogin, allowed, certificateRole, Csrf, isLoopback, parseTokensFile, SessionStore, TokenTable } from "../../src/web/auth.js";
 import { boardNode, boardOrder, isNodeRecord, timeline } from "../../src/web/board.js";
 import { parseListen, WebConfigSchema } from "../../src/web/config.js";
 import { countBy, explorerFilter, page, parseColumns } from "../../src/web/explorer.js";
@@ -118,4 +118,10 @@ test("runall views fold started/progress/finished events; malformed events are i
   assert.deepEqual([v.done, v.failed, v.slots.length, v.state], [1, 1, 1, "running"]);
   v = t.apply(ev("finished", { id: "r1", at: T0 + 9, counts: { ok: 2, failed: 1 } })!)!;
   assert.deepEqual([v.done, v.slots.length, v.state], [3, 0, "finished"]);
+});
+
+test("after logging in: the deep link's fragment of this console, never another site or path", () => {
+  assert.equal(afterLogin("#/node/node01.eu.lab"), "/#/node/node01.eu.lab");
+  assert.equal(afterLogin("#/explorer?filter=country%3Dde&columns=os"), "/#/explorer?filter=country%3Dde&columns=os");
+  for (const bad of [undefined, "", "#", "//evil.example/", "https://evil.example/#/board", "/api/board", "#/x\r\nset-cookie: a=b", "#/<script>", `#/${"a".repeat(3000)}`, 42]) assert.equal(afterLogin(bad), "/", String(bad).slice(0, 40));
 });

@@ -62,6 +62,7 @@ function showLogin(message) {
       <h1>Log in to the muster console</h1>
       ${message ? html`<p class="error">${message}</p>` : ""}
       <p class="muted">Paste a token from the console's tokens file (<code>auth.tokens_file</code>).</p>
+      <input type="hidden" name="next" .value=${location.hash.startsWith("#/") ? location.hash : ""} />
       <label for="token">Token</label>
       <input id="token" name="token" type="password" autocomplete="current-password" required autofocus />
       <button type="submit">Log in</button>
