@@ -7,7 +7,8 @@ import { puppetDDL } from "../agents/puppet/ddl.js";
 import { MusterClient } from "../client/client.js";
 import { resolveBrokerSettings } from "../config/client.js";
 import { MusterError } from "../errors.js";
-import { applyRetry, openExistingProvisionState, retryRefusal } from "../fleet/provision-state.js";
+import { selectFailed } from "../fleet/provision-failures.js";
+import { applyRetry, openExistingProvisionState, retryFailed, retryRefusal } from "../fleet/provision-state.js";
 import { runAll } from "../fleet/runner.js";
 import { canonicalJson } from "../protocol/canonical.js";
 import { asRunallEvent, RUNALL_AGENT } from "../protocol/events.js";
@@ -17,6 +18,7 @@ import { Auditor } from "../security/audit.js";
 import { isLoopback, TokenTable, type Principal } from "./auth.js";
 import { configuredBrokers, parseListen, type WebConfig } from "./config.js";
 import { explorerFilter, type ExplorerNode } from "./explorer.js";
+import { Insights } from "./insights.js";
 import { BoardFeed, probeBroker, probeRegistry, sameHealth, type Health } from "./live.js";
 import { RunTable, type RunView } from "./runs.js";
 import { ApiError, buildApp, type WebBackend } from "./server.js";
@@ -67,6 +69,7 @@ export async function startWeb(cfg: WebConfig, log: Logger, opts: WebOptions = {
   let client: MusterClient | undefined;
   let stopping = false;
   const feed = new BoardFeed(cfg.state_bucket, log);
+  const insights = new Insights(feed);
   const runs = new RunTable();
   const runListeners = new Set<(r: RunView) => void>();
   const healthListeners = new Set<(h: Health) => void>();
@@ -116,6 +119,24 @@ export async function startWeb(cfg: WebConfig, log: Logger, opts: WebOptions = {
 
   const backend: WebBackend = {
     feed,
+    insights,
+    async retryGroup(sel, who) {
+      const c = needClient();
+      const store = await openExistingProvisionState(c, cfg.state_bucket);
+      const groups = insights.failures();
+      const g = sel.group === undefined ? undefined : groups.find((x) => x.id === sel.group);
+      const target = [sel.group !== undefined ? `group:${sel.group}` : "", sel.master !== undefined ? `master:${sel.master || "(none)"}` : ""].filter(Boolean).join(" ");
+      const what = { ...sel, ...(g ? { stage: g.stage, reason: g.reason } : {}) };
+      const selected = store ? selectFailed(feed.allRecords(), sel).length : 0;
+      if (!store || selected === 0) {
+        audit(who, "retry_group", target, { ...what, selected: 0 }, Status.Aborted, "no failed node selected");
+        throw new ApiError(409, "retry_refused", `no failed node in ${sel.group !== undefined ? `group ${sel.group}` : ""}${sel.group !== undefined && sel.master !== undefined ? " of " : ""}${sel.master !== undefined ? `master ${sel.master || "(none)"}` : ""} now: look at the board again`);
+      }
+      const by = `${who.name} (web console, ${g ? `group ${g.stage}: ${g.reason}` : ""}${g && sel.master !== undefined ? ", " : ""}${sel.master !== undefined ? `master ${sel.master || "(none)"}` : ""})`;
+      const r = await retryFailed(store, feed.allRecords(), sel, by);
+      audit(who, "retry_group", target, { ...what, selected, retried: r.retried.length, changed: r.changed.length, nodes: r.retried.slice(0, 100) }, Status.OK, `${r.retried.length} queued for provisioning, ${r.changed.length} changed meanwhile`);
+      return r;
+    },
     health: () => health,
     onHealth(l) {
       healthListeners.add(l);
@@ -240,6 +261,7 @@ export async function startWeb(cfg: WebConfig, log: Logger, opts: WebOptions = {
       connecting.abort();
       clearTimeout(timer);
       feed.stop();
+      insights.stop();
       sub?.unsubscribe();
       await app.close();
       await client?.close();

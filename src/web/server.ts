@@ -9,6 +9,7 @@ import { afterLogin, allowed, certificateRole, Csrf, SessionStore, type Principa
 import type { BoardNode } from "./board.js";
 import type { WebConfig } from "./config.js";
 import { countBy, explorerFilter, filterProblem, page, parseColumns, type ExplorerNode } from "./explorer.js";
+import type { Insights } from "./insights.js";
 import type { BoardFeed, Health } from "./live.js";
 import type { RunView } from "./runs.js";
 import { ASSETS_DIR, registerStatic } from "./static.js";
@@ -23,6 +24,10 @@ export const SESSION_COOKIE = "muster_session";
 /** What the edge needs from the rest of the console (daemon.ts wires the real ones). */
 export interface WebBackend {
   feed: BoardFeed;
+  /** Failure groups and progress computed from the feed's records. */
+  insights: Insights;
+  /** Retries a failure group's or a master's failed nodes (fleet/provision-state.ts retryFailed). */
+  retryGroup(sel: { group?: string; master?: string }, who: Principal): Promise<{ retried: string[]; changed: string[] }>;
   health(): Health;
   onHealth(listener: (h: Health) => void): () => void;
   /** Registry nodes matching a wire filter built from the filter box's text. */
@@ -199,16 +204,26 @@ export async function buildApp(o: AppOptions): Promise<FastifyInstance> {
     const snapshot = () => sse.send("snapshot", { nodes: backend.feed.snapshot() });
     const node = (n: BoardNode) => sse.send("node", n);
     const remove = (identity: string) => sse.send("remove", { identity });
+    const failures = (groups: unknown) => sse.send("failures", { groups });
+    const progress = (p: unknown) => sse.send("progress", p);
     sse.send("health", backend.health());
-    if (backend.feed.ready) snapshot();
+    if (backend.feed.ready) {
+      snapshot();
+      failures(backend.insights.failures());
+      progress(backend.insights.progress());
+    }
     backend.feed.on("snapshot", snapshot);
     backend.feed.on("node", node);
     backend.feed.on("remove", remove);
+    backend.insights.on("failures", failures);
+    backend.insights.on("progress", progress);
     const offHealth = backend.onHealth((h) => sse.send("health", h));
     sse.onClose(() => {
       backend.feed.off("snapshot", snapshot);
       backend.feed.off("node", node);
       backend.feed.off("remove", remove);
+      backend.insights.off("failures", failures);
+      backend.insights.off("progress", progress);
       offHealth();
     });
   });
@@ -217,6 +232,24 @@ export async function buildApp(o: AppOptions): Promise<FastifyInstance> {
   app.post<{ Params: { identity: string } }>("/api/board/:identity/retry", { preHandler: need("operator", retryAudit) }, async (req) => {
     await backend.retry(req.params.identity, req.auth.principal!);
     return { ok: true };
+  });
+
+  app.get("/api/failures", async () => {
+    await backend.feed.whenReady(5000);
+    return { groups: backend.insights.failures() };
+  });
+
+  const groupAudit: AuditedAction = { action: "retry_group", target: (req) => groupTarget(req.body), data: (req) => groupSelection(req.body) };
+  app.post("/api/failures/retry", { preHandler: need("operator", groupAudit) }, async (req) => {
+    const sel = groupSelection(req.body);
+    if (sel.group === undefined && sel.master === undefined) throw new ApiError(400, "bad_request", "name a failure group (group: its id from GET /api/failures) or a master (master: its name), or both");
+    const r = await backend.retryGroup(sel, req.auth.principal!);
+    return { retried: r.retried.length, changed: r.changed.length, nodes: r.retried, changed_nodes: r.changed };
+  });
+
+  app.get("/api/progress", async () => {
+    await backend.feed.whenReady(5000);
+    return backend.insights.progress(true);
   });
 
   app.get("/api/nodes", async (req) => {
@@ -279,6 +312,20 @@ export async function buildApp(o: AppOptions): Promise<FastifyInstance> {
   });
 
   return app;
+}
+
+/** A group retry's body: `group` (an id) and/or `master` (a name; "" for nodes without one). */
+function groupSelection(body: unknown): { group?: string; master?: string } {
+  const b = (body ?? {}) as Record<string, unknown>;
+  const out: { group?: string; master?: string } = {};
+  if (typeof b.group === "string" && /^[0-9a-f]{1,64}$/.test(b.group)) out.group = b.group;
+  if (typeof b.master === "string" && b.master.length <= 253) out.master = b.master;
+  return out;
+}
+
+function groupTarget(body: unknown): string {
+  const s = groupSelection(body);
+  return [s.group !== undefined ? `group:${s.group}` : "", s.master !== undefined ? `master:${s.master || "(none)"}` : ""].filter(Boolean).join(" ") || "*";
 }
 
 function header(req: FastifyRequest, name: string): string | undefined {

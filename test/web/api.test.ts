@@ -286,6 +286,68 @@ test("runall: an operator starts one from the console; one started elsewhere (as
   }
 });
 
+test("failures grouped by cause: the groups, live on the event stream, and a group retry audited with who and how many", async () => {
+  const csr = Array.from({ length: 6 }, (_, i) => `csr${i}.test`);
+  const boot = Array.from({ length: 3 }, (_, i) => `boot${i}.test`);
+  for (const [i, id] of csr.entries()) await store.put(rec(id, "failed", { current: "request_csr", master: i % 2 ? "m-de.test" : "m-us.test", lastError: `request_csr: no CSR from ${id} within ${30 + i} s`, finishedAt: Date.now() }));
+  for (const [i, id] of boot.entries()) await store.put(rec(id, "failed", { current: "bootstrap", master: "m-de.test", lastError: `bootstrap: puppet run failed (exit ${i + 2})`, finishedAt: Date.now() }));
+  const sse = await openSse(`${base}/api/board/events`, bearer(VIEWER));
+  try {
+    type G = { id: string; stage: string; count: number; masters: { master: string; count: number }[]; nodes: string[]; example: { identity: string; log_tail: string[] } };
+    const ev = await sse.next((e) => e.event === "failures" && (e.data as { groups: G[] }).groups.some((g) => g.stage === "bootstrap" && g.count === 3) && (e.data as { groups: G[] }).groups.some((g) => g.count === 6), 10_000, "failures with both groups");
+    const fromStream = (ev.data as { groups: G[] }).groups;
+    const { groups } = (await (await get("/api/failures", bearer(VIEWER))).json()) as { groups: G[] };
+    assert.deepEqual(groups, fromStream);
+    const csrGroup = groups.find((g) => g.stage === "request_csr")!;
+    assert.deepEqual(csrGroup.nodes, csr);
+    assert.deepEqual(csrGroup.masters, [
+      { master: "m-de.test", count: 3 },
+      { master: "m-us.test", count: 3 },
+    ]);
+    assert.equal(csrGroup.example.identity, "csr0.test");
+
+    const viewer = await post("/api/failures/retry", { group: csrGroup.id }, { ...bearer(VIEWER), "x-csrf-token": await csrfOf(bearer(VIEWER)) });
+    assert.equal(viewer.status, 403);
+    const none = await post("/api/failures/retry", {}, { ...bearer(OPERATOR), "x-csrf-token": await csrfOf(bearer(OPERATOR)) });
+    assert.equal(none.status, 400);
+    const r = await post("/api/failures/retry", { group: csrGroup.id, master: "m-de.test" }, { ...bearer(OPERATOR), "x-csrf-token": await csrfOf(bearer(OPERATOR)) });
+    assert.equal(r.status, 200, await r.clone().text());
+    assert.deepEqual(await r.json(), { retried: 3, changed: 0, nodes: ["csr1.test", "csr3.test", "csr5.test"], changed_nodes: [] });
+    const all = await store.all();
+    assert.deepEqual(all.filter((x) => x.status === "pending" && x.identity.startsWith("csr")).map((x) => x.identity).sort(), ["csr1.test", "csr3.test", "csr5.test"]);
+    assert.match((await store.get("csr1.test"))!.record.log.at(-1)!, /retry requested by alice \(web console, group request_csr: .*master m-de\.test\)/);
+    // the rest of the group, then nothing left to retry
+    const rest = await post("/api/failures/retry", { group: csrGroup.id }, { ...bearer(OPERATOR), "x-csrf-token": await csrfOf(bearer(OPERATOR)) });
+    assert.equal(((await rest.json()) as { retried: number }).retried, 3);
+    const again = await post("/api/failures/retry", { group: csrGroup.id }, { ...bearer(OPERATOR), "x-csrf-token": await csrfOf(bearer(OPERATOR)) });
+    assert.equal(again.status, 409);
+    await sse.next((e) => e.event === "failures" && !(e.data as { groups: G[] }).groups.some((g) => g.stage === "request_csr"), 10_000, "the group gone from the stream");
+
+    await eventually(
+      async () => {
+        const lines = readFileSync(auditFile, "utf8").trim().split("\n").map((l) => JSON.parse(l) as { caller: string; action: string; identity: string; statuscode: number; data: Record<string, unknown> });
+        const done = lines.find((l) => l.caller === "web:alice" && l.action === "retry_group" && l.statuscode === 0 && l.data.retried === 3 && l.data.master === "m-de.test");
+        const refused = lines.find((l) => l.caller === "web:bob" && l.action === "retry_group" && l.statuscode !== 0);
+        return done && refused ? { done, refused } : undefined;
+      },
+      10_000,
+      "the group retry and the viewer's refusal in the audit file",
+    );
+  } finally {
+    sse.close();
+  }
+});
+
+test("progress: throughput, ETA and per-stage figures as the records say", async () => {
+  const p = (await (await get("/api/progress", bearer(VIEWER))).json()) as { now: number; throughput: { buckets: { done: number; failed: number }[] }; eta: { pending: number; in_progress: number }; stages: { stage: string; in_flight: number }[] };
+  const recs = await store.all();
+  assert.equal(p.eta.pending, recs.filter((r) => r.status === "pending").length);
+  assert.equal(p.eta.in_progress, recs.filter((r) => r.status === "in_progress").length);
+  const failedRecent = recs.filter((r) => r.status === "failed" && r.finishedAt !== undefined && r.finishedAt > p.now - 3 * 3600_000).length;
+  assert.equal(p.throughput.buckets.reduce((n, b) => n + b.failed, 0), failedRecent);
+  assert.equal(p.throughput.buckets.length, 180);
+});
+
 test("the broker refused nothing the console, its client or the fleet asked for (the lab's permissions)", () => {
   assert.deepEqual(lab.violations(), []);
 });

@@ -125,3 +125,15 @@ test("after logging in: the deep link's fragment of this console, never another 
   assert.equal(afterLogin("#/explorer?filter=country%3Dde&columns=os"), "/#/explorer?filter=country%3Dde&columns=os");
   for (const bad of [undefined, "", "#", "//evil.example/", "https://evil.example/#/board", "/api/board", "#/x\r\nset-cookie: a=b", "#/<script>", `#/${"a".repeat(3000)}`, 42]) assert.equal(afterLogin(bad), "/", String(bad).slice(0, 40));
 });
+
+test("a record the provisioner marked gone: shown with since and why while waited on, ordered right after failed", () => {
+  const now = Date.parse("2026-02-01T10:00:00Z");
+  const goneRec = { ...newRecord("gone.test", now), status: "in_progress" as const, current: "request_csr" as const, startedAt: now - 60_000, gone: { since: now - 5000, reason: "the VM was destroyed" } };
+  const n = boardNode(goneRec, now);
+  assert.deepEqual(n.gone, { since: new Date(now - 5000).toISOString(), reason: "the VM was destroyed" });
+  assert.equal(boardNode({ ...goneRec, status: "done" }, now).gone, null, "a done node is not waited on");
+  assert.equal(boardNode({ ...goneRec, gone: { since: "yesterday" } } as unknown as NodeRecord, now).gone, null, "a malformed mark is ignored");
+  assert.equal(boardNode({ ...goneRec, gone: { since: now } } as unknown as NodeRecord, now).gone?.reason, "gone");
+  const order = [boardNode({ ...newRecord("a.test"), status: "in_progress" }, now), n, boardNode({ ...newRecord("z.test"), status: "failed" }, now), boardNode({ ...newRecord("b.test"), status: "pending" }, now)].sort(boardOrder);
+  assert.deepEqual(order.map((x) => x.identity), ["z.test", "gone.test", "a.test", "b.test"]);
+});
