@@ -363,3 +363,56 @@ export class Auditor {
     for (const s of this.sinks) s.close();
   }
 }
+
+/** A record as read back: the entry, its time as written (ISO in the file and the stream). */
+export type StoredAuditEntry = Omit<AuditEntry, "time"> & { time: string };
+
+const isStoredEntry = (x: unknown): x is StoredAuditEntry => {
+  const r = x as Record<string, unknown>;
+  return typeof r === "object" && r !== null && typeof r.time === "string" && typeof r.caller === "string" && typeof r.action === "string" && typeof r.statuscode === "number";
+};
+
+/** Records from audit lines (a file's or a stream's); lines that are not records are skipped. */
+export function parseAuditLines(lines: Iterable<string>): StoredAuditEntry[] {
+  const out: StoredAuditEntry[] = [];
+  for (const l of lines) {
+    if (!l.trim()) continue;
+    try {
+      const x: unknown = JSON.parse(l);
+      if (isStoredEntry(x)) out.push(x);
+    } catch {
+      // a torn or foreign line: skipped
+    }
+  }
+  return out;
+}
+
+/**
+ * The last `limit` records of the audit stream (audit.stream: nodes publish every request they
+ * handled), oldest first; undefined when the stream does not exist. Read with an ordered consumer
+ * that ends at the stream's last message as it was when asked.
+ */
+export async function recentAuditRecords(nc: NatsConnection, stream = "MUSTER_AUDIT", limit = 1000, timeoutMs = 3000): Promise<StoredAuditEntry[] | undefined> {
+  const jsm = await jetstreamManager(nc);
+  let last: number;
+  let first: number;
+  try {
+    const info = await jsm.streams.info(stream);
+    [first, last] = [info.state.first_seq, info.state.last_seq];
+    if (info.state.messages === 0) return [];
+  } catch (e) {
+    if (e instanceof JetStreamApiError && e.code === JetStreamApiCodes.StreamNotFound) return undefined;
+    throw e;
+  }
+  const start = Math.max(first, last - limit + 1);
+  const { DeliverPolicy } = await import("@nats-io/jetstream");
+  const consumer = await jetstream(nc).consumers.get(stream, { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: start });
+  const dec = new TextDecoder();
+  const lines: string[] = [];
+  const msgs = await consumer.fetch({ max_messages: last - start + 1, expires: timeoutMs });
+  for await (const m of msgs) {
+    lines.push(dec.decode(m.data));
+    if (m.seq >= last) break;
+  }
+  return parseAuditLines(lines);
+}

@@ -1,5 +1,5 @@
 import { randomUUID, sign } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { closeSync, fstatSync, openSync, readFileSync, readSync } from "node:fs";
 import { hostname } from "node:os";
 import type { FastifyInstance } from "fastify";
 import type { Logger } from "pino";
@@ -14,7 +14,8 @@ import { canonicalJson } from "../protocol/canonical.js";
 import { asRunallEvent, RUNALL_AGENT } from "../protocol/events.js";
 import { Status } from "../protocol/status.js";
 import { isValidIdentity } from "../protocol/subjects.js";
-import { Auditor } from "../security/audit.js";
+import { Auditor, parseAuditLines, recentAuditRecords } from "../security/audit.js";
+import { auditRow, type AuditRow } from "./audit-view.js";
 import { isLoopback, TokenTable, type Principal } from "./auth.js";
 import { configuredBrokers, parseListen, type WebConfig } from "./config.js";
 import { explorerFilter, type ExplorerNode } from "./explorer.js";
@@ -48,6 +49,30 @@ function readOptional(file: string | undefined, what: string): Buffer | undefine
     return readFileSync(file);
   } catch (e) {
     throw new MusterError("MUSTER_CONFIG_INVALID", `${what}: cannot read ${file}: ${(e as Error).message}`);
+  }
+}
+
+/** How much of the end of the audit file the audit page reads. */
+const AUDIT_TAIL_BYTES = 4 * 1024 * 1024;
+
+/** The whole lines in the last `bytes` of a file. */
+function tailLines(file: string, bytes: number): string[] {
+  let fd: number;
+  try {
+    fd = openSync(file, "r");
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "ENOENT") return []; // nothing recorded yet
+    throw e;
+  }
+  try {
+    const size = fstatSync(fd).size;
+    const start = Math.max(0, size - bytes);
+    const buf = Buffer.alloc(size - start);
+    readSync(fd, buf, 0, buf.length, start);
+    const lines = buf.toString("utf8").split("\n");
+    return start > 0 ? lines.slice(1) : lines; // the first line may be cut
+  } finally {
+    closeSync(fd);
   }
 }
 
@@ -155,6 +180,12 @@ export async function startWeb(cfg: WebConfig, log: Logger, opts: WebOptions = {
       const reply = r.replies[0];
       return reply && reply.statuscode === Status.OK ? (reply.data as Record<string, unknown>) : null;
     },
+    async puppetStatus(identity) {
+      if (!client || !health.broker.ok || !isValidIdentity(identity)) return null;
+      const r = await client.agent(puppetDDL).call("status", {}, { nodes: [identity], timeoutMs: 2000 });
+      const reply = r.replies[0];
+      return reply && reply.statuscode === Status.OK ? (reply.data as Record<string, unknown>) : null;
+    },
     async retry(identity, who) {
       const c = needClient();
       const store = await openExistingProvisionState(c, cfg.state_bucket);
@@ -184,7 +215,38 @@ export async function startWeb(cfg: WebConfig, log: Logger, opts: WebOptions = {
       runListeners.add(l);
       return () => runListeners.delete(l);
     },
-    async startRunall(filterText, concurrency, who) {
+    async auditRecords() {
+      const rows: AuditRow[] = [];
+      const sources: { name: string; ok: boolean; records: number; error?: string }[] = [];
+      if (cfg.audit.file) {
+        try {
+          const recs = parseAuditLines(tailLines(cfg.audit.file, AUDIT_TAIL_BYTES));
+          rows.push(...recs.map((e) => auditRow(e, "console")));
+          sources.push({ name: `console file ${cfg.audit.file}`, ok: true, records: recs.length });
+        } catch (e) {
+          sources.push({ name: `console file ${cfg.audit.file}`, ok: false, records: 0, error: (e as Error).message });
+        }
+      } else sources.push({ name: "console file", ok: false, records: 0, error: "audit.file is not set: the console's actions are only logged" });
+      if (client && health.broker.ok) {
+        try {
+          const recs = await recentAuditRecords(client.nc, "MUSTER_AUDIT", 2000);
+          if (recs === undefined) sources.push({ name: "audit stream MUSTER_AUDIT", ok: false, records: 0, error: "no such stream: nodes publish their records there with audit.stream (docs/security.md)" });
+          else {
+            rows.push(...recs.map((e) => auditRow(e, "node")));
+            sources.push({ name: "audit stream MUSTER_AUDIT", ok: true, records: recs.length });
+          }
+        } catch (e) {
+          sources.push({ name: "audit stream MUSTER_AUDIT", ok: false, records: 0, error: (e as Error).message });
+        }
+      } else sources.push({ name: "audit stream MUSTER_AUDIT", ok: false, records: 0, error: "the broker is not reachable" });
+      return { rows, sources };
+    },
+    runResults: (id) => runs.results(id),
+    async runallPreview(filterText) {
+      const nodes = await registryNodes(filterText);
+      return nodes.filter((n) => n.agents?.includes("puppet")).length;
+    },
+    async startRunall(filterText, concurrency, who, confirmed) {
       const c = needClient();
       const f = explorerFilter(filterText);
       const filter = f.agent.includes("puppet") ? f : { ...f, agent: [...f.agent, "puppet"] };
@@ -192,6 +254,12 @@ export async function startWeb(cfg: WebConfig, log: Logger, opts: WebOptions = {
       if (nodes.length === 0) {
         audit(who, "runall", "*", { filter: filterText, concurrency }, Status.Aborted, "no nodes discovered");
         throw new ApiError(422, "no_nodes", `no Puppet nodes match ${JSON.stringify(filterText)}`);
+      }
+      // A run on many nodes starts only once the operator has seen how many: the count they confirm
+      // must be the count discovered now (a fleet that grew meanwhile asks again).
+      if (nodes.length > cfg.runall.confirm_above && confirmed !== nodes.length) {
+        if (confirmed !== undefined) audit(who, "runall", "*", { filter: filterText, concurrency, nodes: nodes.length, confirmed }, Status.Aborted, "the confirmed count differs from the nodes discovered");
+        throw new ApiError(409, "confirm", `${nodes.length} nodes match ${filterText ? JSON.stringify(filterText) : "(every node)"}; confirm the count to start (confirm: ${nodes.length})`, { matches: nodes.length });
       }
       const id = randomUUID();
       audit(who, "runall", "*", { filter: filterText, concurrency, nodes: nodes.length, run: id }, Status.OK, "started");

@@ -6,9 +6,10 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest }
 import type { Logger } from "pino";
 import { FilterError } from "../filter/index.js";
 import { afterLogin, allowed, certificateRole, Csrf, SessionStore, type Principal, type Role, type TokenTable } from "./auth.js";
-import type { BoardNode } from "./board.js";
+import { boardNode, type BoardNode } from "./board.js";
 import type { WebConfig } from "./config.js";
 import { countBy, explorerFilter, filterProblem, page, parseColumns, type ExplorerNode } from "./explorer.js";
+import { auditPage, type AuditRow } from "./audit-view.js";
 import type { Insights } from "./insights.js";
 import type { BoardFeed, Health } from "./live.js";
 import type { RunView } from "./runs.js";
@@ -34,10 +35,22 @@ export interface WebBackend {
   registryNodes(filterText: string): Promise<ExplorerNode[]>;
   registryNode(identity: string): Promise<ExplorerNode | undefined>;
   lastRunSummary(identity: string): Promise<Record<string, unknown> | null>;
+  /** The node's puppet agent status (enabled, applying, the last run it started: message, failed resources, errors). */
+  puppetStatus(identity: string): Promise<Record<string, unknown> | null>;
   retry(identity: string, who: Principal): Promise<void>;
   runs(): RunView[];
   onRun(listener: (r: RunView) => void): () => void;
-  startRunall(filter: string, concurrency: number, who: Principal): Promise<string>;
+  /**
+   * Starts a runall. Above the configured count the operator must confirm how many nodes it runs
+   * on (`confirmed`, the count they were shown); otherwise it refuses with 409 code `confirm`.
+   */
+  startRunall(filter: string, concurrency: number, who: Principal, confirmed?: number): Promise<string>;
+  /** Per-node results of a run (undefined: unknown run). */
+  runResults(id: string): import("./runs.js").RunResult[] | undefined;
+  /** The audit records the console can read: its own file and the nodes' audit stream (if any). */
+  auditRecords(): Promise<{ rows: AuditRow[]; sources: { name: string; ok: boolean; records: number; error?: string }[] }>;
+  /** How many registered nodes with the puppet agent a filter matches (the runall form's preview). */
+  runallPreview(filter: string): Promise<number>;
   /** Records an action refused at the edge (the role or the CSRF check) in the audit trail. */
   refused(who: Principal, action: string, target: string, data: Record<string, unknown>, reason: string): void;
 }
@@ -247,9 +260,24 @@ export async function buildApp(o: AppOptions): Promise<FastifyInstance> {
     return { retried: r.retried.length, changed: r.changed.length, nodes: r.retried, changed_nodes: r.changed };
   });
 
+  app.get("/api/audit", { preHandler: need("operator") }, async (req) => {
+    const q = req.query as Record<string, string | undefined>;
+    const limit = intParam(q.limit, 500, "limit");
+    const { rows, sources } = await backend.auditRecords();
+    return { ...auditPage(rows, { ...(q.user ? { user: q.user } : {}), ...(q.action ? { action: q.action } : {}), refused: q.refused === "true" || q.refused === "1", limit }), sources };
+  });
+
   app.get("/api/progress", async () => {
     await backend.feed.whenReady(5000);
     return backend.insights.progress(true);
+  });
+
+  app.get("/api/progress/events", async (req, reply) => {
+    const sse = openStream(req, reply);
+    const progress = (p: unknown) => sse.send("progress", p);
+    if (backend.feed.ready) progress(backend.insights.progress());
+    backend.insights.on("progress", progress);
+    sse.onClose(() => backend.insights.off("progress", progress));
   });
 
   app.get("/api/nodes", async (req) => {
@@ -280,13 +308,27 @@ export async function buildApp(o: AppOptions): Promise<FastifyInstance> {
     const id = req.params.identity;
     // As /api/board: a console just started (or back from a broker outage) reads the bucket first,
     // so a node it has not caught up on yet is not reported unknown.
-    const [node, summary] = await Promise.all([backend.registryNode(id), backend.lastRunSummary(id).catch(() => null), backend.feed.whenReady(5000)]);
-    const rec = backend.feed.snapshot().find((n) => n.identity === id) ?? null;
+    const [node, summary, status] = await Promise.all([backend.registryNode(id), backend.lastRunSummary(id).catch(() => null), backend.puppetStatus(id).catch(() => null), backend.feed.whenReady(5000)]);
+    const r = backend.feed.record(id);
+    const rec = r ? boardNode(r) : null;
     if (!node && !rec) throw new ApiError(404, "not_found", `neither the registry nor the provisioner knows ${JSON.stringify(id.slice(0, 253))}`);
-    return { identity: id, facts: node?.facts ?? {}, classes: node?.classes ?? [], agents: node?.agents ?? [], collectives: node?.collectives ?? [], provisioning: rec, last_run_summary: summary };
+    return { identity: id, facts: node?.facts ?? {}, classes: node?.classes ?? [], agents: node?.agents ?? [], collectives: node?.collectives ?? [], provisioning: rec, last_run_summary: summary, puppet_status: status };
   });
 
-  app.get("/api/runall", async () => ({ runs: backend.runs() }));
+  app.get("/api/runall", async () => ({ runs: backend.runs(), confirm_above: cfg.runall.confirm_above }));
+
+  app.get("/api/runall/preview", async (req) => {
+    const filter = (req.query as Record<string, string | undefined>).filter ?? "";
+    checkFilter(filter);
+    return { filter, matches: await backend.runallPreview(filter), confirm_above: cfg.runall.confirm_above };
+  });
+
+  app.get<{ Params: { id: string } }>("/api/runall/:id", async (req) => {
+    const run = backend.runs().find((r) => r.id === req.params.id);
+    const results = backend.runResults(req.params.id);
+    if (!run || !results) throw new ApiError(404, "not_found", `no run ${JSON.stringify(req.params.id.slice(0, 64))} here (the console keeps the last runs since it started)`);
+    return { run, results };
+  });
 
   app.get("/api/runall/events", async (req, reply) => {
     const sse = openStream(req, reply);
@@ -308,7 +350,8 @@ export async function buildApp(o: AppOptions): Promise<FastifyInstance> {
     const concurrency = body.concurrency;
     if (typeof concurrency !== "number" || !Number.isInteger(concurrency) || concurrency < 1 || concurrency > 10_000) throw new ApiError(400, "bad_request", "concurrency must be a whole number from 1 to 10000");
     checkFilter(filter);
-    return { id: await backend.startRunall(filter, concurrency, req.auth.principal!) };
+    const confirmed = typeof body.confirm === "number" && Number.isInteger(body.confirm) ? body.confirm : undefined;
+    return { id: await backend.startRunall(filter, concurrency, req.auth.principal!, confirmed) };
   });
 
   return app;
