@@ -18,6 +18,9 @@ import { CSP } from "../../src/web/server.js";
 import { startWeb, type WebHandle } from "../../src/web/daemon.js";
 import { WebConfigSchema } from "../../src/web/config.js";
 import { DEFAULT_REGISTRY_BUCKET, DEFAULT_STATE_BUCKET } from "../../src/protocol/buckets.js";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { inboxPrefixFor } from "../../src/broker/connect.js";
+import { Auditor } from "../../src/security/audit.js";
 import { eventually } from "../support/collective.js";
 import { freePort } from "../support/index.js";
 import { waitRegistered } from "../support/registry.js";
@@ -346,6 +349,51 @@ test("progress: throughput, ETA and per-stage figures as the records say", async
   const failedRecent = recs.filter((r) => r.status === "failed" && r.finishedAt !== undefined && r.finishedAt > p.now - 3 * 3600_000).length;
   assert.equal(p.throughput.buckets.reduce((n, b) => n + b.failed, 0), failedRecent);
   assert.equal(p.throughput.buckets.length, 180);
+});
+
+test("the audit: the console's records and the nodes' audit stream (requests from the CLI), newest first, filtered; operators only", async () => {
+  // An admin creates the stream (docs/security.md); a node publishes its records there, as its
+  // Auditor does, over its own connection (its inbox prefix: the lab's node permissions).
+  await (await jetstreamManager(nc)).streams.add({ name: "MUSTER_AUDIT", subjects: ["muster.audit.>"] });
+  const nodeNc = await lab.connect("emulator", "audit-node", { inboxPrefix: inboxPrefixFor(ids[0]!) });
+  const node = new Auditor({ stream: { name: "MUSTER_AUDIT", subjects: ["muster.audit.>"] }, buffer: 100 }, { identity: ids[0]!, log: silentLogger });
+  try {
+    node.connect(nodeNc);
+    const t = Date.now();
+    node.record({ time: t - 2000, identity: ids[0]!, requestid: "r1", caller: "carol", sender: "carol-laptop", agent: "puppet", action: "runonce", data: { force: true }, statuscode: 0, statusmsg: "OK" });
+    node.record({ time: t - 1000, identity: ids[0]!, requestid: "r2", caller: "mallory", sender: "x", agent: "puppet", action: "disable", data: {}, statuscode: 1, statusmsg: "denied by policy on web0.test: mallory may not call puppet.disable" });
+    await eventually(async () => (node.stats.audit_published === 2 ? true : undefined), 10_000, "the node's two records acknowledged by the stream");
+    await node.close();
+    type Page = { rows: { user: string; action: string; source: string; ok: boolean; target: string }[]; users: string[]; actions: string[]; sources: { name: string; ok: boolean }[] };
+    let lastSeen = "";
+    const viewer = await get("/api/audit", bearer(VIEWER));
+    assert.equal(viewer.status, 403);
+    const all = await eventually(
+      async () => {
+        const p = (await (await get("/api/audit", bearer(OPERATOR))).json()) as Page;
+        lastSeen = JSON.stringify(p.sources);
+        return p.rows.some((r) => r.user === "mallory") ? p : undefined;
+      },
+      10_000,
+      "the node records on the audit page",
+    ).catch((e: Error) => {
+      throw new Error(`${e.message}; sources: ${lastSeen}`);
+    });
+    assert.ok(all.sources.every((x) => x.ok), JSON.stringify(all.sources));
+    assert.ok(all.users.includes("carol") && all.users.includes("web:alice") && all.users.includes("web:bob"));
+    assert.ok(all.actions.includes("puppet.runonce") && all.actions.includes("retry_group"));
+    const times = all.rows.map((r) => (r as unknown as { time: string }).time);
+    assert.deepEqual(times, [...times].sort().reverse(), "newest first");
+    const carol = (await (await get("/api/audit?user=carol", bearer(OPERATOR))).json()) as Page;
+    assert.deepEqual(carol.rows.map((r) => [r.user, r.action, r.source, r.ok, r.target]), [["carol", "puppet.runonce", "node", true, ids[0]]]);
+    const refused = (await (await get("/api/audit?refused=1", bearer(OPERATOR))).json()) as Page;
+    assert.ok(refused.rows.length > 0 && refused.rows.every((r) => !r.ok));
+    assert.ok(refused.rows.some((r) => r.user === "mallory") && refused.rows.some((r) => r.user === "web:bob"));
+    const byAction = (await (await get("/api/audit?action=retry_group", bearer(OPERATOR))).json()) as Page;
+    assert.ok(byAction.rows.length >= 2 && byAction.rows.every((r) => r.action === "retry_group"));
+  } finally {
+    await nodeNc.drain().catch(() => undefined);
+  }
 });
 
 test("the broker refused nothing the console, its client or the fleet asked for (the lab's permissions)", () => {

@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import type { NatsConnection } from "@nats-io/transport-node";
+import type { NatsConnection, NodeConnectionOptions } from "@nats-io/transport-node";
 import { bootstrapPermissions, brokerUsers, nodePermissions, type BrokerUser, type Permissions } from "../../src/broker/auth.js";
 import { labBrokerSpec } from "../../src/lab/lab.js";
 import { startNats, type NatsHandle } from "../../src/lab/nats.js";
@@ -31,7 +31,7 @@ export interface LabBroker {
   /** An environment for a muster child process connecting as `role`. */
   env(role: LabRole, configDir: string): NodeJS.ProcessEnv;
   /** A raw NATS connection as `role`. */
-  connect(role: LabRole | "emulator", name?: string): Promise<NatsConnection>;
+  connect(role: LabRole | "emulator", name?: string, opts?: NodeConnectionOptions): Promise<NatsConnection>;
   /** The broker's permission violations so far (its log's "Publish/Subscription Violation" lines). */
   violations(): string[];
   stop(): Promise<void>;
@@ -89,9 +89,9 @@ export async function startLabBroker(o: LabBrokerOptions): Promise<LabBroker> {
       const t = tls(role);
       return cleanEnv(configDir, { MUSTER_TLS_CA: t.ca, MUSTER_TLS_CERT: t.cert, MUSTER_TLS_KEY: t.key });
     },
-    connect: (role, name = `lab-${role}`) => {
+    connect: (role, name = `lab-${role}`, opts = {}) => {
       const t = tls(role);
-      return connectNats(nats.url, { name, tls: { ca: readFileSync(t.ca, "utf8"), cert: readFileSync(t.cert, "utf8"), key: readFileSync(t.key, "utf8") } });
+      return connectNats(nats.url, { name, ...opts, tls: { ca: readFileSync(t.ca, "utf8"), cert: readFileSync(t.cert, "utf8"), key: readFileSync(t.key, "utf8") } });
     },
     violations: () => {
       try {
