@@ -186,6 +186,13 @@ export async function startWeb(cfg: WebConfig, log: Logger, opts: WebOptions = {
       const reply = r.replies[0];
       return reply && reply.statuscode === Status.OK ? (reply.data as Record<string, unknown>) : null;
     },
+    async lastRunReport(identity) {
+      if (!client || !health.broker.ok || !isValidIdentity(identity)) return null;
+      // a node whose puppet agent predates the action answers "unknown action": no report, as before
+      const r = await client.agent(puppetDDL).call("last_run_report", {}, { nodes: [identity], timeoutMs: 2000 });
+      const reply = r.replies[0];
+      return reply && reply.statuscode === Status.OK ? (reply.data as Record<string, unknown>) : null;
+    },
     async retry(identity, who) {
       const c = needClient();
       const store = await openExistingProvisionState(c, cfg.state_bucket);

@@ -37,6 +37,8 @@ export interface WebBackend {
   lastRunSummary(identity: string): Promise<Record<string, unknown> | null>;
   /** The node's puppet agent status (enabled, applying, the last run it started: message, failed resources, errors). */
   puppetStatus(identity: string): Promise<Record<string, unknown> | null>;
+  /** The node's last Puppet report: changed and failed resources with their messages. */
+  lastRunReport(identity: string): Promise<Record<string, unknown> | null>;
   retry(identity: string, who: Principal): Promise<void>;
   runs(): RunView[];
   onRun(listener: (r: RunView) => void): () => void;
@@ -308,11 +310,11 @@ export async function buildApp(o: AppOptions): Promise<FastifyInstance> {
     const id = req.params.identity;
     // As /api/board: a console just started (or back from a broker outage) reads the bucket first,
     // so a node it has not caught up on yet is not reported unknown.
-    const [node, summary, status] = await Promise.all([backend.registryNode(id), backend.lastRunSummary(id).catch(() => null), backend.puppetStatus(id).catch(() => null), backend.feed.whenReady(5000)]);
+    const [node, summary, status, report] = await Promise.all([backend.registryNode(id), backend.lastRunSummary(id).catch(() => null), backend.puppetStatus(id).catch(() => null), backend.lastRunReport(id).catch(() => null), backend.feed.whenReady(5000)]);
     const r = backend.feed.record(id);
     const rec = r ? boardNode(r) : null;
     if (!node && !rec) throw new ApiError(404, "not_found", `neither the registry nor the provisioner knows ${JSON.stringify(id.slice(0, 253))}`);
-    return { identity: id, facts: node?.facts ?? {}, classes: node?.classes ?? [], agents: node?.agents ?? [], collectives: node?.collectives ?? [], provisioning: rec, last_run_summary: summary, puppet_status: status };
+    return { identity: id, facts: node?.facts ?? {}, classes: node?.classes ?? [], agents: node?.agents ?? [], collectives: node?.collectives ?? [], provisioning: rec, last_run_summary: summary, puppet_status: status, last_run_report: report };
   });
 
   app.get("/api/runall", async () => ({ runs: backend.runs(), confirm_above: cfg.runall.confirm_above }));

@@ -355,7 +355,9 @@ test("runall: the filter's match count before starting, a confirmation above the
   await card.locator(`.run-results a[href="#/node/${managed[0]}?section=puppet"]`).click();
   await op.waitForSelector(`section.node[data-identity="${managed[0]}"] .puppet-run`, { timeout: 15_000 });
   const run = op.locator(".puppet-run");
-  assert.match((await run.getAttribute("data-status")) ?? "", /^(changed|unchanged)$/);
+  // its first run changed a file: the report names it with Puppet's message
+  assert.equal(await run.getAttribute("data-status"), "changed");
+  assert.match((await run.locator(".changed-resources").textContent()) ?? "", /File\[\/etc\/motd\]\s*content changed '\{md5\}0f0e' to '\{md5\}a1b2'/);
   assert.match((await run.textContent()) ?? "", /(just now|s ago|min ago)/, "when, relative");
   assert.match((await run.textContent()) ?? "", /took \d/, "how long");
   assert.match((await run.locator("time").getAttribute("datetime")) ?? "", /^\d{4}-\d\d-\d\dT/);

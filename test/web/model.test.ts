@@ -200,3 +200,26 @@ test("the last Puppet run, readable: status, when, how long, counts, failed reso
   assert.equal(m.puppetRunView(null, null), null);
   assert.equal(m.puppetRunView(null, status)!.status, "failed", "a run this agent started, without a summary");
 });
+
+test("with the run's report: every changed and failed resource with its messages", () => {
+  const summary = { lastrun: 1767268800, total_resources: 20, changed_resources: 1, failed_resources: 1, events: { failure: 1 }, total_time: 3.2 };
+  const report = {
+    status: "failed",
+    resources: [
+      { resource: "File[/opt/app.conf]", status: "failed", messages: ["change from 'absent' to 'file' failed: Permission denied"] },
+      { resource: "File[/etc/motd]", status: "changed", messages: ["content changed '{md5}a' to '{md5}b'"] },
+    ],
+    resources_left_out: 3,
+    logs: [
+      { level: "warning", message: "Unknown variable" },
+      { level: "err", message: "change from 'absent' to 'file' failed: Permission denied" },
+      { level: "err", message: "Could not send report" },
+    ],
+  };
+  const v = m.puppetRunView(summary, null, report)!;
+  assert.equal(v.status, "failed");
+  assert.deepEqual(v.failed_resources, [{ resource: "File[/opt/app.conf]", messages: ["change from 'absent' to 'file' failed: Permission denied"] }]);
+  assert.deepEqual(v.changed_resources, [{ resource: "File[/etc/motd]", messages: ["content changed '{md5}a' to '{md5}b'"] }]);
+  assert.equal(v.left_out, 3);
+  assert.deepEqual(v.errors, ["Could not send report"], "errors already shown under their resource are not repeated");
+});

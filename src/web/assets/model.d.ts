@@ -39,10 +39,12 @@ export interface PuppetRunView {
   puppet_version: string | null;
   counts: { name: string; value: number }[];
   failed_resources: { resource: string; messages: string[] }[];
+  changed_resources: { resource: string; messages: string[] }[];
+  left_out: number;
   errors: string[];
   message: string | null;
   enabled: boolean | null;
   disable_message: string | null;
   applying: boolean;
 }
-export function puppetRunView(summary: Record<string, unknown> | null, status: Record<string, unknown> | null): PuppetRunView | null;
+export function puppetRunView(summary: Record<string, unknown> | null, status: Record<string, unknown> | null, report?: Record<string, unknown> | null): PuppetRunView | null;

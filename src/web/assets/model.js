@@ -261,16 +261,18 @@ export function parseRoute(hash) {
 
 /**
  * The last Puppet run as people read it, from the puppet agent's last_run_summary (Puppet's own
- * counts and times) and its status (whose last_runonce is the run this agent started, with its
- * message, failed resources and errors; used when it is the same run as the summary's).
+ * counts and times), its last_run_report (every changed and failed resource with its messages) and
+ * its status (whose last_runonce is the run this agent started, with its message, failed resources
+ * and errors; used when it is the same run as the summary's, and where no report answered).
  * @returns {null | {status: "failed"|"changed"|"unchanged", label: string, at: number|null, duration_s: number|null,
  *   environment: string|null, config_version: string|null, puppet_version: string|null,
  *   counts: {name: string, value: number}[], failed_resources: {resource: string, messages: string[]}[],
+ *   changed_resources: {resource: string, messages: string[]}[], left_out: number,
  *   errors: string[], message: string|null, enabled: boolean|null, disable_message: string|null, applying: boolean}}
  */
-export function puppetRunView(summary, status) {
+export function puppetRunView(summary, status, report = null) {
   const last = status?.last_runonce ?? null;
-  if (!summary && !last) return null;
+  if (!summary && !last && !report) return null;
   const s = summary ?? {};
   const at = Number(s.lastrun) > 0 ? Number(s.lastrun) * 1000 : Number.isFinite(last?.finished_at) ? last.finished_at : null;
   // the run this agent started is the summary's run when it ended within a few seconds of it
@@ -279,8 +281,16 @@ export function puppetRunView(summary, status) {
   const changedCount = Number(s.changed_resources ?? 0);
   const failed = failedCount > 0 || Number(s.events?.failure ?? 0) > 0 || (same && last.success === false);
   const changed = !failed && (changedCount > 0 || (same && last.changed === true));
-  const errors = same && Array.isArray(last.errors) ? last.errors.map(String) : [];
-  const failedResources = same && Array.isArray(last.failed_resources) ? last.failed_resources.map((r) => ({ resource: String(r), messages: errors.filter((e) => e.includes(String(r))) })) : [];
+  // The report (last_run_report.yaml) names every changed and failed resource with its messages;
+  // without it, the run this agent started names its failed resources and errors.
+  const fromReport = report && Array.isArray(report.resources);
+  const errors = fromReport ? (report.logs ?? []).filter((l) => l.level !== "warning").map((l) => String(l.message)) : same && Array.isArray(last.errors) ? last.errors.map(String) : [];
+  const failedResources = fromReport
+    ? report.resources.filter((r) => r.status === "failed").map((r) => ({ resource: String(r.resource), messages: (r.messages ?? []).map(String) }))
+    : same && Array.isArray(last.failed_resources)
+      ? last.failed_resources.map((r) => ({ resource: String(r), messages: errors.filter((e) => e.includes(String(r))) }))
+      : [];
+  const changedResources = fromReport ? report.resources.filter((r) => r.status === "changed").map((r) => ({ resource: String(r.resource), messages: (r.messages ?? []).map(String) })) : [];
   const num = (v) => (Number.isFinite(Number(v)) ? Number(v) : 0);
   const duration = Number.isFinite(s.total_time) ? s.total_time : same && Number.isFinite(last.duration) ? last.duration : null;
   return {
@@ -302,6 +312,8 @@ export function puppetRunView(summary, status) {
         ]
       : [],
     failed_resources: failedResources,
+    changed_resources: changedResources,
+    left_out: fromReport ? Number(report.resources_left_out ?? 0) : 0,
     errors: errors.filter((e) => !failedResources.some((f) => f.messages.includes(e))),
     message: same ? (last.message ?? null) : null,
     enabled: typeof status?.enabled === "boolean" ? status.enabled : null,

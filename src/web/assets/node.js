@@ -29,7 +29,7 @@ function list(items, label) {
 const localTime = (ms) => new Date(ms).toLocaleString([], { year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit", timeZoneName: "short" });
 
 function puppetSection(n) {
-  const v = puppetRunView(n.last_run_summary, n.puppet_status);
+  const v = puppetRunView(n.last_run_summary, n.puppet_status, n.last_run_report);
   const now = Date.now();
   if (!v) return html`<p class="muted">No Puppet run reported (the node has no puppet agent, has not run Puppet yet, or did not answer).</p>`;
   return html`<div class="puppet-run" data-status=${v.status}>
@@ -55,6 +55,13 @@ function puppetSection(n) {
             ${v.failed_resources.map((f) => html`<li><code>${f.resource}</code>${f.messages.length ? html`<ul>${f.messages.map((m) => html`<li class="err">${m}</li>`)}</ul>` : ""}</li>`)}
           </ul>`
       : ""}
+    ${v.changed_resources.length
+      ? html`<h3>Changed resources</h3>
+          <ul class="changed-resources">
+            ${v.changed_resources.map((c) => html`<li><code>${c.resource}</code>${c.messages.length ? html`<ul>${c.messages.map((m) => html`<li>${m}</li>`)}</ul>` : ""}</li>`)}
+          </ul>`
+      : ""}
+    ${v.left_out ? html`<p class="muted">and ${v.left_out} more changed or failed resources (the report lists them all)</p>` : ""}
     ${v.errors.length ? html`<h3>Errors</h3><ul>${v.errors.map((e) => html`<li class="err">${e}</li>`)}</ul>` : ""}
     <p class="muted">${v.config_version ? `catalog ${v.config_version}` : ""}${v.puppet_version ? `, Puppet ${v.puppet_version}` : ""}</p>
   </div>`;
