@@ -146,7 +146,7 @@ test("status and last_run_summary after a run come from Puppet's own files", asy
   const resources = rep.replies[0]!.data.resources as { resource: string; status: string; messages: string[] }[];
   assert.deepEqual(resources.map((r) => r.status), ["changed"], JSON.stringify(resources));
   assert.match(resources[0]!.resource, /^File\[/);
-  assert.ok(resources[0]!.messages.some((m) => /defined content|content changed|created/.test(m)), JSON.stringify(resources[0]));
+  assert.ok(resources[0]!.messages.some((m) => /defined content|content changed|ensure changed|created/.test(m)), JSON.stringify(resources[0]));
   assert.equal(rep.replies[0]!.data.environment, "production");
   assert.equal(rep.replies[0]!.data.status, "changed");
 
