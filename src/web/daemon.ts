@@ -14,7 +14,7 @@ import { canonicalJson } from "../protocol/canonical.js";
 import { asRunallEvent, RUNALL_AGENT } from "../protocol/events.js";
 import { Status } from "../protocol/status.js";
 import { isValidIdentity } from "../protocol/subjects.js";
-import { Auditor, parseAuditLines, recentAuditRecords } from "../security/audit.js";
+import { Auditor, parseAuditLines } from "../security/audit.js";
 import { auditRow, type AuditRow } from "./audit-view.js";
 import { isLoopback, TokenTable, type Principal } from "./auth.js";
 import { configuredBrokers, parseListen, type WebConfig } from "./config.js";
@@ -236,7 +236,7 @@ export async function startWeb(cfg: WebConfig, log: Logger, opts: WebOptions = {
       } else sources.push({ name: "console file", ok: false, records: 0, error: "audit.file is not set: the console's actions are only logged" });
       if (client && health.broker.ok) {
         try {
-          const recs = await recentAuditRecords(client.nc, "MUSTER_AUDIT", 2000);
+          const recs = await client.auditRecords("MUSTER_AUDIT", 2000);
           if (recs === undefined) sources.push({ name: "audit stream MUSTER_AUDIT", ok: false, records: 0, error: "no such stream: nodes publish their records there with audit.stream (docs/security.md)" });
           else {
             rows.push(...recs.map((e) => auditRow(e, "node")));
