@@ -41,7 +41,7 @@ export function mount(el, ctx, route) {
                   ${(page?.actions ?? []).map((a) => html`<option value=${a} ?selected=${a === state.action}>${a}</option>`)}
                 </select>
               </label>
-              <label class="check" for="audit-refused"><span><input id="audit-refused" name="refused" type="checkbox" .checked=${state.refused} /> refusals and failures only</span></label>
+              <span class="check"><input id="audit-refused" name="refused" type="checkbox" .checked=${state.refused} /> <label for="audit-refused">refusals and failures only</label></span>
             </form>`
           : ""}
         ${error ? html`<p class="error" role="alert">${error}</p>` : ""}

@@ -35,9 +35,7 @@ function puppetSection(n) {
   return html`<div class="puppet-run" data-status=${v.status}>
     <p>
       <span class=${`badge ${v.status === "failed" ? "failed" : v.status === "changed" ? "changed" : "ok"}`}>${v.label}</span>
-      ${v.at ? html`<time datetime=${new Date(v.at).toISOString()}>${formatRelative(v.at, now)}</time> <span class="muted">(${localTime(v.at)})</span>` : ""}
-      ${v.duration_s != null ? html`, took ${formatDuration(v.duration_s)}` : ""}
-      ${v.environment ? html`, environment <code>${v.environment}</code>` : ""}
+      ${v.at ? html`<time datetime=${new Date(v.at).toISOString()}>${formatRelative(v.at, now)}</time> <span class="muted">(${localTime(v.at)})</span>` : ""}${v.duration_s != null ? `, took ${formatDuration(v.duration_s)}` : ""}${v.environment ? html`, environment <code>${v.environment}</code>` : ""}
     </p>
     ${v.enabled === false ? html`<p class="note">Puppet is disabled here${v.disable_message ? `: ${v.disable_message}` : ""}.</p>` : ""}
     ${v.applying ? html`<p class="note">A run is applying a catalog right now.</p>` : ""}

@@ -40,7 +40,7 @@ export function mount(el, ctx) {
       html`<section class="runall">
         <h1>Puppet runs</h1>
         <form id="runall-form" class="filters" autocomplete="off" @submit=${start} @input=${onInput}>
-          <label class="grow" for="runall-filter">Nodes (a filter, as <code>muster find -S</code>; empty: every node with Puppet)
+          <label class="grow" for="runall-filter"><span>Nodes (a filter, as <code>muster find -S</code>; empty: every node with Puppet)</span>
             <input id="runall-filter" name="filter" spellcheck="false" placeholder="role=web and country=de" .value=${filterText} aria-describedby="runall-preview" />
           </label>
           <label for="runall-concurrency">Concurrency <input id="runall-concurrency" name="concurrency" type="number" min="1" max="10000" .value=${String(concurrency)} /></label>
@@ -56,7 +56,9 @@ export function mount(el, ctx) {
         ${operator ? "" : html`<p class="note" id="runall-role">Starting a run needs the operator role; you are signed in as ${ctx.session?.name} (${ctx.session?.role}).</p>`}
         ${formMessage ? html`<p class=${formMessage.pending ? "muted" : formMessage.ok ? "ok" : "error"} id="runall-message" role="status">${formMessage.text}</p>` : ""}
         <h2>Running now</h2>
-        ${running.length === 0 ? html`<p class="muted" id="runall-none">No runs yet. Runs started with <code>muster puppet runall</code> show here too.</p>` : running.map(runCard)}
+        ${running.length === 0
+          ? html`<p class="muted" id="runall-none">${past.length ? "None running now." : "No runs yet."} Runs started with <code>muster puppet runall</code> show here too.</p>`
+          : running.map(runCard)}
         <h2>Past runs</h2>
         ${past.length === 0 ? html`<p class="muted">None since the console started.</p>` : past.map(runCard)}
       </section>`,
