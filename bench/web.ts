@@ -29,7 +29,11 @@ import { dirname, join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { connect } from "@nats-io/transport-node";
 import type { Browser, Page } from "playwright-core";
+import { coreAgentFactories } from "../src/agents/builtin.js";
+import { startEmulator } from "../src/emulator/emulator.js";
 import { generateFleet } from "../src/emulator/fleet.js";
+import { SimulatedPuppetFleet } from "../src/emulator/simulated-puppet.js";
+import { createLogger } from "../src/log.js";
 import { startNats } from "../src/lab/nats.js";
 import { newRecord, type NodeRecord } from "../src/protocol/provision-record.js";
 import { ProvisionState } from "../src/provisioner/state.js";
@@ -55,10 +59,14 @@ if (!Number.isInteger(N) || N < 1 || !Number.isInteger(ROUNDS) || ROUNDS < 1) {
 }
 
 const TOKEN = "bench-operator-token-5f2c9e1a7b3d";
+/** Provisioned nodes with a simulated Puppet agent beside the N registered ones. */
+const APP_NODES = 20;
 const tmp = mkdtempSync(join(tmpdir(), "muster-bench-web-"));
 // No inherited muster settings and no TLS: a bare loopback broker, keys in the temp dir.
 const env: NodeJS.ProcessEnv = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("MUSTER_")));
 env.MUSTER_CONFIG_DIR = join(tmp, "config");
+// the emulated Puppet nodes in this process trust the key the console signs its runall with
+process.env.MUSTER_CONFIG_DIR = env.MUSTER_CONFIG_DIR;
 const cleanups: (() => Promise<unknown> | unknown)[] = [];
 
 interface Child {
@@ -113,18 +121,37 @@ const pct = (xs: number[], p: number) => {
 const round1 = (x: number) => Math.round(x * 10) / 10;
 const round2 = (x: number) => Math.round(x * 100) / 100;
 
-/** N provisioning records as a provisioner leaves them: 2% failed, 8% in progress, 15% pending, the rest done. */
+/** Three causes of failure, worded differently from node to node as real errors are. */
+const FAILURES: { stage: (typeof Stages)[number]; error: (identity: string, i: number) => string }[] = [
+  { stage: "bootstrap", error: (_id, i) => `bootstrap: puppet run failed (exit ${4 + (i % 3)}): ${1 + (i % 2)} resource(s) failed: File[/etc/motd.d/${i % 50}]` },
+  { stage: "request_csr", error: (id, i) => `request_csr: no CSR from ${id} within ${28 + (i % 5)} s` },
+  { stage: "sign_csr", error: (id, i) => `sign_csr: the CSR fingerprint ${(i * 2654435761).toString(16).slice(0, 8).toUpperCase().replace(/(..)/g, "$1:")}00:11:22:33 is not the one ${id} reported` },
+];
+
+/**
+ * N provisioning records as a provisioner leaves them: 2% failed (three causes, 3:2:1), 8% in
+ * progress (a few marked gone, a few stuck on request_csr for far longer than it usually takes), 15%
+ * pending, the rest done, finishing over the last three hours.
+ */
 function stateRecords(identities: string[], now: number): NodeRecord[] {
+  let failedSeen = 0;
+  let inProgressSeen = 0;
   return identities.map((identity, i) => {
     const rec = newRecord(identity, now - 3_600_000);
     const kind = i % 100 < 2 ? "failed" : i % 100 < 10 ? "in_progress" : i % 100 < 25 ? "pending" : "done";
     if (kind === "pending") return rec;
-    const started = now - 1_800_000 + (i % 997) * 1000;
-    const last = kind === "done" ? Stages.length : kind === "failed" ? Stages.indexOf("bootstrap") : 3 + (i % 4);
+    const cause = kind === "failed" ? FAILURES[[0, 0, 0, 1, 1, 2][failedSeen++ % 6]!]! : undefined;
+    const nth = kind === "in_progress" ? inProgressSeen++ : -1;
+    const last = kind === "done" ? Stages.length : kind === "failed" ? Stages.indexOf(cause!.stage) : nth < 6 ? Stages.indexOf("request_csr") : 3 + (i % 4);
+    const stageMs = (s: string) => (s === "bootstrap" || s === "production" ? 20_000 + (i % 13) * 3000 : 300 + (i % 7) * 200);
+    const before = Stages.slice(0, last).reduce((sum, s) => sum + stageMs(s), 0);
+    // done nodes finish over the last three hours; failed ones over the last half hour; nodes in
+    // progress are on their current stage since a few seconds (as long as it usually takes)
+    const started = kind === "done" ? now - 3 * 3_600_000 + Math.floor((i / identities.length) * 3 * 3_600_000 * 0.97) : kind === "failed" ? now - 1_800_000 + (i % 997) * 1000 : nth < 6 ? now - 25 * 60_000 - before : now - before - (i % 17) * 1000;
     let t = started;
     rec.stageTimes = {};
     for (const s of Stages.slice(0, last)) {
-      const ms = s === "bootstrap" || s === "production" ? 20_000 + (i % 13) * 3000 : 300 + (i % 7) * 200;
+      const ms = stageMs(s);
       rec.stageTimes[s] = { start: t, end: t + ms };
       rec.timings[s] = ms;
       rec.log.push(`${new Date(t + ms).toISOString()} ${s} ok (${ms} ms)`);
@@ -137,19 +164,23 @@ function stateRecords(identities: string[], now: number): NodeRecord[] {
     rec.stage = Stages[last - 1];
     if (kind === "in_progress") {
       rec.current = Stages[last];
-      rec.stageTimes[Stages[last]!] = { start: t };
+      // the first three wait on request_csr for 25 minutes (it takes seconds): stuck; the next three
+      // are gone, as the provisioner marks a node it learned went away
+      rec.stageTimes[Stages[last]!] = { start: nth < 6 ? now - 25 * 60_000 : t };
+      if (nth >= 3 && nth < 6) rec.gone = { since: now - (nth + 1) * 40_000, reason: "the machine stopped answering: 3 inventory requests unanswered" };
     }
     if (kind === "failed") {
       // as the provisioner leaves a failed record: on the step that failed, its start recorded
       rec.current = Stages[last];
       rec.stageTimes[Stages[last]!] = { start: t };
       rec.attempts = 3;
-      rec.lastError = "bootstrap: puppet run failed (exit 4): 1 resource(s) failed: File[/etc/motd]";
-      rec.log.push(`${new Date(t).toISOString()} bootstrap failed: puppet run failed (exit 4)`);
+      rec.lastError = cause!.error(identity, i);
+      rec.log.push(`${new Date(t).toISOString()} ${cause!.stage} attempt 3 failed: ${rec.lastError}`);
+      rec.log.push(`${new Date(t).toISOString()} failed at ${cause!.stage}`);
       rec.finishedAt = t;
     }
-    if (kind === "done") rec.finishedAt = t;
-    rec.updatedAt = t;
+    if (kind === "done") rec.finishedAt = Math.min(t, now - 1000);
+    rec.updatedAt = Math.min(t, now);
     return rec;
   });
 }
@@ -232,16 +263,22 @@ try {
     nodes.once("message", () => ok());
     nodes.once("exit", (code) => fail(new Error(`registry-nodes exited (${code})`)));
   });
+  const nc = await connect({ servers: nats.url, name: "bench-web" });
+  cleanups.push(() => nc.close());
+  // A few provisioned nodes with a (simulated) Puppet agent, for the Puppet runs page and a node's run.
+  const puppetFleet = Array.from({ length: APP_NODES }, (_, i) => ({ identity: `app${String(i).padStart(2, "0")}.example.net`, facts: { role: "app", country: ["de", "us"][i % 2]!, environment: "production" }, classes: ["role::app"], agents: ["puppet"] }));
+  const sim = new SimulatedPuppetFleet({ runMs: (id) => 800 + (Number(id.slice(3, 5)) % 7) * 300, history: true });
+  const puppetEmu = await startEmulator({ nc: await connect({ servers: nats.url, name: "bench-web-puppet" }), nodes: puppetFleet, collective: "muster", log: createLogger({ level: "warn", name: "bench-web-puppet" }), registration: { interval: 3600, splay: false }, factories: { ...coreAgentFactories, puppet: sim.factory } });
+  cleanups.push(() => puppetEmu.stop());
+  cleanups.push(() => sim.stop());
   // The registry takes the N registrations in; its /healthz counts them (a bench may poll).
   for (let deadline = Date.now() + 120_000; ; ) {
     const h = (await (await fetch(`${registryUrl}/healthz`)).json()) as { nodes?: number };
-    if (h.nodes === N) break;
-    if (Date.now() > deadline) throw new Error(`the registry holds ${h.nodes} of ${N} nodes after 120 s`);
+    if (h.nodes === N + APP_NODES) break;
+    if (Date.now() > deadline) throw new Error(`the registry holds ${h.nodes} of ${N + APP_NODES} nodes after 120 s`);
     await new Promise((r) => setTimeout(r, 250));
   }
   const identities = generateFleet(N).map((n) => n.identity);
-  const nc = await connect({ servers: nats.url, name: "bench-web" });
-  cleanups.push(() => nc.close());
   const store = await ProvisionState.open(bucketsOn(nc), "muster_provision");
   const recs = stateRecords(identities, Date.now());
   for (let i = 0; i < recs.length; i += 500) await Promise.all(recs.slice(i, i + 500).map((record) => store.compareAndSet({ record, revision: 0 })));
@@ -250,7 +287,7 @@ try {
   const tokens = join(tmp, "tokens");
   writeFileSync(tokens, `${TOKEN} operator bench\n`, { mode: 0o600 });
   const webCfg = join(tmp, "web.yaml");
-  writeFileSync(webCfg, JSON.stringify({ listen: "127.0.0.1:0", auth: { tokens_file: tokens }, registry: { url: registryUrl } }));
+  writeFileSync(webCfg, JSON.stringify({ listen: "127.0.0.1:0", auth: { tokens_file: tokens }, registry: { url: registryUrl }, audit: { file: join(tmp, "web-audit.jsonl") } }));
   const web = spawnMuster(["web", "--config", webCfg, "--broker", nats.url]);
   const url = /(https?:\/\/[0-9.]+:\d+)/.exec(await web.line(/ready/, 30_000))![1]!;
   const floor = await serveFloor(floorPage(identities));
@@ -264,7 +301,7 @@ try {
   await Promise.all([page.waitForURL(`${url}/**`), page.click("button[type=submit]")]);
 
   const boardReady: Ready = { rows: ".board-table .vport .row", min: 10, textOf: "#board-summary", prefix: `${N} nodes` };
-  const explorerReady: Ready = { rows: ".explorer-table .vport .row[data-identity]", min: 10, textOf: "#explorer-total", prefix: `${N} nodes` };
+  const explorerReady: Ready = { rows: ".explorer-table .vport .row[data-identity]", min: 10, textOf: "#explorer-total", prefix: `${N + APP_NODES} nodes` };
   const floorReady: Ready = { rows: "tr", min: N };
   const samples: Record<string, { fcp: number[]; data: number[]; ready: number[]; frames: number[] }> = {};
   for (const k of ["board", "explorer", "floor"]) samples[k] = { fcp: [], data: [], ready: [], frames: [] };
@@ -299,9 +336,58 @@ try {
   if (args.screenshots) {
     const dir = resolve(args.screenshots);
     mkdirSync(dir, { recursive: true });
+    await page.goto("about:blank"); // a fresh page: the same address would not reload
     await page.goto(`${url}/#/board`);
     await page.waitForFunction(isReady, boardReady, { timeout: 60_000 });
+    await page.waitForSelector(".group-card", { timeout: 60_000 });
+    await page.waitForSelector(".attention", { timeout: 60_000 });
     await page.screenshot({ path: join(dir, "web-board.png") });
+    // the table: on one time scale, with the legend, sorted by elapsed time, a timeline in focus
+    await page.goto(`${url}/#/board?sort=elapsed&dir=desc`);
+    await page.waitForFunction(isReady, boardReady, { timeout: 60_000 });
+    await page.locator(".table-tools").scrollIntoViewIfNeeded();
+    await page.evaluate(() => window.scrollBy(0, -8));
+    await page.locator(".board-table .vport .row .timeline").nth(2).focus();
+    await page.waitForFunction(() => (document.getElementById("timeline-detail")?.textContent ?? "").length > 0);
+    await page.screenshot({ path: join(dir, "web-board-table.png") });
+    // a group retry's confirmation (cancelled)
+    await page.goto(`${url}/#/board`);
+    await page.waitForSelector(".group-card button.retry-group", { timeout: 60_000 });
+    await page.locator(".group-card button.retry-group").first().click();
+    await page.waitForSelector("dialog#confirm-dialog[open]");
+    await page.screenshot({ path: join(dir, "web-confirm.png") });
+    await page.keyboard.press("Escape");
+    // progress
+    await page.goto(`${url}/#/progress`);
+    await page.waitForSelector("#throughput g[data-minute]", { timeout: 60_000 });
+    await page.screenshot({ path: join(dir, "web-progress.png"), fullPage: true });
+    // a runall started here, confirmed, with its per-node results
+    await page.goto(`${url}/#/runall`);
+    await page.fill("#runall-filter", "role=app");
+    await page.waitForSelector(`#runall-preview[data-matches="${APP_NODES}"]`, { timeout: 30_000 });
+    await page.fill("#runall-concurrency", "6");
+    await page.click("#runall-form button[type=submit]");
+    await page.waitForSelector("dialog#confirm-dialog[open]", { timeout: 30_000 });
+    await page.click("#confirm-ok");
+    await page.waitForSelector(".run-card[data-state=finished]", { timeout: 120_000 });
+    await page.locator(".run-card[data-state=finished] details.results summary").first().click();
+    await page.waitForFunction((n) => document.querySelectorAll(".run-card[data-state=finished] .run-results tbody tr").length >= n, APP_NODES, { timeout: 30_000 });
+    await page.screenshot({ path: join(dir, "web-runall.png"), fullPage: true });
+    // a node's page with its Puppet run (reached from the run's results)
+    await page.click(`.run-results a[href="#/node/${puppetFleet[3]!.identity}?section=puppet"]`);
+    await page.waitForSelector("section.node .puppet-run", { timeout: 60_000 });
+    await page.evaluate(() => window.scrollTo(0, 0));
+    await page.screenshot({ path: join(dir, "web-node-puppet.png") });
+    // a group retry for the audit page's picture: the smallest group
+    await page.goto(`${url}/#/board`);
+    await page.waitForSelector(".group-card button.retry-group", { timeout: 60_000 });
+    await page.locator(".group-card button.retry-group").last().click();
+    await page.waitForSelector("dialog#confirm-dialog[open]");
+    await page.click("#confirm-ok");
+    await page.waitForSelector(".group-card .retry-result.ok", { timeout: 60_000 }).catch(() => undefined);
+    await page.goto(`${url}/#/audit`);
+    await page.waitForSelector(".audit-table tbody tr", { timeout: 60_000 });
+    await page.screenshot({ path: join(dir, "web-audit.png") });
     await page.goto(`${url}/#/explorer?filter=${encodeURIComponent("environment=production and role=/web|db/")}&columns=country,role,environment,processorcount&count=country`);
     await page.waitForSelector(".counts .bar-row", { timeout: 60_000 });
     await page.waitForSelector(".explorer-table .vport .row[data-identity]", { timeout: 60_000 });

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { MusterError } from "../errors.js";
 import { DEFAULT_NODE_KEYS_BUCKET, DEFAULT_NOTIFY_BUCKET, DEFAULT_REGISTRY_BUCKET, DEFAULT_STATE_BUCKET, kvStreamName } from "../protocol/buckets.js";
+import { RUNALL_AGENT } from "../protocol/events.js";
 import { isValidCollective, isValidIdentity, subjects } from "../protocol/subjects.js";
 import { inboxPrefixFor } from "./connect.js";
 
@@ -19,7 +20,8 @@ import { inboxPrefixFor } from "./connect.js";
 //                node (user CN=<id>,OU=bootstrap,O=<org>): it subscribes to that node's direct subject
 //                only, so a stolen one reaches one node. Single-use: a provisioned node's is left out.
 //   provisioner  requests to the provisioning collective and the fleet, its state bucket, events
-//   admin        requests to the fleet (never to provisioning nodes), JetStream, KV, events
+//   admin        requests to the fleet (never to provisioning nodes), JetStream, KV, events; publishes
+//                runall progress events (muster.event.runall.*) and no other event
 //   registry     registrations in, queries answered, its bucket; asks nodes to register now
 //                (<collective>.registration.solicit), which nodes and bootstrap nodes subscribe to
 
@@ -160,7 +162,9 @@ export function provisionerPermissions(collectives: string[], provisioning: stri
 
 export function adminPermissions(collectives: string[], buckets: string[]): Permissions {
   return {
-    publish: { allow: [...collectives.flatMap((c) => [`${c}.broadcast.agent.>`, subjects.allNodes(c)]), "muster.registry.*.query", ...JS_CLIENT, ...buckets.map((b) => `$KV.${b}.>`)] },
+    // runall events: `muster puppet runall` and the web console announce their runs' progress
+    // (protocol/events.ts); only that pseudo-agent, so an admin cannot forge a node's events
+    publish: { allow: [...collectives.flatMap((c) => [`${c}.broadcast.agent.>`, subjects.allNodes(c)]), "muster.registry.*.query", subjects.event(RUNALL_AGENT, "*"), ...JS_CLIENT, ...buckets.map((b) => `$KV.${b}.>`)] },
     subscribe: { allow: ["_INBOX.>", "muster.lifecycle.>", "muster.event.>", ...collectives.map((c) => subjects.registration(c))] },
   };
 }

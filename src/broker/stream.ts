@@ -19,6 +19,11 @@ export interface StreamPublisher {
 export interface Streams {
   /** The stream, created when missing (`created` says so). */
   stream(s: StreamSettings): Promise<{ publisher: StreamPublisher; created: boolean }>;
+  /**
+   * The last `limit` messages of a stream as text, oldest first, up to its last message as it was
+   * when asked; undefined when the stream does not exist (the audit page reads the nodes' trail).
+   */
+  tail(name: string, limit: number, timeoutMs: number): Promise<string[] | undefined>;
 }
 
 export function streamsOn(nc: NatsConnection): Streams {
@@ -43,6 +48,29 @@ export function streamsOn(nc: NatsConnection): Streams {
           },
         },
       };
+    },
+    async tail(name, limit, timeoutMs) {
+      const { jetstream, jetstreamManager, JetStreamApiCodes, JetStreamApiError, DeliverPolicy } = await import("@nats-io/jetstream");
+      const jsm = await jetstreamManager(nc);
+      let first: number;
+      let last: number;
+      try {
+        const info = await jsm.streams.info(name);
+        if (info.state.messages === 0) return [];
+        [first, last] = [info.state.first_seq, info.state.last_seq];
+      } catch (e) {
+        if (e instanceof JetStreamApiError && e.code === JetStreamApiCodes.StreamNotFound) return undefined;
+        throw e;
+      }
+      const start = Math.max(first, last - limit + 1);
+      const consumer = await jetstream(nc).consumers.get(name, { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: start });
+      const dec = new TextDecoder();
+      const lines: string[] = [];
+      for await (const m of await consumer.fetch({ max_messages: last - start + 1, expires: timeoutMs })) {
+        lines.push(dec.decode(m.data));
+        if (m.seq >= last) break;
+      }
+      return lines;
     },
   };
 }

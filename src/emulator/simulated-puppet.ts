@@ -191,6 +191,22 @@ export class SimulatedPuppetFleet {
             time: { total: n.lastDurationS ?? 0, last_run: n.lastrun },
           };
         },
+        last_run_report: () => {
+          if (!n.summary) throw new RpcError(Status.Aborted, `no last run report on ${identity}: Puppet has not run here yet`);
+          const failed = n.summary.failed > 0;
+          return {
+            status: failed ? "failed" : n.summary.changed ? "changed" : "unchanged",
+            time: new Date(n.lastrun * 1000).toISOString(),
+            environment: "production",
+            config_version: String(n.lastrun),
+            resources: [
+              ...(failed ? [{ resource: "File[/simulated]", status: "failed", messages: ["change from 'absent' to 'file' failed: simulated failure"] }] : []),
+              ...(n.summary.changed ? [{ resource: "File[/etc/motd]", status: "changed", messages: ["content changed '{md5}0f0e' to '{md5}a1b2'"] }] : []),
+            ],
+            resources_left_out: 0,
+            logs: failed ? [{ level: "err", source: "/Stage[main]/Main/File[/simulated]/ensure", message: "change from 'absent' to 'file' failed: simulated failure" }] : [],
+          };
+        },
         enable: () => {
           const changed = n.disabled;
           this.enable(identity);

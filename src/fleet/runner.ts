@@ -85,7 +85,7 @@ export async function runAll(client: MusterClient, opts: RunallOptions): Promise
     }
   };
   const onProgress = (e: ProgressEvent) => {
-    publish("progress", { type: e.type, identity: e.identity, at: e.at, ...(e.type === "start" ? {} : { outcome: e.outcome, done: e.done, total: e.total }) });
+    publish("progress", { type: e.type, identity: e.identity, at: e.at, ...(e.type === "start" ? {} : { outcome: e.outcome, detail: e.detail.slice(0, 1000), done: e.done, total: e.total, ...(e.type === "finish" && e.durationMs !== undefined ? { duration_ms: e.durationMs } : {}) }) });
     opts.onProgress?.(e);
   };
   let counts: Record<string, number> = {};

@@ -85,6 +85,10 @@ export interface RunallProgress {
   identity: string;
   at: number;
   outcome?: string;
+  /** Why, in a line (finish and skip): the run's message, the refusal, the timeout. */
+  detail?: string;
+  /** How long the node's run took, sent to finished (finish). */
+  duration_ms?: number;
   done?: number;
   total?: number;
 }
@@ -113,7 +117,7 @@ export function asRunallEvent(e: NodeEvent): RunallEvent | undefined {
       if (!["start", "finish", "skip"].includes(d.type as string) || !isStr(d.identity) || !isNum(d.at)) return undefined;
       return {
         event: "progress",
-        data: { id: d.id, type: d.type as RunallProgress["type"], identity: d.identity, at: d.at, ...(isStr(d.outcome) ? { outcome: d.outcome } : {}), ...(isNum(d.done) ? { done: d.done } : {}), ...(isNum(d.total) ? { total: d.total } : {}) },
+        data: { id: d.id, type: d.type as RunallProgress["type"], identity: d.identity, at: d.at, ...(isStr(d.outcome) ? { outcome: d.outcome } : {}), ...(isStr(d.detail) ? { detail: d.detail.slice(0, 1000) } : {}), ...(isNum(d.duration_ms) ? { duration_ms: d.duration_ms } : {}), ...(isNum(d.done) ? { done: d.done } : {}), ...(isNum(d.total) ? { total: d.total } : {}) },
       };
     case "finished":
       if (!isNum(d.at) || typeof d.counts !== "object" || d.counts === null) return undefined;

@@ -93,3 +93,74 @@ function readYamlSince(path: string, sinceMs: number): unknown {
 function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
 }
+
+/** A resource the last run changed or failed to change, with what Puppet said about it. */
+export interface ResourceOutcome {
+  /** e.g. "File[/etc/motd]" */
+  resource: string;
+  status: "changed" | "failed";
+  file?: string;
+  line?: number;
+  /** Its events' messages ("content changed '{md5}a' to '{md5}b'", "change from ... failed: ..."). */
+  messages: string[];
+}
+
+export interface ReportDetails {
+  /** changed, unchanged or failed, as Puppet says. */
+  status?: string;
+  /** When the run started, as the report says (ISO 8601). */
+  time?: string;
+  environment?: string;
+  config_version?: string;
+  /** Failed resources first, then changed ones, by name; at most `limit`. */
+  resources: ResourceOutcome[];
+  /** Changed or failed resources left out beyond `limit`. */
+  resources_left_out: number;
+  /** Log lines at warning or above (Facter's own noise excluded), at most 50. */
+  logs: { level: string; source?: string; message: string }[];
+}
+
+const LOG_LEVELS = new Set(["warning", "err", "alert", "emerg", "crit"]);
+
+/** Pure: what a parsed last_run_report.yaml says the run did, resource by resource. */
+export function reportDetails(report: unknown, limit = 200): ReportDetails | undefined {
+  if (!isRecord(report)) return undefined;
+  const out: ReportDetails = { resources: [], resources_left_out: 0, logs: [] };
+  const str = (v: unknown) => (v === undefined || v === null ? undefined : v instanceof Date ? v.toISOString() : String(v));
+  if (str(report.status)) out.status = str(report.status)!;
+  if (str(report.time)) out.time = str(report.time)!;
+  if (str(report.environment)) out.environment = str(report.environment)!;
+  if (str(report.configuration_version)) out.config_version = str(report.configuration_version)!;
+  const all: ResourceOutcome[] = [];
+  if (isRecord(report.resource_statuses)) {
+    for (const [name, st] of Object.entries(report.resource_statuses)) {
+      if (!isRecord(st) || (st.failed !== true && st.changed !== true)) continue;
+      const events = Array.isArray(st.events) ? st.events.filter(isRecord) : [];
+      const r: ResourceOutcome = { resource: name, status: st.failed === true ? "failed" : "changed", messages: events.map((e) => String(e.message ?? "")).filter(Boolean).map((m) => m.slice(0, 1000)).slice(0, 20) };
+      if (typeof st.file === "string") r.file = st.file;
+      if (typeof st.line === "number") r.line = st.line;
+      all.push(r);
+    }
+  }
+  all.sort((a, b) => (a.status === b.status ? (a.resource < b.resource ? -1 : a.resource > b.resource ? 1 : 0) : a.status === "failed" ? -1 : 1));
+  out.resources = all.slice(0, limit);
+  out.resources_left_out = all.length - out.resources.length;
+  if (Array.isArray(report.logs)) {
+    for (const l of report.logs) {
+      if (!isRecord(l) || !LOG_LEVELS.has(String(l.level)) || l.source === "Facter") continue;
+      if (out.logs.length >= 50) break;
+      out.logs.push({ level: String(l.level), ...(typeof l.source === "string" ? { source: l.source } : {}), message: String(l.message ?? "").slice(0, 1000) });
+    }
+  }
+  return out;
+}
+
+/** The last run's report file, when it is there and not larger than `maxBytes` (reports of huge catalogs are skipped). */
+export function readLastRunReport(path: string, maxBytes = 32 * 1024 * 1024): ReportDetails | undefined {
+  try {
+    if (statSync(path).size > maxBytes) return undefined;
+    return reportDetails(parse(readFileSync(path, "utf8"), { logLevel: "silent", maxAliasCount: -1 }));
+  } catch {
+    return undefined;
+  }
+}

@@ -356,3 +356,35 @@ export class Auditor {
     for (const s of this.sinks) s.close();
   }
 }
+
+/** A record as read back: the entry, its time as written (ISO in the file and the stream). */
+export type StoredAuditEntry = Omit<AuditEntry, "time"> & { time: string };
+
+const isStoredEntry = (x: unknown): x is StoredAuditEntry => {
+  const r = x as Record<string, unknown>;
+  return typeof r === "object" && r !== null && typeof r.time === "string" && typeof r.caller === "string" && typeof r.action === "string" && typeof r.statuscode === "number";
+};
+
+/** Records from audit lines (a file's or a stream's); lines that are not records are skipped. */
+export function parseAuditLines(lines: Iterable<string>): StoredAuditEntry[] {
+  const out: StoredAuditEntry[] = [];
+  for (const l of lines) {
+    if (!l.trim()) continue;
+    try {
+      const x: unknown = JSON.parse(l);
+      if (isStoredEntry(x)) out.push(x);
+    } catch {
+      // a torn or foreign line: skipped
+    }
+  }
+  return out;
+}
+
+/**
+ * The last `limit` records of the audit stream (audit.stream: nodes publish every request they
+ * handled), oldest first; undefined when the stream does not exist.
+ */
+export async function recentAuditRecords(streams: Streams, stream = "MUSTER_AUDIT", limit = 1000, timeoutMs = 3000): Promise<StoredAuditEntry[] | undefined> {
+  const lines = await streams.tail(stream, limit, timeoutMs);
+  return lines && parseAuditLines(lines);
+}

@@ -153,3 +153,13 @@ export class Csrf {
 export function isLoopback(host: string): boolean {
   return host === "localhost" || host === "::1" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
 }
+
+/**
+ * Where to go after logging in: the console page the browser was sent to (the login form carries
+ * its fragment, `#/node/web01`), else the board. Only a fragment of this console: never another
+ * site or path (an open redirect).
+ */
+export function afterLogin(next: unknown): string {
+  if (typeof next !== "string" || next.length > 2048 || !/^#\/[A-Za-z0-9\-._~%!$&'()*+,;=:@/?]*$/.test(next)) return "/";
+  return `/${next}`;
+}

@@ -30,6 +30,22 @@ export interface BoardNode {
   last_error: string | null;
   timeline: TimelineEntry[];
   log_tail: string[];
+  /** The provisioner found the node gone (its record's `gone`): since when (ISO) and why; null otherwise. */
+  gone: { since: string; reason: string } | null;
+}
+
+/** What the provisioner records when it learns a node went away (deleted when the node is back). */
+export interface GoneMark {
+  /** ms epoch the provisioner learned it. */
+  since: number;
+  reason: string;
+}
+
+/** The record's `gone` mark when it is well-formed (the bucket is writable by others), else undefined. */
+export function goneMark(rec: NodeRecord): GoneMark | undefined {
+  const g = rec.gone as Partial<GoneMark> | undefined;
+  if (typeof g !== "object" || g === null || typeof g.since !== "number" || !Number.isFinite(g.since)) return undefined;
+  return { since: g.since, reason: typeof g.reason === "string" && g.reason ? g.reason.slice(0, 500) : "gone" };
 }
 
 const iso = (ms: number | undefined) => (ms === undefined || !Number.isFinite(ms) ? null : new Date(ms).toISOString());
@@ -78,6 +94,8 @@ export function timeline(rec: NodeRecord): TimelineEntry[] {
 export function boardNode(rec: NodeRecord, now = Date.now()): BoardNode {
   const started = rec.startedAt;
   const stop = rec.status === "in_progress" ? now : (rec.finishedAt ?? rec.updatedAt);
+  // a node done or failed is not "gone" whatever a stale mark says: it is not waited on
+  const gone = rec.status === "in_progress" || rec.status === "pending" ? goneMark(rec) : undefined;
   return {
     identity: rec.identity,
     status: rec.status,
@@ -94,12 +112,15 @@ export function boardNode(rec: NodeRecord, now = Date.now()): BoardNode {
     last_error: rec.lastError ?? null,
     timeline: timeline(rec),
     log_tail: (rec.log ?? []).slice(-BOARD_LOG_LINES),
+    gone: gone ? { since: new Date(gone.since).toISOString(), reason: gone.reason } : null,
   };
 }
 
-const ORDER: Record<NodeRecord["status"], number> = { failed: 0, in_progress: 1, pending: 2, done: 3 };
+const ORDER: Record<NodeRecord["status"], number> = { failed: 0, in_progress: 2, pending: 3, done: 4 };
+/** Gone nodes come right after failed ones: both need someone. */
+const rank = (n: BoardNode) => (n.gone ? 1 : (ORDER[n.status] ?? 9));
 
-/** Failed nodes first, then in progress, pending, done; by identity within each. */
+/** Failed nodes first, then gone ones, in progress, pending, done; by identity within each. */
 export function boardOrder(a: BoardNode, b: BoardNode): number {
-  return (ORDER[a.status] ?? 9) - (ORDER[b.status] ?? 9) || (a.identity < b.identity ? -1 : a.identity > b.identity ? 1 : 0);
+  return rank(a) - rank(b) || (a.identity < b.identity ? -1 : a.identity > b.identity ? 1 : 0);
 }

@@ -65,6 +65,11 @@ export const WebConfigSchema = z
     collective: z.string().refine(isValidCollective, "a collective name").optional(),
     /** Broker URL(s); --broker, MUSTER_BROKER and the client config as for every command. */
     broker: z.union([z.string(), z.array(z.string())]).optional(),
+    /** Runall from the console: above this many matching nodes, the operator confirms the count before it starts. */
+    runall: z
+      .object({ confirm_above: z.number().int().min(0).max(1_000_000).default(10) })
+      .strict()
+      .default({ confirm_above: 10 }),
     /** Where the console's own actions (retry, runall) are recorded, as JSON lines. */
     audit: z.object({ file: z.string().min(1).optional() }).strict().default({}),
   })

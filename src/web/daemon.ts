@@ -1,5 +1,5 @@
 import { randomUUID, sign } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { closeSync, fstatSync, openSync, readFileSync, readSync } from "node:fs";
 import { hostname } from "node:os";
 import type { FastifyInstance } from "fastify";
 import type { Logger } from "pino";
@@ -7,17 +7,20 @@ import { puppetDDL } from "../agents/puppet/ddl.js";
 import { MusterClient } from "../client/client.js";
 import { resolveBrokerSettings } from "../config/client.js";
 import { MusterError } from "../errors.js";
-import { applyRetry, retryRefusal } from "../fleet/provision-state.js";
+import { selectFailed } from "../fleet/provision-failures.js";
+import { applyRetry, retryFailed, retryRefusal } from "../fleet/provision-state.js";
 import { ProvisionState } from "../provisioner/state.js";
 import { runAll } from "../fleet/runner.js";
 import { canonicalJson } from "../protocol/canonical.js";
 import { asRunallEvent, RUNALL_AGENT } from "../protocol/events.js";
 import { Status } from "../protocol/status.js";
 import { isValidIdentity } from "../protocol/subjects.js";
-import { Auditor } from "../security/audit.js";
+import { Auditor, parseAuditLines } from "../security/audit.js";
+import { auditRow, type AuditRow } from "./audit-view.js";
 import { isLoopback, TokenTable, type Principal } from "./auth.js";
 import { configuredBrokers, parseListen, type WebConfig } from "./config.js";
 import { explorerFilter, type ExplorerNode } from "./explorer.js";
+import { Insights } from "./insights.js";
 import { BoardFeed, probeBroker, probeRegistry, sameHealth, type Health } from "./live.js";
 import { RunTable, type RunView } from "./runs.js";
 import { ApiError, buildApp, type WebBackend } from "./server.js";
@@ -50,6 +53,30 @@ function readOptional(file: string | undefined, what: string): Buffer | undefine
   }
 }
 
+/** How much of the end of the audit file the audit page reads. */
+const AUDIT_TAIL_BYTES = 4 * 1024 * 1024;
+
+/** The whole lines in the last `bytes` of a file. */
+function tailLines(file: string, bytes: number): string[] {
+  let fd: number;
+  try {
+    fd = openSync(file, "r");
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "ENOENT") return []; // nothing recorded yet
+    throw e;
+  }
+  try {
+    const size = fstatSync(fd).size;
+    const start = Math.max(0, size - bytes);
+    const buf = Buffer.alloc(size - start);
+    readSync(fd, buf, 0, buf.length, start);
+    const lines = buf.toString("utf8").split("\n");
+    return start > 0 ? lines.slice(1) : lines; // the first line may be cut
+  } finally {
+    closeSync(fd);
+  }
+}
+
 /** How long the registry's answer to one filter is reused (paging and counts hit it repeatedly). */
 const REGISTRY_CACHE_MS = 2000;
 
@@ -68,6 +95,7 @@ export async function startWeb(cfg: WebConfig, log: Logger, opts: WebOptions = {
   let client: MusterClient | undefined;
   let stopping = false;
   const feed = new BoardFeed(cfg.state_bucket, log);
+  const insights = new Insights(feed);
   const runs = new RunTable();
   const runListeners = new Set<(r: RunView) => void>();
   const healthListeners = new Set<(h: Health) => void>();
@@ -117,6 +145,24 @@ export async function startWeb(cfg: WebConfig, log: Logger, opts: WebOptions = {
 
   const backend: WebBackend = {
     feed,
+    insights,
+    async retryGroup(sel, who) {
+      const c = needClient();
+      const store = await ProvisionState.openExisting(c, cfg.state_bucket);
+      const groups = insights.failures();
+      const g = sel.group === undefined ? undefined : groups.find((x) => x.id === sel.group);
+      const target = [sel.group !== undefined ? `group:${sel.group}` : "", sel.master !== undefined ? `master:${sel.master || "(none)"}` : ""].filter(Boolean).join(" ");
+      const what = { ...sel, ...(g ? { stage: g.stage, reason: g.reason } : {}) };
+      const selected = store ? selectFailed(feed.allRecords(), sel).length : 0;
+      if (!store || selected === 0) {
+        audit(who, "retry_group", target, { ...what, selected: 0 }, Status.Aborted, "no failed node selected");
+        throw new ApiError(409, "retry_refused", `no failed node in ${sel.group !== undefined ? `group ${sel.group}` : ""}${sel.group !== undefined && sel.master !== undefined ? " of " : ""}${sel.master !== undefined ? `master ${sel.master || "(none)"}` : ""} now: look at the board again`);
+      }
+      const by = `${who.name} (web console, ${g ? `group ${g.stage}: ${g.reason}` : ""}${g && sel.master !== undefined ? ", " : ""}${sel.master !== undefined ? `master ${sel.master || "(none)"}` : ""})`;
+      const r = await retryFailed(store, feed.allRecords(), sel, by);
+      audit(who, "retry_group", target, { ...what, selected, retried: r.retried.length, changed: r.changed.length, nodes: r.retried.slice(0, 100) }, Status.OK, `${r.retried.length} queued for provisioning, ${r.changed.length} changed meanwhile`);
+      return r;
+    },
     health: () => health,
     onHealth(l) {
       healthListeners.add(l);
@@ -132,6 +178,19 @@ export async function startWeb(cfg: WebConfig, log: Logger, opts: WebOptions = {
     async lastRunSummary(identity) {
       if (!client || !health.broker.ok || !isValidIdentity(identity)) return null;
       const r = await client.agent(puppetDDL).call("last_run_summary", {}, { nodes: [identity], timeoutMs: 2000 });
+      const reply = r.replies[0];
+      return reply && reply.statuscode === Status.OK ? (reply.data as Record<string, unknown>) : null;
+    },
+    async puppetStatus(identity) {
+      if (!client || !health.broker.ok || !isValidIdentity(identity)) return null;
+      const r = await client.agent(puppetDDL).call("status", {}, { nodes: [identity], timeoutMs: 2000 });
+      const reply = r.replies[0];
+      return reply && reply.statuscode === Status.OK ? (reply.data as Record<string, unknown>) : null;
+    },
+    async lastRunReport(identity) {
+      if (!client || !health.broker.ok || !isValidIdentity(identity)) return null;
+      // a node whose puppet agent predates the action answers "unknown action": no report, as before
+      const r = await client.agent(puppetDDL).call("last_run_report", {}, { nodes: [identity], timeoutMs: 2000 });
       const reply = r.replies[0];
       return reply && reply.statuscode === Status.OK ? (reply.data as Record<string, unknown>) : null;
     },
@@ -156,12 +215,46 @@ export async function startWeb(cfg: WebConfig, log: Logger, opts: WebOptions = {
       }
       audit(who, "retry", identity, {}, Status.OK, "queued for provisioning");
     },
+    refused(who, action, target, data, reason) {
+      audit(who, action, target, data, Status.Aborted, `refused: ${reason}`);
+    },
     runs: () => runs.list(),
     onRun(l) {
       runListeners.add(l);
       return () => runListeners.delete(l);
     },
-    async startRunall(filterText, concurrency, who) {
+    async auditRecords() {
+      const rows: AuditRow[] = [];
+      const sources: { name: string; ok: boolean; records: number; error?: string }[] = [];
+      if (cfg.audit.file) {
+        try {
+          const recs = parseAuditLines(tailLines(cfg.audit.file, AUDIT_TAIL_BYTES));
+          rows.push(...recs.map((e) => auditRow(e, "console")));
+          sources.push({ name: `console file ${cfg.audit.file}`, ok: true, records: recs.length });
+        } catch (e) {
+          sources.push({ name: `console file ${cfg.audit.file}`, ok: false, records: 0, error: (e as Error).message });
+        }
+      } else sources.push({ name: "console file", ok: false, records: 0, error: "audit.file is not set: the console's actions are only logged" });
+      if (client && health.broker.ok) {
+        try {
+          const recs = await client.auditRecords("MUSTER_AUDIT", 2000);
+          if (recs === undefined) sources.push({ name: "audit stream MUSTER_AUDIT", ok: false, records: 0, error: "no such stream: nodes publish their records there with audit.stream (docs/security.md)" });
+          else {
+            rows.push(...recs.map((e) => auditRow(e, "node")));
+            sources.push({ name: "audit stream MUSTER_AUDIT", ok: true, records: recs.length });
+          }
+        } catch (e) {
+          sources.push({ name: "audit stream MUSTER_AUDIT", ok: false, records: 0, error: (e as Error).message });
+        }
+      } else sources.push({ name: "audit stream MUSTER_AUDIT", ok: false, records: 0, error: "the broker is not reachable" });
+      return { rows, sources };
+    },
+    runResults: (id) => runs.results(id),
+    async runallPreview(filterText) {
+      const nodes = await registryNodes(filterText);
+      return nodes.filter((n) => n.agents?.includes("puppet")).length;
+    },
+    async startRunall(filterText, concurrency, who, confirmed) {
       const c = needClient();
       const f = explorerFilter(filterText);
       const filter = f.agent.includes("puppet") ? f : { ...f, agent: [...f.agent, "puppet"] };
@@ -169,6 +262,12 @@ export async function startWeb(cfg: WebConfig, log: Logger, opts: WebOptions = {
       if (nodes.length === 0) {
         audit(who, "runall", "*", { filter: filterText, concurrency }, Status.Aborted, "no nodes discovered");
         throw new ApiError(422, "no_nodes", `no Puppet nodes match ${JSON.stringify(filterText)}`);
+      }
+      // A run on many nodes starts only once the operator has seen how many: the count they confirm
+      // must be the count discovered now (a fleet that grew meanwhile asks again).
+      if (nodes.length > cfg.runall.confirm_above && confirmed !== nodes.length) {
+        if (confirmed !== undefined) audit(who, "runall", "*", { filter: filterText, concurrency, nodes: nodes.length, confirmed }, Status.Aborted, "the confirmed count differs from the nodes discovered");
+        throw new ApiError(409, "confirm", `${nodes.length} nodes match ${filterText ? JSON.stringify(filterText) : "(every node)"}; confirm the count to start (confirm: ${nodes.length})`, { matches: nodes.length });
       }
       const id = randomUUID();
       audit(who, "runall", "*", { filter: filterText, concurrency, nodes: nodes.length, run: id }, Status.OK, "started");
@@ -238,6 +337,7 @@ export async function startWeb(cfg: WebConfig, log: Logger, opts: WebOptions = {
       connecting.abort();
       clearTimeout(timer);
       feed.stop();
+      insights.stop();
       sub?.unsubscribe();
       await app.close();
       await client?.close();

@@ -59,6 +59,11 @@ export class BoardFeed extends EventEmitter {
     return this.records.get(identity);
   }
 
+  /** Every record as last seen (failure groups and progress are computed from them). */
+  allRecords(): IterableIterator<NodeRecord> {
+    return this.records.values();
+  }
+
   /** (Re)starts following the bucket: the board is read afresh, then `snapshot` is emitted. */
   async start(client: MusterClient): Promise<void> {
     this.stop();

@@ -17,16 +17,37 @@ export interface RunView {
   slots: { identity: string; started: string }[];
   state: "running" | "finished";
   finished?: string;
+  /** Nodes by outcome so far: ok (no changes), changed, failed, skipped, busy, vanished, timeout, cancelled. */
+  outcomes: Record<string, number>;
+  /** False once the run's per-node results were dropped to bound memory (old runs keep their counts). */
+  has_results: boolean;
+}
+
+/** One node's part in a run, as `GET /api/runall/:id` lists it. */
+export interface RunResult {
+  identity: string;
+  /** running while it goes; then the scheduler's outcome. */
+  outcome: string;
+  /** ISO: when it was started (or skipped). */
+  started: string;
+  /** ISO, once it ended. */
+  finished?: string;
+  duration_s?: number;
+  detail?: string;
 }
 
 /** Outcomes that count as failed on the console (the CLI's summary counts them as problems). */
 const FAILED = new Set(["failed", "timeout", "vanished", "busy"]);
 
 /** Runs kept after they finish, newest first. */
-export const KEEP_FINISHED = 20;
+export const KEEP_FINISHED = 50;
+/** Finished runs that keep their per-node results (the older ones keep their counts only). */
+export const KEEP_RESULTS = 10;
+
+type Run = RunView & { slotMap: Map<string, number>; results: Map<string, RunResult> };
 
 export class RunTable {
-  private readonly runs = new Map<string, RunView & { slotMap: Map<string, number> }>();
+  private readonly runs = new Map<string, Run>();
 
   /** Applies one event; returns the run it changed (undefined for an event of a run never seen start). */
   apply(e: RunallEvent): RunView | undefined {
@@ -34,7 +55,7 @@ export class RunTable {
       const d = e.data;
       const existing = this.runs.get(d.id);
       if (existing) return view(existing);
-      const r = { id: d.id, started_by: d.started_by, started: new Date(d.started).toISOString(), filter: d.filter, concurrency: d.concurrency, total: d.total, done: 0, failed: 0, slots: [], state: "running" as const, slotMap: new Map<string, number>() };
+      const r: Run = { id: d.id, started_by: d.started_by, started: new Date(d.started).toISOString(), filter: d.filter, concurrency: d.concurrency, total: d.total, done: 0, failed: 0, slots: [], state: "running", outcomes: {}, has_results: true, slotMap: new Map(), results: new Map() };
       this.runs.set(d.id, r);
       this.prune();
       return view(r);
@@ -43,12 +64,28 @@ export class RunTable {
     if (!r) return undefined;
     if (e.event === "progress") {
       const d = e.data;
-      if (d.type === "start") r.slotMap.set(d.identity, d.at);
-      else {
+      if (d.type === "start") {
+        r.slotMap.set(d.identity, d.at);
+        if (r.has_results) r.results.set(d.identity, { identity: d.identity, outcome: "running", started: new Date(d.at).toISOString() });
+      } else {
         r.slotMap.delete(d.identity);
         if (d.done !== undefined) r.done = Math.max(r.done, d.done);
         else r.done++;
         if (d.outcome && FAILED.has(d.outcome)) r.failed++;
+        const outcome = d.outcome ?? "unknown";
+        r.outcomes[outcome] = (r.outcomes[outcome] ?? 0) + 1;
+        if (r.has_results) {
+          const was = r.results.get(d.identity);
+          const startedAt = d.duration_ms !== undefined ? d.at - d.duration_ms : was ? Date.parse(was.started) : d.at;
+          r.results.set(d.identity, {
+            identity: d.identity,
+            outcome,
+            started: new Date(startedAt).toISOString(),
+            finished: new Date(d.at).toISOString(),
+            ...(d.type === "finish" ? { duration_s: Math.round((d.at - startedAt) / 100) / 10 } : {}),
+            ...(d.detail ? { detail: d.detail } : {}),
+          });
+        }
       }
       return view(r);
     }
@@ -56,7 +93,16 @@ export class RunTable {
     r.finished = new Date(e.data.at).toISOString();
     r.slotMap.clear();
     r.done = Math.max(r.done, Object.values(e.data.counts).reduce((a, b) => a + b, 0));
+    // the scheduler's own tally wins (a watcher that joined late missed some progress events)
+    const counts = Object.fromEntries(Object.entries(e.data.counts).filter(([, n]) => n > 0));
+    if (Object.keys(counts).length) r.outcomes = counts;
+    this.prune();
     return view(r);
+  }
+
+  /** A run's per-node results, in the order the nodes were started; undefined for an unknown run. */
+  results(id: string): RunResult[] | undefined {
+    return this.runs.get(id) && [...this.runs.get(id)!.results.values()];
   }
 
   list(): RunView[] {
@@ -71,10 +117,14 @@ export class RunTable {
   private prune(): void {
     const finished = [...this.runs.values()].filter((r) => r.state === "finished").sort((a, b) => b.started.localeCompare(a.started));
     for (const r of finished.slice(KEEP_FINISHED)) this.runs.delete(r.id);
+    for (const r of finished.slice(KEEP_RESULTS)) {
+      r.results.clear();
+      r.has_results = false;
+    }
   }
 }
 
-function view(r: RunView & { slotMap: Map<string, number> }): RunView {
-  const { slotMap, ...rest } = r;
-  return { ...rest, slots: [...slotMap.entries()].map(([identity, at]) => ({ identity, started: new Date(at).toISOString() })) };
+function view(r: Run): RunView {
+  const { slotMap, results: _results, ...rest } = r;
+  return { ...rest, outcomes: { ...r.outcomes }, slots: [...slotMap.entries()].map(([identity, at]) => ({ identity, started: new Date(at).toISOString() })) };
 }

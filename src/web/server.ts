@@ -5,10 +5,12 @@ import fastifyCookie from "@fastify/cookie";
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import type { Logger } from "pino";
 import { FilterError } from "../filter/index.js";
-import { allowed, certificateRole, Csrf, SessionStore, type Principal, type Role, type TokenTable } from "./auth.js";
-import type { BoardNode } from "./board.js";
+import { afterLogin, allowed, certificateRole, Csrf, SessionStore, type Principal, type Role, type TokenTable } from "./auth.js";
+import { boardNode, type BoardNode } from "./board.js";
 import type { WebConfig } from "./config.js";
 import { countBy, explorerFilter, filterProblem, page, parseColumns, type ExplorerNode } from "./explorer.js";
+import { auditPage, type AuditRow } from "./audit-view.js";
+import type { Insights } from "./insights.js";
 import type { BoardFeed, Health } from "./live.js";
 import type { RunView } from "./runs.js";
 import { ASSETS_DIR, registerStatic } from "./static.js";
@@ -23,16 +25,43 @@ export const SESSION_COOKIE = "muster_session";
 /** What the edge needs from the rest of the console (daemon.ts wires the real ones). */
 export interface WebBackend {
   feed: BoardFeed;
+  /** Failure groups and progress computed from the feed's records. */
+  insights: Insights;
+  /** Retries a failure group's or a master's failed nodes (fleet/provision-state.ts retryFailed). */
+  retryGroup(sel: { group?: string; master?: string }, who: Principal): Promise<{ retried: string[]; changed: string[] }>;
   health(): Health;
   onHealth(listener: (h: Health) => void): () => void;
   /** Registry nodes matching a wire filter built from the filter box's text. */
   registryNodes(filterText: string): Promise<ExplorerNode[]>;
   registryNode(identity: string): Promise<ExplorerNode | undefined>;
   lastRunSummary(identity: string): Promise<Record<string, unknown> | null>;
+  /** The node's puppet agent status (enabled, applying, the last run it started: message, failed resources, errors). */
+  puppetStatus(identity: string): Promise<Record<string, unknown> | null>;
+  /** The node's last Puppet report: changed and failed resources with their messages. */
+  lastRunReport(identity: string): Promise<Record<string, unknown> | null>;
   retry(identity: string, who: Principal): Promise<void>;
   runs(): RunView[];
   onRun(listener: (r: RunView) => void): () => void;
-  startRunall(filter: string, concurrency: number, who: Principal): Promise<string>;
+  /**
+   * Starts a runall. Above the configured count the operator must confirm how many nodes it runs
+   * on (`confirmed`, the count they were shown); otherwise it refuses with 409 code `confirm`.
+   */
+  startRunall(filter: string, concurrency: number, who: Principal, confirmed?: number): Promise<string>;
+  /** Per-node results of a run (undefined: unknown run). */
+  runResults(id: string): import("./runs.js").RunResult[] | undefined;
+  /** The audit records the console can read: its own file and the nodes' audit stream (if any). */
+  auditRecords(): Promise<{ rows: AuditRow[]; sources: { name: string; ok: boolean; records: number; error?: string }[] }>;
+  /** How many registered nodes with the puppet agent a filter matches (the runall form's preview). */
+  runallPreview(filter: string): Promise<number>;
+  /** Records an action refused at the edge (the role or the CSRF check) in the audit trail. */
+  refused(who: Principal, action: string, target: string, data: Record<string, unknown>, reason: string): void;
+}
+
+/** What an action route records when it is refused before it runs: its name and its target. */
+interface AuditedAction {
+  action: string;
+  target(req: FastifyRequest): string;
+  data?(req: FastifyRequest): Record<string, unknown>;
 }
 
 /** An error the API answers with its own status and code. */
@@ -68,7 +97,8 @@ export interface AppOptions {
   https?: { cert: Buffer; key: Buffer; ca?: Buffer };
 }
 
-const PUBLIC = new Set(["/", "/login", "/assets/login.css", "/favicon.ico"]);
+const PUBLIC = new Set(["/", "/login", "/assets/login.css", "/assets/login.js", "/favicon.ico"]);
+
 const digest = (s: string) => createHash("sha256").update(s).digest("base64url");
 
 export async function buildApp(o: AppOptions): Promise<FastifyInstance> {
@@ -118,11 +148,17 @@ export async function buildApp(o: AppOptions): Promise<FastifyInstance> {
     return {};
   }
 
-  const need = (role: Role) => async (req: FastifyRequest) => {
+  // An action refused here (the role, the CSRF token) is recorded as the backend records the ones
+  // it refuses itself (docs/web.md: refusals are audited).
+  const need = (role: Role, audited?: AuditedAction) => async (req: FastifyRequest) => {
     const p = req.auth.principal!;
-    if (!allowed(p.role, role)) throw new ApiError(403, "forbidden", `${p.name} is a ${p.role}; this needs the ${role} role`);
+    const refuse = (e: ApiError) => {
+      if (audited) backend.refused(p, audited.action, audited.target(req), audited.data?.(req) ?? {}, `${e.code}: ${e.message}`);
+      return e;
+    };
+    if (!allowed(p.role, role)) throw refuse(new ApiError(403, "forbidden", `${p.name} is a ${p.role}; this needs the ${role} role`));
     if (req.method === "POST" && !csrf.check(req.auth.credential!, header(req, "x-csrf-token"))) {
-      throw new ApiError(403, "csrf", "missing or wrong x-csrf-token header: send the csrf value of GET /api/session");
+      throw refuse(new ApiError(403, "csrf", "missing or wrong x-csrf-token header: send the csrf value of GET /api/session"));
     }
   };
 
@@ -157,7 +193,7 @@ export async function buildApp(o: AppOptions): Promise<FastifyInstance> {
     if (!who) return reply.code(401).type("text/html; charset=utf-8").send(loginPage(true));
     const s = sessions.create(who.name, who.role);
     reply.setCookie(SESSION_COOKIE, s.id, { httpOnly: true, sameSite: "strict", secure, path: "/", maxAge: cfg.auth.session_hours * 3600 });
-    return reply.redirect("/", 303);
+    return reply.redirect(afterLogin(body.next), 303);
   });
 
   app.post("/logout", { preHandler: need("viewer") }, async (req, reply) => {
@@ -183,23 +219,67 @@ export async function buildApp(o: AppOptions): Promise<FastifyInstance> {
     const snapshot = () => sse.send("snapshot", { nodes: backend.feed.snapshot() });
     const node = (n: BoardNode) => sse.send("node", n);
     const remove = (identity: string) => sse.send("remove", { identity });
+    const failures = (groups: unknown) => sse.send("failures", { groups });
+    const progress = (p: unknown) => sse.send("progress", p);
     sse.send("health", backend.health());
-    if (backend.feed.ready) snapshot();
+    if (backend.feed.ready) {
+      snapshot();
+      failures(backend.insights.failures());
+      progress(backend.insights.progress());
+    }
     backend.feed.on("snapshot", snapshot);
     backend.feed.on("node", node);
     backend.feed.on("remove", remove);
+    backend.insights.on("failures", failures);
+    backend.insights.on("progress", progress);
     const offHealth = backend.onHealth((h) => sse.send("health", h));
     sse.onClose(() => {
       backend.feed.off("snapshot", snapshot);
       backend.feed.off("node", node);
       backend.feed.off("remove", remove);
+      backend.insights.off("failures", failures);
+      backend.insights.off("progress", progress);
       offHealth();
     });
   });
 
-  app.post<{ Params: { identity: string } }>("/api/board/:identity/retry", { preHandler: need("operator") }, async (req) => {
+  const retryAudit: AuditedAction = { action: "retry", target: (req) => String((req.params as { identity?: string }).identity ?? "").slice(0, 253) };
+  app.post<{ Params: { identity: string } }>("/api/board/:identity/retry", { preHandler: need("operator", retryAudit) }, async (req) => {
     await backend.retry(req.params.identity, req.auth.principal!);
     return { ok: true };
+  });
+
+  app.get("/api/failures", async () => {
+    await backend.feed.whenReady(5000);
+    return { groups: backend.insights.failures() };
+  });
+
+  const groupAudit: AuditedAction = { action: "retry_group", target: (req) => groupTarget(req.body), data: (req) => groupSelection(req.body) };
+  app.post("/api/failures/retry", { preHandler: need("operator", groupAudit) }, async (req) => {
+    const sel = groupSelection(req.body);
+    if (sel.group === undefined && sel.master === undefined) throw new ApiError(400, "bad_request", "name a failure group (group: its id from GET /api/failures) or a master (master: its name), or both");
+    const r = await backend.retryGroup(sel, req.auth.principal!);
+    return { retried: r.retried.length, changed: r.changed.length, nodes: r.retried, changed_nodes: r.changed };
+  });
+
+  app.get("/api/audit", { preHandler: need("operator") }, async (req) => {
+    const q = req.query as Record<string, string | undefined>;
+    const limit = intParam(q.limit, 500, "limit");
+    const { rows, sources } = await backend.auditRecords();
+    return { ...auditPage(rows, { ...(q.user ? { user: q.user } : {}), ...(q.action ? { action: q.action } : {}), refused: q.refused === "true" || q.refused === "1", limit }), sources };
+  });
+
+  app.get("/api/progress", async () => {
+    await backend.feed.whenReady(5000);
+    return backend.insights.progress(true);
+  });
+
+  app.get("/api/progress/events", async (req, reply) => {
+    const sse = openStream(req, reply);
+    const progress = (p: unknown) => sse.send("progress", p);
+    if (backend.feed.ready) progress(backend.insights.progress());
+    backend.insights.on("progress", progress);
+    sse.onClose(() => backend.insights.off("progress", progress));
   });
 
   app.get("/api/nodes", async (req) => {
@@ -230,13 +310,27 @@ export async function buildApp(o: AppOptions): Promise<FastifyInstance> {
     const id = req.params.identity;
     // As /api/board: a console just started (or back from a broker outage) reads the bucket first,
     // so a node it has not caught up on yet is not reported unknown.
-    const [node, summary] = await Promise.all([backend.registryNode(id), backend.lastRunSummary(id).catch(() => null), backend.feed.whenReady(5000)]);
-    const rec = backend.feed.snapshot().find((n) => n.identity === id) ?? null;
+    const [node, summary, status, report] = await Promise.all([backend.registryNode(id), backend.lastRunSummary(id).catch(() => null), backend.puppetStatus(id).catch(() => null), backend.lastRunReport(id).catch(() => null), backend.feed.whenReady(5000)]);
+    const r = backend.feed.record(id);
+    const rec = r ? boardNode(r) : null;
     if (!node && !rec) throw new ApiError(404, "not_found", `neither the registry nor the provisioner knows ${JSON.stringify(id.slice(0, 253))}`);
-    return { identity: id, facts: node?.facts ?? {}, classes: node?.classes ?? [], agents: node?.agents ?? [], collectives: node?.collectives ?? [], provisioning: rec, last_run_summary: summary };
+    return { identity: id, facts: node?.facts ?? {}, classes: node?.classes ?? [], agents: node?.agents ?? [], collectives: node?.collectives ?? [], provisioning: rec, last_run_summary: summary, puppet_status: status, last_run_report: report };
   });
 
-  app.get("/api/runall", async () => ({ runs: backend.runs() }));
+  app.get("/api/runall", async () => ({ runs: backend.runs(), confirm_above: cfg.runall.confirm_above }));
+
+  app.get("/api/runall/preview", async (req) => {
+    const filter = (req.query as Record<string, string | undefined>).filter ?? "";
+    checkFilter(filter);
+    return { filter, matches: await backend.runallPreview(filter), confirm_above: cfg.runall.confirm_above };
+  });
+
+  app.get<{ Params: { id: string } }>("/api/runall/:id", async (req) => {
+    const run = backend.runs().find((r) => r.id === req.params.id);
+    const results = backend.runResults(req.params.id);
+    if (!run || !results) throw new ApiError(404, "not_found", `no run ${JSON.stringify(req.params.id.slice(0, 64))} here (the console keeps the last runs since it started)`);
+    return { run, results };
+  });
 
   app.get("/api/runall/events", async (req, reply) => {
     const sse = openStream(req, reply);
@@ -244,16 +338,39 @@ export async function buildApp(o: AppOptions): Promise<FastifyInstance> {
     sse.onClose(backend.onRun((r) => sse.send("run", r)));
   });
 
-  app.post("/api/runall", { preHandler: need("operator") }, async (req) => {
+  const runallAudit: AuditedAction = {
+    action: "runall",
+    target: () => "*",
+    data: (req) => {
+      const b = (req.body ?? {}) as Record<string, unknown>;
+      return { filter: typeof b.filter === "string" ? b.filter.slice(0, 4096) : "", concurrency: typeof b.concurrency === "number" ? b.concurrency : null };
+    },
+  };
+  app.post("/api/runall", { preHandler: need("operator", runallAudit) }, async (req) => {
     const body = (req.body ?? {}) as Record<string, unknown>;
     const filter = typeof body.filter === "string" ? body.filter : "";
     const concurrency = body.concurrency;
     if (typeof concurrency !== "number" || !Number.isInteger(concurrency) || concurrency < 1 || concurrency > 10_000) throw new ApiError(400, "bad_request", "concurrency must be a whole number from 1 to 10000");
     checkFilter(filter);
-    return { id: await backend.startRunall(filter, concurrency, req.auth.principal!) };
+    const confirmed = typeof body.confirm === "number" && Number.isInteger(body.confirm) ? body.confirm : undefined;
+    return { id: await backend.startRunall(filter, concurrency, req.auth.principal!, confirmed) };
   });
 
   return app;
+}
+
+/** A group retry's body: `group` (an id) and/or `master` (a name; "" for nodes without one). */
+function groupSelection(body: unknown): { group?: string; master?: string } {
+  const b = (body ?? {}) as Record<string, unknown>;
+  const out: { group?: string; master?: string } = {};
+  if (typeof b.group === "string" && /^[0-9a-f]{1,64}$/.test(b.group)) out.group = b.group;
+  if (typeof b.master === "string" && b.master.length <= 253) out.master = b.master;
+  return out;
+}
+
+function groupTarget(body: unknown): string {
+  const s = groupSelection(body);
+  return [s.group !== undefined ? `group:${s.group}` : "", s.master !== undefined ? `master:${s.master || "(none)"}` : ""].filter(Boolean).join(" ") || "*";
 }
 
 function header(req: FastifyRequest, name: string): string | undefined {

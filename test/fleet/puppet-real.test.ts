@@ -13,6 +13,7 @@ import { cleanEnv, connectNats, record, runCli, startBroker, startMusterServer, 
 // The puppet agent and `muster puppet` against a real puppetserver and real Puppet agents: three
 // `muster server` nodes, each with its own Puppet confdir/vardir/ssldir and a signed certificate.
 // Covers runall (with a node disabled, then one whose catalog fails), status, last_run_summary,
+// last_run_report,
 // enable/disable (Puppet itself honours our lock, and we read the lock `puppet agent --disable`
 // writes), and a runonce refused while a run is going.
 
@@ -138,6 +139,16 @@ test("status and last_run_summary after a run come from Puppet's own files", asy
   assert.equal(d.environment, "production");
   assert.match(String(d.puppet_version), /^\d+\.\d+/);
   assert.ok(typeof d.total_time === "number" && d.total_time > 0);
+
+  // the report, resource by resource: the file that changed, with Puppet's own message
+  const rep = await puppet().call("last_run_report", {}, { nodes: ["web1.real.test"] });
+  assert.equal(rep.replies[0]!.statuscode, 0, rep.replies[0]!.statusmsg);
+  const resources = rep.replies[0]!.data.resources as { resource: string; status: string; messages: string[] }[];
+  assert.deepEqual(resources.map((r) => r.status), ["changed"], JSON.stringify(resources));
+  assert.match(resources[0]!.resource, /^File\[/);
+  assert.ok(resources[0]!.messages.some((m) => /defined content|content changed|ensure changed|created/.test(m)), JSON.stringify(resources[0]));
+  assert.equal(rep.replies[0]!.data.environment, "production");
+  assert.equal(rep.replies[0]!.data.status, "changed");
 
   const text = await cli(["puppet", "status"]);
   assert.match(text.stdout, /db1\.real\.test\s*: Currently disabled; no run recorded \(schema migration\)/);

@@ -14,26 +14,35 @@ import { silentLogger } from "../../src/log.js";
 import { newRecord, type NodeRecord } from "../../src/protocol/provision-record.js";
 import { ProvisionState } from "../../src/provisioner/state.js";
 import { bucketsOn } from "../../src/broker/bucket.js";
+import { streamsOn } from "../../src/broker/stream.js";
 import { loadRegistryConfig } from "../../src/registry/config.js";
 import { startRegistry, type RunningRegistry } from "../../src/registry/daemon.js";
 import { CSP } from "../../src/web/server.js";
 import { startWeb, type WebHandle } from "../../src/web/daemon.js";
 import { WebConfigSchema } from "../../src/web/config.js";
-import { connectNats } from "../support/collective.js";
-import { freePort, startNats, type NatsHandle } from "../support/index.js";
+import { DEFAULT_REGISTRY_BUCKET, DEFAULT_STATE_BUCKET } from "../../src/protocol/buckets.js";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { inboxPrefixFor } from "../../src/broker/connect.js";
+import { Auditor } from "../../src/security/audit.js";
+import { eventually } from "../support/collective.js";
+import { freePort } from "../support/index.js";
 import { waitRegistered } from "../support/registry.js";
+import { startLabBroker, type LabBroker } from "./lab-broker.js";
 import { bearer, openSse, type SseReader } from "./support.js";
 
-// The console's server against a real nats-server (JetStream: the provisioner's state bucket), a
-// real registry daemon with its HTTP API and an emulated fleet whose Puppet runs are simulated.
+// The console's server against a real nats-server with the lab's broker users and permissions
+// (./lab-broker.ts: the console and the test's client are the lab's admin, the registry its registry
+// user), JetStream for the provisioner's state bucket, a real registry daemon with its HTTP API and
+// an emulated fleet whose Puppet runs are simulated.
 
-const BUCKET = "muster_provision_webtest";
+const BUCKET = DEFAULT_STATE_BUCKET;
 const OPERATOR = "operator-token-0123456789abcdef";
 const VIEWER = "viewer-token-0123456789abcdefgh";
 
 let dir: string;
-let nats: NatsHandle;
+let lab: LabBroker;
 let nc: NatsConnection;
+let regNc: NatsConnection;
 let store: ProvisionState;
 let registry: RunningRegistry;
 let emu: RunningEmulator;
@@ -49,28 +58,32 @@ const rec = (identity: string, status: NodeRecord["status"], extra: Partial<Node
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), "muster-web-"));
   process.env.MUSTER_CONFIG_DIR = join(dir, "keys");
-  nats = await startNats({ jetstream: true });
-  nc = await connectNats(nats.url);
+  lab = await startLabBroker({ dir, nodes: ids });
+  // This process (the console, the test's client) is the lab's admin.
+  const admin = lab.tls("admin");
+  Object.assign(process.env, { MUSTER_TLS_CA: admin.ca, MUSTER_TLS_CERT: admin.cert, MUSTER_TLS_KEY: admin.key });
+  nc = await lab.connect("admin");
   store = await ProvisionState.open(bucketsOn(nc), BUCKET);
   await store.put(rec("failed.test", "failed", { stage: "request_csr", current: "sign_csr", attempts: 5, lastError: "sign_csr: CSR never arrived", log: ["2026-01-01T00:00:00.000Z sign_csr failed"] }));
   await store.put(rec("busy.test", "in_progress", { owner: "prov-a", current: "bootstrap", stage: "sign_csr", master: "puppet1.test", stageTimes: { lock: { start: Date.now() - 5000, end: Date.now() - 4900 }, bootstrap: { start: Date.now() - 4000 } } }));
   await store.put(rec("waiting.test", "pending"));
 
   const regPort = await freePort();
-  writeFileSync(join(dir, "registry.yaml"), `bucket: muster-registry-webtest\nhttp:\n  host: 127.0.0.1\n  port: ${regPort}\n`);
-  registry = await startRegistry(loadRegistryConfig(join(dir, "registry.yaml")), silentLogger, { broker: nats.url });
+  writeFileSync(join(dir, "registry.yaml"), `http:\n  host: 127.0.0.1\n  port: ${regPort}\n`);
+  regNc = await lab.connect("registry");
+  registry = await startRegistry(loadRegistryConfig(join(dir, "registry.yaml")), silentLogger, { nc: regNc });
   sim = new SimulatedPuppetFleet({ runMs: () => 100, history: true });
   const fleet: FleetNode[] = ids.map((identity, i) => ({ identity, facts: { country: i % 4 === 0 ? "us" : "de", os: { family: "Debian" } }, classes: ["web"], agents: ["puppet"] }));
-  const enc = await connectNats(nats.url, { name: "web-emulator" });
+  const enc = await lab.connect("emulator", "web-emulator");
   emu = await startEmulator({ nc: enc, nodes: fleet, collective: "muster", log: silentLogger, registration: { interval: 60, splay: false }, factories: { ...coreAgentFactories, puppet: sim.factory } });
-  await waitRegistered(nc, ids, { bucket: "muster-registry-webtest" });
+  await waitRegistered(nc, ids, { bucket: DEFAULT_REGISTRY_BUCKET });
 
   writeFileSync(join(dir, "tokens"), `# the console's people\n${OPERATOR} operator alice\n${VIEWER} viewer bob\n`);
   auditFile = join(dir, "audit.jsonl");
   const cfg = WebConfigSchema.parse({ listen: `127.0.0.1:${await freePort()}`, auth: { tokens_file: join(dir, "tokens") }, registry: { url: `http://127.0.0.1:${regPort}` }, state_bucket: BUCKET, audit: { file: auditFile } });
-  web = await startWeb(cfg, silentLogger, { broker: nats.url, probeMs: 300 });
+  web = await startWeb(cfg, silentLogger, { broker: lab.url, probeMs: 300 });
   base = web.url;
-  client = await MusterClient.connect({ brokers: [nats.url] });
+  client = await MusterClient.connect({ brokers: [lab.url] });
   // the console is up once it says the broker is
   for (const deadline = Date.now() + 15_000; ; ) {
     const h = (await (await fetch(`${base}/api/health`, { headers: bearer(VIEWER) })).json()) as { broker: { ok: boolean } };
@@ -86,8 +99,9 @@ after(async () => {
   await client?.close();
   await emu?.stop();
   await registry?.stop();
+  await regNc?.drain().catch(() => undefined);
   await nc?.drain().catch(() => undefined);
-  await nats?.stop();
+  await lab?.stop();
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -125,6 +139,11 @@ test("the login form gives an HttpOnly, SameSite=Strict session; a wrong token g
   const session = (await (await get("/api/session", { cookie: cookie.split(";")[0]! })).json()) as { name: string; role: string; csrf: string };
   assert.deepEqual([session.name, session.role], ["bob", "viewer"]);
   assert.ok(session.csrf.length > 20);
+  // a deep link's fragment comes back as where to go; anything else goes to the board
+  const deep = await fetch(`${base}/login`, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: `token=${VIEWER}&next=${encodeURIComponent("#/node/web1.test")}`, redirect: "manual" });
+  assert.equal(deep.headers.get("location"), "/#/node/web1.test");
+  const away = await fetch(`${base}/login`, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: `token=${VIEWER}&next=${encodeURIComponent("//evil.example/")}`, redirect: "manual" });
+  assert.equal(away.headers.get("location"), "/");
   const cross = await fetch(`${base}/login`, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded", origin: "http://evil.example" }, body: `token=${VIEWER}`, redirect: "manual" });
   assert.equal(cross.status, 403);
 });
@@ -189,8 +208,12 @@ test("retry: refused to a viewer (403), refused without the CSRF header (403), d
   assert.equal(okLine.action, "retry");
   assert.ok(okLine.data.signature, "the audit record is signed with the console's key");
   assert.ok(lines.some((l) => l.identity === "nosuch.test" && l.statuscode !== 0), "refusals are audited too");
+  // ... those refused before the action runs too: the viewer's retry, the operator's without CSRF
+  const refused = lines.filter((l) => l.identity === "failed.test" && l.action === "retry" && l.statuscode !== 0) as unknown as { caller: string; statusmsg: string; data: { role: string } }[];
+  assert.ok(refused.some((l) => l.caller === "web:bob" && l.data.role === "viewer" && /forbidden/.test(l.statusmsg)), JSON.stringify(refused));
+  assert.ok(refused.some((l) => l.caller === "web:alice" && /csrf/.test(l.statusmsg)), JSON.stringify(refused));
   const cfg = WebConfigSchema.parse({ listen: base.replace(/^http:\/\//, ""), auth: { tokens_file: join(dir, "tokens") }, registry: { url: registry.httpAddress }, state_bucket: BUCKET, audit: { file: auditFile } });
-  web = await startWeb(cfg, silentLogger, { broker: nats.url, probeMs: 300 });
+  web = await startWeb(cfg, silentLogger, { broker: lab.url, probeMs: 300 });
 });
 
 test("the explorer answers a filter from the registry with chosen columns, pages, and counts by fact", async () => {
@@ -241,6 +264,15 @@ test("runall: an operator starts one from the console; one started elsewhere (as
   try {
     const viewer = await post("/api/runall", { filter: "country=us", concurrency: 1 }, { ...bearer(VIEWER), "x-csrf-token": await csrfOf(bearer(VIEWER)) });
     assert.equal(viewer.status, 403);
+    // the viewer's refused runall is in the audit file, with what was asked
+    await eventually(
+      async () => {
+        const lines = readFileSync(auditFile, "utf8").trim().split("\n").map((l) => JSON.parse(l) as { caller: string; action: string; statuscode: number; data: { filter?: string } });
+        return lines.find((l) => l.caller === "web:bob" && l.action === "runall" && l.statuscode !== 0 && l.data.filter === "country=us");
+      },
+      10_000,
+      "the refused runall in the audit file",
+    );
     const r = await post("/api/runall", { filter: "country=us", concurrency: 1 }, { ...bearer(OPERATOR), "x-csrf-token": await csrfOf(bearer(OPERATOR)) });
     assert.equal(r.status, 200, await r.clone().text());
     const { id } = (await r.json()) as { id: string };
@@ -258,4 +290,115 @@ test("runall: an operator starts one from the console; one started elsewhere (as
   } finally {
     sse.close();
   }
+});
+
+test("failures grouped by cause: the groups, live on the event stream, and a group retry audited with who and how many", async () => {
+  const csr = Array.from({ length: 6 }, (_, i) => `csr${i}.test`);
+  const boot = Array.from({ length: 3 }, (_, i) => `boot${i}.test`);
+  for (const [i, id] of csr.entries()) await store.put(rec(id, "failed", { current: "request_csr", master: i % 2 ? "m-de.test" : "m-us.test", lastError: `request_csr: no CSR from ${id} within ${30 + i} s`, finishedAt: Date.now() }));
+  for (const [i, id] of boot.entries()) await store.put(rec(id, "failed", { current: "bootstrap", master: "m-de.test", lastError: `bootstrap: puppet run failed (exit ${i + 2})`, finishedAt: Date.now() }));
+  const sse = await openSse(`${base}/api/board/events`, bearer(VIEWER));
+  try {
+    type G = { id: string; stage: string; count: number; masters: { master: string; count: number }[]; nodes: string[]; example: { identity: string; log_tail: string[] } };
+    const ev = await sse.next((e) => e.event === "failures" && (e.data as { groups: G[] }).groups.some((g) => g.stage === "bootstrap" && g.count === 3) && (e.data as { groups: G[] }).groups.some((g) => g.count === 6), 10_000, "failures with both groups");
+    const fromStream = (ev.data as { groups: G[] }).groups;
+    const { groups } = (await (await get("/api/failures", bearer(VIEWER))).json()) as { groups: G[] };
+    assert.deepEqual(groups, fromStream);
+    const csrGroup = groups.find((g) => g.stage === "request_csr")!;
+    assert.deepEqual(csrGroup.nodes, csr);
+    assert.deepEqual(csrGroup.masters, [
+      { master: "m-de.test", count: 3 },
+      { master: "m-us.test", count: 3 },
+    ]);
+    assert.equal(csrGroup.example.identity, "csr0.test");
+
+    const viewer = await post("/api/failures/retry", { group: csrGroup.id }, { ...bearer(VIEWER), "x-csrf-token": await csrfOf(bearer(VIEWER)) });
+    assert.equal(viewer.status, 403);
+    const none = await post("/api/failures/retry", {}, { ...bearer(OPERATOR), "x-csrf-token": await csrfOf(bearer(OPERATOR)) });
+    assert.equal(none.status, 400);
+    const r = await post("/api/failures/retry", { group: csrGroup.id, master: "m-de.test" }, { ...bearer(OPERATOR), "x-csrf-token": await csrfOf(bearer(OPERATOR)) });
+    assert.equal(r.status, 200, await r.clone().text());
+    assert.deepEqual(await r.json(), { retried: 3, changed: 0, nodes: ["csr1.test", "csr3.test", "csr5.test"], changed_nodes: [] });
+    const all = await store.list();
+    assert.deepEqual(all.filter((x) => x.status === "pending" && x.identity.startsWith("csr")).map((x) => x.identity).sort(), ["csr1.test", "csr3.test", "csr5.test"]);
+    assert.match((await store.get("csr1.test"))!.record.log.at(-1)!, /retry requested by alice \(web console, group request_csr: .*master m-de\.test\)/);
+    // the rest of the group, then nothing left to retry
+    const rest = await post("/api/failures/retry", { group: csrGroup.id }, { ...bearer(OPERATOR), "x-csrf-token": await csrfOf(bearer(OPERATOR)) });
+    assert.equal(((await rest.json()) as { retried: number }).retried, 3);
+    const again = await post("/api/failures/retry", { group: csrGroup.id }, { ...bearer(OPERATOR), "x-csrf-token": await csrfOf(bearer(OPERATOR)) });
+    assert.equal(again.status, 409);
+    await sse.next((e) => e.event === "failures" && !(e.data as { groups: G[] }).groups.some((g) => g.stage === "request_csr"), 10_000, "the group gone from the stream");
+
+    await eventually(
+      async () => {
+        const lines = readFileSync(auditFile, "utf8").trim().split("\n").map((l) => JSON.parse(l) as { caller: string; action: string; identity: string; statuscode: number; data: Record<string, unknown> });
+        const done = lines.find((l) => l.caller === "web:alice" && l.action === "retry_group" && l.statuscode === 0 && l.data.retried === 3 && l.data.master === "m-de.test");
+        const refused = lines.find((l) => l.caller === "web:bob" && l.action === "retry_group" && l.statuscode !== 0);
+        return done && refused ? { done, refused } : undefined;
+      },
+      10_000,
+      "the group retry and the viewer's refusal in the audit file",
+    );
+  } finally {
+    sse.close();
+  }
+});
+
+test("progress: throughput, ETA and per-stage figures as the records say", async () => {
+  const p = (await (await get("/api/progress", bearer(VIEWER))).json()) as { now: number; throughput: { buckets: { done: number; failed: number }[] }; eta: { pending: number; in_progress: number }; stages: { stage: string; in_flight: number }[] };
+  const recs = await store.list();
+  assert.equal(p.eta.pending, recs.filter((r) => r.status === "pending").length);
+  assert.equal(p.eta.in_progress, recs.filter((r) => r.status === "in_progress").length);
+  const failedRecent = recs.filter((r) => r.status === "failed" && r.finishedAt !== undefined && r.finishedAt > p.now - 3 * 3600_000).length;
+  assert.equal(p.throughput.buckets.reduce((n, b) => n + b.failed, 0), failedRecent);
+  assert.equal(p.throughput.buckets.length, 180);
+});
+
+test("the audit: the console's records and the nodes' audit stream (requests from the CLI), newest first, filtered; operators only", async () => {
+  // An admin creates the stream (docs/security.md); a node publishes its records there, as its
+  // Auditor does, over its own connection (its inbox prefix: the lab's node permissions).
+  await (await jetstreamManager(nc)).streams.add({ name: "MUSTER_AUDIT", subjects: ["muster.audit.>"] });
+  const nodeNc = await lab.connect("emulator", "audit-node", { inboxPrefix: inboxPrefixFor(ids[0]!) });
+  const node = new Auditor({ stream: { name: "MUSTER_AUDIT", subjects: ["muster.audit.>"] }, buffer: 100 }, { identity: ids[0]!, log: silentLogger });
+  try {
+    node.connect(streamsOn(nodeNc));
+    const t = Date.now();
+    node.record({ time: t - 2000, identity: ids[0]!, requestid: "r1", caller: "carol", sender: "carol-laptop", agent: "puppet", action: "runonce", data: { force: true }, statuscode: 0, statusmsg: "OK" });
+    node.record({ time: t - 1000, identity: ids[0]!, requestid: "r2", caller: "mallory", sender: "x", agent: "puppet", action: "disable", data: {}, statuscode: 1, statusmsg: "denied by policy on web0.test: mallory may not call puppet.disable" });
+    await eventually(async () => (node.stats.audit_published === 2 ? true : undefined), 10_000, "the node's two records acknowledged by the stream");
+    await node.close();
+    type Page = { rows: { user: string; action: string; source: string; ok: boolean; target: string }[]; users: string[]; actions: string[]; sources: { name: string; ok: boolean }[] };
+    let lastSeen = "";
+    const viewer = await get("/api/audit", bearer(VIEWER));
+    assert.equal(viewer.status, 403);
+    const all = await eventually(
+      async () => {
+        const p = (await (await get("/api/audit", bearer(OPERATOR))).json()) as Page;
+        lastSeen = JSON.stringify(p.sources);
+        return p.rows.some((r) => r.user === "mallory") ? p : undefined;
+      },
+      10_000,
+      "the node records on the audit page",
+    ).catch((e: Error) => {
+      throw new Error(`${e.message}; sources: ${lastSeen}`);
+    });
+    assert.ok(all.sources.every((x) => x.ok), JSON.stringify(all.sources));
+    assert.ok(all.users.includes("carol") && all.users.includes("web:alice") && all.users.includes("web:bob"));
+    assert.ok(all.actions.includes("puppet.runonce") && all.actions.includes("retry_group"));
+    const times = all.rows.map((r) => (r as unknown as { time: string }).time);
+    assert.deepEqual(times, [...times].sort().reverse(), "newest first");
+    const carol = (await (await get("/api/audit?user=carol", bearer(OPERATOR))).json()) as Page;
+    assert.deepEqual(carol.rows.map((r) => [r.user, r.action, r.source, r.ok, r.target]), [["carol", "puppet.runonce", "node", true, ids[0]]]);
+    const refused = (await (await get("/api/audit?refused=1", bearer(OPERATOR))).json()) as Page;
+    assert.ok(refused.rows.length > 0 && refused.rows.every((r) => !r.ok));
+    assert.ok(refused.rows.some((r) => r.user === "mallory") && refused.rows.some((r) => r.user === "web:bob"));
+    const byAction = (await (await get("/api/audit?action=retry_group", bearer(OPERATOR))).json()) as Page;
+    assert.ok(byAction.rows.length >= 2 && byAction.rows.every((r) => r.action === "retry_group"));
+  } finally {
+    await nodeNc.drain().catch(() => undefined);
+  }
+});
+
+test("the broker refused nothing the console, its client or the fleet asked for (the lab's permissions)", () => {
+  assert.deepEqual(lab.violations(), []);
 });

@@ -1,6 +1,6 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { stringify as toYaml } from "yaml";
 import type { NatsConnection } from "@nats-io/transport-node";
@@ -14,20 +14,24 @@ import { silentLogger } from "../../src/log.js";
 import { newRecord } from "../../src/protocol/provision-record.js";
 import { ProvisionState } from "../../src/provisioner/state.js";
 import { bucketsOn } from "../../src/broker/bucket.js";
+import { seriousA11y } from "../support/a11y.js";
 import { launchChromium, watchPageProblems } from "../support/browser.js";
-import { cleanEnv, connectNats, spawnMuster, tempDir, type MusterProcess } from "../support/collective.js";
-import { freePort, startNats, type NatsHandle } from "../support/index.js";
+import { runCli, spawnMuster, tempDir, type MusterProcess } from "../support/collective.js";
 import { writeSimulatedProvisionerConfig } from "../support/provisioner.js";
 import { waitRegistered } from "../support/registry.js";
+import { startLabBroker, type LabBroker } from "./lab-broker.js";
 
-// The web console in a real browser (Debian's Chromium, headless) against a real broker, the real
-// registry daemon, `muster web` and a provisioner working through an emulated fleet whose agents
-// simulate Puppet (so provisioning takes seconds, and one node can be made to fail).
+// The web console in a real browser (Debian's Chromium, headless) against a real broker with the
+// lab's users and permissions (./lab-broker.ts: the console and the CLI as the lab's admin, the
+// registry and the provisioner as theirs), the real registry daemon, `muster web` and a provisioner
+// working through an emulated fleet whose agents simulate Puppet (so provisioning takes seconds, and
+// one node can be made to fail).
 
 const tmp = tempDir("web-browser");
 const configDir = join(tmp.path, "config");
 process.env.MUSTER_CONFIG_DIR = configDir; // the in-process emulator trusts the key the children sign with
-const env = cleanEnv(configDir);
+let lab: LabBroker;
+const env = (role: "admin" | "provisioner" | "registry") => lab.env(role, configDir);
 const OPERATOR = "op-3f9a1c7e5b2d4f60";
 const VIEWER = "view-8e2b4d6f1a3c5e70";
 
@@ -45,8 +49,6 @@ const managedFleet: FleetNode[] = managed.map((identity) => ({ identity, facts: 
 const failing = new Set<string>([broken]);
 const ca = new SimulatedCA();
 
-let nats: NatsHandle;
-let natsPort: number;
 let nc: NatsConnection;
 let emu: RunningEmulator;
 let puppetEmu: RunningEmulator;
@@ -59,19 +61,20 @@ let url = "";
 let registryUrl = "";
 const contexts: BrowserContext[] = [];
 const problems: string[] = [];
+/** Serious and critical accessibility findings on any page the tests visit. */
+const a11y: string[] = [];
 
 before(async () => {
-  natsPort = await freePort();
-  nats = await startNats({ jetstream: true, dir: join(tmp.path, "nats"), port: natsPort });
-  nc = await connectNats(nats.url);
+  lab = await startLabBroker({ dir: tmp.path, nodes: [...fleet, ...managedFleet].map((n) => n.identity) });
+  nc = await lab.connect("admin");
   const regCfg = join(tmp.path, "registry.yaml");
-  writeFileSync(regCfg, toYaml({ broker: nats.url, collectives: ["muster"], http: { host: "127.0.0.1", port: 0 }, log: { level: "warn" } }));
-  registry = spawnMuster(["registry", "serve", "--config", regCfg], { env });
+  writeFileSync(regCfg, toYaml({ broker: lab.url, collectives: ["muster"], http: { host: "127.0.0.1", port: 0 }, log: { level: "warn" } }));
+  registry = spawnMuster(["registry", "serve", "--config", regCfg], { env: env("registry") });
   const regLine = await registry.waitForLine(/ready/, 20_000);
   registryUrl = /http (http:\/\/[0-9.]+:\d+)/.exec(regLine)![1]!;
 
   emu = await startEmulator({
-    nc,
+    nc: await lab.connect("emulator", "emulator-waiting"),
     nodes: fleet,
     collective: "muster",
     log: silentLogger,
@@ -80,15 +83,15 @@ before(async () => {
     factories: simulatedFactories(ca, { puppetRunMs: [500, 1500], csrMs: 5, fail: (id) => failing.has(id) }),
   });
   const sim = new SimulatedPuppetFleet({ runMs: () => 300 });
-  puppetEmu = await startEmulator({ nc, nodes: managedFleet, collective: "muster", log: silentLogger, registration: { interval: 1, splay: false }, factories: { ...coreAgentFactories, puppet: sim.factory } });
+  puppetEmu = await startEmulator({ nc: await lab.connect("emulator", "emulator-managed"), nodes: managedFleet, collective: "muster", log: silentLogger, registration: { interval: 1, splay: false }, factories: { ...coreAgentFactories, puppet: sim.factory } });
   await waitRegistered(nc, [...fleet, ...managedFleet].map((n) => n.identity));
   store = await ProvisionState.open(bucketsOn(nc), "muster_provision");
 
   const tokens = join(tmp.path, "tokens");
   writeFileSync(tokens, `# token role name\n${OPERATOR} operator alice\n${VIEWER} viewer bob\n`, { mode: 0o600 });
   const webCfg = join(tmp.path, "web.yaml");
-  writeFileSync(webCfg, toYaml({ listen: "127.0.0.1:0", auth: { tokens_file: tokens }, registry: { url: registryUrl }, audit: { file: join(tmp.path, "audit.jsonl") } }));
-  web = spawnMuster(["web", "--config", webCfg, "--broker", nats.url], { env });
+  writeFileSync(webCfg, toYaml({ listen: "127.0.0.1:0", auth: { tokens_file: tokens }, registry: { url: registryUrl }, audit: { file: join(tmp.path, "audit.jsonl") }, runall: { confirm_above: 3 } }));
+  web = spawnMuster(["web", "--config", webCfg, "--broker", lab.url], { env: env("admin") });
   const readyLine = await web.waitForLine(/ready/, 20_000);
   url = /(https?:\/\/[0-9.]+:\d+)/.exec(readyLine)![1]!;
   browser = await launchChromium();
@@ -102,7 +105,7 @@ after(async () => {
   await emu?.stop();
   await puppetEmu?.stop();
   await nc?.drain().catch(() => undefined);
-  await nats?.stop();
+  await lab?.stop();
   tmp.remove();
 });
 
@@ -143,13 +146,27 @@ test("an unauthenticated request gets 401, and the page asks for a token", async
   assert.equal(await page.locator("#who").count(), 0, "the login page, not the console");
 });
 
-test("the board shows nodes moving to done without a reload, the failed node first with its log tail", async () => {
+test("a deep link opened while logged out lands on its page after logging in", async () => {
+  const ctx = await browser.newContext({ viewport: { width: 1400, height: 1000 } });
+  contexts.push(ctx);
+  const page = await ctx.newPage();
+  watchPageProblems(page, problems);
+  const target = managed[0]!;
+  await page.goto(`${url}/#/node/${target}`);
+  await page.fill("input[name=token]", VIEWER);
+  await Promise.all([page.waitForURL(`${url}/**`), page.click("button[type=submit]")]);
+  await page.waitForSelector(`section.node[data-identity="${target}"]`, { timeout: 15_000 });
+  assert.equal(new URL(page.url()).hash, `#/node/${target}`);
+  await page.close();
+});
+
+test("the board shows nodes moving to done without a reload, the failed node's cause first with its log tail", async () => {
   const page = await loggedIn(OPERATOR, "alice");
   await page.waitForSelector("#board-live.on", { timeout: 15_000 });
   // Marks this document: a reload would lose it.
   await page.evaluate(() => ((window as unknown as { marker: number }).marker = 42));
 
-  provisioner = spawnMuster(["provisioner", "--config", writeSimulatedProvisionerConfig(tmp.path, "prov", { broker: nats.url, concurrency: 4, retries: { attempts: 1, backoff: 0.05, max_backoff: 0.1 } }), "--foreground"], { env });
+  provisioner = spawnMuster(["provisioner", "--config", writeSimulatedProvisionerConfig(tmp.path, "prov", { broker: lab.url, concurrency: 4, retries: { attempts: 1, backoff: 0.05, max_backoff: 0.1 } }), "--foreground"], { env: env("provisioner") });
   // Seen in progress first, then done: the board follows the state bucket live.
   await page.waitForSelector(`.board-table .row[data-status="in_progress"]`, { timeout: 30_000 });
   const done = waiting.filter((id) => id !== broken);
@@ -157,43 +174,92 @@ test("the board shows nodes moving to done without a reload, the failed node fir
   await page.waitForSelector(rowSel(broken, "failed"), { timeout: 30_000 });
   assert.equal(await page.evaluate(() => (window as unknown as { marker?: number }).marker), 42, "the page was not reloaded");
 
-  // Failed first: in the table and as a card with its error and log tail.
+  // Failed first: in the table, and its cause as a group with the error and the log tail.
   assert.equal(await page.locator(".board-table .vport .row").first().getAttribute("data-identity"), broken);
-  const card = page.locator(`.failed-card[data-identity="${broken}"]`);
-  assert.match((await card.locator(".err").textContent()) ?? "", /bootstrap/);
-  assert.ok(((await card.locator(".logtail").textContent()) ?? "").trim().length > 0, "the log tail is shown");
+  const card = page.locator(".group-card").first();
+  await card.waitFor({ timeout: 15_000 });
+  assert.equal(await page.locator(".group-card").count(), 1);
+  assert.equal(await card.getAttribute("data-count"), "1");
+  assert.equal(await card.getAttribute("data-stage"), "bootstrap");
+  assert.match((await card.locator(".reason").textContent()) ?? "", /bootstrap.*puppet bootstrap run failed \(exit <n>\)/);
+  await card.locator("details.example summary").click();
+  assert.match((await card.locator("details.example .err").textContent()) ?? "", /bootstrap/);
+  assert.ok(((await card.locator("details.example .logtail").textContent()) ?? "").trim().length > 0, "the log tail is shown");
   assert.match((await page.locator("#board-summary").textContent()) ?? "", /9 done, 0 in progress, 0 pending, 1 failed/);
-  // Each done node has a timeline with its stages.
+  // Each done node has a timeline with its stages, on one scale, with a legend, and in words.
   assert.ok((await page.locator(`${rowSel(done[0]!)} .timeline .seg`).count()) >= 3, "stages in the timeline");
-  // The find box narrows the table: by part of a name, or by status.
+  assert.match((await page.locator(".legend").textContent()) ?? "", /bootstrap run.*production run/s);
+  // The keyboard reaches a timeline, and its stages show in words.
+  await page.locator(`${rowSel(done[0]!)} .timeline`).focus();
+  await page.waitForFunction((id) => (document.getElementById("timeline-detail")?.textContent ?? "").startsWith(`${id}: lock`), done[0]!, { timeout: 5000 });
+  assert.match((await page.locator("#timeline-detail").textContent()) ?? "", /bootstrap \d/);
+  // The find box narrows the table, by part of a name or by status, and is kept in the address.
   await page.fill("#board-find", "web0");
   await page.waitForFunction(() => document.querySelectorAll(".board-table .vport .row[data-identity]").length === 10);
   await page.fill("#board-find", "failed");
   await page.waitForFunction(() => document.querySelectorAll(".board-table .vport .row[data-identity]").length === 1);
   assert.equal(await page.locator(".board-table .vport .row[data-identity]").getAttribute("data-identity"), broken);
+  await page.waitForFunction(() => location.hash === "#/board?find=failed");
   await page.fill("#board-find", "");
+  // Sort by name, descending, from the column header (and in the address)
+  await page.click('.board-table button.sort[data-sort="identity"]');
+  await page.click('.board-table button.sort[data-sort="identity"]');
+  await page.waitForFunction(() => location.hash === "#/board?sort=identity&dir=desc");
+  assert.equal(await page.locator('[role=columnheader][aria-sort="descending"]').textContent().then((t) => t?.trim().startsWith("node")), true);
+  const names = await page.locator(".board-table .vport .row[data-identity]").evaluateAll((els) => els.map((e) => e.getAttribute("data-identity")!));
+  assert.deepEqual(names, [...names].sort().reverse());
+  // A sent link opens the same view.
+  const other = await loggedIn(VIEWER, "bob");
+  await other.goto(`${url}/#/board?find=web0&sort=identity&dir=desc`);
+  await other.waitForFunction(() => document.querySelectorAll(".board-table .vport .row[data-identity]").length === 10);
+  assert.equal(await other.locator(".board-table .vport .row[data-identity]").first().getAttribute("data-identity"), waiting.at(-1));
+  assert.equal(await other.inputValue("#board-find"), "web0");
+  // Export what the table shows
+  const [csv] = await Promise.all([other.waitForEvent("download"), other.click("#board-export-csv")]);
+  const text = readFileSync((await csv.path())!, "utf8");
+  assert.equal(text.split("\r\n")[0], "identity,status,stage,master,elapsed_s,tries,gone_since,gone_reason,stuck_for_s,last_error");
+  assert.equal(text.trim().split("\r\n").length, 11, "the header and the ten rows shown");
+  assert.match(text.split("\r\n")[1]!, new RegExp(`^${waiting.at(-1)!.replace(/\./g, "\\.")},done,`));
+  const [json] = await Promise.all([other.waitForEvent("download"), other.click("#board-export-json")]);
+  const rows = JSON.parse(readFileSync((await json.path())!, "utf8")) as { identity: string; status: string }[];
+  assert.deepEqual(rows.map((r) => r.identity), [...waiting].sort().reverse());
+  await other.close();
   await page.close();
 });
 
-test("retry is refused to a viewer and works for an operator", async () => {
+test("a failed node's cause: a viewer sees the retry unavailable and why; an operator retries the group after confirming the count", async () => {
   const viewer = await loggedIn(VIEWER, "bob");
-  const vcard = viewer.locator(`.failed-card[data-identity="${broken}"]`);
+  const vcard = viewer.locator(".group-card").first();
   await vcard.waitFor({ timeout: 15_000 });
-  await vcard.locator("button.retry").click();
-  await viewer.waitForSelector(`.failed-card[data-identity="${broken}"] .retry-result.error`, { timeout: 10_000 });
-  assert.match((await vcard.locator(".retry-result").textContent()) ?? "", /refused/);
-  assert.equal((await store.get(broken))!.record.status, "failed", "nothing was retried");
+  assert.equal(await vcard.locator("button.retry-group").isDisabled(), true, "unavailable before clicking");
+  assert.match((await viewer.locator("#role-note").textContent()) ?? "", /needs the operator role; you are signed in as bob \(viewer\)/);
+  a11y.push(...(await seriousA11y(viewer, "board with a failure group (viewer)")));
 
   failing.delete(broken);
   const op = await loggedIn(OPERATOR, "alice");
-  const ocard = op.locator(`.failed-card[data-identity="${broken}"]`);
+  const ocard = op.locator(".group-card").first();
   await ocard.waitFor({ timeout: 15_000 });
-  await ocard.locator("button.retry").click();
+  // Cancel first: nothing happens
+  await ocard.locator("button.retry-group").click();
+  await op.waitForSelector("dialog#confirm-dialog[open]");
+  assert.match((await op.locator("#confirm-title").textContent()) ?? "", /Retry 1 failed node\?/);
+  a11y.push(...(await seriousA11y(op, "confirmation dialog")));
+  await op.keyboard.press("Escape");
+  await op.waitForSelector("dialog#confirm-dialog", { state: "detached" });
+  assert.equal((await store.get(broken))!.record.status, "failed");
+  // Then for real, from the keyboard: the dialog's focus starts on Cancel, Tab reaches the confirm button
+  await ocard.locator("button.retry-group").focus();
+  await op.keyboard.press("Enter");
+  await op.waitForSelector("dialog#confirm-dialog[open]");
+  await op.keyboard.press("Tab");
+  assert.equal(await op.evaluate(() => document.activeElement?.id), "confirm-ok");
+  await op.keyboard.press("Enter");
   // The operator's retry provisions the node again; both boards follow without a reload.
   await op.waitForSelector(rowSel(broken, "done"), { timeout: 60_000 });
   await viewer.waitForSelector(rowSel(broken, "done"), { timeout: 10_000 });
-  assert.equal(await op.locator(".failed-card").count(), 0, "no failed nodes left");
+  await op.waitForFunction(() => document.querySelectorAll(".group-card").length === 0, undefined, { timeout: 10_000 });
   assert.equal((await store.get(broken))!.record.rounds, 2);
+  assert.match((await store.get(broken))!.record.log.join("\n"), /retry requested by alice \(web console, group bootstrap/);
   await viewer.close();
   await op.close();
 });
@@ -228,6 +294,20 @@ test("the explorer filters with muster's language, shows fact columns and counts
   assert.equal(caret.indexOf("^") + 1, api.error.column, "the caret is at the parser's column");
   assert.equal(await page.locator("#filter-error .src").textContent(), bad);
   assert.equal(await page.locator("#filter-error p.error").textContent(), api.error.message);
+  // The previous filter's counts are gone: the chart answers this filter or shows nothing.
+  await page.waitForFunction(() => document.querySelectorAll(".counts .bar-row").length === 0, undefined, { timeout: 10_000 });
+
+  a11y.push(...(await seriousA11y(page, "explorer with a bad filter")));
+  // Export: every matching node with the chosen columns
+  await page.fill("#filter", "country=de");
+  await page.fill("#columns", "country, os");
+  await page.click("#explorer-form button[type=submit]");
+  await page.waitForFunction(() => document.getElementById("explorer-total")?.textContent?.match(/^\d+ node/));
+  const [csv] = await Promise.all([page.waitForEvent("download"), page.click("#explorer-export-csv")]);
+  const lines = readFileSync((await csv.path())!, "utf8").trim().split("\r\n");
+  assert.equal(lines[0], "identity,country,os");
+  assert.deepEqual(lines.slice(1).map((l) => l.split(",")[0]).sort(), fleet.filter((n) => n.facts.country === "de").map((n) => n.identity).sort());
+  a11y.push(...(await seriousA11y(page, "explorer")));
 
   // A node's page from the explorer: its facts and its provisioning.
   await page.fill("#filter", "");
@@ -239,26 +319,130 @@ test("the explorer filters with muster's language, shows fact columns and counts
   await page.close();
 });
 
-test("runall: an operator starts a Puppet run from the page and watches it finish; a viewer is refused", async () => {
+test("runall: the filter's match count before starting, a confirmation above the threshold, per-node results linked to each node's Puppet run; a viewer sees Start unavailable", async () => {
   const viewer = await loggedIn(VIEWER, "bob");
   await viewer.goto(`${url}/#/runall`);
-  await viewer.fill("#runall-form input[name=filter]", "role=app");
-  await viewer.click("#runall-form button[type=submit]");
-  await viewer.waitForSelector("#runall-message.error", { timeout: 10_000 });
-  assert.match((await viewer.locator("#runall-message").textContent()) ?? "", /refused/);
+  await viewer.waitForSelector("#runall-form");
+  assert.equal(await viewer.locator("#runall-form button[type=submit]").isDisabled(), true, "unavailable before clicking");
+  assert.match((await viewer.locator("#runall-role").textContent()) ?? "", /needs the operator role; you are signed in as bob \(viewer\)/);
 
   const op = await loggedIn(OPERATOR, "alice");
   await op.goto(`${url}/#/runall`);
-  await op.fill("#runall-form input[name=filter]", "role=app");
-  await op.fill("#runall-form input[name=concurrency]", "2");
+  // The count of matching nodes shows while typing, before anything starts.
+  await op.fill("#runall-filter", "role=app");
+  await op.waitForSelector('#runall-preview[data-matches="5"]', { timeout: 10_000 });
+  assert.match((await op.locator("#runall-preview").textContent()) ?? "", /5 nodes with Puppet match role=app .*more than 3, so you confirm/);
+  await op.fill("#runall-concurrency", "2");
   await op.click("#runall-form button[type=submit]");
+  // 5 nodes is over the threshold (3 here): the operator confirms the count first.
+  await op.waitForSelector("dialog#confirm-dialog[open]", { timeout: 10_000 });
+  assert.match((await op.locator("#confirm-title").textContent()) ?? "", /Run Puppet on 5 nodes\?/);
+  await op.click("#confirm-ok");
   await op.waitForSelector("#runall-message.ok", { timeout: 10_000 });
   const id = /started run (\S+)/.exec((await op.locator("#runall-message").textContent()) ?? "")![1]!;
   // Both pages follow the run live: slots while it goes, then finished with every node done.
   await op.waitForSelector(`.run-card[data-run="${id}"][data-state="finished"]`, { timeout: 30_000 });
   await viewer.waitForSelector(`.run-card[data-run="${id}"][data-state="finished"]`, { timeout: 10_000 });
-  assert.match((await op.locator(`.run-card[data-run="${id}"]`).textContent()) ?? "", /5 done, 0 failed, 0 to go of 5/);
-  assert.match((await op.locator(`.run-card[data-run="${id}"]`).textContent()) ?? "", /started by alice/);
+  const card = op.locator(`.run-card[data-run="${id}"]`);
+  assert.match((await card.textContent()) ?? "", /5 done, 0 failed, 0 to go of 5/);
+  assert.match((await card.textContent()) ?? "", /started by alice/);
+  // Each node's result
+  await card.locator("details.results summary").click();
+  await op.waitForFunction((rid) => document.querySelectorAll(`.run-card[data-run="${rid}"] .run-results tbody tr`).length === 5, id, { timeout: 10_000 });
+  const outcomes = await card.locator(".run-results tbody tr").evaluateAll((rows) => rows.map((r) => [r.getAttribute("data-identity"), r.getAttribute("data-outcome")]));
+  assert.deepEqual(outcomes.map((o) => o[0]).sort(), [...managed].sort());
+  for (const [, o] of outcomes) assert.ok(o === "changed" || o === "ok", `outcome ${o}`);
+  a11y.push(...(await seriousA11y(op, "runall page with results")));
+  // ... linked to the node's Puppet run, readable
+  await card.locator(`.run-results a[href="#/node/${managed[0]}?section=puppet"]`).click();
+  await op.waitForSelector(`section.node[data-identity="${managed[0]}"] .puppet-run`, { timeout: 15_000 });
+  const run = op.locator(".puppet-run");
+  // its first run changed a file: the report names it with Puppet's message
+  assert.equal(await run.getAttribute("data-status"), "changed");
+  assert.match((await run.locator(".changed-resources").textContent()) ?? "", /File\[\/etc\/motd\]\s*content changed '\{md5\}0f0e' to '\{md5\}a1b2'/);
+  assert.match((await run.textContent()) ?? "", /(just now|s ago|min ago)/, "when, relative");
+  assert.match((await run.textContent()) ?? "", /took \d/, "how long");
+  assert.match((await run.locator("time").getAttribute("datetime")) ?? "", /^\d{4}-\d\d-\d\dT/);
+  a11y.push(...(await seriousA11y(op, "node page with its Puppet run")));
+  await viewer.close();
+  await op.close();
+});
+
+test("runall from the CLI (the lab's admin credential) shows on the Puppet runs page with per-node results", async () => {
+  const page = await loggedIn(VIEWER, "bob");
+  await page.goto(`${url}/#/runall`);
+  const before = await page.locator(".run-card").count();
+  const cli = await runCli(["puppet", "runall", "2", "-F", "role=app", "--broker", lab.url], { env: env("admin"), timeoutMs: 60_000 });
+  assert.equal(cli.code, 0, cli.stderr + cli.stdout);
+  await page.waitForFunction((n) => document.querySelectorAll(".run-card").length > n, before, { timeout: 30_000 });
+  const card = page.locator(".run-card").filter({ hasNotText: "alice" }).first();
+  await page.waitForFunction(() => [...document.querySelectorAll(".run-card[data-state=finished]")].some((c) => /5 done, 0 failed/.test(c.textContent ?? "") && !/alice/.test(c.textContent ?? "")), undefined, { timeout: 30_000 });
+  await card.locator("details.results summary").click();
+  await page.waitForFunction(() => [...document.querySelectorAll(".run-card")].some((c) => !/alice/.test(c.textContent ?? "") && c.querySelectorAll(".run-results tbody tr").length === 5), undefined, { timeout: 10_000 });
+  await page.close();
+});
+
+test("progress: the throughput chart and the ETA match the provisioner's records", async () => {
+  const page = await loggedIn(VIEWER, "bob");
+  await page.goto(`${url}/#/progress`);
+  await page.waitForSelector("#throughput[data-since]", { timeout: 15_000 });
+  const shown = await page.evaluate(() => {
+    const fig = document.getElementById("throughput")!;
+    return {
+      now: Number(document.querySelector(".progress-page")!.getAttribute("data-now")),
+      since: Number(fig.dataset.since),
+      bucketMs: Number(fig.dataset.bucketMs),
+      bars: [...fig.querySelectorAll("g[data-minute]")].map((g) => ({ minute: g.getAttribute("data-minute")!, done: Number(g.getAttribute("data-done")), failed: Number(g.getAttribute("data-failed")) })),
+      eta: document.getElementById("progress-eta")!.dataset.etaS ?? "",
+      rate: document.getElementById("progress-rate")!.dataset.rate ?? "",
+      pending: Number(document.getElementById("progress-pending")!.textContent),
+      inProgress: Number(document.getElementById("progress-in-progress")!.textContent),
+    };
+  });
+  // The same figures, computed here from the bucket at the page's own "now".
+  const recs = await store.list();
+  const want = new Map<string, { done: number; failed: number }>();
+  let finishedRecently = 0;
+  for (const r of recs) {
+    if ((r.status === "done" || r.status === "failed") && r.finishedAt !== undefined) {
+      if (r.finishedAt >= shown.since && r.finishedAt < shown.since + 180 * shown.bucketMs) {
+        const minute = new Date(Math.floor(r.finishedAt / 60_000) * 60_000).toISOString();
+        const b = want.get(minute) ?? { done: 0, failed: 0 };
+        b[r.status]++;
+        want.set(minute, b);
+      }
+      if (r.finishedAt > shown.now - 15 * 60_000 && r.finishedAt <= shown.now) finishedRecently++;
+    }
+  }
+  assert.ok(want.size > 0, "there is something to chart");
+  assert.deepEqual(
+    shown.bars.sort((a, b) => a.minute.localeCompare(b.minute)),
+    [...want.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([minute, b]) => ({ minute, ...b })),
+  );
+  const left = recs.filter((r) => r.status === "pending" || r.status === "in_progress").length;
+  assert.equal(shown.pending + shown.inProgress, left);
+  assert.equal(Number(shown.rate), finishedRecently / 15);
+  assert.equal(shown.eta, String(Math.round((left / (finishedRecently / 15)) * 60)));
+  assert.ok((await page.locator("#stage-table tr[data-stage=bootstrap]").count()) === 1, "per-stage figures");
+  assert.ok((await page.locator("#master-table tr[data-master]").count()) >= 2, "per-master figures");
+  a11y.push(...(await seriousA11y(page, "progress page")));
+  await page.close();
+});
+
+test("audit: operators see the console's actions and refusals, newest first, filtered by user and action; viewers do not", async () => {
+  const op = await loggedIn(OPERATOR, "alice");
+  await op.goto(`${url}/#/audit`);
+  await op.waitForSelector(".audit-table tbody tr", { timeout: 15_000 });
+  const rows = await op.locator(".audit-table tbody tr").evaluateAll((trs) => trs.map((t) => ({ user: t.getAttribute("data-user"), action: t.getAttribute("data-action"), ok: t.getAttribute("data-ok"), time: t.querySelector("time")!.getAttribute("datetime")! })));
+  assert.ok(rows.some((r) => r.user === "web:alice" && r.action === "retry_group" && r.ok === "true"), JSON.stringify(rows));
+  assert.ok(rows.some((r) => r.user === "web:alice" && r.action === "runall" && r.ok === "true"));
+  assert.deepEqual(rows.map((r) => r.time), rows.map((r) => r.time).sort().reverse(), "newest first");
+  await op.selectOption("#audit-action", "runall");
+  await op.waitForFunction(() => [...document.querySelectorAll(".audit-table tbody tr")].every((t) => t.getAttribute("data-action") === "runall") && location.hash.includes("action=runall"), undefined, { timeout: 10_000 });
+  a11y.push(...(await seriousA11y(op, "audit page")));
+  const viewer = await loggedIn(VIEWER, "bob");
+  assert.equal(await viewer.locator('#nav a[data-view="audit"]').isHidden(), true);
+  assert.equal((await viewer.request.get(`${url}/api/audit`)).status(), 403);
   await viewer.close();
   await op.close();
 });
@@ -275,8 +459,8 @@ test("the page says when the registry is down, and recovers by itself when it is
   // The same port again (the console's registry.url): the registry's config names port 0, so
   // restart it on the port it had.
   const port = Number(/:(\d+)$/.exec(registryUrl)![1]);
-  writeFileSync(regCfg, toYaml({ broker: nats.url, collectives: ["muster"], http: { host: "127.0.0.1", port }, log: { level: "warn" } }));
-  registry = spawnMuster(["registry", "serve", "--config", regCfg], { env });
+  writeFileSync(regCfg, toYaml({ broker: lab.url, collectives: ["muster"], http: { host: "127.0.0.1", port }, log: { level: "warn" } }));
+  registry = spawnMuster(["registry", "serve", "--config", regCfg], { env: env("registry") });
   await registry.waitForLine(/ready/, 20_000);
   await page.waitForSelector("#health[hidden]", { state: "attached", timeout: 30_000 });
   assert.equal(await page.evaluate(() => (window as unknown as { marker?: number }).marker), 7, "recovered without a reload");
@@ -287,20 +471,21 @@ test("the page says when the broker is down, and comes back live by itself when 
   const page = await loggedIn(VIEWER, "bob");
   await page.waitForSelector("#board-live.on", { timeout: 15_000 });
   await page.evaluate(() => ((window as unknown as { marker: number }).marker = 9));
-  await nats.stop();
+  await lab.stop();
   await page.waitForSelector("#health:not([hidden])", { timeout: 30_000 });
   assert.match((await page.locator("#health").textContent()) ?? "", /broker/i);
   // The same port and store: every client, the console's included, reconnects by itself.
-  nats = await startNats({ jetstream: true, dir: join(tmp.path, "nats"), port: natsPort });
+  await lab.start();
   await page.waitForSelector("#health[hidden]", { state: "attached", timeout: 60_000 });
   // Live again: a record written now reaches the open board.
   const id = "late.test";
-  const nc2 = await connectNats(nats.url);
+  const nc2 = await lab.connect("admin", "late-writer");
   try {
     const st = await ProvisionState.open(bucketsOn(nc2), "muster_provision");
     const rec = { ...newRecord(id), status: "failed" as const, lastError: "written after the broker came back", startedAt: Date.now() };
     assert.ok(await st.compareAndSet({ record: rec, revision: 0 }));
-    await page.waitForSelector(`.failed-card[data-identity="${id}"]`, { timeout: 30_000 });
+    await page.waitForSelector(rowSel(id, "failed"), { timeout: 30_000 });
+    await page.waitForSelector(`.group-card .tags a[href="#/node/${id}"]`, { state: "attached", timeout: 10_000 });
   } finally {
     await nc2.drain().catch(() => undefined);
   }
@@ -317,6 +502,28 @@ test("logging out ends the session", async () => {
   await page.close();
 });
 
+test("the login page and the board have no serious or critical accessibility finding", async () => {
+  const ctx = await browser.newContext();
+  contexts.push(ctx);
+  const login = await ctx.newPage();
+  await login.goto(url);
+  await login.waitForSelector("input[name=token]");
+  a11y.push(...(await seriousA11y(login, "login page")));
+  const page = await loggedIn(VIEWER, "bob");
+  await page.waitForSelector("#board-live.on", { timeout: 15_000 });
+  await page.waitForSelector(".board-table .vport .row[data-identity]");
+  a11y.push(...(await seriousA11y(page, "board")));
+  await page.close();
+});
+
+test("no page had a serious or critical accessibility finding (axe-core, WCAG 2.1 A and AA)", () => {
+  assert.deepEqual(a11y, []);
+});
+
 test("no page broke the content security policy or threw", () => {
   assert.deepEqual(problems, []);
+});
+
+test("the broker refused nothing the console, the CLI, the registry, the provisioner or the fleet asked for (the lab's permissions)", () => {
+  assert.deepEqual(lab.violations(), []);
 });

@@ -2,7 +2,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { newRecord, type NodeRecord } from "../../src/protocol/provision-record.js";
 import { RUNALL_AGENT, asRunallEvent } from "../../src/protocol/events.js";
-import { allowed, certificateRole, Csrf, isLoopback, parseTokensFile, SessionStore, TokenTable } from "../../src/web/auth.js";
+import { afterLogin, allowed, certificateRole, Csrf, isLoopback, parseTokensFile, SessionStore, TokenTable } from "../../src/web/auth.js";
 import { boardNode, boardOrder, timeline } from "../../src/web/board.js";
 import { parseListen, WebConfigSchema } from "../../src/web/config.js";
 import { countBy, explorerFilter, page, parseColumns } from "../../src/web/explorer.js";
@@ -117,4 +117,22 @@ test("runall views fold started/progress/finished events; malformed events are i
   assert.deepEqual([v.done, v.failed, v.slots.length, v.state], [1, 1, 1, "running"]);
   v = t.apply(ev("finished", { id: "r1", at: T0 + 9, counts: { ok: 2, failed: 1 } })!)!;
   assert.deepEqual([v.done, v.slots.length, v.state], [3, 0, "finished"]);
+});
+
+test("after logging in: the deep link's fragment of this console, never another site or path", () => {
+  assert.equal(afterLogin("#/node/node01.eu.lab"), "/#/node/node01.eu.lab");
+  assert.equal(afterLogin("#/explorer?filter=country%3Dde&columns=os"), "/#/explorer?filter=country%3Dde&columns=os");
+  for (const bad of [undefined, "", "#", "//evil.example/", "https://evil.example/#/board", "/api/board", "#/x\r\nset-cookie: a=b", "#/<script>", `#/${"a".repeat(3000)}`, 42]) assert.equal(afterLogin(bad), "/", String(bad).slice(0, 40));
+});
+
+test("a record the provisioner marked gone: shown with since and why while waited on, ordered right after failed", () => {
+  const now = Date.parse("2026-02-01T10:00:00Z");
+  const goneRec = { ...newRecord("gone.test", now), status: "in_progress" as const, current: "request_csr" as const, startedAt: now - 60_000, gone: { since: now - 5000, reason: "the VM was destroyed" } };
+  const n = boardNode(goneRec, now);
+  assert.deepEqual(n.gone, { since: new Date(now - 5000).toISOString(), reason: "the VM was destroyed" });
+  assert.equal(boardNode({ ...goneRec, status: "done" }, now).gone, null, "a done node is not waited on");
+  assert.equal(boardNode({ ...goneRec, gone: { since: "yesterday" } } as unknown as NodeRecord, now).gone, null, "a malformed mark is ignored");
+  assert.equal(boardNode({ ...goneRec, gone: { since: now } } as unknown as NodeRecord, now).gone?.reason, "gone");
+  const order = [boardNode({ ...newRecord("a.test"), status: "in_progress" }, now), n, boardNode({ ...newRecord("z.test"), status: "failed" }, now), boardNode({ ...newRecord("b.test"), status: "pending" }, now)].sort(boardOrder);
+  assert.deepEqual(order.map((x) => x.identity), ["z.test", "gone.test", "a.test", "b.test"]);
 });

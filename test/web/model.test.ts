@@ -98,3 +98,128 @@ test("columns, counts, visible rows and routes", () => {
   assert.deepEqual(m.parseRoute("#/node/web%3A1.example"), { view: "node", arg: "web:1.example", params: {} });
   assert.deepEqual(m.parseRoute("#/explorer?filter=country%3Dde%20and%20x&columns=os"), { view: "explorer", arg: undefined, params: { filter: "country=de and x", columns: "os" } });
 });
+
+test("the board sorts by a column either way, ties in the board's order; gone nodes come right after failed", () => {
+  const now = Date.parse("2026-01-01T01:00:00Z");
+  const nodes = [
+    { identity: "b", status: "done", stage: "notify", master: "m2", elapsed_s: 50, tries: 0 },
+    { identity: "a", status: "in_progress", stage: "bootstrap", master: "m1", started: "2026-01-01T00:59:00Z", tries: 1 },
+    { identity: "g", status: "in_progress", stage: "request_csr", master: "m1", started: "2026-01-01T00:00:00Z", tries: 0, gone: { since: "x", reason: "destroyed" } },
+    { identity: "c", status: "failed", stage: "sign_csr", master: "m2", elapsed_s: 10, tries: 3 },
+  ];
+  assert.deepEqual(m.sortBoard(nodes, "status", "asc", now).map((n) => n.identity), ["c", "g", "a", "b"]);
+  assert.deepEqual(m.sortBoard(nodes, "status", "desc", now).map((n) => n.identity), ["b", "a", "g", "c"]);
+  assert.deepEqual(m.sortBoard(nodes, "identity", "desc", now).map((n) => n.identity), ["g", "c", "b", "a"]);
+  assert.deepEqual(m.sortBoard(nodes, "elapsed", "desc", now).map((n) => n.identity), ["g", "a", "b", "c"], "running nodes' elapsed is live");
+  assert.deepEqual(m.sortBoard(nodes, "master", "asc", now).map((n) => n.identity), ["g", "a", "c", "b"], "ties by the board's order");
+  assert.deepEqual(m.sortBoard(nodes, "tries", "desc", now).map((n) => n.identity), ["c", "a", "g", "b"]);
+  assert.deepEqual(m.BOARD_SORTS, ["status", "identity", "stage", "master", "elapsed", "tries"]);
+});
+
+test("stuck: on a stage for more than twice its usual p95 (at least a minute), with enough samples to say", () => {
+  const t0 = Date.parse("2026-01-01T00:00:00Z");
+  const iso = (s: number) => new Date(t0 + s * 1000).toISOString();
+  const node = { identity: "n", status: "in_progress", stage: "request_csr", timeline: [{ stage: "lock", start: iso(0), end: iso(1) }, { stage: "request_csr", start: iso(1) }] };
+  const stages = [{ stage: "request_csr", samples: 20, p95_ms: 40_000 }];
+  assert.equal(m.stuckInfo(node, stages, t0 + 61_000), null, "60 s: not over 80 s");
+  assert.deepEqual(m.stuckInfo(node, stages, t0 + 91_000), { stage: "request_csr", since: t0 + 1000, for_ms: 90_000, usual_ms: 40_000 });
+  assert.equal(m.stuckInfo(node, [{ stage: "request_csr", samples: 4, p95_ms: 1000 }], t0 + 3600_000), null, "too few samples");
+  assert.equal(m.stuckInfo(node, [{ stage: "request_csr", samples: 50, p95_ms: 1000 }], t0 + 59_000), null, "never under a minute");
+  assert.ok(m.stuckInfo(node, [{ stage: "request_csr", samples: 50, p95_ms: 1000 }], t0 + 62_000));
+  assert.equal(m.stuckInfo({ ...node, status: "failed" }, stages, t0 + 3600_000), null);
+  assert.equal(m.stuckInfo({ ...node, gone: { since: "", reason: "" } }, stages, t0 + 3600_000), null, "gone says more than stuck");
+});
+
+test("relative times, ETAs, and the timeline on one scale and in words", () => {
+  const now = Date.parse("2026-01-01T12:00:00Z");
+  assert.equal(m.formatRelative(now - 3000, now), "just now");
+  assert.equal(m.formatRelative(now - 45_000, now), "45 s ago");
+  assert.equal(m.formatRelative(now - 3 * 60_000, now), "3 min ago");
+  assert.equal(m.formatRelative(now - 5400_000, now), "1.5 h ago");
+  assert.equal(m.formatRelative(now + 120_000, now), "in 2 min");
+  assert.equal(m.formatRelative(now - 3 * 86400_000, now), "3 days ago");
+  assert.equal(m.formatEta(null), "no estimate");
+  assert.equal(m.formatEta(0), "nothing left");
+  assert.equal(m.formatEta(30), "under a minute");
+  assert.equal(m.formatEta(14 * 60 + 10), "about 14 min");
+  assert.equal(m.formatEta(2 * 3600 + 5 * 60), "about 2 h 05 min");
+  const t0 = now - 100_000;
+  const iso = (s: number) => new Date(t0 + s * 1000).toISOString();
+  const tl = [
+    { stage: "lock", start: iso(0), end: iso(1) },
+    { stage: "bootstrap", start: iso(1), end: iso(7) },
+    { stage: "production", start: iso(7) },
+  ];
+  assert.equal(m.timelineTotal(tl, t0 + 10_000), 10_000);
+  const scaled = m.timelineSegments(tl, t0 + 10_000, 40_000);
+  assert.deepEqual(scaled.map((s) => s.fraction), [0.025, 0.15, 0.075], "fractions of the common scale");
+  assert.equal(m.timelineScale([{ timeline: tl }, { timeline: [] }], t0 + 10_000), 10_000);
+  assert.equal(m.timelineScale([{ timeline: tl }], t0 + 50_000), 60_000, "rounded up to a readable span");
+  assert.equal(m.timelineText(tl, t0 + 10_000), "lock 1s, bootstrap 6s, production 3s (running)");
+  assert.equal(m.timelineText([], now), "no stages yet");
+});
+
+test("CSV export: quoted where needed, formulas defused, one row per node as the table shows it", () => {
+  const csv = m.toCsv([{ a: "plain", b: 'say "hi", then\nleave', c: null }, { a: "=HYPERLINK(1)", b: -3, c: { x: 1 } }], ["a", "b", "c"]);
+  assert.equal(csv, 'a,b,c\r\nplain,"say ""hi"", then\nleave",\r\n\'=HYPERLINK(1),-3,"{""x"":1}"\r\n');
+  const now = Date.parse("2026-01-01T00:10:00Z");
+  const rows = m.boardExportRows([{ identity: "n1", status: "failed", stage: "sign_csr", master: "m", elapsed_s: 12.4, tries: 3, last_error: "boom", gone: null, timeline: [] }], [], now);
+  assert.deepEqual(rows, [{ identity: "n1", status: "failed", stage: "sign_csr", master: "m", elapsed_s: 12, tries: 3, gone_since: null, gone_reason: null, stuck_for_s: null, last_error: "boom" }]);
+  assert.deepEqual(Object.keys(rows[0]!), m.BOARD_EXPORT_COLUMNS);
+  assert.equal(m.routeHash("board", undefined, { find: "web 1", sort: "elapsed", dir: "" }), "#/board?find=web+1&sort=elapsed");
+  assert.deepEqual(m.parseRoute(m.routeHash("node", "a/b.lab", { section: "puppet" })), { view: "node", arg: "a/b.lab", params: { section: "puppet" } });
+});
+
+test("the last Puppet run, readable: status, when, how long, counts, failed resources with their messages", () => {
+  const summary = { lastrun: 1767268800, since_lastrun: 180, config_version: "1767268790", puppet_version: "8.10.0", environment: "production", total_resources: 212, changed_resources: 0, failed_resources: 1, out_of_sync_resources: 1, corrected_resources: 0, skipped_resources: 0, total_time: 12.345678901234567, events: { failure: 1, success: 0, total: 1 } };
+  const status = {
+    enabled: true,
+    applying: false,
+    last_runonce: {
+      finished_at: 1767268800 * 1000 + 1500,
+      success: false,
+      changed: false,
+      duration: 12.3,
+      message: "1 resource(s) failed: File[/etc/motd]",
+      failed_resources: ["File[/etc/motd]"],
+      errors: ["/Stage[main]/Motd/File[/etc/motd]/content: change from '{md5}a' to '{md5}b' failed: Permission denied", "Could not send report"],
+    },
+  };
+  const v = m.puppetRunView(summary, status)!;
+  assert.equal(v.status, "failed");
+  assert.equal(v.at, 1767268800 * 1000);
+  assert.equal(v.duration_s, 12.3, "no float noise");
+  assert.deepEqual(v.failed_resources, [{ resource: "File[/etc/motd]", messages: [status.last_runonce.errors[0]] }]);
+  assert.deepEqual(v.errors, ["Could not send report"]);
+  assert.equal(v.message, "1 resource(s) failed: File[/etc/motd]");
+  assert.deepEqual(v.counts.find((c) => c.name === "failed"), { name: "failed", value: 1 });
+  // another run than the one this agent started: its details are not mixed in
+  const other = m.puppetRunView({ ...summary, failed_resources: 0, changed_resources: 3, events: { failure: 0 } }, { ...status, last_runonce: { ...status.last_runonce, finished_at: 1000 } })!;
+  assert.deepEqual([other.status, other.label, other.failed_resources.length, other.message], ["changed", "changed", 0, null]);
+  assert.equal(m.puppetRunView({ ...summary, failed_resources: 0, changed_resources: 0, events: { failure: 0 } }, null)!.label, "no changes");
+  assert.equal(m.puppetRunView(null, null), null);
+  assert.equal(m.puppetRunView(null, status)!.status, "failed", "a run this agent started, without a summary");
+});
+
+test("with the run's report: every changed and failed resource with its messages", () => {
+  const summary = { lastrun: 1767268800, total_resources: 20, changed_resources: 1, failed_resources: 1, events: { failure: 1 }, total_time: 3.2 };
+  const report = {
+    status: "failed",
+    resources: [
+      { resource: "File[/opt/app.conf]", status: "failed", messages: ["change from 'absent' to 'file' failed: Permission denied"] },
+      { resource: "File[/etc/motd]", status: "changed", messages: ["content changed '{md5}a' to '{md5}b'"] },
+    ],
+    resources_left_out: 3,
+    logs: [
+      { level: "warning", message: "Unknown variable" },
+      { level: "err", message: "change from 'absent' to 'file' failed: Permission denied" },
+      { level: "err", message: "Could not send report" },
+    ],
+  };
+  const v = m.puppetRunView(summary, null, report)!;
+  assert.equal(v.status, "failed");
+  assert.deepEqual(v.failed_resources, [{ resource: "File[/opt/app.conf]", messages: ["change from 'absent' to 'file' failed: Permission denied"] }]);
+  assert.deepEqual(v.changed_resources, [{ resource: "File[/etc/motd]", messages: ["content changed '{md5}a' to '{md5}b'"] }]);
+  assert.equal(v.left_out, 3);
+  assert.deepEqual(v.errors, ["Could not send report"], "errors already shown under their resource are not repeated");
+});

@@ -1,6 +1,7 @@
 import { defineAgent, type Agent, type DataPlugin } from "../../agent/agent.js";
 import { disable } from "./actions/disable.js";
 import { enable } from "./actions/enable.js";
+import { lastRunReport } from "./actions/last_run_report.js";
 import { lastRunSummary } from "./actions/last_run_summary.js";
 import { runonce } from "./actions/runonce.js";
 import { status } from "./actions/status.js";
@@ -89,6 +90,7 @@ export function createPuppetAgent(deps: PuppetAgentDeps = {}): MusterPuppetAgent
       runonce: runonce(rt),
       status: status(rt),
       last_run_summary: lastRunSummary(rt),
+      last_run_report: lastRunReport(rt),
       enable: enable(rt),
       disable: disable(rt),
     },

@@ -94,6 +94,20 @@ export const puppetDDL = {
         { function: "summary", output: "config_version" },
       ],
     },
+    last_run_report: {
+      description: "What the last Puppet run did resource by resource, from Puppet's last_run_report.yaml: changed and failed resources with their messages, and its warnings and errors",
+      display: "always",
+      input: {},
+      output: {
+        status: { description: "changed, unchanged or failed, as Puppet says", display_as: "Status", type: "string" },
+        time: { description: "When the run started (ISO 8601)", display_as: "Time", type: "string" },
+        environment: { description: "Environment of the run", display_as: "Environment", type: "string" },
+        config_version: { description: "The catalog's config version", display_as: "Config Version", type: "string" },
+        resources: { description: "Changed and failed resources, failed first: {resource, status, file?, line?, messages}", display_as: "Resources", type: "array", default: [] },
+        resources_left_out: { description: "Changed or failed resources beyond the 200 listed", display_as: "Left Out", type: "integer", default: 0 },
+        logs: { description: "Log lines at warning or above: {level, source?, message}", display_as: "Logs", type: "array", default: [] },
+      },
+    },
     enable: {
       description: "Allow Puppet runs again (puppet agent --enable)",
       display: "always",

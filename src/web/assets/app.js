@@ -7,8 +7,11 @@ import * as board from "./board.js";
 import * as explorer from "./explorer.js";
 import * as nodePage from "./node.js";
 import * as runall from "./runall.js";
+import * as progressPage from "./progress.js";
+import * as audit from "./audit.js";
 
-const views = { board, explorer, node: nodePage, runall };
+const views = { board, explorer, node: nodePage, runall, progress: progressPage, audit };
+const TITLES = { board: "Provisioning", explorer: "Fleet", node: "Node", runall: "Puppet runs", progress: "Progress", audit: "Audit" };
 const main = document.getElementById("app");
 const healthEl = document.getElementById("health");
 const whoEl = document.getElementById("who");
@@ -58,10 +61,11 @@ function showLogin(message) {
   whoEl.textContent = "";
   logoutEl.hidden = true;
   render(
-    html`<form class="login" method="post" action="/login">
-      <h1>Log in to the muster console</h1>
+    html`<form class="login" method="post" action="/login" aria-labelledby="login-title">
+      <h1 id="login-title">Log in to the muster console</h1>
       ${message ? html`<p class="error">${message}</p>` : ""}
       <p class="muted">Paste a token from the console's tokens file (<code>auth.tokens_file</code>).</p>
+      <input type="hidden" name="next" .value=${location.hash.startsWith("#/") ? location.hash : ""} />
       <label for="token">Token</label>
       <input id="token" name="token" type="password" autocomplete="current-password" required autofocus />
       <button type="submit">Log in</button>
@@ -70,13 +74,24 @@ function showLogin(message) {
   );
 }
 
+let routed = false;
+
 function route() {
   if (loggedOut) return;
   const r = parseRoute(location.hash);
-  const view = views[r.view] ?? board;
-  for (const a of document.querySelectorAll("#nav a")) a.classList.toggle("active", a.dataset.view === r.view || (r.view === "node" && a.dataset.view === "explorer"));
+  const name = views[r.view] ? r.view : "board";
+  for (const a of document.querySelectorAll("#nav a")) {
+    const here = a.dataset.view === name || (name === "node" && a.dataset.view === "explorer");
+    a.classList.toggle("active", here);
+    if (here) a.setAttribute("aria-current", "page");
+    else a.removeAttribute("aria-current");
+  }
+  document.title = `${TITLES[name]}${r.arg ? ` ${r.arg}` : ""} · muster`;
   current?.unmount?.();
-  current = view.mount(freshHost(), ctx, r);
+  current = views[name].mount(freshHost(), ctx, r);
+  // After following a link, the keyboard and screen readers start at the new page, not the old link.
+  if (routed) main.focus({ preventScroll: true });
+  routed = true;
 }
 
 async function start() {
@@ -93,6 +108,7 @@ async function start() {
   whoEl.textContent = `${ctx.session.name} (${ctx.session.role})`;
   whoEl.dataset.role = ctx.session.role;
   document.body.dataset.role = ctx.session.role;
+  for (const a of document.querySelectorAll("#nav a[data-role=operator]")) a.hidden = ctx.session.role !== "operator";
   // Only a browser session can be ended here: a token sent as a header or a client certificate has none.
   logoutEl.hidden = ctx.session.via !== "session";
   logoutEl.addEventListener("click", async () => {

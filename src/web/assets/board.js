@@ -1,112 +1,297 @@
-// The provisioning board: every node live from /api/board/events, failed nodes first with their
-// log tail and a retry button, a virtual table with a timeline bar per node.
+// The provisioning board: every node live from /api/board/events. What needs someone comes first:
+// failed nodes grouped by cause (one card per cause, with a retry for the whole group or one
+// master's share of it), then nodes the provisioner found gone and nodes stuck on a stage for longer
+// than it usually takes. Then a virtual table of every node, sortable, narrowed by a find box (both
+// kept in the address), with a timeline bar per node on one time scale, and CSV/JSON export of what
+// the table shows.
 import { html, render } from "/vendor/lit-html/lit-html.js";
 import { api, liveStream } from "./api.js";
-import { boardOrder, elapsedSeconds, formatDuration, matchesFind, statusCounts } from "./model.js";
-import { timelineBar } from "./timeline.js";
+import { confirmAction } from "./dialog.js";
+import { download } from "./download.js";
+import {
+  BOARD_EXPORT_COLUMNS,
+  BOARD_SORTS,
+  boardExportRows,
+  elapsedSeconds,
+  formatDuration,
+  formatEta,
+  formatRelative,
+  matchesFind,
+  routeHash,
+  sortBoard,
+  statusCounts,
+  stuckInfo,
+  timelineScale,
+  toCsv,
+} from "./model.js";
+import { timelineBar, timelineLegend } from "./timeline.js";
 import { VirtualList } from "./virtual.js";
 
 const ROW_HEIGHT = 30;
-/** Failed nodes shown as cards; the rest of them are still first in the table. */
-const FAILED_CARDS = 50;
+/** Nodes listed by name inside a group's card; the rest are counted (all are in the table, and in the export). */
+const GROUP_NODES_SHOWN = 200;
+const ATTENTION_SHOWN = 100;
 
-export function mount(el, ctx) {
+const COLUMNS = [
+  { key: "identity", label: "node" },
+  { key: "status", label: "status" },
+  { key: "stage", label: "stage" },
+  { key: "master", label: "master" },
+  { key: "elapsed", label: "elapsed" },
+  { key: "tries", label: "tries" },
+  { key: null, label: "timeline" },
+  { key: null, label: "last error" },
+];
+
+export function mount(el, ctx, route) {
   const nodes = new Map();
   let sorted = [];
+  let shown = []; // the table's rows: sorted, narrowed by the find box
+  let groups = [];
+  let progress = null;
   let dirty = false;
-  let live = false;
   let loaded = false;
-  const retryMessages = new Map();
+  let scale = 0;
+  let find = route.params.find ?? "";
+  let sort = BOARD_SORTS.includes(route.params.sort) ? route.params.sort : "status";
+  let dir = route.params.dir === "desc" ? "desc" : "asc";
+  const groupMessages = new Map(); // group id -> {ok, text}
+  const operator = ctx.isOperator;
+  const roleNote = `Retrying needs the operator role; you are signed in as ${ctx.session?.name ?? "?"} (${ctx.session?.role ?? "viewer"}).`;
 
   render(
     html`<section class="board">
       <div class="board-head">
         <h1>Provisioning</h1>
-        <span id="board-summary" class="summary"></span>
+        <span id="board-summary" class="summary" role="status"></span>
+        <span id="board-eta" class="summary"></span>
         <span id="board-live" class="live"></span>
-        <input id="board-find" class="find" type="search" placeholder="find nodes: name or status" spellcheck="false" autocomplete="off" />
       </div>
-      <div id="board-failed"></div>
-      <div class="vtable board-table">
-        <div class="vhead row"><span>node</span><span>status</span><span>stage</span><span>master</span><span>elapsed</span><span>tries</span><span>timeline</span><span>last error</span></div>
-        <div id="board-rows" class="vport"></div>
+      <div id="board-failures"></div>
+      <div id="board-attention"></div>
+      <div class="table-tools">
+        <label for="board-find" class="inline-label">Find</label>
+        <input id="board-find" class="find" type="search" placeholder="part of a name, or a status, stage or master" spellcheck="false" autocomplete="off" .value=${find} />
+        <span id="board-shown" class="muted"></span>
+        <span class="spacer"></span>
+        <button type="button" class="secondary" id="board-export-csv">Export CSV</button>
+        <button type="button" class="secondary" id="board-export-json">Export JSON</button>
       </div>
+      <div id="board-legend"></div>
+      <div class="vtable board-table" role="table" aria-label="Every node the provisioner knows" aria-describedby="board-shown">
+        <div class="vhead row" role="row" id="board-head"></div>
+        <div id="board-rows" class="vport" role="rowgroup"></div>
+      </div>
+      <p id="timeline-detail" class="timeline-detail" aria-live="polite"></p>
     </section>`,
     el,
   );
-  const summaryEl = el.querySelector("#board-summary");
-  const findEl = el.querySelector("#board-find");
-  let shown = []; // the table's rows: `sorted` narrowed by the find box
-  let find = "";
-  const liveEl = el.querySelector("#board-live");
-  const failedEl = el.querySelector("#board-failed");
+  const $ = (sel) => el.querySelector(sel);
+  const summaryEl = $("#board-summary");
+  const etaEl = $("#board-eta");
+  const findEl = $("#board-find");
+  const shownEl = $("#board-shown");
+  const liveEl = $("#board-live");
+  const failuresEl = $("#board-failures");
+  const attentionEl = $("#board-attention");
+  const legendEl = $("#board-legend");
+  const headEl = $("#board-head");
+  const detailEl = $("#timeline-detail");
+
+  const stages = () => progress?.stages ?? [];
+
+  function drawHead() {
+    render(
+      COLUMNS.map((c) => {
+        if (!c.key) return html`<span role="columnheader">${c.label}</span>`;
+        const active = sort === c.key || (c.key === "status" && sort === "status");
+        const ariaSort = active ? (dir === "asc" ? "ascending" : "descending") : "none";
+        return html`<span role="columnheader" aria-sort=${ariaSort}
+          ><button type="button" class="sort" data-sort=${c.key} @click=${() => setSort(c.key)}
+            >${c.label}<span aria-hidden="true">${active ? (dir === "asc" ? " ▲" : " ▼") : ""}</span></button
+          ></span>`;
+      }),
+      headEl,
+    );
+  }
+
+  function setSort(key) {
+    if (sort === key) dir = dir === "asc" ? "desc" : "asc";
+    else [sort, dir] = [key, "asc"];
+    keepInUrl();
+    drawHead();
+    dirty = true;
+    changed();
+  }
+
+  function keepInUrl() {
+    history.replaceState(null, "", routeHash("board", undefined, { find, sort: sort === "status" ? "" : sort, dir: dir === "asc" ? "" : dir }));
+  }
 
   const row = (i) => {
     const n = shown[i];
     if (!n) return html``;
-    return html`<div class=${`row status-${n.status}`} data-identity=${n.identity} data-status=${n.status}>
-      <span class="ident"><a href=${`#/node/${encodeURIComponent(n.identity)}`}>${n.identity}</a></span>
-      <span><span class=${`badge ${n.status}`}>${n.status}</span></span>
-      <span>${n.stage ?? ""}</span>
-      <span>${n.master ?? ""}</span>
-      <span class="num">${formatDuration(elapsedSeconds(n, Date.now()))}</span>
-      <span class="num">${n.tries ?? 0}</span>
-      <span>${timelineBar(n.timeline)}</span>
-      <span class="err" title=${n.last_error ?? ""}>${n.last_error ?? ""}</span>
+    const now = Date.now();
+    const stuck = stuckInfo(n, stages(), now);
+    return html`<div class=${`row status-${n.status}${n.gone ? " is-gone" : ""}`} role="row" data-identity=${n.identity} data-status=${n.status} data-gone=${n.gone ? "true" : "false"} data-stuck=${stuck ? "true" : "false"}>
+      <span class="ident" role="cell"><a href=${`#/node/${encodeURIComponent(n.identity)}`}>${n.identity}</a></span>
+      <span role="cell"><span class=${`badge ${n.status}`}>${n.status}</span>${n.gone ? html` <span class="badge gone">gone</span>` : stuck ? html` <span class="badge stuck">stuck</span>` : ""}</span>
+      <span role="cell">${n.stage ?? ""}</span>
+      <span role="cell">${n.master ?? ""}</span>
+      <span class="num" role="cell">${formatDuration(elapsedSeconds(n, now))}</span>
+      <span class="num" role="cell">${n.tries ?? 0}</span>
+      <span role="cell">${timelineBar(n.timeline, now, scale, n.identity)}</span>
+      <span class="err" role="cell" title=${n.last_error ?? ""}>${n.gone ? `gone: ${n.gone.reason}` : (n.last_error ?? "")}</span>
     </div>`;
   };
-  const list = new VirtualList(el.querySelector("#board-rows"), ROW_HEIGHT, row);
+  const list = new VirtualList($("#board-rows"), ROW_HEIGHT, row);
 
-  async function retry(identity) {
-    retryMessages.set(identity, { pending: true, text: "asking…" });
-    drawFailed();
+  // The focused or hovered timeline's stages in words, under the table: no tooltip the keyboard cannot reach.
+  const showDetail = (ev) => {
+    const t = ev.target.closest?.(".timeline[data-identity]");
+    if (t) detailEl.textContent = `${t.dataset.identity}: ${t.dataset.text}`;
+  };
+  $("#board-rows").addEventListener("focusin", showDetail);
+  $("#board-rows").addEventListener("mouseover", showDetail);
+
+  async function retryGroup(g, master) {
+    const count = master === undefined ? g.count : (g.masters.find((m) => m.master === master)?.count ?? 0);
+    const whose = master === undefined ? "" : ` of master ${master || "(none)"}`;
+    const ok = await confirmAction({
+      title: `Retry ${count} failed ${count === 1 ? "node" : "nodes"}${whose}?`,
+      body: html`<p>Every node${whose} that failed at <code>${g.stage || "(no stage)"}</code> with</p>
+        <p><code class="reason">${g.reason}</code></p>
+        <p>goes back to pending, and the provisioner starts it over at its next cycle. A node that changed meanwhile is left alone.</p>`,
+      confirm: `Retry ${count} ${count === 1 ? "node" : "nodes"}`,
+    });
+    if (!ok) return;
+    groupMessages.set(g.id, { pending: true, text: "asking…" });
+    drawFailures();
     try {
-      await api.post(`/api/board/${encodeURIComponent(identity)}/retry`);
-      retryMessages.set(identity, { ok: true, text: "retry requested" });
+      const res = await api.post("/api/failures/retry", master === undefined ? { group: g.id } : { group: g.id, master });
+      groupMessages.set(g.id, { ok: true, text: `${res.retried} queued for provisioning${res.changed ? `, ${res.changed} changed meanwhile and left alone` : ""}` });
     } catch (err) {
-      retryMessages.set(identity, { ok: false, text: err.status === 403 && err.code === "forbidden" ? `refused: ${err.message}` : `${err.code}: ${err.message}` });
+      groupMessages.set(g.id, { ok: false, text: err.code === "forbidden" ? `refused: ${err.message}` : `${err.code}: ${err.message}` });
     }
-    drawFailed();
+    drawFailures();
   }
 
-  function drawFailed() {
-    const failed = sorted.filter((n) => n.status === "failed");
-    const shown = failed.slice(0, FAILED_CARDS);
+  const retryButton = (label, onClick, cls) =>
+    operator
+      ? html`<button type="button" class=${cls} @click=${onClick}>${label}</button>`
+      : html`<button type="button" class=${cls} disabled aria-describedby="role-note">${label}</button>`;
+
+  function drawFailures() {
+    const total = groups.reduce((n, g) => n + g.count, 0);
+    if (groups.length === 0) {
+      render(
+        sorted.length === 0 && loaded ? html`<p class="muted empty">No nodes in the provisioning state yet: they show here as soon as a provisioner finds waiting nodes.</p>` : html``,
+        failuresEl,
+      );
+      return;
+    }
     render(
-      failed.length === 0
-        ? sorted.length === 0 && loaded
-          ? html`<p class="muted empty">No nodes in the provisioning state yet: they show here as soon as a provisioner finds waiting nodes.</p>`
-          : html``
-        : html`<h2>Failed <span class="count">${failed.length}</span></h2>
-            <div class="failed-cards">
-              ${shown.map((n) => {
-                const msg = retryMessages.get(n.identity);
-                return html`<article class="failed-card" data-identity=${n.identity}>
-                  <header>
-                    <a href=${`#/node/${encodeURIComponent(n.identity)}`}>${n.identity}</a>
-                    <span class="muted">stage ${n.stage || "none"}, ${n.tries ?? 0} tries, master ${n.master ?? "none"}</span>
-                    <button class="retry" ?disabled=${msg?.pending} title=${ctx.isOperator ? "Provision this node again" : "Retry needs the operator role"} @click=${() => retry(n.identity)}>Retry</button>
-                  </header>
-                  <p class="err">${n.last_error ?? ""}</p>
-                  ${msg ? html`<p class=${`retry-result ${msg.ok ? "ok" : msg.pending ? "muted" : "error"}`}>${msg.text}</p>` : ""}
-                  <pre class="logtail">${(n.log_tail ?? []).slice(-8).join("\n")}</pre>
-                </article>`;
-              })}
-            </div>
-            ${failed.length > shown.length ? html`<p class="muted">and ${failed.length - shown.length} more failed nodes, first in the table below</p>` : ""}`,
-      failedEl,
+      html`<h2>Failed <span class="count">${total}</span> <span class="muted">${groups.length === 1 ? "one cause" : `${groups.length} causes`}</span></h2>
+        ${operator ? "" : html`<p class="note" id="role-note">${roleNote}</p>`}
+        <div class="group-cards">
+          ${groups.map((g) => {
+            const msg = groupMessages.get(g.id);
+            const more = g.nodes.length - GROUP_NODES_SHOWN;
+            return html`<article class="group-card" data-group=${g.id} data-stage=${g.stage} data-count=${String(g.count)} aria-labelledby=${`g-${g.id}`}>
+              <h3 id=${`g-${g.id}`}><span class="count">${g.count}</span> failed at <code>${g.stage || "(no stage)"}</code></h3>
+              <p class="reason"><code>${g.reason}</code></p>
+              <div class="masters">
+                <span class="muted">Masters:</span>
+                ${g.masters.map(
+                  (m) => html`<span class="master" data-master=${m.master}
+                    >${m.master || "(none yet)"} <span class="muted">${m.count}</span>
+                    ${g.masters.length > 1 ? retryButton(html`Retry these ${m.count}<span class="visually-hidden"> nodes of ${m.master || "no master"}</span>`, () => retryGroup(g, m.master), "small secondary retry-master") : ""}</span
+                  >`,
+                )}
+              </div>
+              <details class="example">
+                <summary>Example: ${g.example.identity}</summary>
+                <p class="err">${g.example.last_error}</p>
+                <pre class="logtail">${g.example.log_tail.join("\n")}</pre>
+              </details>
+              <details class="group-nodes">
+                <summary>The ${g.count} ${g.count === 1 ? "node" : "nodes"}</summary>
+                <ul class="tags">
+                  ${g.nodes.slice(0, GROUP_NODES_SHOWN).map((id) => html`<li><a href=${`#/node/${encodeURIComponent(id)}`}>${id}</a></li>`)}
+                </ul>
+                ${more > 0 ? html`<p class="muted">and ${more} more: find them in the table (<code>${g.stage}</code>, status failed) or export it</p>` : ""}
+              </details>
+              <div class="actions">
+                ${retryButton(`Retry ${g.count} ${g.count === 1 ? "node" : "nodes"}`, () => retryGroup(g), "retry-group")}
+                ${msg ? html`<span class=${`retry-result ${msg.ok ? "ok" : msg.pending ? "muted" : "error"}`} role="status">${msg.text}</span>` : ""}
+              </div>
+            </article>`;
+          })}
+        </div>`,
+      failuresEl,
     );
+  }
+
+  function drawAttention() {
+    const now = Date.now();
+    const gone = [];
+    const stuck = [];
+    for (const n of sorted) {
+      if (n.gone) gone.push(n);
+      else {
+        const s = stuckInfo(n, stages(), now);
+        if (s) stuck.push({ n, s });
+      }
+    }
+    if (gone.length + stuck.length === 0) return render(html``, attentionEl);
+    const items = [
+      ...gone.map(
+        (n) =>
+          html`<li class="attention gone" data-identity=${n.identity} data-kind="gone">
+            <span class="badge gone">gone</span> <a href=${`#/node/${encodeURIComponent(n.identity)}`}>${n.identity}</a>
+            since ${new Date(n.gone.since).toLocaleTimeString()} (${formatRelative(Date.parse(n.gone.since), now)}), at ${n.stage || "no stage"}: ${n.gone.reason}
+          </li>`,
+      ),
+      ...stuck.map(
+        ({ n, s }) =>
+          html`<li class="attention stuck" data-identity=${n.identity} data-kind="stuck">
+            <span class="badge stuck">stuck</span> <a href=${`#/node/${encodeURIComponent(n.identity)}`}>${n.identity}</a>
+            on <code>${s.stage}</code> for ${formatDuration(s.for_ms / 1000)} (it usually takes up to ${formatDuration(s.usual_ms / 1000)}), master ${n.master ?? "none"}
+          </li>`,
+      ),
+    ];
+    render(
+      html`<h2>Gone or stuck <span class="count warn">${gone.length + stuck.length}</span></h2>
+        <ul class="attention-list">
+          ${items.slice(0, ATTENTION_SHOWN)}
+        </ul>
+        ${items.length > ATTENTION_SHOWN ? html`<p class="muted">and ${items.length - ATTENTION_SHOWN} more</p>` : ""}`,
+      attentionEl,
+    );
+  }
+
+  function drawEta() {
+    if (!progress) return;
+    const e = progress.eta;
+    etaEl.textContent = e.pending + e.in_progress === 0 ? "" : `ETA ${formatEta(e.eta_s)}${e.rate_per_min ? ` at ${e.rate_per_min.toFixed(1)} nodes/min` : ""}`;
   }
 
   function draw() {
     if (dirty) {
-      sorted = [...nodes.values()].sort(boardOrder);
       dirty = false;
+      const all = [...nodes.values()];
+      sorted = sortBoard(all, "status", "asc");
       const c = statusCounts(sorted);
-      summaryEl.textContent = loaded ? `${sorted.length} nodes: ${c.done} done, ${c.in_progress} in progress, ${c.pending} pending, ${c.failed} failed` : "loading…";
-      drawFailed();
-      shown = find ? sorted.filter((n) => matchesFind(n, find)) : sorted;
+      const goneCount = sorted.filter((n) => n.gone).length;
+      summaryEl.textContent = loaded ? `${sorted.length} nodes: ${c.done} done, ${c.in_progress} in progress, ${c.pending} pending, ${c.failed} failed${goneCount ? `, ${goneCount} gone` : ""}` : "loading…";
+      const narrowed = find ? all.filter((n) => matchesFind(n, find)) : all;
+      shown = sortBoard(narrowed, sort, dir);
+      shownEl.textContent = find ? `${shown.length} of ${sorted.length} shown` : "";
+      scale = timelineScale(shown, Date.now());
+      render(timelineLegend(scale), legendEl);
       list.setTotal(shown.length);
+      drawFailures();
+      drawAttention();
     }
     list.schedule();
   }
@@ -132,31 +317,58 @@ export function mount(el, ctx) {
       },
       node: (n) => {
         if (!n?.identity) return;
-        if (n.removed) nodes.delete(n.identity);
-        else nodes.set(n.identity, n);
-        retryMessages.delete(n.identity);
+        nodes.set(n.identity, n);
         changed();
+      },
+      remove: (d) => {
+        if (d?.identity && nodes.delete(d.identity)) changed();
+      },
+      failures: (d) => {
+        groups = Array.isArray(d?.groups) ? d.groups : [];
+        for (const id of groupMessages.keys()) if (!groups.some((g) => g.id === id)) groupMessages.delete(id);
+        drawFailures();
+      },
+      progress: (p) => {
+        progress = p;
+        drawEta();
+        drawAttention();
       },
       health: (h) => ctx.setHealth(h),
     },
     (connected) => {
-      live = connected;
-      liveEl.textContent = live ? "● live" : "○ reconnecting…";
-      liveEl.className = `live ${live ? "on" : "off"}`;
-      el.querySelector(".board").dataset.live = String(live);
+      liveEl.textContent = connected ? "● live" : "○ reconnecting…";
+      liveEl.className = `live ${connected ? "on" : "off"}`;
+      $(".board").dataset.live = String(connected);
     },
   );
+  let typing = 0;
   findEl.addEventListener("input", () => {
-    find = findEl.value.trim();
-    changed();
+    clearTimeout(typing);
+    typing = setTimeout(() => {
+      find = findEl.value.trim();
+      keepInUrl();
+      changed();
+    }, 150);
   });
-  // Elapsed times of running nodes tick without any event.
+  const exportView = (format) => {
+    const rows = boardExportRows(shown, stages(), Date.now());
+    const stamp = new Date().toISOString().replace(/[:.]/g, "-");
+    if (format === "csv") download(`muster-board-${stamp}.csv`, "text/csv", toCsv(rows, BOARD_EXPORT_COLUMNS));
+    else download(`muster-board-${stamp}.json`, "application/json", `${JSON.stringify(rows, null, 2)}\n`);
+  };
+  $("#board-export-csv").addEventListener("click", () => exportView("csv"));
+  $("#board-export-json").addEventListener("click", () => exportView("json"));
+  drawHead();
+  // Elapsed times of running nodes tick without any event; stuck nodes are noticed by the clock too.
   const ticker = setInterval(() => list.schedule(), 1000);
+  const attentionTicker = setInterval(drawAttention, 5000);
 
   return {
     unmount() {
       stream.close();
       clearInterval(ticker);
+      clearInterval(attentionTicker);
+      clearTimeout(typing);
       cancelAnimationFrame(frame);
       list.destroy();
     },

@@ -4,7 +4,8 @@
 import { html, render } from "/vendor/lit-html/lit-html.js";
 import { css } from "./css.js";
 import { api, query } from "./api.js";
-import { caretLine, cellText, countBars, parseColumns } from "./model.js";
+import { download } from "./download.js";
+import { caretLine, cellText, countBars, parseColumns, toCsv } from "./model.js";
 import { VirtualList } from "./virtual.js";
 
 const ROW_HEIGHT = 28;
@@ -37,12 +38,18 @@ export function mount(el, ctx, route) {
         <label>Count by fact <input id="count-by" name="count" spellcheck="false" .value=${state.countBy} placeholder="os" /></label>
         <button type="submit">Apply</button>
       </form>
+      <div class="table-tools">
+        <span class="muted">Export the matching nodes with these columns:</span>
+        <button type="button" class="secondary" id="explorer-export-csv">Export CSV</button>
+        <button type="button" class="secondary" id="explorer-export-json">Export JSON</button>
+        <span id="explorer-export-status" class="muted" role="status"></span>
+      </div>
       <div id="filter-error" class="filter-error" hidden></div>
       <div id="counts" class="counts"></div>
-      <p id="explorer-total" class="summary"></p>
-      <div class="vtable explorer-table">
-        <div id="explorer-head" class="vhead row"></div>
-        <div id="explorer-rows" class="vport"></div>
+      <p id="explorer-total" class="summary" role="status"></p>
+      <div class="vtable explorer-table" role="table" aria-label="Nodes matching the filter" aria-describedby="explorer-total">
+        <div id="explorer-head" class="vhead row" role="row"></div>
+        <div id="explorer-rows" class="vport" role="rowgroup"></div>
       </div>
     </section>`,
     el,
@@ -57,10 +64,10 @@ export function mount(el, ctx, route) {
   const rowAt = (i) => pages.get(Math.floor(i / PAGE))?.[i % PAGE];
   const row = (i) => {
     const n = rowAt(i);
-    if (!n || n === "loading") return html`<div class="row placeholder"><span class="muted">…</span></div>`;
-    return html`<div class="row" data-identity=${n.identity}>
-      <span class="ident"><a href=${`#/node/${encodeURIComponent(n.identity)}`}>${n.identity}</a></span>
-      ${state.columns.map((c) => html`<span title=${cellText(n.columns?.[c])}>${cellText(n.columns?.[c])}</span>`)}
+    if (!n || n === "loading") return html`<div class="row placeholder" role="row"><span class="muted" role="cell">…</span></div>`;
+    return html`<div class="row" role="row" data-identity=${n.identity}>
+      <span class="ident" role="cell"><a href=${`#/node/${encodeURIComponent(n.identity)}`}>${n.identity}</a></span>
+      ${state.columns.map((c) => html`<span role="cell" title=${cellText(n.columns?.[c])}>${cellText(n.columns?.[c])}</span>`)}
     </div>`;
   };
   const list = new VirtualList(el.querySelector("#explorer-rows"), ROW_HEIGHT, row, (first, last) => {
@@ -70,7 +77,7 @@ export function mount(el, ctx, route) {
   function setGridColumns() {
     // The grid's columns follow the chosen facts; set through CSSOM, which the CSP allows.
     table.style.setProperty("--cols", `minmax(14em, 2fr) ${state.columns.map(() => "minmax(6em, 1fr)").join(" ")}`);
-    render(html`<span>identity</span>${state.columns.map((c) => html`<span>${c}</span>`)}`, headEl);
+    render(html`<span role="columnheader">identity</span>${state.columns.map((c) => html`<span role="columnheader">${c}</span>`)}`, headEl);
   }
 
   async function loadPage(p, gen) {
@@ -115,9 +122,12 @@ export function mount(el, ctx, route) {
       render(html``, errEl);
       totalEl.textContent = `${total} ${total === 1 ? "node matches" : "nodes match"}${state.filter ? ` ${state.filter}` : ""}`;
     }
-    if (!state.countBy) render(html``, countsEl);
+    // No chart but the one for this query: a bad filter (shown under the box) or one still loading
+    // clears the previous query's bars rather than leaving them up as if they were its answer.
+    if (!state.countBy || error?.code === "filter") render(html``, countsEl);
     else if (countsError) render(html`<p class="error">${countsError.message}</p>`, countsEl);
-    else if (counts)
+    else if (!counts) render(html``, countsEl);
+    else
       render(
         html`<h2>Nodes by <code>${counts.fact}</code></h2>
           <div class="chart">
@@ -183,6 +193,30 @@ export function mount(el, ctx, route) {
       if (JSON.stringify(state) !== before) apply();
     }, 400);
   });
+  // The whole answer, not only the rows loaded so far: page by page, then one file.
+  async function exportView(format) {
+    const statusEl = el.querySelector("#explorer-export-status");
+    const gen = generation;
+    const rows = [];
+    try {
+      for (let offset = 0; ; offset += 1000) {
+        statusEl.textContent = `reading nodes ${offset + 1}…`;
+        const res = await api.get(`/api/nodes${query({ filter: state.filter, columns: state.columns.join(","), offset, limit: 1000 })}`);
+        if (gen !== generation) return void (statusEl.textContent = "");
+        for (const n of res.nodes) rows.push({ identity: n.identity, ...n.columns });
+        if (res.nodes.length === 0 || rows.length >= res.total) break;
+      }
+    } catch (err) {
+      statusEl.textContent = `export failed: ${err.code}: ${err.message}`;
+      return;
+    }
+    const stamp = new Date().toISOString().replace(/[:.]/g, "-");
+    if (format === "csv") download(`muster-fleet-${stamp}.csv`, "text/csv", toCsv(rows, ["identity", ...state.columns]));
+    else download(`muster-fleet-${stamp}.json`, "application/json", `${JSON.stringify(rows, null, 2)}\n`);
+    statusEl.textContent = `${rows.length} nodes exported`;
+  }
+  el.querySelector("#explorer-export-csv").addEventListener("click", () => exportView("csv"));
+  el.querySelector("#explorer-export-json").addEventListener("click", () => exportView("json"));
   apply();
 
   return {

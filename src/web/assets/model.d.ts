@@ -1,10 +1,26 @@
 // Types of model.js (plain JS served to the browser as is), for test/web/model.test.ts.
 export interface TimelineEntry { stage: string; start: string; end?: string }
 export const STATUS_ORDER: Record<string, number>;
-export function boardOrder(a: { status: string; identity: string }, b: { status: string; identity: string }): number;
+export function boardOrder(a: { status: string; identity: string; gone?: unknown }, b: { status: string; identity: string; gone?: unknown }): number;
 export function matchesFind(node: { identity: string; status: string; stage?: string | null; master?: string | null }, find: string): boolean;
 export function statusCounts(nodes: { status: string }[]): Record<"failed" | "in_progress" | "pending" | "done", number>;
-export function timelineSegments(timeline: TimelineEntry[], now: number): { stage: string; ms: number; fraction: number; running: boolean }[];
+export function timelineSegments(timeline: TimelineEntry[], now: number, scaleMs?: number): { stage: string; ms: number; fraction: number; running: boolean }[];
+export function timelineTotal(timeline: TimelineEntry[], now: number): number;
+export function timelineScale(nodes: { timeline: TimelineEntry[] }[], now: number): number;
+export function timelineText(timeline: TimelineEntry[], now: number): string;
+export interface StageStat { stage: string; samples: number; p95_ms: number | null }
+export interface BoardNodeLike { identity: string; status: string; stage?: string | null; master?: string | null; started?: string | null; elapsed_s?: number | null; tries?: number; gone?: { since: string; reason: string } | null; timeline?: TimelineEntry[]; last_error?: string | null }
+export const BOARD_SORTS: string[];
+export function sortBoard<N extends BoardNodeLike>(nodes: N[], sort?: string, dir?: string, now?: number): N[];
+export const STUCK_MIN_SAMPLES: number;
+export const STUCK_MIN_MS: number;
+export function stuckInfo(node: BoardNodeLike, stages: StageStat[], now: number): { stage: string; since: number; for_ms: number; usual_ms: number } | null;
+export function formatRelative(ms: number | null | undefined, now: number): string;
+export function formatEta(seconds: number | null | undefined): string;
+export function toCsv(rows: Record<string, unknown>[], columns: string[]): string;
+export function boardExportRows(nodes: BoardNodeLike[], stages: StageStat[], now: number): Record<string, unknown>[];
+export const BOARD_EXPORT_COLUMNS: string[];
+export function routeHash(view: string, arg?: string, params?: Record<string, unknown>): string;
 export function formatDuration(seconds: number | null | undefined): string;
 export function elapsedSeconds(node: { status: string; started?: string | null; elapsed_s?: number | null }, now: number): number | null | undefined;
 export function caretLine(source: string, column: number): string;
@@ -13,3 +29,22 @@ export function countBars<V>(counts: { value: V; count: number }[]): { value: V;
 export function visibleRange(scrollTop: number, viewportHeight: number, rowHeight: number, total: number, overscan?: number): { first: number; last: number };
 export function cellText(v: unknown): string;
 export function parseRoute(hash: string): { view: string; arg: string | undefined; params: Record<string, string> };
+export interface PuppetRunView {
+  status: "failed" | "changed" | "unchanged";
+  label: string;
+  at: number | null;
+  duration_s: number | null;
+  environment: string | null;
+  config_version: string | null;
+  puppet_version: string | null;
+  counts: { name: string; value: number }[];
+  failed_resources: { resource: string; messages: string[] }[];
+  changed_resources: { resource: string; messages: string[] }[];
+  left_out: number;
+  errors: string[];
+  message: string | null;
+  enabled: boolean | null;
+  disable_message: string | null;
+  applying: boolean;
+}
+export function puppetRunView(summary: Record<string, unknown> | null, status: Record<string, unknown> | null, report?: Record<string, unknown> | null): PuppetRunView | null;

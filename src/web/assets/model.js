@@ -1,15 +1,132 @@
 // Pure view logic of the console (no DOM, no fetch): ordering, timelines, formatting. The views in
 // the other modules only render what these functions decide, and test/web/model.test.ts checks them.
 
-/** Board order: failed nodes first (they need an operator), then working, waiting, done; by name within. */
-export const STATUS_ORDER = { failed: 0, in_progress: 1, pending: 2, done: 3 };
+/** Board order: failed nodes first (they need an operator), then gone ones, working, waiting, done; by name within. */
+export const STATUS_ORDER = { failed: 0, in_progress: 2, pending: 3, done: 4 };
 
-/** @param {{status: string, identity: string}} a @param {{status: string, identity: string}} b */
+const statusRank = (n) => (n.gone ? 1 : (STATUS_ORDER[n.status] ?? 5));
+const byName = (a, b) => (a.identity < b.identity ? -1 : a.identity > b.identity ? 1 : 0);
+
+/** @param {{status: string, identity: string, gone?: unknown}} a @param {{status: string, identity: string, gone?: unknown}} b */
 export function boardOrder(a, b) {
-  const sa = STATUS_ORDER[a.status] ?? 4;
-  const sb = STATUS_ORDER[b.status] ?? 4;
-  if (sa !== sb) return sa - sb;
-  return a.identity < b.identity ? -1 : a.identity > b.identity ? 1 : 0;
+  return statusRank(a) - statusRank(b) || byName(a, b);
+}
+
+/** Columns the board sorts by (its `sort` URL parameter); `status` is the board's own order. */
+export const BOARD_SORTS = ["status", "identity", "stage", "master", "elapsed", "tries"];
+
+/**
+ * The board's rows in the order asked: a column and a direction; ties by the board's order.
+ * `elapsed` is live for running nodes (seconds at `now`).
+ */
+export function sortBoard(nodes, sort = "status", dir = "asc", now = Date.now()) {
+  const key = {
+    status: null,
+    identity: null,
+    stage: (n) => n.stage ?? "",
+    master: (n) => n.master ?? "",
+    elapsed: (n) => elapsedSeconds(n, now) ?? -1,
+    tries: (n) => n.tries ?? 0,
+  }[sort];
+  const sign = dir === "desc" ? -1 : 1;
+  let cmp;
+  if (sort === "identity") cmp = (a, b) => sign * byName(a, b);
+  else if (!key) cmp = (a, b) => sign * boardOrder(a, b);
+  else
+    cmp = (a, b) => {
+      const x = key(a);
+      const y = key(b);
+      return (x < y ? -sign : x > y ? sign : 0) || boardOrder(a, b);
+    };
+  return [...nodes].sort(cmp);
+}
+
+/** Fewer completed runs of a stage than this, and nobody can say how long it usually takes. */
+export const STUCK_MIN_SAMPLES = 5;
+/** Never "stuck" sooner than this, however fast a stage usually is. */
+export const STUCK_MIN_MS = 60_000;
+
+/**
+ * Is a node in progress stuck: on its stage for longer than the stage usually takes (twice its
+ * p95 over the completed runs in the records, at least a minute)? `stages` is the progress
+ * figures' per-stage list. Null when not stuck, not in progress, or there is too little to compare.
+ * @returns {{stage: string, since: number, for_ms: number, usual_ms: number} | null}
+ */
+export function stuckInfo(node, stages, now) {
+  if (node.status !== "in_progress" || node.gone) return null;
+  const running = (node.timeline ?? []).find((t) => !t.end && t.stage === node.stage) ?? (node.timeline ?? []).findLast((t) => !t.end);
+  if (!running) return null;
+  const stat = (stages ?? []).find((s) => s.stage === running.stage);
+  if (!stat || stat.samples < STUCK_MIN_SAMPLES || stat.p95_ms == null) return null;
+  const since = Date.parse(running.start);
+  if (!Number.isFinite(since)) return null;
+  const forMs = now - since;
+  return forMs > Math.max(2 * stat.p95_ms, STUCK_MIN_MS) ? { stage: running.stage, since, for_ms: forMs, usual_ms: stat.p95_ms } : null;
+}
+
+/** "3 min ago", "in 2 h", "just now": a time relative to `now` (both ms). */
+export function formatRelative(ms, now) {
+  if (ms == null || !Number.isFinite(ms)) return "";
+  const d = Math.round((now - ms) / 1000);
+  const a = Math.abs(d);
+  const say = (n, unit) => (d >= 0 ? `${n} ${unit} ago` : `in ${n} ${unit}`);
+  if (a < 10) return "just now";
+  if (a < 60) return say(a, "s");
+  if (a < 3600) return say(Math.round(a / 60), "min");
+  if (a < 48 * 3600) return say(Math.round(a / 360) / 10, "h");
+  return say(Math.round(a / 86400), "days");
+}
+
+/** "3.2 per minute" style rates and "about 14 min" ETAs. */
+export function formatEta(seconds) {
+  if (seconds == null || !Number.isFinite(seconds)) return "no estimate";
+  if (seconds === 0) return "nothing left";
+  if (seconds < 60) return "under a minute";
+  if (seconds < 3600) return `about ${Math.round(seconds / 60)} min`;
+  const h = Math.floor(seconds / 3600);
+  return `about ${h} h ${String(Math.round((seconds % 3600) / 60)).padStart(2, "0")} min`;
+}
+
+/**
+ * One CSV line per row, RFC 4180 quoting. A text cell a spreadsheet would run as a formula (it
+ * starts with = + - @, tab or CR) gets a leading ' so opening the file runs nothing.
+ */
+export function toCsv(rows, columns) {
+  const cell = (v) => {
+    if (v === undefined || v === null) return "";
+    let t = typeof v === "string" ? v : typeof v === "number" || typeof v === "boolean" ? String(v) : JSON.stringify(v);
+    if (typeof v === "string" && /^[=+\-@\t\r]/.test(t)) t = `'${t}`;
+    return /[",\r\n]/.test(t) ? `"${t.replace(/"/g, '""')}"` : t;
+  };
+  return [columns.map(cell).join(","), ...rows.map((r) => columns.map((c) => cell(r[c])).join(","))].join("\r\n") + "\r\n";
+}
+
+/** The board's rows as exported (CSV and JSON): what the table shows, one flat object a node. */
+export function boardExportRows(nodes, stages, now) {
+  return nodes.map((n) => {
+    const stuck = stuckInfo(n, stages, now);
+    return {
+      identity: n.identity,
+      status: n.status,
+      stage: n.stage ?? "",
+      master: n.master ?? "",
+      elapsed_s: elapsedSeconds(n, now) == null ? null : Math.round(elapsedSeconds(n, now)),
+      tries: n.tries ?? 0,
+      gone_since: n.gone?.since ?? null,
+      gone_reason: n.gone?.reason ?? null,
+      stuck_for_s: stuck ? Math.round(stuck.for_ms / 1000) : null,
+      last_error: n.last_error ?? null,
+    };
+  });
+}
+export const BOARD_EXPORT_COLUMNS = ["identity", "status", "stage", "master", "elapsed_s", "tries", "gone_since", "gone_reason", "stuck_for_s", "last_error"];
+
+/** {view, arg, params} back to a hash: what parseRoute reads (empty params left out). */
+export function routeHash(view, arg, params = {}) {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== null && v !== "") q.set(k, String(v));
+  const qs = q.toString();
+  return `#/${view}${arg ? `/${encodeURIComponent(arg)}` : ""}${qs ? `?${qs}` : ""}`;
 }
 
 /** The board's find box: part of the node's name, or exactly its status, stage or master. */
@@ -32,7 +149,7 @@ export function statusCounts(nodes) {
  * @param {number} now ms epoch
  * @returns {{stage: string, ms: number, fraction: number, running: boolean}[]}
  */
-export function timelineSegments(timeline, now) {
+export function timelineSegments(timeline, now, scaleMs) {
   if (!Array.isArray(timeline) || timeline.length === 0) return [];
   const segs = timeline.map((t) => {
     const start = Date.parse(t.start);
@@ -41,7 +158,33 @@ export function timelineSegments(timeline, now) {
     return { stage: t.stage, ms, running: !t.end };
   });
   const total = segs.reduce((s, x) => s + x.ms, 0);
-  return segs.map((s) => ({ ...s, fraction: total > 0 ? s.ms / total : 1 / segs.length }));
+  // On a common scale (every row of the board against the same span) a stage's width is its time
+  // over the scale; otherwise its share of the node's own time.
+  const denom = scaleMs > 0 ? Math.max(scaleMs, total) : total;
+  return segs.map((s) => ({ ...s, fraction: denom > 0 ? s.ms / denom : 1 / segs.length }));
+}
+
+/** The total time of a timeline (ms), a running stage ending at `now`. */
+export function timelineTotal(timeline, now) {
+  return timelineSegments(timeline, now).reduce((s, x) => s + x.ms, 0);
+}
+
+/**
+ * The board's common time scale: the longest of the nodes' timelines, rounded up to a readable
+ * span (so rows compare at a glance and the scale does not jitter as a running node grows).
+ */
+export function timelineScale(nodes, now) {
+  let max = 0;
+  for (const n of nodes) max = Math.max(max, timelineTotal(n.timeline, now));
+  const steps = [10e3, 30e3, 60e3, 120e3, 300e3, 600e3, 900e3, 1800e3, 3600e3, 2 * 3600e3, 4 * 3600e3, 8 * 3600e3, 24 * 3600e3];
+  return steps.find((s) => s >= max) ?? Math.ceil(max / (24 * 3600e3)) * 24 * 3600e3;
+}
+
+/** A timeline in words, for screen readers and the keyboard: "lock 1s, bootstrap 6s, production 3s (running)". */
+export function timelineText(timeline, now) {
+  const segs = timelineSegments(timeline, now);
+  if (segs.length === 0) return "no stages yet";
+  return segs.map((s) => `${s.stage} ${formatDuration(s.ms / 1000) || "0ms"}${s.running ? " (running)" : ""}`).join(", ");
 }
 
 /** Seconds as "700ms", "4s", "2m05s", "1h02m". */
@@ -114,4 +257,67 @@ export function parseRoute(hash) {
   const view = (slash >= 0 ? path.slice(0, slash) : path) || "board";
   const arg = slash >= 0 ? decodeURIComponent(path.slice(slash + 1)) : undefined;
   return { view, arg, params };
+}
+
+/**
+ * The last Puppet run as people read it, from the puppet agent's last_run_summary (Puppet's own
+ * counts and times), its last_run_report (every changed and failed resource with its messages) and
+ * its status (whose last_runonce is the run this agent started, with its message, failed resources
+ * and errors; used when it is the same run as the summary's, and where no report answered).
+ * @returns {null | {status: "failed"|"changed"|"unchanged", label: string, at: number|null, duration_s: number|null,
+ *   environment: string|null, config_version: string|null, puppet_version: string|null,
+ *   counts: {name: string, value: number}[], failed_resources: {resource: string, messages: string[]}[],
+ *   changed_resources: {resource: string, messages: string[]}[], left_out: number,
+ *   errors: string[], message: string|null, enabled: boolean|null, disable_message: string|null, applying: boolean}}
+ */
+export function puppetRunView(summary, status, report = null) {
+  const last = status?.last_runonce ?? null;
+  if (!summary && !last && !report) return null;
+  const s = summary ?? {};
+  const at = Number(s.lastrun) > 0 ? Number(s.lastrun) * 1000 : Number.isFinite(last?.finished_at) ? last.finished_at : null;
+  // the run this agent started is the summary's run when it ended within a few seconds of it
+  const same = Boolean(last && (at === null || Math.abs((last.finished_at ?? 0) - at) < 10_000));
+  const failedCount = Number(s.failed_resources ?? 0);
+  const changedCount = Number(s.changed_resources ?? 0);
+  const failed = failedCount > 0 || Number(s.events?.failure ?? 0) > 0 || (same && last.success === false);
+  const changed = !failed && (changedCount > 0 || (same && last.changed === true));
+  // The report (last_run_report.yaml) names every changed and failed resource with its messages;
+  // without it, the run this agent started names its failed resources and errors.
+  const fromReport = report && Array.isArray(report.resources);
+  const errors = fromReport ? (report.logs ?? []).filter((l) => l.level !== "warning").map((l) => String(l.message)) : same && Array.isArray(last.errors) ? last.errors.map(String) : [];
+  const failedResources = fromReport
+    ? report.resources.filter((r) => r.status === "failed").map((r) => ({ resource: String(r.resource), messages: (r.messages ?? []).map(String) }))
+    : same && Array.isArray(last.failed_resources)
+      ? last.failed_resources.map((r) => ({ resource: String(r), messages: errors.filter((e) => e.includes(String(r))) }))
+      : [];
+  const changedResources = fromReport ? report.resources.filter((r) => r.status === "changed").map((r) => ({ resource: String(r.resource), messages: (r.messages ?? []).map(String) })) : [];
+  const num = (v) => (Number.isFinite(Number(v)) ? Number(v) : 0);
+  const duration = Number.isFinite(s.total_time) ? s.total_time : same && Number.isFinite(last.duration) ? last.duration : null;
+  return {
+    status: failed ? "failed" : changed ? "changed" : "unchanged",
+    label: failed ? "failed" : changed ? "changed" : "no changes",
+    at,
+    duration_s: duration === null ? null : Math.round(duration * 10) / 10,
+    environment: s.environment ?? (same ? (last.environment ?? null) : null),
+    config_version: s.config_version == null ? null : String(s.config_version),
+    puppet_version: s.puppet_version ?? null,
+    counts: summary
+      ? [
+          { name: "resources", value: num(s.total_resources) },
+          { name: "changed", value: changedCount },
+          { name: "failed", value: failedCount },
+          { name: "skipped", value: num(s.skipped_resources) },
+          { name: "out of sync", value: num(s.out_of_sync_resources) },
+          { name: "corrected drift", value: num(s.corrected_resources) },
+        ]
+      : [],
+    failed_resources: failedResources,
+    changed_resources: changedResources,
+    left_out: fromReport ? Number(report.resources_left_out ?? 0) : 0,
+    errors: errors.filter((e) => !failedResources.some((f) => f.messages.includes(e))),
+    message: same ? (last.message ?? null) : null,
+    enabled: typeof status?.enabled === "boolean" ? status.enabled : null,
+    disable_message: status?.disable_message ?? null,
+    applying: status?.applying === true,
+  };
 }
