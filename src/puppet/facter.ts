@@ -12,7 +12,7 @@ import { spawn } from "node:child_process";
  */
 export function runFacter(command: string, timeoutMs = 60_000, onPartial?: (reason: string) => void): Promise<Record<string, unknown>> {
   return new Promise((resolve, reject) => {
-    const child = spawn(command, ["--json", "--show-legacy"], { stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(command, ["--json", "--show-legacy", ...externalDirArgs()], { stdio: ["ignore", "pipe", "pipe"] });
     const out: Buffer[] = [];
     let err = "";
     const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
@@ -36,4 +36,16 @@ export function runFacter(command: string, timeoutMs = 60_000, onPartial?: (reas
       resolve(v as Record<string, unknown>);
     });
   });
+}
+
+/**
+ * Facter run by anyone but root reads external facts from the user's home only (~/.facter/facts.d),
+ * not the system directories root's Facter and every Puppet run read. The unprivileged node daemon
+ * (the package's muster-server) names those, so it sees the facts cloud-init or provisioning wrote
+ * there (country, region, lifecycle_stage). A directory that does not exist is skipped.
+ */
+export const SYSTEM_FACT_DIRS = ["/etc/facter/facts.d", "/etc/puppetlabs/facter/facts.d", "/opt/puppetlabs/facter/facts.d"] as const;
+
+function externalDirArgs(): string[] {
+  return process.getuid?.() === 0 ? [] : SYSTEM_FACT_DIRS.flatMap((d) => ["--external-dir", d]);
 }
