@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { appendFileSync, chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { stringify as toYaml } from "yaml";
 import { authorizationConfig, type BrokerAuthSpec } from "../broker/auth.js";
@@ -13,7 +13,7 @@ import { ensureCA, issueCert, type CA } from "../security/pki.js";
 import { tokenEntries, type Role } from "../web/auth.js";
 import { startNats } from "./nats.js";
 import { freePort } from "./ports.js";
-import { isAlive, spawnMuster, stopPid, type MusterProcess } from "./processes.js";
+import { cmdlineOf, isAlive, spawnMuster, stopPid, type MusterProcess } from "./processes.js";
 import { labEnvironments, labRole, ROLE_FACT_NAMES, roleFacts, type LabRole } from "./manifests.js";
 import { startPuppetserver, stopDetachedPuppetserver, type PuppetserverHandle } from "./puppetserver.js";
 import { addLabNodes, removeLabNode, type AddNodesOptions } from "./scale.js";
@@ -468,9 +468,14 @@ export async function startLab(o: LabOptions): Promise<Lab> {
   let natsStop: (() => Promise<void>) | undefined;
   const machineProcs: MusterProcess[] = [];
   let machinesState: LabMachinesState | undefined;
+  // Until the state file is written, this is how `lab down` finds what an interrupted `lab up` started.
+  const remember = (p: MusterProcess) => rememberPid(dir, p.pid);
+  const keep = (p: MusterProcess) => (procs.push(p), remember(p));
   const stopAll = async () => {
     // machines first: each supervisor powers its machine off cleanly (they need nothing else)
     await Promise.all(machineProcs.map((p) => p.stop("SIGTERM", 60_000).catch(() => undefined)));
+    // a supervisor that did not finish in time was killed: its machine is cut and unmounted here
+    if (o.machines) await (await import("./machines/fleet.js")).clearMachineRemains(dir).catch(() => undefined);
     await Promise.all(procs.map((p) => p.stop().catch(() => undefined)));
     if (machinesState) await (await import("./machines/fleet.js")).teardownMachines(machinesState, []).catch(() => undefined);
     await Promise.all(masters.map((m) => m.stop().catch(() => undefined)));
@@ -520,17 +525,17 @@ export async function startLab(o: LabOptions): Promise<Lab> {
     const receiverPort = await freePort("127.0.0.1");
     const receiver = { url: `http://127.0.0.1:${receiverPort}/`, file: join(dir, "notifications.jsonl"), pid: 0 };
     const rp = spawnMuster(["lab", "receiver", "--file", receiver.file, "--port", String(receiverPort)], { logFile: join(dir, "logs", "receiver.log"), detached: o.detached, env, bin: o.bin });
-    procs.push(rp);
+    keep(rp);
     receiver.pid = rp.pid;
 
     const serverConfig = (name: string, cfg: Record<string, unknown>) => writeLabServerConfig(dir, nats.url, security, name, cfg);
     const servers = new Map<string, MusterProcess>();
     const track = (name: string, p: MusterProcess) => {
-      procs.push(p);
+      keep(p);
       servers.set(name, p);
     };
     // A machine's supervisor stops before everything else (it shuts the machine down); its relays with the rest.
-    const trackMachine = (name: string, p: MusterProcess) => (/^(relay|package)/.test(name) ? procs.push(p) : (machineProcs.push(p), servers.set(name, p)));
+    const trackMachine = (name: string, p: MusterProcess) => (/^(relay|package)/.test(name) ? keep(p) : (machineProcs.push(p), remember(p), servers.set(name, p)));
     const launch = (name: string) => {
       const p = spawnMuster(["server", "--config", join(dir, "config", `${name}.yaml`)], { logFile: join(dir, "logs", `${name}.log`), detached: o.detached, env, bin: o.bin });
       track(name, p);
@@ -551,7 +556,7 @@ export async function startLab(o: LabOptions): Promise<Lab> {
       toYaml({ brokers: [nats.url], tls: pki.registry, collectives: [LAB_COLLECTIVE], max_age: 300, http: { host: "127.0.0.1", port: registryPort, token_file: registry.token_file }, log: { level: "info", file: registry.log } }),
     );
     const regProc = spawnMuster(["registry", "serve", "--config", registry.config], { logFile: join(dir, "logs", "registry.stdout.log"), detached: o.detached, env, bin: o.bin });
-    procs.push(regProc);
+    keep(regProc);
     registry.pid = regProc.pid;
     say(`registry on ${registry.url} (bearer token in ${registry.token_file})`);
 
@@ -564,7 +569,7 @@ export async function startLab(o: LabOptions): Promise<Lab> {
       toYaml({ listen: `127.0.0.1:${webPort}`, auth: { tokens_file: web.tokens_file }, registry: { url: registry.url, token_file: registry.token_file }, collective: LAB_COLLECTIVE, broker: nats.url, audit: { file: join(dir, "logs", "web-audit.jsonl") } }),
     );
     const webProc = spawnMuster(["web", "--config", web.config], { logFile: web.log, detached: o.detached, env, bin: o.bin });
-    procs.push(webProc);
+    keep(webProc);
     web.pid = webProc.pid;
     say(`web console on ${web.url} (log in with a token from ${web.tokens_file})`);
 
@@ -645,7 +650,14 @@ export async function startLab(o: LabOptions): Promise<Lab> {
     const nodesWithin = !o.machines ? 60_000 : o.machines.kind === "vm" ? 900_000 : 300_000;
     await Promise.all([
       waitForNodes(state, want, 60_000),
-      waitForNodes(state, nodes.map((n) => n.identity), nodesWithin, "provisioning", o.machines ? (id) => say(mach!.machineWaiting(nodes.find((n) => n.identity === id)!)) : undefined),
+      waitForNodes(
+        state,
+        nodes.map((n) => n.identity),
+        nodesWithin,
+        "provisioning",
+        o.machines ? (id) => say(mach!.machineWaiting(nodes.find((n) => n.identity === id)!)) : undefined,
+        o.machines ? () => poweredOff(nodes, servers) : undefined,
+      ),
       waitForRegistry(registry, 60_000),
       waitForWeb(web, 60_000),
     ]);
@@ -661,7 +673,7 @@ export async function startLab(o: LabOptions): Promise<Lab> {
       const file = writeProvisionerConfig(o.provisionerConfig);
       const cfgMetrics = metricsPort;
       const p = spawnMuster(["provisioner", "--config", file, "--foreground"], { logFile: join(dir, "logs", "provisioner.stdout.log"), detached: o.detached, env: { ...env, ...prov.env }, bin: o.bin });
-      procs.push(p);
+      keep(p);
       state.provisioner = { pid: p.pid, config: file, metrics: `http://127.0.0.1:${cfgMetrics}/metrics`, log: join(dir, "logs", "provisioner.log") };
       writeFileSync(stateFile(dir), JSON.stringify(state, null, 2));
       say(`provisioner started (metrics on ${state.provisioner.metrics})`);
@@ -695,6 +707,7 @@ export async function startLab(o: LabOptions): Promise<Lab> {
           // power on again, same disk: the supervisor is a lab process like the rest
           const p = spawnMuster(["lab", "machine-run", n.machine.dir], { logFile: join(n.machine.dir, "supervisor.log"), detached: o.detached });
           machineProcs.push(p);
+          remember(p);
           servers.set(identity, p);
           n.pid = p.pid;
           writeFileSync(stateFile(dir), JSON.stringify(state, null, 2));
@@ -748,7 +761,7 @@ export function labProvisionerConfig(dir: string, broker: string, receiverUrl: s
  * Resolves when every identity answers discovery (in the fleet, or as the provisioner in the
  * provisioning collective); rejects with the missing ones at the deadline.
  */
-export async function waitForNodes(s: LabState, identities: string[], timeoutMs: number, where: "fleet" | "provisioning" = "fleet", onFound?: (identity: string) => void): Promise<void> {
+export async function waitForNodes(s: LabState, identities: string[], timeoutMs: number, where: "fleet" | "provisioning" = "fleet", onFound?: (identity: string) => void, failed?: () => string | undefined): Promise<void> {
   const client = where === "provisioning" ? await labProvisionerClient(s, "muster-lab-wait") : await MusterClient.connect({ brokers: [s.broker], collective: s.collective, name: "muster-lab-wait", tls: s.tls.admin });
   const deadline = Date.now() + timeoutMs;
   const seen = new Set<string>();
@@ -758,6 +771,8 @@ export async function waitForNodes(s: LabState, identities: string[], timeoutMs:
       const missing = identities.filter((i) => !found.has(i));
       for (const id of identities) if (found.has(id) && !seen.has(id)) (seen.add(id), onFound?.(id));
       if (missing.length === 0) return;
+      const why = failed?.(); // a machine that powered off will not answer: say so now, not at the deadline
+      if (why) throw new MusterError("MUSTER_USAGE", why);
       if (Date.now() > deadline) {
         const where = s.machines ? "their consoles under machines/<identity>/console.log, and `muster lab exec <identity> -- journalctl -u cloud-final -u muster-server`" : "their logs under logs/";
         throw new MusterError("MUSTER_TIMEOUT", `lab nodes did not come up: ${missing.join(", ")} (see ${where})`);
@@ -799,6 +814,55 @@ export async function waitForRegistry(r: LabRegistry, timeoutMs: number): Promis
   }
 }
 
+/** Machines whose supervisor exited before they answered (a boot that failed): what to tell the operator. */
+function poweredOff(nodes: LabNode[], servers: Map<string, MusterProcess>): string | undefined {
+  const off = nodes.filter((n) => n.machine && servers.get(n.identity)?.exitCode() !== undefined);
+  if (!off.length) return undefined;
+  return `machine(s) powered off before they answered: ${off.map((n) => `${n.identity} (see ${join(n.machine!.dir, "supervisor.log")} and console.log)`).join(", ")}`;
+}
+
+const pidsFile = (dir: string) => join(dir, "pids.jsonl");
+
+/** Note a process the lab started, with its command line (so a pid taken since by another process is not killed). */
+function rememberPid(dir: string, pid: number): void {
+  if (pid > 0) appendFileSync(pidsFile(dir), `${JSON.stringify({ pid, cmd: cmdlineOf(pid) })}\n`);
+}
+
+/**
+ * Stop what a lab started that its state file does not name: an interrupted `lab up` (before
+ * it wrote the state), or a lab that died. Every process it remembered and that still runs the
+ * same command, its machines (off, unmounted), its network, nats-server and the puppetservers.
+ */
+export async function stopLabRemains(dir: string): Promise<string[]> {
+  const stopped: string[] = [];
+  const { clearMachineRemains } = await import("./machines/fleet.js");
+  stopped.push(...(await clearMachineRemains(dir)));
+  let remembered: { pid: number; cmd: string }[] = [];
+  try {
+    remembered = readFileSync(pidsFile(dir), "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l) as { pid: number; cmd: string });
+  } catch {
+    // none remembered
+  }
+  await Promise.all(
+    remembered.map(async ({ pid, cmd }) => {
+      if (!cmd || cmdlineOf(pid) !== cmd) return; // gone, or the pid is another process's now
+      await stopPid(pid, 10_000, { group: true });
+      stopped.push(`pid ${pid} (${cmd.split(" ").slice(0, 4).join(" ")})`);
+    }),
+  );
+  for (const r of LAB_REGIONS) if (await stopDetachedPuppetserver(join(dir, "masters", r.name))) stopped.push(`puppetserver ${r.name}`);
+  try {
+    const nats = Number(readFileSync(join(dir, "nats", "nats.pid"), "utf8").trim());
+    if (cmdlineOf(nats).includes("nats-server")) {
+      await stopPid(nats);
+      stopped.push("nats-server");
+    }
+  } catch {
+    // no broker was started
+  }
+  return stopped;
+}
+
 /** Stop everything a detached lab started, from its state file. */
 export async function stopLabFromState(dir: string): Promise<string[]> {
   const s = readLabState(dir);
@@ -811,9 +875,11 @@ export async function stopLabFromState(dir: string): Promise<string[]> {
   if (s.machines) {
     // machines first, each shut down cleanly (a cut after a minute), then their network
     const { powerOffMachine, teardownMachines } = await import("./machines/fleet.js");
+    const { machineLeader, machineSupervisor } = await import("./machines/machine.js");
     await Promise.all(
       s.nodes.filter((n) => n.machine).map(async (n) => {
-        if (!isAlive(n.pid)) return;
+        // a machine whose supervisor was killed still runs: it is cut
+        if (!machineSupervisor(n.machine!.dir) && !machineLeader(n.machine!.dir)) return;
         await powerOffMachine(n.machine!.dir, n.pid);
         stopped.push(`machine ${n.identity}`);
       }),

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { closeSync, openSync } from "node:fs";
+import { closeSync, openSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 
 // Starting muster's own processes (servers, provisioner, receiver) for the lab and the tests.
@@ -18,7 +18,9 @@ export interface MusterProcess {
   stop(signal?: NodeJS.Signals, graceMs?: number): Promise<void>;
 }
 
+/** Whether a process runs. Only a real pid: kill(0) and kill(-1) would mean our group or everyone. */
 export function isAlive(pid: number): boolean {
+  if (!Number.isInteger(pid) || pid <= 0) return false;
   try {
     process.kill(pid, 0);
     return true;
@@ -109,15 +111,38 @@ export async function stopChild(child: ChildProcess, signal: NodeJS.Signals = "S
   clearTimeout(t);
 }
 
-/** Stop a process we did not spawn (a detached one from an earlier `lab up`) by pid. */
-export async function stopPid(pid: number, graceMs = 10_000): Promise<void> {
+/**
+ * Stop a process we did not spawn (a detached one from an earlier `lab up`) by pid. `group`: its
+ * whole process group (a detached process leads its own): socat's forked children with it.
+ */
+export async function stopPid(pid: number, graceMs = 10_000, o: { group?: boolean } = {}): Promise<void> {
   if (!isAlive(pid)) return;
-  try {
-    process.kill(pid, "SIGTERM");
-  } catch {
-    return;
-  }
+  const signal = (sig: NodeJS.Signals) => {
+    try {
+      process.kill(o.group ? -pid : pid, sig);
+    } catch {
+      // gone, or (group) it leads no group: the process alone
+      if (o.group) {
+        try {
+          process.kill(pid, sig);
+        } catch {
+          /* gone */
+        }
+      }
+    }
+  };
+  signal("SIGTERM");
   const deadline = Date.now() + graceMs;
   while (isAlive(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100)); // no exit event for a non-child
-  if (isAlive(pid)) process.kill(pid, "SIGKILL");
+  if (isAlive(pid) || o.group) signal("SIGKILL"); // a group: its forked children too, which may outlive their parent
+}
+
+/** The command line a process runs with (empty when it is gone). */
+export function cmdlineOf(pid: number): string {
+  if (!isAlive(pid)) return "";
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, "utf8").replace(/\0/g, " ").trim();
+  } catch {
+    return "";
+  }
 }

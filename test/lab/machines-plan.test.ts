@@ -1,19 +1,21 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync, mkdtempSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parse as parseYaml } from "yaml";
-import { imageKey, machineImageSpec, mmdebstrapArgv } from "../../src/lab/machines/image.js";
-import { bootArgv, type MachineConfig } from "../../src/lab/machines/machine.js";
+import { imageKey, machineImageSpec, mmdebstrapArgv, removeMatching } from "../../src/lab/machines/image.js";
+import { afterBoot, bootArgv, decodeMountPath, isMounted, leaderFile, machineLeader, machineSupervisor, supervisorFile, type MachineConfig } from "../../src/lab/machines/machine.js";
+import { isAlive, stopPid } from "../../src/lab/processes.js";
 import { servedPath, startPackageServer } from "../../src/lab/machines/package-server.js";
 import { instanceId, labNetnsName, machineAddress, machineMac, machineName, machineSshAlias, masterRelayAddress, metaData, networkConfig, RELAY_ADDRESS } from "../../src/lab/machines/plan.js";
 import { relayArgv } from "../../src/lab/machines/relay.js";
-import { CLOUD_INIT_RENDERER, machineFacts, renderArgv, type BootMachineContext } from "../../src/lab/machines/fleet.js";
+import { CLOUD_INIT_RENDERER, machineFacts, renderArgv, sshConfigText, type BootMachineContext } from "../../src/lab/machines/fleet.js";
 import { labRole } from "../../src/lab/manifests.js";
 import { LAB_REGIONS } from "../../src/lab/regions.js";
 import { readFileSync } from "node:fs";
+import { spawn, spawnSync } from "node:child_process";
 import { repoRoot, runCli } from "../support/collective.js";
 
 // The pure parts of the lab's machines: addresses, seeds, the image's cache key, the relays' and
@@ -149,7 +151,7 @@ test("machines' user-data comes from docs/deploy.md's render command, flag for f
     const ms = { packages: { url: "http://10.77.0.1:8080/apt", key: "/lab/packages/apt/muster-archive-keyring.asc" }, broker: "tls://10.77.0.1:4222", ssh: { key: join(tmp, "id_ed25519") } } as BootMachineContext["ms"];
     const ctx = { ms, provisionerKey: "P".repeat(43) + "=", trusted: [{ name: "user=root", key: "K".repeat(43) + "=" }] } as BootMachineContext;
     const plan = { identity: "node01.eu.lab", region: LAB_REGIONS[0]!, serial: 1, role: labRole(0) };
-    const argv = renderArgv(ctx, plan, { ca: "/c/ca.pem", cert: "/c/b.pem", key: "/c/b.key" });
+    const argv = renderArgv(ctx, plan, { ca: "/c/ca.pem", cert: "/c/b.pem", key: "/c/b.key" }, "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHop muster-lab");
     assert.equal(argv[0], CLOUD_INIT_RENDERER);
     const doc = readFileSync(join(repoRoot, "docs", "deploy.md"), "utf8");
     const block = /```text\n(node packaging\/cloud-init\.mjs[\s\S]*?)```/.exec(doc)?.[1];
@@ -160,6 +162,7 @@ test("machines' user-data comes from docs/deploy.md's render command, flag for f
     // every fact the provisioner picks masters by, and the role the lab site maps to classes
     const facts = machineFacts(plan);
     for (const f of ["country", "ec2_placement_region", "role", "customer", "environment"]) assert.ok(argv.includes(`${f}=${facts[f]}`), f);
+    assert.equal(argv[argv.indexOf("--ssh-authorized-key") + 1], "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHop muster-lab", "the lab's key lets the operator in");
   } finally {
     rmSync(tmp, { recursive: true, force: true });
   }
@@ -175,6 +178,16 @@ test("lab commands refuse what cannot be, before anything starts", async () => {
     const vm = await run("up", "--nodes", "2", "--vm");
     assert.equal(vm.code, 64);
     assert.match(vm.stderr, /--vm goes with --machines N/);
+    // alone, --vm is refused for what it is, not as a bad node count
+    const vmAlone = await run("up", "--vm");
+    assert.equal(vmAlone.code, 64);
+    assert.match(vmAlone.stderr, /--vm goes with --machines N \(for instance `muster lab up --machines 1 --vm`\)/);
+    const vms = await run("up", "--vms", "1", "--machines", "2");
+    assert.equal(vms.code, 64);
+    assert.match(vms.stderr, /--vms N is --machines N --vm: give one of them/);
+    const none = await run("add", "--machines", "0");
+    assert.equal(none.code, 64);
+    assert.match(none.stderr, /--machines takes a whole number from 1 to 50/, "the error names the flag that was given");
     const many = await run("up", "--machines", "51");
     assert.equal(many.code, 64);
     assert.match(many.stderr, /--machines takes a whole number from 1 to 50/);
@@ -187,5 +200,106 @@ test("lab commands refuse what cannot be, before anything starts", async () => {
     assert.ok(!existsSync(join(cwd, ".muster", "lab")), "nothing was started");
   } finally {
     rmSync(cwd, { recursive: true, force: true });
+  }
+});
+
+test("the supervisor boots again only after a reboot nobody asked to stop", () => {
+  assert.equal(afterBoot("nspawn", 133, false), "boot again", "systemctl reboot: nspawn exits 133");
+  assert.equal(afterBoot("nspawn", 133, true), "off", "powered off while it rebooted");
+  assert.equal(afterBoot("nspawn", 0, false), "off", "poweroff inside the machine");
+  assert.equal(afterBoot("nspawn", 128, false), "off", "power cut: its init killed");
+  assert.equal(afterBoot("nspawn", null, false), "off");
+  assert.equal(afterBoot("vm", 133, false), "off", "a guest reboot stays inside qemu");
+});
+
+test("mount points as mountinfo escapes them; the real mountinfo read back", () => {
+  assert.equal(decodeMountPath("/lab/my\\040machines/root"), "/lab/my machines/root");
+  assert.equal(decodeMountPath("/a\\011b\\012c\\134d"), "/a\tb\nc\\d");
+  assert.equal(decodeMountPath("/plain"), "/plain");
+  assert.ok(isMounted("/"), "/ is a mount point");
+  assert.ok(!isMounted("/definitely/not/mounted"));
+});
+
+test("pids that are not processes are never signalled: 0 is our group, -1 everyone", async () => {
+  for (const pid of [0, -1, -12345, Number.NaN, 1.5]) assert.equal(isAlive(pid), false, String(pid));
+  await stopPid(0); // a no-op, or this test run would be killed
+  await stopPid(-1);
+  assert.ok(isAlive(process.pid));
+});
+
+test("a stale leader or supervisor file naming another process is not taken for the machine", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "muster-machine-pid-"));
+  const other = spawn("sleep", ["30"], { stdio: "ignore" });
+  try {
+    writeFileSync(join(dir, "machine.json"), JSON.stringify({ identity: "node01.eu.lab", kind: "nspawn" }));
+    // a pid reused by a process of the host's PID namespace: not a machine's init
+    writeFileSync(leaderFile(dir), `${other.pid}\n`);
+    assert.equal(machineLeader(dir), undefined);
+    writeFileSync(join(dir, "machine.json"), JSON.stringify({ identity: "node01.eu.lab", kind: "vm" }));
+    assert.equal(machineLeader(dir), undefined, "not qemu");
+    writeFileSync(supervisorFile(dir), `${other.pid}\n`);
+    assert.equal(machineSupervisor(dir), undefined, "not `muster lab machine-run`");
+  } finally {
+    other.kill("SIGKILL");
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("one supervisor per machine: a second `lab machine-run` on a powered machine refuses", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "muster-machine-power-"));
+  // stands in for a running supervisor: a live process whose command line is machine-run's
+  const first = spawn("sh", ["-c", "sleep 30", "muster", "lab", "machine-run", dir], { stdio: "ignore" });
+  try {
+    writeFileSync(join(dir, "machine.json"), JSON.stringify({ identity: "node01.eu.lab", serial: 1, kind: "nspawn", image: "/nonexistent", netns: "/run/netns/none", bridge: "mbr0", address: "10.77.1.1", mac: machineMac(1), name: machineName(1) }));
+    writeFileSync(supervisorFile(dir), `${first.pid}\n`);
+    assert.equal(machineSupervisor(dir), first.pid);
+    const second = await runCli(["lab", "machine-run", dir], { env: process.env });
+    assert.notEqual(second.code, 0);
+    assert.match(second.stderr, new RegExp(`already powered by supervisor ${first.pid}`));
+    assert.equal(readFileSync(supervisorFile(dir), "utf8").trim(), String(first.pid), "the first keeps the power");
+    assert.ok(!existsSync(join(dir, "root")), "nothing was mounted or booted");
+  } finally {
+    first.kill("SIGKILL");
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("ssh_config names machines by identity, keys known by identity; ssh itself reads it so", () => {
+  const dir = mkdtempSync(join(tmpdir(), "muster-ssh-config-"));
+  try {
+    const ssh = { key: join(dir, "id_ed25519"), config: join(dir, "config"), knownHosts: join(dir, "known_hosts") };
+    const machine = (serial: number) => ({ kind: "nspawn" as const, dir: "/x", ssh: { host: machineSshAlias(serial), port: 2200 + serial }, relayPids: [], poweredOnAt: 0 });
+    const text = sshConfigText(ssh, [
+      { identity: "node01.eu.lab", machine: machine(1) },
+      { identity: "notifier.lab" }, // not a machine: not in it
+      { identity: "node02.us.lab", machine: machine(2) },
+    ]);
+    assert.doesNotMatch(text, /notifier/);
+    writeFileSync(ssh.config, text);
+    const g = spawnSync("ssh", ["-G", "-F", ssh.config, "node02.us.lab"], { encoding: "utf8" });
+    assert.equal(g.status, 0, g.stderr);
+    const opt = (k: string) => new RegExp(`^${k} (.*)$`, "m").exec(g.stdout)?.[1];
+    assert.equal(opt("hostname"), "127.0.2.2");
+    assert.equal(opt("port"), "2202");
+    assert.equal(opt("hostkeyalias"), "node02.us.lab", "a relay's address and port change; the machine's name does not");
+    assert.equal(opt("user"), "root");
+    assert.equal(opt("stricthostkeychecking"), "accept-new");
+    assert.equal(opt("userknownhostsfile"), ssh.knownHosts);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("the image loses its ssh host keys by pattern, with no shell in between", () => {
+  const root = mkdtempSync(join(tmpdir(), "muster image $(touch pwned) '"));
+  try {
+    mkdirSync(join(root, "etc", "ssh"), { recursive: true });
+    for (const f of ["ssh_host_rsa_key", "ssh_host_ed25519_key.pub", "sshd_config", "moduli"]) writeFileSync(join(root, "etc", "ssh", f), "x");
+    removeMatching(root, "/etc/ssh/ssh_host_*");
+    assert.deepEqual(readdirSync(join(root, "etc", "ssh")).sort(), ["moduli", "sshd_config"]);
+    removeMatching(root, "/etc/nothing/here_*"); // a directory the image lacks: nothing to do
+    assert.ok(!existsSync("pwned") && !existsSync(join(root, "pwned")), "the path was never given to a shell");
+  } finally {
+    rmSync(root, { recursive: true, force: true });
   }
 });

@@ -8,9 +8,9 @@ import { promisify } from "node:util";
 import { MusterClient } from "../../src/client/client.js";
 import { startLab, waitForNodes, type Lab, type LabNode } from "../../src/lab/lab.js";
 import { publishToRepo } from "../../src/lab/machines/fleet.js";
-import { machineExec } from "../../src/lab/machines/machine.js";
+import { decodeMountPath, machineExec, machineLeader } from "../../src/lab/machines/machine.js";
 import { labLinks, labRoutes } from "../../src/lab/machines/network.js";
-import { spawnMuster, type MusterProcess } from "../../src/lab/processes.js";
+import { isAlive, spawnMuster, type MusterProcess } from "../../src/lab/processes.js";
 import { emptyFilter } from "../../src/protocol/types.js";
 import type { NodeRecord } from "../../src/protocol/provision-record.js";
 import { ProvisionState } from "../../src/provisioner/state.js";
@@ -64,10 +64,11 @@ before(async () => {
   store = await ProvisionState.open(client, "muster_provision");
 });
 
+let labStopped = false;
 after(async () => {
   await provisioner?.stop("SIGKILL");
   await client?.close();
-  await lab?.stop();
+  if (!labStopped) await lab?.stop();
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
@@ -106,7 +107,7 @@ test("the machines are whole systems on a network of their own: hostname, addres
     const facts = JSON.parse(inMachine(id, "facter", "--json", "fqdn", "networking.ip")) as Record<string, string>;
     assert.equal(facts.fqdn, id, "facter: its own name");
     assert.equal(facts["networking.ip"], node(id).ipaddress, "facter: its own address");
-    assert.match(inMachine(id, "cloud-init", "status"), /status: done/);
+    assert.match(inMachine(id, "cloud-init", "status", "--wait"), /status: done/); // --wait: cloud-final may still be finishing
     assert.match(inMachine(id, "systemctl", "is-active", "muster-server.service"), /^active/);
     // the user-data is the renderer's, as docs/deploy.md gives it
     assert.match(readFileSync(join(node(id).machine!.dir, "render.sh"), "utf8"), /packaging\/cloud-init\.mjs .*--apt-repo/s);
@@ -252,4 +253,21 @@ test("removed as a cloud would (power off, disk deleted), then decommissioned: c
   const dec = await cli(["decommission", "--wait", C]);
   assert.equal(dec.code, 0, dec.stdout + dec.stderr);
   assert.equal(await store.get(C), undefined, "its provisioning record is dropped");
+});
+
+test("the lab stops and leaves nothing: no machine on, nothing mounted, no network namespace, no relay", { skip: !root && "needs root" }, async () => {
+  const labDir = join(dir, "lab");
+  const ms = lab.state.machines!;
+  const remembered = readFileSync(join(labDir, "pids.jsonl"), "utf8").trim().split("\n").map((l) => (JSON.parse(l) as { pid: number }).pid);
+  assert.ok(remembered.length >= lab.state.nodes.length, "every process the lab started was remembered as it started");
+  await provisioner?.stop();
+  await client.close();
+  labStopped = true;
+  await lab.stop();
+  const mounts = readFileSync("/proc/self/mountinfo", "utf8").split("\n").map((l) => decodeMountPath(l.split(" ")[4] ?? ""));
+  assert.deepEqual(mounts.filter((m) => m.startsWith(`${labDir}/`)), [], "no machine root left mounted");
+  for (const n of lab.state.nodes) if (n.machine) assert.equal(machineLeader(n.machine.dir), undefined, `${n.identity} is off`);
+  assert.deepEqual(remembered.filter((pid) => isAlive(pid)), [], "no process of the lab runs (supervisors, relays, servers)");
+  assert.ok(!existsSync(`/run/netns/${ms.netns}`), "its network namespace is gone");
+  assert.ok(!existsSync(ms.socketDir), "its relays' sockets are gone");
 });

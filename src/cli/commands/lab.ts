@@ -105,6 +105,7 @@ export function labCommand(): Command {
       .option("--machines <n>", "how many nodes, each a whole Debian system booted with systemd-nspawn on the lab's own network, installing the package through cloud-init (the default: 4, when this host can run them)")
       .option("--nodes <n>", "how many nodes, as processes on this host instead (fast, no root needed)")
       .option("--vm", "with --machines: QEMU virtual machines with their own kernel (software emulation here: minutes per machine)")
+      .option("--vms <n>", "the same as --machines N --vm")
       .option("--package <file>", "with --machines: the .deb they install (default: built now from this checkout)")
       .option("--timeout <seconds>", "give up following progress after this long", "900")
       .option("--from-package <file>", "run the lab's muster processes from this .deb (npm run package), unpacked into .muster/lab/pkg, instead of this checkout")
@@ -125,10 +126,17 @@ Examples:
   muster lab up --nodes 6            6 process nodes on this host (no root needed)
   muster lab up --machines 1 --vm    one QEMU machine with its own kernel (slow here: ~5-10 min)`,
       )
-      .action(async (o: { nodes: string; machines?: string; vm?: boolean; package?: string; timeout: string; fromPackage?: string }) => {
-        const { readLabState, stopLabFromState, startLab, toYaml, labWebToken, unpackMuster } = await load();
+      .action(async (o: { nodes: string; machines?: string; vm?: boolean; vms?: string; package?: string; timeout: string; fromPackage?: string }) => {
+        const { readLabState, stopLabFromState, stopLabRemains, startLab, toYaml, labWebToken, unpackMuster } = await load();
+        if (o.vms !== undefined) {
+          if (o.machines !== undefined) throw new MusterError("MUSTER_USAGE", "--vms N is --machines N --vm: give one of them");
+          o.machines = o.vms;
+          o.vm = true;
+        }
         if (o.machines && o.nodes) throw new MusterError("MUSTER_USAGE", "--machines and --nodes choose the kind of node: give one");
-        if (!o.machines && !o.nodes && !o.vm) {
+        // flags that only go with machines, before any default is chosen
+        if ((o.vm || o.package) && !o.machines) throw new MusterError("MUSTER_USAGE", `${o.vm ? "--vm" : "--package"} goes with --machines N (for instance \`muster lab up --machines 1${o.vm ? " --vm" : ` --package ${o.package}`}\`)`);
+        if (!o.machines && !o.nodes) {
           // machines by default, when this host can run them
           try {
             (await import("../../lab/machines/fleet.js")).checkMachineHost("nspawn");
@@ -141,7 +149,6 @@ Examples:
         const n = Number(o.machines ?? o.nodes);
         if (!Number.isInteger(n) || n < 1 || n > 200) throw new MusterError("MUSTER_USAGE", `${o.machines ? "--machines" : "--nodes"} takes a whole number from 1 to 200`);
         if (o.machines && n > 50) throw new MusterError("MUSTER_USAGE", "--machines takes a whole number from 1 to 50 (each machine is a whole system)");
-        if ((o.vm || o.package) && !o.machines) throw new MusterError("MUSTER_USAGE", `${o.vm ? "--vm" : "--package"} goes with --machines N`);
         if (o.package && !existsSync(o.package)) throw new MusterError("MUSTER_USAGE", `--package: no file ${o.package} (build one with \`npm run package\`; it prints the path)`);
         if (o.fromPackage && !existsSync(o.fromPackage)) throw new MusterError("MUSTER_USAGE", `--from-package: no file ${o.fromPackage} (build one with \`npm run package\`; it prints the path)`);
         const machines = o.machines ? { kind: (o.vm ? "vm" : "nspawn") as "vm" | "nspawn", deb: o.package ?? o.fromPackage, imageCache: resolve(".muster", "images") } : undefined;
@@ -152,11 +159,18 @@ Examples:
           return;
         }
         if (existing) await stopLabFromState(labDir()); // leftovers of a lab that died: clear them first
+        await stopLabRemains(labDir()); // and of a `lab up` interrupted before it wrote its state
+        (await import("../../lab/machines/machine.js")).unmountUnder(labDir()); // never delete through a machine's root
         rmSync(labDir(), { recursive: true, force: true });
         mkdirSync(labDir(), { recursive: true });
         const t0 = Date.now();
         const pkg = o.fromPackage ? unpackMuster(o.fromPackage, resolve(labDir(), "pkg")) : undefined;
         if (pkg) process.stderr.write(`${ts()} running muster ${pkg.version} from ${o.fromPackage} (${pkg.bin})\n`);
+        // Ctrl-C: the lab's processes are detached and keep running; say how to stop them
+        process.once("SIGINT", () => {
+          process.stderr.write(`\n${ts()} interrupted: what the lab started keeps running (\`muster lab status\`); \`muster lab down\` stops all of it\n`);
+          process.exit(130);
+        });
         const started = await startLab({ dir: labDir(), nodes: n, detached: true, provisioner: true, bin: pkg?.bin, machines, progress: (l) => process.stderr.write(`${ts()} ${l}\n`) });
         const s = started.state;
         writeClientConfig(s, toYaml);
@@ -173,8 +187,9 @@ Examples:
   );
   lab.addCommand(
     new Command("down").description("Stop everything the lab started (machines are shut down cleanly) and remove its state").action(async () => {
-      const { stopLabFromState } = await load();
+      const { stopLabFromState, stopLabRemains } = await load();
       const stopped = await stopLabFromState(labDir());
+      stopped.push(...(await stopLabRemains(labDir()))); // what a lab that died or an interrupted `lab up` left
       const { unmountUnder } = await import("../../lab/machines/machine.js");
       unmountUnder(labDir()); // never delete through a machine's mounted root
       rmSync(resolve(".muster", "lab"), { recursive: true, force: true });
@@ -255,7 +270,7 @@ Exit code 0 when every new node was provisioned, 2 when any failed or the wait t
       .action(async (o: { count: string; machines?: string; country?: string; identity?: string[]; follow: boolean; timeout: string }) => {
         const { labRegionFor, readLabState, MusterClient, ProvisionState, addLabNodes } = await load();
         const count = Number(o.machines ?? o.count);
-        if (!Number.isInteger(count) || count < 1 || count > 50) throw new MusterError("MUSTER_USAGE", "--count takes a whole number from 1 to 50");
+        if (!Number.isInteger(count) || count < 1 || count > 50) throw new MusterError("MUSTER_USAGE", `${o.machines !== undefined ? "--machines" : "--count"} takes a whole number from 1 to 50`);
         const timeout = Number(o.timeout);
         if (!Number.isFinite(timeout) || timeout <= 0) throw new MusterError("MUSTER_USAGE", "--timeout takes a positive number of seconds");
         if (o.country) labRegionFor(o.country); // a bad country fails before anything starts

@@ -1,5 +1,5 @@
-import { execFile, execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { execFile, execFileSync, spawnSync } from "node:child_process";
+import { chmodSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { basename, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
@@ -12,7 +12,7 @@ import { freePort } from "../ports.js";
 import { isAlive, spawnMuster, stopPid, type MusterProcess } from "../processes.js";
 import type { LabRegion } from "../regions.js";
 import { ensureImage, hostRelease, machineImageSpec, requireTools, type MachineImage } from "./image.js";
-import { isMounted, machineFile, machineLeader, powerCut, unmountRoot, type MachineConfig, type MachineKind } from "./machine.js";
+import { isMounted, machineFile, machineLeader, machineSupervisor, powerCut, unmountRoot, unmountUnder, type MachineConfig, type MachineKind } from "./machine.js";
 import { addTap, createLabNetwork, deleteLabNetwork, netnsPath, netnsPids, removeTap } from "./network.js";
 import { instanceId, LAB_NET, MACHINE_FILES_DIR, labNetnsName, machineAddress, machineMac, machineName, machineSshAlias, masterRelayAddress, metaData, networkConfig, PACKAGE_PORT, RELAY_ADDRESS } from "./plan.js";
 import { startRelay, type Relay, type RelaySpec } from "./relay.js";
@@ -107,6 +107,11 @@ export function checkMachineHost(kind: MachineKind): void {
   if (kind === "nspawn" && !readFileSync("/proc/filesystems", "utf8").includes("overlay")) {
     throw new MusterError("MUSTER_USAGE", "lab machines boot from overlayfs copies of one image, and this kernel has no overlay file system (modprobe overlay)");
   }
+  // Root is not always enough (a container without CAP_SYS_ADMIN): try what the lab does first.
+  const probe = spawnSync("unshare", ["--net", "--mount", "true"], { encoding: "utf8" });
+  if (probe.status !== 0) {
+    throw new MusterError("MUSTER_USAGE", `lab machines need network and mount namespaces, and this host refuses them (\`unshare --net --mount true\`: ${(probe.stderr || probe.error?.message || `exit ${probe.status}`).trim()}); in a container, give it CAP_SYS_ADMIN, or use process nodes (--nodes N)`);
+  }
 }
 
 /** Build the package machines install, when the operator named none (gzip: the contents are the release's). */
@@ -136,12 +141,26 @@ export async function prepareMachines(o: MachineLabOptions, image: { image: Mach
   const netns = labNetnsName(dir);
   clearAbandonedNetworks(o.progress);
   const masterAddrs = o.masters.map((_, i) => masterRelayAddress(i));
-  createLabNetwork(netns, [RELAY_ADDRESS, ...masterAddrs]);
   const socketDir = `/run/muster-lab/${netns}`;
-  mkdirSync(socketDir, { recursive: true, mode: 0o700 });
-  writeFileSync(join(socketDir, "lab-dir"), `${dir}\n`); // whose network this is, for clearAbandonedNetworks
-  mkdirSync(join(dir, "logs"), { recursive: true });
+  const started: MusterProcess[] = [];
+  const track = (name: string, p: MusterProcess) => (started.push(p), o.track(name, p));
+  try {
+    // whose network this is, written first, for clearAbandonedNetworks
+    mkdirSync(socketDir, { recursive: true, mode: 0o700 });
+    writeFileSync(join(socketDir, "lab-dir"), `${dir}\n`);
+    createLabNetwork(netns, [RELAY_ADDRESS, ...masterAddrs]);
+    mkdirSync(join(dir, "logs"), { recursive: true });
+    return await prepareOnNetwork({ ...o, track }, image, dir, netns, socketDir, masterAddrs);
+  } catch (e) {
+    // nothing half-made stays: what started, the network, the relays' sockets
+    await Promise.all(started.map((p) => p.stop().catch(() => undefined)));
+    deleteLabNetwork(netns);
+    rmSync(socketDir, { recursive: true, force: true });
+    throw e;
+  }
+}
 
+async function prepareOnNetwork(o: MachineLabOptions, image: { image: MachineImage; vm?: LabMachinesState["vmImage"] }, dir: string, netns: string, socketDir: string, masterAddrs: string[]): Promise<LabMachinesState> {
   // The package server: the .deb (and, once built, an apt repository) on loopback.
   const pkgDir = join(dir, "packages");
   mkdirSync(pkgDir, { recursive: true });
@@ -152,6 +171,7 @@ export async function prepareMachines(o: MachineLabOptions, image: { image: Mach
   const pkgLog = join(dir, "logs", "packages.log");
   const server = spawnMuster(["lab", "serve-packages", "--dir", pkgDir, "--port", String(pkgPort)], { logFile: pkgLog, detached: o.detached });
   o.track("package server", server);
+  await waitForPackageServer(`http://127.0.0.1:${pkgPort}/apt/`, server, pkgLog);
 
   const ns = netnsPath(netns);
   const specs: RelaySpec[] = [
@@ -180,6 +200,22 @@ export async function prepareMachines(o: MachineLabOptions, image: { image: Mach
     socketDir,
     ssh,
   };
+}
+
+/** Resolves once the package server answers HTTP; rejects, pointing at its log, if it exits or stays silent. */
+async function waitForPackageServer(url: string, server: MusterProcess, log: string): Promise<void> {
+  const deadline = Date.now() + 15_000;
+  for (;;) {
+    if (server.exitCode() !== undefined) throw new MusterError("MUSTER_USAGE", `the lab's package server exited (${server.exitCode()}) before it served anything (see ${log})`);
+    try {
+      await fetch(url, { method: "HEAD", signal: AbortSignal.timeout(1000) });
+      return; // any answer: it listens (it lists no directory)
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) throw new MusterError("MUSTER_TIMEOUT", `the lab's package server did not serve ${url} within 15 s (see ${log})`);
+    await new Promise((r) => setTimeout(r, 50)); // polling an HTTP port: no event to wait on
+  }
 }
 
 /**
@@ -229,8 +265,11 @@ export function clearAbandonedNetworks(progress: (l: string) => void): void {
   }
 }
 
-/** Rewrite the ssh_config naming every machine: `ssh -F <config> node01.eu.lab` (muster ssh does it for you). */
-export function writeSshConfig(ms: LabMachinesState, nodes: { identity: string; machine?: LabNodeMachine }[]): void {
+/**
+ * The ssh_config naming every machine (pure): `ssh -F <config> node01.eu.lab`. Host keys are known
+ * by identity (HostKeyAlias), not by the loopback relay's address and port, which change.
+ */
+export function sshConfigText(ssh: LabMachinesState["ssh"], nodes: { identity: string; machine?: LabNodeMachine }[]): string {
   const blocks = nodes
     .filter((n) => n.machine)
     .map((n) =>
@@ -238,19 +277,29 @@ export function writeSshConfig(ms: LabMachinesState, nodes: { identity: string; 
         `Host ${n.identity}`,
         `  HostName ${n.machine!.ssh.host}`,
         `  Port ${n.machine!.ssh.port}`,
+        `  HostKeyAlias ${n.identity}`,
         "  User root",
-        `  IdentityFile ${ms.ssh.key}`,
+        `  IdentityFile ${ssh.key}`,
         "  IdentitiesOnly yes",
-        `  UserKnownHostsFile ${ms.ssh.knownHosts}`,
+        `  UserKnownHostsFile ${ssh.knownHosts}`,
         // each machine makes its host keys on first boot: learnt on first contact, refused if they
-        // change (this file is rewritten, and the keys forgotten, when machines come and go)
+        // change; a machine made again under a name is forgotten first (forgetHostKey)
         "  StrictHostKeyChecking accept-new",
         "  LogLevel ERROR",
         "",
       ].join("\n"),
     );
-  writeFileSync(ms.ssh.config, `# muster lab: the machines, as the operator's ssh reaches them (rewritten as machines come and go)\n\n${blocks.join("\n")}`);
-  rmSync(ms.ssh.knownHosts, { force: true });
+  return `# muster lab: the machines, as the operator's ssh reaches them (rewritten as machines come and go)\n\n${blocks.join("\n")}`;
+}
+
+/** Rewrite the ssh_config naming every machine (muster ssh uses it). */
+export function writeSshConfig(ms: LabMachinesState, nodes: { identity: string; machine?: LabNodeMachine }[]): void {
+  writeFileSync(ms.ssh.config, sshConfigText(ms.ssh, nodes));
+}
+
+/** Forget a machine's host key: a new machine under that name makes new keys on its first boot. */
+export function forgetHostKey(ms: LabMachinesState, identity: string): void {
+  if (existsSync(ms.ssh.knownHosts)) spawnSync("ssh-keygen", ["-q", "-f", ms.ssh.knownHosts, "-R", identity], { stdio: "ignore" });
 }
 
 export interface BootMachineContext {
@@ -286,9 +335,8 @@ export function machineFacts(p: MachinePlan): Record<string, string> {
   return { country: p.region.country, ec2_placement_region: p.region.region, ...roleFacts(p.role), muster_lab_kind: "machine" };
 }
 
-/** The renderer's command line for this machine: docs/deploy.md's, with the lab's values. */
-export function renderArgv(c: BootMachineContext, p: MachinePlan, creds: { ca: string; cert: string; key: string }): string[] {
-  const sshPub = readFileSync(`${c.ms.ssh.key}.pub`, "utf8").trim();
+/** The renderer's command line for this machine (pure): docs/deploy.md's, with the lab's values. */
+export function renderArgv(c: BootMachineContext, p: MachinePlan, creds: { ca: string; cert: string; key: string }, sshPub: string): string[] {
   return [
     CLOUD_INIT_RENDERER,
     "--apt-repo",
@@ -329,10 +377,13 @@ export async function bootLabMachine(c: BootMachineContext, p: MachinePlan): Pro
   const { ms } = c;
   const dir = join(resolve(c.labDir), "machines", p.identity);
   if (existsSync(dir)) await destroyMachineDisk(dir);
-  mkdirSync(join(dir, "seed"), { recursive: true });
+  forgetHostKey(ms, p.identity);
+  // its bootstrap credential and user-data (which carries it) are the machine's secrets: root only
+  mkdirSync(join(dir, "seed"), { recursive: true, mode: 0o700 });
+  chmodSync(dir, 0o700);
   const creds = writeBootstrapCredential(issueBootstrapCredential({ cert: c.caCert, key: c.caKey }, p.identity), join(dir, "creds"));
-  const argv = renderArgv(c, p, creds);
-  writeFileSync(join(dir, "render.sh"), `#!/bin/sh\n# how this machine's user-data was made (docs/deploy.md#4-nodes)\nnode ${argv.map(shellQuote).join(" \\\n  ")} > user-data\n`, { mode: 0o755 });
+  const argv = renderArgv(c, p, creds, readFileSync(`${c.ms.ssh.key}.pub`, "utf8").trim());
+  writeFileSync(join(dir, "render.sh"), `#!/bin/sh\n# how this machine's user-data was made (docs/deploy.md#4-nodes)\nnode ${argv.map(shellQuote).join(" \\\n  ")} > user-data\n`, { mode: 0o700 });
   let userData: string;
   try {
     userData = (await execFileP(process.execPath, argv, { maxBuffer: 4 << 20 })).stdout;
@@ -342,7 +393,7 @@ export async function bootLabMachine(c: BootMachineContext, p: MachinePlan): Pro
   const address = machineAddress(p.serial);
   const mac = machineMac(p.serial);
   const seed = { "meta-data": metaData(p.identity, instanceId(p.identity, Date.now())), "network-config": networkConfig(address, c.ms.kind === "vm" ? { mac } : {}), "user-data": userData };
-  for (const [f, text] of Object.entries(seed)) writeFileSync(join(dir, "seed", f), text);
+  for (const [f, text] of Object.entries(seed)) writeFileSync(join(dir, "seed", f), text, { mode: 0o600 });
 
   const cfg: MachineConfig = {
     identity: p.identity,
@@ -358,11 +409,11 @@ export async function bootLabMachine(c: BootMachineContext, p: MachinePlan): Pro
   if (ms.kind === "nspawn") {
     // The NoCloud seed is a directory in the machine, as on a cloud whose seed is baked into the disk.
     const seedDir = join(dir, "upper", "var", "lib", "cloud", "seed", "nocloud");
-    mkdirSync(seedDir, { recursive: true });
-    for (const [f, text] of Object.entries(seed)) writeFileSync(join(seedDir, f), text);
+    mkdirSync(seedDir, { recursive: true, mode: 0o700 });
+    for (const [f, text] of Object.entries(seed)) writeFileSync(join(seedDir, f), text, { mode: 0o600 });
   } else {
     const { prepareVmDisk } = await import("./vm.js");
-    cfg.vm = await prepareVmDisk(dir, ms.vmImage!, p.serial);
+    cfg.vm = { ...(await prepareVmDisk(dir, ms.vmImage!, p.serial)), monitor: join(ms.socketDir, `${cfg.name}.monitor`) };
     addTap(ms.netns, cfg.vm.tap);
   }
   writeFileSync(machineFile(dir), JSON.stringify(cfg, null, 2));
@@ -383,23 +434,27 @@ export async function bootLabMachine(c: BootMachineContext, p: MachinePlan): Pro
 
 /** Power a machine on: its supervisor boots it (and boots it again when it reboots). */
 export function powerOnMachine(dir: string, detached: boolean): MusterProcess {
-  if (machineLeader(dir)) throw new MusterError("MUSTER_USAGE", `${basename(dir)} is already running`);
+  if (machineLeader(dir) || machineSupervisor(dir)) throw new MusterError("MUSTER_USAGE", `${basename(dir)} is already running`);
   return spawnMuster(["lab", "machine-run", dir], { logFile: join(dir, "supervisor.log"), detached });
 }
 
 /**
- * Power a machine off and wait until its supervisor is gone: cleanly (the machine shuts down) or,
- * with `cut`, by cutting the power. A clean shutdown that takes longer than `graceMs` becomes a cut.
+ * Power a machine off and wait until it is off: cleanly (the machine shuts down) or, with `cut`,
+ * by cutting the power. A clean shutdown that takes longer than `graceMs` becomes a cut. Works
+ * when the supervisor is gone too (killed outright): the machine is cut and its root unmounted.
  */
-export async function powerOffMachine(dir: string, supervisorPid: number, o: { cut?: boolean; graceMs?: number } = {}): Promise<void> {
-  if (o.cut) powerCut(dir);
-  else if (isAlive(supervisorPid)) process.kill(supervisorPid, "SIGTERM");
+export async function powerOffMachine(dir: string, supervisorPid?: number, o: { cut?: boolean; graceMs?: number } = {}): Promise<void> {
+  const sup = machineSupervisor(dir) ?? (supervisorPid && isAlive(supervisorPid) ? supervisorPid : undefined);
+  if (o.cut || !sup) powerCut(dir);
+  else process.kill(sup, "SIGTERM");
   const deadline = Date.now() + (o.graceMs ?? 60_000);
-  while (isAlive(supervisorPid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100)); // not our child when detached: no exit event
-  if (isAlive(supervisorPid)) {
+  const on = () => (sup !== undefined && isAlive(sup)) || machineLeader(dir) !== undefined;
+  while (on() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100)); // not our child when detached: no exit event
+  if (on()) {
     powerCut(dir);
-    await stopPid(supervisorPid, 10_000);
+    if (sup) await stopPid(sup, 10_000);
   }
+  unmountRoot(dir); // the supervisor does it, unless it was killed
 }
 
 /** Delete a powered-off machine's disk and everything else of it (as a cloud deletes a terminated instance's volume). */
@@ -411,12 +466,44 @@ export async function destroyMachineDisk(dir: string): Promise<void> {
   rmSync(dir, { recursive: true, force: true });
 }
 
+/**
+ * What a lab that died (or whose `lab up` was interrupted before it wrote its state) leaves of
+ * its machines: each one off and unmounted, its network and relays' sockets gone. Safe to call
+ * on a lab that stopped cleanly: nothing is left to do.
+ */
+export async function clearMachineRemains(labDir: string): Promise<string[]> {
+  const dir = resolve(labDir);
+  const cleared: string[] = [];
+  const machines = join(dir, "machines");
+  if (existsSync(machines)) {
+    await Promise.all(
+      readdirSync(machines).map(async (d) => {
+        const m = join(machines, d);
+        if (!machineSupervisor(m) && !machineLeader(m)) return;
+        await powerOffMachine(m, undefined, { graceMs: 20_000 });
+        cleared.push(`machine ${d}`);
+      }),
+    );
+    unmountUnder(machines);
+  }
+  const netns = labNetnsName(dir);
+  const socketDir = `/run/muster-lab/${netns}`;
+  if (existsSync(netnsPath(netns)) || existsSync(socketDir)) {
+    // the relays inside it; the host-side halves die with their sockets' peers
+    for (const pid of netnsPids(netns)) await stopPid(pid, 2000, { group: true });
+    deleteLabNetwork(netns);
+    rmSync(socketDir, { recursive: true, force: true });
+    cleared.push(`network ${netns}`);
+  }
+  return cleared;
+}
+
 /** Stop the machines' relays, package server and network (after the machines are off). */
 export async function teardownMachines(ms: LabMachinesState, nodes: { machine?: LabNodeMachine }[]): Promise<string[]> {
   const stopped: string[] = [];
   for (const pid of [...ms.relays.flatMap((r) => r.pids), ...nodes.flatMap((n) => n.machine?.relayPids ?? []), ms.packages.pid]) {
     if (isAlive(pid)) {
-      await stopPid(pid, 3000);
+      await stopPid(pid, 3000, { group: true }); // socat forks a child per connection: the group
       stopped.push(String(pid));
     }
   }

@@ -1,8 +1,9 @@
 import { execFileSync, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { basename, dirname, join } from "node:path";
 import { MusterError } from "../../errors.js";
+import { isAlive } from "../processes.js";
 
 // The lab machines' image: a Debian root file system built with mmdebstrap from Debian's packages
 // only (the host's release and apt sources), with systemd, cloud-init, Puppet, Facter, the Nagios
@@ -174,6 +175,7 @@ export async function ensureImage(cacheDir: string, spec: ImageSpec, progress: (
   requireTools({ mmdebstrap: "mmdebstrap" });
   const t0 = Date.now();
   mkdirSync(cacheDir, { recursive: true });
+  clearAbandonedBuilds(cacheDir);
   const work = join(cacheDir, `.${key}.${process.pid}`);
   rmSync(work, { recursive: true, force: true });
   mkdirSync(work, { recursive: true });
@@ -196,7 +198,7 @@ export async function ensureImage(cacheDir: string, spec: ImageSpec, progress: (
       rmSync(f, { force: true }); // resolv.conf may be a link
       writeFileSync(f, content);
     }
-    for (const pattern of spec.remove) await run(["sh", "-c", `rm -f ${join(r, pattern)}`], () => undefined);
+    for (const pattern of spec.remove) removeMatching(r, pattern);
     if (spec.enable.length) await run(["systemctl", `--root=${r}`, "enable", ...spec.enable], () => undefined);
     const bytes = duBytes(r);
     const buildSeconds = (Date.now() - t0) / 1000;
@@ -213,6 +215,25 @@ export async function ensureImage(cacheDir: string, spec: ImageSpec, progress: (
     return { key, root, built: true, buildSeconds, bytes };
   } finally {
     rmSync(work, { recursive: true, force: true });
+  }
+}
+
+/** Delete the files of `root` that `pattern` names (an absolute path whose last part may hold `*`). */
+export function removeMatching(root: string, pattern: string): void {
+  const dir = join(root, dirname(pattern));
+  const re = new RegExp(`^${basename(pattern).replace(/[.+?^${}()|[\]\\]/g, "\\$&").replace(/\*/g, ".*")}$`);
+  if (!existsSync(dir)) return;
+  for (const f of readdirSync(dir)) if (re.test(f)) rmSync(join(dir, f), { force: true });
+}
+
+/**
+ * A build killed outright (SIGKILL, a power cut) leaves its private directory, hundreds of MB:
+ * one whose builder is gone is removed before the next build.
+ */
+function clearAbandonedBuilds(cacheDir: string): void {
+  for (const d of readdirSync(cacheDir)) {
+    const pid = /^\..+\.(\d+)$/.exec(d)?.[1];
+    if (pid && !isAlive(Number(pid))) rmSync(join(cacheDir, d), { recursive: true, force: true });
   }
 }
 

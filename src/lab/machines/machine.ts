@@ -35,7 +35,8 @@ export interface MachineConfig {
   /** systemd-nspawn's machine name (also its veth's). */
   name: string;
   /** vm only. */
-  vm?: { kernel: string; initrd: string; memoryMb: number; tap: string };
+  /** monitor: qemu's monitor socket (under /run: a Unix socket's path is short). */
+  vm?: { kernel: string; initrd: string; memoryMb: number; tap: string; monitor?: string };
 }
 
 export const machineFile = (dir: string) => join(dir, "machine.json");
@@ -49,31 +50,92 @@ export function readMachine(dir: string): MachineConfig {
   }
 }
 
+export const supervisorFile = (dir: string) => join(dir, "supervisor.pid");
+
+/**
+ * Whether `pid` is this machine's leader and not a process that took its pid since: an nspawn
+ * machine's init is in a PID namespace other than ours; a VM's is qemu.
+ */
+function isMachineLeader(pid: number, kind: MachineKind | undefined): boolean {
+  try {
+    if (kind === "vm") return readFileSync(`/proc/${pid}/cmdline`, "utf8").startsWith("qemu-system");
+    return readlinkSync(`/proc/${pid}/ns/pid`) !== readlinkSync("/proc/self/ns/pid");
+  } catch {
+    return false; // gone
+  }
+}
+
 /** The machine's init (nspawn) or qemu process on the host, while it runs. */
 export function machineLeader(dir: string): number | undefined {
   try {
     const pid = Number(readFileSync(leaderFile(dir), "utf8").trim());
-    return pid > 0 && isAlive(pid) ? pid : undefined;
+    if (!(pid > 0) || !isAlive(pid)) return undefined;
+    let kind: MachineKind | undefined;
+    try {
+      kind = (JSON.parse(readFileSync(machineFile(dir), "utf8")) as MachineConfig).kind;
+    } catch {
+      // no config: judge it as nspawn
+    }
+    return isMachineLeader(pid, kind) ? pid : undefined;
   } catch {
     return undefined;
   }
 }
 
+/** The machine's power supervisor (`muster lab machine-run DIR`), while it runs. */
+export function machineSupervisor(dir: string): number | undefined {
+  try {
+    const pid = Number(readFileSync(supervisorFile(dir), "utf8").trim());
+    if (!(pid > 0) || !isAlive(pid)) return undefined;
+    const cmd = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
+    return cmd.includes("machine-run") ? pid : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Take the machine's power: one supervisor per machine, or two would boot one disk twice. A
+ * supervisor file whose process is gone (killed outright) is stale.
+ */
+function claimPower(dir: string): void {
+  for (let i = 0; i < 2; i++) {
+    try {
+      writeFileSync(supervisorFile(dir), `${process.pid}\n`, { flag: "wx" });
+      return;
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e;
+      const other = machineSupervisor(dir);
+      if (other && other !== process.pid) throw new MusterError("MUSTER_USAGE", `${dir} is already powered by supervisor ${other}`);
+      rmSync(supervisorFile(dir), { force: true });
+    }
+  }
+  throw new MusterError("MUSTER_USAGE", `cannot take ${dir}'s power: ${supervisorFile(dir)} keeps coming back`);
+}
+
+/** A mount point as /proc/self/mountinfo writes it: space, tab, newline and backslash as octal escapes. */
+export function decodeMountPath(field: string): string {
+  return field.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8)));
+}
+
+/** Every mount point in this process's mount namespace. */
+function mountPoints(): string[] {
+  return readFileSync("/proc/self/mountinfo", "utf8")
+    .split("\n")
+    .map((l) => l.split(" ")[4])
+    .filter((m): m is string => !!m)
+    .map(decodeMountPath);
+}
+
 /** Whether `path` is a mount point (in this process's mount namespace). */
 export function isMounted(path: string): boolean {
-  const mounts = readFileSync("/proc/self/mountinfo", "utf8");
-  return mounts.split("\n").some((l) => l.split(" ")[4] === path);
+  return mountPoints().includes(path);
 }
 
 /** Unmount everything mounted under `dir` (deepest first): a lab's machines' roots, before its directory is deleted. */
 export function unmountUnder(dir: string): void {
   const prefix = dir.endsWith("/") ? dir : `${dir}/`;
-  const under = () =>
-    readFileSync("/proc/self/mountinfo", "utf8")
-      .split("\n")
-      .map((l) => l.split(" ")[4] ?? "")
-      .filter((m) => m.startsWith(prefix))
-      .sort((a, b) => b.length - a.length);
+  const under = () => mountPoints().filter((m) => m.startsWith(prefix)).sort((a, b) => b.length - a.length);
   for (let i = 0; i < 5 && under().length; i++) for (const m of under()) spawnSync("umount", i < 3 ? [m] : ["--lazy", m]);
 }
 
@@ -110,6 +172,8 @@ function clearStaleLock(root: string): void {
     // no lock directory: nothing to clear
   }
 }
+
+const monitorSocket = (m: MachineConfig, dir: string) => m.vm?.monitor ?? join(dir, "monitor.sock");
 
 /** The command that boots the machine once (pure). */
 export function bootArgv(m: MachineConfig, dir: string): string[] {
@@ -163,7 +227,7 @@ export function bootArgv(m: MachineConfig, dir: string): string[] {
     "-device",
     `virtio-net-pci,netdev=n0,mac=${m.mac}`,
     "-monitor",
-    `unix:${join(dir, "monitor.sock")},server,nowait`,
+    `unix:${monitorSocket(m, dir)},server,nowait`,
   ];
 }
 
@@ -193,6 +257,16 @@ function containerInit(pid: number): number | undefined {
 /** nspawn's exit code when the machine asked to reboot. */
 const REBOOT = 133;
 
+/**
+ * What the supervisor does when a boot ends (pure): boot again when the machine rebooted and
+ * nobody asked it to stop; otherwise the machine is off (powered off, power cut, or it failed).
+ */
+export function afterBoot(kind: MachineKind, exitCode: number | null, stopping: boolean): "boot again" | "off" {
+  if (stopping) return "off";
+  // qemu runs with -no-reboot unset: a guest reboot stays inside qemu; only nspawn exits to reboot
+  return kind === "nspawn" && exitCode === REBOOT ? "boot again" : "off";
+}
+
 function logBoot(dir: string, why: string): void {
   appendFileSync(join(dir, "boots.jsonl"), `${JSON.stringify({ at: Date.now(), why })}\n`);
   appendFileSync(join(dir, "console.log"), `\n----- muster lab: power on (${why}) at ${new Date().toISOString()} -----\n`);
@@ -204,34 +278,50 @@ function logBoot(dir: string, why: string): void {
  * with the last boot's exit code.
  */
 export async function superviseMachine(dir: string): Promise<number | null> {
-  const m = readMachine(dir);
-  if (m.kind === "nspawn") mountRoot(m, dir);
+  // Signals first: a SIGTERM while the root is being mounted still powers the machine off.
   let stopping = false;
   let child: ChildProcess | undefined;
+  let m: MachineConfig | undefined;
   const powerOff = () => {
     stopping = true;
-    if (!child) return;
-    if (m.kind === "vm") sendMonitor(join(dir, "monitor.sock"), "system_powerdown").catch(() => child?.kill("SIGTERM"));
+    if (!child || !m) return;
+    if (m.kind === "vm") sendMonitor(monitorSocket(m, dir), "system_powerdown").catch(() => child?.kill("SIGTERM"));
     else child.kill("SIGTERM");
   };
   process.on("SIGTERM", powerOff);
   process.on("SIGINT", powerOff);
+  m = readMachine(dir);
+  claimPower(dir);
+  try {
+    return await runBoots(m, dir, () => stopping, (c) => (child = c), powerOff);
+  } finally {
+    rmSync(supervisorFile(dir), { force: true });
+    process.off("SIGTERM", powerOff);
+    process.off("SIGINT", powerOff);
+  }
+}
+
+async function runBoots(m: MachineConfig, dir: string, stopping: () => boolean, setChild: (c: ChildProcess | undefined) => void, powerOff: () => void): Promise<number | null> {
+  if (m.kind === "nspawn") mountRoot(m, dir);
   let why = "power on";
   let code: number | null = null;
   try {
     for (;;) {
+      if (stopping()) break; // powered off before it booted
       if (m.kind === "nspawn") clearStaleLock(join(dir, "root"));
       logBoot(dir, why);
       const out = openSync(join(dir, "console.log"), "a");
       const [cmd, ...args] = bootArgv(m, dir) as [string, ...string[]];
+      let child: ChildProcess;
       try {
         child = spawn(cmd, args, { stdio: ["ignore", out, out] });
+        setChild(child);
       } finally {
         closeSync(out);
       }
       const exited = new Promise<number | null>((resolve) => {
-        child!.once("exit", (c, sig) => resolve(c ?? (sig ? 128 : null)));
-        child!.once("error", (e) => {
+        child.once("exit", (c, sig) => resolve(c ?? (sig ? 128 : null)));
+        child.once("error", (e) => {
           appendFileSync(join(dir, "console.log"), `muster lab: cannot run ${cmd}: ${e.message}\n`);
           resolve(127);
         });
@@ -244,19 +334,17 @@ export async function superviseMachine(dir: string): Promise<number | null> {
         if (!leader) await new Promise((r) => setTimeout(r, 10)); // the kernel announces no fork to us
       }
       writeFileSync(leaderFile(dir), `${leader ?? pid}\n`);
-      if (stopping) powerOff(); // SIGTERM arrived while booting
+      if (stopping()) powerOff(); // SIGTERM arrived while booting
       code = await exited;
       rmSync(leaderFile(dir), { force: true });
-      child = undefined;
-      if (stopping || code !== REBOOT) break;
+      setChild(undefined);
+      if (afterBoot(m.kind, code, stopping()) === "off") break;
       why = "reboot";
     }
   } finally {
     rmSync(leaderFile(dir), { force: true });
     if (m.kind === "nspawn") unmountRoot(dir);
-    appendFileSync(join(dir, "console.log"), `\n----- muster lab: off (${stopping ? "powered off" : `exit ${code}`}) at ${new Date().toISOString()} -----\n`);
-    process.off("SIGTERM", powerOff);
-    process.off("SIGINT", powerOff);
+    appendFileSync(join(dir, "console.log"), `\n----- muster lab: off (${stopping() ? "powered off" : `exit ${code}`}) at ${new Date().toISOString()} -----\n`);
   }
   return code;
 }
