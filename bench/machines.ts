@@ -37,23 +37,37 @@ function rssKb(pid: number | string): number {
   }
 }
 
-/** A machine's memory as the host sees it: every process in its PID namespace; and its muster-server's. */
-function machineRss(leader: number, kind: string): { machine_mb: number; muster_server_mb?: number } {
+/** Which of muster's daemons a command line is (the unit files' ExecStart): `muster server --config`, `muster privileged serve`. */
+function musterDaemon(args: string[]): "server" | "privileged" | undefined {
+  const i = args.findIndex((a) => a === "server" || a === "privileged");
+  if (i < 1 || !args.slice(0, i).some((a) => /muster|main\.js$/.test(a))) return undefined;
+  if (args[i] === "server" && args[i + 1] === "--config") return "server";
+  if (args[i] === "privileged" && args[i + 1] === "serve") return "privileged";
+  return undefined;
+}
+
+/**
+ * A machine's memory as the host sees it: every process in its PID namespace; muster-server's,
+ * and the privileged helper's while it runs (socket-activated: after its first operation).
+ */
+function machineRss(leader: number, kind: string): { machine_mb: number; muster_server_mb?: number; muster_privileged_mb?: number } {
   if (kind === "vm") return { machine_mb: +(rssKb(leader) / 1024).toFixed(1) };
   const ns = readlinkSync(`/proc/${leader}/ns/pid`);
   let total = 0;
-  let server = 0;
+  const daemons = { server: 0, privileged: 0 };
   for (const p of readdirSync("/proc").filter((d) => /^\d+$/.test(d))) {
     try {
       if (readlinkSync(`/proc/${p}/ns/pid`) !== ns) continue;
       const kb = rssKb(p);
       total += kb;
-      if (/muster.*\bserver\b/.test(readFileSync(`/proc/${p}/cmdline`, "utf8").replace(/\0/g, " "))) server += kb;
+      const d = musterDaemon(readFileSync(`/proc/${p}/cmdline`, "utf8").split("\0"));
+      if (d) daemons[d] += kb;
     } catch {
       // gone meanwhile
     }
   }
-  return { machine_mb: +(total / 1024).toFixed(1), muster_server_mb: +(server / 1024).toFixed(1) };
+  const mb = (kb: number) => +(kb / 1024).toFixed(1);
+  return { machine_mb: mb(total), muster_server_mb: mb(daemons.server), muster_privileged_mb: mb(daemons.privileged) };
 }
 
 interface LabRun {
@@ -62,7 +76,7 @@ interface LabRun {
   start_to_all_waiting_s: number;
   provisioner_to_all_done_s: number;
   provisioned: number;
-  per_node: { identity: string; power_on_to_waiting_s?: number; power_on_to_provisioned_s?: number; provisioning_s: number; machine_mb?: number; muster_server_mb?: number }[];
+  per_node: { identity: string; power_on_to_waiting_s?: number; power_on_to_provisioned_s?: number; provisioning_s: number; machine_mb?: number; muster_server_mb?: number; muster_privileged_mb?: number }[];
 }
 
 async function runLab(kind: LabRun["kind"], n: number): Promise<LabRun> {
