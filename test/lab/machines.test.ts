@@ -108,6 +108,9 @@ test("the machines are whole systems on a network of their own: hostname, addres
     assert.equal(facts.fqdn, id, "facter: its own name");
     assert.equal(facts["networking.ip"], node(id).ipaddress, "facter: its own address");
     assert.match(inMachine(id, "cloud-init", "status", "--wait"), /status: done/); // --wait: cloud-final may still be finishing
+    // the seed is root-only, and the directories above it keep the image's modes (the overlay's
+    // upper layer would hide them: a /var/lib of 0700 stops dbus and networkd)
+    assert.equal(inMachine(id, "stat", "-c", "%a", "/var", "/var/lib", "/var/lib/cloud/seed/nocloud").trim(), "755\n755\n700");
     assert.match(inMachine(id, "systemctl", "is-active", "muster-server.service"), /^active/);
     // the user-data is the renderer's, as docs/deploy.md gives it
     assert.match(readFileSync(join(node(id).machine!.dir, "render.sh"), "utf8"), /packaging\/cloud-init\.mjs .*--apt-repo/s);

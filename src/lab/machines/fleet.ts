@@ -409,7 +409,10 @@ export async function bootLabMachine(c: BootMachineContext, p: MachinePlan): Pro
   if (ms.kind === "nspawn") {
     // The NoCloud seed is a directory in the machine, as on a cloud whose seed is baked into the disk.
     const seedDir = join(dir, "upper", "var", "lib", "cloud", "seed", "nocloud");
-    mkdirSync(seedDir, { recursive: true, mode: 0o700 });
+    // Only the seed itself root-only: a directory made in the overlay's upper layer hides the
+    // image's own modes, and a /var or /var/lib of 0700 stops every service that is not root.
+    mkdirSync(seedDir, { recursive: true });
+    chmodSync(seedDir, 0o700);
     for (const [f, text] of Object.entries(seed)) writeFileSync(join(seedDir, f), text, { mode: 0o600 });
   } else {
     const { prepareVmDisk } = await import("./vm.js");
