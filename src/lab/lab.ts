@@ -598,6 +598,22 @@ export async function startLab(o: LabOptions): Promise<Lab> {
     }
     const notifier = { identity: "notifier.lab", pid: startServer("notifier.lab", { identity: "notifier.lab", tls: nodeTls("notifier.lab"), facts: { facter: false, extra: { role: "notifier" } }, agents: { builtin: ["notify"] }, plugins: { notify: { recipients: [receiver.url] } } }) };
 
+    // Nodes announce themselves in the provisioning collective as they come up, while the JVMs
+    // still start: a machine's power-on to waiting is timed as it happens, not when masters are up.
+    if (o.machines) say(`waiting for the machines: boot, cloud-init, the package installed, muster-server waiting to be provisioned`);
+    // A machine boots, runs cloud-init and installs the package first; under QEMU's emulation, minutes.
+    const nodesWithin = !o.machines ? 120_000 : o.machines.kind === "vm" ? 900_000 : 300_000;
+    const early = { broker: nats.url, collective: LAB_COLLECTIVE, provisioningCollective: LAB_PROVISIONING_COLLECTIVE, tls: tlsState, provisionerEnv: prov.env, ...(machinesState ? { machines: machinesState } : {}) } as LabState;
+    const nodesUp = waitForNodes(
+      early,
+      nodes.map((n) => n.identity),
+      nodesWithin,
+      "provisioning",
+      o.machines ? (id) => say(mach!.machineWaiting(nodes.find((n) => n.identity === id)!)) : undefined,
+      o.machines ? () => poweredOff(nodes, servers) : undefined,
+    );
+    nodesUp.catch(() => undefined); // awaited below; not an unhandled rejection meanwhile
+
     const handles = await mastersP;
     masters.push(...handles);
     for (const h of handles) writeSearchNodesConfig(h.confdir, registry);
@@ -645,19 +661,9 @@ export async function startLab(o: LabOptions): Promise<Lab> {
 
     const want = [...labMasters.map((m) => m.identity), notifier.identity];
     say(`waiting for ${want.length + nodes.length} muster servers to answer (${nodes.length} in the provisioning collective)`);
-    if (o.machines) say(`waiting for the machines: boot, cloud-init, the package installed, muster-server waiting to be provisioned`);
-    // A machine boots, runs cloud-init and installs the package first; under QEMU's emulation, minutes.
-    const nodesWithin = !o.machines ? 60_000 : o.machines.kind === "vm" ? 900_000 : 300_000;
     await Promise.all([
       waitForNodes(state, want, 60_000),
-      waitForNodes(
-        state,
-        nodes.map((n) => n.identity),
-        nodesWithin,
-        "provisioning",
-        o.machines ? (id) => say(mach!.machineWaiting(nodes.find((n) => n.identity === id)!)) : undefined,
-        o.machines ? () => poweredOff(nodes, servers) : undefined,
-      ),
+      nodesUp,
       waitForRegistry(registry, 60_000),
       waitForWeb(web, 60_000),
     ]);
