@@ -32,6 +32,8 @@ export interface HelperOptions {
   /** How operations run once allowed (default: directOps, as root). */
   ops?: NodeOps;
   peer?: (s: Socket) => Promise<PeerCredentials>;
+  /** Stop after this long with no connection (RunningHelper.idle); 0 or absent: never. */
+  idleMs?: number;
 }
 
 /** The node's settings as the helper sees them: what root's config says, for this request. */
@@ -183,6 +185,11 @@ export interface RunningHelper {
   server: Server;
   /** Stop taking connections and wait for the operations in flight. */
   close(): Promise<void>;
+  /**
+   * With `idleMs`: resolves once no connection has been open for that long, after it has stopped
+   * taking connections (socket-activated, the next one starts it again); never without.
+   */
+  idle: Promise<void>;
 }
 
 /** Serve on `listen`: a path, or the listening socket systemd passed (fd 3). */
@@ -190,8 +197,29 @@ export function serveHelper(listen: { path: string; group?: number } | { fd: num
   const ops = opts.ops ?? directOps();
   const peerOf = opts.peer ?? ((s: Socket) => peerCredentials(s));
   const inFlight = new Set<Promise<void>>();
+  // Idle exit: the timer runs only while nothing is in flight. Its callback and the accept of a new
+  // connection run on one thread, so a connection is either counted or left in the listen queue
+  // for systemd to start the next helper with.
+  let idleTimer: NodeJS.Timeout | undefined;
+  let becameIdle: () => void = () => undefined;
+  const idle = new Promise<void>((res) => (becameIdle = res));
+  // A puppet agent daemon it started lives in its cgroup and would stop with it: then it stays.
+  let daemonStarted = false;
+  const armIdle = () => {
+    if (!opts.idleMs || inFlight.size || daemonStarted) return;
+    clearTimeout(idleTimer);
+    idleTimer = setTimeout(() => {
+      if (inFlight.size) return;
+      server.close();
+      becameIdle();
+    }, opts.idleMs);
+  };
   const server = createServer({ pauseOnConnect: true }, (sock) => {
-    const p = handle(sock).finally(() => inFlight.delete(p));
+    clearTimeout(idleTimer);
+    const p = handle(sock).finally(() => {
+      inFlight.delete(p);
+      armIdle();
+    });
     inFlight.add(p);
   });
 
@@ -233,6 +261,7 @@ export function serveHelper(listen: { path: string; group?: number } | { fd: num
     const started = Date.now();
     try {
       const result = await perform(parsed.request, { configPath: opts.configPath, ops, signal: abort.signal });
+      if (parsed.request.op === "puppet.daemonize") daemonStarted = true;
       opts.log.info({ peer: peer.pid, op: parsed.request.op, ms: Date.now() - started }, "done");
       await reply({ ok: true, result: result ?? null });
     } catch (e) {
@@ -248,10 +277,13 @@ export function serveHelper(listen: { path: string; group?: number } | { fd: num
     server.once("error", reject);
     const ready = () => {
       server.off("error", reject);
+      armIdle();
       resolve({
         server,
+        idle,
         async close() {
-          await new Promise<void>((res) => server.close(() => res()));
+          clearTimeout(idleTimer);
+          if (server.listening) await new Promise<void>((res) => server.close(() => res()));
           await Promise.allSettled([...inFlight]);
         },
       });

@@ -131,7 +131,7 @@ test("units: the daemons run as muster with no capability, system read-only and 
   // What needs root, the server asks of the privileged helper (docs/decisions/privileged-helper.md).
   const helper = service("muster-privileged");
   assert.equal(helper.get("User"), undefined, "the helper runs as root");
-  assert.match(helper.get("ExecStart")!, /^\/usr\/bin\/muster privileged serve --config \/etc\/muster\/server\.yaml --client-user muster$/);
+  assert.match(helper.get("ExecStart")!, /^\/usr\/bin\/muster privileged serve --config \/etc\/muster\/server\.yaml --client-user muster --idle-exit 120$/);
   assert.equal(helper.get("KillMode"), "mixed", "a restart waits for the Puppet run in flight");
   const socket = readFileSync(join(root, "lib", "systemd", "system", "muster-privileged.socket"), "utf8");
   assert.match(socket, /^ListenStream=\/run\/muster\/privileged\.sock$/m);

@@ -260,3 +260,35 @@ test("socket activation: started by its first connection on the socket it is han
     assert.equal(stopped.code, 0, helper2.stderr());
   }
 });
+
+test("idle exit: it exits after --idle-exit seconds with no connection, never while one is open", async () => {
+  const idleSock = dir("idle.sock");
+  const h = spawnMuster(["privileged", "serve", "--config", dir("server.yaml"), "--socket", idleSock, "--client-user", "0", "--idle-exit", "1"], { env: cleanEnv(dir("helper3-home")) });
+  try {
+    await h.waitForLine(/muster privileged helper ready \(serving uid 0\)/, 30_000);
+    // a slow client: connected, its request sent only after more than the idle time
+    const { connect } = await import("node:net");
+    const s = connect(idleSock);
+    await new Promise<void>((res, rej) => (s.once("connect", () => res()), s.once("error", rej)));
+    let answer = "";
+    s.on("data", (d: Buffer) => (answer += d.toString()));
+    const closed = new Promise<void>((res) => s.once("close", () => res()));
+    const exitedEarly = await Promise.race([h.exited.then(() => true), new Promise<false>((res) => setTimeout(() => res(false), 1_800))]);
+    assert.equal(exitedEarly, false, "a connection is open: the helper stays");
+    s.end(`${JSON.stringify({ op: "puppet.enable", args: { agent: "puppet" } })}\n`);
+    await closed;
+    assert.equal((JSON.parse(answer) as Answer).ok, true, answer);
+    // then, idle for a second: it exits by itself, cleanly
+    const exit = await h.exited;
+    assert.deepEqual(exit, { code: 0, signal: null }, h.stderr());
+    assert.match(h.stdout() + h.stderr(), /no connection for 1 s: exiting/);
+  } finally {
+    await h.stop();
+  }
+});
+
+test("--idle-exit takes seconds", async () => {
+  const r = await runCli(["privileged", "serve", "--socket", dir("never.sock"), "--idle-exit", "soon"], { env: cleanEnv(dir("helper4-home")) });
+  assert.equal(r.code, 64);
+  assert.match(r.stderr, /--idle-exit takes a number of seconds \(0: never\), not "soon"/);
+});

@@ -11,6 +11,7 @@ export function privilegedCommand(): Command {
     .option("--config <file>", "root's server config: the helper reads the agents' settings from it", "/etc/muster/server.yaml")
     .option("--client-user <user>", "the only user served (name or uid): the node daemon's", "muster")
     .option("--socket <path>", "listen on this path (root:<client's group>, 0660) instead of the socket systemd passes")
+    .option("--idle-exit <seconds>", "exit after this long with no connection (socket-activated, the next connection starts it again); 0: never", "0")
     .option("--log-level <level>", "trace|debug|info|warn|error")
     .addHelpText(
       "after",
@@ -21,24 +22,27 @@ Operations (nothing else is accepted; settings come from --config, never from th
   provision.persist_stage
 
 Each connection's peer uid is read from the kernel (SO_PEERCRED); another uid is refused.
-Stops on SIGTERM once the operations in flight have finished.`,
+Stops on SIGTERM once the operations in flight have finished. The package's unit passes
+--idle-exit 120: between a node's rare privileged operations the helper holds no memory.`,
     )
-    .action(async (o: { config: string; clientUser: string; socket?: string; logLevel?: string }) => {
+    .action(async (o: { config: string; clientUser: string; socket?: string; idleExit: string; logLevel?: string }) => {
       const [{ serveHelper, resolveUser }, { createLogger }, { MusterError }] = await Promise.all([import("../../privileged/helper.js"), import("../../log.js"), import("../../errors.js")]);
       const log = createLogger({ level: o.logLevel, name: "muster-privileged" });
+      const idleS = Number(o.idleExit);
+      if (!Number.isFinite(idleS) || idleS < 0) throw new MusterError("MUSTER_USAGE", `--idle-exit takes a number of seconds (0: never), not ${JSON.stringify(o.idleExit)}`);
       const client = resolveUser(o.clientUser);
       // The socket systemd passed us (sd_listen_fds: LISTEN_PID is ours, the first fd is 3).
       const activated = process.env.LISTEN_FDS && Number(process.env.LISTEN_PID) === process.pid;
       if (!activated && !o.socket) throw new MusterError("MUSTER_USAGE", "no socket: start it through muster-privileged.socket, or give --socket PATH");
       const listen = activated ? { fd: 3 } : { path: o.socket!, ...(client.gid !== undefined ? { group: client.gid } : {}) };
-      const helper = await serveHelper(listen, { configPath: o.config, clientUid: client.uid, log });
+      const helper = await serveHelper(listen, { configPath: o.config, clientUid: client.uid, log, idleMs: idleS * 1000 });
       const stopping = new Promise<void>((resolve) => {
         process.once("SIGTERM", () => resolve());
         process.once("SIGINT", () => resolve());
       });
       process.stdout.write(`muster privileged helper ready (serving uid ${client.uid})\n`);
-      await stopping;
-      log.info("stopping: finishing the operations in flight");
+      const why = await Promise.race([stopping.then(() => "signal" as const), helper.idle.then(() => "idle" as const)]);
+      log.info(why === "idle" ? `no connection for ${idleS} s: exiting (the socket starts the helper again)` : "stopping: finishing the operations in flight");
       await helper.close();
       log.flush();
     });
