@@ -845,7 +845,15 @@ export async function stopLabRemains(dir: string): Promise<string[]> {
   stopped.push(...(await clearMachineRemains(dir)));
   let remembered: { pid: number; cmd: string }[] = [];
   try {
-    remembered = readFileSync(pidsFile(dir), "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l) as { pid: number; cmd: string });
+    remembered = readFileSync(pidsFile(dir), "utf8")
+      .split("\n")
+      .flatMap((l) => {
+        try {
+          return [JSON.parse(l) as { pid: number; cmd: string }];
+        } catch {
+          return []; // a line cut short when lab up was killed mid-write
+        }
+      });
   } catch {
     // none remembered
   }
