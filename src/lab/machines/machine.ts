@@ -328,8 +328,12 @@ async function runBoots(m: MachineConfig, dir: string, stopping: () => boolean, 
       });
       // nspawn's child is the machine's init; qemu is the machine
       let leader: number | undefined;
-      const pid = child.pid!;
-      while (m.kind === "nspawn" && !leader && child.exitCode === null) {
+      const pid = child.pid;
+      if (pid === undefined) {
+        code = await exited; // it never ran (the error above says why): the machine stays off
+        break;
+      }
+      while (m.kind === "nspawn" && !leader && child.exitCode === null && child.signalCode === null) {
         leader = containerInit(pid);
         if (!leader) await new Promise((r) => setTimeout(r, 10)); // the kernel announces no fork to us
       }
