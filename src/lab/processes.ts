@@ -118,16 +118,18 @@ export async function stopChild(child: ChildProcess, signal: NodeJS.Signals = "S
 export async function stopPid(pid: number, graceMs = 10_000, o: { group?: boolean } = {}): Promise<void> {
   if (!isAlive(pid)) return;
   const signal = (sig: NodeJS.Signals) => {
-    try {
-      process.kill(o.group ? -pid : pid, sig);
-    } catch {
-      // gone, or (group) it leads no group: the process alone
-      if (o.group) {
-        try {
-          process.kill(pid, sig);
-        } catch {
-          /* gone */
-        }
+    if (o.group) {
+      try {
+        return void process.kill(-pid, sig);
+      } catch {
+        // it leads no group (or the group is gone): the process alone, if it still runs
+      }
+    }
+    if (isAlive(pid)) {
+      try {
+        process.kill(pid, sig);
+      } catch {
+        /* gone meanwhile */
       }
     }
   };

@@ -8,6 +8,7 @@ import { MusterError } from "../../errors.js";
 import { loadOrCreateSigningKey } from "../../security/keys.js";
 import type { LabRole } from "../manifests.js";
 import { roleFacts } from "../manifests.js";
+import { waitForPort } from "../nats.js";
 import { freePort } from "../ports.js";
 import { isAlive, spawnMuster, stopPid, type MusterProcess } from "../processes.js";
 import type { LabRegion } from "../regions.js";
@@ -171,7 +172,7 @@ async function prepareOnNetwork(o: MachineLabOptions, image: { image: MachineIma
   const pkgLog = join(dir, "logs", "packages.log");
   const server = spawnMuster(["lab", "serve-packages", "--dir", pkgDir, "--port", String(pkgPort)], { logFile: pkgLog, detached: o.detached });
   o.track("package server", server);
-  await waitForPackageServer(`http://127.0.0.1:${pkgPort}/apt/`, server, pkgLog);
+  await waitForPackageServer(pkgPort, server, pkgLog);
 
   const ns = netnsPath(netns);
   const specs: RelaySpec[] = [
@@ -202,20 +203,12 @@ async function prepareOnNetwork(o: MachineLabOptions, image: { image: MachineIma
   };
 }
 
-/** Resolves once the package server answers HTTP; rejects, pointing at its log, if it exits or stays silent. */
-async function waitForPackageServer(url: string, server: MusterProcess, log: string): Promise<void> {
-  const deadline = Date.now() + 15_000;
-  for (;;) {
-    if (server.exitCode() !== undefined) throw new MusterError("MUSTER_USAGE", `the lab's package server exited (${server.exitCode()}) before it served anything (see ${log})`);
-    try {
-      await fetch(url, { method: "HEAD", signal: AbortSignal.timeout(1000) });
-      return; // any answer: it listens (it lists no directory)
-    } catch {
-      // not listening yet
-    }
-    if (Date.now() > deadline) throw new MusterError("MUSTER_TIMEOUT", `the lab's package server did not serve ${url} within 15 s (see ${log})`);
-    await new Promise((r) => setTimeout(r, 50)); // polling an HTTP port: no event to wait on
-  }
+/** Resolves once the package server listens; rejects, pointing at its log, if it exits first or stays silent. */
+async function waitForPackageServer(port: number, server: MusterProcess, log: string): Promise<void> {
+  const died = server.exited.then((code) => Promise.reject(new MusterError("MUSTER_USAGE", `the lab's package server exited (${code}) before it listened (see ${log})`)));
+  died.catch(() => undefined); // it may also exit later, when the lab stops
+  const listening = waitForPort("127.0.0.1", port, 15_000).catch(() => Promise.reject(new MusterError("MUSTER_TIMEOUT", `the lab's package server did not listen on 127.0.0.1:${port} within 15 s (see ${log})`)));
+  await Promise.race([listening, died]);
 }
 
 /**

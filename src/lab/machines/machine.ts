@@ -3,7 +3,7 @@ import { appendFileSync, closeSync, existsSync, mkdirSync, openSync, readFileSyn
 import { createConnection } from "node:net";
 import { join } from "node:path";
 import { MusterError } from "../../errors.js";
-import { isAlive } from "../processes.js";
+import { cmdlineOf, isAlive } from "../processes.js";
 
 // One lab machine: a whole Debian system with systemd as PID 1, booted from a copy-on-write overlay
 // of the cached image with systemd-nspawn (or, with --vm, a QEMU guest with its own kernel on a
@@ -52,13 +52,23 @@ export function readMachine(dir: string): MachineConfig {
 
 export const supervisorFile = (dir: string) => join(dir, "supervisor.pid");
 
+/** The live process a pid file names, if any. */
+function pidFrom(file: string): number | undefined {
+  try {
+    const pid = Number(readFileSync(file, "utf8").trim());
+    return isAlive(pid) ? pid : undefined;
+  } catch {
+    return undefined; // no such file
+  }
+}
+
 /**
  * Whether `pid` is this machine's leader and not a process that took its pid since: an nspawn
  * machine's init is in a PID namespace other than ours; a VM's is qemu.
  */
 function isMachineLeader(pid: number, kind: MachineKind | undefined): boolean {
+  if (kind === "vm") return cmdlineOf(pid).startsWith("qemu-system");
   try {
-    if (kind === "vm") return readFileSync(`/proc/${pid}/cmdline`, "utf8").startsWith("qemu-system");
     return readlinkSync(`/proc/${pid}/ns/pid`) !== readlinkSync("/proc/self/ns/pid");
   } catch {
     return false; // gone
@@ -67,31 +77,21 @@ function isMachineLeader(pid: number, kind: MachineKind | undefined): boolean {
 
 /** The machine's init (nspawn) or qemu process on the host, while it runs. */
 export function machineLeader(dir: string): number | undefined {
+  const pid = pidFrom(leaderFile(dir));
+  if (pid === undefined) return undefined;
+  let kind: MachineKind | undefined;
   try {
-    const pid = Number(readFileSync(leaderFile(dir), "utf8").trim());
-    if (!(pid > 0) || !isAlive(pid)) return undefined;
-    let kind: MachineKind | undefined;
-    try {
-      kind = (JSON.parse(readFileSync(machineFile(dir), "utf8")) as MachineConfig).kind;
-    } catch {
-      // no config: judge it as nspawn
-    }
-    return isMachineLeader(pid, kind) ? pid : undefined;
+    kind = (JSON.parse(readFileSync(machineFile(dir), "utf8")) as MachineConfig).kind;
   } catch {
-    return undefined;
+    // no config: judge it as nspawn
   }
+  return isMachineLeader(pid, kind) ? pid : undefined;
 }
 
 /** The machine's power supervisor (`muster lab machine-run DIR`), while it runs. */
 export function machineSupervisor(dir: string): number | undefined {
-  try {
-    const pid = Number(readFileSync(supervisorFile(dir), "utf8").trim());
-    if (!(pid > 0) || !isAlive(pid)) return undefined;
-    const cmd = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
-    return cmd.includes("machine-run") ? pid : undefined;
-  } catch {
-    return undefined;
-  }
+  const pid = pidFrom(supervisorFile(dir));
+  return pid !== undefined && cmdlineOf(pid).split(" ").includes("machine-run") ? pid : undefined;
 }
 
 /**
