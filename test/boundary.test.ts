@@ -144,3 +144,146 @@ test("the provisioner's files stay small enough to read whole (350 lines: a long
   const long = sources.filter((s) => s.rel.startsWith("provisioner/") && s.lines.length > 350).map((s) => `src/${s.rel}: ${s.lines.length} lines`);
   assert.deepEqual(long, [], long.join("\n"));
 });
+
+// Import cycles and file sizes (issue 28 §5): no folder of src/ imports, through others, a folder
+// that imports it, no file imports itself back through others, and no source file is over 600
+// lines. Every import counts: static, dynamic, re-exports and type-only ones. Cycles still open on
+// other branches are listed below by name; an entry that no longer matches a cycle fails the test,
+// so it is deleted once the branch that breaks the cycle has landed.
+
+/** Folder cycles still open, as their sorted folders joined by " <-> ", and who breaks them. */
+const KNOWN_FOLDER_CYCLES: Record<string, string> = {
+  "agent <-> agents <-> privileged <-> server": "issue 27 (privilege separation, src/privileged and src/agent): agent/catalogue.ts -> privileged/node-ops.ts, privileged/helper.ts -> agents/",
+};
+/** File cycles still open, as their sorted files joined by " <-> ". */
+const KNOWN_FILE_CYCLES: Record<string, string> = {
+  "agents/nrpe/actions/runcommand.ts <-> agents/nrpe/agent.ts": "issue 27: nrpe's agent.ts and its actions",
+  "agents/resource/actions/apply.ts <-> agents/resource/actions/show.ts <-> agents/resource/agent.ts": "issue 27: resource's agent.ts and its actions",
+  "lab/lab.ts <-> lab/scale.ts": "issue 26 (the site): src/lab's restructure",
+};
+/** Files still over the limit, and who splits them. */
+const KNOWN_LONG_FILES: Record<string, string> = {
+  "lab/lab.ts": "issue 26 (the site): src/lab's restructure",
+};
+const MAX_LINES = 600;
+
+/** Every src/ file a file imports (relative specifiers resolved; .js names the .ts source). */
+function fileGraph(): Map<string, string[]> {
+  const known = new Set(sources.map((s) => s.rel));
+  const g = new Map<string, string[]>();
+  for (const s of sources) {
+    const out = new Set<string>();
+    for (const l of s.lines) {
+      for (const m of specifiers(l)) {
+        if (!m.startsWith(".")) continue;
+        const target = normalize(join(dirname(s.rel), m)).split("\\").join("/").replace(/\.js$/, ".ts");
+        if (known.has(target)) out.add(target);
+      }
+    }
+    g.set(s.rel, [...out]);
+  }
+  return g;
+}
+
+/** The strongly connected components with more than one member (or a member importing itself): the cycles. */
+export function cycles(g: Map<string, string[]>): string[][] {
+  let next = 0;
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const onStack = new Set<string>();
+  const out: string[][] = [];
+  const visit = (v: string) => {
+    index.set(v, next);
+    low.set(v, next++);
+    stack.push(v);
+    onStack.add(v);
+    for (const w of g.get(v) ?? []) {
+      if (!index.has(w)) {
+        visit(w);
+        low.set(v, Math.min(low.get(v)!, low.get(w)!));
+      } else if (onStack.has(w)) low.set(v, Math.min(low.get(v)!, index.get(w)!));
+    }
+    if (low.get(v) !== index.get(v)) return;
+    const c: string[] = [];
+    let w: string;
+    do {
+      w = stack.pop()!;
+      onStack.delete(w);
+      c.push(w);
+    } while (w !== v);
+    if (c.length > 1 || (g.get(v) ?? []).includes(v)) out.push(c.sort());
+  };
+  for (const v of g.keys()) if (!index.has(v)) visit(v);
+  return out.sort((a, b) => (a[0]! < b[0]! ? -1 : 1));
+}
+
+/** The folder graph: a top-level folder of src/ -> the folders its files import (files at src/'s top are in no folder). */
+function folderGraph(files: Map<string, string[]>): Map<string, string[]> {
+  const folder = (rel: string) => (rel.includes("/") ? rel.slice(0, rel.indexOf("/")) : undefined);
+  const g = new Map<string, Set<string>>();
+  for (const [from, tos] of files) {
+    const a = folder(from);
+    if (!a) continue;
+    if (!g.has(a)) g.set(a, new Set());
+    for (const to of tos) {
+      const b = folder(to);
+      if (b && b !== a) g.get(a)!.add(b);
+    }
+  }
+  return new Map([...g].map(([k, v]) => [k, [...v]]));
+}
+
+/** A cycle's edges, for the message: which file imports which. */
+function cycleEdges(c: string[], files: Map<string, string[]>, level: "file" | "folder"): string[] {
+  const key = (rel: string) => (level === "file" ? rel : rel.slice(0, rel.indexOf("/")));
+  const members = new Set(c);
+  const out: string[] = [];
+  for (const [from, tos] of files) {
+    if (!members.has(key(from)) || (level === "folder" && !from.includes("/"))) continue;
+    for (const to of tos) if (to.includes("/") || level === "file") if (members.has(key(to)) && key(to) !== (level === "folder" ? key(from) : "")) out.push(`  src/${from} -> src/${to}`);
+  }
+  return out.slice(0, 20);
+}
+
+function checkCycles(found: string[][], known: Record<string, string>, files: Map<string, string[]>, level: "file" | "folder"): void {
+  const names = found.map((c) => c.join(" <-> "));
+  const fresh = found.filter((c) => !Object.hasOwn(known, c.join(" <-> ")));
+  assert.deepEqual(
+    fresh.map((c) => c.join(" <-> ")),
+    [],
+    `${level} import cycles in src/ (type-only imports count):\n${fresh.map((c) => `${c.join(" <-> ")}\n${cycleEdges(c, files, level).join("\n")}`).join("\n")}`,
+  );
+  const stale = Object.keys(known).filter((k) => !names.includes(k));
+  assert.deepEqual(stale, [], `these known ${level} cycles are gone: delete their entries`);
+}
+
+test("the cycle finder finds cycles and only cycles", () => {
+  const g = new Map([
+    ["a", ["b"]],
+    ["b", ["c"]],
+    ["c", ["a", "d"]],
+    ["d", []],
+    ["e", ["e"]],
+  ]);
+  assert.deepEqual(cycles(g), [["a", "b", "c"], ["e"]]);
+  assert.deepEqual(cycles(new Map([["x", ["y"]], ["y", []]])), []);
+});
+
+test("no folder of src/ imports itself back through other folders", () => {
+  const files = fileGraph();
+  checkCycles(cycles(folderGraph(files)), KNOWN_FOLDER_CYCLES, files, "folder");
+});
+
+test("no file of src/ imports itself back through other files", () => {
+  const files = fileGraph();
+  checkCycles(cycles(files), KNOWN_FILE_CYCLES, files, "file");
+});
+
+test(`no source file of src/ is over ${MAX_LINES} lines`, () => {
+  const all = files(root).concat(readdirSync(join(root, "web", "assets")).filter((n) => n.endsWith(".js")).map((n) => join(root, "web", "assets", n)));
+  const long = all.map((p) => ({ rel: relative(root, p).split("\\").join("/"), n: readFileSync(p, "utf8").split("\n").length - 1 })).filter((f) => f.n > MAX_LINES);
+  assert.deepEqual(long.filter((f) => !Object.hasOwn(KNOWN_LONG_FILES, f.rel)).map((f) => `src/${f.rel}: ${f.n} lines`), [], "split these by concern");
+  const stale = Object.keys(KNOWN_LONG_FILES).filter((k) => !long.some((f) => f.rel === k));
+  assert.deepEqual(stale, [], "these known long files are short now: delete their entries");
+});

@@ -2,43 +2,15 @@ import { InvalidArgumentError, Option, type Command } from "commander";
 import type { MusterClient } from "../client/client.js";
 import type { NodeSource } from "../client/discovery/source.js";
 import type { ClientConfig } from "./config.js";
+import type { FilterOpts } from "./opts.js";
 import type { Session } from "./session.js";
 
 export type { Session } from "./session.js";
+export type { CommonOpts, FilterOpts, RpcOpts } from "./opts.js";
 
 // Options shared by every command that talks to the collective, with mco/choria's spellings.
 
 const collect = (v: string, prev: string[] = []) => [...prev, v];
-
-export interface CommonOpts {
-  broker?: string;
-  config?: string;
-  target?: string;
-  json?: boolean;
-}
-
-export interface FilterOpts extends CommonOpts {
-  wf?: string[];
-  wc?: string[];
-  wi?: string[];
-  wa?: string[];
-  with?: string[];
-  select?: string[];
-  dt?: number;
-  dm?: string;
-  nodes?: string;
-}
-
-export interface RpcOpts extends FilterOpts {
-  batch?: number;
-  batchSleep?: number;
-  limit?: string;
-  limitMethod?: "first" | "random";
-  limitSeed?: number;
-  display?: "ok" | "failed" | "all";
-  timeout?: number;
-  progress?: boolean;
-}
 
 // Commander's own error type: a bad value is a usage error of the command that parses it, so
 // `muster nrpe` can answer it as UNKNOWN like any other (main.ts exits 64 for the rest).

@@ -6,7 +6,7 @@ import { MusterError } from "../errors.js";
 import type { Filter } from "../protocol/types.js";
 import { loadClientConfig, resolveBrokerSettings, type ClientConfig } from "./config.js";
 import { parseLimit, type LimitSpec } from "../client/limit.js";
-import type { FilterOpts, RpcOpts } from "./options.js";
+import type { FilterOpts, RpcOpts } from "./opts.js";
 
 // What a command that talks to the collective does once it runs: build the filter, connect. Kept
 // apart from options.ts (the flags), so that defining a command loads none of this.

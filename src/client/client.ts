@@ -2,8 +2,8 @@ import type { NatsConnection, Subscription } from "@nats-io/transport-node";
 import type { Logger } from "pino";
 import type { Bucket, BucketCreate, Buckets } from "../broker/bucket.js";
 import { connectBroker, resolveBrokers, resolveTls, type TlsSettings } from "../broker/connect.js";
-import { checkOutputs, validateInput } from "../ddl/index.js";
-import type { AgentDDL, ActionName, ActionOutput, CallInput } from "../ddl/types.js";
+import { validateInput } from "../ddl/index.js";
+import type { AgentDDL } from "../ddl/types.js";
 import { MusterError } from "../errors.js";
 import { DEFAULT_NODE_KEYS_BUCKET } from "../protocol/buckets.js";
 import { encodeRequest } from "../protocol/envelope.js";
@@ -24,7 +24,12 @@ import { applyLimit, type LimitSpec } from "./limit.js";
 import { buildRequest, targetHeaders } from "./request.js";
 import { targetTree } from "../protocol/targets.js";
 import { KeyDirectory } from "./key-directory.js";
+import { typedAgent, type TypedAgentClient } from "./typed.js";
+import type { CallOptions, DiscoverOptions, RejectedReply, RpcResult, RpcStats } from "./types.js";
 import { judgeSigned, signatureVerdict, SigVerdict, VerifyPool } from "./verify.js";
+
+export type { CallOptions, DiscoverOptions, RejectedReply, RpcResult, RpcStats } from "./types.js";
+export type { TypedAgentClient, TypedReply, TypedRpcResult } from "./typed.js";
 
 // The client API that the CLI, the provisioner and users' scripts use: discover nodes, call actions
 // on them in parallel (directly addressed, batched, limited), collect and summarise replies.
@@ -58,71 +63,6 @@ export interface ClientOptions {
   verify?: boolean;
   /** The node-key directory bucket (default DEFAULT_NODE_KEYS_BUCKET); false: no directory, every reply unverified. */
   keyBucket?: string | false;
-}
-
-/** A reply dropped by verification, and why. */
-export interface RejectedReply {
-  sender: string;
-  reason: string;
-}
-
-export interface DiscoverOptions {
-  filter?: Filter;
-  /** --dt: upper bound, ms (default 2000). */
-  timeoutMs?: number;
-  /** Broadcast completes this long after the last reply (default 250 ms). */
-  idleMs?: number;
-  source?: NodeSource;
-  onFound?: (identity: string) => void;
-}
-
-export interface CallOptions {
-  /** Nodes to address directly. Without them the client discovers with `filter` first. */
-  nodes?: string[];
-  filter?: Filter;
-  discovery?: DiscoverOptions;
-  /** Seconds to wait for replies after the last publish of a batch (default: the DDL timeout + 5). */
-  timeoutMs?: number;
-  batch?: number;
-  batchSleepMs?: number;
-  limit?: LimitSpec;
-  onReply?: (r: Reply) => void;
-  /** A reply dropped by verification (ClientOptions.verify), as it is dropped. */
-  onRejected?: (r: Reply, reason: string) => void;
-  onDiscovered?: (nodes: string[]) => void;
-  /** Stop waiting for replies when aborted (the call resolves with what arrived). */
-  signal?: AbortSignal;
-  /** Skip client-side DDL validation (the server validates anyway). */
-  ddl?: AgentDDL;
-}
-
-export interface RpcStats {
-  discovered: number;
-  responded: number;
-  ok: number;
-  failed: number;
-  noResponse: string[];
-  /** Replies signed by the key the node-key directory names for their sender. */
-  verified: number;
-  /** Replies kept without that proof: the directory does not know the sender (or verification is off). */
-  unverified: number;
-  /** Replies dropped: a bad signature, or another key than the directory's. */
-  rejected: number;
-  discoveryMs: number;
-  callMs: number;
-  totalMs: number;
-}
-
-export interface RpcResult {
-  agent: string;
-  action: string;
-  discovered: string[];
-  replies: Reply[];
-  /** Senders of the replies kept without proof of who sent them (stats.unverified). */
-  unverified: string[];
-  /** The replies dropped by verification. */
-  rejected: RejectedReply[];
-  stats: RpcStats;
 }
 
 /** Verification state shared by a client and its collective views: one worker pool, one directory. */
@@ -549,22 +489,7 @@ export class MusterClient implements Buckets {
    * (mcprovision's configs name their agents).
    */
   agent<const D extends AgentDDL>(ddl: D, opts: { name?: string } = {}): TypedAgentClient<D> {
-    const name = opts.name ?? ddl.metadata.name;
-    return {
-      call: async (action, input, opts = {}) => {
-        const typed = new WeakMap<Reply, Reply>();
-        const check = (r: Reply) => {
-          let t = typed.get(r);
-          if (!t) typed.set(r, (t = typedReply(ddl, r)));
-          return t;
-        };
-        const { onReply } = opts;
-        const res = await this.call(name, action, input as Record<string, unknown>, { ...opts, ddl, onReply: onReply && ((r) => onReply(check(r) as TypedReply<D, typeof action>)) });
-        const replies = res.replies.map(check);
-        const ok = replies.filter((r) => r.statuscode === Status.OK).length;
-        return { ...res, replies: replies as TypedReply<D, typeof action>[], stats: { ...res.stats, ok, failed: replies.length - ok } };
-      },
-    };
+    return typedAgent(this, ddl, opts.name ?? ddl.metadata.name);
   }
 }
 
@@ -577,28 +502,6 @@ interface Trust {
 /** As MCollective does, discovery for a call only finds nodes that offer the agent. */
 function withAgent(filter: Filter, agent: string): Filter {
   return filter.agent.includes(agent) ? filter : { ...filter, agent: [...filter.agent, agent] };
-}
-
-/**
- * A reply whose data was checked against the action's DDL outputs. A node answering OK with an
- * output of the wrong type gets statuscode 5 (Unknown error) and a statusmsg naming the output;
- * the offending outputs are left out of `data`.
- */
-export type TypedReply<D extends AgentDDL, A extends ActionName<D>> = Omit<Reply, "data"> & { data: ActionOutput<D, A> };
-
-export interface TypedRpcResult<D extends AgentDDL, A extends ActionName<D>> extends Omit<RpcResult, "replies"> {
-  replies: TypedReply<D, A>[];
-}
-
-export interface TypedAgentClient<D extends AgentDDL> {
-  call<A extends ActionName<D>>(action: A, input: CallInput<D, A>, opts?: Omit<CallOptions, "ddl" | "onReply"> & { onReply?: (r: TypedReply<D, A>) => void }): Promise<TypedRpcResult<D, A>>;
-}
-
-function typedReply(ddl: AgentDDL, r: Reply): Reply {
-  const { data, problems } = checkOutputs(ddl, r.action, r.data);
-  if (problems.length === 0) return { ...r, data };
-  const what = `the reply does not match the ${ddl.metadata.name} DDL: ${problems.join("; ")}`;
-  return { ...r, data, ...(r.statuscode === Status.OK ? { statuscode: Status.UnknownError, statusmsg: what } : { statusmsg: `${r.statusmsg} (and ${what})` }) };
 }
 
 /** Discovery methods by name (`--dm`); `mc` and `file` are MCollective's spellings. */

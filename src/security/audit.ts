@@ -1,6 +1,5 @@
 import { closeSync, mkdirSync, openSync, write } from "node:fs";
 import { dirname } from "node:path";
-import type { StreamPublisher, Streams } from "../broker/stream.js";
 import type { Logger } from "pino";
 import { z } from "zod";
 import { MusterError } from "../errors.js";
@@ -10,6 +9,22 @@ import { MusterError } from "../errors.js";
 // JetStream stream. Recording never blocks or fails the request: records queue in memory (bounded
 // by `audit.buffer`), are written in the background, and what cannot be kept is counted as
 // dropped (rpcutil daemon_stats `audit_dropped`). See docs/security.md.
+
+/**
+ * What the audit needs of the broker's streams, declared here so that security/ does not import
+ * broker/ (broker/stream.ts streamsOn is one).
+ */
+export interface AuditStreams {
+  /** The stream, created when missing (`created` says so). */
+  stream(s: { name: string; subjects: string[]; maxAgeS?: number }): Promise<{ publisher: AuditPublisher; created: boolean }>;
+  /** The last `limit` messages as text, oldest first; undefined when the stream does not exist. */
+  tail(name: string, limit: number, timeoutMs: number): Promise<string[] | undefined>;
+}
+
+export interface AuditPublisher {
+  /** Resolves once the stream acknowledged the message; `msgId` deduplicates a repeat. */
+  publish(subject: string, data: string | Uint8Array, opts: { msgId: string; timeoutMs: number }): Promise<void>;
+}
 
 /** What the request pipeline reports for each handled request. */
 export interface AuditEntry {
@@ -199,7 +214,7 @@ class FileSink implements Sink {
 /** Publishes records to a JetStream stream, creating it if missing; retries (bounded) until acknowledged. */
 class StreamSink implements Sink {
   private queue: { line: string; id: string; attempts: number }[] = [];
-  private js: StreamPublisher | undefined;
+  private js: AuditPublisher | undefined;
   private inflight = 0;
   private retry: NodeJS.Timeout | undefined;
   private warned = false;
@@ -208,7 +223,7 @@ class StreamSink implements Sink {
   private static readonly ATTEMPTS = 3;
 
   constructor(
-    private readonly streams: Streams,
+    private readonly streams: AuditStreams,
     private readonly cfg: NonNullable<AuditConfig["stream"]>,
     private readonly subject: string,
     private readonly max: number,
@@ -322,7 +337,7 @@ export class Auditor {
   }
 
   /** Starts publishing to the stream (if configured) through the node's connection, in the background. */
-  connect(streams: Streams): void {
+  connect(streams: AuditStreams): void {
     if (!this.stream) return;
     // A node that switches credentials (provisioning → production) reconnects: the old sink goes.
     if (this.streamSink) {
@@ -384,7 +399,7 @@ export function parseAuditLines(lines: Iterable<string>): StoredAuditEntry[] {
  * The last `limit` records of the audit stream (audit.stream: nodes publish every request they
  * handled), oldest first; undefined when the stream does not exist.
  */
-export async function recentAuditRecords(streams: Streams, stream = "MUSTER_AUDIT", limit = 1000, timeoutMs = 3000): Promise<StoredAuditEntry[] | undefined> {
+export async function recentAuditRecords(streams: AuditStreams, stream = "MUSTER_AUDIT", limit = 1000, timeoutMs = 3000): Promise<StoredAuditEntry[] | undefined> {
   const lines = await streams.tail(stream, limit, timeoutMs);
   return lines && parseAuditLines(lines);
 }

@@ -13,7 +13,7 @@ import { AgentBuckets } from "./agent-kv.js";
 import { configDir, loadOrCreateNodeKey, loadOrCreateSigningKey, readTrustedKeyDir, TrustStore, type TrustedKey } from "../security/keys.js";
 import type { NodeOps } from "../privileged/node-ops.js";
 import type { SigningKey } from "../protocol/signing.js";
-import { mergePolicies } from "../security/policy-files.js";
+import { mergePolicies } from "../config/policy-files.js";
 import { compilePolicies, policyWarnings, PolicyEffect, type CompiledPolicies, type Policies } from "../security/policy.js";
 import { VERSION } from "../version.js";
 import type { Agent, AgentKvOpener } from "../agent/agent.js";

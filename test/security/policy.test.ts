@@ -4,7 +4,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { MusterError } from "../../src/errors.js";
 import type { NodeMetadata } from "../../src/protocol/types.js";
-import { mergePolicies, readPolicyDir } from "../../src/security/policy-files.js";
+import { mergePolicies, readPolicyDir } from "../../src/config/policy-files.js";
 import { compilePolicies, denialMessage, policyWarnings, type CompiledAgentPolicy } from "../../src/security/policy.js";
 import { ServerConfigSchema } from "../../src/server/config.js";
 import { rpcutilDDL } from "../../src/agents/rpcutil/ddl.js";

@@ -1,8 +1,8 @@
 import { existsSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { loadConfigFile } from "../config/load.js";
+import { loadConfigFile } from "./load.js";
 import { MusterError } from "../errors.js";
-import { AgentPolicySchema, type AgentPolicy } from "./policy.js";
+import { AgentPolicySchema, type AgentPolicy } from "../security/policy.js";
 
 // Policies as files: <policy_dir>/<agent>.yaml (or .yml, .json), each `{default?, rules: [...]}`,
 // so configuration management can drop one file per agent. An agent may have a policy inline in
