@@ -20,7 +20,7 @@ import { BroadcastSource } from "./discovery/broadcast.js";
 import { FlatfileSource } from "./discovery/flatfile.js";
 import type { RegistrySource, RegistrySourceOptions } from "./discovery/registry.js";
 import type { DiscoveryOptions, NodeSource } from "./discovery/source.js";
-import { applyLimit, type LimitSpec } from "./limit.js";
+import { applyLimit } from "./limit.js";
 import { buildRequest, targetHeaders } from "./request.js";
 import { targetTree } from "../protocol/targets.js";
 import { KeyDirectory } from "./key-directory.js";
