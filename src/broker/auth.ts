@@ -1,7 +1,9 @@
 import { z } from "zod";
 import { MusterError } from "../errors.js";
-import { DEFAULT_NODE_KEYS_BUCKET, DEFAULT_NOTIFY_BUCKET, DEFAULT_REGISTRY_BUCKET, DEFAULT_STATE_BUCKET, kvStreamName } from "../protocol/buckets.js";
+import { DEFAULT_ALIVE_BUCKET, DEFAULT_NODE_KEYS_BUCKET, DEFAULT_NOTIFY_BUCKET, DEFAULT_PUPPET_RUNS_BUCKET, DEFAULT_REGISTRY_BUCKET, DEFAULT_STATE_BUCKET, kvStreamName } from "../protocol/buckets.js";
 import { RUNALL_AGENT } from "../protocol/events.js";
+import { heartbeatSubject } from "../protocol/heartbeat.js";
+import { puppetRunSubject } from "../protocol/puppet-run.js";
 import { isValidCollective, isValidIdentity, subjects } from "../protocol/subjects.js";
 import { inboxPrefixFor } from "./connect.js";
 
@@ -14,11 +16,13 @@ import { inboxPrefixFor } from "./connect.js";
 //
 // What each role may do:
 //   node         subscribe: its own direct subject, broadcast subjects, its own reply inboxes
-//                publish:   replies (allow_responses), registration, lifecycle and agent events
+//                publish:   replies (allow_responses), registration, lifecycle and agent events,
+//                           its own heartbeat and Puppet runs keys, its own audit subject
 //   bootstrap    the same, but only in the provisioning collective: a node not yet provisioned
 //                reaches nothing else, and nothing but the provisioner reaches it. One credential per
 //                node (user CN=<id>,OU=bootstrap,O=<org>): it subscribes to that node's direct subject
-//                only, so a stolen one reaches one node. Single-use: a provisioned node's is left out.
+//                only, so a stolen one reaches one node; it writes that node's heartbeat and audit
+//                records only. Single-use: a provisioned node's is left out.
 //   provisioner  requests to the provisioning collective and the fleet, its state bucket, events
 //   admin        requests to the fleet (never to provisioning nodes), JetStream, KV, events; publishes
 //                runall progress events (muster.event.runall.*) and no other event
@@ -122,7 +126,8 @@ const JS_CLIENT = ["$JS.API.>", "$JS.FC.>", "$JS.ACK.>"];
 export function nodePermissions(identity: string, collectives: string[]): Permissions {
   return {
     // audit.stream: the node publishes its own records and looks the stream up; admins create it
-    publish: { allow: [...collectives.map((c) => subjects.registration(c)), "muster.lifecycle.>", "muster.event.>", `muster.audit.${identity}`, "$JS.API.INFO", "$JS.API.STREAM.INFO.*"] },
+    // heartbeats and Puppet runs: plain publishes to its own keys of the two buckets (docs/fleet.md#health)
+    publish: { allow: [...collectives.map((c) => subjects.registration(c)), "muster.lifecycle.>", "muster.event.>", `muster.audit.${identity}`, "$JS.API.INFO", "$JS.API.STREAM.INFO.*", heartbeatSubject(identity), puppetRunSubject(identity)] },
     subscribe: { allow: [...collectives.flatMap((c) => [`${c}.broadcast.agent.>`, subjects.node(c, identity), subjects.registrationSolicit(c)]), `${inboxPrefixFor(identity)}.>`] },
     allow_responses: true,
   };
@@ -146,8 +151,11 @@ function merge(a: Permissions, b: Permissions): Permissions {
 
 /** A node not yet provisioned: the provisioning collective only (one node's subject, or all of them for a shared credential). */
 export function bootstrapPermissions(provisioning: string, identity?: string): Permissions {
+  // a node's own credential also writes its heartbeat and its audit records (subjects naming it);
+  // a shared one may not: it could write any node's
+  const own = identity ? [heartbeatSubject(identity), `muster.audit.${identity}`, "$JS.API.INFO", "$JS.API.STREAM.INFO.*"] : [];
   return {
-    publish: { allow: [subjects.registration(provisioning), "muster.lifecycle.>", "muster.event.provision.>"] },
+    publish: { allow: [subjects.registration(provisioning), "muster.lifecycle.>", "muster.event.provision.>", ...own] },
     subscribe: { allow: [`${provisioning}.broadcast.agent.>`, identity ? subjects.node(provisioning, identity) : subjects.allNodes(provisioning), subjects.registrationSolicit(provisioning)] },
     allow_responses: true,
   };
@@ -188,7 +196,7 @@ export function brokerUsers(input: BrokerAuthSpec): BrokerUser[] {
     seen.add(user);
     out.push({ user, permissions });
   };
-  for (const u of spec.admins) add(u, adminPermissions(spec.collectives, [spec.state_bucket, spec.registry_bucket]));
+  for (const u of spec.admins) add(u, adminPermissions(spec.collectives, [spec.state_bucket, spec.registry_bucket, DEFAULT_ALIVE_BUCKET, DEFAULT_PUPPET_RUNS_BUCKET]));
   for (const u of spec.provisioners) add(u, provisionerPermissions(spec.collectives, spec.provisioning_collective, spec.state_bucket));
   for (const u of spec.registries) add(u, registryPermissions(spec.collectives, spec.registry_bucket));
   const retired = new Set(spec.provisioned);

@@ -17,6 +17,8 @@ export interface BucketEntry {
   /** The stream sequence of this write: what compare-and-set compares. */
   revision: number;
   operation: "PUT" | "DEL" | "PURGE";
+  /** When the broker stored it, ms epoch (the broker's clock). */
+  created: number;
 }
 
 /** What a watch delivers: every change, and once, when the values there at its start are all delivered, `caught-up`. */
@@ -62,6 +64,8 @@ export interface Bucket {
    * the read does not finish within `timeoutMs`.
    */
   values(timeoutMs?: number): Promise<BucketValues>;
+  /** The key's kept values (the bucket's `history`), oldest first, deletes and purges included. */
+  history(key: string): Promise<BucketEntry[]>;
   status(): Promise<BucketStatus>;
 }
 
@@ -119,7 +123,7 @@ const isConflict = (e: unknown) => /wrong last sequence|key exists|10071|10164/i
 const isMissing = (e: unknown) => /stream not found|bucket not found|10059/i.test((e as Error)?.message ?? "");
 
 function entryOf(e: KvEntry): BucketEntry {
-  return { key: e.key, value: e.value, revision: e.revision, operation: e.operation };
+  return { key: e.key, value: e.value, revision: e.revision, operation: e.operation, created: e.created.getTime() };
 }
 
 /** The library's KV as a Bucket. */
@@ -213,7 +217,7 @@ class KvBucket implements Bucket {
         read++;
         out.lastRevision = Math.max(out.lastRevision, m.seq);
         const op = m.headers?.get("KV-Operation");
-        if (op !== "DEL" && op !== "PURGE" && m.data.length > 0) out.entries.push({ key: m.subject.slice(prefix.length), value: m.data, revision: m.seq, operation: "PUT" });
+        if (op !== "DEL" && op !== "PURGE" && m.data.length > 0) out.entries.push({ key: m.subject.slice(prefix.length), value: m.data, revision: m.seq, operation: "PUT", created: Math.round(Number(m.info.timestampNanos) / 1e6) });
         if (m.info.pending === 0) {
           complete = true;
           break;
@@ -226,6 +230,12 @@ class KvBucket implements Bucket {
     // A key expiring between counting and delivery leaves the count short of its last message:
     // rare, and the deadline ends the read; a read that stops early for that reason says so.
     if (!complete) throw new Error(`read ${read} of ${info.num_pending} entries of ${this.name} within ${timeoutMs} ms`);
+    return out;
+  }
+
+  async history(key: string): Promise<BucketEntry[]> {
+    const out: BucketEntry[] = [];
+    for await (const e of await this.kv.history({ key })) out.push(entryOf(e));
     return out;
   }
 

@@ -1,13 +1,32 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 
-// JetStream streams muster publishes to (the audit trail): found or created here, in broker/, and
-// handed out as a small publisher, so the code that writes records knows no JetStream API.
+// JetStream streams muster publishes to (the audit trail, runall history): found or created here,
+// in broker/, and handed out as a small publisher and readers, so the code that writes and reads
+// records knows no JetStream API.
 
 export interface StreamSettings {
   name: string;
   subjects: string[];
   /** Seconds a message is kept (0 or absent: for ever). */
   maxAgeS?: number;
+  /** Bytes the stream keeps at most (the oldest messages go first). */
+  maxBytes?: number;
+}
+
+/** One stored message. */
+export interface StreamMessage {
+  seq: number;
+  subject: string;
+  data: Uint8Array;
+  /** When the broker stored it, ms epoch. */
+  time: number;
+}
+
+/** What following a stream delivers: every stored message, `caught-up` once, then each new one. */
+export type StreamChange = { kind: "message"; message: StreamMessage } | { kind: "caught-up" };
+
+export interface StreamFollow extends AsyncIterable<StreamChange> {
+  stop(): void;
 }
 
 export interface StreamPublisher {
@@ -24,6 +43,11 @@ export interface Streams {
    * when asked; undefined when the stream does not exist (the audit page reads the nodes' trail).
    */
   tail(name: string, limit: number, timeoutMs: number): Promise<string[] | undefined>;
+  /**
+   * Every message from `fromSeq` (default the first) on, `caught-up` once the ones stored when
+   * asked are delivered, then each new one as it is stored; undefined when there is no stream.
+   */
+  follow(name: string, opts?: { fromSeq?: number }): Promise<StreamFollow | undefined>;
 }
 
 export function streamsOn(nc: NatsConnection): Streams {
@@ -36,7 +60,7 @@ export function streamsOn(nc: NatsConnection): Streams {
         await jsm.streams.info(s.name);
       } catch (e) {
         if (!(e instanceof JetStreamApiError && e.code === JetStreamApiCodes.StreamNotFound)) throw e;
-        await jsm.streams.add({ name: s.name, subjects: s.subjects, ...(s.maxAgeS ? { max_age: Math.round(s.maxAgeS * 1e9) } : {}) });
+        await jsm.streams.add({ name: s.name, subjects: s.subjects, ...(s.maxAgeS ? { max_age: Math.round(s.maxAgeS * 1e9) } : {}), ...(s.maxBytes ? { max_bytes: s.maxBytes } : {}) });
         created = true;
       }
       const js = jetstream(nc);
@@ -71,6 +95,37 @@ export function streamsOn(nc: NatsConnection): Streams {
         if (m.seq >= last) break;
       }
       return lines;
+    },
+    async follow(name, opts = {}) {
+      const { jetstream, jetstreamManager, JetStreamApiCodes, JetStreamApiError, DeliverPolicy } = await import("@nats-io/jetstream");
+      let pending: number;
+      try {
+        const info = await (await jetstreamManager(nc)).streams.info(name);
+        pending = info.state.last_seq >= (opts.fromSeq ?? 0) ? info.state.messages : 0;
+      } catch (e) {
+        if (e instanceof JetStreamApiError && e.code === JetStreamApiCodes.StreamNotFound) return undefined;
+        throw e;
+      }
+      // An ordered consumer: stored messages in order, then new ones, recreated by the library after a hiccup.
+      const consumer = await jetstream(nc).consumers.get(name, opts.fromSeq ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: opts.fromSeq } : {});
+      const messages = await consumer.consume();
+      async function* changes(): AsyncGenerator<StreamChange> {
+        let caughtUp = pending === 0;
+        try {
+          if (caughtUp) yield { kind: "caught-up" };
+          for await (const m of messages) {
+            yield { kind: "message", message: { seq: m.seq, subject: m.subject, data: m.data, time: Math.round(Number(m.info.timestampNanos) / 1e6) } };
+            if (!caughtUp && m.info.pending === 0) {
+              caughtUp = true;
+              yield { kind: "caught-up" };
+            }
+          }
+        } finally {
+          void messages.stop();
+        }
+      }
+      const it = changes();
+      return { [Symbol.asyncIterator]: () => it, stop: () => void messages.stop() };
     },
   };
 }

@@ -324,14 +324,19 @@ export class MusterClient implements Buckets {
     return bucketIfExists(this.nc, name);
   }
 
+  /** JetStream streams on this connection (broker/stream.ts): found or created, read, followed. */
+  async streams(): Promise<import("../broker/stream.js").Streams> {
+    const { streamsOn } = await import("../broker/stream.js");
+    return streamsOn(this.nc);
+  }
+
   /**
    * The last `limit` records of the nodes' audit stream (audit.stream, docs/security.md), oldest
    * first; undefined when no node created the stream. The web console's audit page reads it.
    */
   async auditRecords(stream = "MUSTER_AUDIT", limit = 1000): Promise<import("../security/audit.js").StoredAuditEntry[] | undefined> {
     const { recentAuditRecords } = await import("../security/audit.js");
-    const { streamsOn } = await import("../broker/stream.js");
-    return recentAuditRecords(streamsOn(this.nc), stream, limit);
+    return recentAuditRecords(await this.streams(), stream, limit);
   }
 
   /** Identities of the nodes matching the filter, sorted. */

@@ -1,3 +1,4 @@
+import { DEFAULT_HEARTBEAT_INTERVAL_S } from "../protocol/heartbeat.js";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "pino";
 import type { AgentCatalogue } from "../agent/catalogue.js";
@@ -23,6 +24,8 @@ export interface EmulatorOptions {
   log: Logger;
   security?: Partial<ServerConfig["security"]>;
   registration?: { interval: number; splay: boolean };
+  /** Seconds between each node's heartbeats (default 10; 0: none). */
+  heartbeat?: number;
   plugins?: Record<string, Record<string, unknown>>;
   /** The agents the nodes may host (default: the built-in ones). */
   agents?: AgentCatalogue;
@@ -68,7 +71,7 @@ export async function startEmulator(o: EmulatorOptions): Promise<RunningEmulator
       nodeKey: o.nodeKey === "none" ? undefined : (o.nodeKey?.(n.identity) ?? generateSigningKey(n.identity).key),
     });
   });
-  const host = new NodeHost({ nc: o.nc, intake, runtimes, log: o.log, wildcard: true, registration: o.registration, component: "emulator", version: VERSION });
+  const host = new NodeHost({ nc: o.nc, intake, runtimes, log: o.log, wildcard: true, registration: o.registration, heartbeat: { interval: o.heartbeat ?? DEFAULT_HEARTBEAT_INTERVAL_S, status: ["puppet"], phase: "serving" }, component: "emulator", version: VERSION });
   await host.start();
   return {
     runtimes,

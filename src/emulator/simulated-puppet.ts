@@ -33,6 +33,8 @@ interface SimNode {
   identity: string;
   disabledMessage: string | null;
   disabled: boolean;
+  /** ms epoch it was disabled. */
+  disabledAt: number;
   active?: { requestId: string; initiatedAt: number; timer: NodeJS.Timeout };
   lastrun: number;
   lastDurationS: number | null;
@@ -57,6 +59,7 @@ export class SimulatedPuppetFleet {
   disable(identity: string, message: string): void {
     const n = this.node(identity);
     n.disabled = true;
+    n.disabledAt = Date.now();
     n.disabledMessage = message;
   }
 
@@ -79,6 +82,7 @@ export class SimulatedPuppetFleet {
       n = {
         identity,
         disabled: msg !== undefined,
+        disabledAt: Date.now(),
         disabledMessage: msg ?? null,
         lastrun: history ? Math.floor(Date.now() / 1000) - 3600 : 0,
         lastDurationS: history ? this.opts.runMs(identity) / 1000 : null,
@@ -120,7 +124,25 @@ export class SimulatedPuppetFleet {
           description: "simulated Puppet agent state",
           query: () => {
             const s = this.status(n);
-            return { enabled: s.enabled, disabled: !s.enabled, applying: s.applying, idling: s.idling, daemon_present: false, status: s.status, lastrun: s.lastrun, since_lastrun: s.since_lastrun ?? -1, disable_message: s.disable_message ?? "", disabled_message: s.disable_message ?? "" };
+            const sum = n.summary;
+            return {
+              enabled: s.enabled,
+              disabled: !s.enabled,
+              applying: s.applying,
+              idling: s.idling,
+              daemon_present: false,
+              status: s.status,
+              lastrun: s.lastrun,
+              since_lastrun: s.since_lastrun ?? -1,
+              disable_message: s.disable_message ?? "",
+              disabled_message: s.disable_message ?? "",
+              disabled_since: n.disabled ? n.disabledAt : 0,
+              total_resources: sum?.total ?? 0,
+              changed_resources: sum?.changed ?? 0,
+              failed_resources: sum?.failed ?? 0,
+              total_time: n.lastDurationS ?? 0,
+              last_run_status: !sum || n.lastrun <= 0 ? "" : sum.failed > 0 ? "failed" : sum.changed > 0 ? "changed" : "unchanged",
+            };
           },
         },
       ],

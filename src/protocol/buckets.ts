@@ -29,3 +29,21 @@ export const DEFAULT_NODE_KEYS_BUCKET = "muster_node_keys";
 export function bucketKey(s: string): string {
   return s.replace(/[^-/_=.a-zA-Z0-9]/g, (c) => `_${c.charCodeAt(0).toString(16).padStart(2, "0")}`);
 }
+
+/**
+ * Each node's latest heartbeat (protocol/heartbeat.ts), written by the node itself: what fleet
+ * health reads to say whether a node is reachable. A node's key lives as long as the bucket's TTL
+ * after its last heartbeat, so a dead node is remembered (and reported) that long.
+ */
+export const DEFAULT_ALIVE_BUCKET = "muster_alive";
+
+/** Each node's last Puppet runs (protocol/puppet-run.ts), one value per run, written by the node. */
+export const DEFAULT_PUPPET_RUNS_BUCKET = "muster_puppet_runs";
+
+/**
+ * The subject a put to `key` of `bucket` is: what a node publishes to (plain NATS, no JetStream
+ * API), and what broker permissions confine to the node's own key.
+ */
+export function kvSubject(bucket: string, key: string): string {
+  return `$KV.${bucket}.${key}`;
+}

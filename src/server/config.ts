@@ -40,6 +40,14 @@ export const ServerConfigSchema = z
       .object({ interval: z.number().nonnegative().default(300), splay: z.boolean().default(true) })
       .strict()
       .default({ interval: 300, splay: true }),
+    /**
+     * Heartbeats (docs/fleet.md#health): every `interval` seconds the node writes its heartbeat to
+     * the alive bucket, carrying the values of the data plugins in `status`; 0 turns them off.
+     */
+    heartbeat: z
+      .object({ interval: z.number().nonnegative().max(3600).default(10), status: z.array(z.string().regex(/^[a-z][a-z0-9_]*$/, "a data plugin name")).default(["puppet"]) })
+      .strict()
+      .default({ interval: 10, status: ["puppet"] }),
     security: z
       .object({
         trusted_keys: z.array(z.object({ name: z.string(), key: z.string() }).strict()).default([]),

@@ -8,6 +8,7 @@ import { Status } from "../protocol/status.js";
 import { subjects } from "../protocol/subjects.js";
 import { PROOF_HEADER, TARGET_HEADER } from "../protocol/targets.js";
 import type { Reply, Request } from "../protocol/types.js";
+import { Heartbeats, type HeartbeatOptions } from "./heartbeat.js";
 import type { RequestIntake } from "./intake.js";
 import { MATCH_EVERY_NODE, type NodeRuntime } from "./runtime.js";
 
@@ -27,6 +28,8 @@ export interface NodeHostOptions {
   /** Subscribe with wildcards (`broadcast.agent.*`, `node.>`): many nodes behind one connection. */
   wildcard: boolean;
   registration?: { interval: number; splay: boolean };
+  /** Heartbeats (server/heartbeat.ts); absent or interval 0: none. */
+  heartbeat?: HeartbeatOptions;
   component?: string;
   version: string;
 }
@@ -44,8 +47,10 @@ export class NodeHost {
   /** Solicited registrations waiting out their splay. */
   private readonly splayed = new Set<NodeJS.Timeout>();
   private stopping = false;
+  private readonly heartbeats: Heartbeats | undefined;
 
   constructor(private readonly opts: NodeHostOptions) {
+    this.heartbeats = opts.heartbeat && new Heartbeats(opts.runtimes, (subject, data) => opts.nc.publish(subject, data), { ...opts.heartbeat, version: opts.version, log: opts.log });
     for (const rt of opts.runtimes) rt.emitter = (subject, payload) => opts.nc.publish(subject, payload);
     for (const rt of opts.runtimes) {
       this.byIdentity.set(rt.identity, rt);
@@ -73,6 +78,7 @@ export class NodeHost {
     await nc.flush();
     for (const rt of this.opts.runtimes) this.publishLifecycle("startup", rt);
     this.startRegistration();
+    this.heartbeats?.start();
   }
 
   private subscribe(subject: string, collective: string): void {
@@ -267,6 +273,7 @@ export class NodeHost {
     for (const s of this.subs) s.unsubscribe();
     // Said before in-flight work finishes: whoever waits on this node (the provisioner) stops
     // waiting now rather than at its timeout; the replies still go out.
+    await this.heartbeats?.stop().catch(() => undefined);
     for (const rt of this.opts.runtimes) this.publishLifecycle("shutdown", rt);
     if (this.pending > 0) {
       await new Promise<void>((resolve) => {

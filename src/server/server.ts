@@ -1,7 +1,8 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "pino";
 import type { AgentCatalogue, AgentFactory, NodeAgentsConfig, NodeIntrospection } from "../agent/catalogue.js";
-import { existsSync, mkdirSync, statSync, writeFileSync } from "node:fs";
+import { X509Certificate } from "node:crypto";
+import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { bucketsOn } from "../broker/bucket.js";
 import { closeConnection, connectBroker, inboxPrefixFor, resolveTls, type TlsSettings } from "../broker/connect.js";
@@ -199,6 +200,19 @@ async function phaseCredential(cfg: ServerConfig, agents: AgentCatalogue, phase:
   return resolveTls(cfg.tls && (cfg.tls.ca || cfg.tls.cert) ? { ca, cert: cfg.tls.cert, key: cfg.tls.key } : undefined);
 }
 
+/**
+ * Whether a waiting node's credential is its own (CN=<identity>), not a bootstrap certificate
+ * shared by many nodes; without one (a broker without users) nothing is confined anyway.
+ */
+function ownBootstrapCredential(cert: string | undefined, identity: string): boolean {
+  if (!cert) return true;
+  try {
+    return new X509Certificate(readFileSync(cert)).subject.split("\n").includes(`CN=${identity}`);
+  } catch {
+    return false;
+  }
+}
+
 export interface StartServerOptions {
   /** The agents this node may host (src/agents/builtin.ts builtinAgents for `muster server`). */
   agents: AgentCatalogue;
@@ -280,13 +294,13 @@ export async function startServer(cfg: ServerConfig, log: Logger, opts: StartSer
     const runtime = await buildPhase(phase);
     const tls = await phaseCredential(cfg, agents, phase, ops);
     const nc = await connectBroker({ servers: brokers, from: broker.from, name: `muster-server:${cfg.identity}`, log, persistent: true, tls, inboxPrefix: inboxPrefixFor(cfg.identity) });
-    // The shared bootstrap credential may not publish audit records (a waiting node could forge
-    // another's): while provisioning, the audit file is the record.
-    if (phase === "production") {
-      auditor.connect(streamsOn(nc));
-      buckets.connect(bucketsOn(nc));
-    }
-    const host = new NodeHost({ nc, intake, runtimes: [runtime], log, wildcard: false, registration: cfg.registration, version: VERSION });
+    // A node's own bootstrap credential may publish its audit records (muster.audit.<identity>
+    // only); a shared one may not (a waiting node could forge another's): then, while
+    // provisioning, the audit file is the record.
+    const own = phase === "production" || ownBootstrapCredential(cfg.provisioning?.cert, cfg.identity);
+    if (own) auditor.connect(streamsOn(nc));
+    if (phase === "production") buckets.connect(bucketsOn(nc));
+    const host = new NodeHost({ nc, intake, runtimes: [runtime], log, wildcard: false, registration: cfg.registration, heartbeat: { ...cfg.heartbeat, interval: own ? cfg.heartbeat.interval : 0, phase: phase === "production" ? "serving" : "waiting" }, version: VERSION });
     await host.start();
     log.info({ identity: cfg.identity, phase, collectives: runtime.collectives, agents: runtime.activeAgentNames(), broker: nc.getServer(), tls: tls ? { ca: tls.ca, cert: tls.cert } : undefined, policies: phase === "production" ? [...policies.keys()] : "provisioning callers only", audit: { file: cfg.audit?.file, stream: cfg.audit?.stream?.name } }, "muster server ready");
     return { phase, runtime, host, nc };

@@ -8,7 +8,9 @@ import { status } from "./actions/status.js";
 import { puppetDDL, type PuppetDDL } from "./ddl.js";
 import { createRuntime, readStatus, type PuppetRuntime } from "./runtime.js";
 import { puppetAgentFor } from "./settings.js";
+import { statSync } from "node:fs";
 import { puppetStatePaths, readLastRunSummary } from "../../puppet/index.js";
+import { summaryRunStatus } from "../../protocol/puppet-run.js";
 import type { NodeOps } from "../../privileged/node-ops.js";
 
 // The puppet agent: MCollective's puppet agent for muster, on the real Puppet agent (src/puppet).
@@ -58,12 +60,13 @@ export function createPuppetAgent(deps: PuppetAgentDeps = {}): MusterPuppetAgent
 
   const dataPlugin: DataPlugin = {
     name: "puppet",
-    description: "The Puppet agent's state: enabled, applying, idling, daemon_present, status, lastrun, since_lastrun, disable_message, last run counts",
+    description: "The Puppet agent's state: enabled, applying, idling, daemon_present, status, lastrun, since_lastrun, disable_message, disabled_since, last run counts and last_run_status (failed, changed, unchanged)",
     query() {
       const s = rt.known();
       if (!s) return undefined;
       const st = readStatus(rt, s);
-      const summary = readLastRunSummary(puppetStatePaths(puppetAgentFor(s)).lastRunSummary);
+      const paths = puppetStatePaths(puppetAgentFor(s));
+      const summary = readLastRunSummary(paths.lastRunSummary);
       return {
         enabled: st.enabled,
         disabled: !st.enabled,
@@ -80,6 +83,10 @@ export function createPuppetAgent(deps: PuppetAgentDeps = {}): MusterPuppetAgent
         failed_resources: summary?.resources.failed ?? 0,
         total_time: summary?.time.total ?? 0,
         config_version: summary?.version.config ?? "",
+        // fleet health (heartbeats carry these values): how the last run went, and since when
+        // Puppet is disabled (the lock's time)
+        last_run_status: summary && summary.lastrun > 0 ? summaryRunStatus(summary) : "",
+        disabled_since: st.enabled ? 0 : lockTime(paths.disabledLockfile),
       };
     },
   };
@@ -97,4 +104,13 @@ export function createPuppetAgent(deps: PuppetAgentDeps = {}): MusterPuppetAgent
     dataPlugins: [dataPlugin],
   });
   return Object.assign(agent, { activeRun: () => rt.active?.done });
+}
+
+/** When Puppet was disabled: its lock file's time, ms epoch (0 when unreadable). */
+function lockTime(lockfile: string): number {
+  try {
+    return Math.round(statSync(lockfile).mtimeMs);
+  } catch {
+    return 0;
+  }
 }

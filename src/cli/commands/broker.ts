@@ -156,5 +156,31 @@ entry, reload. Single use and rotation in full: docs/security.md#bootstrap-crede
         }
       }),
   );
+  broker.addCommand(
+    new Command("stores")
+      .description("Create the buckets and streams nodes write to and history is kept in (alive, Puppet runs, runall history, audit), with an admin credential")
+      .option("--broker <url>", "NATS broker URL(s), comma-separated (default: $MUSTER_BROKER, the client config)")
+      .option("--config <file>", "client config file")
+      .option("--json", "print machine-readable JSON")
+      .addHelpText(
+        "after",
+        `
+Nodes write their heartbeats, Puppet runs and audit records but may not create the stores they
+go to: the web console creates them when it starts; this does the same where no console runs.
+An existing store keeps its settings. docs/fleet.md#health, docs/deploy.md.`,
+      )
+      .action(async (o: { broker?: string; config?: string; json?: boolean }) => {
+        const [{ MusterClient }, { ensureFleetStores }, { loadClientConfig, resolveBrokerSettings }] = await Promise.all([import("../../client/client.js"), import("../../fleet/stores.js"), import("../config.js")]);
+        const cfg = loadClientConfig(o.config);
+        const b = resolveBrokerSettings({ flag: o.broker, clientConfig: o.config });
+        const client = await MusterClient.connect({ brokers: b.servers, collective: cfg.collective, name: "muster-broker-stores", tls: b.tls, from: b.from });
+        try {
+          const made = await ensureFleetStores(client);
+          process.stdout.write(o.json ? `${JSON.stringify(made)}\n` : made.map((m) => `${m.kind} ${m.name}: ${m.created ? "created" : "already there"}\n`).join(""));
+        } finally {
+          await client.close();
+        }
+      }),
+  );
   return broker;
 }

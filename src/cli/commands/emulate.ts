@@ -10,9 +10,10 @@ export function emulateCommand(): Command {
     .option("--config <file>", "client config (for the broker and collective)")
     .option("-T, --target <collective>", "collective the nodes join")
     .option("--registration <seconds>", "publish registration every N seconds (0: off)", "0")
+    .option("--heartbeat <seconds>", "each node's heartbeat every N seconds (0: off)", "10")
     .option("--log-level <level>", "log level", "warn")
     .addHelpText("after", "\nPrints a line containing 'ready' once every node answers discovery, then serves until SIGTERM/SIGINT.")
-    .action(async (o: { fleet?: string; count?: string; broker?: string; config?: string; target?: string; registration: string; logLevel: string }) => {
+    .action(async (o: { fleet?: string; count?: string; broker?: string; config?: string; target?: string; registration: string; heartbeat: string; logLevel: string }) => {
       const [{ closeConnection, connectBroker }, { MusterClient }, { generateFleet, loadFleet }, { startEmulator }, { createLogger }, { loadClientConfig, resolveBrokerSettings }] = await Promise.all([
         import("../../broker/connect.js"),
         import("../../client/client.js"),
@@ -32,7 +33,7 @@ export function emulateCommand(): Command {
       const brokers = broker.servers;
       const nc = await connectBroker({ servers: brokers, from: broker.from, name: "muster-emulate", log, persistent: true, tls: broker.tls });
       const interval = Number(o.registration);
-      const emu = await startEmulator({ nc, nodes, collective, log, registration: interval > 0 ? { interval, splay: true } : undefined });
+      const emu = await startEmulator({ nc, nodes, collective, log, registration: interval > 0 ? { interval, splay: true } : undefined, heartbeat: Number(o.heartbeat) || 0 });
       // "ready" means every node answers a real discovery round, not merely that we subscribed.
       const client = await MusterClient.connect({ brokers, collective, name: "muster-emulate-check", tls: broker.tls });
       const want = new Set(nodes.map((n) => n.identity));

@@ -32,6 +32,11 @@ export const commands: Record<string, CommandEntry> = {
     description: "Print the identities of the nodes matching the filters, sorted, one per line",
     load: async () => (await import("./find.js")).findCommand,
   },
+  health: {
+    usage: "[options]",
+    description: "The fleet's health: unreachable nodes, Puppet failed, stale or disabled, provisioning failed or gone, each with why",
+    load: async () => (await import("./health.js")).healthCommand,
+  },
   inventory: {
     usage: "[options] <identity>",
     description: "Everything one node knows about itself: agents, facts, classes, collectives, data plugins",

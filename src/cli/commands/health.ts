@@ -1,0 +1,63 @@
+import { Command } from "commander";
+import { MusterError } from "../../errors.js";
+import { addFilterOptions, openSession, type FilterOpts } from "../options.js";
+
+// `muster health`: the fleet's health at a glance (docs/fleet.md#health), from what nodes already
+// send (heartbeats, Puppet runs) and the provisioning records; no node is asked anything.
+
+interface HealthOpts extends FilterOpts {
+  bucket?: string;
+  problems?: boolean;
+  unreachableAfter?: number;
+  staleAfter?: number;
+}
+
+const seconds = (name: string) => (v: string) => {
+  const n = Number(v);
+  if (!Number.isFinite(n) || n <= 0) throw new MusterError("MUSTER_USAGE", `${name} takes a number of seconds`);
+  return n;
+};
+
+export function healthCommand(): Command {
+  return addFilterOptions(new Command("health"))
+    .description("The fleet's health: unreachable nodes, Puppet failed, stale or disabled, provisioning failed or gone, each with why")
+    .option("--problems", "list unhealthy nodes only")
+    .option("--unreachable-after <seconds>", "silence before a node counts as unreachable (at least 2.5 of its heartbeat intervals)", seconds("--unreachable-after"), 25)
+    .option("--stale-after <seconds>", "time since the last Puppet run before it counts as stale", seconds("--stale-after"), 3600)
+    .option("--bucket <name>", "KV bucket of the provisioner (state_bucket)")
+    .addHelpText(
+      "after",
+      `
+A node is unreachable when its heartbeat (every 10 s by default) has not arrived for 25 s, or
+its last heartbeat said it was stopping. Puppet's state comes with each heartbeat; its runs are
+kept per node. Filters other than -I are answered by the registry. Nothing is sent to the nodes.
+
+Exit codes: 0 every node healthy, 2 some node unhealthy, 1 no node known (or matched).
+
+Examples:
+  muster health                       every node, unhealthy first, then a summary
+  muster health --problems -C role::web
+  muster health --json | jq '.nodes[] | select(.reachable | not) | .identity'`,
+    )
+    .action(async (o: HealthOpts) => {
+      const s = await openSession(o);
+      const [{ readFleetHealth }, { renderHealth }] = await Promise.all([import("../../fleet/health-read.js"), import("../health-render.js")]);
+      try {
+        const report = await readFleetHealth(s.client, {
+          filter: s.filter,
+          stateBucket: o.bucket ?? (s.config.provision_bucket as string | undefined),
+          registryBucket: s.config.registry_bucket,
+          policy: { unreachableAfterS: o.unreachableAfter ?? 25, puppetStaleAfterS: o.staleAfter ?? 3600 },
+          onWarning: (m) => process.stderr.write(`warning: ${m}\n`),
+        });
+        if (o.json) process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+        else if (report.nodes.length) process.stdout.write(`${renderHealth(report, { problemsOnly: o.problems })}\n`);
+        if (report.nodes.length === 0) {
+          if (!o.json) process.stderr.write("no nodes known: none has sent a heartbeat, registered or been provisioned (or none matches the filters)\n");
+          process.exitCode = 1;
+        } else process.exitCode = report.summary.unhealthy > 0 ? 2 : 0;
+      } finally {
+        await s.client.close();
+      }
+    });
+}

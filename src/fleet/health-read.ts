@@ -1,0 +1,116 @@
+import type { MusterClient } from "../client/client.js";
+import { MusterError } from "../errors.js";
+import { compileFilter } from "../filter/index.js";
+import { DEFAULT_STATE_BUCKET } from "../protocol/buckets.js";
+import type { NodeRecord } from "../protocol/provision-record.js";
+import type { PuppetRunRecord } from "../protocol/puppet-run.js";
+import { emptyFilter, type Filter } from "../protocol/types.js";
+import { ProvisionState } from "../provisioner/state.js";
+import { DEFAULT_HEALTH_POLICY, healthReport, type HealthInputs, type HealthPolicy, type HealthReport } from "./health.js";
+import { AliveStore, PuppetRunStore, type Beat } from "./health-stores.js";
+
+// Fleet health read once (`muster health`): the alive and Puppet runs buckets, the provisioning
+// records and the registry's answer to the filter, read side by side, then the pure model
+// (health.ts). No node is asked anything. The console keeps the same inputs live instead
+// (web/health-feed.ts) and computes the same report from them.
+
+export interface HealthReadOptions {
+  filter?: Filter;
+  stateBucket?: string;
+  /** The registry's bucket (client config registry_bucket). */
+  registryBucket?: string;
+  policy?: HealthPolicy;
+  /** Told when a source could not be read (the report is made from the others). */
+  onWarning?: (message: string) => void;
+  timeoutMs?: number;
+}
+
+/** Whether the filter names identities only (then nodes the registry no longer knows can match it too). */
+export function identityOnly(f: Filter): boolean {
+  return f.fact.length === 0 && f.class.length === 0 && f.agent.length === 0 && f.compound.length === 0;
+}
+
+const isEmpty = (f: Filter) => identityOnly(f) && f.identity.length === 0;
+
+/**
+ * Which nodes a report covers: with no filter, every node any source knows; with one, those the
+ * registry matches, and (for a filter of identities only) any other known node it names.
+ */
+export function inScope(known: Iterable<string>, filter: Filter, registryMatches: ReadonlySet<string> | undefined): Set<string> {
+  if (isEmpty(filter)) return new Set([...known, ...(registryMatches ?? [])]);
+  const out = new Set(registryMatches ?? []);
+  if (identityOnly(filter)) {
+    const f = compileFilter(filter);
+    for (const id of known) if (f.matches({ identity: id, facts: {}, classes: [], agents: [], collectives: [] })) out.add(id);
+  }
+  return out;
+}
+
+/** Failed-in-a-row needs a node's history only when its latest run failed: those few are read. */
+async function streaks(runs: PuppetRunStore, latest: Map<string, PuppetRunRecord>, ids: Iterable<string>): Promise<Map<string, PuppetRunRecord[]>> {
+  const failing = [...ids].filter((id) => latest.get(id)?.status === "failed");
+  const out = new Map<string, PuppetRunRecord[]>();
+  let next = 0;
+  const worker = async () => {
+    while (next < failing.length) {
+      const id = failing[next++]!;
+      out.set(id, await runs.history(id).catch(() => [latest.get(id)!]));
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(32, failing.length) }, worker));
+  return out;
+}
+
+export interface HealthInputsRead {
+  inputs: HealthInputs[];
+  /** Sources that answered (for diagnostics). */
+  sources: { alive: boolean; runs: boolean; provisioning: boolean; registry: boolean };
+}
+
+/** Everything health needs, read once. */
+export async function readHealthInputs(client: MusterClient, o: HealthReadOptions = {}): Promise<HealthInputsRead> {
+  const filter = o.filter ?? emptyFilter();
+  const warn = o.onWarning ?? (() => undefined);
+  const timeoutMs = o.timeoutMs ?? 30_000;
+  const soft = <T>(what: string, p: Promise<T>): Promise<T | undefined> =>
+    p.catch((e: unknown) => {
+      warn(`${what}: ${(e as Error).message}`);
+      return undefined;
+    });
+  const [alive, runStore, state] = await Promise.all([soft("the alive bucket", AliveStore.open(client)), soft("the Puppet runs bucket", PuppetRunStore.open(client)), soft("the provisioning records", ProvisionState.openExisting(client, o.stateBucket ?? DEFAULT_STATE_BUCKET))]);
+  // the registry answers filters; without one it only adds nodes that send no heartbeats, so its absence is said only when a filter needs it
+  const quiet = identityOnly(filter);
+  const registryWarn = quiet ? () => undefined : warn;
+  const registry = await client.registry({ ...(o.registryBucket ? { bucket: o.registryBucket } : {}), onWarning: registryWarn }).catch(() => undefined);
+  const [beats, latestRuns, records, registered] = await Promise.all([
+    alive ? soft("reading heartbeats", alive.latest(timeoutMs)) : undefined,
+    runStore ? soft("reading Puppet runs", runStore.latest(timeoutMs)) : undefined,
+    state ? soft("reading provisioning records", state.list()) : undefined,
+    registry
+      ? registry
+          .discover(filter, { timeoutMs: 2000, idleMs: 0 })
+          .then((ids) => new Set(ids))
+          .catch((e: unknown) => void registryWarn(`asking the registry: ${(e as Error).message}`))
+      : undefined,
+  ]);
+  if (!alive) warn("no alive bucket yet: nodes' heartbeats are kept once the console (muster web) has created it (docs/fleet.md#health)");
+  if (!identityOnly(filter) && !registered) throw new MusterError("MUSTER_REGISTRY_UNAVAILABLE", "filters on facts, classes or agents are answered from the registry, and none answered: run `muster registry serve`, or filter by identity (-I)");
+  const byId = new Map<string, NodeRecord>((records ?? []).map((r) => [r.identity, r]));
+  const known = new Set<string>([...(beats?.keys() ?? []), ...byId.keys(), ...(latestRuns?.keys() ?? [])]);
+  const ids = inScope(known, filter, registered);
+  const history = runStore && latestRuns ? await streaks(runStore, latestRuns, ids) : new Map<string, PuppetRunRecord[]>();
+  const inputs: HealthInputs[] = [];
+  for (const id of ids) {
+    const beat: Beat | undefined = beats?.get(id);
+    const rec = byId.get(id);
+    const last = latestRuns?.get(id);
+    inputs.push({ identity: id, ...(beat ? { beat } : {}), registered: registered?.has(id) ?? false, ...(rec ? { provisioning: rec } : {}), runs: history.get(id) ?? (last ? [last] : []) });
+  }
+  return { inputs, sources: { alive: beats !== undefined, runs: latestRuns !== undefined, provisioning: records !== undefined, registry: registered !== undefined } };
+}
+
+/** The fleet's health, read once. */
+export async function readFleetHealth(client: MusterClient, o: HealthReadOptions = {}, now = Date.now): Promise<HealthReport> {
+  const { inputs } = await readHealthInputs(client, o);
+  return healthReport(inputs, o.policy ?? DEFAULT_HEALTH_POLICY, now());
+}

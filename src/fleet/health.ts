@@ -1,0 +1,230 @@
+import type { Heartbeat } from "../protocol/heartbeat.js";
+import type { NodeRecord } from "../protocol/provision-record.js";
+import { puppetRunFromStatus, type PuppetRunRecord, type PuppetRunStatus } from "../protocol/puppet-run.js";
+import { failedStage } from "./provision-failures.js";
+
+// Fleet health: one model, three faces (`muster health`, the console's landing page and
+// /api/health, the admins' alerts). Pure: what is known of each node (its latest heartbeat as the
+// broker stored it, whether the registry knows it, its provisioning record, its recent Puppet runs)
+// and the clock in, each node's health with the reasons for every problem out, unhealthy first.
+// docs/fleet.md#health.
+
+export interface HealthPolicy {
+  /** Seconds without a heartbeat before a node counts as unreachable (at least 2.5 of its own intervals). */
+  unreachableAfterS: number;
+  /** Seconds after its last run before Puppet counts as stale (by default twice Puppet's 30-minute runinterval). */
+  puppetStaleAfterS: number;
+}
+
+export const DEFAULT_HEALTH_POLICY: HealthPolicy = { unreachableAfterS: 25, puppetStaleAfterS: 3600 };
+
+/** What is known of one node. */
+export interface HealthInputs {
+  identity: string;
+  /** Its latest heartbeat, and when the broker stored it (ms epoch, the broker's clock). */
+  beat?: { heartbeat: Heartbeat; at: number };
+  /** The registry knows it (it registered within the registry's max_age). */
+  registered?: boolean;
+  provisioning?: NodeRecord;
+  /** Its recent Puppet runs, newest first (each run once). */
+  runs?: readonly PuppetRunRecord[];
+}
+
+export const ProblemKinds = ["unreachable", "gone", "provisioning_failed", "puppet_failed", "puppet_disabled", "puppet_stale"] as const;
+export type ProblemKind = (typeof ProblemKinds)[number];
+
+export interface Problem {
+  kind: ProblemKind;
+  /** Why, in a line an operator acts on. */
+  why: string;
+  /** Since when (ISO), where known. */
+  since?: string;
+}
+
+export interface PuppetHealth {
+  /** How the last run went; null when Puppet has not run. */
+  status: PuppetRunStatus | null;
+  /** When the last run ended (ISO). */
+  last_run: string | null;
+  /** Seconds since then. */
+  age_s: number | null;
+  stale: boolean;
+  disabled: boolean;
+  disabled_message: string | null;
+  disabled_since: string | null;
+  /** Failed runs in a row up to the last one (0 when it did not fail). */
+  failures_in_a_row: number;
+  resources: { total: number; changed: number; failed: number } | null;
+}
+
+export interface ProvisioningHealth {
+  status: NodeRecord["status"];
+  /** The stage it is on, or failed at (as the board and `muster provision status` say). */
+  stage: string;
+  master: string | null;
+  rounds: number;
+  last_error: string | null;
+  gone: { since: string; reason: string } | null;
+}
+
+export interface NodeHealth {
+  identity: string;
+  reachable: boolean;
+  /** When a heartbeat last arrived (ISO, the broker's clock); null when none ever did. */
+  last_seen: string | null;
+  /** Seconds since then. */
+  seen_s_ago: number | null;
+  /** waiting: in the provisioning collective; serving: in the fleet; null: no heartbeat. */
+  phase: Heartbeat["phase"] | null;
+  puppet: PuppetHealth | null;
+  provisioning: ProvisioningHealth | null;
+  /** Empty when healthy; the worst first. */
+  problems: Problem[];
+}
+
+export type HealthSummary = { nodes: number; healthy: number; unhealthy: number } & Record<ProblemKind, number>;
+
+export interface HealthReport {
+  /** When it was computed (ISO). */
+  time: string;
+  nodes: NodeHealth[];
+  summary: HealthSummary;
+}
+
+const iso = (ms: number) => new Date(ms).toISOString();
+const secondsSince = (ms: number, now: number) => Math.max(0, Math.round((now - ms) / 1000));
+const str = (v: unknown) => (typeof v === "string" && v ? v : null);
+
+/** "27 s", "4 min", "3.5 h", "2 days": how long, for reasons. */
+export function span(seconds: number): string {
+  if (seconds < 120) return `${Math.round(seconds)} s`;
+  if (seconds < 7200) return `${Math.round(seconds / 60)} min`;
+  if (seconds < 48 * 3600) return `${Math.round(seconds / 360) / 10} h`;
+  return `${Math.round(seconds / 86400)} days`;
+}
+
+/** The silence after which this node counts as unreachable, seconds: the policy's, or 2.5 of its own intervals if longer. */
+export function unreachableAfter(policy: HealthPolicy, interval: number | undefined): number {
+  return Math.max(policy.unreachableAfterS, 2.5 * (interval ?? 0));
+}
+
+/** Failed runs in a row, newest first. */
+export function failuresInARow(runs: readonly PuppetRunRecord[]): number {
+  let n = 0;
+  for (const r of runs) {
+    if (r.status !== "failed") break;
+    n++;
+  }
+  return n;
+}
+
+function puppetHealth(i: HealthInputs, policy: HealthPolicy, now: number): PuppetHealth | null {
+  const v = i.beat?.heartbeat.status.puppet;
+  const latest = v ? puppetRunFromStatus(i.identity, v) : i.runs?.[0];
+  if (!v && !latest) return null;
+  // the runs history may already hold a newer run than the heartbeat said (or the other way round)
+  const runs = (i.runs ?? []).filter((r) => r.time !== latest?.time);
+  if (latest) runs.push(latest);
+  runs.sort((a, b) => b.time - a.time);
+  const last = runs[0];
+  const age = last ? secondsSince(last.time, now) : null;
+  const disabled = v ? v.enabled === false || v.disabled === true : false;
+  const since = v && typeof v.disabled_since === "number" && v.disabled_since > 0 ? iso(v.disabled_since) : null;
+  return {
+    status: last?.status ?? null,
+    last_run: last ? iso(last.time) : null,
+    age_s: age,
+    stale: age !== null && age > policy.puppetStaleAfterS,
+    disabled,
+    disabled_message: disabled ? (str(v?.disable_message) ?? str(v?.disabled_message)) : null,
+    disabled_since: disabled ? since : null,
+    failures_in_a_row: failuresInARow(runs),
+    resources: last ? { ...last.resources } : null,
+  };
+}
+
+function provisioningHealth(r: NodeRecord): ProvisioningHealth {
+  const g = (r.status === "in_progress" || r.status === "pending") && r.gone && Number.isFinite(r.gone.since) ? r.gone : undefined;
+  return {
+    status: r.status,
+    stage: r.status === "in_progress" || r.status === "failed" ? failedStage(r) : (r.stage ?? ""),
+    master: r.master ?? null,
+    rounds: r.rounds ?? 0,
+    last_error: r.lastError ?? null,
+    gone: g ? { since: iso(g.since), reason: g.reason } : null,
+  };
+}
+
+/** One node's health at `now`. */
+export function nodeHealth(i: HealthInputs, policy: HealthPolicy, now: number): NodeHealth {
+  const problems: Problem[] = [];
+  const beat = i.beat;
+  let reachable: boolean;
+  if (beat) {
+    const silent = secondsSince(beat.at, now);
+    const limit = unreachableAfter(policy, beat.heartbeat.interval);
+    if (beat.heartbeat.state === "stopping") {
+      reachable = false;
+      problems.push({ kind: "unreachable", why: `stopped ${span(silent)} ago (its last heartbeat said it was stopping)`, since: iso(beat.at) });
+    } else if (silent > limit) {
+      reachable = false;
+      problems.push({ kind: "unreachable", why: `no heartbeat for ${span(silent)} (one is due every ${span(beat.heartbeat.interval)}; unreachable after ${span(limit)})`, since: iso(beat.at) });
+    } else reachable = true;
+  } else if (i.registered) {
+    reachable = true; // no heartbeats (an older muster, or heartbeat.interval 0): its registration vouches for it
+  } else {
+    reachable = false;
+    problems.push({ kind: "unreachable", why: "never heard from: no heartbeat, and the registry does not know it" });
+  }
+
+  const prov = i.provisioning ? provisioningHealth(i.provisioning) : null;
+  if (prov?.gone) problems.push({ kind: "gone", why: `the provisioner found it gone: ${prov.gone.reason}`, since: prov.gone.since });
+  if (prov?.status === "failed") problems.push({ kind: "provisioning_failed", why: `provisioning failed at ${prov.stage || "its first stage"}${prov.last_error ? `: ${prov.last_error.replace(/\s+/g, " ").slice(0, 300)}` : ""}`, ...(i.provisioning!.finishedAt ? { since: iso(i.provisioning!.finishedAt) } : {}) });
+
+  const puppet = puppetHealth(i, policy, now);
+  if (puppet) {
+    if (puppet.status === "failed") {
+      const res = puppet.resources && puppet.resources.failed > 0 ? `${puppet.resources.failed} failed resource${puppet.resources.failed === 1 ? "" : "s"}` : "no catalog applied";
+      const streak = puppet.failures_in_a_row > 1 ? `, ${puppet.failures_in_a_row} runs in a row` : "";
+      problems.push({ kind: "puppet_failed", why: `the last Puppet run failed ${span(puppet.age_s ?? 0)} ago (${res}${streak})`, ...(puppet.last_run ? { since: puppet.last_run } : {}) });
+    }
+    if (puppet.disabled) problems.push({ kind: "puppet_disabled", why: `Puppet is disabled${puppet.disabled_since ? ` since ${puppet.disabled_since}` : ""}: ${puppet.disabled_message ?? "no message given"}`, ...(puppet.disabled_since ? { since: puppet.disabled_since } : {}) });
+    // a node that is not heard from is the problem; its Puppet going stale follows from it
+    if (puppet.stale && reachable && !puppet.disabled) problems.push({ kind: "puppet_stale", why: `Puppet has not run for ${span(puppet.age_s ?? 0)} (stale after ${span(policy.puppetStaleAfterS)})`, ...(puppet.last_run ? { since: puppet.last_run } : {}) });
+  }
+  problems.sort((a, b) => ProblemKinds.indexOf(a.kind) - ProblemKinds.indexOf(b.kind));
+  return {
+    identity: i.identity,
+    reachable,
+    last_seen: beat ? iso(beat.at) : null,
+    seen_s_ago: beat ? secondsSince(beat.at, now) : null,
+    phase: beat?.heartbeat.phase ?? null,
+    puppet,
+    provisioning: prov,
+    problems,
+  };
+}
+
+const rank = (n: NodeHealth) => (n.problems.length ? ProblemKinds.indexOf(n.problems[0]!.kind) : ProblemKinds.length);
+
+/** Unhealthy nodes first (the worst problem first), then by name. */
+export function healthOrder(a: NodeHealth, b: NodeHealth): number {
+  return rank(a) - rank(b) || (a.identity < b.identity ? -1 : a.identity > b.identity ? 1 : 0);
+}
+
+export function summarise(nodes: readonly NodeHealth[]): HealthSummary {
+  const s = { nodes: nodes.length, healthy: 0, unhealthy: 0, ...Object.fromEntries(ProblemKinds.map((k) => [k, 0])) } as HealthSummary;
+  for (const n of nodes) {
+    if (n.problems.length === 0) s.healthy++;
+    else s.unhealthy++;
+    for (const k of new Set(n.problems.map((p) => p.kind))) s[k]++;
+  }
+  return s;
+}
+
+export function healthReport(inputs: Iterable<HealthInputs>, policy: HealthPolicy, now: number): HealthReport {
+  const nodes: NodeHealth[] = [];
+  for (const i of inputs) nodes.push(nodeHealth(i, policy, now));
+  nodes.sort(healthOrder);
+  return { time: iso(now), nodes, summary: summarise(nodes) };
+}
