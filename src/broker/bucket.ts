@@ -48,8 +48,8 @@ export interface Bucket {
   update(key: string, value: Uint8Array | string, revision: number): Promise<number>;
   /** Leaves a delete marker (history kept). */
   delete(key: string): Promise<void>;
-  /** Drops the key and its history. */
-  purge(key: string): Promise<void>;
+  /** Drops the key and its history; with `revision`, only while the key is still at it (else RevisionConflict). */
+  purge(key: string, revision?: number): Promise<void>;
   /** Every key with a current value. */
   keys(): Promise<string[]>;
   /**
@@ -163,8 +163,12 @@ class KvBucket implements Bucket {
     await this.kv.delete(key);
   }
 
-  async purge(key: string): Promise<void> {
-    await this.kv.purge(key);
+  async purge(key: string, revision?: number): Promise<void> {
+    try {
+      await this.kv.purge(key, revision !== undefined ? { previousSeq: revision } : undefined);
+    } catch (e) {
+      throw revision !== undefined && isConflict(e) ? new RevisionConflict(this.name, key, e) : e;
+    }
   }
 
   async keys(): Promise<string[]> {

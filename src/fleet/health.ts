@@ -1,7 +1,7 @@
 import type { Heartbeat } from "../protocol/heartbeat.js";
 import type { NodeRecord } from "../protocol/provision-record.js";
 import { puppetRunFromStatus, type PuppetRunRecord, type PuppetRunStatus } from "../protocol/puppet-run.js";
-import { failedStage } from "./provision-failures.js";
+import { failedStage } from "../provisioner/failures.js";
 
 // Fleet health: one model, three faces (`muster health`, the console's landing page and
 // /api/health, the admins' alerts). Pure: what is known of each node (its latest heartbeat as the
@@ -54,6 +54,8 @@ export interface PuppetHealth {
   disabled_since: string | null;
   /** Failed runs in a row up to the last one (0 when it did not fail). */
   failures_in_a_row: number;
+  /** When the first of those failed runs ended (ISO); null when the last run did not fail. */
+  failing_since: string | null;
   resources: { total: number; changed: number; failed: number } | null;
 }
 
@@ -139,6 +141,7 @@ function puppetHealth(i: HealthInputs, policy: HealthPolicy, now: number): Puppe
     disabled_message: disabled ? (str(v?.disable_message) ?? str(v?.disabled_message)) : null,
     disabled_since: disabled ? since : null,
     failures_in_a_row: failuresInARow(runs),
+    failing_since: failuresInARow(runs) > 0 ? iso(runs[failuresInARow(runs) - 1]!.time) : null,
     resources: last ? { ...last.resources } : null,
   };
 }

@@ -69,7 +69,41 @@ export interface NodeRecord {
    * Deleted when the node is back. Absent in records written before it existed.
    */
   gone?: { since: number; reason: string };
+  /**
+   * What happened to the node's rounds, oldest first (the last ROUND_HISTORY): each round's start,
+   * how it ended, the operator who retried it. Absent in records written before it existed.
+   */
+  history?: RoundEvent[];
   log: string[];
+}
+
+export const RoundEvents = ["started", "done", "failed", "retried", "restarted", "gone", "back"] as const;
+export type RoundEventType = (typeof RoundEvents)[number];
+
+/** One entry of a record's round history. */
+export interface RoundEvent {
+  /** ms epoch */
+  at: number;
+  round: number;
+  event: RoundEventType;
+  /** The stage it happened at (failed, gone), if any. */
+  stage?: string;
+  /** Why (failed: the error; gone: how the provisioner knows). */
+  detail?: string;
+  /** Who (a provisioner for started, an operator for retried). */
+  by?: string;
+}
+
+/** Entries a record's history keeps (the oldest go first). */
+export const ROUND_HISTORY = 20;
+
+/** Adds an entry to the record's round history. */
+export function noteRound(rec: NodeRecord, e: Omit<RoundEvent, "at" | "round">, now = Date.now()): void {
+  const entry: RoundEvent = { at: now, round: rec.rounds, event: e.event };
+  if (e.stage) entry.stage = e.stage;
+  if (e.detail) entry.detail = e.detail.slice(0, 500);
+  if (e.by) entry.by = e.by.slice(0, 200);
+  rec.history = [...(rec.history ?? []), entry].slice(-ROUND_HISTORY);
 }
 
 /** Log lines a record keeps (the oldest go first). */
@@ -134,6 +168,7 @@ const OPTIONAL: [keyof NodeRecord, (x: unknown) => boolean, string][] = [
   ["signedBy", (x) => typeof x === "string", "a string"],
   ["lastError", (x) => typeof x === "string", "a string"],
   ["gone", (x) => isObject(x) && isMs(x.since) && typeof x.reason === "string", "{since: ms, reason: string}"],
+  ["history", (x) => Array.isArray(x) && x.length <= 1000 && x.every((e) => isObject(e) && isMs(e.at) && isCount(e.round) && (RoundEvents as readonly unknown[]).includes(e.event) && ["stage", "detail", "by"].every((k) => e[k] === undefined || typeof e[k] === "string")), "a list of {at, round, event, stage?, detail?, by?}"],
   ["stageTimes", (x) => isObject(x) && Object.entries(x).every(([k, t]) => isStage(k) && isObject(t) && isMs(t.start) && (t.end === undefined || isMs(t.end))), "stage: {start, end?} in ms"],
 ];
 

@@ -1,4 +1,4 @@
-import { appendLog, newRecord, type NodeRecord } from "../protocol/provision-record.js";
+import { appendLog, newRecord, noteRound, type NodeRecord } from "../protocol/provision-record.js";
 import type { Versioned } from "./state.js";
 
 // Who may take a node: the claim rule, pure, so it is unit-tested. The runner writes the record
@@ -28,6 +28,7 @@ export function claimRecord(existing: Versioned | undefined, identity: string, o
     rec.timings = {};
     rec.stageTimes = {};
     rec.finishedAt = undefined;
+    noteRound(rec, { event: "started", by: owner }, now);
   }
   const previousOwner = rec.status === "in_progress" ? rec.owner : undefined;
   rec.status = "in_progress";

@@ -1,4 +1,4 @@
-import { appendLog, Stages, type NodeRecord, type Stage } from "../protocol/provision-record.js";
+import { appendLog, noteRound, Stages, type NodeRecord, type Stage } from "../protocol/provision-record.js";
 import { lockNeedsRenewal } from "./deploy-lock.js";
 import { backoffMs, CERT_STAGES, remainingStages, SLOW_STAGES } from "./stages.js";
 
@@ -128,6 +128,7 @@ export function decide(run: NodeRun, ev: EngineEvent, policy: EnginePolicy, now:
       if (rec.gone) {
         // the run begins only once the node answered again (or needs nothing more from it)
         appendLog(rec, `the node is back after ${Math.round((now - rec.gone.since) / 1000)}s (it was gone: ${rec.gone.reason})${rec.current ? `; repeating ${rec.current}` : ""}`, now);
+        noteRound(rec, { event: "back", stage: rec.current }, now);
         delete rec.gone;
       }
       return advance(run, policy, now);
@@ -224,6 +225,7 @@ export function goneUntil(rec: NodeRecord, policy: EnginePolicy): number {
  */
 function gone(run: NodeRun, policy: EnginePolicy, now: number, reason: string): EngineAction {
   const rec = run.rec;
+  if (!rec.gone) noteRound(rec, { event: "gone", stage: rec.current, detail: reason }, now);
   rec.gone ??= { since: now, reason };
   const until = goneUntil(rec, policy);
   if (now >= until) {
@@ -282,6 +284,7 @@ function failed(run: NodeRun, error: string, now: number): EngineAction {
   rec.finishedAt = now;
   rec.claimExpires = undefined;
   appendLog(rec, `failed: ${error}`, now);
+  noteRound(rec, { event: "failed", stage: rec.current ?? rec.stage, detail: rec.lastError ?? error }, now);
   run.phase = "failing:persist";
   return { type: "persist", leaseS: 0 };
 }
@@ -301,6 +304,7 @@ function advance(run: NodeRun, policy: EnginePolicy, now: number): EngineAction 
       rec.finishedAt = now;
       rec.claimExpires = undefined;
       appendLog(rec, `provisioned against ${rec.master ?? "its master"} in ${((now - (rec.startedAt ?? now)) / 1000).toFixed(1)}s`, now);
+      noteRound(rec, { event: "done", by: rec.master }, now);
       run.phase = "finishing";
       return { type: "persist", leaseS: policy.lockLeaseS };
     }

@@ -1,4 +1,4 @@
-import { appendLog, type NodeRecord } from "../protocol/provision-record.js";
+import { appendLog, noteRound, type NodeRecord } from "../protocol/provision-record.js";
 import { noReply, type EnginePolicy } from "./engine.js";
 import { backoffMs } from "./stages.js";
 
@@ -35,6 +35,7 @@ export function requeueRestarted(rec: NodeRecord, now: number): void {
   rec.stage = undefined;
   delete rec.gone;
   appendLog(rec, "node restarted; provisioning will be retried", now);
+  noteRound(rec, { event: "restarted" }, now);
 }
 
 /** A node announced it is stopping (its shutdown event, authenticated): a step waiting on it waits for nothing. */

@@ -1,14 +1,29 @@
 import { retryTransient, RevisionConflict, type Bucket, type Buckets } from "../broker/bucket.js";
 import { DEFAULT_STATE_BUCKET } from "../protocol/buckets.js";
 import { decodeNodeRecord, encodeNodeRecord, recordKey, type NodeRecord } from "../protocol/provision-record.js";
+import { selectFailed, type RetrySelection } from "./failures.js";
+import { applyRetry, forgetRefusal, retryRefusal } from "./record-rules.js";
 
-// ProvisionState: the one reader and writer of the provisioner's state bucket. The provisioner
-// claims and saves records through it, `muster provision`, the lab, decommission and the web
-// console read and watch them through it; the record itself (type, stages, codec) is
-// protocol/provision-record.ts. Every provisioner write is a compare-and-set on the revision it
-// read, so two provisioners can never both own a node: the loser's write fails and it backs off.
+// ProvisionState: the one home of the provisioning record's operations. The provisioner claims and
+// saves records through it; `muster provision`, the web console, the lab and decommission read,
+// watch, retry (one node, a failure group, a master's), forget and decommission through it. The
+// record itself (type, stages, codec) is protocol/provision-record.ts, the operator's rules
+// record-rules.ts. Every write is a compare-and-set on the revision it read, so two provisioners
+// can never both own a node, and a retry racing a provisioner's write never overwrites it: the
+// loser's write fails, and it backs off or says the node changed meanwhile.
 // A value that is not a record (the bucket is writable by admins) is skipped by readers and
 // counted; the provisioner overwrites it as if the node had none.
+
+/** What a retry by name did: every name is in exactly one list. */
+export interface RetryOutcome {
+  retried: { identity: string; was: NodeRecord["status"] }[];
+  /** Changed by someone else between the check and the write: left alone. */
+  changed: string[];
+  /** No record (nothing was changed when any name is here). */
+  unknown: string[];
+  /** May not be retried, and why (nothing was changed when any is here). */
+  refused: { identity: string; why: string }[];
+}
 
 export interface Versioned {
   record: NodeRecord;
@@ -111,11 +126,85 @@ export class ProvisionState {
     }
   }
 
-  /** Unconditional write (operator commands). */
+  /** Unconditional write: seeding records (tests, benches). Operators' actions compare-and-set. */
   async put(rec: NodeRecord): Promise<void> {
     rec.updatedAt = Date.now();
     const data = encodeNodeRecord(rec);
     await retrying(() => this.bucket.put(recordKey(rec.identity), data));
+  }
+
+  /**
+   * Retry nodes by name (`muster provision retry`, the console's retry): every identity is checked
+   * first, and if any is unknown or refused nothing changes; then each record is re-queued with a
+   * compare-and-set on the revision checked, so a node a provisioner (or another operator) wrote
+   * meanwhile is left alone and listed in `changed`.
+   */
+  async retry(ids: readonly string[], by: string, o: { force?: boolean } = {}): Promise<RetryOutcome> {
+    const read: Versioned[] = [];
+    const unknown: string[] = [];
+    const refused: { identity: string; why: string }[] = [];
+    for (const id of [...new Set(ids)]) {
+      const v = await this.get(id);
+      const why = v && retryRefusal(v.record, o.force);
+      if (!v) unknown.push(id);
+      else if (why) refused.push({ identity: id, why });
+      else read.push(v);
+    }
+    const out: RetryOutcome = { retried: [], changed: [], unknown, refused };
+    if (unknown.length || refused.length) return out;
+    for (const v of read) {
+      const was = v.record.status;
+      applyRetry(v.record, by);
+      if ((await this.compareAndSet(v)) === undefined) out.changed.push(v.record.identity);
+      else out.retried.push({ identity: v.record.identity, was });
+    }
+    return out;
+  }
+
+  /**
+   * Retries every failed node of a failure group, of a master, or of a master within a group
+   * (provisioner/failures.ts selectFailed) from `records` (the bucket's, or a live copy), each
+   * read again and re-queued with a compare-and-set: one that changed meanwhile (no longer failed,
+   * or failing for another cause) is left alone and listed in `changed`.
+   */
+  async retryFailed(records: Iterable<NodeRecord>, sel: RetrySelection, by: string, concurrency = 64): Promise<{ retried: string[]; changed: string[] }> {
+    const wanted = selectFailed(records, sel).map((r) => r.identity);
+    const retried: string[] = [];
+    const changed: string[] = [];
+    let next = 0;
+    const worker = async () => {
+      while (next < wanted.length) {
+        const id = wanted[next++]!;
+        const v = await this.get(id);
+        if (!v || selectFailed([v.record], sel).length === 0) {
+          changed.push(id);
+          continue;
+        }
+        applyRetry(v.record, by);
+        if ((await this.compareAndSet(v)) === undefined) changed.push(id);
+        else retried.push(id);
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(concurrency, wanted.length) }, worker));
+    return { retried: retried.sort(), changed: changed.sort() };
+  }
+
+  /**
+   * Forget a gone or failed node: its record is dropped, if it is still the one read (a
+   * compare-and-set), so the node is provisioned afresh should it ever wait again.
+   */
+  async forget(identity: string): Promise<{ ok: true; was: NodeRecord } | { ok: false; code: "unknown" | "refused" | "changed"; why: string }> {
+    const v = await this.get(identity);
+    if (!v) return { ok: false, code: "unknown", why: `the provisioner has no record of ${identity}` };
+    const why = forgetRefusal(v.record);
+    if (why) return { ok: false, code: "refused", why };
+    try {
+      await retrying(() => this.bucket.purge(recordKey(identity), v.revision));
+    } catch (e) {
+      if (e instanceof RevisionConflict) return { ok: false, code: "changed", why: `${identity} changed meanwhile; look at it again` };
+      throw e;
+    }
+    return { ok: true, was: v.record };
   }
 
   /**

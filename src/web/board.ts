@@ -32,6 +32,8 @@ export interface BoardNode {
   log_tail: string[];
   /** The provisioner found the node gone (its record's `gone`): since when (ISO) and why; null otherwise. */
   gone: { since: string; reason: string } | null;
+  /** Its rounds: each start, how it ended, who retried (the record's history, times ISO), oldest first. */
+  history: { at: string; round: number; event: string; stage?: string; detail?: string; by?: string }[];
 }
 
 /** What the provisioner records when it learns a node went away (deleted when the node is back). */
@@ -113,6 +115,7 @@ export function boardNode(rec: NodeRecord, now = Date.now()): BoardNode {
     timeline: timeline(rec),
     log_tail: (rec.log ?? []).slice(-BOARD_LOG_LINES),
     gone: gone ? { since: new Date(gone.since).toISOString(), reason: gone.reason } : null,
+    history: (rec.history ?? []).map((h) => ({ ...h, at: new Date(h.at).toISOString() })),
   };
 }
 

@@ -72,6 +72,37 @@ export const WebConfigSchema = z
       .default({ confirm_above: 10 }),
     /** Where the console's own actions (retry, runall) are recorded, as JSON lines. */
     audit: z.object({ file: z.string().min(1).optional() }).strict().default({}),
+    /** Fleet health (docs/fleet.md#health): when a node counts as unreachable, and Puppet as stale. */
+    health: z
+      .object({
+        /** Seconds without a heartbeat (at least 2.5 of the node's own intervals). */
+        unreachable_after: z.number().positive().max(86_400).default(25),
+        /** Seconds since the last Puppet run. */
+        stale_after: z.number().positive().default(3600),
+      })
+      .strict()
+      .default({ unreachable_after: 25, stale_after: 3600 }),
+    /** Telling the admins about nodes' health through the notify agent (docs/fleet.md#alerts). */
+    alerts: z
+      .object({
+        enabled: z.boolean().default(true),
+        /** Seconds since its last heartbeat before an unreachable node is reported (0: as soon as it is unreachable). */
+        unreachable_after: z.number().nonnegative().default(0),
+        /** Failed Puppet runs in a row that are reported (0: none). */
+        puppet_failures: z.number().int().nonnegative().default(3),
+        notify: z
+          .object({
+            agent: z.string().regex(/^[a-z][a-z0-9_]*$/, "an agent name").default("notify"),
+            /** A compound filter narrowing the notifiers (e.g. "role=notifier"). */
+            filter: z.string().default(""),
+            /** Recipients passed to the notifier; default its own. */
+            recipients: z.array(z.string().min(1)).default([]),
+          })
+          .strict()
+          .default({ agent: "notify", filter: "", recipients: [] }),
+      })
+      .strict()
+      .default({ enabled: true, unreachable_after: 0, puppet_failures: 3, notify: { agent: "notify", filter: "", recipients: [] } }),
   })
   .strict()
   .refine((c) => c.auth.tokens_file !== undefined || c.tls?.ca !== undefined, {

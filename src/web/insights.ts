@@ -1,10 +1,10 @@
 import { EventEmitter } from "node:events";
-import { groupFailures, type FailureGroup } from "../fleet/provision-failures.js";
+import { groupFailures, type FailureGroup } from "../provisioner/failures.js";
 import type { BoardFeed } from "./live.js";
 import { progress, type Progress } from "./progress.js";
 
 // What the board's records add up to, for every open page at once: failures grouped by cause
-// (fleet/provision-failures.ts) and progress (progress.ts). Recomputed from the feed's records at
+// (provisioner/failures.ts) and progress (progress.ts). Recomputed from the feed's records at
 // most once per `settleMs` after changes (a burst of 10,000 record changes costs one computation),
 // and progress every `tickMs` regardless, since its clock moves. Emits `failures` and `progress`.
 

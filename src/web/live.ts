@@ -1,14 +1,14 @@
 import { EventEmitter } from "node:events";
 import type { Logger } from "pino";
-import type { MusterClient } from "../client/client.js";
 import { boardNode, boardOrder, type BoardNode } from "./board.js";
 import type { NodeRecord } from "../protocol/provision-record.js";
-import { ProvisionState } from "../provisioner/state.js";
+import type { ProvisionState } from "../provisioner/state.js";
 
 // The console's live state: the provisioner's records followed through a ProvisionState watch (one
-// for the whole process, fanned out to every browser), and the health of the broker and the registry.
+// for the whole process, fanned out to every browser), and whether the console reaches the broker
+// and the registry (its status; the fleet's health is health-feed.ts).
 
-export interface Health {
+export interface ConsoleStatus {
   broker: { ok: boolean; error?: string };
   registry: { ok: boolean; error?: string };
 }
@@ -24,10 +24,11 @@ export class BoardFeed extends EventEmitter {
   private generation = 0;
   private caughtUp = false;
   private readyWaiters: (() => void)[] = [];
-  /** Why the board is not available (no bucket yet, the watch failed), for /api/health. */
+  /** Why the board is not available (no bucket yet, the watch failed), for /api/status. */
   problem: string | undefined = "not connected to the broker yet";
 
   constructor(
+    /** The records' bucket name, for messages. */
     private readonly bucket: string,
     private readonly log: Logger,
   ) {
@@ -64,13 +65,13 @@ export class BoardFeed extends EventEmitter {
     return this.records.values();
   }
 
-  /** (Re)starts following the bucket: the board is read afresh, then `snapshot` is emitted. */
-  async start(client: MusterClient): Promise<void> {
+  /** (Re)starts following the records (opened by `open`): the board is read afresh, then `snapshot` is emitted. */
+  async start(open: () => Promise<ProvisionState | undefined>): Promise<void> {
     this.stop();
     const gen = ++this.generation;
     let state: ProvisionState | undefined;
     try {
-      state = await ProvisionState.openExisting(client, this.bucket);
+      state = await open();
     } catch (e) {
       this.problem = `cannot open the state bucket ${this.bucket}: ${(e as Error).message}`;
       throw e;
@@ -149,28 +150,17 @@ function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   });
 }
 
-/** Probes the broker (a JetStream API call through the client) and the registry's /healthz. */
-export async function probeBroker(client: MusterClient | undefined, bucket: string, where: string): Promise<Health["broker"]> {
-  if (!client) return { ok: false, error: `not connected to the broker at ${where} yet; is nats-server running?` };
+/** Probes the broker with a JetStream API call (`ask`, e.g. opening the records), bounded in time. */
+export async function probeBroker(ask: (() => Promise<unknown>) | undefined, where: string): Promise<ConsoleStatus["broker"]> {
+  if (!ask) return { ok: false, error: `not connected to the broker at ${where} yet; is nats-server running?` };
   try {
-    await withTimeout(client.bucketIfExists(bucket), PROBE_TIMEOUT_MS, `the broker at ${where}`);
+    await withTimeout(ask(), PROBE_TIMEOUT_MS, `the broker at ${where}`);
     return { ok: true };
   } catch (e) {
     return { ok: false, error: `${(e as Error).message} (broker ${where}); the console reconnects by itself` };
   }
 }
 
-export async function probeRegistry(url: string, token: string | undefined): Promise<Health["registry"]> {
-  try {
-    const res = await fetch(new URL("/healthz", url), { signal: AbortSignal.timeout(PROBE_TIMEOUT_MS), headers: token ? { authorization: `Bearer ${token}` } : {} });
-    if (!res.ok) return { ok: false, error: `the registry at ${url} answered HTTP ${res.status} on /healthz` };
-    return { ok: true };
-  } catch (e) {
-    const cause = (e as { cause?: { code?: string } }).cause?.code;
-    return { ok: false, error: `the registry at ${url} is unreachable (${cause ?? (e as Error).message}); start it with \`muster registry serve\` (http: in its config), or set registry.url` };
-  }
-}
-
-export function sameHealth(a: Health, b: Health): boolean {
+export function sameStatus(a: ConsoleStatus, b: ConsoleStatus): boolean {
   return a.broker.ok === b.broker.ok && a.broker.error === b.broker.error && a.registry.ok === b.registry.ok && a.registry.error === b.registry.error;
 }

@@ -50,27 +50,66 @@ export interface Eta {
   in_progress: number;
   /** Nodes that finished (done or failed) in the window, per minute; null when none did. */
   rate_per_min: number | null;
-  /** Seconds until pending and in-progress nodes are through at that rate; null without a rate. */
+  /** Seconds until pending and in-progress nodes are through; null without an estimate. */
   eta_s: number | null;
   window_s: number;
+  /** How eta_s was made: from stage durations and the nodes worked on at once, from the finishing rate, or not at all. */
+  method: "stages" | "rate" | "none";
+  /** Nodes worked on at once (stages method): those in progress now, at least one. */
+  concurrency: number | null;
+  /** A whole round's usual time, seconds (the stages' p50 summed). */
+  per_node_s: number | null;
+  /** Nodes gone (the provisioner waits for them; they hold no slot and are not counted). */
+  gone: number;
 }
 
+const isGone = (r: NodeRecord) => (r.status === "in_progress" || r.status === "pending") && r.gone !== undefined;
+
 /**
- * When will what is waiting be through? The nodes still to go (pending and in progress) over the
- * rate nodes left the queue (done or failed) in the last `windowMs` (15 minutes).
+ * When will what is waiting be through? From the stages: each node in progress needs the usual
+ * (p50) time of the stages it has left (less what its current stage has run), each pending node a
+ * whole round, and as many are worked on at once as are in progress now; the estimate is the
+ * longer of the slowest node under way and all the work over that concurrency. Gone nodes hold no
+ * slot and are left out. Without stage times yet, from the rate nodes left the queue in the last
+ * `windowMs` (15 minutes).
  */
-export function eta(records: Iterable<NodeRecord>, now: number, windowMs = 15 * 60_000): Eta {
+export function eta(records: Iterable<NodeRecord>, now: number, windowMs = 15 * 60_000, stages?: readonly StageStat[]): Eta {
   let pending = 0;
-  let inProgress = 0;
   let finished = 0;
+  let gone = 0;
+  const working: NodeRecord[] = [];
   for (const r of records) {
-    if (r.status === "pending") pending++;
-    else if (r.status === "in_progress") inProgress++;
+    if (isGone(r)) gone++;
+    else if (r.status === "pending") pending++;
+    else if (r.status === "in_progress") working.push(r);
     else if (r.finishedAt !== undefined && r.finishedAt > now - windowMs && r.finishedAt <= now) finished++;
   }
+  const inProgress = working.length;
   const rate = finished > 0 ? finished / (windowMs / 60_000) : null;
   const left = pending + inProgress;
-  return { pending, in_progress: inProgress, rate_per_min: rate, eta_s: rate === null ? (left === 0 ? 0 : null) : Math.round((left / rate) * 60), window_s: windowMs / 1000 };
+  const base = { pending, in_progress: inProgress, rate_per_min: rate, window_s: windowMs / 1000, gone };
+  if (left === 0) return { ...base, eta_s: 0, method: "none", concurrency: null, per_node_s: null };
+  const p50 = new Map((stages ?? []).filter((s) => s.p50_ms !== null).map((s) => [s.stage, s.p50_ms!]));
+  if (p50.size > 0) {
+    const order = Stages.filter((s) => p50.has(s));
+    const whole = order.reduce((n, s) => n + p50.get(s)!, 0);
+    const remaining = working.map((r) => {
+      const done = r.stage ? Stages.indexOf(r.stage) : -1;
+      let ms = 0;
+      for (const s of order) {
+        const i = Stages.indexOf(s);
+        if (i <= done) continue;
+        const t = r.stageTimes?.[s];
+        ms += s === r.current && t && t.end === undefined ? Math.max(0, p50.get(s)! - (now - t.start)) : p50.get(s)!;
+      }
+      return ms;
+    });
+    const c = Math.max(1, inProgress);
+    const work = remaining.reduce((a, b) => a + b, 0) + pending * whole;
+    const ms = Math.max(Math.max(0, ...remaining), work / c);
+    return { ...base, eta_s: Math.round(ms / 1000), method: "stages", concurrency: c, per_node_s: Math.round(whole / 100) / 10 };
+  }
+  return { ...base, eta_s: rate === null ? null : Math.round((left / rate) * 60), method: rate === null ? "none" : "rate", concurrency: null, per_node_s: null };
 }
 
 export interface StageStat {
@@ -147,5 +186,6 @@ export interface Progress {
 }
 
 export function progress(records: readonly NodeRecord[], now: number, hours = 3): Progress {
-  return { now, throughput: throughput(records, now, 60_000, hours * 3600_000), eta: eta(records, now), stages: stageStats(records), masters: masterStats(records) };
+  const stages = stageStats(records);
+  return { now, throughput: throughput(records, now, 60_000, hours * 3600_000), eta: eta(records, now, undefined, stages), stages, masters: masterStats(records) };
 }

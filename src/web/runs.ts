@@ -1,7 +1,8 @@
 import type { RunallEvent } from "../protocol/events.js";
 
 // Runall runs as the console shows them, folded from the runall events (protocol/events.ts) of
-// every run, started from the CLI or from the console. Pure.
+// every run, started from the CLI or from the console: read back from the runall history stream
+// when the console starts (fleet/stores.ts RUNALL_STREAM), then followed. Pure.
 
 export interface RunView {
   id: string;
@@ -39,23 +40,26 @@ export interface RunResult {
 /** Outcomes that count as failed on the console (the CLI's summary counts them as problems). */
 const FAILED = new Set(["failed", "timeout", "vanished", "busy"]);
 
-/** Runs kept after they finish, newest first. */
-export const KEEP_FINISHED = 50;
-/** Finished runs that keep their per-node results (the older ones keep their counts only). */
+/** Runs listed after they finish, newest first (the history stream keeps more: 30 days). */
+export const KEEP_FINISHED = 500;
+/** Finished runs whose per-node results stay in memory (older ones are read back from the stream). */
 export const KEEP_RESULTS = 10;
 
-type Run = RunView & { slotMap: Map<string, number>; results: Map<string, RunResult> };
+type Run = RunView & { slotMap: Map<string, number>; results: Map<string, RunResult>; seq?: number };
 
 export class RunTable {
   private readonly runs = new Map<string, Run>();
 
-  /** Applies one event; returns the run it changed (undefined for an event of a run never seen start). */
-  apply(e: RunallEvent): RunView | undefined {
+  /**
+   * Applies one event; returns the run it changed (undefined for an event of a run never seen
+   * start). `seq`: the event's sequence in the history stream (a started event's is remembered).
+   */
+  apply(e: RunallEvent, seq?: number): RunView | undefined {
     if (e.event === "started") {
       const d = e.data;
       const existing = this.runs.get(d.id);
       if (existing) return view(existing);
-      const r: Run = { id: d.id, started_by: d.started_by, started: new Date(d.started).toISOString(), filter: d.filter, concurrency: d.concurrency, total: d.total, done: 0, failed: 0, slots: [], state: "running", outcomes: {}, has_results: true, slotMap: new Map(), results: new Map() };
+      const r: Run = { id: d.id, started_by: d.started_by, started: new Date(d.started).toISOString(), filter: d.filter, concurrency: d.concurrency, total: d.total, done: 0, failed: 0, slots: [], state: "running", outcomes: {}, has_results: true, slotMap: new Map(), results: new Map(), ...(seq !== undefined ? { seq } : {}) };
       this.runs.set(d.id, r);
       this.prune();
       return view(r);
@@ -105,6 +109,11 @@ export class RunTable {
     return this.runs.get(id) && [...this.runs.get(id)!.results.values()];
   }
 
+  /** Where a run's events begin in the history stream, when it was read from there. */
+  startSeq(id: string): number | undefined {
+    return this.runs.get(id)?.seq;
+  }
+
   list(): RunView[] {
     return [...this.runs.values()].map(view).sort((a, b) => (a.state === b.state ? b.started.localeCompare(a.started) : a.state === "running" ? -1 : 1));
   }
@@ -125,6 +134,6 @@ export class RunTable {
 }
 
 function view(r: Run): RunView {
-  const { slotMap, results: _results, ...rest } = r;
+  const { slotMap, results: _results, seq: _seq, ...rest } = r;
   return { ...rest, outcomes: { ...r.outcomes }, slots: [...slotMap.entries()].map(([identity, at]) => ({ identity, started: new Date(at).toISOString() })) };
 }

@@ -53,7 +53,7 @@ test("an unknown identity is refused with a clear error, exit 1, and no record i
 test("a done node is refused and stays done", async () => {
   const r = await retry("done.test");
   assert.equal(r.code, 1, r.stdout + r.stderr);
-  assert.match(r.stderr, /done\.test is done; retry applies to failed nodes \(--force/);
+  assert.match(r.stderr, /done\.test is done; retry applies to failed and gone nodes \(--force/);
   assert.equal((await status("done.test"))!.status, "done");
 });
 
@@ -76,7 +76,8 @@ test("a failed node is queued: pending, stage, attempts and error cleared", asyn
   assert.equal(after.stage, undefined);
   assert.equal(after.attempts, 0);
   assert.equal(after.lastError, undefined);
-  assert.ok(after.log.at(-1)!.endsWith("retry requested by operator"));
+  assert.match(after.log.at(-1)!, /retry requested by \S+ \(muster provision retry\)$/, "who asked");
+  assert.equal(after.history?.at(-1)?.event, "retried");
 });
 
 test("one refused identity among several: nothing changes", async () => {

@@ -86,3 +86,84 @@ test("an empty bucket's watch catches up at once; openExisting does not create",
   w.stop();
   assert.deepEqual(await empty.list(), []);
 });
+
+// Issue 28 §5: one home for the record's operations, every write a compare-and-set.
+
+test("a retry racing a provisioner's write never loses that write: the retry is told, the provisioner's record stays", async () => {
+  const id = "race.test";
+  const seeded = { record: { ...newRecord(id), status: "failed" as const, stage: "sign_csr" as const, lastError: "no CSR" }, revision: 0 };
+  assert.ok(await state.compareAndSet(seeded));
+  // The retry reads the failed record; before it writes, a provisioner (a restarted node re-queued
+  // and claimed) writes the record. The retry's write must lose, and say so.
+  const bucket = state.bucket;
+  const realGet = bucket.get.bind(bucket);
+  let raced = false;
+  bucket.get = async (key) => {
+    const e = await realGet(key);
+    if (!raced && key === recordKey(id)) {
+      raced = true;
+      const prov = { record: { ...structuredClone(seeded.record), status: "in_progress" as const, owner: "prov-a", current: "lock" as const, log: ["claimed by prov-a"] }, revision: e!.revision };
+      assert.ok(await state.compareAndSet(prov), "the provisioner's write lands");
+    }
+    return e;
+  };
+  try {
+    const r = await state.retry([id], "alice");
+    assert.deepEqual(r.changed, [id], "the retry says the node changed meanwhile");
+    assert.deepEqual(r.retried, []);
+  } finally {
+    bucket.get = realGet;
+  }
+  const now = (await state.get(id))!.record;
+  assert.deepEqual([now.status, now.owner, now.log.at(-1)], ["in_progress", "prov-a", "claimed by prov-a"], "the provisioner's write is intact");
+
+  // Round after round, a provisioner and a retry both read the record, then write in either order:
+  // exactly one lands, and when the provisioner's did, the stored record is exactly its write.
+  const id2 = "race2.test";
+  assert.ok(await state.compareAndSet({ record: { ...newRecord(id2), status: "failed" as const }, revision: 0 }));
+  let provisionerWon = 0;
+  for (let round = 0; round < 20; round++) {
+    const seen = (await state.get(id2))!;
+    if (seen.record.status !== "failed") {
+      seen.record.status = "failed"; // set it up as a failed node again
+      assert.ok(await state.compareAndSet(seen));
+    }
+    const v = (await state.get(id2))!;
+    v.record = structuredClone(v.record);
+    v.record.status = "in_progress";
+    v.record.log = [...v.record.log, `provisioner write ${round}`];
+    const provisionerWrite = () => state.compareAndSet(v);
+    const retry = () => state.retry([id2], "bob");
+    const [p, r] = round % 2 ? await Promise.all([provisionerWrite(), retry()]) : await Promise.all([retry(), provisionerWrite()]).then(([x, y]) => [y, x] as const);
+    const retried = r.retried.length === 1;
+    assert.notEqual(p !== undefined, retried, `round ${round}: exactly one write lands`);
+    const stored = (await state.get(id2))!.record;
+    if (p !== undefined) {
+      provisionerWon++;
+      // it read the record after the provisioner wrote (refused: being provisioned) or before (changed meanwhile)
+      assert.ok(r.changed.includes(id2) || r.refused.some((x) => x.identity === id2), `round ${round}: the retry says why it did not land: ${JSON.stringify(r)}`);
+      assert.equal(stored.log.at(-1), `provisioner write ${round}`, `round ${round}: the provisioner's write is what is stored`);
+    } else assert.equal(stored.status, "pending");
+  }
+  assert.ok(provisionerWon > 0, "the provisioner won some rounds");
+});
+
+test("forget drops a gone or failed node's record by compare-and-set, and refuses one being provisioned", async () => {
+  const gone = { record: { ...newRecord("gone.test"), status: "in_progress" as const, current: "bootstrap" as const, gone: { since: Date.now(), reason: "no answer" } }, revision: 0 };
+  assert.ok(await state.compareAndSet(gone));
+  const r = await state.forget("gone.test");
+  assert.equal(r.ok, true);
+  assert.equal(await state.get("gone.test"), undefined);
+  const busy = { record: { ...newRecord("busy.test"), status: "in_progress" as const, owner: "p" }, revision: 0 };
+  assert.ok(await state.compareAndSet(busy));
+  const refused = await state.forget("busy.test");
+  assert.deepEqual([refused.ok, !refused.ok && refused.code], [false, "refused"]);
+  assert.deepEqual((await state.forget("nobody.test")).ok, false);
+  // a gone node is retried at once (not after its wait), and its history says who
+  const g2 = { record: { ...newRecord("gone2.test"), status: "in_progress" as const, current: "bootstrap" as const, rounds: 1, gone: { since: Date.now(), reason: "no answer" } }, revision: 0 };
+  assert.ok(await state.compareAndSet(g2));
+  const rr = await state.retry(["gone2.test"], "carol");
+  assert.deepEqual(rr.retried, [{ identity: "gone2.test", was: "in_progress" }]);
+  const after = (await state.get("gone2.test"))!.record;
+  assert.deepEqual([after.status, after.gone, after.history?.at(-1)?.event, after.history?.at(-1)?.by], ["pending", undefined, "retried", "carol"]);
+});

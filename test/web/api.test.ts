@@ -86,7 +86,7 @@ before(async () => {
   client = await MusterClient.connect({ brokers: [lab.url] });
   // the console is up once it says the broker is
   for (const deadline = Date.now() + 15_000; ; ) {
-    const h = (await (await fetch(`${base}/api/health`, { headers: bearer(VIEWER) })).json()) as { broker: { ok: boolean } };
+    const h = (await (await fetch(`${base}/api/status`, { headers: bearer(VIEWER) })).json()) as { broker: { ok: boolean } };
     if (h.broker.ok) break;
     if (Date.now() > deadline) throw new Error(`the console never reached the broker: ${JSON.stringify(h)}`);
     await new Promise((r) => setTimeout(r, 100)); // re-probe interval
@@ -355,9 +355,11 @@ test("progress: throughput, ETA and per-stage figures as the records say", async
 });
 
 test("the audit: the console's records and the nodes' audit stream (requests from the CLI), newest first, filtered; operators only", async () => {
-  // An admin creates the stream (docs/security.md); a node publishes its records there, as its
-  // Auditor does, over its own connection (its inbox prefix: the lab's node permissions).
-  await (await jetstreamManager(nc)).streams.add({ name: "MUSTER_AUDIT", subjects: ["muster.audit.>"] });
+  // The console made the stream when it started (an admin's credential; nodes may not); a node
+  // publishes its records there, as its Auditor does, over its own connection (its inbox prefix:
+  // the lab's node permissions).
+  const jsm = await jetstreamManager(nc);
+  await eventually(async () => (await jsm.streams.info("MUSTER_AUDIT").then(() => true, () => undefined)), 10_000, "the console creating the audit stream");
   const nodeNc = await lab.connect("emulator", "audit-node", { inboxPrefix: inboxPrefixFor(ids[0]!) });
   const node = new Auditor({ stream: { name: "MUSTER_AUDIT", subjects: ["muster.audit.>"] }, buffer: 100 }, { identity: ids[0]!, log: silentLogger });
   try {
@@ -394,6 +396,9 @@ test("the audit: the console's records and the nodes' audit stream (requests fro
     assert.ok(refused.rows.some((r) => r.user === "mallory") && refused.rows.some((r) => r.user === "web:bob"));
     const byAction = (await (await get("/api/audit?action=retry_group", bearer(OPERATOR))).json()) as Page;
     assert.ok(byAction.rows.length >= 2 && byAction.rows.every((r) => r.action === "retry_group"));
+    // the viewer's refused look at the audit is itself in the audit
+    const reads = (await (await get("/api/audit?action=read_audit", bearer(OPERATOR))).json()) as Page;
+    assert.deepEqual(reads.rows.map((r) => [r.user, r.ok, r.target]), [["web:bob", false, "audit"]]);
   } finally {
     await nodeNc.drain().catch(() => undefined);
   }

@@ -16,7 +16,7 @@ import { ProvisionState } from "../../src/provisioner/state.js";
 import { bucketsOn } from "../../src/broker/bucket.js";
 import { seriousA11y } from "../support/a11y.js";
 import { launchChromium, watchPageProblems } from "../support/browser.js";
-import { runCli, spawnMuster, tempDir, type MusterProcess } from "../support/collective.js";
+import { eventually, runCli, spawnMuster, tempDir, type MusterProcess } from "../support/collective.js";
 import { writeSimulatedProvisionerConfig } from "../support/provisioner.js";
 import { waitRegistered } from "../support/registry.js";
 import { startLabBroker, type LabBroker } from "./lab-broker.js";
@@ -47,11 +47,19 @@ const fleet: FleetNode[] = [
 const managed = Array.from({ length: 5 }, (_, i) => `app${i}.test`);
 const managedFleet: FleetNode[] = managed.map((identity) => ({ identity, facts: { country: "fr", os: "debian", role: "app" }, classes: ["app"], agents: ["puppet"] }));
 const failing = new Set<string>([broken]);
+/** A node whose power is cut (its connection dropped, no last heartbeat) and that comes back. */
+const victim = "victim.test";
+const victimFleet: FleetNode[] = [{ identity: victim, facts: { country: "fr", os: "debian", role: "spare" }, classes: [], agents: [] }];
+/** Managed nodes whose Puppet runs fail. */
+const puppetFailing = new Set<string>();
+let victimEmu: RunningEmulator | undefined;
+let lastRunall = "";
 const ca = new SimulatedCA();
 
 let nc: NatsConnection;
 let emu: RunningEmulator;
 let puppetEmu: RunningEmulator;
+let sim: SimulatedPuppetFleet;
 let store: ProvisionState;
 let registry: MusterProcess;
 let web: MusterProcess;
@@ -65,7 +73,7 @@ const problems: string[] = [];
 const a11y: string[] = [];
 
 before(async () => {
-  lab = await startLabBroker({ dir: tmp.path, nodes: [...fleet, ...managedFleet].map((n) => n.identity) });
+  lab = await startLabBroker({ dir: tmp.path, nodes: [...fleet, ...managedFleet, ...victimFleet].map((n) => n.identity) });
   nc = await lab.connect("admin");
   const regCfg = join(tmp.path, "registry.yaml");
   writeFileSync(regCfg, toYaml({ broker: lab.url, collectives: ["muster"], http: { host: "127.0.0.1", port: 0 }, log: { level: "warn" } }));
@@ -79,25 +87,33 @@ before(async () => {
     collective: "muster",
     log: silentLogger,
     registration: { interval: 1, splay: false },
+    heartbeat: 1,
     // Puppet runs of about a second: each node is visibly in progress before it is done.
     factories: simulatedFactories(ca, { puppetRunMs: [500, 1500], csrMs: 5, fail: (id) => failing.has(id) }),
   });
-  const sim = new SimulatedPuppetFleet({ runMs: () => 300 });
-  puppetEmu = await startEmulator({ nc: await lab.connect("emulator", "emulator-managed"), nodes: managedFleet, collective: "muster", log: silentLogger, registration: { interval: 1, splay: false }, factories: { ...coreAgentFactories, puppet: sim.factory } });
+  sim = new SimulatedPuppetFleet({ runMs: () => 300, result: (id) => ({ changed: true, failed: puppetFailing.has(id) }) });
+  puppetEmu = await startEmulator({ nc: await lab.connect("emulator", "emulator-managed"), nodes: managedFleet, collective: "muster", log: silentLogger, registration: { interval: 1, splay: false }, heartbeat: 1, factories: { ...coreAgentFactories, puppet: sim.factory } });
   await waitRegistered(nc, [...fleet, ...managedFleet].map((n) => n.identity));
   store = await ProvisionState.open(bucketsOn(nc), "muster_provision");
 
   const tokens = join(tmp.path, "tokens");
   writeFileSync(tokens, `# token role name\n${OPERATOR} operator alice\n${VIEWER} viewer bob\n`, { mode: 0o600 });
   const webCfg = join(tmp.path, "web.yaml");
-  writeFileSync(webCfg, toYaml({ listen: "127.0.0.1:0", auth: { tokens_file: tokens }, registry: { url: registryUrl }, audit: { file: join(tmp.path, "audit.jsonl") }, runall: { confirm_above: 3 } }));
-  web = spawnMuster(["web", "--config", webCfg, "--broker", lab.url], { env: env("admin") });
-  const readyLine = await web.waitForLine(/ready/, 20_000);
-  url = /(https?:\/\/[0-9.]+:\d+)/.exec(readyLine)![1]!;
+  // heartbeats every second here: a node is unreachable after 3 s of silence
+  writeFileSync(webCfg, toYaml({ listen: "127.0.0.1:0", auth: { tokens_file: tokens }, registry: { url: registryUrl }, audit: { file: join(tmp.path, "audit.jsonl") }, runall: { confirm_above: 3 }, health: { unreachable_after: 3 } }));
+  await startConsole();
   browser = await launchChromium();
 });
 
+/** `muster web` as the lab's admin; again after a restart (a new port: `url` follows it). */
+async function startConsole(): Promise<void> {
+  web = spawnMuster(["web", "--config", join(tmp.path, "web.yaml"), "--broker", lab.url], { env: env("admin") });
+  const readyLine = await web.waitForLine(/ready/, 20_000);
+  url = /(https?:\/\/[0-9.]+:\d+)/.exec(readyLine)![1]!;
+}
+
 after(async () => {
+  await victimEmu?.stop().catch(() => undefined);
   await browser?.close().catch(() => undefined);
   await provisioner?.stop();
   await web?.stop();
@@ -109,8 +125,8 @@ after(async () => {
   tmp.remove();
 });
 
-/** A page logged in with the token through the login form, as a person would. */
-async function loggedIn(token: string, name: string): Promise<Page> {
+/** A page logged in with the token through the login form, as a person would, then at `hash` (the board by default; "" stays on the landing page). */
+async function loggedIn(token: string, name: string, hash = "#/board"): Promise<Page> {
   const ctx = await browser.newContext({ viewport: { width: 1400, height: 1000 } });
   contexts.push(ctx);
   const page = await ctx.newPage();
@@ -119,6 +135,7 @@ async function loggedIn(token: string, name: string): Promise<Page> {
   await page.fill("input[name=token]", token);
   await Promise.all([page.waitForURL(`${url}/**`), page.click("button[type=submit]")]);
   await page.waitForFunction((n) => document.getElementById("who")?.textContent?.includes(n), name, { timeout: 15_000 });
+  if (hash) await page.evaluate((h) => (location.hash = h), hash);
   return page;
 }
 
@@ -340,6 +357,7 @@ test("runall: the filter's match count before starting, a confirmation above the
   await op.click("#confirm-ok");
   await op.waitForSelector("#runall-message.ok", { timeout: 10_000 });
   const id = /started run (\S+)/.exec((await op.locator("#runall-message").textContent()) ?? "")![1]!;
+  lastRunall = id;
   // Both pages follow the run live: slots while it goes, then finished with every node done.
   await op.waitForSelector(`.run-card[data-run="${id}"][data-state="finished"]`, { timeout: 30_000 });
   await viewer.waitForSelector(`.run-card[data-run="${id}"][data-state="finished"]`, { timeout: 10_000 });
@@ -380,6 +398,120 @@ test("runall from the CLI (the lab's admin credential) shows on the Puppet runs 
   await card.locator("details.results summary").click();
   await page.waitForFunction(() => [...document.querySelectorAll(".run-card")].some((c) => !/alice/.test(c.textContent ?? "") && c.querySelectorAll(".run-results tbody tr").length === 5), undefined, { timeout: 10_000 });
   await page.close();
+});
+
+test("the landing page is the fleet's health: a node whose power is cut shows unreachable within seconds with why, in the tab title and as a browser notification; back, it leaves the list", async (t) => {
+  let victimNc: NatsConnection | undefined;
+  const power = async () => {
+    victimNc = await lab.connect("emulator", "emulator-victim");
+    victimEmu = await startEmulator({ nc: victimNc, nodes: victimFleet, collective: "muster", log: silentLogger, heartbeat: 1 });
+  };
+  await power();
+  const ctx = await browser.newContext({ viewport: { width: 1400, height: 1000 } });
+  contexts.push(ctx);
+  await ctx.grantPermissions(["notifications"], { origin: url });
+  // every notification the page shows is noted, as well as shown
+  await ctx.addInitScript(() => {
+    const w = window as unknown as { Notification: typeof Notification; notes: { title: string; body?: string }[] };
+    const Real = w.Notification;
+    w.notes = [];
+    class Noted extends Real {
+      constructor(title: string, o?: NotificationOptions) {
+        w.notes.push({ title, body: o?.body });
+        super(title, o);
+      }
+    }
+    Object.defineProperty(Noted, "permission", { get: () => Real.permission });
+    (Noted as unknown as { requestPermission: () => Promise<string> }).requestPermission = () => Real.requestPermission();
+    w.Notification = Noted;
+  });
+  const page = await ctx.newPage();
+  watchPageProblems(page, problems);
+  await page.goto(url);
+  await page.fill("input[name=token]", OPERATOR);
+  await Promise.all([page.waitForURL(`${url}/**`), page.click("button[type=submit]")]);
+  // logged in, the landing page is the health overview
+  await page.waitForSelector("section.health-page", { timeout: 15_000 });
+  assert.equal(await page.locator('#nav a[data-view="health"]').getAttribute("aria-current"), "page");
+  await page.click("#notify-toggle");
+  await page.waitForFunction(() => /notifications are on/i.test(document.getElementById("notify-state")?.textContent ?? ""), undefined, { timeout: 5000 });
+  const item = `.health-kind[data-kind="unreachable"] li[data-identity="${victim}"]`;
+  assert.equal(await page.locator(item).count(), 0, "reachable while its heartbeats arrive");
+
+  // the power cut: its connection drops, no last heartbeat is sent
+  const cut = Date.now();
+  await victimNc!.close();
+  await page.waitForSelector(item, { timeout: 15_000 });
+  const noticedMs = Date.now() - cut;
+  assert.match((await page.locator(item).textContent()) ?? "", /no heartbeat for \d+ s \(one is due every 1 s; unreachable after 3 s\)/);
+  // the tab says how many nodes have problems, as the page does
+  const shownCount = Number(await page.locator("section.health-page").getAttribute("data-unhealthy"));
+  assert.ok(shownCount >= 1);
+  assert.equal(await page.title(), `(${shownCount}) Health · muster`);
+  await page.waitForFunction((v) => (window as unknown as { notes: { title: string }[] }).notes.some((n) => n.title.includes(v)), victim, { timeout: 5000 });
+  const count = page.locator('.health-counts li[data-kind="unreachable"]');
+  assert.ok(Number(await count.getAttribute("data-count")) >= 1);
+  // the same report as `muster health --json` (the API and the CLI share the model)
+  const api = (await (await fetch(`${url}/api/health`, { headers: { authorization: `Bearer ${VIEWER}` } })).json()) as { nodes: { identity: string; reachable: boolean; problems: { kind: string }[] }[] };
+  assert.equal(api.nodes.find((n) => n.identity === victim)?.reachable, false);
+  const cli = await runCli(["health", "--json", "-I", victim, "--broker", lab.url, "--unreachable-after", "3"], { env: env("admin"), timeoutMs: 30_000 });
+  assert.equal(cli.code, 2, cli.stderr);
+  const fromCli = JSON.parse(cli.stdout) as { nodes: { identity: string; reachable: boolean; problems: { kind: string }[] }[]; summary: { unreachable: number } };
+  assert.deepEqual(Object.keys(fromCli.nodes[0]!).sort(), Object.keys(api.nodes[0]!).sort());
+  assert.deepEqual([fromCli.nodes[0]!.identity, fromCli.nodes[0]!.reachable, fromCli.nodes[0]!.problems[0]!.kind], [victim, false, "unreachable"]);
+  const viewer = await loggedIn(VIEWER, "bob", "");
+  await viewer.waitForSelector(item, { timeout: 10_000 });
+  a11y.push(...(await seriousA11y(viewer, "health page with an unreachable node (viewer)")));
+  await viewer.close();
+
+  // power back on: its first heartbeat makes it reachable again
+  await victimEmu!.stop().catch(() => undefined);
+  await power();
+  await page.waitForSelector(item, { state: "detached", timeout: 15_000 });
+  const after = Number(await page.locator("section.health-page").getAttribute("data-unhealthy"));
+  assert.equal(await page.title(), after ? `(${after}) Health · muster` : "Health · muster");
+  t.diagnostic(`unreachable on the page ${noticedMs} ms after the cut`);
+  await page.close();
+});
+
+test("Puppet disabled or failing shows on the landing page with why", async () => {
+  const page = await loggedIn(VIEWER, "bob", "");
+  await page.waitForSelector("section.health-page", { timeout: 15_000 });
+  sim.disable(managed[0]!, "maintenance by jane");
+  const off = `.health-kind[data-kind="puppet_disabled"] li[data-identity="${managed[0]}"]`;
+  await page.waitForSelector(off, { timeout: 10_000 });
+  assert.match((await page.locator(off).textContent()) ?? "", /Puppet is disabled since .*: maintenance by jane/);
+  puppetFailing.add(managed[4]!);
+  const run = await runCli(["rpc", "puppet", "runonce", "force=true", "-I", managed[4]!, "--broker", lab.url], { env: env("admin"), timeoutMs: 30_000 });
+  assert.equal(run.code, 0, run.stderr + run.stdout);
+  const failed = `.health-kind[data-kind="puppet_failed"] li[data-identity="${managed[4]}"]`;
+  await page.waitForSelector(failed, { timeout: 15_000 });
+  assert.match((await page.locator(failed).textContent()) ?? "", /the last Puppet run failed .* ago \(1 failed resource\)/);
+  a11y.push(...(await seriousA11y(page, "health page with Puppet disabled and failed")));
+  // fixed: enabled, and a run that works
+  sim.enable(managed[0]!);
+  puppetFailing.delete(managed[4]!);
+  assert.equal((await runCli(["rpc", "puppet", "runonce", "force=true", "-I", managed[4]!, "--broker", lab.url], { env: env("admin"), timeoutMs: 30_000 })).code, 0);
+  await page.waitForSelector(off, { state: "detached", timeout: 10_000 });
+  await page.waitForSelector(failed, { state: "detached", timeout: 15_000 });
+  await page.close();
+});
+
+test("runall and Puppet history survive a restart of the console", async () => {
+  await web.stop();
+  await startConsole();
+  const get = async (path: string) => (await fetch(`${url}${path}`, { headers: { authorization: `Bearer ${VIEWER}` } })).json();
+  const runs = await eventually(async () => {
+    const r = (await get("/api/runall")) as { runs: { id: string; state: string; started_by: string; filter: string; concurrency: number; done: number }[] };
+    return r.runs.length >= 2 ? r.runs : undefined;
+  }, 15_000, "the runs read back from the runall history");
+  const mine = runs.find((r) => r.id === lastRunall)!;
+  assert.deepEqual([mine.state, mine.started_by, mine.filter, mine.concurrency, mine.done], ["finished", "alice (web console)", "role=app", 2, 5]);
+  const results = (await get(`/api/runall/${lastRunall}`)) as { results: { identity: string; outcome: string }[] };
+  assert.deepEqual(results.results.map((r) => r.identity).sort(), [...managed].sort());
+  const node = (await get(`/api/nodes/${managed[4]}`)) as { puppet_runs: { status: string }[] };
+  assert.ok(node.puppet_runs.length >= 3, `runs kept: ${JSON.stringify(node.puppet_runs)}`);
+  assert.deepEqual(node.puppet_runs.slice(0, 2).map((r) => r.status), ["changed", "failed"], "newest first: the fixed run, then the failed one");
 });
 
 test("progress: the throughput chart and the ETA match the provisioner's records", async () => {
@@ -450,19 +582,19 @@ test("audit: operators see the console's actions and refusals, newest first, fil
 test("the page says when the registry is down, and recovers by itself when it is back", async () => {
   const page = await loggedIn(VIEWER, "bob");
   await page.waitForSelector("#board-live.on", { timeout: 15_000 });
-  assert.equal(await page.locator("#health").isHidden(), true, "no banner while all is well");
+  assert.equal(await page.locator("#status").isHidden(), true, "no banner while all is well");
   await page.evaluate(() => ((window as unknown as { marker: number }).marker = 7));
   const regCfg = join(tmp.path, "registry.yaml");
   await registry.stop();
-  await page.waitForSelector("#health:not([hidden])", { timeout: 20_000 });
-  assert.match((await page.locator("#health").textContent()) ?? "", /registry/i);
+  await page.waitForSelector("#status:not([hidden])", { timeout: 20_000 });
+  assert.match((await page.locator("#status").textContent()) ?? "", /registry/i);
   // The same port again (the console's registry.url): the registry's config names port 0, so
   // restart it on the port it had.
   const port = Number(/:(\d+)$/.exec(registryUrl)![1]);
   writeFileSync(regCfg, toYaml({ broker: lab.url, collectives: ["muster"], http: { host: "127.0.0.1", port }, log: { level: "warn" } }));
   registry = spawnMuster(["registry", "serve", "--config", regCfg], { env: env("registry") });
   await registry.waitForLine(/ready/, 20_000);
-  await page.waitForSelector("#health[hidden]", { state: "attached", timeout: 30_000 });
+  await page.waitForSelector("#status[hidden]", { state: "attached", timeout: 30_000 });
   assert.equal(await page.evaluate(() => (window as unknown as { marker?: number }).marker), 7, "recovered without a reload");
   await page.close();
 });
@@ -472,11 +604,11 @@ test("the page says when the broker is down, and comes back live by itself when 
   await page.waitForSelector("#board-live.on", { timeout: 15_000 });
   await page.evaluate(() => ((window as unknown as { marker: number }).marker = 9));
   await lab.stop();
-  await page.waitForSelector("#health:not([hidden])", { timeout: 30_000 });
-  assert.match((await page.locator("#health").textContent()) ?? "", /broker/i);
+  await page.waitForSelector("#status:not([hidden])", { timeout: 30_000 });
+  assert.match((await page.locator("#status").textContent()) ?? "", /broker/i);
   // The same port and store: every client, the console's included, reconnects by itself.
   await lab.start();
-  await page.waitForSelector("#health[hidden]", { state: "attached", timeout: 60_000 });
+  await page.waitForSelector("#status[hidden]", { state: "attached", timeout: 60_000 });
   // Live again: a record written now reaches the open board.
   const id = "late.test";
   const nc2 = await lab.connect("admin", "late-writer");

@@ -48,7 +48,7 @@ test(
       const url = /(https?:\/\/[0-9.]+:\d+)/.exec(await web.waitForLine(/ready/, 20_000))![1]!;
       provisioner = spawnMuster(["provisioner", "--config", writeSimulatedProvisionerConfig(tmp.path, "prov", { broker: lab.url, concurrency: 2 }), "--foreground"], { env: lab.env("provisioner", configDir) });
       const page = await (await browser.newContext()).newPage();
-      await page.goto(url);
+      await page.goto(`${url}/#/board`); // the board, not the landing page (health)
       await page.fill("input[name=token]", "op-5e2a7c9b1d3f4a60");
       await Promise.all([page.waitForURL(`${url}/**`), page.click("button[type=submit]")]);
       const row = `.board-table .row[data-identity="${VANISH}"]`;

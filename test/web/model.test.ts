@@ -94,7 +94,7 @@ test("columns, counts, visible rows and routes", () => {
   assert.deepEqual(m.visibleRange(30_000, 300, 30, 10_000, 5), { first: 995, last: 1015 });
   assert.deepEqual(m.visibleRange(299_900, 300, 30, 10_000, 5), { first: 9991, last: 10_000 });
   assert.deepEqual(m.visibleRange(0, 300, 30, 0), { first: 0, last: 0 });
-  assert.deepEqual(m.parseRoute(""), { view: "board", arg: undefined, params: {} });
+  assert.deepEqual(m.parseRoute(""), { view: "health", arg: undefined, params: {} }, "the landing page is the fleet's health");
   assert.deepEqual(m.parseRoute("#/node/web%3A1.example"), { view: "node", arg: "web:1.example", params: {} });
   assert.deepEqual(m.parseRoute("#/explorer?filter=country%3Dde%20and%20x&columns=os"), { view: "explorer", arg: undefined, params: { filter: "country=de and x", columns: "os" } });
 });
@@ -163,11 +163,37 @@ test("CSV export: quoted where needed, formulas defused, one row per node as the
   const csv = m.toCsv([{ a: "plain", b: 'say "hi", then\nleave', c: null }, { a: "=HYPERLINK(1)", b: -3, c: { x: 1 } }], ["a", "b", "c"]);
   assert.equal(csv, 'a,b,c\r\nplain,"say ""hi"", then\nleave",\r\n\'=HYPERLINK(1),-3,"{""x"":1}"\r\n');
   const now = Date.parse("2026-01-01T00:10:00Z");
-  const rows = m.boardExportRows([{ identity: "n1", status: "failed", stage: "sign_csr", master: "m", elapsed_s: 12.4, tries: 3, last_error: "boom", gone: null, timeline: [] }], [], now);
-  assert.deepEqual(rows, [{ identity: "n1", status: "failed", stage: "sign_csr", master: "m", elapsed_s: 12, tries: 3, gone_since: null, gone_reason: null, stuck_for_s: null, last_error: "boom" }]);
+  const rows = m.boardExportRows([{ identity: "n1", status: "failed", stage: "sign_csr", master: "m", started: "2026-01-01T00:09:00.000Z", finished: "2026-01-01T00:09:12.400Z", updated: "2026-01-01T00:09:12.400Z", elapsed_s: 12.4, tries: 3, rounds: 2, last_error: "boom", gone: null, timeline: [] }], [], now);
+  // with its times: a row read later still says when
+  assert.deepEqual(rows, [{ identity: "n1", status: "failed", stage: "sign_csr", master: "m", started: "2026-01-01T00:09:00.000Z", finished: "2026-01-01T00:09:12.400Z", updated: "2026-01-01T00:09:12.400Z", elapsed_s: 12, tries: 3, rounds: 2, gone_since: null, gone_reason: null, stuck_for_s: null, last_error: "boom" }]);
   assert.deepEqual(Object.keys(rows[0]!), m.BOARD_EXPORT_COLUMNS);
   assert.equal(m.routeHash("board", undefined, { find: "web 1", sort: "elapsed", dir: "" }), "#/board?find=web+1&sort=elapsed");
   assert.deepEqual(m.parseRoute(m.routeHash("node", "a/b.lab", { section: "puppet" })), { view: "node", arg: "a/b.lab", params: { section: "puppet" } });
+});
+
+test("the explorer's export makes structured facts dotted columns, never JSON in a cell; facts group by their first name part and are searched by name or value", () => {
+  const x = m.explorerExport([{ identity: "a", columns: { os: { family: "Debian", release: { major: "13" } }, country: "de" } }, { identity: "b", columns: { os: { family: "RedHat" }, country: "us" } }], ["os", "country"]);
+  assert.deepEqual(x.columns, ["identity", "os.family", "os.release.major", "country"]);
+  assert.equal(m.toCsv(x.rows, x.columns), "identity,os.family,os.release.major,country\r\na,Debian,13,de\r\nb,RedHat,,us\r\n");
+  const facts = { country: "de", os: { family: "Debian", name: "debian" }, networking: { ip: "10.1.2.3", interfaces: { eth0: { mtu: 1500 } } } };
+  assert.deepEqual(m.factGroups(facts).map((g) => [g.name, g.entries.map(([k]) => k)]), [["(top level)", ["country"]], ["networking", ["networking.interfaces.eth0.mtu", "networking.ip"]], ["os", ["os.family", "os.name"]]]);
+  assert.deepEqual(m.factGroups(facts, "DEBIAN").map((g) => g.entries.map(([k]) => k)), [["os.family", "os.name"]]);
+  assert.deepEqual(m.factGroups(facts, "1500").flatMap((g) => g.entries), [["networking.interfaces.eth0.mtu", 1500]]);
+});
+
+test("health on the page: problems grouped by kind worst first, the title with the count, new problems for notifications", () => {
+  const nodes = [
+    { identity: "a", problems: [{ kind: "puppet_failed", why: "x" }] },
+    { identity: "b", problems: [{ kind: "unreachable", why: "no heartbeat for 30 s", since: "2026-01-01T00:00:00Z" }, { kind: "puppet_stale", why: "y" }] },
+  ];
+  const g = m.healthGroups(nodes);
+  assert.deepEqual(g.map((x) => x.kind), ["unreachable", "gone", "provisioning_failed", "puppet_failed", "puppet_disabled", "puppet_stale"]);
+  assert.deepEqual(g[0]!.nodes, [{ identity: "b", why: "no heartbeat for 30 s", since: "2026-01-01T00:00:00Z" }]);
+  assert.deepEqual(g.find((x) => x.kind === "puppet_stale")!.nodes.map((n: { identity: string }) => n.identity), ["b"]);
+  assert.equal(m.titleWithProblems("Health · muster", 2), "(2) Health · muster");
+  assert.equal(m.titleWithProblems("Health · muster", 0), "Health · muster");
+  assert.deepEqual(m.newProblems([nodes[0]!], nodes).map((p: { identity: string }) => p.identity), ["b"]);
+  assert.deepEqual(m.newProblems(nodes, nodes), []);
 });
 
 test("the last Puppet run, readable: status, when, how long, counts, failed resources with their messages", () => {

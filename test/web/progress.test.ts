@@ -43,7 +43,7 @@ test("throughput: done and failed per minute over the span, aligned to minutes, 
   assert.equal(t.buckets[0]!.done, 1);
 });
 
-test("eta: what is left over the rate nodes finished in the last 15 minutes", () => {
+test("eta without stage times: what is left over the rate nodes finished in the last 15 minutes", () => {
   const recs: NodeRecord[] = [];
   for (let i = 0; i < 30; i++) recs.push(rec(`d${i}`, i % 10 === 0 ? "failed" : "done", { finishedAt: NOW - (i + 1) * 25_000 })); // 30 within 12.5 min
   recs.push(rec("old", "done", { finishedAt: NOW - 20 * MIN }));
@@ -53,8 +53,29 @@ test("eta: what is left over the rate nodes finished in the last 15 minutes", ()
   assert.deepEqual([e.pending, e.in_progress, e.window_s], [40, 20, 900]);
   assert.equal(e.rate_per_min, 2); // 30 in 15 minutes
   assert.equal(e.eta_s, 30 * 60); // 60 left at 2 a minute
-  assert.deepEqual(eta([rec("p", "pending")], NOW), { pending: 1, in_progress: 0, rate_per_min: null, eta_s: null, window_s: 900 });
+  assert.equal(e.method, "rate");
+  assert.deepEqual(eta([rec("p", "pending")], NOW), { pending: 1, in_progress: 0, rate_per_min: null, eta_s: null, window_s: 900, method: "none", concurrency: null, per_node_s: null, gone: 0 });
   assert.equal(eta([rec("d", "done", { finishedAt: NOW - MIN })], NOW).eta_s, 0, "nothing left");
+});
+
+test("eta from stage durations and concurrency: a node 10 s from done is 10 s away, whatever finished in the last 15 minutes; gone nodes hold no slot", () => {
+  // the finding: one node 10 s from done, 1 node finished in the window, said "about 4 min at 0.3 nodes/min"
+  const stageTimes = (start: number) => ({ lock: { start, end: start + 1000 }, bootstrap: { start: start + 1000, end: start + 6000 }, production: { start: start + 6000, end: start + 11_000 } });
+  const done = Array.from({ length: 5 }, (_, i) => rec(`d${i}`, "done", { stage: "notify", finishedAt: NOW - 20 * MIN, stageTimes: stageTimes(NOW - 30 * MIN) }));
+  const running = rec("w", "in_progress", { stage: "bootstrap", current: "production", stageTimes: { lock: { start: NOW - 7000, end: NOW - 6000 }, bootstrap: { start: NOW - 6000, end: NOW - 1000 }, production: { start: NOW - 1000 } } });
+  const recent = rec("r", "done", { finishedAt: NOW - MIN });
+  const stats = stageStats([...done, running, recent]);
+  const e = eta([...done, running, recent], NOW, undefined, stats);
+  assert.equal(e.method, "stages");
+  assert.equal(e.eta_s, 4, "production's usual 5 s, 1 s of it run");
+  assert.equal(e.per_node_s, 11);
+  // two pending nodes behind it, one slot: 4 s + 2 whole rounds of 11 s
+  const more = [...done, running, rec("p1", "pending"), rec("p2", "pending")];
+  assert.equal(eta(more, NOW, undefined, stats).eta_s, 26);
+  // a gone node is not waited for
+  const gone = rec("g", "in_progress", { current: "bootstrap", gone: { since: NOW - 5000, reason: "no answer" } });
+  const withGone = eta([...done, running, gone], NOW, undefined, stats);
+  assert.deepEqual([withGone.eta_s, withGone.gone, withGone.in_progress], [4, 1, 1]);
 });
 
 test("stageStats and masterStats: p50/p95 where stages completed, counts in flight", () => {

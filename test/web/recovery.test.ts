@@ -16,7 +16,7 @@ import { connectNats, spawnMuster } from "../support/collective.js";
 import { freePort, startNats, type NatsHandle } from "../support/index.js";
 import { bearer, openSse } from "./support.js";
 
-// The broker and the registry go away and come back: /api/health and the event stream say which
+// The broker and the registry go away and come back: /api/status and the event stream say which
 // is down and why, and the board follows the state bucket again once the broker is back.
 
 const BUCKET = "muster_provision_recovery";
@@ -56,11 +56,11 @@ after(async () => {
 
 type H = { broker: { ok: boolean; error?: string }; registry: { ok: boolean; error?: string } };
 
-test("broker and registry down are named on /api/health and the stream; both recover by themselves", async () => {
+test("broker and registry down are named on /api/status and the stream; both recover by themselves", async () => {
   const sse = await openSse(`${web.url}/api/board/events`, bearer(TOKEN));
   try {
     const since = () => sse.events.length;
-    const healthAfter = (from: number, pred: (h: H) => boolean, what: string) => sse.next((e) => sse.events.indexOf(e) >= from && e.event === "health" && pred(e.data as H), 30_000, what);
+    const healthAfter = (from: number, pred: (h: H) => boolean, what: string) => sse.next((e) => sse.events.indexOf(e) >= from && e.event === "status" && pred(e.data as H), 30_000, what);
     await healthAfter(0, (h) => h.broker.ok && h.registry.ok, "all up");
     await sse.next((e) => e.event === "snapshot" && (e.data as { nodes: { identity: string }[] }).nodes.some((n) => n.identity === "one.test"), 10_000, "snapshot with one.test");
 
@@ -77,7 +77,7 @@ test("broker and registry down are named on /api/health and the stream; both rec
     await nats.stop();
     const brokerDown = await healthAfter(mark, (h) => !h.broker.ok, "broker down");
     assert.match((brokerDown.data as H).broker.error!, /broker/);
-    const h = (await (await fetch(`${web.url}/api/health`, { headers: bearer(TOKEN) })).json()) as H;
+    const h = (await (await fetch(`${web.url}/api/status`, { headers: bearer(TOKEN) })).json()) as H;
     assert.equal(h.broker.ok, false);
 
     mark = since();
@@ -108,9 +108,9 @@ test("muster web stops on SIGTERM while its broker is away (it does not wait for
   const p = spawnMuster(["web", "--config", join(dir, "web.yaml"), "--broker", broker.url], { env: { ...process.env, MUSTER_CONFIG_DIR: join(dir, "keys") } });
   try {
     await p.waitForLine(/ready/, 30_000);
-    // connected: /api/health says the broker is up
+    // connected: /api/status says the broker is up
     for (const deadline = Date.now() + 20_000; ; ) {
-      const h = (await (await fetch(`http://127.0.0.1:${port}/api/health`, { headers: bearer(TOKEN) })).json()) as H;
+      const h = (await (await fetch(`http://127.0.0.1:${port}/api/status`, { headers: bearer(TOKEN) })).json()) as H;
       if (h.broker.ok) break;
       assert.ok(Date.now() < deadline, `never connected: ${JSON.stringify(h)}`);
       await new Promise((r) => setTimeout(r, 100)); // re-probe interval

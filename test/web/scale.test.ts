@@ -108,7 +108,7 @@ async function loggedIn(): Promise<Page> {
   const ctx = await browser.newContext({ viewport: { width: 1400, height: 1000 } });
   const page = await ctx.newPage();
   watchPageProblems(page, problems);
-  await page.goto(url);
+  await page.goto(`${url}/#/board`); // the board, not the landing page (health)
   await page.fill("input[name=token]", OPERATOR);
   await Promise.all([page.waitForURL(`${url}/**`), page.click("button[type=submit]")]);
   return page;

@@ -56,7 +56,7 @@ before(async () => {
   foreign = issueCert(other, { name: "alice", subject: "/O=muster/OU=people/CN=alice", usage: "client" });
   port = await freePort();
   const cfg = WebConfigSchema.parse({ listen: `127.0.0.1:${port}`, tls: { cert: pki.serverCert, key: pki.serverKey, ca: ca.cert, roles: { alice: "operator" } }, registry: { url: `http://127.0.0.1:${await freePort()}` } });
-  // No broker runs: the console starts anyway and says so on /api/health.
+  // No broker runs: the console starts anyway and says so on /api/status.
   web = await startWeb(cfg, silentLogger, { broker: `nats://127.0.0.1:${await freePort()}`, probeMs: 300 });
 });
 
@@ -71,7 +71,7 @@ test("a client certificate the CA signed and tls.roles names is that role; the s
   const s = JSON.parse(r.body) as { name: string; role: string; via: string; csrf: string };
   assert.deepEqual([s.name, s.role, s.via], ["alice", "operator", "certificate"]);
   assert.ok(s.csrf.length > 10);
-  const health = JSON.parse((await get("/api/health", operator)).body) as { broker: { ok: boolean; error?: string } };
+  const health = JSON.parse((await get("/api/status", operator)).body) as { broker: { ok: boolean; error?: string } };
   assert.equal(health.broker.ok, false, "no broker runs in this test");
 });
 

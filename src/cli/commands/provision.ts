@@ -4,7 +4,7 @@ import { DEFAULT_STATE_BUCKET } from "../../protocol/buckets.js";
 import type { MusterClient } from "../../client/client.js";
 import type { NodeRecord } from "../../protocol/provision-record.js";
 import type { ProvisionState } from "../../provisioner/state.js";
-import type { FailureGroup } from "../../fleet/provision-failures.js";
+import { failedStage, type FailureGroup } from "../../provisioner/failures.js";
 import { addCommonOptions, type CommonOpts } from "../options.js";
 import { bold, green, red, yellow } from "../style.js";
 
@@ -34,7 +34,8 @@ export function renderStatusTable(records: NodeRecord[], now = Date.now()): stri
   // a node gone while being provisioned reads "gone" (since when and why instead of the last error)
   const gone = (r: NodeRecord) => r.status === "in_progress" && r.gone !== undefined;
   const why = (r: NodeRecord) => (gone(r) ? `gone ${Math.max(0, Math.round((now - r.gone!.since) / 1000))}s ago: ${r.gone!.reason}` : (r.lastError ?? ""));
-  const rows = records.map((r) => [r.identity, gone(r) ? "gone" : r.status, r.status === "in_progress" ? (r.current ?? r.stage ?? "") : (r.stage ?? ""), r.master ?? "", elapsed(r, now), String(r.attempts || ""), why(r).replace(/\s+/g, " ").slice(0, 80)]);
+  // the stage a node is on, or failed at (the board says the same: provisioner/failures.ts failedStage)
+  const rows = records.map((r) => [r.identity, gone(r) ? "gone" : r.status, r.status === "in_progress" || r.status === "failed" ? failedStage(r) : (r.stage ?? ""), r.master ?? "", elapsed(r, now), String(r.attempts || ""), why(r).replace(/\s+/g, " ").slice(0, 80)]);
   const head = ["NODE", "STATUS", "STAGE", "MASTER", "ELAPSED", "TRIES", "LAST ERROR"];
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
   const color = (status: string, s: string) => (status === "done" ? green(s) : status === "failed" || status === "gone" ? red(s) : status === "in_progress" ? yellow(s) : s);
@@ -86,7 +87,7 @@ Examples:
         if (o.group && !o.failed) throw new MusterError("MUSTER_USAGE", "--group groups failed nodes: give it with --failed (muster provision status --failed --group)");
         if (identity && (o.failed || o.watch)) throw new MusterError("MUSTER_USAGE", "an identity shows one node: leave out --failed, --group and --watch");
         const { client, store } = await openStore(o);
-        const { groupFailures } = await import("../../fleet/provision-failures.js");
+        const { groupFailures } = await import("../../provisioner/failures.js");
         try {
           if (identity) {
             const v = await store.get(identity);
@@ -135,8 +136,10 @@ Examples:
         `
 Only failed nodes are retried: a node the provisioner has no record of is refused (exit 1,
 MUSTER_UNKNOWN_NODE), and so is one that is done, pending or being provisioned (exit 1,
-MUSTER_RETRY_REFUSED) unless --force is given for done or pending. If any identity is refused,
-no record is changed. See docs/provisioner.md#retrying.
+MUSTER_RETRY_REFUSED) unless --force is given for done or pending; a gone node (the provisioner
+waits for it to come back) is retried at once. If any identity is refused, no record is changed.
+Each record is written with a compare-and-set: a node a provisioner wrote meanwhile is left alone
+and named (exit 2). See docs/provisioner.md#retrying.
 
 --group and --master retry every failed node they select, each with a compare-and-set: a node
 that changed meanwhile (a provisioner or another operator wrote first) is left alone and named.
@@ -149,10 +152,9 @@ A group or master that selects no failed node is refused (exit 1, MUSTER_RETRY_R
         if (!bulk && o.dryRun) throw new MusterError("MUSTER_USAGE", "--dry-run goes with --group or --master");
         if (!bulk && ids.length === 0) throw new MusterError("MUSTER_USAGE", "name the nodes to retry, or a cause with --group ID (from `muster provision status --failed --group`), or --master NAME");
         const { client, store } = await openStore(o);
-        const { applyRetry, retryFailed, retryRefusal } = await import("../../fleet/provision-state.js");
         try {
           if (bulk) {
-            const { selectFailed } = await import("../../fleet/provision-failures.js");
+            const { selectFailed } = await import("../../provisioner/failures.js");
             const sel = { ...(o.group !== undefined ? { group: o.group } : {}), ...(o.master !== undefined ? { master: o.master } : {}) };
             const recs = await store.list();
             const what = [o.group !== undefined ? `group ${o.group}` : "", o.master !== undefined ? `master ${o.master || "(none)"}` : ""].filter(Boolean).join(" and ");
@@ -162,7 +164,7 @@ A group or master that selects no failed node is refused (exit 1, MUSTER_RETRY_R
               process.stdout.write(o.json ? `${JSON.stringify(chosen)}\n` : `${chosen.join("\n")}\n${chosen.length} failed nodes in ${what} would be retried (--dry-run: nothing changed)\n`);
               return;
             }
-            const r = await retryFailed(store, recs, sel, `${client.key.name} (muster provision retry, ${what})`);
+            const r = await store.retryFailed(recs, sel, `${client.key.name} (muster provision retry, ${what})`);
             if (o.json) process.stdout.write(`${JSON.stringify(r)}\n`);
             else {
               for (const id of r.retried) process.stdout.write(`${id}: queued for provisioning\n`);
@@ -171,31 +173,18 @@ A group or master that selects no failed node is refused (exit 1, MUSTER_RETRY_R
             }
             return;
           }
-          // Every identity is checked before any record changes: a typo among several names
-          // must not leave the others half-done.
-          const retry: NodeRecord[] = [];
-          const unknown: string[] = [];
-          const refused: string[] = [];
-          for (const id of [...new Set(ids)]) {
-            const rec = (await store.get(id))?.record;
-            if (!rec) unknown.push(id);
-            else {
-              const why = retryRefusal(rec, o.force);
-              if (why) refused.push(why);
-              else retry.push(rec);
-            }
-          }
-          if (unknown.length) {
+          // Every identity is checked before any record changes (a typo among several names must
+          // not leave the others half-done); each is then written with a compare-and-set.
+          const r = await store.retry(ids, `${client.key.name} (muster provision retry)`, { force: o.force });
+          const refused = r.refused.map((x) => x.why);
+          if (r.unknown.length) {
             const also = refused.length ? `\n${refused.join("\n")}` : "";
-            throw new MusterError("MUSTER_UNKNOWN_NODE", `the provisioner has no record of ${unknown.join(", ")}: check the spelling against \`muster provision status\` (a node gets a record when the provisioner first finds it waiting)${also}\nNothing was changed.`);
+            throw new MusterError("MUSTER_UNKNOWN_NODE", `the provisioner has no record of ${r.unknown.join(", ")}: check the spelling against \`muster provision status\` (a node gets a record when the provisioner first finds it waiting)${also}\nNothing was changed.`);
           }
           if (refused.length) throw new MusterError("MUSTER_RETRY_REFUSED", `${refused.join("\n")}\nNothing was changed.`);
-          for (const rec of retry) {
-            const was = rec.status;
-            applyRetry(rec);
-            await store.put(rec);
-            process.stdout.write(was === "failed" ? `${rec.identity}: queued for provisioning\n` : `${rec.identity}: was ${was}; queued for provisioning once it waits in the provisioning collective\n`);
-          }
+          for (const x of r.retried) process.stdout.write(x.was === "failed" || x.was === "in_progress" ? `${x.identity}: queued for provisioning\n` : `${x.identity}: was ${x.was}; queued for provisioning once it waits in the provisioning collective\n`);
+          for (const id of r.changed) process.stdout.write(`${id}: changed meanwhile (a provisioner wrote first), left alone: look at it again\n`);
+          if (r.changed.length) process.exitCode = 2;
         } finally {
           await client.close();
         }

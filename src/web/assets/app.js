@@ -1,8 +1,11 @@
-// The console's shell: who is logged in, the health banner, and the hash router that mounts one
-// view at a time (each view cleans up its streams when it is left).
+// The console's shell: who is logged in, the status banner (broker, registry), the fleet's health
+// (one stream for every view: the tab title carries the number of unhealthy nodes, and browser
+// notifications, when turned on, tell of new ones), and the hash router that mounts one view at a
+// time (each view cleans up its streams when it is left).
 import { html, render } from "/vendor/lit-html/lit-html.js";
-import { api, onUnauthenticated, setCsrf } from "./api.js";
-import { parseRoute } from "./model.js";
+import { api, liveStream, onUnauthenticated, setCsrf } from "./api.js";
+import { newProblems, parseRoute, titleWithProblems } from "./model.js";
+import * as healthPage from "./health.js";
 import * as board from "./board.js";
 import * as explorer from "./explorer.js";
 import * as nodePage from "./node.js";
@@ -10,41 +13,75 @@ import * as runall from "./runall.js";
 import * as progressPage from "./progress.js";
 import * as audit from "./audit.js";
 
-const views = { board, explorer, node: nodePage, runall, progress: progressPage, audit };
-const TITLES = { board: "Provisioning", explorer: "Fleet", node: "Node", runall: "Puppet runs", progress: "Progress", audit: "Audit" };
+const views = { health: healthPage, board, explorer, node: nodePage, runall, progress: progressPage, audit };
+const TITLES = { health: "Health", board: "Provisioning", explorer: "Fleet", node: "Node", runall: "Puppet runs", progress: "Progress", audit: "Audit" };
 const main = document.getElementById("app");
-const healthEl = document.getElementById("health");
+const statusEl = document.getElementById("status");
 const whoEl = document.getElementById("who");
 const logoutEl = document.getElementById("logout");
 
-/** Shared with the views: the session and a way to report health from a live stream. */
+const NOTIFY_KEY = "muster.notifications";
+const healthListeners = new Set();
+
+/** Shared with the views: the session, the console's status, and the fleet's health as it arrives. */
 const ctx = {
   session: null,
   get isOperator() {
     return ctx.session?.role === "operator";
   },
-  setHealth,
+  setStatus,
+  /** {time, summary, nodes (the unhealthy ones), problem} from /api/health/events; null until the first. */
+  health: null,
+  onHealth(fn) {
+    healthListeners.add(fn);
+    return () => healthListeners.delete(fn);
+  },
+  notifications: {
+    supported: typeof Notification !== "undefined",
+    permission: () => (typeof Notification !== "undefined" ? Notification.permission : "denied"),
+    enabled: () => typeof Notification !== "undefined" && Notification.permission === "granted" && localStorage.getItem(NOTIFY_KEY) === "on",
+    async toggle() {
+      if (ctx.notifications.enabled()) localStorage.removeItem(NOTIFY_KEY);
+      else if ((await Notification.requestPermission()) === "granted") localStorage.setItem(NOTIFY_KEY, "on");
+      for (const fn of healthListeners) fn(ctx.health);
+    },
+  },
 };
 
 let current = null;
+let currentTitle = "muster";
 let loggedOut = false;
 
-function setHealth(health, unreachable) {
+function setStatus(status, unreachable) {
   const problems = [];
   if (unreachable) problems.push(`The console server is unreachable: ${unreachable}. Reconnecting…`);
-  if (health?.broker && !health.broker.ok) problems.push(`The broker is down: ${health.broker.error ?? "not connected"}. Live updates resume when it is back.`);
-  if (health?.registry && !health.registry.ok) problems.push(`The registry is unavailable: ${health.registry.error ?? "no answer"}. The fleet explorer will work again when it is back.`);
-  healthEl.hidden = problems.length === 0;
-  render(html`${problems.map((p) => html`<div>${p}</div>`)}`, healthEl);
+  if (status?.broker && !status.broker.ok) problems.push(`The broker is down: ${status.broker.error ?? "not connected"}. Live updates resume when it is back.`);
+  if (status?.registry && !status.registry.ok) problems.push(`The registry is unavailable: ${status.registry.error ?? "no answer"}. The fleet explorer will work again when it is back.`);
+  statusEl.hidden = problems.length === 0;
+  render(html`${problems.map((p) => html`<div>${p}</div>`)}`, statusEl);
 }
 
-async function pollHealth() {
+async function pollStatus() {
   if (loggedOut) return;
   try {
-    setHealth(await api.get("/api/health"));
+    setStatus(await api.get("/api/status"));
   } catch (err) {
-    if (err.status !== 401) setHealth(null, err.message);
+    if (err.status !== 401) setStatus(null, err.message);
   }
+}
+
+function showTitle() {
+  document.title = titleWithProblems(currentTitle, ctx.health?.summary?.unhealthy ?? 0);
+}
+
+function onHealth(view) {
+  const fresh = ctx.health ? newProblems(ctx.health.nodes, view.nodes) : [];
+  ctx.health = view;
+  showTitle();
+  if (ctx.notifications.enabled()) {
+    for (const p of fresh.slice(0, 5)) new Notification(`muster: ${p.identity}`, { body: p.why, tag: `muster-${p.identity}-${p.kind}` });
+  }
+  for (const fn of healthListeners) fn(view);
 }
 
 /** Each view renders into its own new element: lit-html keeps state on a container, so none is reused. */
@@ -79,14 +116,15 @@ let routed = false;
 function route() {
   if (loggedOut) return;
   const r = parseRoute(location.hash);
-  const name = views[r.view] ? r.view : "board";
+  const name = views[r.view] ? r.view : "health";
   for (const a of document.querySelectorAll("#nav a")) {
     const here = a.dataset.view === name || (name === "node" && a.dataset.view === "explorer");
     a.classList.toggle("active", here);
     if (here) a.setAttribute("aria-current", "page");
     else a.removeAttribute("aria-current");
   }
-  document.title = `${TITLES[name]}${r.arg ? ` ${r.arg}` : ""} · muster`;
+  currentTitle = `${TITLES[name]}${r.arg ? ` ${r.arg}` : ""} · muster`;
+  showTitle();
   current?.unmount?.();
   current = views[name].mount(freshHost(), ctx, r);
   // After following a link, the keyboard and screen readers start at the new page, not the old link.
@@ -119,10 +157,11 @@ async function start() {
     }
   });
   window.addEventListener("hashchange", route);
+  liveStream("/api/health/events", { health: onHealth, status: (s) => setStatus(s) });
   route();
-  pollHealth();
-  // Health also arrives on the board's stream; polling covers the other views and a dead stream.
-  setInterval(pollHealth, 5000);
+  pollStatus();
+  // The status also arrives on the streams; polling covers a dead stream.
+  setInterval(pollStatus, 5000);
 }
 
 start();

@@ -3,7 +3,8 @@
 // the CLI or anyone else. Newest first; filtered by user and action, kept in the address.
 import { html, render } from "/vendor/lit-html/lit-html.js";
 import { api, query } from "./api.js";
-import { formatRelative, routeHash } from "./model.js";
+import { routeHash } from "./model.js";
+import { when } from "./when.js";
 
 const brief = (data) => {
   const parts = [];
@@ -54,7 +55,7 @@ export function mount(el, ctx, route) {
                 <tbody>
                   ${page.rows.map(
                     (r) => html`<tr data-user=${r.user} data-action=${r.action} data-ok=${String(r.ok)} data-source=${r.source}>
-                      <td><time datetime=${r.time} title=${new Date(r.time).toLocaleString()}>${formatRelative(Date.parse(r.time), now)}</time><br /><span class="muted">${new Date(r.time).toLocaleString()}</span></td>
+                      <td>${when(r.time, now)}</td>
                       <td>${r.user}</td>
                       <td>${r.action}${r.source === "node" ? html` <span class="muted">(node)</span>` : ""}</td>
                       <td>${r.target}</td>

@@ -15,7 +15,6 @@ import {
   elapsedSeconds,
   formatDuration,
   formatEta,
-  formatRelative,
   matchesFind,
   routeHash,
   sortBoard,
@@ -26,6 +25,7 @@ import {
 } from "./model.js";
 import { timelineBar, timelineLegend } from "./timeline.js";
 import { VirtualList } from "./virtual.js";
+import { when } from "./when.js";
 
 const ROW_HEIGHT = 30;
 /** Nodes listed by name inside a group's card; the rest are counted (all are in the table, and in the export). */
@@ -56,6 +56,7 @@ export function mount(el, ctx, route) {
   let sort = BOARD_SORTS.includes(route.params.sort) ? route.params.sort : "status";
   let dir = route.params.dir === "desc" ? "desc" : "asc";
   const groupMessages = new Map(); // group id -> {ok, text}
+  const nodeMessages = new Map(); // identity -> {ok, text}: a gone node's retry or forget
   const operator = ctx.isOperator;
   const roleNote = `Retrying needs the operator role; you are signed in as ${ctx.session?.name ?? "?"} (${ctx.session?.role ?? "viewer"}).`;
 
@@ -135,12 +136,12 @@ export function mount(el, ctx, route) {
     const stuck = stuckInfo(n, stages(), now);
     return html`<div class=${`row status-${n.status}${n.gone ? " is-gone" : ""}`} role="row" data-identity=${n.identity} data-status=${n.status} data-gone=${n.gone ? "true" : "false"} data-stuck=${stuck ? "true" : "false"}>
       <span class="ident" role="cell"><a href=${`#/node/${encodeURIComponent(n.identity)}`}>${n.identity}</a></span>
-      <span role="cell"><span class=${`badge ${n.status}`}>${n.status}</span>${n.gone ? html` <span class="badge gone">gone</span>` : stuck ? html` <span class="badge stuck">stuck</span>` : ""}</span>
+      <span role="cell" class="status-cell"><span class=${`badge ${n.status}`}>${n.status}</span>${n.gone ? html` <span class="badge gone">gone</span>` : stuck ? html` <span class="badge stuck">stuck</span>` : ""}</span>
       <span role="cell">${n.stage ?? ""}</span>
       <span role="cell">${n.master ?? ""}</span>
       <span class="num" role="cell">${formatDuration(elapsedSeconds(n, now))}</span>
       <span class="num" role="cell">${n.tries ?? 0}</span>
-      <span role="cell">${timelineBar(n.timeline, now, scale, n.identity)}</span>
+      <span role="cell" class="tl-cell">${timelineBar(n.timeline, now, scale, n.identity)}</span>
       <span class="err" role="cell" title=${n.last_error ?? ""}>${n.gone ? `gone: ${n.gone.reason}` : (n.last_error ?? "")}</span>
     </div>`;
   };
@@ -176,10 +177,31 @@ export function mount(el, ctx, route) {
     drawFailures();
   }
 
-  const retryButton = (label, onClick, cls) =>
+  /** A gone node: retried now (rather than after the provisioner's wait), or forgotten. */
+  async function goneAction(n, what) {
+    const retry = what === "retry";
+    const ok = await confirmAction({
+      title: retry ? `Retry ${n.identity} now?` : `Forget ${n.identity}?`,
+      body: retry
+        ? html`<p>The provisioner stops waiting for it to come back: it goes back to pending and is started over at the next cycle.</p>`
+        : html`<p>Its provisioning record and its last heartbeat are dropped: it leaves the board and fleet health. Should it wait again, it is provisioned afresh.</p>`,
+      confirm: retry ? "Retry now" : "Forget",
+      danger: !retry,
+    });
+    if (!ok) return;
+    try {
+      await api.post(`/api/board/${encodeURIComponent(n.identity)}/${retry ? "retry" : "forget"}`);
+      nodeMessages.set(n.identity, { ok: true, text: retry ? "retry requested" : "forgotten" });
+    } catch (err) {
+      nodeMessages.set(n.identity, { ok: false, text: `${err.code}: ${err.message}` });
+    }
+    drawAttention();
+  }
+
+  const retryButton = (label, onClick, cls, note = "role-note") =>
     operator
       ? html`<button type="button" class=${cls} @click=${onClick}>${label}</button>`
-      : html`<button type="button" class=${cls} disabled aria-describedby="role-note">${label}</button>`;
+      : html`<button type="button" class=${cls} disabled aria-describedby=${note}>${label}</button>`;
 
   function drawFailures() {
     const total = groups.reduce((n, g) => n + g.count, 0);
@@ -244,14 +266,20 @@ export function mount(el, ctx, route) {
       }
     }
     if (gone.length + stuck.length === 0) return render(html``, attentionEl);
+    for (const id of nodeMessages.keys()) if (!gone.some((n) => n.identity === id)) nodeMessages.delete(id);
     const items = [
-      ...gone.map(
-        (n) =>
-          html`<li class="attention gone" data-identity=${n.identity} data-kind="gone">
-            <span class="badge gone">gone</span> <a href=${`#/node/${encodeURIComponent(n.identity)}`}>${n.identity}</a>
-            since ${new Date(n.gone.since).toLocaleTimeString()} (${formatRelative(Date.parse(n.gone.since), now)}), at ${n.stage || "no stage"}: ${n.gone.reason}
-          </li>`,
-      ),
+      ...gone.map((n) => {
+        const msg = nodeMessages.get(n.identity);
+        return html`<li class="attention gone" data-identity=${n.identity} data-kind="gone">
+          <span class="badge gone">gone</span> <a href=${`#/node/${encodeURIComponent(n.identity)}`}>${n.identity}</a>
+          since ${when(n.gone.since, now)}, at ${n.stage || "no stage"}: ${n.gone.reason}
+          <span class="actions">
+            ${retryButton(html`Retry now<span class="visually-hidden"> ${n.identity}</span>`, () => goneAction(n, "retry"), "small retry-now", "gone-role-note")}
+            ${retryButton(html`Forget<span class="visually-hidden"> ${n.identity}</span>`, () => goneAction(n, "forget"), "small secondary forget", "gone-role-note")}
+            ${msg ? html`<span class=${msg.ok ? "ok" : "error"} role="status">${msg.text}</span>` : ""}
+          </span>
+        </li>`;
+      }),
       ...stuck.map(
         ({ n, s }) =>
           html`<li class="attention stuck" data-identity=${n.identity} data-kind="stuck">
@@ -262,6 +290,7 @@ export function mount(el, ctx, route) {
     ];
     render(
       html`<h2>Gone or stuck <span class="count warn">${gone.length + stuck.length}</span></h2>
+        ${gone.length && !operator ? html`<p class="note" id="gone-role-note">Retrying or forgetting a gone node needs the operator role; you are signed in as ${ctx.session?.name ?? "?"} (${ctx.session?.role ?? "viewer"}).</p>` : ""}
         <ul class="attention-list">
           ${items.slice(0, ATTENTION_SHOWN)}
         </ul>
@@ -333,7 +362,7 @@ export function mount(el, ctx, route) {
         drawEta();
         drawAttention();
       },
-      health: (h) => ctx.setHealth(h),
+      status: (s) => ctx.setStatus(s),
     },
     (connected) => {
       liveEl.textContent = connected ? "● live" : "○ reconnecting…";

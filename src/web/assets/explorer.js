@@ -5,7 +5,7 @@ import { html, render } from "/vendor/lit-html/lit-html.js";
 import { css } from "./css.js";
 import { api, query } from "./api.js";
 import { download } from "./download.js";
-import { caretLine, cellText, countBars, parseColumns, toCsv } from "./model.js";
+import { caretLine, cellText, countBars, explorerExport, parseColumns, toCsv } from "./model.js";
 import { VirtualList } from "./virtual.js";
 
 const ROW_HEIGHT = 28;
@@ -203,7 +203,7 @@ export function mount(el, ctx, route) {
         statusEl.textContent = `reading nodes ${offset + 1}…`;
         const res = await api.get(`/api/nodes${query({ filter: state.filter, columns: state.columns.join(","), offset, limit: 1000 })}`);
         if (gen !== generation) return void (statusEl.textContent = "");
-        for (const n of res.nodes) rows.push({ identity: n.identity, ...n.columns });
+        for (const n of res.nodes) rows.push(n);
         if (res.nodes.length === 0 || rows.length >= res.total) break;
       }
     } catch (err) {
@@ -211,8 +211,10 @@ export function mount(el, ctx, route) {
       return;
     }
     const stamp = new Date().toISOString().replace(/[:.]/g, "-");
-    if (format === "csv") download(`muster-fleet-${stamp}.csv`, "text/csv", toCsv(rows, ["identity", ...state.columns]));
-    else download(`muster-fleet-${stamp}.json`, "application/json", `${JSON.stringify(rows, null, 2)}\n`);
+    // CSV: a structured fact as dotted columns (os.family, os.release.major), never JSON in a cell
+    const flat = explorerExport(rows, state.columns);
+    if (format === "csv") download(`muster-fleet-${stamp}.csv`, "text/csv", toCsv(flat.rows, flat.columns));
+    else download(`muster-fleet-${stamp}.json`, "application/json", `${JSON.stringify(rows.map((n) => ({ identity: n.identity, ...n.columns })), null, 2)}\n`);
     statusEl.textContent = `${rows.length} nodes exported`;
   }
   el.querySelector("#explorer-export-csv").addEventListener("click", () => exportView("csv"));

@@ -9,7 +9,7 @@ export function timelineTotal(timeline: TimelineEntry[], now: number): number;
 export function timelineScale(nodes: { timeline: TimelineEntry[] }[], now: number): number;
 export function timelineText(timeline: TimelineEntry[], now: number): string;
 export interface StageStat { stage: string; samples: number; p95_ms: number | null }
-export interface BoardNodeLike { identity: string; status: string; stage?: string | null; master?: string | null; started?: string | null; elapsed_s?: number | null; tries?: number; gone?: { since: string; reason: string } | null; timeline?: TimelineEntry[]; last_error?: string | null }
+export interface BoardNodeLike { identity: string; status: string; stage?: string | null; master?: string | null; started?: string | null; finished?: string | null; updated?: string | null; rounds?: number; elapsed_s?: number | null; tries?: number; gone?: { since: string; reason: string } | null; timeline?: TimelineEntry[]; last_error?: string | null }
 export const BOARD_SORTS: string[];
 export function sortBoard<N extends BoardNodeLike>(nodes: N[], sort?: string, dir?: string, now?: number): N[];
 export const STUCK_MIN_SAMPLES: number;
@@ -48,3 +48,13 @@ export interface PuppetRunView {
   applying: boolean;
 }
 export function puppetRunView(summary: Record<string, unknown> | null, status: Record<string, unknown> | null, report?: Record<string, unknown> | null): PuppetRunView | null;
+export function localTime(ms: number): string;
+export interface HealthKind { kind: string; label: string; one: string }
+export const HEALTH_KINDS: HealthKind[];
+export interface HealthNodeLike { identity: string; problems?: { kind: string; why: string; since?: string }[] }
+export function healthGroups(nodes: HealthNodeLike[]): (HealthKind & { nodes: { identity: string; why: string; since: string | null }[] })[];
+export function titleWithProblems(title: string, unhealthy: number): string;
+export function newProblems(before: HealthNodeLike[] | null | undefined, after: HealthNodeLike[] | null | undefined): { identity: string; kind: string; why: string }[];
+export function flattenFacts(obj: Record<string, unknown> | null | undefined, prefix?: string, out?: Record<string, unknown>): Record<string, unknown>;
+export function factGroups(facts: Record<string, unknown> | null | undefined, find?: string): { name: string; entries: [string, unknown][] }[];
+export function explorerExport(rows: { identity: string; columns?: Record<string, unknown> }[], columns: string[]): { rows: Record<string, unknown>[]; columns: string[] };

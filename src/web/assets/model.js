@@ -77,6 +77,40 @@ export function formatRelative(ms, now) {
   return say(Math.round(a / 86400), "days");
 }
 
+/** The exact time in the operator's own time zone, named: what hovering over a relative time shows. */
+export function localTime(ms) {
+  return new Date(ms).toLocaleString([], { year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit", timeZoneName: "short" });
+}
+
+/** Problem kinds of fleet health (src/fleet/health.ts), worst first, as the landing page names them. */
+export const HEALTH_KINDS = [
+  { kind: "unreachable", label: "Unreachable", one: "unreachable" },
+  { kind: "gone", label: "Gone", one: "gone" },
+  { kind: "provisioning_failed", label: "Provisioning failed", one: "provisioning failed" },
+  { kind: "puppet_failed", label: "Puppet failed", one: "Puppet failed" },
+  { kind: "puppet_disabled", label: "Puppet disabled", one: "Puppet disabled" },
+  { kind: "puppet_stale", label: "Puppet stale", one: "Puppet stale" },
+];
+
+/** The unhealthy nodes of a health view grouped by problem kind, in HEALTH_KINDS order: [{kind, label, nodes: [{identity, why, since}]}]. */
+export function healthGroups(nodes) {
+  return HEALTH_KINDS.map((k) => ({
+    ...k,
+    nodes: (nodes ?? []).flatMap((n) => (n.problems ?? []).filter((p) => p.kind === k.kind).map((p) => ({ identity: n.identity, why: p.why, since: p.since ?? null }))),
+  }));
+}
+
+/** The tab's title: the number of nodes with problems first, when there are any. */
+export function titleWithProblems(title, unhealthy) {
+  return unhealthy > 0 ? `(${unhealthy}) ${title}` : title;
+}
+
+/** Nodes that became unhealthy since the previous view (for browser notifications): [{identity, why}]. */
+export function newProblems(before, after) {
+  const had = new Set((before ?? []).map((n) => `${n.identity}\u0000${n.problems?.[0]?.kind}`));
+  return (after ?? []).filter((n) => n.problems?.length && !had.has(`${n.identity}\u0000${n.problems[0].kind}`)).map((n) => ({ identity: n.identity, kind: n.problems[0].kind, why: n.problems[0].why }));
+}
+
 /** "3.2 per minute" style rates and "about 14 min" ETAs. */
 export function formatEta(seconds) {
   if (seconds == null || !Number.isFinite(seconds)) return "no estimate";
@@ -101,7 +135,7 @@ export function toCsv(rows, columns) {
   return [columns.map(cell).join(","), ...rows.map((r) => columns.map((c) => cell(r[c])).join(","))].join("\r\n") + "\r\n";
 }
 
-/** The board's rows as exported (CSV and JSON): what the table shows, one flat object a node. */
+/** The board's rows as exported (CSV and JSON): what the table shows, one flat object a node, with its times (ISO). */
 export function boardExportRows(nodes, stages, now) {
   return nodes.map((n) => {
     const stuck = stuckInfo(n, stages, now);
@@ -110,8 +144,12 @@ export function boardExportRows(nodes, stages, now) {
       status: n.status,
       stage: n.stage ?? "",
       master: n.master ?? "",
+      started: n.started ?? null,
+      finished: n.finished ?? null,
+      updated: n.updated ?? null,
       elapsed_s: elapsedSeconds(n, now) == null ? null : Math.round(elapsedSeconds(n, now)),
       tries: n.tries ?? 0,
+      rounds: n.rounds ?? 0,
       gone_since: n.gone?.since ?? null,
       gone_reason: n.gone?.reason ?? null,
       stuck_for_s: stuck ? Math.round(stuck.for_ms / 1000) : null,
@@ -119,7 +157,57 @@ export function boardExportRows(nodes, stages, now) {
     };
   });
 }
-export const BOARD_EXPORT_COLUMNS = ["identity", "status", "stage", "master", "elapsed_s", "tries", "gone_since", "gone_reason", "stuck_for_s", "last_error"];
+export const BOARD_EXPORT_COLUMNS = ["identity", "status", "stage", "master", "started", "finished", "updated", "elapsed_s", "tries", "rounds", "gone_since", "gone_reason", "stuck_for_s", "last_error"];
+
+/** {os: {family: "Debian"}} -> {"os.family": "Debian"}: structured values as dotted keys, the names filters use. Lists stay whole. */
+export function flattenFacts(obj, prefix = "", out = {}) {
+  for (const [k, v] of Object.entries(obj ?? {})) {
+    const key = prefix ? `${prefix}.${k}` : k;
+    if (v && typeof v === "object" && !Array.isArray(v) && Object.keys(v).length) flattenFacts(v, key, out);
+    else out[key] = v;
+  }
+  return out;
+}
+
+/**
+ * Facts grouped by their first name part (os.*, networking.*), one group "(top level)" for plain
+ * ones, each sorted; only those whose dotted name or value contains `find` (case-insensitive).
+ * @returns {{name: string, entries: [string, unknown][]}[]}
+ */
+export function factGroups(facts, find = "") {
+  const needle = find.trim().toLowerCase();
+  const groups = new Map();
+  const flat = flattenFacts(facts);
+  for (const key of Object.keys(flat).sort()) {
+    const v = flat[key];
+    if (needle && !key.toLowerCase().includes(needle) && !cellText(v).toLowerCase().includes(needle)) continue;
+    const dot = key.indexOf(".");
+    const name = dot < 0 ? "(top level)" : key.slice(0, dot);
+    if (!groups.has(name)) groups.set(name, []);
+    groups.get(name).push([key, v]);
+  }
+  return [...groups.entries()].sort(([a], [b]) => (a === "(top level)" ? -1 : b === "(top level)" ? 1 : a < b ? -1 : 1)).map(([name, entries]) => ({ name, entries }));
+}
+
+/**
+ * The explorer's rows for export: identity and the chosen columns, where a column naming a
+ * structured fact becomes one column per value inside it, by its dotted name (os -> os.family,
+ * os.release.major), never JSON in a cell. Returns the rows and the columns in order.
+ */
+export function explorerExport(rows, columns) {
+  const cols = ["identity"];
+  const out = rows.map((r) => {
+    const row = { identity: r.identity };
+    for (const c of columns) {
+      const v = r.columns?.[c];
+      if (v && typeof v === "object" && !Array.isArray(v)) Object.assign(row, flattenFacts(v, c));
+      else row[c] = v;
+    }
+    for (const k of Object.keys(row)) if (!cols.includes(k)) cols.push(k);
+    return row;
+  });
+  return { rows: out, columns: cols };
+}
 
 /** {view, arg, params} back to a hash: what parseRoute reads (empty params left out). */
 export function routeHash(view, arg, params = {}) {
@@ -254,7 +342,7 @@ export function parseRoute(hash) {
   const path = q >= 0 ? h.slice(0, q) : h;
   const params = Object.fromEntries(new URLSearchParams(q >= 0 ? h.slice(q + 1) : ""));
   const slash = path.indexOf("/");
-  const view = (slash >= 0 ? path.slice(0, slash) : path) || "board";
+  const view = (slash >= 0 ? path.slice(0, slash) : path) || "health";
   const arg = slash >= 0 ? decodeURIComponent(path.slice(slash + 1)) : undefined;
   return { view, arg, params };
 }

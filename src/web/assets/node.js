@@ -1,32 +1,85 @@
-// One node: its provisioning record (status, gone or stuck, the stage timeline, the log tail, a
-// retry for a failed node), its last Puppet run as people read it (status, when in relative and
-// local time, how long, resource counts, failed resources with their messages), then its classes,
-// agents, collectives and facts from the registry. `?section=puppet` (the runall page's links)
-// brings the Puppet run into view.
+// One node: its health (reachable, when last heard, every problem with why), its provisioning
+// record (status, gone or stuck, the stage timeline, its rounds with who retried, the log tail;
+// retry for a failed or gone node, forget for a gone one), its last Puppet run as people read it
+// (status, when, how long, resource counts, failed and changed resources with their messages) and
+// its last runs, then its classes, agents, collectives and facts (grouped, searchable) from the
+// registry. `?section=puppet` (the runall page's links) brings the Puppet run into view.
 import { html, render } from "/vendor/lit-html/lit-html.js";
 import { api } from "./api.js";
 import { confirmAction } from "./dialog.js";
-import { cellText, elapsedSeconds, formatDuration, formatRelative, puppetRunView } from "./model.js";
+import { cellText, elapsedSeconds, factGroups, formatDuration, HEALTH_KINDS, puppetRunView } from "./model.js";
 import { timelineTable } from "./timeline.js";
-
-function kvTable(obj, cls = "kv", caption = "") {
-  const entries = Object.entries(obj ?? {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-  if (entries.length === 0) return html`<p class="muted">none</p>`;
-  return html`<table class=${cls}>
-    ${caption ? html`<caption class="visually-hidden">${caption}</caption>` : ""}
-    <tbody>
-      ${entries.map(([k, v]) => html`<tr><th scope="row">${k}</th><td>${cellText(v)}</td></tr>`)}
-    </tbody>
-  </table>`;
-}
+import { when } from "./when.js";
 
 function list(items, label) {
   if (!items?.length) return html`<p class="muted">none</p>`;
   return html`<ul class="tags" aria-label=${label}>${items.map((i) => html`<li>${i}</li>`)}</ul>`;
 }
 
-// In the operator's own time zone, named (dateStyle cannot be combined with timeZoneName).
-const localTime = (ms) => new Date(ms).toLocaleString([], { year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit", timeZoneName: "short" });
+const kindLabel = (k) => HEALTH_KINDS.find((x) => x.kind === k)?.one ?? k;
+
+function healthSection(n) {
+  const h = n.health;
+  if (!h) return html`<p class="muted">Fleet health does not know this node (no heartbeat, registration or provisioning record).</p>`;
+  return html`<div class="node-health" data-reachable=${String(h.reachable)}>
+    <p>
+      <span class=${`badge ${h.reachable ? "ok" : "failed"}`}>${h.reachable ? "reachable" : "unreachable"}</span>
+      ${h.last_seen ? html`last heartbeat ${when(h.last_seen)}` : html`<span class="muted">no heartbeat ever</span>`}${h.phase === "waiting" ? html`, waiting to be provisioned` : ""}
+    </p>
+    ${h.problems.length
+      ? html`<ul class="attention-list">
+          ${h.problems.map((p) => html`<li class=${`attention kind-${p.kind}`} data-kind=${p.kind}><strong>${kindLabel(p.kind)}</strong>: ${p.why}${p.since ? html` <span class="muted">(since ${when(p.since)})</span>` : ""}</li>`)}
+        </ul>`
+      : html`<p class="ok">Healthy.</p>`}
+  </div>`;
+}
+
+const ROUND_EVENTS = { started: "round started", done: "provisioned", failed: "failed", retried: "retried", restarted: "node restarted", gone: "gone", back: "back" };
+
+function roundsTable(history) {
+  if (!history?.length) return html``;
+  return html`<h3>Rounds</h3>
+    <table class="data rounds-table">
+      <caption class="visually-hidden">Provisioning rounds: starts, failures, retries and who retried</caption>
+      <thead><tr><th scope="col">when</th><th scope="col" class="num">round</th><th scope="col">what</th><th scope="col">stage</th><th scope="col">by, or why</th></tr></thead>
+      <tbody>
+        ${[...history].reverse().map((h) => html`<tr data-event=${h.event}><td>${when(h.at)}</td><td class="num">${h.round}</td><td>${ROUND_EVENTS[h.event] ?? h.event}</td><td>${h.stage ?? ""}</td><td>${h.by ?? ""}${h.by && h.detail ? " " : ""}${h.detail ? html`<span class=${h.event === "failed" ? "err" : "muted"}>${h.detail}</span>` : ""}</td></tr>`)}
+      </tbody>
+    </table>`;
+}
+
+function runsTable(runs) {
+  if (!runs?.length) return html``;
+  return html`<h3>Last runs</h3>
+    <table class="data puppet-runs">
+      <caption class="visually-hidden">The node's last Puppet runs, newest first</caption>
+      <thead><tr><th scope="col">ended</th><th scope="col">status</th><th scope="col" class="num">changed</th><th scope="col" class="num">failed</th><th scope="col" class="num">resources</th><th scope="col" class="num">took</th></tr></thead>
+      <tbody>
+        ${runs.map((r) => html`<tr data-status=${r.status}><td>${when(r.time)}</td><td><span class=${`badge ${r.status === "unchanged" ? "ok" : r.status}`}>${r.status === "unchanged" ? "no changes" : r.status}</span></td><td class="num">${r.resources.changed}</td><td class="num">${r.resources.failed}</td><td class="num">${r.resources.total}</td><td class="num">${r.duration_s == null ? "" : formatDuration(r.duration_s)}</td></tr>`)}
+      </tbody>
+    </table>`;
+}
+
+function factsSection(facts, find, onFind) {
+  const groups = factGroups(facts, find);
+  const total = groups.reduce((n, g) => n + g.entries.length, 0);
+  return html`<div class="facts">
+    <label for="fact-find" class="inline-label">Find a fact</label>
+    <input id="fact-find" type="search" spellcheck="false" autocomplete="off" placeholder="name or value, e.g. os.family or debian" .value=${find} @input=${onFind} aria-describedby="fact-count" />
+    <p id="fact-count" class="muted" role="status">${find ? `${total} matching` : `${total} facts`}</p>
+    ${groups.map(
+      (g) => html`<details class="fact-group" ?open=${Boolean(find) || groups.length === 1 || g.name === "(top level)"} data-group=${g.name}>
+        <summary>${g.name} <span class="muted">${g.entries.length}</span></summary>
+        <table class="kv facts">
+          <caption class="visually-hidden">facts: ${g.name}</caption>
+          <tbody>
+            ${g.entries.map(([k, v]) => html`<tr><th scope="row">${k}</th><td>${cellText(v)}</td></tr>`)}
+          </tbody>
+        </table>
+      </details>`,
+    )}
+  </div>`;
+}
 
 function puppetSection(n) {
   const v = puppetRunView(n.last_run_summary, n.puppet_status, n.last_run_report);
@@ -35,7 +88,7 @@ function puppetSection(n) {
   return html`<div class="puppet-run" data-status=${v.status}>
     <p>
       <span class=${`badge ${v.status === "failed" ? "failed" : v.status === "changed" ? "changed" : "ok"}`}>${v.label}</span>
-      ${v.at ? html`<time datetime=${new Date(v.at).toISOString()}>${formatRelative(v.at, now)}</time> <span class="muted">(${localTime(v.at)})</span>` : ""}${v.duration_s != null ? `, took ${formatDuration(v.duration_s)}` : ""}${v.environment ? html`, environment <code>${v.environment}</code>` : ""}
+      ${v.at ? when(v.at, now) : ""}${v.duration_s != null ? `, took ${formatDuration(v.duration_s)}` : ""}${v.environment ? html`, environment <code>${v.environment}</code>` : ""}
     </p>
     ${v.enabled === false ? html`<p class="note">Puppet is disabled here${v.disable_message ? `: ${v.disable_message}` : ""}.</p>` : ""}
     ${v.applying ? html`<p class="note">A run is applying a catalog right now.</p>` : ""}
@@ -70,10 +123,12 @@ export function mount(el, ctx, route) {
   let alive = true;
   let retryMessage = null;
   let node = null;
+  let factFind = route.params.fact ?? "";
   render(html`<p class="muted">Loading ${identity}…</p>`, el);
 
   async function retry() {
-    const ok = await confirmAction({ title: `Retry ${identity}?`, body: html`<p>It goes back to pending, and the provisioner starts it over at its next cycle.</p>`, confirm: "Retry" });
+    const gone = Boolean(node?.provisioning?.gone);
+    const ok = await confirmAction({ title: `Retry ${identity}${gone ? " now" : ""}?`, body: html`<p>${gone ? "The provisioner stops waiting for it to come back: it" : "It"} goes back to pending, and the provisioner starts it over at its next cycle.</p>`, confirm: gone ? "Retry now" : "Retry" });
     if (!ok) return;
     try {
       await api.post(`/api/board/${encodeURIComponent(identity)}/retry`);
@@ -81,8 +136,26 @@ export function mount(el, ctx, route) {
     } catch (err) {
       retryMessage = { ok: false, text: `${err.code}: ${err.message}` };
     }
-    draw();
+    await load();
   }
+
+  async function forget() {
+    const ok = await confirmAction({ title: `Forget ${identity}?`, body: html`<p>Its provisioning record and its last heartbeat are dropped: it leaves the board and fleet health. Should it ever wait again, it is provisioned afresh. (To take a node out for good, with its certificate, use <code>muster decommission</code>.)</p>`, confirm: "Forget", danger: true });
+    if (!ok) return;
+    try {
+      await api.post(`/api/board/${encodeURIComponent(identity)}/forget`);
+      retryMessage = { ok: true, text: "forgotten" };
+    } catch (err) {
+      retryMessage = { ok: false, text: `${err.code}: ${err.message}` };
+    }
+    await load().catch(() => undefined);
+  }
+
+  const onFind = (e) => {
+    factFind = e.target.value;
+    draw();
+    // keep the caret: lit re-renders the same input element
+  };
 
   function draw() {
     const n = node;
@@ -90,27 +163,31 @@ export function mount(el, ctx, route) {
     render(
       html`<section class="node" data-identity=${n.identity}>
         <h1>${n.identity}</h1>
+        ${healthSection(n)}
         <div class="cols">
           <div>
             <h2>Provisioning</h2>
             ${p
               ? html`<p><span class=${`badge ${p.status}`}>${p.status}</span>${p.gone ? html` <span class="badge gone">gone</span>` : ""} stage ${p.stage || "none"}, master ${p.master ?? "none"},
-                  ${formatDuration(elapsedSeconds(p, Date.now()))}, ${p.tries ?? 0} tries</p>
-                  ${p.gone ? html`<p class="note">The provisioner found this node gone ${formatRelative(Date.parse(p.gone.since), Date.now())} (${localTime(Date.parse(p.gone.since))}): ${p.gone.reason}</p>` : ""}
+                  ${formatDuration(elapsedSeconds(p, Date.now()))}, round ${p.rounds ?? 0}${p.tries ? `, ${p.tries} failed ${p.tries === 1 ? "try" : "tries"} of this stage` : ""}</p>
+                  ${p.gone ? html`<p class="note">The provisioner found this node gone ${when(p.gone.since)}: ${p.gone.reason}. It waits for it to come back; retry now or forget it rather than wait.</p>` : ""}
                   ${p.last_error ? html`<p class="err">${p.last_error}</p>` : ""}
-                  ${p.status === "failed"
-                    ? html`<p>
-                        <button type="button" id="node-retry" ?disabled=${!ctx.isOperator} aria-describedby=${ctx.isOperator ? "" : "node-role"} @click=${retry}>Retry provisioning</button>
+                  ${p.status === "failed" || p.gone
+                    ? html`<p class="actions">
+                        <button type="button" id="node-retry" ?disabled=${!ctx.isOperator} aria-describedby=${ctx.isOperator ? "" : "node-role"} @click=${retry}>${p.gone ? "Retry now" : "Retry provisioning"}</button>
+                        <button type="button" id="node-forget" class="secondary" ?disabled=${!ctx.isOperator} aria-describedby=${ctx.isOperator ? "" : "node-role"} @click=${forget}>Forget</button>
                         ${ctx.isOperator ? "" : html`<span class="muted" id="node-role">Needs the operator role; you are a ${ctx.session?.role}.</span>`}
                         ${retryMessage ? html`<span class=${retryMessage.ok ? "ok" : "error"} role="status">${retryMessage.text}</span>` : ""}
                       </p>`
                     : ""}
                   ${timelineTable(p.timeline)}
+                  ${roundsTable(p.history)}
                   <h3>Log tail</h3>
                   <pre class="logtail" tabindex="0" aria-label="provisioning log tail">${(p.log_tail ?? []).join("\n")}</pre>`
               : html`<p class="muted">Not provisioned by muster (no record in the state bucket).</p>`}
             <h2 id="puppet">Last Puppet run</h2>
             ${puppetSection(n)}
+            ${runsTable(n.puppet_runs)}
             <h2>Classes</h2>
             ${list(n.classes, "classes")}
             <h2>Agents</h2>
@@ -120,7 +197,8 @@ export function mount(el, ctx, route) {
           </div>
           <div>
             <h2>Facts</h2>
-            ${kvTable(flatten(n.facts), "kv facts", "facts")}
+            ${n.registered ? "" : html`<p class="note" id="not-registered">The registry no longer has this node${n.health?.last_seen ? html`: its last heartbeat was ${when(n.health.last_seen)}` : ""}. Its facts, classes and agents show again once it registers.</p>`}
+            ${factsSection(n.facts, factFind, onFind)}
           </div>
         </div>
       </section>`,
@@ -146,14 +224,4 @@ export function mount(el, ctx, route) {
       alive = false;
     },
   };
-}
-
-/** {time: {total: 3}} -> {"time.total": 3}: structured facts as one table, by the dotted names filters use. */
-function flatten(obj, prefix = "", out = {}) {
-  for (const [k, v] of Object.entries(obj ?? {})) {
-    const key = prefix ? `${prefix}.${k}` : k;
-    if (v && typeof v === "object" && !Array.isArray(v)) flatten(v, key, out);
-    else out[key] = v;
-  }
-  return out;
 }

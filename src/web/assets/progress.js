@@ -8,7 +8,7 @@ import { formatDuration, formatEta } from "./model.js";
 
 const W = 900;
 const H = 180;
-const PAD = { left: 36, right: 8, top: 10, bottom: 22 };
+const PAD = { left: 36, right: 16, top: 10, bottom: 22 };
 
 const ms = (x) => (x == null ? "" : formatDuration(x / 1000) || "0ms");
 const hhmm = (t) => new Date(t).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
@@ -35,7 +35,7 @@ function chart(t) {
       <line class="axis" x1=${PAD.left} y1=${PAD.top} x2=${PAD.left} y2=${H - PAD.bottom}></line>
       <text class="tick" x=${PAD.left - 4} y=${PAD.top + 8} text-anchor="end">${top}</text>
       <text class="tick" x=${PAD.left - 4} y=${H - PAD.bottom} text-anchor="end">0</text>
-      ${ticks.map(({ b, i }) => svg`<text class="tick" x=${PAD.left + i * bw} y=${H - 6} text-anchor="middle">${hhmm(b.start)}</text>`)}
+      ${ticks.map(({ b, i }) => svg`<text class="tick" x=${PAD.left + i * bw} y=${H - 6} text-anchor=${i > n - 12 ? "end" : i < 4 ? "start" : "middle"}>${hhmm(b.start)}</text>`)}
       ${t.buckets.map((b, i) =>
         b.done + b.failed === 0
           ? ""

@@ -6,7 +6,8 @@ import { html, render } from "/vendor/lit-html/lit-html.js";
 import { css } from "./css.js";
 import { api, liveStream, query } from "./api.js";
 import { confirmAction } from "./dialog.js";
-import { formatDuration, formatRelative } from "./model.js";
+import { formatDuration } from "./model.js";
+import { when } from "./when.js";
 
 /** The scheduler's outcomes in words, in the order a run card lists them. */
 const OUTCOMES = [
@@ -60,7 +61,7 @@ export function mount(el, ctx) {
           ? html`<p class="muted" id="runall-none">${past.length ? "None running now." : "No runs yet."} Runs started with <code>muster puppet runall</code> show here too.</p>`
           : running.map(runCard)}
         <h2>Past runs</h2>
-        ${past.length === 0 ? html`<p class="muted">None since the console started.</p>` : past.map(runCard)}
+        ${past.length === 0 ? html`<p class="muted">None in the last 30 days (the runall history).</p>` : past.map(runCard)}
       </section>`,
       el,
     );
@@ -78,7 +79,7 @@ export function mount(el, ctx) {
       <header>
         <strong>${r.filter || "every node"}</strong>
         <span class=${`badge ${r.state === "running" ? "in_progress" : r.failed ? "failed" : "done"}`}>${r.state}</span>
-        <span class="muted">started by ${r.started_by} ${formatRelative(started, now)} (${new Date(started).toLocaleString()}), concurrency ${r.concurrency}${r.finished ? `, took ${formatDuration((Date.parse(r.finished) - started) / 1000)}` : ""}</span>
+        <span class="muted">started by ${r.started_by} ${when(started, now)}, concurrency ${r.concurrency}${r.finished ? `, took ${formatDuration((Date.parse(r.finished) - started) / 1000)}` : ""}</span>
       </header>
       <div class="progress" role="progressbar" aria-label="nodes finished" aria-valuemin="0" aria-valuemax=${String(r.total)} aria-valuenow=${String(Math.min(ended, r.total))}><span class="fill" ${css({ width: `${pct.toFixed(1)}%` })}></span></div>
       <p>${r.done} done, ${r.failed} failed, ${Math.max(0, r.total - finished)} to go of ${r.total}</p>
@@ -108,7 +109,7 @@ export function mount(el, ctx) {
             <th scope="row"><a href=${`#/node/${encodeURIComponent(x.identity)}?section=puppet`}>${x.identity}</a></th>
             <td><span class=${`badge ${x.outcome}`}>${outcomeLabel(x.outcome)}</span></td>
             <td class="num">${x.duration_s == null ? "" : formatDuration(x.duration_s)}</td>
-            <td>${x.finished ? formatRelative(Date.parse(x.finished), now) : ""}</td>
+            <td>${x.finished ? when(x.finished, now) : ""}</td>
             <td>${x.detail ?? ""}</td>
           </tr>`,
         )}

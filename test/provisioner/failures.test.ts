@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { groupFailures, groupId, normaliseReason, selectFailed } from "../../src/fleet/provision-failures.js";
+import { groupFailures, groupId, normaliseReason, selectFailed } from "../../src/provisioner/failures.js";
 import { newRecord, type NodeRecord } from "../../src/protocol/provision-record.js";
 
 // Failures grouped by cause: what differs between nodes leaves the reason, what they share stays.

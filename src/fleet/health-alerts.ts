@@ -1,0 +1,78 @@
+import type { HealthReport, NodeHealth } from "./health.js";
+import { span } from "./health.js";
+
+// When the admins are told about a node's health (docs/fleet.md#alerts): once when it has been
+// unreachable past a threshold, once when Puppet has failed N runs in a row, and once more when
+// each recovers. Pure: the open alerts and a health report in, the notifications to send out.
+// Each carries a dedupe key made from the node and when its trouble began (its last heartbeat, its
+// first failed run), the same for every console that computes it: the notifier sends a key once
+// (notify#send dedupe_key, kept in KV), so two consoles, or one restarted, do not tell twice.
+
+export interface AlertPolicy {
+  /** Seconds since its last heartbeat before an unreachable node is reported (it is unreachable after 25 s anyway). */
+  unreachableAfterS: number;
+  /** Failed Puppet runs in a row that are reported; 0 turns Puppet alerts off. */
+  puppetFailures: number;
+}
+
+export const DEFAULT_ALERT_POLICY: AlertPolicy = { unreachableAfterS: 0, puppetFailures: 3 };
+
+export type AlertKind = "unreachable" | "puppet_failing";
+
+export interface Alert {
+  identity: string;
+  kind: AlertKind;
+  event: "problem" | "recovered";
+  subject: string;
+  message: string;
+  dedupe_key: string;
+}
+
+/** Per node, per kind: when the reported trouble began (ISO), while its alert is open. */
+export type AlertState = Map<string, Map<AlertKind, string>>;
+
+function trouble(n: NodeHealth, kind: AlertKind, policy: AlertPolicy): { since: string; why: string } | undefined {
+  if (kind === "unreachable") {
+    const p = n.problems.find((x) => x.kind === "unreachable");
+    if (!p || (n.seen_s_ago ?? Infinity) < policy.unreachableAfterS) return undefined;
+    return { since: p.since ?? "never", why: p.why };
+  }
+  const pp = n.puppet;
+  if (policy.puppetFailures <= 0 || !pp || pp.failures_in_a_row < policy.puppetFailures || !pp.failing_since) return undefined;
+  return { since: pp.failing_since, why: `Puppet failed ${pp.failures_in_a_row} runs in a row, the last ${pp.last_run}` };
+}
+
+const KINDS: AlertKind[] = ["unreachable", "puppet_failing"];
+const LABEL: Record<AlertKind, [string, string]> = { unreachable: ["unreachable", "reachable again"], puppet_failing: ["Puppet failing", "Puppet runs again"] };
+
+/**
+ * The notifications `report` calls for, given the alerts already open (updated in place). A node
+ * that left the report (decommissioned, forgotten) closes its alerts without a notification.
+ */
+export function alertsFor(state: AlertState, report: HealthReport, policy: AlertPolicy): Alert[] {
+  const out: Alert[] = [];
+  const now = Date.parse(report.time);
+  const present = new Set<string>();
+  for (const n of report.nodes) {
+    present.add(n.identity);
+    const open = state.get(n.identity);
+    for (const kind of KINDS) {
+      const t = trouble(n, kind, policy);
+      const was = open?.get(kind);
+      if (t && was === undefined) {
+        if (!state.has(n.identity)) state.set(n.identity, new Map());
+        state.get(n.identity)!.set(kind, t.since);
+        out.push({ identity: n.identity, kind, event: "problem", subject: `muster: ${n.identity} ${LABEL[kind][0]}`, message: `${n.identity}: ${t.why}${t.since !== "never" ? ` (since ${t.since})` : ""}.\n`, dedupe_key: `health#${n.identity}#${kind}#${t.since}` });
+      } else if (!t && was !== undefined) {
+        // still unreachable but below a raised threshold is not a recovery: only a node heard again is
+        if (kind === "unreachable" && !n.reachable) continue;
+        open!.delete(kind);
+        if (open!.size === 0) state.delete(n.identity);
+        const lasted = was !== "never" && Number.isFinite(Date.parse(was)) ? ` after ${span(Math.max(0, (now - Date.parse(was)) / 1000))}` : "";
+        out.push({ identity: n.identity, kind, event: "recovered", subject: `muster: ${n.identity} ${LABEL[kind][1]}`, message: `${n.identity} is ${LABEL[kind][1]}${lasted}.\n`, dedupe_key: `health#${n.identity}#${kind}-recovered#${was}` });
+      }
+    }
+  }
+  for (const id of [...state.keys()]) if (!present.has(id)) state.delete(id);
+  return out;
+}

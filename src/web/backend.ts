@@ -1,0 +1,221 @@
+import { hostname } from "node:os";
+import type { Logger } from "pino";
+import { Gauge, Registry } from "prom-client";
+import { puppetDDL } from "../agents/puppet/ddl.js";
+import type { MusterClient } from "../client/client.js";
+import { AdminNotifier } from "../fleet/admins.js";
+import { ProblemKinds, type NodeHealth } from "../fleet/health.js";
+import type { FleetSources } from "../fleet/sources.js";
+import { asRunallEvent, parseNodeEvent, RUNALL_AGENT } from "../protocol/events.js";
+import { Status } from "../protocol/status.js";
+import { isValidIdentity } from "../protocol/subjects.js";
+import { emptyFilter } from "../protocol/types.js";
+import { Auditor, parseAuditLines } from "../security/audit.js";
+import { ConsoleActions } from "./actions.js";
+import { auditRow, type AuditRow } from "./audit-view.js";
+import type { WebConfig } from "./config.js";
+import { HealthAlerts } from "./health-alerts.js";
+import { HealthFeed } from "./health-feed.js";
+import { ApiError } from "./http.js";
+import { Insights } from "./insights.js";
+import { BoardFeed, type ConsoleStatus } from "./live.js";
+import { RegistryHttp } from "./registry-http.js";
+import { RunTable, type RunResult, type RunView } from "./runs.js";
+import { tailLines } from "./tail.js";
+
+// The console's backend: what the routes (routes/*.ts) ask of it, as one object. It holds the live
+// state (the board's records, failure groups and progress, the fleet's health, the runs), asks the
+// registry and the nodes what pages show, and carries out operators' actions (actions.ts). Buckets
+// and streams come through FleetSources (src/fleet/sources.ts), handed in once connected.
+
+/** How much of the end of the audit file the audit page reads. */
+const AUDIT_TAIL_BYTES = 4 * 1024 * 1024;
+
+export class ConsoleBackend {
+  readonly feed: BoardFeed;
+  readonly insights: Insights;
+  readonly health: HealthFeed;
+  readonly runs = new RunTable();
+  readonly registry: RegistryHttp;
+  readonly actions: ConsoleActions;
+  readonly alerts: HealthAlerts;
+  readonly metrics = new Registry();
+  readonly auditor: Auditor;
+  status: ConsoleStatus;
+  client: MusterClient | undefined;
+  sources: FleetSources | undefined;
+  private notifier: AdminNotifier | undefined;
+  private readonly statusListeners = new Set<(s: ConsoleStatus) => void>();
+  private readonly runListeners = new Set<(r: RunView) => void>();
+  private runFollow: { stop(): void } | undefined;
+
+  constructor(
+    readonly cfg: WebConfig,
+    readonly log: Logger,
+    o: { registryToken?: string; brokerWhere: string },
+  ) {
+    this.auditor = new Auditor(cfg.audit.file ? { file: cfg.audit.file, buffer: 10_000 } : undefined, { identity: hostname(), log });
+    const me = isValidIdentity(hostname()) ? hostname() : "muster-web";
+    this.feed = new BoardFeed(cfg.state_bucket, log);
+    this.insights = new Insights(this.feed);
+    this.registry = new RegistryHttp(cfg.registry.url, o.registryToken);
+    this.status = { broker: { ok: false, error: `connecting to the broker at ${o.brokerWhere}` }, registry: { ok: false, error: "not checked yet" } };
+    this.health = new HealthFeed(this.feed, { policy: { unreachableAfterS: cfg.health.unreachable_after, puppetStaleAfterS: cfg.health.stale_after }, registered: () => this.registered() }, log);
+    this.actions = new ConsoleActions({ cfg, log, auditor: this.auditor, me, feed: this.feed, insights: this.insights, connected: () => this.connected() });
+    this.alerts = new HealthAlerts({ unreachableAfterS: cfg.alerts.unreachable_after, puppetFailures: cfg.alerts.puppet_failures }, () => this.notifier, log);
+    const nodes = new Gauge({ name: "muster_health_nodes", help: "Nodes known to fleet health, by whether they are healthy", labelNames: ["state"], registers: [this.metrics] });
+    const problems = new Gauge({ name: "muster_health_problems", help: "Nodes with each problem (a node may have several)", labelNames: ["problem"], registers: [this.metrics] });
+    this.health.on("tick", (r) => {
+      nodes.set({ state: "healthy" }, r.summary.healthy);
+      nodes.set({ state: "unhealthy" }, r.summary.unhealthy);
+      for (const k of ProblemKinds) problems.set({ problem: k }, r.summary[k]);
+      if (cfg.alerts.enabled && this.health.ready) this.alerts.onReport(r);
+    });
+  }
+
+  /** The client and stores, or 503 while the broker is down. */
+  connected(): { client: MusterClient; sources: FleetSources } {
+    if (!this.client || !this.sources || !this.status.broker.ok) throw new ApiError(503, "broker", this.status.broker.error ?? "not connected to the broker");
+    return { client: this.client, sources: this.sources };
+  }
+
+  /** The client is connected: follow the records, heartbeats, runs and runall history. */
+  attach(client: MusterClient, sources: FleetSources): void {
+    this.client = client;
+    this.sources = sources;
+    this.notifier = new AdminNotifier(client, { agent: this.cfg.alerts.notify.agent, select: this.cfg.alerts.notify.filter || undefined, recipients: this.cfg.alerts.notify.recipients });
+  }
+
+  /** (Re)starts every follower (at connection, and when the broker is back). */
+  async follow(): Promise<void> {
+    const sources = this.sources;
+    const client = this.client;
+    if (!sources || !client) return;
+    await this.feed.start(() => sources.records()).catch((e: unknown) => this.log.warn({ err: (e as Error).message }, "cannot follow the state bucket"));
+    await this.health.start(sources).catch((e: unknown) => this.log.warn({ err: (e as Error).message }, "cannot follow the fleet's health"));
+    if (!this.runFollow) await this.followRuns(client, sources);
+  }
+
+  /** Runs from the runall history stream (every run kept, a restart loses none), else from live events only. */
+  private async followRuns(client: MusterClient, sources: FleetSources): Promise<void> {
+    const apply = (data: Uint8Array, subject: string, seq?: number) => {
+      const p = parseNodeEvent(data, subject);
+      const ev = p.ok ? asRunallEvent(p.event) : undefined;
+      const v = ev && this.runs.apply(ev, seq);
+      if (v) for (const l of this.runListeners) l(v);
+    };
+    const stream = await sources.runallHistory().catch(() => undefined);
+    if (stream) {
+      this.runFollow = stream;
+      void (async () => {
+        try {
+          for await (const c of stream) if (c.kind === "message") apply(c.message.data, c.message.subject, c.message.seq);
+        } catch (e) {
+          this.log.warn({ err: (e as Error).message }, "runall history stopped");
+        }
+        this.runFollow = undefined;
+      })();
+      return;
+    }
+    // Runall progress comes from client processes (`muster puppet runall`, this console), which hold
+    // no node key: display-only, not verified (docs/security.md, "Verifying replies").
+    const sub = client.onEvent(RUNALL_AGENT, "*", (e) => apply(new TextEncoder().encode(JSON.stringify(e)), `muster.event.runall.${e.event}`), { verify: false });
+    this.runFollow = { stop: () => sub.unsubscribe() };
+  }
+
+  setStatus(s: ConsoleStatus): void {
+    this.status = s;
+    for (const l of this.statusListeners) l(s);
+  }
+
+  onStatus(l: (s: ConsoleStatus) => void): () => void {
+    this.statusListeners.add(l);
+    return () => this.statusListeners.delete(l);
+  }
+
+  onRun(l: (r: RunView) => void): () => void {
+    this.runListeners.add(l);
+    return () => this.runListeners.delete(l);
+  }
+
+  /** The registry daemon's nodes (its query subject), for health; undefined when none answers. */
+  private async registered(): Promise<Set<string> | undefined> {
+    if (!this.client) return undefined;
+    const src = await this.client.registry({ via: "service", serviceTimeoutMs: 2000 });
+    return new Set(await src.discover(emptyFilter(), { timeoutMs: 2000, idleMs: 0 }));
+  }
+
+  /** Asks one node's puppet agent (node page); null when it does not answer. */
+  async puppet(identity: string, action: "last_run_summary" | "status" | "last_run_report"): Promise<Record<string, unknown> | null> {
+    if (!this.client || !this.status.broker.ok || !isValidIdentity(identity)) return null;
+    const r = await this.client.agent(puppetDDL).call(action, {}, { nodes: [identity], timeoutMs: 2000 });
+    const reply = r.replies[0];
+    return reply && reply.statuscode === Status.OK ? (reply.data as Record<string, unknown>) : null;
+  }
+
+  /** A node's health as the landing page has it (undefined when no source knows it). */
+  nodeHealth(identity: string): NodeHealth | undefined {
+    return this.health.report().nodes.find((n) => n.identity === identity);
+  }
+
+  /** A run's per-node results: kept in memory for the latest runs, read back from the history stream for older ones. */
+  async runResults(id: string): Promise<RunResult[] | undefined> {
+    const kept = this.runs.results(id);
+    const run = this.runs.get(id);
+    if (!run || (kept && run.has_results)) return kept;
+    const seq = this.runs.startSeq(id);
+    const follow = seq !== undefined ? await this.sources?.runallHistory(seq).catch(() => undefined) : undefined;
+    if (!follow) return kept;
+    const one = new RunTable();
+    try {
+      for await (const c of follow) {
+        if (c.kind === "caught-up") break;
+        const p = parseNodeEvent(c.message.data, c.message.subject);
+        const ev = p.ok ? asRunallEvent(p.event) : undefined;
+        if (!ev || ev.data.id !== id) continue;
+        one.apply(ev);
+        if (ev.event === "finished") break;
+      }
+    } finally {
+      follow.stop();
+    }
+    return one.results(id);
+  }
+
+  /** The audit records the console can read: its own file and the nodes' audit stream. */
+  async auditRecords(): Promise<{ rows: AuditRow[]; sources: { name: string; ok: boolean; records: number; error?: string }[] }> {
+    const rows: AuditRow[] = [];
+    const sources: { name: string; ok: boolean; records: number; error?: string }[] = [];
+    if (this.cfg.audit.file) {
+      try {
+        const recs = parseAuditLines(tailLines(this.cfg.audit.file, AUDIT_TAIL_BYTES));
+        rows.push(...recs.map((e) => auditRow(e, "console")));
+        sources.push({ name: `console file ${this.cfg.audit.file}`, ok: true, records: recs.length });
+      } catch (e) {
+        sources.push({ name: `console file ${this.cfg.audit.file}`, ok: false, records: 0, error: (e as Error).message });
+      }
+    } else sources.push({ name: "console file", ok: false, records: 0, error: "audit.file is not set: the console's actions are only logged" });
+    const stream = "audit stream MUSTER_AUDIT";
+    if (this.client && this.status.broker.ok) {
+      try {
+        const recs = await this.client.auditRecords("MUSTER_AUDIT", 2000);
+        if (recs === undefined) sources.push({ name: stream, ok: false, records: 0, error: "no such stream: the console creates it when it starts with an admin's credential (or `muster broker stores`); nodes publish their records there with audit.stream (docs/security.md)" });
+        else {
+          rows.push(...recs.map((e) => auditRow(e, "node")));
+          sources.push({ name: stream, ok: true, records: recs.length });
+        }
+      } catch (e) {
+        sources.push({ name: stream, ok: false, records: 0, error: (e as Error).message });
+      }
+    } else sources.push({ name: stream, ok: false, records: 0, error: "the broker is not reachable" });
+    return { rows, sources };
+  }
+
+  async stop(): Promise<void> {
+    this.feed.stop();
+    this.insights.stop();
+    this.health.stop();
+    this.runFollow?.stop();
+    await this.auditor.close();
+  }
+}

@@ -1,0 +1,58 @@
+import type { Logger } from "pino";
+import type { AdminNotifier } from "../fleet/admins.js";
+import { alertsFor, type Alert, type AlertPolicy, type AlertState } from "../fleet/health-alerts.js";
+import type { HealthReport } from "../fleet/health.js";
+
+// The console telling the admins about nodes' health (docs/fleet.md#alerts): the decisions are
+// fleet/health-alerts.ts, the delivery the notify agent's (deduplicated in its KV by key). Sent one
+// at a time, in order; one that could not be delivered is tried again a minute later.
+
+const RETRY_MS = 60_000;
+
+export class HealthAlerts {
+  private readonly state: AlertState = new Map();
+  private readonly retryAt = new Map<string, number>();
+  private queue: Promise<void> = Promise.resolve();
+  /** Alerts handed to the notifier, and those it could not deliver (for tests and the log). */
+  readonly sent: Alert[] = [];
+  failed = 0;
+
+  constructor(
+    private readonly policy: AlertPolicy,
+    private readonly notifier: () => AdminNotifier | undefined,
+    private readonly log: Logger,
+  ) {}
+
+  /** A fresh report: what it calls for is sent. */
+  onReport(report: HealthReport): void {
+    const now = Date.now();
+    for (const a of alertsFor(this.state, report, this.policy)) {
+      if ((this.retryAt.get(a.dedupe_key) ?? 0) > now) {
+        this.forgetOpen(a); // decided again once its retry is due
+        continue;
+      }
+      this.queue = this.queue.then(() => this.deliver(a));
+    }
+  }
+
+  private forgetOpen(a: Alert): void {
+    if (a.event === "problem") this.state.get(a.identity)?.delete(a.kind);
+    else this.state.set(a.identity, (this.state.get(a.identity) ?? new Map()).set(a.kind, a.dedupe_key.split("#").at(-1)!));
+  }
+
+  private async deliver(a: Alert): Promise<void> {
+    const n = this.notifier();
+    try {
+      if (!n) throw new Error("not connected to the broker");
+      const r = await n.send(a.subject, a.message, a.dedupe_key);
+      this.sent.push(a);
+      this.retryAt.delete(a.dedupe_key);
+      this.log.info({ alert: { identity: a.identity, kind: a.kind, event: a.event }, notifier: r.notifier, duplicate: r.duplicate }, "admins told");
+    } catch (e) {
+      this.failed++;
+      this.retryAt.set(a.dedupe_key, Date.now() + RETRY_MS);
+      this.forgetOpen(a);
+      this.log.warn({ alert: { identity: a.identity, kind: a.kind, event: a.event }, err: (e as Error).message }, "could not tell the admins; trying again in a minute");
+    }
+  }
+}
