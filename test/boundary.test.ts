@@ -287,3 +287,8 @@ test(`no source file of src/ is over ${MAX_LINES} lines`, () => {
   const stale = Object.keys(KNOWN_LONG_FILES).filter((k) => !long.some((f) => f.rel === k));
   assert.deepEqual(stale, [], "these known long files are short now: delete their entries");
 });
+
+test("the console opens no bucket or stream itself: it holds the handles fleet/sources.ts gives it", () => {
+  const found = offences((rel) => rel.startsWith("web/"), (l) => /\.bucket\(|bucketIfExists\(|openExisting\(|\b(ProvisionState|AliveStore|PuppetRunStore)\.open\(|\.streams\(\)|streamsOn\(/.test(l));
+  assert.deepEqual(found, [], `ask the store's owner through FleetSources (src/fleet/sources.ts):\n${found.join("\n")}`);
+});

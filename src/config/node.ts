@@ -49,6 +49,10 @@ export function nodeServerConfig(o: NodeConfigOptions): Record<string, unknown> 
     // Until then it waits in the provisioning collective with the bootstrap credential.
     provisioning: { collective: o.provisioning.collective, callers: o.provisioning.callers, cert: o.bootstrap.cert, key: o.bootstrap.key },
     log: o.log ?? { level: "info" },
+    // every request it handles is recorded in the fleet's audit stream (the console and
+    // `muster broker stores` create it; docs/security.md#the-audit-trail), its own bootstrap
+    // credential included
+    audit: { stream: {} },
     ...(o.privilegedHelper ? { privileged_helper: o.privilegedHelper } : {}),
   };
 }

@@ -4,10 +4,11 @@ import { buildFilter } from "../filter/index.js";
 import { Status } from "../protocol/status.js";
 import { dropRegistryEntry } from "../registry/bucket.js";
 import { ProvisionState } from "../provisioner/state.js";
+import { AliveStore, PuppetRunStore } from "./health-stores.js";
 
 // Taking a node out of the fleet for good, as an ordinary client of the public API: the masters'
-// puppetca agents revoke and clean its certificate, its provisioning and registry records are
-// dropped from their KV buckets, and the notify agent tells the admins. The node itself is never
+// puppetca agents revoke and clean its certificate, its provisioning and registry records (and its
+// heartbeat and Puppet runs) are dropped from their KV buckets, and the notify agent tells the admins. The node itself is never
 // asked: it may be gone already (an auto-scaler terminated it), and a node cannot vouch for its
 // own removal anyway. Every step is idempotent, so running it twice, or after a partial failure,
 // finishes the job; a step with nothing left to do says so and succeeds.
@@ -151,8 +152,12 @@ export async function decommission(client: MusterClient, names: string[], o: Dec
     await run("registry", async () => {
       const r = await dropRegistryEntry(await client.bucketIfExists(o.registryBucket), identity);
       if (o.verify && r === "dropped" && (await dropRegistryEntry(await client.bucketIfExists(o.registryBucket), identity)) !== "absent") throw new Error("the record is still there after dropping it");
-      if (r === "no-bucket") return { changed: false, detail: `no registry bucket ${o.registryBucket}: nothing to drop` };
-      return r === "dropped" ? { changed: true, detail: `dropped from ${o.registryBucket}${running.includes(identity) ? " (the node still runs and will register again: shut it down)" : ""}` } : { changed: false, detail: "no record: already gone" };
+      // its heartbeat and Puppet runs too: fleet health stops reporting a node taken out for good
+      const [alive, runs] = await Promise.all([AliveStore.open(client), PuppetRunStore.open(client)]);
+      await Promise.all([alive?.forget(identity), runs?.forget(identity)]);
+      const health = alive || runs ? "; its heartbeat and Puppet runs dropped" : "";
+      if (r === "no-bucket") return { changed: false, detail: `no registry bucket ${o.registryBucket}: nothing to drop${health}` };
+      return r === "dropped" ? { changed: true, detail: `dropped from ${o.registryBucket}${health}${running.includes(identity) ? " (the node still runs and will register again: shut it down)" : ""}` } : { changed: false, detail: `no record: already gone${health}` };
     });
 
     if (o.notify !== false) {

@@ -1,3 +1,4 @@
+import { heartbeatSubject } from "../../src/protocol/heartbeat.js";
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { X509Certificate } from "node:crypto";
@@ -120,7 +121,10 @@ test("each node's bootstrap user reaches its own provisioning subject and collid
     assert.notEqual(u.user, `CN=${id}`, "never the node's Puppet certificate user");
     assert.deepEqual(u.permissions.subscribe.allow.filter((s) => s.includes(".node.")), [`provisioning.node.${id}`]);
     assert.ok(u.permissions.subscribe.allow.every((s) => s.startsWith("provisioning.")));
-    assert.ok(!u.permissions.publish.allow.some((s) => s.includes(".node.") || s.includes("broadcast") || s.startsWith("$KV") || s.startsWith("$JS")), "no requests, no JetStream");
+    // no requests; of JetStream only its own heartbeat key and audit subject (plain publishes) and the stream lookup the audit needs
+    const own = [heartbeatSubject(id), `muster.audit.${id}`, "$JS.API.INFO", "$JS.API.STREAM.INFO.*"];
+    assert.ok(!u.permissions.publish.allow.some((s) => s.includes(".node.") || s.includes("broadcast") || ((s.startsWith("$KV") || s.startsWith("$JS")) && !own.includes(s))), "no requests, no JetStream but its own heartbeat");
+    for (const s of own) assert.ok(u.permissions.publish.allow.includes(s), `its own ${s}`);
   }
   // single use: a provisioned node's bootstrap user is left out, its Puppet user stays
   const retired = brokerUsers({ ...spec, provisioned: [B] }).map((u) => u.user);

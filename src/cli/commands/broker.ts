@@ -64,7 +64,7 @@ async function issueMissing(spec: ReturnType<typeof BrokerAuthSpecSchema.parse>,
 }
 
 export function brokerCommand(): Command {
-  const broker = new Command("broker").description("nats-server configuration for a muster fleet (users and permissions, bootstrap credentials)");
+  const broker = new Command("broker").description("nats-server configuration for a muster fleet (users and permissions, bootstrap credentials, the stores nodes write to)");
   broker.addCommand(
     new Command("users")
       .description("Print nats-server's authorization block: one user per credential, with what it may subscribe and publish")

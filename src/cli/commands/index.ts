@@ -104,7 +104,7 @@ export const commands: Record<string, CommandEntry> = {
   },
   broker: {
     usage: "",
-    description: "nats-server configuration for a muster fleet (users and permissions, bootstrap credentials)",
+    description: "nats-server configuration for a muster fleet (users and permissions, bootstrap credentials, the stores nodes write to)",
     load: async () => (await import("./broker.js")).brokerCommand,
   },
   doctor: {
@@ -114,7 +114,7 @@ export const commands: Record<string, CommandEntry> = {
   },
   web: {
     usage: "[options]",
-    description: "Serve the web console: the provisioning board, the fleet explorer, node pages and runall",
+    description: "Serve the web console: the fleet's health, the provisioning board, the fleet explorer, node pages and runall",
     load: async () => (await import("./web.js")).webCommand,
   },
   privileged: {

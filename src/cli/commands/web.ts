@@ -5,7 +5,7 @@ import { Command } from "commander";
 
 export function webCommand(): Command {
   return new Command("web")
-    .description("Serve the web console: the provisioning board, the fleet explorer, node pages and runall")
+    .description("Serve the web console: the fleet's health, the provisioning board, the fleet explorer, node pages and runall")
     .option("--config <file>", "console config (YAML/JSON; see docs/web.md): auth, tls, registry, state_bucket")
     .option("--listen <host:port>", "where to listen (default 127.0.0.1:8480, or the config's listen)")
     .option("--broker <url>", "broker URL(s), overrides MUSTER_BROKER and the config")
