@@ -5,7 +5,7 @@ import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, sy
 import { join } from "node:path";
 import { stringify as toYaml } from "yaml";
 import { waitRegistered } from "../support/registry.js";
-import { cleanEnv, cliPath, connectNats, repoRoot, spawnMuster, startMusterServer, tempDir, type MusterProcess, type TestServer } from "../support/collective.js";
+import { cleanEnv, cliPath, connectNats, repoRoot, runCli, spawnMuster, startMusterServer, tempDir, type MusterProcess, type TestServer } from "../support/collective.js";
 import { extractCommands, matchOutput, type DocCommand } from "../support/doc-commands.js";
 import { startNats, type NatsHandle } from "../support/index.js";
 import { MusterClient } from "../../src/client/client.js";
@@ -76,6 +76,8 @@ const COVERED_ELSEWHERE: Record<string, string> = {
   "muster decommission --wait web3.example.net web4.example.net": "test/provisioner/e2e.test.ts: needs Puppet masters (puppetca on real puppetservers); the e2e test runs `muster decommission` against the lab (test/fleet/decommission.test.ts: the record drops on a real broker)",
   "muster decommission --json old1.example.net": "test/provisioner/e2e.test.ts: needs Puppet masters (puppetca on real puppetservers); the e2e test runs `muster decommission` against the lab (test/fleet/decommission.test.ts: the record drops on a real broker)",
   "npm run bench": "bench/run.ts: a benchmark, minutes of both cores (docs/bench.md)",
+  "npm run bench:health": "bench/health.ts: a benchmark (10,000 emulated nodes; docs/bench.md#fleet-health)",
+  "muster health": "test/lab/machines.test.ts: the lab's health (a machine's power cut and back); here web2's Puppet is disabled, so it exits 2 (docs/fleet.md#health runs it with -I web2.example.net)",
   "npm run bench -- --nodes 10000 --rounds 9": "bench/run.ts: a benchmark",
   "node dist/bench/run.js --rss-only": "bench/run.ts: a benchmark",
   "node dist/bench/run.js --no-rss --nodes 1000": "bench/run.ts: a benchmark",
@@ -224,6 +226,9 @@ before(async () => {
   writeFileSync(join(scratch, "fleet.yaml"), toYaml({ nodes: FLEET }));
   env = cleanEnv(configDir, { PATH: `${bin}:${process.env.PATH ?? ""}`, MUSTER_CONFIG: join(scratch, "client.yaml"), MUSTER_BROKER: nats.url });
 
+  // what a fleet's admin (or its console) makes once: where nodes write heartbeats and Puppet runs
+  const stores = await runCli(["broker", "stores"], { env, cwd: scratch });
+  assert.equal(stores.code, 0, stores.stderr);
   const registry = spawnMuster(["registry", "serve", "--config", join(scratch, "registry.yaml")], { env, cwd: scratch });
   daemons.push(registry);
   await registry.waitForLine(/ready/, 20_000);

@@ -234,7 +234,8 @@ test("the board shows nodes moving to done without a reload, the failed node's c
   // Export what the table shows
   const [csv] = await Promise.all([other.waitForEvent("download"), other.click("#board-export-csv")]);
   const text = readFileSync((await csv.path())!, "utf8");
-  assert.equal(text.split("\r\n")[0], "identity,status,stage,master,elapsed_s,tries,gone_since,gone_reason,stuck_for_s,last_error");
+  assert.equal(text.split("\r\n")[0], "identity,status,stage,master,started,finished,updated,elapsed_s,tries,rounds,gone_since,gone_reason,stuck_for_s,last_error");
+  assert.match(text.split("\r\n")[1]!, /,\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z,\d{4}-/, "with when it started and finished");
   assert.equal(text.trim().split("\r\n").length, 11, "the header and the ten rows shown");
   assert.match(text.split("\r\n")[1]!, new RegExp(`^${waiting.at(-1)!.replace(/\./g, "\\.")},done,`));
   const [json] = await Promise.all([other.waitForEvent("download"), other.click("#board-export-json")]);
@@ -332,7 +333,13 @@ test("the explorer filters with muster's language, shows fact columns and counts
   await page.click(`.explorer-table .row[data-identity="${waiting[1]}"] a`);
   await page.waitForSelector(`section.node[data-identity="${waiting[1]}"]`, { timeout: 10_000 });
   assert.match((await page.locator("table.facts").textContent()) ?? "", /country\s*de/);
-  assert.match((await page.locator("section.node .badge").first().textContent()) ?? "", /done/);
+  // its health first, then its provisioning
+  assert.equal(await page.locator("section.node .node-health").getAttribute("data-reachable"), "true");
+  assert.match((await page.locator("section.node .cols .badge").first().textContent()) ?? "", /done/);
+  assert.ok((await page.locator("section.node .rounds-table tr[data-event=done]").count()) >= 1, "its rounds, the last one done");
+  // facts grouped and searched
+  await page.fill("#fact-find", "country");
+  await page.waitForFunction(() => /1 matching/.test(document.getElementById("fact-count")?.textContent ?? ""));
   await page.close();
 });
 
