@@ -54,7 +54,7 @@ async function streaks(runs: PuppetRunStore, latest: Map<string, PuppetRunRecord
   const worker = async () => {
     while (next < failing.length) {
       const id = failing[next++]!;
-      out.set(id, await runs.history(id).catch(() => [latest.get(id)!]));
+      out.set(id, await runs.runs(id).catch(() => [latest.get(id)!]));
     }
   };
   await Promise.all(Array.from({ length: Math.min(32, failing.length) }, worker));

@@ -1,5 +1,5 @@
 import { bucketKey, DEFAULT_ALIVE_BUCKET, kvSubject } from "./buckets.js";
-import { isValidIdentity } from "./subjects.js";
+import { parseNodeValue } from "./node-value.js";
 
 // Heartbeats: every `interval` seconds (default 10) a node writes its heartbeat to its own key of
 // the alive bucket (DEFAULT_ALIVE_BUCKET), with a plain publish on the key's subject, and once
@@ -41,7 +41,6 @@ export function heartbeatSubject(identity: string, bucket = DEFAULT_ALIVE_BUCKET
 }
 
 const enc = new TextEncoder();
-const dec = new TextDecoder("utf-8", { fatal: true });
 
 export function encodeHeartbeat(h: Heartbeat): Uint8Array {
   return enc.encode(JSON.stringify(h));
@@ -54,16 +53,9 @@ const isObject = (x: unknown): x is Record<string, unknown> => typeof x === "obj
 /** One stored heartbeat, checked; with `key`, it must be stored under its own identity's key. */
 export function parseHeartbeat(data: Uint8Array, key?: string): HeartbeatParse {
   const refuse = (reason: string): HeartbeatParse => ({ ok: false, reason });
-  if (data.length > MAX_HEARTBEAT_BYTES) return refuse(`too large: ${data.length} bytes, at most ${MAX_HEARTBEAT_BYTES}`);
-  let v: unknown;
-  try {
-    v = JSON.parse(dec.decode(data));
-  } catch (e) {
-    return refuse(`not UTF-8 JSON: ${(e as Error).message.slice(0, 120)}`);
-  }
-  if (!isObject(v)) return refuse("not a JSON object");
-  if (typeof v.identity !== "string" || !isValidIdentity(v.identity)) return refuse("identity must be a valid identity");
-  if (key !== undefined && bucketKey(v.identity) !== key) return refuse(`stored under ${key}, names ${v.identity}`);
+  const p = parseNodeValue(data, MAX_HEARTBEAT_BYTES, key);
+  if (!p.ok) return p;
+  const v = p.value;
   if (typeof v.time !== "number" || !Number.isFinite(v.time)) return refuse("time must be a number of ms");
   if (typeof v.interval !== "number" || !Number.isFinite(v.interval) || v.interval <= 0 || v.interval > 86_400) return refuse("interval must be seconds, more than 0 and at most a day");
   if (typeof v.version !== "string" || v.version.length > 64) return refuse("version must be a string of at most 64 characters");

@@ -1,5 +1,5 @@
 import { bucketKey, DEFAULT_PUPPET_RUNS_BUCKET, kvSubject } from "./buckets.js";
-import { isValidIdentity } from "./subjects.js";
+import { parseNodeValue } from "./node-value.js";
 
 // A node's Puppet runs, as history: each time the `puppet` data plugin a heartbeat carries
 // (protocol/heartbeat.ts) reports a new last run, the node writes that run to its own key of the
@@ -62,7 +62,6 @@ export function puppetRunFromStatus(identity: string, v: Record<string, unknown>
 }
 
 const enc = new TextEncoder();
-const dec = new TextDecoder("utf-8", { fatal: true });
 
 export function encodePuppetRun(r: PuppetRunRecord): Uint8Array {
   return enc.encode(JSON.stringify(r));
@@ -76,16 +75,9 @@ const isCount = (x: unknown) => typeof x === "number" && Number.isInteger(x) && 
 /** One stored run, checked; with `key`, it must be stored under its own identity's key. */
 export function parsePuppetRun(data: Uint8Array, key?: string): PuppetRunParse {
   const refuse = (reason: string): PuppetRunParse => ({ ok: false, reason });
-  if (data.length > 16 * 1024) return refuse(`too large: ${data.length} bytes`);
-  let v: unknown;
-  try {
-    v = JSON.parse(dec.decode(data));
-  } catch (e) {
-    return refuse(`not UTF-8 JSON: ${(e as Error).message.slice(0, 120)}`);
-  }
-  if (!isObject(v)) return refuse("not a JSON object");
-  if (typeof v.identity !== "string" || !isValidIdentity(v.identity)) return refuse("identity must be a valid identity");
-  if (key !== undefined && bucketKey(v.identity) !== key) return refuse(`stored under ${key}, names ${v.identity}`);
+  const p = parseNodeValue(data, 16 * 1024, key);
+  if (!p.ok) return p;
+  const v = p.value;
   if (typeof v.time !== "number" || !Number.isFinite(v.time) || v.time <= 0) return refuse("time must be a time in ms");
   if (!(PuppetRunStatuses as readonly unknown[]).includes(v.status)) return refuse(`status must be ${PuppetRunStatuses.join(", ")}`);
   const r = v.resources;

@@ -77,17 +77,17 @@ export class HealthFeed extends EventEmitter {
     } else this.problem = undefined;
     await follow("heartbeats", async () => alive?.watch(), (c) => {
       if (c.type === "caught-up") this.aliveCaughtUp = true;
-      else if (c.type === "beat") this.beats.set(c.identity, c.beat);
+      else if (c.type === "value") this.beats.set(c.identity, c.value);
       else this.beats.delete(c.identity);
     });
     const runs = await sources.puppetRuns();
     await follow("Puppet runs", async () => runs?.watch(), (c) => {
       if (c.type === "caught-up") {
         // a streak needs the history of nodes whose last run failed: read those few once
-        for (const [id, list] of this.runs) if (list[0]?.status === "failed") void runs!.history(id).then((h) => h.length && this.runs.set(id, h.slice(0, RUNS_KEPT)), () => undefined);
-      } else if (c.type === "run") {
-        const list = (this.runs.get(c.run.identity) ?? []).filter((r) => r.time !== c.run.time);
-        this.runs.set(c.run.identity, [c.run, ...list].sort((a, b) => b.time - a.time).slice(0, RUNS_KEPT));
+        for (const [id, list] of this.runs) if (list[0]?.status === "failed") void runs!.runs(id).then((h) => h.length && this.runs.set(id, h.slice(0, RUNS_KEPT)), () => undefined);
+      } else if (c.type === "value") {
+        const list = (this.runs.get(c.identity) ?? []).filter((r) => r.time !== c.value.time);
+        this.runs.set(c.identity, [c.value, ...list].sort((a, b) => b.time - a.time).slice(0, RUNS_KEPT));
       } else this.runs.delete(c.identity);
     });
     const ask = async () => {

@@ -35,7 +35,7 @@ export function fleetRoutes(app: FastifyInstance, { backend }: RouteContext): vo
     const soft = <T>(p: Promise<T>) => p.catch(() => null);
     // As /api/board: a console just started (or back from a broker outage) reads the bucket first,
     // so a node it has not caught up on yet is not reported unknown.
-    const runs = async () => (await (await backend.sources?.puppetRuns())?.history(id)) ?? [];
+    const runs = async () => (await (await backend.sources?.puppetRuns())?.runs(id)) ?? [];
     const [node, summary, status, report, history] = await Promise.all([soft(backend.registry.node(id)), soft(backend.puppet(id, "last_run_summary")), soft(backend.puppet(id, "status")), soft(backend.puppet(id, "last_run_report")), soft(runs()), backend.feed.whenReady(5000)]);
     const r = backend.feed.record(id);
     const health = backend.nodeHealth(id);
