@@ -404,6 +404,28 @@ test("the audit: the console's records and the nodes' audit stream (requests fro
   }
 });
 
+test("fleet health: GET /api/health is the CLI's report, the health stream and the Prometheus gauges say the same counts", async () => {
+  type R = { nodes: { identity: string; reachable: boolean; problems: unknown[] }[]; summary: { nodes: number; healthy: number; unhealthy: number } };
+  const r = await eventually(async () => {
+    const body = (await (await get("/api/health", bearer(VIEWER))).json()) as R;
+    return body.nodes.some((n) => n.identity === ids[0] && n.reachable) ? body : undefined;
+  }, 20_000, "the emulated nodes' heartbeats in the console's health");
+  assert.equal(r.summary.nodes, r.nodes.length);
+  const metrics = await (await get("/metrics", bearer(VIEWER))).text();
+  assert.match(metrics, new RegExp(`muster_health_nodes\\{state="healthy"\\} \\d+`));
+  assert.match(metrics, /muster_health_problems\{problem="unreachable"\} \d+/);
+  assert.equal((await get("/metrics", {})).status, 401, "the gauges need a token too");
+  const sse = await openSse(`${base}/api/health/events`, bearer(VIEWER));
+  try {
+    const e = await sse.next((x) => x.event === "health", 10_000, "the health stream's first report");
+    const d = e.data as { summary: { nodes: number }; nodes: { problems: unknown[] }[] };
+    assert.ok(d.summary.nodes > 0);
+    assert.ok(d.nodes.every((n) => n.problems.length > 0), "the stream carries the unhealthy nodes only");
+  } finally {
+    sse.close();
+  }
+});
+
 test("the broker refused nothing the console, its client or the fleet asked for (the lab's permissions)", () => {
   assert.deepEqual(lab.violations(), []);
 });

@@ -1,0 +1,48 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { alertsFor, type AlertState } from "../../src/fleet/health-alerts.js";
+import { DEFAULT_HEALTH_POLICY, healthReport, type HealthInputs } from "../../src/fleet/health.js";
+import type { Heartbeat } from "../../src/protocol/heartbeat.js";
+import type { PuppetRunRecord } from "../../src/protocol/puppet-run.js";
+
+// When the admins are told (src/fleet/health-alerts.ts, pure): once per trouble, once per recovery,
+// with keys every console computes the same, so the notifier sends each once.
+
+const T0 = Date.parse("2026-03-01T12:00:00Z");
+const hb: Heartbeat = { identity: "web1", time: T0, interval: 10, version: "1", phase: "serving", state: "up", status: {} };
+const at = (lastSeen: number, runs: PuppetRunRecord[] = []): HealthInputs => ({ identity: "web1", beat: { heartbeat: hb, at: lastSeen }, runs });
+const report = (i: HealthInputs, now: number) => healthReport([i], DEFAULT_HEALTH_POLICY, now);
+const policy = { unreachableAfterS: 0, puppetFailures: 3 };
+
+test("unreachable: told once when it goes, once when it is back; a second console computes the same keys", () => {
+  const state: AlertState = new Map();
+  assert.deepEqual(alertsFor(state, report(at(T0), T0 + 5000), policy), []);
+  const gone = alertsFor(state, report(at(T0), T0 + 30_000), policy);
+  assert.equal(gone.length, 1);
+  assert.deepEqual([gone[0]!.event, gone[0]!.subject], ["problem", "muster: web1 unreachable"]);
+  assert.equal(gone[0]!.dedupe_key, `health#web1#unreachable#${new Date(T0).toISOString()}`);
+  assert.match(gone[0]!.message, /no heartbeat for 30 s/);
+  assert.deepEqual(alertsFor(state, report(at(T0), T0 + 60_000), policy), [], "not again while it stays unreachable");
+  // another console (or this one restarted) sees the same outage: the same key, which the notifier sends once
+  assert.equal(alertsFor(new Map(), report(at(T0), T0 + 90_000), policy)[0]!.dedupe_key, gone[0]!.dedupe_key);
+  const back = alertsFor(state, report(at(T0 + 100_000), T0 + 101_000), policy);
+  assert.deepEqual(back.map((a) => [a.event, a.subject]), [["recovered", "muster: web1 reachable again"]]);
+  assert.match(back[0]!.message, /after 101 s/);
+  assert.equal(state.size, 0);
+});
+
+test("a higher threshold waits longer; Puppet is reported after N failed runs in a row, keyed by when the streak began", () => {
+  assert.deepEqual(alertsFor(new Map(), report(at(T0), T0 + 30_000), { ...policy, unreachableAfterS: 60 }), []);
+  assert.equal(alertsFor(new Map(), report(at(T0), T0 + 61_000), { ...policy, unreachableAfterS: 60 }).length, 1);
+  const run = (ago: number, status: PuppetRunRecord["status"]): PuppetRunRecord => ({ identity: "web1", time: T0 - ago * 1000, status, resources: { total: 5, changed: 0, failed: status === "failed" ? 1 : 0 }, duration_s: 1, config_version: null });
+  const state: AlertState = new Map();
+  const two = [run(60, "failed"), run(120, "failed"), run(180, "changed")];
+  assert.deepEqual(alertsFor(state, report(at(T0, two), T0 + 1000), policy), []);
+  const three = [run(0, "failed"), ...two];
+  const told = alertsFor(state, report(at(T0, three), T0 + 1000), policy);
+  assert.deepEqual(told.map((a) => [a.kind, a.event]), [["puppet_failing", "problem"]]);
+  assert.equal(told[0]!.dedupe_key, `health#web1#puppet_failing#${new Date(T0 - 120_000).toISOString()}`);
+  const fixed = alertsFor(state, report(at(T0, [run(-10, "changed"), ...three]), T0 + 20_000), policy);
+  assert.deepEqual(fixed.map((a) => [a.kind, a.event, a.subject]), [["puppet_failing", "recovered", "muster: web1 Puppet runs again"]]);
+  assert.deepEqual(alertsFor(new Map(), report(at(T0, three), T0 + 1000), { ...policy, puppetFailures: 0 }), [], "0 turns Puppet alerts off");
+});
