@@ -22,7 +22,8 @@ if (!Number.isInteger(count) || count < 1 || !broker) {
 }
 const fleet = generateFleet(count).map((n) => ({ ...n, agents: ["puppet"] }));
 const off = new Set(fleet.slice(0, disabled).map((n) => n.identity));
-const sim = new SimulatedPuppetFleet({ runMs: () => 1000, history: true, disabled: (id) => (off.has(id) ? "bench: maintenance" : undefined) });
+// the last run 10 minutes ago: within Puppet's 30-minute interval, as on a healthy fleet
+const sim = new SimulatedPuppetFleet({ runMs: () => 1000, history: true, lastRunAgoS: 600, disabled: (id) => (off.has(id) ? "bench: maintenance" : undefined) });
 const nc = await connect({ servers: broker, name: "bench-health-nodes", maxReconnectAttempts: 0 });
 const emu = await startEmulator({ nc, nodes: fleet, collective: "muster", log: createLogger({ level: "warn", name: "bench-health-nodes" }), heartbeat: 10, factories: { ...coreAgentFactories, puppet: sim.factory } });
 await nc.flush();

@@ -19,6 +19,8 @@ export interface SimulatedPuppetOptions {
   disabled?: (identity: string) => string | undefined;
   /** Nodes start with a previous run (an hour ago, of their own duration), as a live fleet has. */
   history?: boolean;
+  /** How long ago that previous run ended, seconds (default 3600). */
+  lastRunAgoS?: number;
 }
 
 export interface SimulatedRun {
@@ -84,7 +86,7 @@ export class SimulatedPuppetFleet {
         disabled: msg !== undefined,
         disabledAt: Date.now(),
         disabledMessage: msg ?? null,
-        lastrun: history ? Math.floor(Date.now() / 1000) - 3600 : 0,
+        lastrun: history ? Math.floor(Date.now() / 1000) - (this.opts.lastRunAgoS ?? 3600) : 0,
         lastDurationS: history ? this.opts.runMs(identity) / 1000 : null,
         lastRunonce: null,
         summary: history ? { total: 20, changed: 0, failed: 0 } : null,

@@ -24,3 +24,12 @@ test("a node gone while being provisioned reads gone, with since when and why in
   assert.match(line("bad.test"), /sign_csr: refused$/);
   assert.match(out, /3 nodes: 0 done, 2 in progress \(1 gone\), 0 pending, 1 failed$/);
 });
+
+test("a failed node's stage is the one it failed at, as the board says (the finding: sign_csr here, bootstrap there)", async () => {
+  process.env.NO_COLOR = "1";
+  const { boardNode } = await import("../../src/web/board.js");
+  const r = rec({ identity: "f.test", status: "failed", stage: "sign_csr", current: "bootstrap", lastError: "puppet bootstrap run failed" });
+  const line = renderStatusTable([r], T0).split("\n").find((l) => l.startsWith("f.test")) ?? "";
+  assert.match(line, /^f\.test\s+failed\s+bootstrap\s/);
+  assert.equal(boardNode(r, T0).stage, "bootstrap");
+});

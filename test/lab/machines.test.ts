@@ -199,6 +199,17 @@ test("a provisioned machine's power is cut: unreachable within 30 s in muster he
   // B is provisioned and heard from: healthy (its Puppet ran during provisioning)
   await eventually(async () => ((await health(B)).node?.reachable ? true : undefined), 60_000, `${B} reachable in muster health`);
   const web = lab.state.web!;
+  // the audit: the CLI's runall above reached B, and B's record of it is on the console's audit page
+  const audit = await eventually(
+    async () => {
+      const res = await fetch(new URL("api/audit?action=puppet.runonce", web.url), { headers: { authorization: `Bearer ${labWebToken(web.tokens_file, "operator")}` } });
+      const body = (await res.json()) as { rows: { target: string; source: string; ok: boolean }[]; sources: { name: string; ok: boolean }[] };
+      return body.rows.some((r) => r.target === B && r.source === "node") ? body : undefined;
+    },
+    30_000,
+    `${B}'s audit record of the CLI's puppet runonce in the console`,
+  );
+  assert.ok(audit.sources.every((x) => x.ok), JSON.stringify(audit.sources));
   const browser = await launchChromium();
   const problems: string[] = [];
   try {

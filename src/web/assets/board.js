@@ -302,7 +302,8 @@ export function mount(el, ctx, route) {
   function drawEta() {
     if (!progress) return;
     const e = progress.eta;
-    etaEl.textContent = e.pending + e.in_progress === 0 ? "" : `ETA ${formatEta(e.eta_s)}${e.rate_per_min ? ` at ${e.rate_per_min.toFixed(1)} nodes/min` : ""}`;
+    const how = e.method === "stages" ? ` (${e.concurrency} at a time, about ${formatDuration(e.per_node_s)} a node)` : e.rate_per_min ? ` at ${e.rate_per_min.toFixed(1)} nodes/min` : "";
+    etaEl.textContent = e.pending + e.in_progress === 0 ? "" : `ETA ${formatEta(e.eta_s)}${how}${e.gone ? `; ${e.gone} gone, not waited for` : ""}`;
   }
 
   function draw() {

@@ -69,7 +69,7 @@ function view(p) {
       <div class="stat"><span class="big">${counts.done}</span>done</div>
       <div class="stat"><span class="big">${counts.failed}</span>failed</div>
       <div class="stat"><span class="big" id="progress-rate" data-rate=${e.rate_per_min == null ? "" : String(e.rate_per_min)}>${e.rate_per_min == null ? "–" : e.rate_per_min.toFixed(1)}</span>finished per minute, last ${Math.round(e.window_s / 60)} min</div>
-      <div class="stat"><span class="big" id="progress-eta" data-eta-s=${e.eta_s == null ? "" : String(e.eta_s)}>${formatEta(e.eta_s)}</span>until pending and in-progress nodes are through</div>
+      <div class="stat"><span class="big" id="progress-eta" data-eta-s=${e.eta_s == null ? "" : String(e.eta_s)}>${formatEta(e.eta_s)}</span>until pending and in-progress nodes are through${e.method === "stages" ? html`<span class="muted">: ${e.concurrency} at a time, about ${formatDuration(e.per_node_s)} a node${e.gone ? `, ${e.gone} gone not counted` : ""}</span>` : e.method === "rate" ? html`<span class="muted">: at the rate of the last ${Math.round(e.window_s / 60)} min</span>` : ""}</div>
     </div>
     ${chart(p.throughput)}
     <h2 id="stages-title">By stage</h2>
