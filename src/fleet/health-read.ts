@@ -9,9 +9,9 @@ import { ProvisionState } from "../provisioner/state.js";
 import { DEFAULT_HEALTH_POLICY, healthReport, type HealthInputs, type HealthPolicy, type HealthReport } from "./health.js";
 import { AliveStore, PuppetRunStore, type Beat } from "./health-stores.js";
 
-// Fleet health read once (`muster health`): the alive and Puppet runs buckets, the provisioning
-// records and the registry's answer to the filter, read side by side, then the pure model
-// (health.ts). No node is asked anything. The console keeps the same inputs live instead
+// Fleet health read once (`muster health`): every heartbeat (each carries its node's last Puppet
+// run), the provisioning records and the registry's answer to the filter, read side by side, the
+// kept runs of the nodes whose last run failed, then the pure model (health.ts). No node is asked anything. The console keeps the same inputs live instead
 // (web/health-feed.ts) and computes the same report from them.
 
 export interface HealthReadOptions {
@@ -46,15 +46,19 @@ export function inScope(known: Iterable<string>, filter: Filter, registryMatches
   return out;
 }
 
-/** Failed-in-a-row needs a node's history only when its latest run failed: those few are read. */
-async function streaks(runs: PuppetRunStore, latest: Map<string, PuppetRunRecord>, ids: Iterable<string>): Promise<Map<string, PuppetRunRecord[]>> {
-  const failing = [...ids].filter((id) => latest.get(id)?.status === "failed");
+/**
+ * Failed-in-a-row needs a node's kept runs only when its last run failed (its heartbeat says so):
+ * those few are read, not every node's.
+ */
+async function streaks(runs: PuppetRunStore, beats: Map<string, Beat>, ids: Iterable<string>): Promise<Map<string, PuppetRunRecord[]>> {
+  const failing = [...ids].filter((id) => beats.get(id)?.heartbeat.status.puppet?.last_run_status === "failed");
   const out = new Map<string, PuppetRunRecord[]>();
   let next = 0;
   const worker = async () => {
     while (next < failing.length) {
       const id = failing[next++]!;
-      out.set(id, await runs.runs(id).catch(() => [latest.get(id)!]));
+      const kept = await runs.runs(id).catch(() => undefined);
+      if (kept) out.set(id, kept);
     }
   };
   await Promise.all(Array.from({ length: Math.min(32, failing.length) }, worker));
@@ -82,9 +86,9 @@ export async function readHealthInputs(client: MusterClient, o: HealthReadOption
   const quiet = identityOnly(filter);
   const registryWarn = quiet ? () => undefined : warn;
   const registry = await client.registry({ ...(o.registryBucket ? { bucket: o.registryBucket } : {}), onWarning: registryWarn }).catch(() => undefined);
-  const [beats, latestRuns, records, registered] = await Promise.all([
+  // a node's last run rides on its heartbeat: the runs bucket is read only for failing nodes' streaks
+  const [beats, records, registered] = await Promise.all([
     alive ? soft("reading heartbeats", alive.latest(timeoutMs)) : undefined,
-    runStore ? soft("reading Puppet runs", runStore.latest(timeoutMs)) : undefined,
     state ? soft("reading provisioning records", state.list()) : undefined,
     registry
       ? registry
@@ -96,17 +100,16 @@ export async function readHealthInputs(client: MusterClient, o: HealthReadOption
   if (!alive) warn("no alive bucket yet: nodes' heartbeats are kept once the console (muster web) has created it (docs/fleet.md#health)");
   if (!identityOnly(filter) && !registered) throw new MusterError("MUSTER_REGISTRY_UNAVAILABLE", "filters on facts, classes or agents are answered from the registry, and none answered: run `muster registry serve`, or filter by identity (-I)");
   const byId = new Map<string, NodeRecord>((records ?? []).map((r) => [r.identity, r]));
-  const known = new Set<string>([...(beats?.keys() ?? []), ...byId.keys(), ...(latestRuns?.keys() ?? [])]);
+  const known = new Set<string>([...(beats?.keys() ?? []), ...byId.keys()]);
   const ids = inScope(known, filter, registered);
-  const history = runStore && latestRuns ? await streaks(runStore, latestRuns, ids) : new Map<string, PuppetRunRecord[]>();
+  const history = runStore && beats ? await streaks(runStore, beats, ids) : new Map<string, PuppetRunRecord[]>();
   const inputs: HealthInputs[] = [];
   for (const id of ids) {
     const beat: Beat | undefined = beats?.get(id);
     const rec = byId.get(id);
-    const last = latestRuns?.get(id);
-    inputs.push({ identity: id, ...(beat ? { beat } : {}), registered: registered?.has(id) ?? false, ...(rec ? { provisioning: rec } : {}), runs: history.get(id) ?? (last ? [last] : []) });
+    inputs.push({ identity: id, ...(beat ? { beat } : {}), registered: registered?.has(id) ?? false, ...(rec ? { provisioning: rec } : {}), runs: history.get(id) ?? [] });
   }
-  return { inputs, sources: { alive: beats !== undefined, runs: latestRuns !== undefined, provisioning: records !== undefined, registry: registered !== undefined } };
+  return { inputs, sources: { alive: beats !== undefined, runs: runStore !== undefined, provisioning: records !== undefined, registry: registered !== undefined } };
 }
 
 /** The fleet's health, read once. */
