@@ -281,6 +281,18 @@ test("runall: an operator starts one from the console; one started elsewhere (as
     assert.deepEqual([run.total, run.done, run.failed, run.concurrency], [2, 2, 0, 1]);
     assert.match(run.started_by, /alice/);
     assert.ok(sse.events.some((e) => e.event === "run" && (e.data as { id: string; slots: unknown[] }).id === id && (e.data as { slots: unknown[] }).slots.length === 1), "a slot was shown while the run went");
+    // the audit: its filter as the target when it starts, and a second record of how it ended
+    type Line = { caller: string; action: string; identity: string; statuscode: number; statusmsg: string; data: { run?: string; counts?: Record<string, number> } };
+    const records = await eventually(
+      async () => {
+        const lines = readFileSync(auditFile, "utf8").trim().split("\n").map((l) => JSON.parse(l) as Line).filter((l) => l.caller === "web:alice" && l.action === "runall" && l.data.run === id);
+        return lines.length === 2 ? lines : undefined;
+      },
+      10_000,
+      "the runall's start and end in the audit file",
+    );
+    assert.deepEqual(records.map((l) => [l.identity, l.statusmsg.split(":")[0]]), [["country=us", "started"], ["country=us", "finished"]]);
+    assert.equal(Object.values(records[1]!.data.counts ?? {}).reduce((a, b) => a + b, 0), 2, "how it ended, per outcome");
 
     await runAll(client, { concurrency: 3, nodes: ids.slice(0, 4), runonce: { force: true }, announce: { id: "cli-run-1", identity: "cli.test", startedBy: "carol", filter: "-C web" } });
     const cli = await sse.next((e) => e.event === "run" && (e.data as { id: string; state: string }).id === "cli-run-1" && (e.data as { state: string }).state === "finished", 10_000, "CLI run finished");
