@@ -32,6 +32,12 @@ export function identityOnly(f: Filter): boolean {
 
 const isEmpty = (f: Filter) => identityOnly(f) && f.identity.length === 0;
 
+/** The identities a filter names exactly (-I without a regex), or undefined when it is any other filter. */
+export function namedOnly(f: Filter): string[] | undefined {
+  if (!identityOnly(f) || f.identity.length === 0 || f.identity.some((i) => i.startsWith("/"))) return undefined;
+  return [...new Set(f.identity)];
+}
+
 /**
  * Which nodes a report covers: with no filter, every node any source knows; with one, those the
  * registry matches, and (for a filter of identities only) any other known node it names.
@@ -86,10 +92,17 @@ export async function readHealthInputs(client: MusterClient, o: HealthReadOption
   const quiet = identityOnly(filter);
   const registryWarn = quiet ? () => undefined : warn;
   const registry = await client.registry({ ...(o.registryBucket ? { bucket: o.registryBucket } : {}), onWarning: registryWarn }).catch(() => undefined);
-  // a node's last run rides on its heartbeat: the runs bucket is read only for failing nodes' streaks
+  // A node's last run rides on its heartbeat: the runs bucket is read only for failing nodes'
+  // streaks. Named nodes (-I without a regex) are read key by key, not the whole fleet.
+  const named = namedOnly(filter);
+  const few = <T>(read: (id: string) => Promise<T | undefined>) => async () => {
+    const out = new Map<string, T>();
+    for (const [id, v] of await Promise.all(named!.map(async (id) => [id, await read(id)] as const))) if (v !== undefined) out.set(id, v);
+    return out;
+  };
   const [beats, records, registered] = await Promise.all([
-    alive ? soft("reading heartbeats", alive.latest(timeoutMs)) : undefined,
-    state ? soft("reading provisioning records", state.list()) : undefined,
+    alive ? soft("reading heartbeats", named ? few((id) => alive.get(id))() : alive.latest(timeoutMs)) : undefined,
+    state ? soft("reading provisioning records", named ? few(async (id) => (await state.get(id))?.record)().then((m) => [...m.values()]) : state.list()) : undefined,
     registry
       ? registry
           .discover(filter, { timeoutMs: 2000, idleMs: 0 })

@@ -50,6 +50,12 @@ class NodeValues<V> {
     return out;
   }
 
+  /** One node's latest value (a single read: what a look at a few named nodes needs). */
+  async get(identity: string): Promise<V | undefined> {
+    const e = await this.bucket.get(bucketKey(identity));
+    return e && this.decode(e)?.value;
+  }
+
   /** Every node's latest value, then each one as it is written. */
   async watch(): Promise<Watching<NodeValueChange<V>>> {
     const w = await this.bucket.watch();

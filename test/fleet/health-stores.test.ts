@@ -74,12 +74,16 @@ test("a value that is not a heartbeat, or stored under another node's key, is sk
   assert.equal(alive.invalid - before, 2);
   const w = await alive.watch();
   const seen: string[] = [];
+  let caughtUp!: () => void;
+  const ready = new Promise<void>((r) => (caughtUp = r));
   const done = (async () => {
     for await (const c of w) {
       seen.push(c.type === "caught-up" ? "caught-up" : `${c.type} ${c.identity}`);
+      if (c.type === "caught-up") caughtUp();
       if (c.type === "removed") break;
     }
   })();
+  await ready; // the watch has seen a.test: its removal is news
   await alive.forget("a.test");
   await done;
   w.stop();
