@@ -93,12 +93,13 @@ const signedCount = (m: 0 | 1, certname: string) => {
   const inv = join(lab.masters[m]!.cadir, "inventory.txt");
   return existsSync(inv) ? readFileSync(inv, "utf8").split("\n").filter((l) => l.trim().endsWith(`/CN=${certname}`)).length : 0;
 };
+/** The admins told a node was provisioned (not its health alerts: "muster: <id> unreachable"). */
 const notified = (id: string) =>
   existsSync(lab.state.receiver.file)
     ? readFileSync(lab.state.receiver.file, "utf8")
         .trim()
         .split("\n")
-        .filter((l) => l && (JSON.parse(l) as { subject: string }).subject.includes(id)).length
+        .filter((l) => l && (JSON.parse(l) as { subject: string }).subject.startsWith(`Provisioned ${id} `)).length
     : 0;
 const done = (r: NodeRecord) => r.status === "done" || r.status === "failed";
 const cli = (args: string[]) => runCli(args, { env: { ...process.env, MUSTER_BROKER: lab.state.broker, MUSTER_TLS_CA: lab.state.tls.ca, MUSTER_TLS_CERT: lab.state.tls.admin.cert, MUSTER_TLS_KEY: lab.state.tls.admin.key } });
