@@ -61,6 +61,8 @@ export const builtinDataDDLs: ReadonlyMap<string, DataPluginDDL> = new Map<strin
         failed_resources: { description: "Resources failed in the last run", type: "integer" },
         total_time: { description: "Duration of the last run, seconds", type: "number" },
         config_version: { description: "The catalog version of the last run", type: "string" },
+        last_run_status: { description: "How the last run went: failed, changed or unchanged (empty before any run)", type: "string" },
+        disabled_since: { description: "When Puppet was disabled (ms since epoch), 0 when enabled", type: "integer" },
       },
     },
   ],

@@ -72,7 +72,8 @@ async function refusedUnsent(args: string[]): Promise<string> {
   await nc.flush(); // anything the command published has reached us by now
   assert.equal(r.code, 1, `exit ${r.code}: ${r.stderr}`);
   assert.equal(r.stdout, "");
-  assert.deepEqual(wire.messages.slice(before).map((m) => m.subject), [], "nothing was sent");
+  // the emulated nodes' own heartbeats (their keys of the alive and runs buckets) go on meanwhile
+  assert.deepEqual(wire.messages.slice(before).map((m) => m.subject).filter((s) => !s.startsWith("$KV.muster_alive.") && !s.startsWith("$KV.muster_puppet_runs.")), [], "nothing was sent");
   return r.stderr;
 }
 

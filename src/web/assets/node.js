@@ -24,7 +24,7 @@ function healthSection(n) {
   return html`<div class="node-health" data-reachable=${String(h.reachable)}>
     <p>
       <span class=${`badge ${h.reachable ? "ok" : "failed"}`}>${h.reachable ? "reachable" : "unreachable"}</span>
-      ${h.last_seen ? html`last heartbeat ${when(h.last_seen)}` : html`<span class="muted">no heartbeat ever</span>`}${h.phase === "waiting" ? html`, waiting to be provisioned` : ""}
+      ${h.last_seen ? html`last heartbeat ${when(h.last_seen)}` : html`<span class="muted">no heartbeat ever</span>`}${h.phase === "waiting" ? html`, waiting to be provisioned` : ""}${n.registry_age_s != null ? html`; last registered ${when(Date.now() - n.registry_age_s * 1000)}` : ""}
     </p>
     ${h.problems.length
       ? html`<ul class="attention-list">
