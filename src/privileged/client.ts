@@ -2,7 +2,7 @@ import { connect } from "node:net";
 import { MusterError, type ErrorCode, ErrorCodes } from "../errors.js";
 import type { CertificateRequest, PuppetRunResult } from "../puppet/index.js";
 import type { PuppetResourceResult } from "../puppet/resource.js";
-import type { NodeOps } from "./node-ops.js";
+import type { NodeOps } from "../agent/node-ops.js";
 import type { OperationArgs, OperationName, Reply } from "./operations.js";
 
 // The daemon's side of the privileged helper: each operation is one connection, one JSON line

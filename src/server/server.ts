@@ -11,7 +11,7 @@ import { MusterError } from "../errors.js";
 import { Auditor } from "../security/audit.js";
 import { AgentBuckets } from "./agent-kv.js";
 import { configDir, loadOrCreateNodeKey, loadOrCreateSigningKey, readTrustedKeyDir, TrustStore, type TrustedKey } from "../security/keys.js";
-import type { NodeOps } from "../privileged/node-ops.js";
+import type { NodeOps } from "../agent/node-ops.js";
 import type { SigningKey } from "../protocol/signing.js";
 import { mergePolicies } from "../security/policy-files.js";
 import { compilePolicies, policyWarnings, PolicyEffect, type CompiledPolicies, type Policies } from "../security/policy.js";

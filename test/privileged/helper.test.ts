@@ -116,7 +116,7 @@ test("a compromised daemon cannot write an arbitrary file: only plugins.resource
   refusedWith(await ask({ op: "puppet.resource", args: { type: "file", name: outside, properties: [["ensure", "file"], ["content", "ALL ALL=(ALL) NOPASSWD: ALL"]] } }), /outside the directories this node allows/);
   refusedWith(await ask({ op: "puppet.resource", args: { type: "file", name: `${dir("files")}/../outside/x`, properties: [["ensure", "file"]] } }), /not a plain absolute path/);
   symlinkSync(dir("outside"), dir("files", "link"));
-  refusedWith(await ask({ op: "puppet.resource", args: { type: "file", name: dir("files", "link", "x"), properties: [["ensure", "file"]] } }), /outside the directories this node allows/);
+  refusedWith(await ask({ op: "puppet.resource", args: { type: "file", name: dir("files", "link", "x"), properties: [["ensure", "file"]] } }), /files\/link is a symbolic link/);
   refusedWith(await ask({ op: "puppet.resource", args: { type: "file", name: dir("files", "y"), properties: [["source", "/etc/shadow"]] } }), /property source is not allowed/);
   refusedWith(await ask({ op: "puppet.resource", args: { type: "exec", name: "/bin/sh -c id", properties: [["command", "/bin/id"]] } }), /resource type 'exec' is not allowed/);
   refusedWith(await ask({ op: "puppet.resource", args: { type: "user", name: "root", properties: [["password", "x"]] } }), /resource type 'user' is not allowed/);
@@ -142,7 +142,7 @@ test("a compromised daemon cannot send Puppet to another master: no --server, an
   mkdirSync(dir("puppet/ssl/private_keys"), { recursive: true });
   writeFileSync(dir("puppet/ssl/certs", `${certname}.pem`), "cert\n");
   writeFileSync(dir("puppet/ssl/private_keys", `${certname}.pem`), "key\n", { mode: 0o600 });
-  refusedWith(await ask({ op: "puppet.set_server", args: { host: "127.0.0.66", port: 8140 } }), /holds its Puppet certificate .* its master is set \(127\.0\.0\.11:8140\)/);
+  refusedWith(await ask({ op: "puppet.set_server", args: { host: "127.0.0.66", port: 8140 } }), /holds its Puppet certificate .* its master is 127\.0\.0\.11:8140; pointing it at 127\.0\.0\.66:8140/);
   assert.match(readFileSync(conf, "utf8"), /^server = 127\.0\.0\.11$/m, "puppet.conf unchanged");
   const again = await ask({ op: "puppet.set_server", args: { host: "127.0.0.11", port: 8140 } });
   assert.equal(again.ok, true, `the same master again is fine (a retried step): ${JSON.stringify(again)}`);

@@ -1,6 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { MAX_REQUEST_BYTES, OPERATION_NAMES, parseRequest, parseServer, peerAllowed } from "../../src/privileged/operations.js";
+import { MAX_REQUEST_BYTES, OPERATION_NAMES, parseRequest, peerAllowed } from "../../src/privileged/operations.js";
+import { parseServer } from "../../src/puppet/server-address.js";
 
 // The helper's vocabulary, pure: what a compromised daemon could put on the socket, and what of it
 // passes. Everything not on the list, or with arguments that are not exactly the operation's own,

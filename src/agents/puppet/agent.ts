@@ -9,7 +9,7 @@ import { puppetDDL, type PuppetDDL } from "./ddl.js";
 import { createRuntime, readStatus, type PuppetRuntime } from "./runtime.js";
 import { puppetAgentFor } from "./settings.js";
 import { puppetStatePaths, readLastRunSummary } from "../../puppet/index.js";
-import type { NodeOps } from "../../privileged/node-ops.js";
+import type { NodeOps } from "../../agent/node-ops.js";
 
 // The puppet agent: MCollective's puppet agent for muster, on the real Puppet agent (src/puppet).
 //

@@ -2,7 +2,8 @@ import type { ActionContext } from "../../agent/agent.js";
 import { catalogRunPid, puppetStatePaths, readDisabled, readLastRunSummary } from "../../puppet/index.js";
 import type { RunCompleteData } from "./ddl.js";
 import { puppetAgentFor, resolveSettings, type PuppetSettings } from "./settings.js";
-import { directOps, type NodeOps } from "../../privileged/node-ops.js";
+import type { NodeOps } from "../../agent/node-ops.js";
+import { directOps } from "../../puppet/node-ops.js";
 
 // State one puppet agent instance owns: the latest settings, the run it started (if any) and that
 // run's result. Nothing here is module-level: createPuppetAgent() makes one PuppetRuntime.

@@ -4,16 +4,14 @@ import { RpcError } from "../../../errors.js";
 import { Status } from "../../../protocol/status.js";
 import { isManagedResource, readManagedResources } from "../../../puppet/resource.js";
 import type { ResourceDDL } from "../ddl.js";
-import { ensureFileAllowed, ensureTypeAllowed, resolveResourceSettings } from "../settings.js";
-import type { ResourceDeps } from "../agent.js";
-import { runPuppetResource } from "./run.js";
+import { ensureResourceAllowed, resolveResourceSettings } from "../settings.js";
+import { runPuppetResource, type ResourceDeps } from "./run.js";
 
 /** puppet resource TYPE NAME: reading is still limited to allowed types (a user resource shows password hashes). */
 export function show(deps: ResourceDeps): ActionHandler<ActionInput<ResourceDDL, "show">> {
   return async (input, ctx) => {
     const s = resolveResourceSettings({ ...deps.config, ...ctx.config });
-    ensureTypeAllowed(s, input.type);
-    ensureFileAllowed(s, input.type, input.name);
+    ensureResourceAllowed(s, input.type, input.name);
     let managed = false;
     try {
       managed = isManagedResource(readManagedResources(s.resourcesFile), input.type, input.name);
