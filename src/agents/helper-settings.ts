@@ -15,6 +15,7 @@ export interface ServerConfigParts {
   provisioning?: unknown;
   plugins: Record<string, Record<string, unknown>>;
   tls?: { use_puppet_cert?: boolean };
+  facts: { facter: boolean; facter_command: string };
 }
 
 export function helperSettings(source: string, cfg: ServerConfigParts): NodeSettings {
@@ -26,6 +27,7 @@ export function helperSettings(source: string, cfg: ServerConfigParts): NodeSett
     identity: cfg.identity,
     agents,
     usePuppetCert: !!cfg.tls?.use_puppet_cert,
+    facts: { enabled: cfg.facts.facter, facterCommand: cfg.facts.facter_command },
     puppet(agent) {
       if (agent === "provision") {
         const s = resolveProvisionSettings(plugin("provision"), cfg.identity);

@@ -97,15 +97,17 @@ export interface PerformOptions {
   signal: AbortSignal;
   /** One Puppet process at a time: an operation that runs one waits for its turn here. */
   puppet: Semaphore;
+  /** Reads (facts, state: a Puppet or Facter process too) have a slot of their own: a long run does not hold up discovery. */
+  reads: Semaphore;
 }
 
-/** Runs `fn` once it holds the Puppet slot (or gives up when the peer hangs up while it waits). */
-async function oneAtATime<T>(o: PerformOptions, fn: () => Promise<T>): Promise<T> {
-  await o.puppet.acquire(o.signal);
+/** Runs `fn` once it holds `slot` (or gives up when the peer hangs up while it waits). */
+async function inTurn<T>(slot: Semaphore, signal: AbortSignal, fn: () => Promise<T>): Promise<T> {
+  await slot.acquire(signal);
   try {
     return await fn();
   } finally {
-    o.puppet.release();
+    slot.release();
   }
 }
 
@@ -122,11 +124,11 @@ export async function perform(req: Request, o: PerformOptions): Promise<unknown>
         if (a.agent !== "puppet" || !p.allowServerOverride) throw new Refusal(`a Puppet master other than the configured one (${a.server}): plugins.puppet.allow_server_override is not set in ${v.source}`);
         if (!parseServer(a.server)) throw new Refusal(`server ${JSON.stringify(a.server)} is not host[:port]`);
       }
-      return oneAtATime(o, () => ops.puppetRun(t, { ...a, signal, timeoutMs: p.runTimeoutMs }));
+      return inTurn(o.puppet, signal, () => ops.puppetRun(t, { ...a, signal, timeoutMs: p.runTimeoutMs }));
     }
     case "puppet.daemonize": {
       const t = target(v, req.args.agent);
-      return oneAtATime(o, () => ops.puppetDaemonize(t));
+      return inTurn(o.puppet, signal, () => ops.puppetDaemonize(t));
     }
     case "puppet.disable":
       return ops.puppetDisable(target(v, req.args.agent), req.args.message);
@@ -134,12 +136,12 @@ export async function perform(req: Request, o: PerformOptions): Promise<unknown>
       return ops.puppetEnable(target(v, req.args.agent));
     case "puppet.cert_status": {
       const t = target(v, "provision");
-      const r = await oneAtATime(o, () => ops.certStatus(t, { download: req.args.download, signal }));
+      const r = await inTurn(o.puppet, signal, () => ops.certStatus(t, { download: req.args.download, signal }));
       return { hasCert: r.hasCert, certFingerprint: r.certFingerprint ?? null, csrFingerprint: r.csrFingerprint ?? null };
     }
     case "puppet.request_certificate": {
       const t = target(v, "provision");
-      return oneAtATime(o, () => ops.requestCertificate(t, { ...(req.args.node_key ? { nodeKey: req.args.node_key } : {}), signal }));
+      return inTurn(o.puppet, signal, () => ops.requestCertificate(t, { ...(req.args.node_key ? { nodeKey: req.args.node_key } : {}), signal }));
     }
     case "puppet.set_server": {
       const t = target(v, "provision");
@@ -177,16 +179,29 @@ export async function perform(req: Request, o: PerformOptions): Promise<unknown>
         const unsafe = pathRefusal(name.length > 1 ? name.replace(/\/+$/, "") : name, dir);
         if (unsafe) throw new Refusal(`file ${name}: ${unsafe}`);
       }
-      if (properties.length > 0 && !s.allowManaged && isManagedResource(readManagedResources(s.resourcesFile), type, name)) {
+      const managed = isManagedResource(readManagedResources(s.resourcesFile), type, name);
+      if (properties.length > 0 && !s.allowManaged && managed) {
         throw new Refusal(`${type}[${name}] is managed by this node's Puppet catalog (${s.resourcesFile}); plugins.resource.allow_managed is not set`);
       }
-      return oneAtATime(o, () => ops.puppetResource({ puppetBin: s.puppetBin, confdir: s.confdir, vardir: s.vardir, type, name, properties, signal, timeoutMs: s.timeoutMs }));
+      const r = await inTurn(o.puppet, signal, () => ops.puppetResource({ puppetBin: s.puppetBin, confdir: s.confdir, vardir: s.vardir, type, name, properties, signal, timeoutMs: s.timeoutMs }));
+      return { ...r, managed };
     }
     case "provision.persist_stage": {
       requireAgent(v, "provision");
       const s = v.provision();
       return { changed: await ops.persistStage(s.stageFactFile, s.stageFact) };
     }
+    case "puppet.facts": {
+      if (!v.facts.enabled) throw new Refusal(`facts.facter is off in ${v.source}: this node gathers no facts`);
+      const t: PuppetTarget = { agent: "puppet", settings: await v.nodePuppet() };
+      return inTurn(o.reads, signal, () => ops.nodeFacts(t, { facterCommand: v.facts.facterCommand }));
+    }
+    case "puppet.read_state": {
+      const t = target(v, req.args.agent);
+      return { text: await inTurn(o.reads, signal, () => ops.readPuppetState(t, req.args.file)) };
+    }
+    case "puppet.last_run_report":
+      return ops.lastRunReport(target(v, req.args.agent));
   }
 }
 
@@ -230,6 +245,7 @@ export function serveHelper(listen: { path: string; group?: number } | { fd: num
   const maxConnections = opts.maxConnections ?? MAX_CONNECTIONS;
   const readTimeoutMs = opts.readTimeoutMs ?? READ_TIMEOUT_MS;
   const puppet = new Semaphore(1);
+  const reads = new Semaphore(1);
   const inFlight = new Set<Promise<void>>();
   // Idle exit: the timer runs only while nothing is in flight. Its callback and the accept of a new
   // connection run on one thread, so a connection is either counted or left in the listen queue
@@ -255,7 +271,9 @@ export function serveHelper(listen: { path: string; group?: number } | { fd: num
       // Before anything costs a process (the peer check runs one): a flood gets an answer, not a queue.
       sock.on("error", () => undefined);
       sock.end(`${JSON.stringify({ ok: false, refused: false, code: "MUSTER_PRIVILEGED_BUSY", error: `the privileged helper is serving ${maxConnections} connections, its limit: try again` } satisfies Reply)}\n`);
-      sock.setTimeout(1_000, () => sock.destroy());
+      sock.resume();
+      const hangUp = setTimeout(() => sock.destroy(), 1_000);
+      sock.once("close", () => clearTimeout(hangUp));
       if (refusedBusy++ % 100 === 0) opts.log.warn({ limit: maxConnections, refused: refusedBusy }, "refused a connection: at the connection limit");
       return;
     }
@@ -273,8 +291,9 @@ export function serveHelper(listen: { path: string; group?: number } | { fd: num
       if (sock.destroyed) return Promise.resolve();
       sock.end(`${JSON.stringify(r)}\n`);
       sock.resume(); // read (and drop) what the peer still sends, up to its close: else it never comes
-      sock.setTimeout(5_000, () => sock.destroy()); // a peer that never hangs up
-      return closed;
+      // a peer that never hangs up, or keeps trickling bytes: gone 5 s after its answer, whatever it does
+      const hangUp = setTimeout(() => sock.destroy(), 5_000);
+      return closed.finally(() => clearTimeout(hangUp));
     };
     sock.on("error", () => undefined); // a peer that hung up: the operation is aborted below
     let peer: PeerCredentials;
@@ -307,7 +326,7 @@ export function serveHelper(listen: { path: string; group?: number } | { fd: num
     const started = Date.now();
     opts.log.info({ peer: peer.pid, op, args }, "request");
     try {
-      const result = await perform(parsed.request, { settings: opts.settings, ops, signal: abort.signal, puppet });
+      const result = await perform(parsed.request, { settings: opts.settings, ops, signal: abort.signal, puppet, reads });
       if (op === "puppet.daemonize") daemonStarted = true;
       opts.log.info({ peer: peer.pid, op, args, ms: Date.now() - started }, "done");
       await reply({ ok: true, result: result ?? null });

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { HOST_RE } from "../puppet/server-address.js";
+import { PUPPET_STATE_FILES } from "../puppet/state.js";
 
 // The privileged helper's whole vocabulary (docs/decisions/privileged-helper.md): the operations
 // an unprivileged `muster server` may ask for, each with the arguments it may pass. Pure: bytes
@@ -60,6 +61,12 @@ export const Operations = {
     .strict(),
   /** The stage fact file says `production` (the name and path: plugins.provision). */
   "provision.persist_stage": z.object({}).strict(),
+  /** Read-only: the facts Puppet uses (`puppet facts show` as root), what discovery matches. */
+  "puppet.facts": z.object({}).strict(),
+  /** Read-only: one of Puppet's state files, by name, where root's settings put it. */
+  "puppet.read_state": z.object({ agent, file: z.enum(PUPPET_STATE_FILES) }).strict(),
+  /** Read-only: what the last run's report says (bounded). */
+  "puppet.last_run_report": z.object({ agent }).strict(),
 } as const;
 
 export type OperationName = keyof typeof Operations;

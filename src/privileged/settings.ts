@@ -40,6 +40,8 @@ export interface NodeSettings {
   agents: ReadonlySet<string>;
   /** tls.use_puppet_cert: the node connects to the broker with its Puppet certificate. */
   usePuppetCert: boolean;
+  /** facts.facter (the node gathers facts at all) and facts.facter_command (Facter, where Puppet is not installed). */
+  facts: { enabled: boolean; facterCommand: string };
   puppet(agent: PuppetUser): PuppetRunSettings;
   provision(): ProvisionFiles;
   resource(): ResourceSettingsView;

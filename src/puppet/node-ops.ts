@@ -1,10 +1,12 @@
 import { existsSync, readFileSync } from "node:fs";
 import { MusterError } from "../errors.js";
 import { PuppetAgent, writeHostsEntry, type CertificateRequest, type PuppetAgentSettings, type PuppetRunResult } from "./agent.js";
+import { puppetFacts } from "./facter.js";
 import { writeFactFile } from "./facts.js";
+import { readLastRunReport, type ReportDetails } from "./report.js";
 import { puppetResource, type PuppetResourceResult } from "./resource.js";
 import { parseServer } from "./server-address.js";
-import { disableAgent, enableAgent, puppetStatePaths } from "./state.js";
+import { disableAgent, enableAgent, puppetStateFile, puppetStatePaths, readStateText, type PuppetStateFile } from "./state.js";
 
 // What a node's agents do that needs root, done in this process: directOps() is the direct
 // implementation of the NodeOps contract (src/agent/node-ops.ts), for a daemon running as root,
@@ -55,6 +57,13 @@ export interface ResourceRequest {
   properties: [string, string][];
   signal?: AbortSignal;
   timeoutMs: number;
+}
+
+export interface FactsRequest {
+  /** Facter, for a node without Puppet (facts.facter_command). */
+  facterCommand: string;
+  /** Told when the facts are partial or Facter's alone. */
+  onPartial?: (reason: string) => void;
 }
 
 export interface DaemonizeResult {
@@ -122,5 +131,8 @@ export function directOps() {
     },
     puppetResource: (r: ResourceRequest): Promise<PuppetResourceResult> => puppetResource({ puppetBin: r.puppetBin, confdir: r.confdir, vardir: r.vardir }, r.type, r.name, r.properties, { ...(r.signal ? { signal: r.signal } : {}), timeoutMs: r.timeoutMs }),
     persistStage: (file: string, fact: string): Promise<boolean> => Promise.resolve(writeFactFile(file, fact, "production")),
+    readPuppetState: async (t: PuppetTarget, file: PuppetStateFile): Promise<string | null> => readStateText(await puppetStateFile(new PuppetAgent(t.settings), file)),
+    lastRunReport: (t: PuppetTarget): Promise<ReportDetails | null> => Promise.resolve(readLastRunReport(puppetStatePaths(new PuppetAgent(t.settings)).lastRunReport) ?? null),
+    nodeFacts: (t: PuppetTarget, o: FactsRequest): Promise<Record<string, unknown>> => puppetFacts(t.settings, o),
   };
 }

@@ -56,6 +56,7 @@ interface TypeRule {
 
 const UNIT_NAME = /^[A-Za-z0-9][A-Za-z0-9:_.@-]{0,254}$/;
 const PACKAGE_NAME = /^[a-z0-9][a-z0-9+.-]{1,127}$/;
+const PACKAGE_FILE = /\.(?:u?deb|ddeb|dsc|changes)$/;
 
 const RULES: Record<(typeof RULED_TYPES)[number], TypeRule> = {
   service: {
@@ -63,8 +64,10 @@ const RULES: Record<(typeof RULED_TYPES)[number], TypeRule> = {
     properties: { ensure: oneOf("running", "stopped", "true", "false"), enable: oneOf("true", "false", "mask") },
   },
   package: {
-    // no path (apt installs ./x.deb or /x.deb from a file), no suite or version in the title
-    title: (name) => (PACKAGE_NAME.test(name) ? undefined : { reason: "name_denied", message: `package ${JSON.stringify(name)}: a package is named by its Debian package name (a-z 0-9 + . -; no path, suite or version)` }),
+    // no path (apt installs ./x.deb or /x.deb from a file), no suite or version in the title, and
+    // nothing named like a package file (apt may take x.deb in its working directory for one)
+    title: (name) =>
+      PACKAGE_NAME.test(name) && !PACKAGE_FILE.test(name) ? undefined : { reason: "name_denied", message: `package ${JSON.stringify(name)}: a package is named by its Debian package name (a-z 0-9 + . -; no path, suite, version or package file)` },
     properties: { ensure: (v) => (PACKAGE_ENSURE.includes(v) || DEBIAN_VERSION.test(v) ? undefined : `one of ${PACKAGE_ENSURE.join(", ")} or a version`) },
   },
   file: {

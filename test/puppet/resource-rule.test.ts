@@ -41,7 +41,7 @@ test("package: ensure with versions; no provider, source, options or responsefil
     refused("package", "htop", [[p, "x"]], new RegExp(`property ${p} is not allowed; package takes only ensure`), "property_denied");
   }
   for (const v of ["held", "1.0 2.0", "--reinstall", "*", "", "1.0;id"]) refused("package", "htop", [["ensure", v]], /ensure=.* is not allowed/, "value_denied");
-  for (const name of ["./evil.deb", "/tmp/evil.deb", "htop=1.0", "htop/bookworm", "HTOP", "h", "-o", "htop evil"]) refused("package", name, [["ensure", "present"]], /named by its Debian package name/, "name_denied");
+  for (const name of ["./evil.deb", "/tmp/evil.deb", "evil.deb", "evil.udeb", "evil.dsc", "htop=1.0", "htop/bookworm", "HTOP", "h", "-o", "htop evil"]) refused("package", name, [["ensure", "present"]], /named by its Debian package name/, "name_denied");
 });
 
 test("file: ensure file/directory/absent, content, a safe mode, owner and group from the lists; nothing else", () => {

@@ -59,11 +59,11 @@ export function createPuppetAgent(deps: PuppetAgentDeps = {}): MusterPuppetAgent
   const dataPlugin: DataPlugin = {
     name: "puppet",
     description: "The Puppet agent's state: enabled, applying, idling, daemon_present, status, lastrun, since_lastrun, disable_message, last run counts",
-    query() {
+    async query() {
       const s = rt.known();
       if (!s) return undefined;
-      const st = readStatus(rt, s);
-      const summary = readLastRunSummary(puppetStatePaths(puppetAgentFor(s)).lastRunSummary);
+      const st = await readStatus(rt, s);
+      const summary = st.summary;
       return {
         enabled: st.enabled,
         disabled: !st.enabled,
