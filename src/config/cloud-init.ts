@@ -1,6 +1,9 @@
 import { stringify as toYaml } from "yaml";
 import { BROKER_PATHS } from "../broker/server-config.js";
 import { nodeServerConfig } from "./node.js";
+import { caClientName, MASTER_FILES, masterServerConfig, TLS_DIR } from "./site.js";
+
+export { TLS_DIR };
 
 // cloud-init user-data for every machine of a muster site (docs/deploy.md): a node waiting to be
 // provisioned, a broker, a Puppet master, a provisioner, the console. Pure: what the operator
@@ -37,8 +40,6 @@ export interface CommonOptions {
   sshAuthorizedKeys?: string[];
 }
 
-/** Where muster keeps credentials on a machine (root:<daemon's group>, 0640 for keys). */
-export const TLS_DIR = "/etc/muster/tls";
 const ROOT = "root:root";
 const APT_INSTALL = "DEBIAN_FRONTEND=noninteractive apt-get install -y -o Dpkg::Options::=--force-confold";
 const KEYRING = "/etc/apt/keyrings/muster-archive-keyring.asc";
@@ -173,16 +174,6 @@ export function brokerUserData(o: BrokerOptions): UserData {
 
 // -------------------------------------------------------------------------------------- master
 
-/** Where a master keeps what its muster server needs (the CA client credential is made on the master). */
-export const MASTER_FILES = {
-  caClientCert: `${TLS_DIR}/puppetca.pem`,
-  caClientKey: `${TLS_DIR}/puppetca.key`,
-  puppetCa: `${TLS_DIR}/puppet-ca.pem`,
-  searchNodes: "/etc/puppet/muster.yaml",
-  registryToken: "/etc/puppet/muster-registry.token",
-  ssldir: "/var/lib/puppet/ssl",
-} as const;
-
 export interface MasterOptions extends CommonOptions {
   identity: string;
   brokers: string[];
@@ -202,28 +193,6 @@ export interface MasterOptions extends CommonOptions {
   puppetCodeUrl?: string;
   /** puppetserver's JVM heap (-Xms and -Xmx), e.g. 768m. */
   heap?: string;
-}
-
-/** The name of the certificate muster's puppetca agent uses for the CA API on a master. */
-export const caClientName = (master: string) => `muster-puppetca.${master}`;
-
-export function masterServerConfig(o: Pick<MasterOptions, "identity" | "brokers" | "collective" | "provisionerKey" | "trustedKeys">): Record<string, unknown> {
-  return {
-    identity: o.identity,
-    collectives: [o.collective],
-    brokers: o.brokers,
-    // Facter supplies country, ec2_placement_region (the facts file) and ipaddress
-    facts: { facter: true, extra: { role: "puppetmaster" } },
-    agents: { builtin: ["puppetca"] },
-    plugins: {
-      // the CA API, with a credential of its own made on the master (not the master's host key)
-      puppetca: { url: `https://${o.identity}:8140`, cacert: MASTER_FILES.puppetCa, cert: MASTER_FILES.caClientCert, key: MASTER_FILES.caClientKey },
-    },
-    tls: { ca: `${TLS_DIR}/ca.pem`, cert: `${TLS_DIR}/master.pem`, key: `${TLS_DIR}/master.key` },
-    security: { trusted_keys: [{ name: "provisioner", key: o.provisionerKey }, ...o.trustedKeys] },
-    registration: { interval: 300, splay: true },
-    log: { level: "info" },
-  };
 }
 
 export function masterUserData(o: MasterOptions): UserData {
