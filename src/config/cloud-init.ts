@@ -223,6 +223,8 @@ export function masterUserData(o: MasterOptions): UserData {
         ["install", "-m", "0640", "-g", "muster", `${MASTER_FILES.ssldir}/certs/${client}.pem`, MASTER_FILES.caClientCert],
         ["install", "-m", "0640", "-g", "muster", `${MASTER_FILES.ssldir}/private_keys/${client}.pem`, MASTER_FILES.caClientKey],
         ["install", "-m", "0644", `${MASTER_FILES.ssldir}/certs/ca.pem`, MASTER_FILES.puppetCa],
+        // Debian ships an empty codedir: the production environment and the base modulepath
+        ["mkdir", "-p", "/etc/puppet/code/environments/production", "/etc/puppet/code/modules"],
         ...code,
         // search_nodes, shipped in the package, in every environment's modulepath
         ["ln", "-sfn", "/usr/lib/muster/app/puppet/modules/muster", "/etc/puppet/code/modules/muster"],
