@@ -10,7 +10,8 @@
 //
 //   node packaging/build-deb.mjs [--out DIR] [--node PATH] [--compress xz|gzip|zstd|none] [--version V] [--repo DIR]
 //
-// --out defaults to build/; --node to the node running this script; --compress to xz (what a
+// --out defaults to build/; --node to the runtime the package ships (packaging/runtime.mjs: the
+// Node.js LTS pinned in packaging/runtime/package-lock.json); --compress to xz (what a
 // release ships; the tests use a faster one, the contents are the same). --version builds the
 // package as another version (a Debian version: 0.2.0, 0.2.0~rc1): the app's package.json says it
 // too, so `muster --version` of the installed package agrees; for upgrade tests and hotfixes.
@@ -23,6 +24,7 @@ import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { gzipSync } from "node:zlib";
 import { binFiles, pruneReason } from "./prune.mjs";
+import { shippedNode } from "./runtime.mjs";
 import { MAINTAINER, changelogEntry, changelogMdSection, copyrightFile, copyrightHolders, dep5License, genericLicenseText, licenseNames } from "./debian-meta.mjs";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
@@ -34,7 +36,7 @@ function usage(msg) {
   process.exit(64);
 }
 
-const opts = { out: join(root, "build"), node: process.execPath, compress: "xz", version: undefined, repo: undefined };
+const opts = { out: join(root, "build"), node: undefined, compress: "xz", version: undefined, repo: undefined };
 const argv = process.argv.slice(2);
 for (let i = 0; i < argv.length; i++) {
   const k = argv[i];
@@ -52,6 +54,11 @@ if (!["xz", "gzip", "zstd", "none"].includes(opts.compress)) usage(`--compress t
 // Debian policy 5.6.12, without an epoch or a Debian revision (muster is a native package).
 if (opts.version !== undefined && !/^[0-9][A-Za-z0-9.+~]*$/.test(opts.version)) usage(`--version ${opts.version} is not a native Debian version (digits first, then letters, digits, . + ~), e.g. 0.2.0 or 0.2.0~rc1`);
 const out = resolve(opts.out);
+try {
+  opts.node ??= shippedNode();
+} catch (e) {
+  usage(e.message);
+}
 
 const say = (line) => process.stderr.write(`package: ${line}\n`);
 const run = (cmd, args, o = {}) => execFileSync(cmd, args, { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"], ...o });

@@ -31,6 +31,11 @@ if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.j
   echo "==> npm ci"
   npm ci --no-audit --no-fund --loglevel=error
 fi
+# The Node.js runtime the package ships (packaging/runtime: pinned in its own lock file).
+if [ ! -d packaging/runtime/node_modules ] || [ packaging/runtime/package-lock.json -nt packaging/runtime/node_modules/.package-lock.json ]; then
+  echo "==> npm ci (the shipped Node.js runtime, packaging/runtime)"
+  npm ci --prefix packaging/runtime --no-audit --no-fund --loglevel=error
+fi
 echo "==> build"
 npm run --silent build
 # Put `muster` on PATH (a link to this checkout), so plain `muster ...` works, e.g. against the lab.

@@ -3,6 +3,7 @@ import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { chmodSync, cpSync, existsSync, mkdirSync, readFileSync, readlinkSync, readdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { readFile } from "node:fs/promises";
 import { promisify } from "node:util";
 import { parse as parseYaml, stringify as toYaml } from "yaml";
 import { unpackMuster } from "../../src/lab/package.js";
@@ -278,6 +279,16 @@ test("unpacked: muster --version runs on its own runtime even with an old node f
   const PATH = toolsPath("decoy-bin", true);
   const r = await run(join(root, "usr", "bin", "muster"), ["--version"], { env: { PATH } });
   assert.equal(r.stdout.trim(), pkg.version);
+});
+
+test("the runtime is the supported LTS pinned in packaging/runtime, not the node that built the package", async () => {
+  const pinned = (JSON.parse(readFileSync(join(repoRoot, "packaging", "runtime", "package.json"), "utf8")) as { dependencies: Record<string, string> }).dependencies[`node-linux-${process.arch}`];
+  const r = await run(join(root, "usr", "lib", "muster", "node"), ["-p", "JSON.stringify({ version: process.version, lts: process.release.lts ?? null })"]);
+  const shipped = JSON.parse(r.stdout) as { version: string; lts: string | null };
+  assert.equal(shipped.version, `v${pinned}`);
+  // an LTS release names its line (Krypton for 24); a Current or an odd line has none
+  assert.ok(shipped.lts, `the shipped node ${shipped.version} is not an LTS release`);
+  assert.match(await readFile(join(root, "usr", "share", "doc", "muster", "copyright"), "utf8"), new RegExp(`Node\\.js ${shipped.version.replace(/\./g, "\\.")}`));
 });
 
 test("unpacked: a real muster server with no node on PATH answers ping against a test broker", async () => {
