@@ -1,25 +1,17 @@
 import { appendFileSync, existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { TlsSettings } from "../broker/connect.js";
-import type { LabMachinesState, LabNodeMachine } from "./machines/index.js";
+import type { LabMachinesState, LabNodeMachine, MachineNode } from "./machines/index.js";
 import { cmdlineOf } from "./processes.js";
 import type { LabRegion } from "./regions.js";
-import type { LabRole } from "./roles.js";
 
 // What a lab is, as its state file (<lab>/lab.json) says: every process it started with its pid,
 // where each service listens, the broker's TLS and the machines. `lab status`, `lab add`, `lab
 // down` and the tests read it. Until `lab up` has written it, <lab>/pids.jsonl remembers each
 // process the lab started, so `lab down` stops what an interrupted `lab up` left.
 
-export interface LabNode {
-  identity: string;
-  country: string;
-  region: string;
-  ipaddress: string;
-  dir: string;
-  pid: number;
-  /** Role, customer and environment (roles.ts labRole). */
-  role: LabRole;
+/** A node of the lab: a process on this host, or a whole machine (machines/state.ts MachineNode). */
+export interface LabNode extends Omit<MachineNode, "machine"> {
   /** A whole machine (systemd-nspawn or QEMU) instead of a process: `pid` is its power supervisor. */
   machine?: LabNodeMachine;
 }

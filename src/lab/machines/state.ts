@@ -56,14 +56,16 @@ export interface LabNodeMachine {
   waitingAt?: number;
 }
 
-/** A lab node that is a machine, as booting one makes it (LabNode's fields). */
+/** A lab node that is a machine, as booting one makes it (LabState's LabNode is this, its machine optional). */
 export interface MachineNode {
   identity: string;
   country: string;
   region: string;
   ipaddress: string;
   dir: string;
+  /** A process node's muster server; a machine's power supervisor. */
   pid: number;
+  /** Role, customer and environment (roles.ts labRole). */
   role: LabRole;
   machine: LabNodeMachine;
 }
