@@ -93,7 +93,7 @@ export async function addLabNodes(s: LabState, o: AddNodesOptions & Spawning): P
   const added: LabNode[] = [];
   if (s.machines) {
     // A machine lab grows by machines, booted through cloud-init like the first ones.
-    const boot = machineBootContext(s.dir, s.machines, { cert: s.tls.ca, key: ctx.caKey }, provisionerKey(s.dir).key.publicKey, o.detached, (name, p) => o.track?.(name, p));
+    const boot = await machineBootContext(s.dir, s.machines, { cert: s.tls.ca, key: ctx.caKey }, provisionerKey(s.dir).key.publicKey, o.detached, (name, p) => o.track?.(name, p));
     for (const p of plan) {
       const { node, proc } = await bootLabMachine(boot, { identity: p.identity, region: p.region, serial: p.serial, role: labRole(p.serial - 1) });
       o.track?.(p.identity, proc, { node: p.identity });

@@ -166,10 +166,10 @@ export const LAB_STEPS: LabStepTable = {
     run.say(`lab network ${network.netns}: bridge ${machines.LAB_NET.bridge} ${machines.RELAY_ADDRESS}/${machines.LAB_NET.prefix}, relays for the broker, the package server and ${masterHosts.length} masters; no route out`);
   },
 
-  "machines-ready"({ kind, count }, _step, run) {
+  async "machines-ready"({ kind, count }, _step, run) {
     const ms = machines.labMachinesState({ kind, image: need(run, "image"), network: need(run, "network"), packages: need(run, "packages"), relays: need(run, "relays"), natsPort: need(run, "nats").port, ssh: machines.labSshKey(run.dir) });
     run.machines = ms;
-    run.boot = machines.machineBootContext(run.dir, ms, need(run, "pki").ca, need(run, "prov").key.publicKey, run.o.detached, () => undefined);
+    run.boot = await machines.machineBootContext(run.dir, ms, need(run, "pki").ca, need(run, "prov").key.publicKey, run.o.detached, () => undefined);
     run.say(`powering on ${count} ${kind === "vm" ? "QEMU" : "systemd-nspawn"} machine(s) from image ${ms.imageKey}; cloud-init installs ${ms.packages.deb} on each`);
   },
 

@@ -1,13 +1,15 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { dirname, join, normalize, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 
 // src/lab stays a place you can find your way around (issue 26 §5): small files, one concern each;
 // no two files that need each other (an import cycle, type-only imports and re-exports counted);
-// the machines reached through their one front door (lab/machines/index.ts); and the plan and its
-// scheduler pure. Scoped to src/lab: the repository-wide rules live in test/boundary.test.ts.
+// the machines reached through their one front door (lab/machines/index.ts), which stays light
+// (each machine's supervisor comes through it); and the plan and its scheduler pure. Scoped to
+// src/lab: the repository-wide rules live in test/boundary.test.ts.
 
 const src = fileURLToPath(new URL("../../../src/", import.meta.url)); // dist/test/lab -> src
 const lab = join(src, "lab");
@@ -96,4 +98,12 @@ test("the plan and its scheduler are pure: no I/O module, no process", () => {
     assert.deepEqual(io, [], `src/lab/${f} imports ${io.join(", ")}`);
     assert.doesNotMatch(text, /\bprocess\.|\bspawn\w*\(|\bwriteFile|\breadFile/, `src/lab/${f} does I/O`);
   }
+});
+
+test("the machines' door loads no npm package: each machine's power supervisor (and the package server) stays small", () => {
+  const preload = fileURLToPath(new URL("../support/loaded-packages.js", import.meta.url));
+  const index = new URL("../../src/lab/machines/index.js", import.meta.url).href;
+  const r = spawnSync(process.execPath, ["--import", preload, "--input-type=module", "-e", `await import(${JSON.stringify(index)});`], { encoding: "utf8" });
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(/^loaded-packages: ?(.*)$/m.exec(r.stderr)?.[1], "", "booting a machine (bootstrap credentials, the NATS client, YAML) loads on first use, not with the door");
 });

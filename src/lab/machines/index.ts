@@ -15,7 +15,6 @@
 //   addresses.ts   where everything is on the lab network (pure)
 
 export { LAB_NET, masterRelayAddress, RELAY_ADDRESS } from "./addresses.js";
-export { bootLabMachine, machineBootContext } from "./boot.js";
 export { checkMachineHost, hostRelease } from "./host.js";
 export { ensureImage, imageInfo, labImage, machineImageSpec, type MachineImage } from "./image.js";
 export { decodeMountPath, machineExec, machineExecArgv, machineLeader, machineSupervisor, unmountUnder, type MachineKind } from "./machine.js";
@@ -30,3 +29,14 @@ export { labSshKey, writeSshConfig } from "./ssh.js";
 export { labMachinesState, machineWaiting, type LabMachinesState, type LabNodeMachine, type LabPackages, type MachineNode } from "./state.js";
 export { superviseMachine } from "./supervisor.js";
 export type { VmImage } from "./vm.js";
+
+// Booting loads what issuing a bootstrap credential needs (the broker's auth rules, and with them
+// the NATS client) and the YAML of the seeds: ~20 MB that a machine's supervisor and the package
+// server, which come through this door too, never use. So boot.ts loads on first use.
+type Boot = typeof import("./boot.js");
+
+/** Make a machine and power it on (boot.ts). */
+export const bootLabMachine = async (...a: Parameters<Boot["bootLabMachine"]>): ReturnType<Boot["bootLabMachine"]> => (await import("./boot.js")).bootLabMachine(...a);
+
+/** What booting machines into a lab needs (boot.ts). */
+export const machineBootContext = async (...a: Parameters<Boot["machineBootContext"]>): Promise<ReturnType<Boot["machineBootContext"]>> => (await import("./boot.js")).machineBootContext(...a);
