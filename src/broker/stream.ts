@@ -11,6 +11,8 @@ export interface StreamSettings {
   maxAgeS?: number;
   /** Bytes the stream keeps at most (the oldest messages go first). */
   maxBytes?: number;
+  /** Copies in a JetStream cluster; applies when the stream is made (an existing one keeps its own). */
+  replicas?: number;
 }
 
 /** One stored message. */
@@ -60,7 +62,7 @@ export function streamsOn(nc: NatsConnection): Streams {
         await jsm.streams.info(s.name);
       } catch (e) {
         if (!(e instanceof JetStreamApiError && e.code === JetStreamApiCodes.StreamNotFound)) throw e;
-        await jsm.streams.add({ name: s.name, subjects: s.subjects, ...(s.maxAgeS ? { max_age: Math.round(s.maxAgeS * 1e9) } : {}), ...(s.maxBytes ? { max_bytes: s.maxBytes } : {}) });
+        await jsm.streams.add({ name: s.name, subjects: s.subjects, ...(s.maxAgeS ? { max_age: Math.round(s.maxAgeS * 1e9) } : {}), ...(s.maxBytes ? { max_bytes: s.maxBytes } : {}), ...(s.replicas ? { num_replicas: s.replicas } : {}) });
         created = true;
       }
       const js = jetstream(nc);

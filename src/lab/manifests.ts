@@ -2,7 +2,6 @@ import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { EnvironmentFiles } from "./puppetserver.js";
-import { MACHINE_FILES_DIR } from "./machines/plan.js";
 import { labNrpeConfig } from "./nrpe.js";
 
 // The lab's Puppet code: a small site in the style of the blog posts muster comes from.
@@ -25,51 +24,10 @@ import { labNrpeConfig } from "./nrpe.js";
 // catalog fails rather than write to /. On a machine (fact muster_lab_kind=machine) the same
 // classes manage the real system: /etc/motd, /etc/webapp/webapp.conf, and each server role's
 // user and systemd service, which Puppet installs and keeps running. lab::paths says where.
+// Which node has which role is data: roles.ts.
 
-export type LabRoleName = "web" | "db" | "monitor";
-
-export interface LabRole {
-  role: LabRoleName;
-  /** role::db only: which mysql class. */
-  mysql?: "master" | "slave";
-  customer: "acme" | "globex";
-  environment: "development" | "production";
-}
-
-// Any lab of 4 nodes has a database master with a web node of the same customer and environment
-// (acme, development), a second customer's web node and a monitor; 6 add globex's master and an
-// acme slave. Past that the cycle repeats with slaves only: one master per customer and
-// environment, so `muster find -W "environment=development customer=acme mysql::master"` finds
-// exactly one node whatever --nodes says.
-const ROLE_CYCLE: readonly LabRole[] = [
-  { role: "db", mysql: "master", customer: "acme", environment: "development" },
-  { role: "web", customer: "acme", environment: "development" },
-  { role: "web", customer: "globex", environment: "production" },
-  { role: "monitor", customer: "acme", environment: "production" },
-  { role: "db", mysql: "master", customer: "globex", environment: "production" },
-  { role: "db", mysql: "slave", customer: "acme", environment: "development" },
-];
-
-/** The role, customer and environment of the lab node with this index (0-based). */
-export function labRole(index: number): LabRole {
-  if (!Number.isInteger(index) || index < 0) throw new Error(`lab node index must be a non-negative integer, got ${index}`);
-  const r = ROLE_CYCLE[index % ROLE_CYCLE.length]!;
-  return index >= ROLE_CYCLE.length && r.mysql === "master" ? { ...r, mysql: "slave" } : { ...r };
-}
-
-/** The Puppet classes the production run gives a node of this role (besides settings, motd, ...). */
-export function roleClasses(r: LabRole): string[] {
-  if (r.role === "web") return ["role::web", "webapp"];
-  if (r.role === "db") return ["role::db", `mysql::${r.mysql ?? "slave"}`];
-  return ["role::monitor"];
-}
-
-/** The facts a lab node's role puts in its facts file (and exports to Puppet). */
-export function roleFacts(r: LabRole): Record<string, string> {
-  return { customer: r.customer, environment: r.environment, role: r.role, ...(r.mysql ? { mysql_role: r.mysql } : {}) };
-}
-
-export const ROLE_FACT_NAMES = ["customer", "environment", "role", "mysql_role"] as const;
+/** Where `muster resource` may put files on a lab machine (the site below makes the directory). */
+export const MACHINE_FILES_DIR = "/srv/muster-lab/files";
 
 const NODE_DIR_GUARD = "if !$facts['muster_node_dir'] { fail('fact muster_node_dir is missing: refusing to manage files outside the lab node') }";
 
@@ -316,26 +274,4 @@ export function shippedModule(name: string): Record<string, string> {
 export function labEnvironments(): Record<string, EnvironmentFiles> {
   const modules = { ...labModules(), muster: shippedModule("muster") };
   return { bootstrap: { manifest: BOOTSTRAP_SITE, modules }, production: { manifest: PRODUCTION_SITE, modules } };
-}
-
-/** The motd lines each class registers, in the order motd::register files them. */
-function motdEntries(r: LabRole, stage: "bootstrap" | "production"): [number, string][] {
-  const entries: [number, string][] = [];
-  if (r.role === "web") entries.push([10, "web server (role::web)"]);
-  if (r.role === "db") entries.push([10, "database server (role::db)"]);
-  if (r.role === "monitor") entries.push([10, "monitoring (role::monitor)"]);
-  if (stage === "production") {
-    if (r.role === "web") entries.push([20, "web application (webapp)"]);
-    if (r.role === "db") entries.push([20, r.mysql === "master" ? "MySQL master (mysql::master)" : "MySQL slave (mysql::slave)"]);
-  }
-  return entries;
-}
-
-/** The content a run of `stage` leaves in <node dir>/motd. */
-export function expectedMotd(identity: string, country: string, role: LabRole, stage: "bootstrap" | "production" = "production"): string {
-  const slug = (t: string) => t.replace(/[^A-Za-z0-9]+/g, "_").toLowerCase();
-  const lines = motdEntries(role, stage)
-    .map(([order, title]) => ({ file: `${order}-${slug(title)}`, line: `        - ${title}\n` }))
-    .sort((a, b) => (a.file < b.file ? -1 : a.file > b.file ? 1 : 0));
-  return `${identity} is managed by Puppet (country ${country}, stage ${stage})\ncustomer ${role.customer}, environment ${role.environment}\nPuppet modules:\n${lines.map((l) => l.line).join("")}`;
 }

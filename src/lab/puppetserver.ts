@@ -1,9 +1,13 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { request } from "node:https";
 import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
+import { join, resolve } from "node:path";
 import { freePort } from "./ports.js";
+import { isAlive } from "./processes.js";
+import { writeEnvironment, writePuppetserverConfig, type EnvironmentFiles } from "./puppetserver-config.js";
+
+export { writeEnvironment, type EnvironmentFiles } from "./puppetserver-config.js";
 
 // A real Debian puppetserver (7.x) run outside systemd, with every directory of its own:
 //
@@ -13,7 +17,7 @@ import { freePort } from "./ports.js";
 //   <dir>/code/          codedir: environments/<name>/{manifests/site.pp, modules/...}
 //   <dir>/ssl, ca, var, run, log
 //
-// We start the JVM the way /usr/share/puppetserver/cli/apps/foreground does, but without
+// puppetserver-config.ts writes that tree. We start the JVM the way /usr/share/puppetserver/cli/apps/foreground does, but without
 // `runuser puppet` and with our own --config dir; the bootstrap service list is Debian's
 // (/etc/puppet/puppetserver/services.d). The CA is created on first start by the CA service.
 // Measured here (2 cores, -Xmx768m, one JRuby): about 30-45 s from spawn to serving.
@@ -21,15 +25,7 @@ import { freePort } from "./ports.js";
 const INSTALL_DIR = "/usr/share/puppetserver";
 const JAR = join(INSTALL_DIR, "puppetserver.jar");
 const BOOTSTRAP_DIR = "/etc/puppet/puppetserver/services.d";
-const DEBIAN_AUTH_CONF = "/etc/puppet/puppetserver/conf.d/auth.conf";
 const READY_TIMEOUT_MS = 180_000;
-
-export type EnvironmentFiles = {
-  /** site.pp text (environments/<env>/manifests/site.pp). */
-  manifest: string;
-  /** Module name -> files relative to the module root, e.g. {"manifests/init.pp": "class m {}"}. */
-  modules?: Record<string, Record<string, string>>;
-};
 
 export interface StartPuppetserverOptions {
   /** Loopback address to bind (127.0.0.0/8). */
@@ -51,6 +47,8 @@ export interface StartPuppetserverOptions {
   altIps?: string[];
   /** The port to listen on (default: a free one); the lab picks it early to relay it. */
   port?: number;
+  /** Give up waiting for it to answer: stop it and reject (the lab's start was abandoned). */
+  signal?: AbortSignal;
 }
 
 export interface PuppetserverHandle {
@@ -87,7 +85,7 @@ export async function startPuppetserver(opts: StartPuppetserverOptions): Promise
   const host = opts.host;
   const certname = opts.certname ?? "puppet";
   const port = opts.port ?? (await freePort(host));
-  const layout = writeConfig(dir, host, port, certname, opts.altIps ?? []);
+  const layout = writePuppetserverConfig(dir, host, port, certname, opts.altIps ?? []);
   for (const [name, files] of Object.entries(opts.environments ?? { production: { manifest: "" } })) {
     writeEnvironment(layout, name, files);
   }
@@ -185,11 +183,21 @@ export async function startPuppetserver(opts: StartPuppetserverOptions): Promise
     if (ownDir) rmSync(dir, { recursive: true, force: true });
   };
 
+  const abandoned = new Promise<never>((_, reject) => {
+    const abort = () => reject(new Error(`puppetserver on ${host}:${port}: no longer waited for (${String(opts.signal?.reason ?? "aborted")})`));
+    if (opts.signal?.aborted) abort();
+    else opts.signal?.addEventListener("abort", abort, { once: true });
+  });
+  abandoned.catch(() => undefined);
+  let settled = false; // the wait below ends with the race, whoever wins it
   try {
-    await Promise.race([waitReady(host, port, layout.caCertPath, opts.readyTimeoutMs ?? READY_TIMEOUT_MS, logfile), exited, spawnError]);
+    await Promise.race([waitReady(host, port, layout.caCertPath, opts.readyTimeoutMs ?? READY_TIMEOUT_MS, logfile, () => settled), exited, spawnError, abandoned]);
   } catch (e) {
+    settled = true;
     await stop().catch(() => undefined);
     throw e;
+  } finally {
+    settled = true;
   }
   return {
     host,
@@ -226,144 +234,11 @@ export async function stopDetachedPuppetserver(dir: string, timeoutMs = 20_000):
   return true;
 }
 
-interface Layout {
-  confdir: string;
-  codedir: string;
-  ssldir: string;
-  cadir: string;
-  logdir: string;
-  rundir: string;
-  caCertPath: string;
-}
-
-/** Write or replace an environment's site.pp and modules; takes effect on the next catalog. */
-export function writeEnvironment(handle: { codedir: string }, name: string, files: EnvironmentFiles): void {
-  if (!/^[a-z0-9_]+$/.test(name)) throw new Error(`invalid Puppet environment name: ${name}`);
-  const env = join(handle.codedir, "environments", name);
-  mkdirSync(join(env, "manifests"), { recursive: true });
-  mkdirSync(join(env, "modules"), { recursive: true });
-  writeFileSync(join(env, "manifests", "site.pp"), files.manifest);
-  for (const [mod, modFiles] of Object.entries(files.modules ?? {})) {
-    if (!/^[a-z][a-z0-9_]*$/.test(mod)) throw new Error(`invalid Puppet module name: ${mod}`);
-    for (const [rel, text] of Object.entries(modFiles)) {
-      const p = resolve(env, "modules", mod, rel);
-      if (!p.startsWith(join(env, "modules", mod) + "/")) throw new Error(`module file escapes its module: ${rel}`);
-      mkdirSync(dirname(p), { recursive: true });
-      writeFileSync(p, text);
-    }
-  }
-}
-
-function writeConfig(dir: string, host: string, port: number, certname: string, altIps: string[]): Layout {
-  const d = (...p: string[]) => join(dir, ...p);
-  const l: Layout = {
-    confdir: d("puppet"),
-    codedir: d("code"),
-    ssldir: d("ssl"),
-    cadir: d("ca"),
-    logdir: d("log"),
-    rundir: d("run"),
-    caCertPath: d("ssl", "certs", "ca.pem"),
-  };
-  for (const p of [d("conf.d"), d("tmp"), d("var"), l.confdir, l.codedir, l.logdir, l.rundir, join(l.codedir, "environments")]) mkdirSync(p, { recursive: true });
-
-  writeFileSync(
-    join(l.confdir, "puppet.conf"),
-    [
-      "# written by muster (src/lab/puppetserver.ts)",
-      "[main]",
-      `certname = ${certname}`,
-      `server = ${host}`,
-      `serverport = ${port}`,
-      `ssldir = ${l.ssldir}`,
-      `vardir = ${d("var")}`,
-      `logdir = ${l.logdir}`,
-      `rundir = ${l.rundir}`,
-      `codedir = ${l.codedir}`,
-      "",
-      "[server]",
-      `cadir = ${l.cadir}`,
-      "autosign = false",
-      // Agents reach the master by IP, so its certificate must name the IP.
-      `dns_alt_names = ${[certname, "localhost", ...[host, ...altIps].map((ip) => `IP:${ip}`)].join(",")}`,
-      "environment_timeout = 0",
-      "reports = store",
-      "",
-    ].join("\n"),
-  );
-  writeFileSync(join(l.confdir, "hiera.yaml"), "---\nversion: 5\nhierarchy: []\n");
-
-  writeFileSync(
-    d("logback.xml"),
-    `<configuration>
-  <appender name="STDOUT" class="ch.qos.logback.core.ConsoleAppender">
-    <encoder><pattern>%d{yyyy-MM-dd'T'HH:mm:ss.SSSXXX} %-5p [%t] [%c{2}] %m%n</pattern></encoder>
-  </appender>
-  <appender name="F1" class="ch.qos.logback.core.FileAppender">
-    <file>${join(l.logdir, "puppetserver.log")}</file>
-    <append>true</append>
-    <encoder><pattern>%d{yyyy-MM-dd'T'HH:mm:ss.SSSXXX} %-5p [%t] [%c{2}] %m%n</pattern></encoder>
-  </appender>
-  <logger name="org.eclipse.jetty" level="WARN"/>
-  <logger name="org.apache.http" level="WARN"/>
-  <logger name="jruby" level="info"/>
-  <root level="info">
-    <appender-ref ref="STDOUT"/>
-    <appender-ref ref="F1"/>
-  </root>
-</configuration>
-`,
-  );
-
-  const conf = (name: string, text: string) => writeFileSync(d("conf.d", name), text);
-  conf("global.conf", `global: {\n  logging-config: ${JSON.stringify(d("logback.xml"))}\n}\n`);
-  conf(
-    "webserver.conf",
-    `webserver: {\n  client-auth: want\n  ssl-host: ${JSON.stringify(host)}\n  ssl-port: ${port}\n  shutdown-timeout-seconds: 2\n}\n`,
-  );
-  conf(
-    "puppetserver.conf",
-    `jruby-puppet: {
-  ruby-load-path: [/usr/lib/puppetserver/ruby/vendor_ruby]
-  gem-home: /var/lib/puppetserver/jruby-gems
-  gem-path: [\${jruby-puppet.gem-home}, "/usr/lib/puppetserver/vendored-jruby-gems"]
-  server-conf-dir: ${JSON.stringify(l.confdir)}
-  server-code-dir: ${JSON.stringify(l.codedir)}
-  server-var-dir: ${JSON.stringify(d("var"))}
-  server-run-dir: ${JSON.stringify(l.rundir)}
-  server-log-dir: ${JSON.stringify(l.logdir)}
-  max-active-instances: 1
-}
-http-client: {}
-profiler: { enabled: false }
-# never phone home for update checks: only loopback traffic is allowed
-product: { check-for-updates: false }
-`,
-  );
-  conf("ca.conf", "certificate-authority: {\n  allow-subject-alt-names: false\n  allow-authorization-extensions: false\n}\n");
-  conf(
-    "web-routes.conf",
-    `web-router-service: {
-  "puppetlabs.services.ca.certificate-authority-service/certificate-authority-service": "/puppet-ca"
-  "puppetlabs.services.master.master-service/master-service": "/puppet"
-  "puppetlabs.services.legacy-routes.legacy-routes-service/legacy-routes-service": ""
-  "puppetlabs.services.puppet-admin.puppet-admin-service/puppet-admin-service": "/puppet-admin-api"
-  "puppetlabs.trapperkeeper.services.status.status-service/status-service": "/status"
-  "puppetlabs.trapperkeeper.services.metrics.metrics-service/metrics-webservice": "/metrics"
-}
-`,
-  );
-  conf("metrics.conf", `metrics: {\n  server-id: ${JSON.stringify(certname)}\n  registries: { puppetserver: { reporters: { jmx: { enabled: false } } } }\n}\n`);
-  // Debian's auth.conf as shipped: the CA endpoints need a client certificate carrying
-  // pp_cli_auth, which the master's own certificate gets when the CA bootstraps itself.
-  conf("auth.conf", existsSync(DEBIAN_AUTH_CONF) ? readFileSync(DEBIAN_AUTH_CONF, "utf8") : MINIMAL_AUTH_CONF);
-  return l;
-}
-
-async function waitReady(host: string, port: number, caCertPath: string, timeoutMs: number, logfile: string): Promise<void> {
+async function waitReady(host: string, port: number, caCertPath: string, timeoutMs: number, logfile: string, over: () => boolean): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   let last = "not started";
   for (;;) {
+    if (over()) return;
     if (existsSync(caCertPath)) {
       try {
         const body = await httpsGet(host, port, "/status/v1/simple", readFileSync(caCertPath));
@@ -401,35 +276,6 @@ function tail(file: string, bytes = 4000): string {
   }
 }
 
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }
-
-const MINIMAL_AUTH_CONF = `authorization: {
-  version: 1
-  rules: [
-    { match-request: { path: "^/puppet/v3/catalog/([^/]+)$", type: regex, method: [get, post] }, allow: "$1", sort-order: 500, name: "catalog" },
-    { match-request: { path: "^/puppet/v3/node/([^/]+)$", type: regex, method: get }, allow: "$1", sort-order: 500, name: "node" },
-    { match-request: { path: "^/puppet/v3/report/([^/]+)$", type: regex, method: put }, allow: "$1", sort-order: 500, name: "report" },
-    { match-request: { path: "^/puppet/v3/facts/([^/]+)$", type: regex, method: put }, allow: "$1", sort-order: 500, name: "facts" },
-    { match-request: { path: "/puppet/v3/file_", type: path }, allow: "*", sort-order: 500, name: "files" },
-    { match-request: { path: "/puppet/v3/environments", type: path, method: get }, allow: "*", sort-order: 500, name: "environments" },
-    { match-request: { path: "/puppet-ca/v1/certificate/", type: path, method: get }, allow-unauthenticated: true, sort-order: 500, name: "certificate" },
-    { match-request: { path: "/puppet-ca/v1/certificate_revocation_list/ca", type: path, method: get }, allow-unauthenticated: true, sort-order: 500, name: "crl" },
-    { match-request: { path: "/puppet-ca/v1/certificate_request", type: path, method: [get, put] }, allow-unauthenticated: true, sort-order: 500, name: "csr" },
-    { match-request: { path: "/puppet-ca/v1/certificate_status", type: path }, allow: { extensions: { pp_cli_auth: "true" } }, sort-order: 500, name: "cert status" },
-    { match-request: { path: "/puppet-ca/v1/clean", type: path, method: put }, allow: { extensions: { pp_cli_auth: "true" } }, sort-order: 500, name: "clean" },
-    { match-request: { path: "/status/v1/simple", type: path, method: get }, allow-unauthenticated: true, sort-order: 500, name: "status" },
-    { match-request: { path: "/", type: path }, deny: "*", sort-order: 999, name: "deny all" }
-  ]
-}
-`;

@@ -1,6 +1,7 @@
 import { appendFile } from "node:fs/promises";
 import { isIP } from "node:net";
 import Fastify from "fastify";
+import { isLoopback } from "../security/loopback.js";
 
 // Real local notification receivers for tests and the lab. Loopback only.
 
@@ -23,13 +24,6 @@ export interface WebhookReceiverOptions {
   status?: number;
   /** Port to listen on (default: a free one). */
   port?: number;
-}
-
-/** True for 127.0.0.0/8 and ::1, the only addresses muster's test and lab services may use. */
-export function isLoopback(host: string): boolean {
-  if (isIP(host) === 4) return host.startsWith("127.");
-  if (isIP(host) === 6) return host === "::1" || host === "0:0:0:0:0:0:0:1";
-  return false;
 }
 
 export async function startWebhookReceiver(opts: WebhookReceiverOptions = {}): Promise<WebhookReceiver> {

@@ -1,10 +1,17 @@
-import { existsSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { MusterError } from "../errors.js";
 import { isValidIdentity } from "../protocol/subjects.js";
+import { reloadBrokerUsers } from "./broker.js";
+import { provisionerKey } from "./credentials.js";
+import { bootLabMachine, destroyMachineDisk, machineBootContext, machineWaiting, writeSshConfig } from "./machines/index.js";
+import { nodeIdentity } from "./names.js";
+import { labNodeContext, startLabNode } from "./nodes.js";
 import { isAlive, type MusterProcess } from "./processes.js";
-import { labRole } from "./manifests.js";
-import { LAB_PROVISIONER_CALLER, LAB_REGIONS, nodeIdentity, provisionerKey, startLabNode, stateFile, waitForNodes, writeLabAuthorization, type LabNode, type LabRegion, type LabState } from "./lab.js";
+import { LAB_REGIONS, type LabRegion } from "./regions.js";
+import { labRole } from "./roles.js";
+import { writeLabState, type LabNode, type LabState } from "./state.js";
+import { waitForNodes } from "./waits.js";
 
 // Nodes that arrive and leave after `lab up`, as auto-scaling would boot and terminate them:
 // `muster lab add` boots new waiting nodes into the running lab (their own broker users and
@@ -24,8 +31,11 @@ export interface AddNodesOptions {
 
 interface Spawning {
   detached: boolean;
-  /** The attached lab keeps its processes to stop them later. */
-  track?: (identity: string, p: MusterProcess) => void;
+  /**
+   * The attached lab keeps its processes to stop them later: each node's own (its muster server, or
+   * a machine's power supervisor, with `node` set) and the ones that serve it (a machine's ssh relay).
+   */
+  track?: (name: string, p: MusterProcess, o?: { node: string }) => void;
 }
 
 const NODE_NAME = /^node(\d+)\.([a-z0-9-]+)\.lab$/;
@@ -69,40 +79,6 @@ export function planNewNodes(s: LabState, o: AddNodesOptions): { identity: strin
   });
 }
 
-/** The lab's service identities (broker users that stay whatever nodes do). */
-function services(s: LabState): string[] {
-  return s.services ?? [s.notifier.identity, ...s.masters.map((m) => m.identity)];
-}
-
-/**
- * Give nats-server the users of exactly these nodes and wait until it has reloaded (its monitoring
- * reports a new config load time): a node started before that would be refused.
- */
-async function reloadBrokerUsers(s: LabState, nodes: string[]): Promise<void> {
-  writeLabAuthorization(s.dir, nodes, services(s));
-  const loadTime = async () => {
-    try {
-      const res = await fetch(`${s.monitor}/varz`, { signal: AbortSignal.timeout(3000) });
-      return String(((await res.json()) as { config_load_time?: string }).config_load_time ?? "");
-    } catch {
-      return "";
-    }
-  };
-  const before = await loadTime();
-  process.kill(s.natsPid, "SIGHUP");
-  const deadline = Date.now() + 15_000;
-  for (;;) {
-    const now = await loadTime();
-    if (now && now !== before) return;
-    if (Date.now() > deadline) throw new MusterError("MUSTER_TIMEOUT", `nats-server did not reload its users within 15 s (see ${join(s.dir, "nats", "nats.log")})`);
-    await new Promise((r) => setTimeout(r, 100)); // nats-server announces a reload nowhere we can subscribe to
-  }
-}
-
-function saveState(s: LabState): void {
-  writeFileSync(stateFile(s.dir), JSON.stringify(s, null, 2));
-}
-
 /**
  * Boot new nodes into a running lab: broker users first, then their muster servers, waiting to be
  * provisioned; resolves once every one of them answers the provisioner's discovery.
@@ -113,24 +89,14 @@ export async function addLabNodes(s: LabState, o: AddNodesOptions & Spawning): P
   const plan = planNewNodes(s, o);
   say(`adding ${plan.map((p) => `${p.identity} (${p.region.country})`).join(", ")}: broker users first`);
   await reloadBrokerUsers(s, [...s.nodes.map((n) => n.identity), ...plan.map((p) => p.identity)]);
-  const tls = s.tls.admin;
-  const ctx = {
-    dir: s.dir,
-    broker: s.broker,
-    caCert: s.tls.ca,
-    caKey: join(s.dir, "pki", "ca.key"),
-    security: s.nodeSecurity ?? { trusted_keys: [{ name: LAB_PROVISIONER_CALLER, key: provisionerKey(s.dir).key.publicKey }], trust_local_user: true },
-    env: { MUSTER_BROKER: s.broker, MUSTER_TLS_CA: s.tls.ca, MUSTER_TLS_CERT: tls.cert!, MUSTER_TLS_KEY: tls.key! },
-    detached: o.detached,
-    bin: s.bin,
-  };
+  const ctx = labNodeContext(s, o.detached);
   const added: LabNode[] = [];
   if (s.machines) {
     // A machine lab grows by machines, booted through cloud-init like the first ones.
-    const { bootLabMachine, machineBootContext, writeSshConfig } = await import("./machines/fleet.js");
-    const boot = machineBootContext(s.dir, s.machines, { cert: s.tls.ca, key: ctx.caKey }, provisionerKey(s.dir).key.publicKey, o.detached, (name, p) => o.track?.(name, p));
+    const boot = await machineBootContext(s.dir, s.machines, { cert: s.tls.ca, key: ctx.caKey }, provisionerKey(s.dir).key.publicKey, o.detached, (name, p) => o.track?.(name, p));
     for (const p of plan) {
-      const { node } = await bootLabMachine(boot, { identity: p.identity, region: p.region, serial: p.serial, role: labRole(p.serial - 1) });
+      const { node, proc } = await bootLabMachine(boot, { identity: p.identity, region: p.region, serial: p.serial, role: labRole(p.serial - 1) });
+      o.track?.(p.identity, proc, { node: p.identity });
       added.push(node);
       s.nodes.push(node);
     }
@@ -140,17 +106,16 @@ export async function addLabNodes(s: LabState, o: AddNodesOptions & Spawning): P
     // A machine coming back under an old name is a new machine: nothing of the old one survives.
     rmSync(join(s.dir, "nodes", p.identity), { recursive: true, force: true });
     const started = startLabNode(ctx, p.identity, p.region, p.serial);
-    o.track?.(p.identity, started.proc);
+    o.track?.(p.identity, started.proc, { node: p.identity });
     added.push(started.node);
     s.nodes.push(started.node);
   }
   s.nodeSerial = Math.max(highestSerial(s), ...plan.map((p) => p.serial));
-  saveState(s);
+  writeLabState(s);
   if (s.machines) {
-    const { machineWaiting } = await import("./machines/fleet.js");
     say(`powered on ${added.length} machine(s); waiting for cloud-init to install the package and muster-server to wait in the provisioning collective`);
     await waitForNodes(s, added.map((n) => n.identity), s.machines.kind === "vm" ? 900_000 : 300_000, "provisioning", (id) => say(machineWaiting(added.find((n) => n.identity === id)!)));
-    saveState(s);
+    writeLabState(s);
     return added;
   }
   say(`started ${added.length} muster server(s); waiting for them in the provisioning collective`);
@@ -168,7 +133,6 @@ export async function removeLabNode(s: LabState, identity: string, kill: (n: Lab
   await kill(n);
   if (n.machine) {
     // as a cloud deletes a terminated instance's disk; its ssh relay and ssh_config entry go too
-    const { destroyMachineDisk, writeSshConfig } = await import("./machines/fleet.js");
     for (const pid of n.machine.relayPids) if (isAlive(pid)) process.kill(pid, "SIGTERM");
     await destroyMachineDisk(n.machine.dir);
     if (s.machines) writeSshConfig(s.machines, s.nodes.filter((x) => x !== n));
@@ -176,7 +140,7 @@ export async function removeLabNode(s: LabState, identity: string, kill: (n: Lab
   const cfg = join(s.dir, "config", `${identity}.yaml`);
   if (existsSync(cfg)) rmSync(cfg);
   s.nodes = s.nodes.filter((x) => x !== n);
-  saveState(s);
+  writeLabState(s);
   if (isAlive(s.natsPid)) await reloadBrokerUsers(s, s.nodes.map((x) => x.identity));
   return n;
 }

@@ -2,6 +2,7 @@ import { z } from "zod";
 import { TlsConfigSchema } from "../broker/connect.js";
 import { loadConfigFile, validateConfig } from "../config/load.js";
 import { isValidCollective } from "../protocol/subjects.js";
+import { isLoopback } from "../security/loopback.js";
 import { DEFAULT_BUCKET, isValidBucketName } from "./bucket.js";
 
 // `muster registry serve --config FILE` (YAML or JSON). Every key has a default, so the daemon
@@ -16,6 +17,8 @@ export const RegistryConfigSchema = z
     tls: TlsConfigSchema.optional(),
     collectives: z.array(z.string().refine(isValidCollective, "a collective name: letters, digits, - and _")).min(1).default(["muster"]),
     bucket: z.string().refine(isValidBucketName, "a bucket name: letters, digits, - and _").default(DEFAULT_BUCKET),
+    /** Copies of the bucket in a JetStream cluster (3 on a 3-member cluster: it survives losing a broker); applies when the bucket is made. */
+    replicas: z.number().int().min(1).max(5).default(1),
     /** Seconds: a node not heard for this long is expired. */
     max_age: z.number().positive().default(900),
     /** Seconds: an unchanged registration rewrites the stored record only once it is this old (default max_age/10). */
@@ -36,7 +39,7 @@ export const RegistryConfigSchema = z
         token_file: z.string().min(1).optional(),
       })
       .strict()
-      .refine((h) => h.token_file !== undefined || isLoopbackHost(h.host), {
+      .refine((h) => h.token_file !== undefined || isLoopback(h.host), {
         message: "node metadata must not be served off loopback without authentication: set http.token_file, or bind http.host to 127.0.0.1",
         path: ["token_file"],
       })
@@ -53,11 +56,6 @@ export const RegistryConfigSchema = z
   .superRefine((c, ctx) => {
     if (c.refresh !== undefined && c.refresh > c.max_age) ctx.addIssue({ code: "custom", path: ["refresh"], message: "must not exceed max_age" });
   });
-
-/** Whether an HTTP bind address is reachable from this machine only. */
-export function isLoopbackHost(host: string): boolean {
-  return /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host) || host === "::1" || host === "localhost";
-}
 
 export type RegistryConfig = z.output<typeof RegistryConfigSchema>;
 

@@ -149,11 +149,6 @@ export class Csrf {
   }
 }
 
-/** Is this listen host a loopback address (the console's safe default)? */
-export function isLoopback(host: string): boolean {
-  return host === "localhost" || host === "::1" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
-}
-
 /**
  * Where to go after logging in: the console page the browser was sent to (the login form carries
  * its fragment, `#/node/web01`), else the board. Only a fragment of this console: never another

@@ -9,9 +9,9 @@ import { puppetDDL, type PuppetDDL } from "./ddl.js";
 import { createRuntime, readStatus, type PuppetRuntime } from "./runtime.js";
 import { puppetAgentFor } from "./settings.js";
 import { statSync } from "node:fs";
-import { puppetStatePaths, readLastRunSummary } from "../../puppet/index.js";
+import { puppetStatePaths } from "../../puppet/index.js";
 import { summaryRunStatus } from "../../protocol/puppet-run.js";
-import type { NodeOps } from "../../privileged/node-ops.js";
+import type { NodeOps } from "../../agent/node-ops.js";
 
 // The puppet agent: MCollective's puppet agent for muster, on the real Puppet agent (src/puppet).
 //
@@ -61,12 +61,11 @@ export function createPuppetAgent(deps: PuppetAgentDeps = {}): MusterPuppetAgent
   const dataPlugin: DataPlugin = {
     name: "puppet",
     description: "The Puppet agent's state: enabled, applying, idling, daemon_present, status, lastrun, since_lastrun, disable_message, disabled_since, last run counts and last_run_status (failed, changed, unchanged)",
-    query() {
+    async query() {
       const s = rt.known();
       if (!s) return undefined;
-      const st = readStatus(rt, s);
-      const paths = puppetStatePaths(puppetAgentFor(s));
-      const summary = readLastRunSummary(paths.lastRunSummary);
+      const st = await readStatus(rt, s);
+      const summary = st.summary;
       return {
         enabled: st.enabled,
         disabled: !st.enabled,
@@ -84,9 +83,9 @@ export function createPuppetAgent(deps: PuppetAgentDeps = {}): MusterPuppetAgent
         total_time: summary?.time.total ?? 0,
         config_version: summary?.version.config ?? "",
         // fleet health (heartbeats carry these values): how the last run went, and since when
-        // Puppet is disabled (the lock's time)
+        // Puppet is disabled (the lock's time, 0 where the daemon may not look at it)
         last_run_status: summary && summary.lastrun > 0 ? summaryRunStatus(summary) : "",
-        disabled_since: st.enabled ? 0 : lockTime(paths.disabledLockfile),
+        disabled_since: st.enabled ? 0 : lockTime(puppetStatePaths(puppetAgentFor(s)).disabledLockfile),
       };
     },
   };
@@ -106,7 +105,7 @@ export function createPuppetAgent(deps: PuppetAgentDeps = {}): MusterPuppetAgent
   return Object.assign(agent, { activeRun: () => rt.active?.done });
 }
 
-/** When Puppet was disabled: its lock file's time, ms epoch (0 when unreadable). */
+/** When Puppet was disabled: its lock file's time, ms epoch (0 when it cannot be looked at). */
 function lockTime(lockfile: string): number {
   try {
     return Math.round(statSync(lockfile).mtimeMs);

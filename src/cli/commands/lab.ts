@@ -20,9 +20,11 @@ const ts = () => new Date().toISOString().slice(11, 19);
 
 // The lab's machinery (NATS, JetStream, puppetserver control, YAML) loads when a subcommand runs,
 // not for `muster lab --help` (npm run bench:cli).
+// The lab's machines, through their one front door.
+const labMachines = () => import("../../lab/machines/index.js");
 const load = async () => {
-  const [lab, scale, { MusterClient }, { ProvisionState }, { stringify: toYaml }, { unpackMuster }] = await Promise.all([import("../../lab/lab.js"), import("../../lab/scale.js"), import("../../client/client.js"), import("../../provisioner/state.js"), import("yaml"), import("../../lab/package.js")]);
-  return { ...lab, ...scale, MusterClient, ProvisionState, toYaml, unpackMuster };
+  const [lab, { MusterClient }, { ProvisionState }, { stringify: toYaml }, { unpackMuster }] = await Promise.all([import("../../lab/lab.js"), import("../../client/client.js"), import("../../provisioner/state.js"), import("yaml"), import("../../lab/package.js")]);
+  return { ...lab, MusterClient, ProvisionState, toYaml, unpackMuster };
 };
 
 function running(s: LabState): boolean {
@@ -139,7 +141,7 @@ Examples:
         if (!o.machines && !o.nodes) {
           // machines by default, when this host can run them
           try {
-            (await import("../../lab/machines/fleet.js")).checkMachineHost("nspawn");
+            (await labMachines()).checkMachineHost("nspawn");
             o.machines = "4";
           } catch (e) {
             process.stderr.write(`${ts()} ${yellow("process nodes")}: ${(e as Error).message}\n`);
@@ -152,7 +154,7 @@ Examples:
         if (o.package && !existsSync(o.package)) throw new MusterError("MUSTER_USAGE", `--package: no file ${o.package} (build one with \`npm run package\`; it prints the path)`);
         if (o.fromPackage && !existsSync(o.fromPackage)) throw new MusterError("MUSTER_USAGE", `--from-package: no file ${o.fromPackage} (build one with \`npm run package\`; it prints the path)`);
         const machines = o.machines ? { kind: (o.vm ? "vm" : "nspawn") as "vm" | "nspawn", deb: o.package ?? o.fromPackage, imageCache: resolve(".muster", "images") } : undefined;
-        if (machines) (await import("../../lab/machines/fleet.js")).checkMachineHost(machines.kind); // says what to install before anything starts
+        if (machines) (await labMachines()).checkMachineHost(machines.kind); // says what to install before anything starts
         const existing = readLabState(labDir());
         if (existing && running(existing)) {
           process.stdout.write(`The lab is already running (${existing.nodes.length} nodes, broker ${existing.broker}).\nSee \`muster lab status\`, or \`muster lab down\` first to start afresh.\n`);
@@ -160,7 +162,7 @@ Examples:
         }
         if (existing) await stopLabFromState(labDir()); // leftovers of a lab that died: clear them first
         await stopLabRemains(labDir()); // and of a `lab up` interrupted before it wrote its state
-        (await import("../../lab/machines/machine.js")).unmountUnder(labDir()); // never delete through a machine's root
+        (await labMachines()).unmountUnder(labDir()); // never delete through a machine's root
         rmSync(labDir(), { recursive: true, force: true });
         mkdirSync(labDir(), { recursive: true });
         const t0 = Date.now();
@@ -190,7 +192,7 @@ Examples:
       const { stopLabFromState, stopLabRemains } = await load();
       const stopped = await stopLabFromState(labDir());
       stopped.push(...(await stopLabRemains(labDir()))); // what a lab that died or an interrupted `lab up` left
-      const { unmountUnder } = await import("../../lab/machines/machine.js");
+      const { unmountUnder } = await labMachines();
       unmountUnder(labDir()); // never delete through a machine's mounted root
       rmSync(resolve(".muster", "lab"), { recursive: true, force: true });
       if (existsSync(clientConfig())) rmSync(clientConfig());
@@ -229,7 +231,7 @@ Examples:
         }
         for (const m of s.masters) process.stdout.write(`\n  master ${m.identity}: https://${m.host}:${m.port} (${m.region.country}, ${m.region.region})`);
         if (s.machines) {
-          const { machineLeader } = await import("../../lab/machines/machine.js");
+          const { machineLeader } = await labMachines();
           process.stdout.write(`\n\n  machines (${s.machines.kind === "vm" ? "QEMU" : "systemd-nspawn"}, image ${s.machines.imageKey}, network namespace ${s.machines.netns}, package ${s.machines.packages.deb}):`);
           for (const n of s.nodes.filter((x) => x.machine)) {
             const on = isAlive(n.pid) && machineLeader(n.machine!.dir) !== undefined;
@@ -333,7 +335,7 @@ already gone). Example:
         for (const id of ids) if (!s.nodes.some((n) => n.identity === id)) throw new MusterError("MUSTER_USAGE", `no node ${id} in the lab (nodes: ${s.nodes.map((n) => n.identity).join(", ") || "none"})`);
         for (const id of ids) {
           const n = await removeLabNode(s, id, async (x) => {
-            if (x.machine) await (await import("../../lab/machines/fleet.js")).powerOffMachine(x.machine.dir, x.pid, { cut: true });
+            if (x.machine) await (await labMachines()).powerOffMachine(x.machine.dir, x.pid, { cut: true });
             else await stopPid(x.pid, 5000);
           });
           process.stdout.write(n.machine ? `${id}: powered off, its disk ${n.dir} deleted\n` : `${id}: terminated (pid ${n.pid}), ${n.dir} deleted\n`);
@@ -351,7 +353,7 @@ already gone). Example:
         const s = await runningLab();
         if (!s) return;
         const n = labMachine(s, identity);
-        const { machineExecArgv } = await import("../../lab/machines/machine.js");
+        const { machineExecArgv } = await labMachines();
         const [cmd, ...args] = machineExecArgv(n.machine.dir, command) as [string, ...string[]];
         const { spawn } = await import("node:child_process");
         const child = spawn(cmd, args, { stdio: "inherit" });
@@ -369,15 +371,14 @@ already gone). Example:
         const s = await runningLab();
         if (!s) return;
         const nodes = ids.map((id) => labMachine(s, id));
-        const fleet = await import("../../lab/machines/fleet.js");
-        const { machineLeader, machineExec } = await import("../../lab/machines/machine.js");
+        const { machineLeader, machineExec, powerOnMachine, powerOffMachine } = await labMachines();
         const { stateFile } = await load();
         for (const n of nodes) {
           const on = isAlive(n.pid) && machineLeader(n.machine.dir) !== undefined;
           if (action === "on") {
             if (on) process.stdout.write(`${n.identity}: already on\n`);
             else {
-              n.pid = fleet.powerOnMachine(n.machine.dir, true).pid;
+              n.pid = powerOnMachine(n.machine.dir, true).pid;
               process.stdout.write(`${n.identity}: powered on\n`);
             }
           } else if (!on) process.stdout.write(`${n.identity}: already off\n`);
@@ -385,7 +386,7 @@ already gone). Example:
             machineExec(n.machine.dir, ["systemctl", "reboot"]);
             process.stdout.write(`${n.identity}: rebooting\n`);
           } else {
-            await fleet.powerOffMachine(n.machine.dir, n.pid, { cut: action === "cut" });
+            await powerOffMachine(n.machine.dir, n.pid, { cut: action === "cut" });
             process.stdout.write(`${n.identity}: ${action === "cut" ? "power cut" : "powered off"}\n`);
           }
         }
@@ -402,7 +403,7 @@ already gone). Example:
         if (!s) return;
         if (!s.machines) throw new MusterError("MUSTER_USAGE", "this lab's nodes are processes (they run the checkout's muster): publish is for a lab of machines");
         if (!existsSync(deb) || !deb.endsWith(".deb")) throw new MusterError("MUSTER_USAGE", `${deb}: not a .deb file (build one with \`npm run package\`)`);
-        const { publishToRepo } = await import("../../lab/machines/fleet.js");
+        const { publishToRepo } = await labMachines();
         await publishToRepo(resolve(s.machines.packages.dir, "apt"), s.machines.packages.gnupgHome, resolve(deb));
         process.stdout.write(`published ${deb} to ${s.machines.packages.url} (the machines' repository); on a machine: apt-get update && apt-get install --only-upgrade muster\n`);
       }),
@@ -412,7 +413,7 @@ already gone). Example:
       .description("(lab internal) a machine's power supervisor: boots it, reboots it, powers it off on SIGTERM")
       .argument("<dir>", "the machine's directory")
       .action(async (dir: string) => {
-        const { superviseMachine } = await import("../../lab/machines/machine.js");
+        const { superviseMachine } = await labMachines();
         await superviseMachine(resolve(dir));
       }),
     { hidden: true },
@@ -424,7 +425,7 @@ already gone). Example:
       .option("--host <addr>", "loopback address", "127.0.0.1")
       .option("--port <n>", "port", "0")
       .action(async (o: { dir: string; host: string; port: string }) => {
-        const { startPackageServer } = await import("../../lab/machines/package-server.js");
+        const { startPackageServer } = await labMachines();
         const srv = await startPackageServer({ dir: resolve(o.dir), host: o.host, port: Number(o.port), log: (l) => process.stdout.write(`${new Date().toISOString()} ${l}\n`) });
         process.stdout.write(`package server on ${srv.url}: ready\n`);
         await new Promise<void>((res) => {

@@ -4,6 +4,9 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, s
 import { basename, dirname, join } from "node:path";
 import { MusterError } from "../../errors.js";
 import { isAlive } from "../processes.js";
+import { hostRelease, requireTools } from "./host.js";
+import type { MachineKind } from "./machine.js";
+import { vmDisk, type VmImage } from "./vm.js";
 
 // The lab machines' image: a Debian root file system built with mmdebstrap from Debian's packages
 // only (the host's release and apt sources), with systemd, cloud-init, Puppet, Facter, the Nagios
@@ -109,32 +112,6 @@ export function mmdebstrapArgv(spec: ImageSpec, sourcesFile: string, target: str
   return ["mmdebstrap", "--variant=minbase", "--mode=root", `--include=${spec.packages.join(",")}`, "--skip=cleanup/reproducible", spec.release, target, sourcesFile];
 }
 
-/** The host's Debian release and apt sources, which the image is built from. */
-export function hostRelease(): { release: string; sources: string } {
-  const os = readFileSync("/etc/os-release", "utf8");
-  const release = /^VERSION_CODENAME=(.+)$/m.exec(os)?.[1]?.replace(/"/g, "");
-  if (!release) throw new MusterError("MUSTER_USAGE", "lab machines need a Debian host: /etc/os-release names no VERSION_CODENAME");
-  for (const f of ["/etc/apt/sources.list.d/debian.sources", "/etc/apt/sources.list"]) {
-    if (existsSync(f) && /\S/.test(readFileSync(f, "utf8").replace(/^#.*$/gm, ""))) return { release, sources: readFileSync(f, "utf8") };
-  }
-  return { release, sources: `deb http://deb.debian.org/debian ${release} main\n` };
-}
-
-/** Fails with what to install when a host tool is missing. */
-export function requireTools(tools: Record<string, string>): void {
-  const missing = Object.entries(tools).filter(([bin]) => !onPath(bin));
-  if (missing.length) {
-    throw new MusterError("MUSTER_USAGE", `lab machines need ${missing.map(([bin]) => bin).join(", ")}: apt-get install ${[...new Set(missing.map(([, pkg]) => pkg))].join(" ")} (./scripts/setup.sh installs them)`);
-  }
-}
-
-export function onPath(bin: string): boolean {
-  return (process.env.PATH ?? "/usr/sbin:/usr/bin:/sbin:/bin")
-    .split(":")
-    .concat(["/usr/sbin", "/sbin"])
-    .some((d) => d && existsSync(join(d, bin)));
-}
-
 function run(argv: string[], log: (line: string) => void): Promise<void> {
   return new Promise((resolve, reject) => {
     const [cmd, ...args] = argv as [string, ...string[]];
@@ -235,6 +212,13 @@ function clearAbandonedBuilds(cacheDir: string): void {
     const pid = /^\..+\.(\d+)$/.exec(d)?.[1];
     if (pid && !isAlive(Number(pid))) rmSync(join(cacheDir, d), { recursive: true, force: true });
   }
+}
+
+/** The image this kind of machine boots, built on first use (a VM's: with its base disk, kernel and initramfs). */
+export async function labImage(kind: MachineKind, cacheDir: string, progress: (l: string) => void): Promise<{ image: MachineImage; vm?: VmImage }> {
+  const image = await ensureImage(cacheDir, machineImageSpec({ ...hostRelease(), vm: kind === "vm" }), progress);
+  if (kind !== "vm") return { image };
+  return { image, vm: await vmDisk(image, progress) };
 }
 
 export function imageInfo(root: string): { bytes: number; builtAt?: string; buildSeconds?: number } | undefined {

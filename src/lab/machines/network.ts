@@ -1,7 +1,8 @@
 import { spawnSync } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
 import { MusterError } from "../../errors.js";
-import { LAB_NET } from "./plan.js";
+import { LAB_NET, labNetnsName, labSocketDir, masterRelayAddress, NETWORKS_DIR, RELAY_ADDRESS } from "./addresses.js";
 
 // The lab's own network: a network namespace holding one bridge, the relay addresses on it, and
 // nothing else. No interface leads out of it and it has no default route, so nothing a machine
@@ -60,4 +61,42 @@ export function labLinks(name: string): string[] {
     .split("\n")
     .filter(Boolean)
     .map((l) => l.split(":")[1]!.trim().split("@")[0]!);
+}
+
+/**
+ * The lab's network: its namespace, the bridge and the relay addresses (the broker's and the
+ * package server's, and one per master), and a directory for the relays' sockets that says whose
+ * network it is (clearAbandonedNetworks reads it).
+ */
+export function makeLabNetwork(labDir: string, masters: number, progress: (l: string) => void): { netns: string; socketDir: string } {
+  const dir = resolve(labDir);
+  const netns = labNetnsName(dir);
+  clearAbandonedNetworks(progress);
+  const socketDir = labSocketDir(netns);
+  // whose network this is, written first, for clearAbandonedNetworks
+  mkdirSync(socketDir, { recursive: true, mode: 0o700 });
+  writeFileSync(join(socketDir, "lab-dir"), `${dir}\n`);
+  createLabNetwork(netns, [RELAY_ADDRESS, ...Array.from({ length: masters }, (_, i) => masterRelayAddress(i))]);
+  return { netns, socketDir };
+}
+
+/**
+ * A lab whose test run was killed outright leaves its network namespace behind (its machines and
+ * relays are stopped by their watchdogs). One whose lab directory is gone and that holds no
+ * process serves nothing: remove it.
+ */
+export function clearAbandonedNetworks(progress: (l: string) => void): void {
+  if (!existsSync(NETWORKS_DIR)) return;
+  for (const ns of readdirSync(NETWORKS_DIR)) {
+    let labDir: string;
+    try {
+      labDir = readFileSync(join(NETWORKS_DIR, ns, "lab-dir"), "utf8").trim();
+    } catch {
+      continue; // not ours, or not finished being made
+    }
+    if (existsSync(labDir) || netnsPids(ns).length) continue;
+    deleteLabNetwork(ns);
+    rmSync(join(NETWORKS_DIR, ns), { recursive: true, force: true });
+    progress(`removed the network of a lab that is gone (${ns}, was ${labDir})`);
+  }
 }

@@ -1,7 +1,7 @@
 import { createReadStream, statSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { join, normalize, sep } from "node:path";
-import { isLoopback } from "../receivers.js";
+import { isLoopback } from "../../security/loopback.js";
 
 // The lab's package server: what a cloud's apt mirror or artifact store is to its machines. It
 // serves one directory (the .deb `npm run package` built, and an apt repository when there is one)

@@ -2,6 +2,9 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { MusterError } from "../../errors.js";
 import { spawnProcess, type MusterProcess } from "../processes.js";
+import { masterRelayAddress, PACKAGE_PORT, RELAY_ADDRESS } from "./addresses.js";
+import { netnsPath } from "./network.js";
+import type { LabMachinesState } from "./state.js";
 
 // Relays between the lab's network namespace and the host's loopback. The broker, the masters and
 // the package server stay on 127.0.0.x, where the operator's commands find them; machines reach
@@ -98,4 +101,28 @@ export async function startRelay(spec: RelaySpec, socketDir: string, o: { logFil
     }
     await new Promise((r) => setTimeout(r, 20)); // socat announces readiness nowhere: look at the kernel's socket table
   }
+}
+
+/**
+ * The lab's own relays onto its bridge (pure): the broker and the package server at RELAY_ADDRESS,
+ * each master at its relay address on its own port.
+ */
+export function labRelaySpecs(o: { netns: string; natsPort: number; packagesPort: number; masters: { host: string; port: number }[] }): RelaySpec[] {
+  const ns = netnsPath(o.netns);
+  return [
+    { name: "broker", listen: { host: RELAY_ADDRESS, port: o.natsPort, netns: ns }, target: { host: "127.0.0.1", port: o.natsPort } },
+    { name: "packages", listen: { host: RELAY_ADDRESS, port: PACKAGE_PORT, netns: ns }, target: { host: "127.0.0.1", port: o.packagesPort } },
+    ...o.masters.map((m, i) => ({ name: `master-${i + 1}`, listen: { host: masterRelayAddress(i), port: m.port, netns: ns }, target: { host: m.host, port: m.port } })),
+  ];
+}
+
+/** Start relays one after the other, each ready before the next; what they are, as lab.json keeps them. */
+export async function startRelays(specs: RelaySpec[], socketDir: string, o: { logDir: string; detached: boolean; track: (name: string, p: MusterProcess) => void }): Promise<LabMachinesState["relays"]> {
+  const relays: Relay[] = [];
+  for (const spec of specs) {
+    const r = await startRelay(spec, socketDir, { logFile: join(o.logDir, `relay-${spec.name}.log`), detached: o.detached });
+    r.procs.forEach((p, i) => o.track(`relay ${spec.name} ${i}`, p));
+    relays.push(r);
+  }
+  return relays.map((r) => ({ name: r.spec.name, pids: r.pids, listen: `${r.spec.listen.host}:${r.spec.listen.port}`, target: `${r.spec.target.host}:${r.spec.target.port}` }));
 }

@@ -3,7 +3,6 @@ import { copyFileSync, existsSync, mkdirSync, readdirSync, realpathSync, renameS
 import { dirname, join } from "node:path";
 import { promisify } from "node:util";
 import { MusterError } from "../../errors.js";
-import type { MachineImage } from "./image.js";
 
 // QEMU machines (`--vm`): the same image as a whole virtual machine with its own kernel. The root
 // directory becomes an ext4 disk once (mke2fs -d copies a directory into a new file system, no
@@ -17,8 +16,15 @@ const run = promisify(execFile);
 const DISK_SIZE = "3G";
 const MEMORY_MB = 768;
 
-/** The base disk, kernel and initramfs of a VM image (built next to the image, once). */
-export async function vmDisk(image: MachineImage, progress: (l: string) => void): Promise<{ disk: string; kernel: string; initrd: string }> {
+/** What a QEMU machine boots: the image as a base disk, with its kernel and initramfs. */
+export interface VmImage {
+  disk: string;
+  kernel: string;
+  initrd: string;
+}
+
+/** The base disk, kernel and initramfs of a VM image (built next to the image's root, once). */
+export async function vmDisk(image: { key: string; root: string }, progress: (l: string) => void): Promise<VmImage> {
   const dir = join(dirname(image.root), "vm");
   const out = { disk: join(dir, "base.qcow2"), kernel: join(dir, "vmlinuz"), initrd: join(dir, "initrd.img") };
   if (existsSync(join(dir, "done"))) return out;
@@ -49,7 +55,7 @@ export async function vmDisk(image: MachineImage, progress: (l: string) => void)
 }
 
 /** A machine's own disk (a qcow2 overlay of the base) and its cidata seed ISO. */
-export async function prepareVmDisk(dir: string, base: { disk: string; kernel: string; initrd: string }, serial: number): Promise<{ kernel: string; initrd: string; memoryMb: number; tap: string }> {
+export async function prepareVmDisk(dir: string, base: VmImage, serial: number): Promise<{ kernel: string; initrd: string; memoryMb: number; tap: string }> {
   await run("qemu-img", ["create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", base.disk, join(dir, "disk.qcow2")]);
   const seed = join(dir, "seed");
   await run("cloud-localds", ["--network-config", join(seed, "network-config"), join(dir, "seed.iso"), join(seed, "user-data"), join(seed, "meta-data")]);

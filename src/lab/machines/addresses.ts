@@ -1,8 +1,7 @@
 import { createHash } from "node:crypto";
-import { stringify as toYaml } from "yaml";
 
-// Where the lab's machines live on its private network, and what their NoCloud seeds say: pure, so
-// `lab up`, `lab add` and the tests make the same machine from the same number.
+// Where the lab's machines live on its private network: pure, so `lab up`, `lab add` and the tests
+// make the same machine from the same number.
 //
 // The lab's network namespace holds one bridge. On it: the relay addresses (the broker, the package
 // server and each Puppet master, relayed to the host's loopback where those services run) and one
@@ -10,9 +9,6 @@ import { stringify as toYaml } from "yaml";
 
 /** The lab network: 10.77.0.0/16 inside the lab's own namespace (no other host can see it). */
 export const LAB_NET = { prefix: 16, bridge: "mbr0", gateway: "10.77.0.1" } as const;
-
-/** Where `muster resource` may put files on a lab machine (the lab's Puppet site makes it). */
-export const MACHINE_FILES_DIR = "/srv/muster-lab/files";
 
 /** The broker and the package server are relayed on the bridge's first address. */
 export const RELAY_ADDRESS = LAB_NET.gateway;
@@ -53,6 +49,10 @@ export function labNetnsName(labDir: string): string {
   return `muster-${createHash("sha256").update(labDir).digest("hex").slice(0, 10)}`;
 }
 
+/** Where the lab network's relays keep their Unix sockets (short: under /run), and whose network it is. */
+export const NETWORKS_DIR = "/run/muster-lab";
+export const labSocketDir = (netns: string) => `${NETWORKS_DIR}/${netns}`;
+
 /**
  * The host side of a machine's veth is named after the machine (`vb-` + 12 characters), so names
  * that agree in their first 12 characters would clash: the lab names machines by number instead.
@@ -60,24 +60,4 @@ export function labNetnsName(labDir: string): string {
 export function machineName(serial: number): string {
   checkSerial(serial);
   return `lab-m${serial}`;
-}
-
-/** NoCloud meta-data: what a cloud's metadata service says of an instance. */
-export function metaData(identity: string, instanceId: string): string {
-  return toYaml({ "instance-id": instanceId, "local-hostname": identity });
-}
-
-/**
- * NoCloud network-config (version 2): the machine's address and no gateway (there is nowhere to
- * go). The interface is `host0` in systemd-nspawn; under QEMU the NIC is matched by its MAC and
- * renamed host0, so one image serves both.
- */
-export function networkConfig(address: string, o: { mac?: string } = {}): string {
-  const iface: Record<string, unknown> = o.mac ? { match: { macaddress: o.mac }, "set-name": "host0" } : {};
-  return toYaml({ version: 2, ethernets: { host0: { ...iface, addresses: [`${address}/${LAB_NET.prefix}`] } } });
-}
-
-/** An instance id that changes when a machine under the same name is made anew (cloud-init runs again). */
-export function instanceId(identity: string, made: number): string {
-  return `${identity}-${made.toString(36)}`;
 }

@@ -1,0 +1,42 @@
+// The lab's machines, as the rest of muster sees them: the one door into lab/machines. The rest of
+// src/lab and `muster lab` import machines only from here (test/lab/structure.test.ts holds that);
+// the files behind it are free to change.
+//
+//   host.ts        what the host must have (root, tools, overlayfs, namespaces)
+//   image.ts       the image machines boot (mmdebstrap, cached), vm.ts its QEMU disk
+//   packages.ts    what machines install: the .deb, the lab's signed apt repository, its server
+//   network.ts     the lab's network namespace and bridge; relay.ts the relays onto it
+//   ssh.ts         the operator's ssh key, config and known hosts for the machines
+//   seed.ts        a machine's NoCloud seed (the cloud-init renderer's command line)
+//   boot.ts        making a machine and powering it on; power.ts its power switch and disk
+//   machine.ts     what a machine is on disk; supervisor.ts its power supervisor
+//   remains.ts     taking the machines' side of a lab down, from its state or from what is left
+//   state.ts       what lab.json keeps of the machines
+//   addresses.ts   where everything is on the lab network (pure)
+
+export { LAB_NET, masterRelayAddress, RELAY_ADDRESS } from "./addresses.js";
+export { checkMachineHost, hostRelease } from "./host.js";
+export { ensureImage, imageInfo, labImage, machineImageSpec, type MachineImage } from "./image.js";
+export { decodeMountPath, machineExec, machineExecArgv, machineLeader, machineSupervisor, unmountUnder, type MachineKind } from "./machine.js";
+export { labLinks, labRoutes, makeLabNetwork } from "./network.js";
+export { packageServerPort, publishToRepo, startLabPackages } from "./packages.js";
+export { startPackageServer } from "./package-server.js";
+export { destroyMachineDisk, powerOffMachine, powerOnMachine } from "./power.js";
+export { labRelaySpecs, startRelays } from "./relay.js";
+export { clearMachineRemains, teardownMachines } from "./remains.js";
+export type { BootMachineContext, MachinePlan } from "./seed.js";
+export { labSshKey, writeSshConfig } from "./ssh.js";
+export { labMachinesState, machineWaiting, type LabMachinesState, type LabNodeMachine, type LabPackages, type MachineNode } from "./state.js";
+export { superviseMachine } from "./supervisor.js";
+export type { VmImage } from "./vm.js";
+
+// Booting loads what issuing a bootstrap credential needs (the broker's auth rules, and with them
+// the NATS client) and the YAML of the seeds: ~20 MB that a machine's supervisor and the package
+// server, which come through this door too, never use. So boot.ts loads on first use.
+type Boot = typeof import("./boot.js");
+
+/** Make a machine and power it on (boot.ts). */
+export const bootLabMachine = async (...a: Parameters<Boot["bootLabMachine"]>): ReturnType<Boot["bootLabMachine"]> => (await import("./boot.js")).bootLabMachine(...a);
+
+/** What booting machines into a lab needs (boot.ts). */
+export const machineBootContext = async (...a: Parameters<Boot["machineBootContext"]>): Promise<ReturnType<Boot["machineBootContext"]>> => (await import("./boot.js")).machineBootContext(...a);
