@@ -9,7 +9,8 @@ import { backoffMs, CERT_STAGES, remainingStages, SLOW_STAGES } from "./stages.j
 // abandoned: record, unlock; lost to another provisioner: touch nothing). The edge
 // (src/provisioner/driver.ts) carries out each action and feeds back the event it produced, until
 // the action is terminal (done, fail, abandon, leave, park). What a node's own events mean, when a
-// question is asked again and when a node counts as gone are its rules in liveness.ts.
+// question is asked again and when a node counts as gone are its rules in liveness.ts. A node whose
+// Puppet master does not answer is parked the same way as a gone node, waiting for the master.
 //
 //   [prepare] begin -> [probe-cert] -> [renew-lock] -> [persist] -> run --ok--> persist --> next stage ... persist -> done
 //                                                                  |failed: node restarted -> run (no attempt)
@@ -20,6 +21,9 @@ import { backoffMs, CERT_STAGES, remainingStages, SLOW_STAGES } from "./stages.j
 //   any persist answered "someone else wrote" -> leave;  the provisioner stopping -> persist -> release-lock -> abandon
 //   the node gone (mid-step, or unreachable before it) -> persist (gone, claim until the wait ends) -> park;
 //   back (its run begins again) -> the step repeated; still gone when the wait ends -> [notify] -> persist (failed) -> fail
+//   no master answers (before the first step), or a master step failed and its master no longer answers
+//     -> persist (masterWait, claim renewed while it waits) -> park; the master answers -> the step repeated;
+//     still no answer when master_wait ends -> release-lock -> [notify] -> persist (failed) -> fail
 
 export interface EnginePolicy {
   /** The enabled stages, in order. */
@@ -33,7 +37,12 @@ export interface EnginePolicy {
   notifyFailures?: boolean;
   /** How long a node that went away is waited for before it fails (config gone.timeout), s. */
   goneTimeoutS?: number;
+  /** How long a node waits for a Puppet master that does not answer before it fails (config master_wait), s; 0: no limit. */
+  masterWaitS?: number;
 }
+
+/** master_wait's default: a master's puppetserver takes minutes to start, and a waiting node holds no slot. */
+export const MASTER_WAIT_S = 3600;
 
 /** gone.timeout's default: machines reboot, and a parked node holds no slot. */
 export const GONE_TIMEOUT_S = 3600;
@@ -58,20 +67,30 @@ export type EngineAction =
   | { type: "abandon"; reason: string }
   /** Someone else owns the node now: touch nothing. */
   | { type: "leave"; reason: string }
-  /** The node went away: its record says so and keeps our claim until `until` (ms epoch); look again meanwhile, fail it then. */
-  | { type: "park"; until: number };
+  /**
+   * The node waits, its record says for what: `awaiting` "node" (it went away; our claim lasts until
+   * `until`, ms epoch) or "master" (`master`, or any master when none is named; our claim is
+   * renewed while it waits). Look again meanwhile; past `until` (Infinity: no limit) it is failed.
+   */
+  | { type: "park"; until: number; awaiting: "node" | "master"; master?: string };
 
 export type EngineEvent =
   | { type: "begin" }
   /** Before the first step: the node's facts or its master could not be had. */
   | { type: "prepare-failed"; error: string }
+  /**
+   * Before the first step: no master answers for the node. `master`: its own (it has one: its CSR
+   * and certificate are there), which it waits for; absent: no master answers at all. `looking`:
+   * how masters are found (agent, filter), for the reason shown.
+   */
+  | { type: "master-away"; master?: string; looking: string }
   /** A gone node's run begun because it still did not answer (its wait may have ended): nothing was asked of it. */
   | { type: "still-gone" }
   | { type: "cert-probed"; hasCert: boolean }
   | { type: "lock-renewed"; expires?: number }
   | { type: "persisted" }
   | { type: "step-ok"; ms: number; note?: string }
-  | { type: "step-failed"; error: string; /** the node answered that Puppet is busy */ busy: boolean; /** the node restarted while we waited */ nodeRestarted: boolean; /** the node went away while we waited: how we know */ gone?: string }
+  | { type: "step-failed"; error: string; /** the node answered that Puppet is busy */ busy: boolean; /** the node restarted while we waited */ nodeRestarted: boolean; /** the node went away while we waited: how we know */ gone?: string; /** the step needs the master, and the node's master did not answer discovery right after */ masterAway?: boolean }
   | { type: "waited" }
   | { type: "lock-released" }
   | { type: "notified"; error?: string }
@@ -94,6 +113,8 @@ export interface NodeRun {
   ending?: string;
   /** The node is unreachable: its lock cannot be released (it expires with its lease). */
   unreachable?: boolean;
+  /** While parking: what the node waits for. */
+  awaiting?: "node" | "master";
   phase: Phase;
 }
 
@@ -116,6 +137,7 @@ export function decide(run: NodeRun, ev: EngineEvent, policy: EnginePolicy, now:
   if (ev.type === "lost") return finish(run, { type: "leave", reason: `state of ${rec.identity} was changed by someone else; leaving the node to them` });
   if (ev.type === "stopping") return abandon(run, "provisioner stopping", now);
   if (ev.type === "still-gone") return gone(run, policy, now, "no answer");
+  if (ev.type === "master-away") return waitForMaster(run, policy, now, ev.master, ev.looking);
   if (ev.type === "prepare-failed") {
     // No answer at all before the first step: the node is gone (it may come back), not broken.
     if (noReply(ev.error) && !pastDisable(rec)) return gone(run, policy, now, "no answer before its next step");
@@ -130,6 +152,12 @@ export function decide(run: NodeRun, ev: EngineEvent, policy: EnginePolicy, now:
         appendLog(rec, `the node is back after ${Math.round((now - rec.gone.since) / 1000)}s (it was gone: ${rec.gone.reason})${rec.current ? `; repeating ${rec.current}` : ""}`, now);
         delete rec.gone;
       }
+      if (rec.masterWait) {
+        // the run begins only once the node's master (or, with none yet, any master) answers
+        const what = rec.masterWait.master ? `its master ${rec.masterWait.master}` : "a Puppet master";
+        appendLog(rec, `${what} answers after ${Math.round((now - rec.masterWait.since) / 1000)}s of waiting${rec.master && !rec.masterWait.master ? ` (${rec.master})` : ""}${rec.current ? `; repeating ${rec.current}` : ""}`, now);
+        delete rec.masterWait;
+      }
       return advance(run, policy, now);
     case "cert-probed":
       rec.hadCert = ev.hasCert;
@@ -141,7 +169,10 @@ export function decide(run: NodeRun, ev: EngineEvent, policy: EnginePolicy, now:
       return { type: "persist", leaseS: slowLease(policy) };
     case "persisted":
       if (run.phase === "before-step") return startStep(run);
-      if (run.phase === "parking") return finish(run, { type: "park", until: goneUntil(rec, policy) });
+      if (run.phase === "parking") {
+        if (run.awaiting === "master") return finish(run, { type: "park", until: masterWaitUntil(rec, policy), awaiting: "master", ...(rec.masterWait?.master ? { master: rec.masterWait.master } : {}) });
+        return finish(run, { type: "park", until: goneUntil(rec, policy), awaiting: "node" });
+      }
       if (run.phase === "finishing") return finish(run, { type: "done" });
       if (run.phase === "after-ok") {
         run.index++;
@@ -169,6 +200,12 @@ export function decide(run: NodeRun, ev: EngineEvent, policy: EnginePolicy, now:
       if (ev.gone) {
         appendLog(rec, `${stage}: the node is gone (${ev.gone})`, now);
         return gone(run, policy, now, ev.gone);
+      }
+      // The node's master went away: the master's failure, not the node's. No attempt is spent;
+      // the node waits for that master (its CSR and certificate are there), holding no slot.
+      if (ev.masterAway && rec.master) {
+        appendLog(rec, `${stage}: its master ${rec.master} does not answer (${ev.error})`, now);
+        return waitForMaster(run, policy, now, rec.master);
       }
       // Every step is idempotent: a node restart costs a repeat, not an attempt (bounded, for a node that keeps restarting).
       if (ev.nodeRestarted && ++run.restarts <= policy.attempts * 2) {
@@ -234,7 +271,43 @@ function gone(run: NodeRun, policy: EnginePolicy, now: number, reason: string): 
   }
   appendLog(rec, `waiting up to ${Math.round((until - now) / 1000)}s for the node to come back (${rec.gone.reason})`, now);
   run.phase = "parking";
+  run.awaiting = "node";
   return { type: "persist", leaseS: Math.ceil((until - now) / 1000) };
+}
+
+/** When the wait for a master ends (ms epoch; Infinity with master_wait 0). */
+export function masterWaitUntil(rec: NodeRecord, policy: EnginePolicy): number {
+  const s = policy.masterWaitS ?? MASTER_WAIT_S;
+  return s > 0 ? (rec.masterWait?.since ?? 0) + s * 1000 : Number.POSITIVE_INFINITY;
+}
+
+/** What a node waiting for a master shows (status, the board, the log). */
+export function masterWaitReason(master: string | undefined, looking = "the configured masters"): string {
+  return master ? `waiting for its master ${master}, which does not answer` : `waiting for a Puppet master: none answers (${looking})`;
+}
+
+/**
+ * No master answers for the node (`master`: its own; none: any): recorded (since the first time),
+ * then parked with our claim (renewed while it waits) until a master answers; past master_wait,
+ * failed like any failure, naming the master and how long it waited. The node itself answers, so
+ * its lock is released as for any failure.
+ */
+function waitForMaster(run: NodeRun, policy: EnginePolicy, now: number, master: string | undefined, looking?: string): EngineAction {
+  const rec = run.rec;
+  if (!rec.masterWait || rec.masterWait.master !== master) rec.masterWait = { since: now, reason: masterWaitReason(master, looking), ...(master ? { master } : {}) };
+  const wait = rec.masterWait!;
+  const until = masterWaitUntil(rec, policy);
+  if (now >= until) {
+    const waited = Math.round((now - wait.since) / 1000);
+    const error = master ? `its master ${master} did not answer for ${waited}s (master_wait)` : `no Puppet master answered for ${waited}s (${looking ?? "the configured masters"}; master_wait)`;
+    rec.lastError = error;
+    delete rec.masterWait;
+    return failing(run, error, policy, now);
+  }
+  appendLog(rec, `${wait.reason}; ${until === Number.POSITIVE_INFINITY ? "waiting for it (master_wait 0: no limit)" : `waiting up to ${Math.round((until - now) / 1000)}s`}, holding no slot`, now);
+  run.phase = "parking";
+  run.awaiting = "master";
+  return { type: "persist", leaseS: policy.lockLeaseS };
 }
 
 /** An unanswered question (lost in transit, or nobody there), as the client words it. */
