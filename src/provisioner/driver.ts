@@ -9,11 +9,12 @@ import { callOne, type Collective } from "./collective.js";
 import type { ProvisionerConfig } from "./config.js";
 import { DeployLock } from "./deploy-lock.js";
 import { decide, newRun, pastDisable, type EngineAction, type EngineEvent, type EnginePolicy, type NodeRun } from "./engine.js";
-import { askAgain, goneAfter, masterAwayAfter, type LivenessPolicy } from "./liveness.js";
+import { askAgain, type LivenessPolicy } from "./liveness.js";
 import { MasterAway, sleep, stringFact, type Masters } from "./masters.js";
 import type { ProvisionerMetrics } from "./metrics.js";
 import type { Semaphore } from "../semaphore.js";
 import { MASTER_STAGES, NODE_STAGES } from "./stages.js";
+import { watchStep, type StepProbes } from "./step-watch.js";
 import type { ProvisionState, Versioned } from "./state.js";
 import { StepError, steps, type MasterInfo, type StepContext } from "./steps.js";
 import type { NodeTrust } from "./trust.js";
@@ -243,7 +244,11 @@ export class Driver {
     const inStep: InStep = { controller: new AbortController() };
     this.restarts.set(rec.identity, inStep);
     const needsMaster = MASTER_STAGES.has(stage) && master.identity !== "";
-    const stopWatching = NODE_STAGES.has(stage) || needsMaster ? this.watch(rec.identity, inStep, NODE_STAGES.has(stage), needsMaster ? master.identity : undefined) : undefined;
+    const probes: StepProbes = {
+      ...(NODE_STAGES.has(stage) ? { node: () => this.answers(rec.identity, this.d.liveness.checkS * 1000) } : {}),
+      ...(needsMaster ? { master: { name: master.identity, answers: () => this.d.masters.answers(master.identity).catch(() => true) } } : {}),
+    };
+    const stopWatching = watchStep(this.d.liveness, probes, (what, reason) => this.restarts.get(rec.identity) === inStep && (what === "node" ? this.nodeGone(rec.identity, reason) : this.masterGone(rec.identity, reason)));
     const t0 = performance.now();
     try {
       const note = await steps[stage](this.stepContext(v, master));
@@ -261,41 +266,8 @@ export class Driver {
       const error = inStep.masterAway ?? (e as Error).message;
       return { type: "step-failed", error, busy, nodeRestarted, gone: inStep.gone, ...(masterAway ? { masterAway } : {}) };
     } finally {
-      stopWatching?.();
+      stopWatching();
     }
-  }
-
-  /**
-   * While a step waits: every gone.check_interval a liveness check of the node (`node`) and a look
-   * for its master among the masters discovered (`master`, a step that needs it); once the engine's
-   * rule (goneAfter, masterAwayAfter) says either is away, the step's wait is ended. Returns the
-   * stop function.
-   */
-  private watch(identity: string, inStep: InStep, node: boolean, master: string | undefined): () => void {
-    const p = this.d.liveness;
-    if (p.checkS <= 0) return () => undefined;
-    const stop = new AbortController();
-    void (async () => {
-      let misses = 0;
-      let masterMisses = 0;
-      // A check starts every check_interval: an unanswered one has already waited its interval
-      // out, so the next starts at once (3 misses took 30 s instead of 15 when each also slept).
-      let next = Date.now() + p.checkS * 1000;
-      while (!stop.signal.aborted) {
-        await sleep(Math.max(0, next - Date.now()), stop.signal);
-        if (stop.signal.aborted) return;
-        next = Date.now() + p.checkS * 1000;
-        const [answered, masterAnswers] = await Promise.all([node ? this.answers(identity, p.checkS * 1000) : true, master ? this.d.masters.answers(master).catch(() => true) : true]);
-        if (stop.signal.aborted) return;
-        misses = answered ? 0 : misses + 1;
-        masterMisses = masterAnswers ? 0 : masterMisses + 1;
-        const reason = goneAfter(misses, p);
-        if (reason && this.restarts.get(identity) === inStep && this.nodeGone(identity, reason)) return;
-        const away = master ? masterAwayAfter(master, masterMisses, p) : undefined;
-        if (away && this.restarts.get(identity) === inStep && this.masterGone(identity, away)) return;
-      }
-    })();
-    return () => stop.abort();
   }
 
   private stepContext(v: Versioned, master: MasterInfo): StepContext {

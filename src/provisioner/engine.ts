@@ -1,6 +1,7 @@
 import { appendLog, Stages, type NodeRecord, type Stage } from "../protocol/provision-record.js";
 import { lockNeedsRenewal } from "./deploy-lock.js";
 import { backoffMs, CERT_STAGES, remainingStages, SLOW_STAGES } from "./stages.js";
+import { clearWaits, goneUntil, markGone, markMasterWait, masterWaitUntil, noReply, type WaitMark } from "./waits.js";
 
 // The provisioning engine for one node: what to do next, given its record and what just happened.
 // Pure: no timers, no I/O, the clock and the dice passed in. It owns every decision about a node:
@@ -9,8 +10,8 @@ import { backoffMs, CERT_STAGES, remainingStages, SLOW_STAGES } from "./stages.j
 // abandoned: record, unlock; lost to another provisioner: touch nothing). The edge
 // (src/provisioner/driver.ts) carries out each action and feeds back the event it produced, until
 // the action is terminal (done, fail, abandon, leave, park). What a node's own events mean, when a
-// question is asked again and when a node counts as gone are its rules in liveness.ts. A node whose
-// Puppet master does not answer is parked the same way as a gone node, waiting for the master.
+// question is asked again and when a node or a master counts as away are its rules in liveness.ts;
+// what a parked node waits for (itself, gone; its master) and for how long, in waits.ts.
 //
 //   [prepare] begin -> [probe-cert] -> [renew-lock] -> [persist] -> run --ok--> persist --> next stage ... persist -> done
 //                                                                  |failed: node restarted -> run (no attempt)
@@ -41,12 +42,6 @@ export interface EnginePolicy {
   masterWaitS?: number;
 }
 
-/** master_wait's default: a master's puppetserver takes minutes to start, and a waiting node holds no slot. */
-export const MASTER_WAIT_S = 3600;
-
-/** gone.timeout's default: machines reboot, and a parked node holds no slot. */
-export const GONE_TIMEOUT_S = 3600;
-
 export type EngineAction =
   | { type: "probe-cert" }
   /** Take the node's deploy lock again for `leaseS` (it would run out during a slow step). */
@@ -67,22 +62,14 @@ export type EngineAction =
   | { type: "abandon"; reason: string }
   /** Someone else owns the node now: touch nothing. */
   | { type: "leave"; reason: string }
-  /**
-   * The node waits, its record says for what: `awaiting` "node" (it went away; our claim lasts until
-   * `until`, ms epoch) or "master" (`master`, or any master when none is named; our claim is
-   * renewed while it waits). Look again meanwhile; past `until` (Infinity: no limit) it is failed.
-   */
+  /** The node waits (its record says why) for itself ("node", gone) or its `master` (none: any); look again meanwhile, fail it past `until` (ms epoch; Infinity: never). */
   | { type: "park"; until: number; awaiting: "node" | "master"; master?: string };
 
 export type EngineEvent =
   | { type: "begin" }
   /** Before the first step: the node's facts or its master could not be had. */
   | { type: "prepare-failed"; error: string }
-  /**
-   * Before the first step: no master answers for the node. `master`: its own (it has one: its CSR
-   * and certificate are there), which it waits for; absent: no master answers at all. `looking`:
-   * how masters are found (agent, filter), for the reason shown.
-   */
+  /** Before the first step: its own `master` (its CSR and certificate are there) does not answer, or (none) no master does; `looking`: how masters are found. */
   | { type: "master-away"; master?: string; looking: string }
   /** A gone node's run begun because it still did not answer (its wait may have ended): nothing was asked of it. */
   | { type: "still-gone" }
@@ -136,28 +123,19 @@ export function decide(run: NodeRun, ev: EngineEvent, policy: EnginePolicy, now:
   if (closing(run.phase)) return close(run, ev, policy, now);
   if (ev.type === "lost") return finish(run, { type: "leave", reason: `state of ${rec.identity} was changed by someone else; leaving the node to them` });
   if (ev.type === "stopping") return abandon(run, "provisioner stopping", now);
-  if (ev.type === "still-gone") return gone(run, policy, now, "no answer");
-  if (ev.type === "master-away") return waitForMaster(run, policy, now, ev.master, ev.looking);
+  if (ev.type === "still-gone") return park(run, "node", markGone(rec, policy, now, "no answer"), policy, now);
+  if (ev.type === "master-away") return park(run, "master", markMasterWait(rec, policy, now, ev.master, ev.looking), policy, now);
   if (ev.type === "prepare-failed") {
     // No answer at all before the first step: the node is gone (it may come back), not broken.
-    if (noReply(ev.error) && !pastDisable(rec)) return gone(run, policy, now, "no answer before its next step");
+    if (noReply(ev.error) && !pastDisable(rec)) return park(run, "node", markGone(rec, policy, now, "no answer before its next step"), policy, now);
     rec.lastError = ev.error;
     return failing(run, ev.error, policy, now);
   }
   const stage = run.todo[run.index];
   switch (ev.type) {
     case "begin":
-      if (rec.gone) {
-        // the run begins only once the node answered again (or needs nothing more from it)
-        appendLog(rec, `the node is back after ${Math.round((now - rec.gone.since) / 1000)}s (it was gone: ${rec.gone.reason})${rec.current ? `; repeating ${rec.current}` : ""}`, now);
-        delete rec.gone;
-      }
-      if (rec.masterWait) {
-        // the run begins only once the node's master (or, with none yet, any master) answers
-        const what = rec.masterWait.master ? `its master ${rec.masterWait.master}` : "a Puppet master";
-        appendLog(rec, `${what} answers after ${Math.round((now - rec.masterWait.since) / 1000)}s of waiting${rec.master && !rec.masterWait.master ? ` (${rec.master})` : ""}${rec.current ? `; repeating ${rec.current}` : ""}`, now);
-        delete rec.masterWait;
-      }
+      // the run begins only once the node answered again, its master answers (or it needs nothing more of them)
+      clearWaits(rec, now);
       return advance(run, policy, now);
     case "cert-probed":
       rec.hadCert = ev.hasCert;
@@ -199,13 +177,13 @@ export function decide(run: NodeRun, ev: EngineEvent, policy: EnginePolicy, now:
       // The node went away: no attempt is spent on it, and no slot is held while it is gone.
       if (ev.gone) {
         appendLog(rec, `${stage}: the node is gone (${ev.gone})`, now);
-        return gone(run, policy, now, ev.gone);
+        return park(run, "node", markGone(rec, policy, now, ev.gone), policy, now);
       }
       // The node's master went away: the master's failure, not the node's. No attempt is spent;
       // the node waits for that master (its CSR and certificate are there), holding no slot.
       if (ev.masterAway && rec.master) {
         appendLog(rec, `${stage}: its master ${rec.master} does not answer (${ev.error})`, now);
-        return waitForMaster(run, policy, now, rec.master);
+        return park(run, "master", markMasterWait(rec, policy, now, rec.master), policy, now);
       }
       // Every step is idempotent: a node restart costs a repeat, not an attempt (bounded, for a node that keeps restarting).
       if (ev.nodeRestarted && ++run.restarts <= policy.attempts * 2) {
@@ -250,69 +228,15 @@ function failing(run: NodeRun, error: string, policy: EnginePolicy, now: number)
   return { type: "release-lock" };
 }
 
-/** When the wait for a gone node ends (ms epoch). */
-export function goneUntil(rec: NodeRecord, policy: EnginePolicy): number {
-  return (rec.gone?.since ?? 0) + (policy.goneTimeoutS ?? GONE_TIMEOUT_S) * 1000;
-}
-
-/**
- * The node is gone: recorded (since when and how we know; kept from the first time), then parked
- * with our claim until the wait ends, or, past it, failed without asking it anything more.
- */
-function gone(run: NodeRun, policy: EnginePolicy, now: number, reason: string): EngineAction {
-  const rec = run.rec;
-  rec.gone ??= { since: now, reason };
-  const until = goneUntil(rec, policy);
-  if (now >= until) {
-    run.unreachable = true;
-    const error = `gone for ${Math.round((now - rec.gone.since) / 1000)}s and not back (${rec.gone.reason})`;
-    rec.lastError = error;
-    return failing(run, error, policy, now);
+/** The node waits (gone, or for its master) as waits.ts marked it: parked with our claim, or past the wait failed (a gone node asked nothing more). */
+function park(run: NodeRun, awaiting: "node" | "master", w: WaitMark, policy: EnginePolicy, now: number): EngineAction {
+  if ("error" in w) {
+    if (awaiting === "node") run.unreachable = true;
+    return failing(run, w.error, policy, now);
   }
-  appendLog(rec, `waiting up to ${Math.round((until - now) / 1000)}s for the node to come back (${rec.gone.reason})`, now);
   run.phase = "parking";
-  run.awaiting = "node";
-  return { type: "persist", leaseS: Math.ceil((until - now) / 1000) };
-}
-
-/** When the wait for a master ends (ms epoch; Infinity with master_wait 0). */
-export function masterWaitUntil(rec: NodeRecord, policy: EnginePolicy): number {
-  const s = policy.masterWaitS ?? MASTER_WAIT_S;
-  return s > 0 ? (rec.masterWait?.since ?? 0) + s * 1000 : Number.POSITIVE_INFINITY;
-}
-
-/** What a node waiting for a master shows (status, the board, the log). */
-export function masterWaitReason(master: string | undefined, looking = "the configured masters"): string {
-  return master ? `waiting for its master ${master}, which does not answer` : `waiting for a Puppet master: none answers (${looking})`;
-}
-
-/**
- * No master answers for the node (`master`: its own; none: any): recorded (since the first time),
- * then parked with our claim (renewed while it waits) until a master answers; past master_wait,
- * failed like any failure, naming the master and how long it waited. The node itself answers, so
- * its lock is released as for any failure.
- */
-function waitForMaster(run: NodeRun, policy: EnginePolicy, now: number, master: string | undefined, looking?: string): EngineAction {
-  const rec = run.rec;
-  if (!rec.masterWait || rec.masterWait.master !== master) rec.masterWait = { since: now, reason: masterWaitReason(master, looking), ...(master ? { master } : {}) };
-  const wait = rec.masterWait!;
-  const until = masterWaitUntil(rec, policy);
-  if (now >= until) {
-    const waited = Math.round((now - wait.since) / 1000);
-    const error = master ? `its master ${master} did not answer for ${waited}s (master_wait)` : `no Puppet master answered for ${waited}s (${looking ?? "the configured masters"}; master_wait)`;
-    rec.lastError = error;
-    delete rec.masterWait;
-    return failing(run, error, policy, now);
-  }
-  appendLog(rec, `${wait.reason}; ${until === Number.POSITIVE_INFINITY ? "waiting for it (master_wait 0: no limit)" : `waiting up to ${Math.round((until - now) / 1000)}s`}, holding no slot`, now);
-  run.phase = "parking";
-  run.awaiting = "master";
-  return { type: "persist", leaseS: policy.lockLeaseS };
-}
-
-/** An unanswered question (lost in transit, or nobody there), as the client words it. */
-export function noReply(error: string): boolean {
-  return /no reply/.test(error);
+  run.awaiting = awaiting;
+  return { type: "persist", leaseS: w.leaseS };
 }
 
 /** Stopping: the record stays in progress (a restart resumes it) with its claim given up, and the lock is released. */

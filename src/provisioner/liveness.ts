@@ -1,5 +1,6 @@
 import { appendLog, type NodeRecord } from "../protocol/provision-record.js";
-import { noReply, type EnginePolicy } from "./engine.js";
+import type { EnginePolicy } from "./engine.js";
+import { noReply } from "./waits.js";
 
 // Whether a node is there: the engine's rules (pure, like engine.ts, which decides a run) for
 // what a node's own lifecycle events mean, when an unanswered question is asked again, when a node

@@ -7,7 +7,7 @@ import { Status } from "../protocol/status.js";
 import type { Filter } from "../protocol/types.js";
 import { callOne, type Collective } from "./collective.js";
 import type { ProvisionerConfig } from "./config.js";
-import { masterWaitReason } from "./engine.js";
+import { masterWaitReason } from "./waits.js";
 import { pickMaster } from "./pick-master.js";
 import { StepError, type MasterInfo } from "./steps.js";
 

@@ -6,7 +6,7 @@ import { claimNeedsRenewal, resumeVerdict } from "./claim.js";
 import type { Collective, NodeEvent } from "./collective.js";
 import type { ProvisionerConfig } from "./config.js";
 import { Driver, type ProvisionerEvents } from "./driver.js";
-import { masterWaitUntil, type EnginePolicy } from "./engine.js";
+import type { EnginePolicy } from "./engine.js";
 import { onNodeStarted, recheckMs, requeueRestarted, STOPPING_REASON, whileGone, whileMasterAway, type LivenessPolicy } from "./liveness.js";
 import { logDiscovery, Masters } from "./masters.js";
 import type { ProvisionerMetrics } from "./metrics.js";
@@ -14,6 +14,7 @@ import { Semaphore } from "../semaphore.js";
 import { enabledStages } from "./stages.js";
 import type { ProvisionState } from "./state.js";
 import { NodeTrust } from "./trust.js";
+import { masterWaitUntil } from "./waits.js";
 
 export { StepError } from "./steps.js";
 export type { ProvisionerEvents };

@@ -1,7 +1,8 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { DeployLock, lockNeedsRenewal, type AskNode } from "../../src/provisioner/deploy-lock.js";
-import { decide, isTerminal, MASTER_WAIT_S, masterWaitReason, newRun, pastDisable, type EngineAction, type EngineEvent, type EnginePolicy } from "../../src/provisioner/engine.js";
+import { decide, isTerminal, newRun, pastDisable, type EngineAction, type EngineEvent, type EnginePolicy } from "../../src/provisioner/engine.js";
+import { MASTER_WAIT_S, masterWaitReason } from "../../src/provisioner/waits.js";
 import { askAgain, goneAfter, masterAwayAfter, onNodeStarted, recheckMs, requeueRestarted, whileGone, whileMasterAway } from "../../src/provisioner/liveness.js";
 import { Stages, type Stage } from "../../src/protocol/provision-record.js";
 import { CERT_STAGES, MASTER_STAGES, SLOW_STAGES } from "../../src/provisioner/stages.js";
