@@ -198,6 +198,7 @@ export class Provisioner {
         check.again = false;
         const answering = (await this.masters.discover()).map((m) => m.identity);
         const now = Date.now();
+        const renew: string[] = [];
         for (const [identity, w] of [...this.waitingForMaster]) {
           if (this.stopping) return;
           switch (whileMasterAway(w.master, answering, now, w.until)) {
@@ -209,9 +210,11 @@ export class Provisioner {
               this.enqueue(identity, "its wait for a master ended");
               break;
             case "keep-waiting":
-              if (claimNeedsRenewal(w.claimExpires, now, this.cfg.lock_lease)) await this.renewWaitClaim(identity, w);
+              if (claimNeedsRenewal(w.claimExpires, now, this.cfg.lock_lease)) renew.push(identity);
           }
         }
+        // nodes that began waiting together are renewed together: 64 writes at a time
+        for (let i = 0; i < renew.length && !this.stopping; i += 64) await Promise.all(renew.slice(i, i + 64).map((id) => this.renewWaitClaim(id)));
       } while (check.again && !this.stopping);
     } catch (e) {
       this.log.warn({ err: (e as Error).message }, "could not look at the masters for the nodes waiting for one; next cycle");
@@ -221,16 +224,20 @@ export class Provisioner {
   }
 
   /** Our claim on a node waiting for a master, renewed (one compare-and-set); a record changed meanwhile (retried, taken over, decommissioned) is no longer waited for here. */
-  private async renewWaitClaim(identity: string, w: { claimExpires: number }): Promise<void> {
-    const v = await this.store.get(identity).catch(() => undefined);
+  private async renewWaitClaim(identity: string): Promise<void> {
+    const w = this.waitingForMaster.get(identity);
+    if (!w) return;
+    const v = await this.store.get(identity).catch(() => null);
+    if (v === null) return; // the bucket unreachable: next cycle
     const rec = v?.record;
     if (!v || !rec || rec.status !== "in_progress" || rec.owner !== this.cfg.id || !rec.masterWait || this.running.has(identity)) {
       if (!this.running.has(identity)) this.waitingForMaster.delete(identity);
       return;
     }
     rec.claimExpires = Date.now() + this.cfg.lock_lease * 1000;
-    if ((await this.store.compareAndSet(v)) === undefined) this.waitingForMaster.delete(identity);
-    else w.claimExpires = rec.claimExpires;
+    const written = await this.store.compareAndSet(v).catch(() => null); // the bucket unreachable: next cycle
+    if (written === undefined) this.waitingForMaster.delete(identity);
+    else if (written !== null) w.claimExpires = rec.claimExpires;
   }
 
   /** A gone node: checked again now and then without holding a slot, provisioned on once it answers, failed when its wait ends. */

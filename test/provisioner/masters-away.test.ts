@@ -236,3 +236,25 @@ test("master_wait ends the wait: the node fails naming its master and how long i
   assert.ok(ca.notifications > notices);
   await powerOn(DE);
 });
+
+test("a provisioner that stops while its nodes wait for a master: its claims were renewed meanwhile, and another takes them over within one lease", async () => {
+  await powerCut(DE.identity);
+  await powerCut(US.identity);
+  const lease = { lock_lease: 6 }; // renewed with 3 s left, at a cycle's master check
+  await provisioner("prov-first", lease);
+  await nodes(["orphan.test"], "de");
+  const first = (await until(["orphan.test"], (r) => r.masterWait !== undefined, "waiting for a master")).get("orphan.test")!;
+  assert.equal(first.owner, "prov-first");
+  const renewed = (await until(["orphan.test"], (r) => (r.claimExpires ?? 0) > first.claimExpires! + 2000, "its claim renewed while it waits", 20_000)).get("orphan.test")!;
+  assert.equal(renewed.owner, "prov-first");
+  assert.ok(renewed.masterWait, "still waiting");
+
+  await provisioner("prov-heir", lease); // stops prov-first, which leaves its claim as it was
+  await powerOn(DE);
+  const done = (await until(["orphan.test"], (r) => r.status === "done", "provisioned by the other provisioner")).get("orphan.test")!;
+  assert.equal(done.owner, "prov-heir");
+  assert.ok(done.log.some((l) => l.includes("taken over from prov-first, whose claim expired")), done.log.join("\n"));
+  assert.equal(done.rounds, 1);
+  assert.equal(ca.certs.get("orphan.test")?.signings, 1);
+  await powerOn(US);
+});
