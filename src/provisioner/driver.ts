@@ -76,18 +76,14 @@ export class Driver {
 
   /** The node went away (`reason`: how we know): the step waiting on it stops waiting (the engine parks it). */
   nodeGone(identity: string, reason: string): boolean {
-    const c = this.restarts.get(identity);
-    if (!c || c.controller.signal.aborted) return false;
-    c.gone = reason;
-    c.controller.abort();
-    return true;
+    return this.endStep(identity, { gone: reason });
   }
 
-  /** The node's master stopped answering discovery while a step needs it (`reason`): the step stops waiting (the engine makes the node wait for its master). */
-  masterGone(identity: string, reason: string): boolean {
+  /** The step waiting on the node stops waiting, because the node (`gone`) or its master (`masterAway`) went away; false when none is in flight. */
+  private endStep(identity: string, why: Pick<InStep, "gone"> | Pick<InStep, "masterAway">): boolean {
     const c = this.restarts.get(identity);
     if (!c || c.controller.signal.aborted) return false;
-    c.masterAway = reason;
+    Object.assign(c, why);
     c.controller.abort();
     return true;
   }
@@ -246,9 +242,12 @@ export class Driver {
     const needsMaster = MASTER_STAGES.has(stage) && master.identity !== "";
     const probes: StepProbes = {
       ...(NODE_STAGES.has(stage) ? { node: () => this.answers(rec.identity, this.d.liveness.checkS * 1000) } : {}),
-      ...(needsMaster ? { master: { name: master.identity, answers: () => this.d.masters.answers(master.identity).catch(() => true) } } : {}),
+      // the provisioner's own questions to the master (clean, sign) stop waiting when it is away;
+      // the node's Puppet, talking to it (CSR, runs), fails on its own, so a healthy run is never cut
+      // short because the master's muster server alone stopped answering
+      ...(needsMaster && !NODE_STAGES.has(stage) ? { master: { name: master.identity, answers: () => this.d.masters.answers(master.identity).catch(() => true) } } : {}),
     };
-    const stopWatching = watchStep(this.d.liveness, probes, (what, reason) => this.restarts.get(rec.identity) === inStep && (what === "node" ? this.nodeGone(rec.identity, reason) : this.masterGone(rec.identity, reason)));
+    const stopWatching = watchStep(this.d.liveness, probes, (what, reason) => this.restarts.get(rec.identity) === inStep && this.endStep(rec.identity, what === "node" ? { gone: reason } : { masterAway: reason }));
     const t0 = performance.now();
     try {
       const note = await steps[stage](this.stepContext(v, master));
