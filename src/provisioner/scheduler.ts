@@ -93,6 +93,7 @@ export class Provisioner {
   async runOnce(): Promise<void> {
     await this.resumeOwn();
     await this.cycle();
+    await this.checkMasterWaits(); // our nodes that waited for a master that answers now
     while (this.running.size) await Promise.allSettled([...this.running.values()]);
     // --once does not wait for masters: its waiting nodes stay claimed for the daemon to take up
   }

@@ -258,3 +258,25 @@ test("a provisioner that stops while its nodes wait for a master: its claims wer
   assert.equal(ca.certs.get("orphan.test")?.signings, 1);
   await powerOn(US);
 });
+
+test("--once takes up its own nodes waiting for a master that answers again, and leaves them waiting when none does", async () => {
+  await powerCut(DE.identity);
+  await powerCut(US.identity);
+  await provisioner("prov-once");
+  await nodes(["once.test"], "de");
+  await until(["once.test"], (r) => r.masterWait !== undefined && r.owner === "prov-once", "waiting for a master");
+  for (const p of provisioners.splice(0)) await p.stop();
+
+  const cfg = ProvisionerConfigSchema.parse({ id: "prov-once", steps: { lock: true, set_puppet_hostname: true, send_node_csr: true, sign_node_csr: true, puppet_bootstrap_stage: true, puppet_final_run: true }, master: { criteria: ["country"] }, sleeptime: 1, discovery_timeout: 1 });
+  const once = () => new Provisioner(cfg, new MusterCollective(site.client, cfg, silentLogger), store, silentLogger).runOnce();
+  await once();
+  const still = (await store.get("once.test"))!.record;
+  assert.equal(still.status, "in_progress");
+  assert.ok(still.masterWait, "no master: --once leaves it waiting, claimed");
+  await powerOn(DE);
+  await once();
+  const done = (await store.get("once.test"))!.record;
+  assert.equal(done.status, "done", done.log.join("\n"));
+  assert.equal(done.master, DE.identity);
+  await powerOn(US);
+});
