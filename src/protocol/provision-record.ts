@@ -74,6 +74,13 @@ export interface NodeRecord {
    * how it ended, the operator who retried it. Absent in records written before it existed.
    */
   history?: RoundEvent[];
+  /**
+   * The node waits for a Puppet master: `master` (its own, which no longer answers discovery: its
+   * CSR and certificate are there) or, without it, any master (none answers). `since`: when the
+   * provisioner began waiting (ms epoch); `reason` is what status shows. Deleted when the master
+   * answers. Absent in records written before it existed.
+   */
+  masterWait?: { since: number; reason: string; master?: string };
   log: string[];
 }
 
@@ -169,6 +176,7 @@ const OPTIONAL: [keyof NodeRecord, (x: unknown) => boolean, string][] = [
   ["lastError", (x) => typeof x === "string", "a string"],
   ["gone", (x) => isObject(x) && isMs(x.since) && typeof x.reason === "string", "{since: ms, reason: string}"],
   ["history", (x) => Array.isArray(x) && x.length <= 1000 && x.every((e) => isObject(e) && isMs(e.at) && isCount(e.round) && (RoundEvents as readonly unknown[]).includes(e.event) && ["stage", "detail", "by"].every((k) => e[k] === undefined || typeof e[k] === "string")), "a list of {at, round, event, stage?, detail?, by?}"],
+  ["masterWait", (x) => isObject(x) && isMs(x.since) && typeof x.reason === "string" && (x.master === undefined || typeof x.master === "string"), "{since: ms, reason: string, master?: string}"],
   ["stageTimes", (x) => isObject(x) && Object.entries(x).every(([k, t]) => isStage(k) && isObject(t) && isMs(t.start) && (t.end === undefined || isMs(t.end))), "stage: {start, end?} in ms"],
 ];
 

@@ -168,9 +168,10 @@ export function mount(el, ctx, route) {
           <div>
             <h2>Provisioning</h2>
             ${p
-              ? html`<p><span class=${`badge ${p.status}`}>${p.status}</span>${p.gone ? html` <span class="badge gone">gone</span>` : ""} stage ${p.stage || "none"}, master ${p.master ?? "none"},
+              ? html`<p><span class=${`badge ${p.status}`}>${p.status}</span>${p.gone ? html` <span class="badge gone">gone</span>` : p.waiting ? html` <span class="badge waiting">waiting</span>` : ""} stage ${p.stage || "none"}, master ${p.master ?? "none"},
                   ${formatDuration(elapsedSeconds(p, Date.now()))}, round ${p.rounds ?? 0}${p.tries ? `, ${p.tries} failed ${p.tries === 1 ? "try" : "tries"} of this stage` : ""}</p>
                   ${p.gone ? html`<p class="note">The provisioner found this node gone ${when(p.gone.since)}: ${p.gone.reason}. It waits for it to come back; retry now or forget it rather than wait.</p>` : ""}
+                  ${p.waiting ? html`<p class="note">Since ${when(p.waiting.since)}: ${p.waiting.reason}. It holds no slot and is taken up when the master answers.</p>` : ""}
                   ${p.last_error ? html`<p class="err">${p.last_error}</p>` : ""}
                   ${p.status === "failed" || p.gone
                     ? html`<p class="actions">
