@@ -1,10 +1,18 @@
 import { appendLog, noteRound, type NodeRecord } from "../protocol/provision-record.js";
-import type { EnginePolicy } from "./engine.js";
 
 // What a parked node waits for, and for how long: the node itself, gone (docs/provisioner.md,
 // Machines that die), or its Puppet master, which does not answer (Masters that do not answer).
 // Pure: the record's mark (`gone`, `masterWait`), the end of the wait, the reason shown, the error
 // a wait that ran out ends with. The engine (engine.ts) parks or fails the run accordingly.
+
+/** The engine's policy as far as waits go (engine.ts's EnginePolicy has these; named here so waits.ts needs nothing of engine.ts). */
+export interface WaitPolicy {
+  lockLeaseS: number;
+  /** gone.timeout, s. */
+  goneTimeoutS?: number;
+  /** master_wait, s; 0: no limit. */
+  masterWaitS?: number;
+}
 
 /** gone.timeout's default: machines reboot, and a parked node holds no slot. */
 export const GONE_TIMEOUT_S = 3600;
@@ -21,7 +29,7 @@ export function noReply(error: string): boolean {
 export type WaitMark = { leaseS: number } | { error: string };
 
 /** When the wait for a gone node ends (ms epoch). */
-export function goneUntil(rec: NodeRecord, policy: EnginePolicy): number {
+export function goneUntil(rec: NodeRecord, policy: WaitPolicy): number {
   return (rec.gone?.since ?? 0) + (policy.goneTimeoutS ?? GONE_TIMEOUT_S) * 1000;
 }
 
@@ -29,7 +37,7 @@ export function goneUntil(rec: NodeRecord, policy: EnginePolicy): number {
  * The node is gone: recorded (since when and how we know; kept from the first time); its claim
  * lasts until the wait ends, so no other provisioner takes it meanwhile.
  */
-export function markGone(rec: NodeRecord, policy: EnginePolicy, now: number, reason: string): WaitMark {
+export function markGone(rec: NodeRecord, policy: WaitPolicy, now: number, reason: string): WaitMark {
   if (!rec.gone) noteRound(rec, { event: "gone", stage: rec.current, detail: reason }, now);
   rec.gone ??= { since: now, reason };
   const until = goneUntil(rec, policy);
@@ -42,7 +50,7 @@ export function markGone(rec: NodeRecord, policy: EnginePolicy, now: number, rea
 }
 
 /** When the wait for a master ends (ms epoch; Infinity with master_wait 0). */
-export function masterWaitUntil(rec: NodeRecord, policy: EnginePolicy): number {
+export function masterWaitUntil(rec: NodeRecord, policy: WaitPolicy): number {
   const s = policy.masterWaitS ?? MASTER_WAIT_S;
   return s > 0 ? (rec.masterWait?.since ?? 0) + s * 1000 : Number.POSITIVE_INFINITY;
 }
@@ -58,7 +66,7 @@ export function masterWaitReason(master: string | undefined, looking = "the conf
  * master_wait, the error names the master and how long it waited; the mark goes, a failed node
  * waits for nothing.
  */
-export function markMasterWait(rec: NodeRecord, policy: EnginePolicy, now: number, master: string | undefined, looking?: string): WaitMark {
+export function markMasterWait(rec: NodeRecord, policy: WaitPolicy, now: number, master: string | undefined, looking?: string): WaitMark {
   if (!rec.masterWait || rec.masterWait.master !== master) rec.masterWait = { since: now, reason: masterWaitReason(master, looking), ...(master ? { master } : {}) };
   const wait = rec.masterWait;
   const until = masterWaitUntil(rec, policy);
