@@ -49,10 +49,11 @@ export function ensureSigningKey(gnupgHome) {
 }
 
 /** Add `debs` to the repository at `repo` and re-sign it. Returns the repository's paths. */
-export function writeAptRepo({ repo, debs, gnupgHome = defaultGnupgHome(), suite = "stable", component = "main" }) {
+export function writeAptRepo({ repo, debs, gnupgHome = defaultGnupgHome(), suite = "stable", component = "main", pool: poolName = "muster" }) {
   repo = resolve(repo);
   const fpr = ensureSigningKey(gnupgHome);
-  const pool = join(repo, "pool", component, "m", "muster");
+  // pool/<component>/<first letter>/<name>/, as Debian's archive lays out a source package's files
+  const pool = join(repo, "pool", component, poolName[0], poolName);
   mkdirSync(pool, { recursive: true });
   for (const d of debs) copyFileSync(d, join(pool, basename(d)));
   const run = (cmd, args) => execFileSync(cmd, args, { cwd: repo, encoding: "utf8", maxBuffer: 64 << 20, stdio: ["ignore", "pipe", "inherit"] });

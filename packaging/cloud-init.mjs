@@ -1,44 +1,97 @@
 #!/usr/bin/env node
-// Renders cloud-init user-data for a fresh Debian instance that installs muster, writes its
-// bootstrap credential and server config, and starts `muster server`, so the provisioner takes it
-// with nobody at the keyboard. The server config comes from the same generator as the lab's nodes
-// (src/config/node.ts; run `npm run build` first).
+// Renders cloud-init user-data for a fresh Debian instance of a muster site: by default a node that
+// installs muster, writes its bootstrap credential and server config, and waits until the
+// provisioner takes it; with --role, the site's other machines (a broker, a Puppet master, a
+// provisioner, the console). What goes in each comes from src/config/cloud-init.ts (run `npm run
+// build` first), the generator the lab's machines are booted with (`muster lab up --site`), and
+// docs/deploy.md shows the command for each role.
 //
 // Without arguments it prints examples/cloud-init/user-data.yaml (placeholders in CAPITALS), which
-// installs from one .deb URL; with --apt-repo and --apt-key the node adds muster's signed apt
+// installs from one .deb URL; with --apt-repo and --apt-key the machine adds muster's signed apt
 // repository (npm run package writes it: packaging/apt-repo.mjs) and installs from there, so later
 // upgrades are `apt-get upgrade`. test/packaging/cloud-init.test.ts holds the example to the
-// generator. The package runs the server as the muster user, with its privileged helper
-// (docs/decisions/privileged-helper.md). For a real machine:
+// generator. For a real node:
 //
 //   node packaging/cloud-init.mjs --apt-repo https://apt.example.net/muster --apt-key build/apt/muster-archive-keyring.asc \
-//     (or --deb-url https://apt.example.net/muster_0.1.0_amd64.deb) \
 //     --broker tls://nats1.example.net:4222 --broker tls://nats2.example.net:4222 \
 //     --ca ca.pem --identity node42.example.net --cert node42-bootstrap.pem --key node42-bootstrap.key \
 //     --provisioner-key "$(cat provisioner.pub)" > node42.user-data.yaml
 import { readFileSync } from "node:fs";
-import { stringify as toYaml } from "yaml";
-import { nodeServerConfig } from "../dist/src/config/node.js";
+import { brokerUserData, masterUserData, nodeUserData, provisionerUserData, renderUserData, SITE_ROLES } from "../dist/src/config/cloud-init.js";
 
-const USAGE = `usage: node packaging/cloud-init.mjs [--deb-url URL | --apt-repo URL --apt-key FILE [--apt-suite NAME]]
-       [--broker URL]... [--ca FILE] [--cert FILE --key FILE]
-       [--identity NAME] [--provisioner-key PUBLIC_KEY] [--trusted-key NAME=PUBLIC_KEY]...
-       [--fact NAME=VALUE]... [--plugin AGENT.SETTING=VALUE]... [--ssh-authorized-key KEY]...
-       [--collective NAME] [--provisioning-collective NAME]
---identity: the node's name when it is not the instance's host name (a per-node bootstrap
-credential names it; so does the Puppet certificate the node will get).
---trusted-key: another caller whose signed requests the node obeys (an operator's key), besides
-the provisioner's.
---fact: a fact the instance starts with, in /etc/facter/facts.d/muster.yaml (Facter, muster and
-every Puppet run read it): the ones the provisioner picks a master by (master.criteria), a role.
---plugin: an agent setting in the server config's plugins section, as MCollective's
-plugin.<agent>.<setting> lines (e.g. resource.allowed_types=package,service).
---ssh-authorized-key: a public key that may log in as root over SSH.
---apt-repo: the URL the apt repository of \`npm run package\` (build/apt) is served at; --apt-key: its
-public key (build/apt/muster-archive-keyring.asc), which alone signs what the node installs.`;
+const USAGE = `usage: node packaging/cloud-init.mjs [--role node|broker|master|provisioner] [flags]
 
-const REPEATED = ["broker", "trusted-key", "fact", "plugin", "ssh-authorized-key"];
-const o = { broker: [], "trusted-key": [], fact: [], plugin: [], "ssh-authorized-key": [], collective: "muster", "provisioning-collective": "provisioning", "apt-suite": "stable" };
+Every role:
+  --identity NAME             the machine's name (its certname, its broker user)
+  --deb-url URL | --apt-repo URL --apt-key FILE [--apt-suite NAME]
+                              where muster comes from (not for a broker): one .deb, or muster's
+                              signed apt repository (npm run package writes build/apt) and the
+                              public key that alone signs it
+  --ssh-authorized-key KEY    a public key that may log in as root (repeatable)
+
+--role node (the default): a machine that waits to be provisioned
+  [--broker URL]... [--ca FILE] [--cert FILE --key FILE]   the broker, its CA, this node's bootstrap credential
+  [--provisioner-key PUBLIC_KEY] [--trusted-key NAME=PUBLIC_KEY]...
+  [--fact NAME=VALUE]... [--plugin AGENT.SETTING=VALUE]...
+  [--collective NAME] [--provisioning-collective NAME]
+
+--role broker: Debian's nats-server as a member of the site's cluster (no muster on it)
+  --nats-config FILE          muster broker config --name ... (its nats-server.conf)
+  --users FILE                muster broker users --spec ... (who connects)
+  --cert FILE --key FILE      the broker's certificate (server and client use) and key
+  --ca FILE                   the site CA; --clients-ca FILE: it and every Puppet CA whose nodes connect
+
+--role master: puppetserver with muster's puppetca agent
+  --identity NAME --broker URL... --ca FILE --cert FILE --key FILE   (its muster server's broker credential)
+  --provisioner-key PUBLIC_KEY [--trusted-key NAME=PUBLIC_KEY]... [--fact NAME=VALUE]...
+  [--alt-name IP:ADDRESS|DNS:NAME]...   names and addresses nodes reach it by, in its certificate
+  [--registry-url URL --registry-token FILE]   what search_nodes asks
+  [--puppet-code URL]         a tarball of environments/..., unpacked into /etc/puppet/code
+  [--puppetserver-heap SIZE]  puppetserver's JVM heap, e.g. 768m
+
+--role provisioner: muster-provisioner (two of them share the state; only their ids differ)
+  --config FILE               /etc/muster/provisioner.yaml
+  --ca FILE --cert FILE --key FILE   its broker credential (CN=provisioner,OU=service,...)
+  --signing-key FILE          the provisioners' shared signing key (muster key create provisioner)
+
+--trusted-key: another caller whose signed requests the machine obeys (an operator's key), besides
+the provisioner's. --fact: a fact the instance starts with, in /etc/facter/facts.d/muster.yaml
+(Facter, muster and every Puppet run read it): the ones the provisioner picks a master by
+(master.criteria), a role. --plugin: an agent setting in the server config's plugins section, as
+MCollective's plugin.<agent>.<setting> lines (e.g. resource.allowed_types=package,service).`;
+
+// flag -> the roles that take it ("*": every role)
+const FLAGS = {
+  role: "*",
+  identity: "*",
+  "deb-url": ["node", "master", "provisioner"],
+  "apt-repo": ["node", "master", "provisioner"],
+  "apt-key": ["node", "master", "provisioner"],
+  "apt-suite": ["node", "master", "provisioner"],
+  "ssh-authorized-key": "*",
+  broker: ["node", "master"],
+  ca: "*",
+  cert: "*",
+  key: "*",
+  "provisioner-key": ["node", "master"],
+  "trusted-key": ["node", "master"],
+  fact: ["node", "master"],
+  plugin: ["node"],
+  collective: ["node", "master"],
+  "provisioning-collective": ["node"],
+  "nats-config": ["broker"],
+  users: ["broker"],
+  "clients-ca": ["broker"],
+  "alt-name": ["master"],
+  "registry-url": ["master"],
+  "registry-token": ["master"],
+  "puppet-code": ["master"],
+  "puppetserver-heap": ["master"],
+  config: ["provisioner"],
+  "signing-key": ["provisioner"],
+};
+const REPEATED = ["broker", "trusted-key", "fact", "plugin", "ssh-authorized-key", "alt-name"];
+const o = { broker: [], "trusted-key": [], fact: [], plugin: [], "ssh-authorized-key": [], "alt-name": [], collective: "muster", "provisioning-collective": "provisioning", "apt-suite": "stable", role: "node" };
 const usage = (why) => {
   process.stderr.write(`${why}\n${USAGE}\n`);
   process.exit(64);
@@ -48,18 +101,26 @@ if (argv.includes("--help") || argv.includes("-h")) {
   process.stdout.write(`${USAGE}\n`);
   process.exit(0);
 }
+const given = new Set();
 for (let i = 0; i < argv.length; i += 2) {
   const k = argv[i].replace(/^--/, "");
   const v = argv[i + 1];
-  if (!["deb-url", "apt-repo", "apt-key", "apt-suite", "ca", "cert", "key", "identity", "provisioner-key", "collective", "provisioning-collective", ...REPEATED].includes(k) || v === undefined) {
-    usage(v === undefined ? `${argv[i]} needs a value` : `unknown argument ${argv[i]}`);
-  }
+  if (!argv[i].startsWith("--") || !Object.hasOwn(FLAGS, k) || v === undefined) usage(v === undefined && Object.hasOwn(FLAGS, k) ? `${argv[i]} needs a value` : `unknown argument ${argv[i]}`);
+  given.add(k);
   if (REPEATED.includes(k)) o[k].push(v);
   else o[k] = v;
 }
-if (!o.cert !== !o.key) usage("--cert and --key go together: the node's bootstrap certificate and its key");
+const role = o.role;
+if (!SITE_ROLES.includes(role) || role === "console") usage(`--role takes node, broker, master or provisioner, not ${JSON.stringify(role)}`);
+for (const k of given) if (FLAGS[k] !== "*" && !FLAGS[k].includes(role)) usage(`--${k} is not for --role ${role} (it goes with ${FLAGS[k].map((r) => `--role ${r}`).join(", ")})`);
+const need = (...flags) => {
+  const missing = flags.filter((f) => !given.has(f));
+  if (missing.length) usage(`--role ${role} needs ${missing.map((f) => `--${f}`).join(", ")}`);
+};
+if (role === "node" && !o.cert !== !o.key) usage("--cert and --key go together: the node's bootstrap certificate and its key");
 if (o["deb-url"] && o["apt-repo"]) usage("--deb-url and --apt-repo are two ways to install: give one");
 if (!o["apt-repo"] !== !o["apt-key"]) usage("--apt-repo and --apt-key go together: the repository and the public key that signs it");
+
 /** NAME=VALUE pairs of a repeated flag, in order; a name given twice keeps its last value. */
 const pairs = (flag, nameRe, what) =>
   Object.fromEntries(
@@ -78,79 +139,59 @@ for (const [name, value] of Object.entries(pairs("plugin", /^[a-z][a-z0-9_]*\.[a
 const facts = pairs("fact", /^[a-z][a-z0-9_]*$/, "NAME=VALUE with a lower-case fact name (a-z, 0-9, _)");
 // NAME=KEY where KEY is an ed25519 public key in base64 (44 characters, ending in "="): the caller
 // name itself may hold "=" (a user's default caller name is user=<login>).
-const trusted = Object.fromEntries(
-  o["trusted-key"].map((p) => {
-    const m = /^([A-Za-z0-9][A-Za-z0-9_.@=-]*)=([A-Za-z0-9+/]{43}=)$/.exec(p);
-    if (!m) usage(`--trusted-key takes NAME=PUBLIC_KEY (the caller name its requests are signed as, and its ed25519 public key in base64, as in <name>.pub), got ${JSON.stringify(p)}`);
-    return [m[1], m[2]];
-  }),
-);
-for (const k of o["ssh-authorized-key"]) if (!/^(ssh|ecdsa|sk)-[a-z0-9@.-]+ [A-Za-z0-9+/=]+( .*)?$/.test(k)) usage(`--ssh-authorized-key takes an OpenSSH public key line, got ${JSON.stringify(k.slice(0, 40))}`);
-
-const pem = (file, what) => (file ? readFileSync(file, "utf8") : `${what}\n`);
-const TLS = "/etc/muster/tls";
-const server = nodeServerConfig({
-  identity: o.identity,
-  brokers: o.broker.length ? o.broker : ["tls://NATS1.EXAMPLE.NET:4222", "tls://NATS2.EXAMPLE.NET:4222", "tls://NATS3.EXAMPLE.NET:4222"],
-  collectives: [o.collective],
-  ca: `${TLS}/ca.pem`,
-  bootstrap: { cert: `${TLS}/bootstrap.pem`, key: `${TLS}/bootstrap.key` },
-  provisioning: { collective: o["provisioning-collective"], callers: ["provisioner"] },
-  ...(Object.keys(plugins).length ? { plugins } : {}),
-  security: { trusted_keys: [{ name: "provisioner", key: o["provisioner-key"] ?? "PROVISIONER_PUBLIC_KEY" }, ...Object.entries(trusted).map(([name, key]) => ({ name, key }))] },
-  // The package runs the server as the muster user; what needs root goes through the helper.
-  privilegedHelper: "/run/muster/privileged.sock",
+const trustedKeys = o["trusted-key"].map((p) => {
+  const m = /^([A-Za-z0-9][A-Za-z0-9_.@=-]*)=([A-Za-z0-9+/]{43}=)$/.exec(p);
+  if (!m) usage(`--trusted-key takes NAME=PUBLIC_KEY (the caller name its requests are signed as, and its ed25519 public key in base64, as in <name>.pub), got ${JSON.stringify(p)}`);
+  return { name: m[1], key: m[2] };
 });
-// A value that reads as a number or boolean stays a string: a fact file says what it is given.
-const factsYaml = Object.keys(facts).length ? toYaml(facts, { defaultStringType: "QUOTE_DOUBLE", defaultKeyType: "PLAIN" }) : undefined;
+for (const k of o["ssh-authorized-key"]) if (!/^(ssh|ecdsa|sk)-[a-z0-9@.-]+ [A-Za-z0-9+/=]+( .*)?$/.test(k)) usage(`--ssh-authorized-key takes an OpenSSH public key line, got ${JSON.stringify(k.slice(0, 40))}`);
+for (const a of o["alt-name"]) if (!/^(IP:[0-9A-Fa-f:.]+|DNS:[A-Za-z0-9.-]+)$/.test(a)) usage(`--alt-name takes IP:ADDRESS or DNS:NAME, got ${JSON.stringify(a)}`);
+if (o["puppetserver-heap"] && !/^\d+[mg]$/.test(o["puppetserver-heap"])) usage(`--puppetserver-heap takes a JVM size such as 768m or 2g, got ${JSON.stringify(o["puppetserver-heap"])}`);
 
-// Two ways to get the package: one .deb by URL, or muster's signed apt repository (then upgrades
-// are apt-get's). Either way dpkg keeps the files written before it (--force-confold).
-const KEYRING = "/etc/apt/keyrings/muster-archive-keyring.asc";
-const install = "DEBIAN_FRONTEND=noninteractive apt-get install -y -o Dpkg::Options::=--force-confold";
-const aptFiles = o["apt-repo"]
-  ? [
-      { path: KEYRING, owner: "root:root", permissions: "0644", content: readFileSync(o["apt-key"], "utf8") },
-      { path: "/etc/apt/sources.list.d/muster.list", owner: "root:root", permissions: "0644", content: `deb [signed-by=${KEYRING}] ${o["apt-repo"]} ${o["apt-suite"]} main\n` },
-    ]
-  : [];
-const installCmds = o["apt-repo"]
-  ? [
-      ["apt-get", "update"],
-      ["sh", "-c", `${install} muster`],
-    ]
-  : [
-      ["sh", "-c", `curl -fsSL -o /run/muster.deb ${JSON.stringify(o["deb-url"] ?? "https://APT.EXAMPLE.NET/muster_VERSION_amd64.deb")}`],
-      ["sh", "-c", `${install} /run/muster.deb`],
-      ["rm", "-f", "/run/muster.deb"],
-    ];
+const read = (f, placeholder) => (f ? readFileSync(f, "utf8") : `${placeholder}\n`);
+const source = o["apt-repo"] ? { apt: { repo: o["apt-repo"], keyText: readFileSync(o["apt-key"], "utf8"), suite: o["apt-suite"] } } : { debUrl: o["deb-url"] ?? "https://APT.EXAMPLE.NET/muster_VERSION_amd64.deb" };
+const brokers = o.broker.length ? o.broker : ["tls://NATS1.EXAMPLE.NET:4222", "tls://NATS2.EXAMPLE.NET:4222", "tls://NATS3.EXAMPLE.NET:4222"];
+const common = { identity: o.identity, source, sshAuthorizedKeys: o["ssh-authorized-key"] };
 
-const userData = {
-  // Written before the package is installed: dpkg keeps them (--force-confold) as the operator's.
-  write_files: [
-    { path: "/etc/muster/server.yaml", owner: "root:root", permissions: "0640", content: toYaml(server) },
-    { path: `${TLS}/ca.pem`, owner: "root:root", permissions: "0644", content: pem(o.ca, "THE BROKER'S CA CERTIFICATE (PEM)") },
-    // This node's own bootstrap credential: it reaches only its own provisioning subjects.
-    { path: `${TLS}/bootstrap.pem`, owner: "root:root", permissions: "0644", content: pem(o.cert, "THIS NODE'S BOOTSTRAP CERTIFICATE (PEM)") },
-    { path: `${TLS}/bootstrap.key`, owner: "root:root", permissions: "0600", content: pem(o.key, "THIS NODE'S BOOTSTRAP KEY (PEM)") },
-    ...(factsYaml ? [{ path: "/etc/facter/facts.d/muster.yaml", owner: "root:root", permissions: "0644", content: factsYaml }] : []),
-    ...aptFiles,
-  ],
-  ...(o["ssh-authorized-key"].length ? { disable_root: false, ssh_authorized_keys: o["ssh-authorized-key"] } : {}),
-  runcmd: [
-    ...installCmds,
-    // The server runs as muster: its config and bootstrap key become readable by that group only
-    // now that the package made it (write_files ran before the group existed).
-    ["chgrp", "muster", "/etc/muster/server.yaml", `${TLS}/bootstrap.key`],
-    ["chmod", "0640", `${TLS}/bootstrap.key`],
-    ["systemctl", "enable", "--now", "muster-privileged.socket", "muster-server.service"],
-  ],
-};
-
-process.stdout.write(
-  `#cloud-config
-# muster: a fresh Debian machine that waits to be provisioned (docs/deploy.md#nodes).
-# Rendered by packaging/cloud-init.mjs from the generator the lab's nodes use (src/config/node.ts);
-# re-render rather than edit. CAPITALS are placeholders: the render command fills them.
-${toYaml(userData, { lineWidth: 0 })}`,
-);
+let userData;
+if (role === "node") {
+  userData = nodeUserData({
+    ...common,
+    brokers,
+    collective: o.collective,
+    provisioningCollective: o["provisioning-collective"],
+    caText: read(o.ca, "THE BROKER'S CA CERTIFICATE (PEM)"),
+    bootstrapCertText: read(o.cert, "THIS NODE'S BOOTSTRAP CERTIFICATE (PEM)"),
+    bootstrapKeyText: read(o.key, "THIS NODE'S BOOTSTRAP KEY (PEM)"),
+    provisionerKey: o["provisioner-key"] ?? "PROVISIONER_PUBLIC_KEY",
+    trustedKeys,
+    facts,
+    plugins,
+  });
+} else if (role === "broker") {
+  need("identity", "nats-config", "users", "cert", "key", "ca", "clients-ca");
+  userData = brokerUserData({ identity: o.identity, sshAuthorizedKeys: o["ssh-authorized-key"], natsConfigText: read(o["nats-config"]), usersText: read(o.users), certText: read(o.cert), keyText: read(o.key), caText: read(o.ca), clientsCaText: read(o["clients-ca"]) });
+} else if (role === "master") {
+  need("identity", "broker", "ca", "cert", "key", "provisioner-key");
+  if (!o["registry-url"] !== !o["registry-token"]) usage("--registry-url and --registry-token go together: where search_nodes asks, and its bearer token");
+  userData = masterUserData({
+    ...common,
+    identity: o.identity,
+    brokers,
+    collective: o.collective,
+    caText: read(o.ca),
+    certText: read(o.cert),
+    keyText: read(o.key),
+    provisionerKey: o["provisioner-key"],
+    trustedKeys,
+    facts,
+    altNames: o["alt-name"],
+    ...(o["registry-url"] ? { registry: { url: o["registry-url"], tokenText: read(o["registry-token"]) } } : {}),
+    ...(o["puppet-code"] ? { puppetCodeUrl: o["puppet-code"] } : {}),
+    ...(o["puppetserver-heap"] ? { heap: o["puppetserver-heap"] } : {}),
+  });
+} else {
+  need("config", "ca", "cert", "key", "signing-key");
+  userData = provisionerUserData({ ...common, configText: read(o.config), caText: read(o.ca), certText: read(o.cert), keyText: read(o.key), signingKeyText: read(o["signing-key"]) });
+}
+process.stdout.write(renderUserData(role, userData));

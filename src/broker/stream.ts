@@ -8,6 +8,8 @@ export interface StreamSettings {
   subjects: string[];
   /** Seconds a message is kept (0 or absent: for ever). */
   maxAgeS?: number;
+  /** Copies in a JetStream cluster; applies when the stream is made (an existing one keeps its own). */
+  replicas?: number;
 }
 
 export interface StreamPublisher {
@@ -36,7 +38,7 @@ export function streamsOn(nc: NatsConnection): Streams {
         await jsm.streams.info(s.name);
       } catch (e) {
         if (!(e instanceof JetStreamApiError && e.code === JetStreamApiCodes.StreamNotFound)) throw e;
-        await jsm.streams.add({ name: s.name, subjects: s.subjects, ...(s.maxAgeS ? { max_age: Math.round(s.maxAgeS * 1e9) } : {}) });
+        await jsm.streams.add({ name: s.name, subjects: s.subjects, ...(s.maxAgeS ? { max_age: Math.round(s.maxAgeS * 1e9) } : {}), ...(s.replicas ? { num_replicas: s.replicas } : {}) });
         created = true;
       }
       const js = jetstream(nc);

@@ -28,10 +28,11 @@ function unavailable(bucket: string, detail: string): MusterError {
  * Opens the bucket for the registry daemon, creating it with the given expiry or changing an
  * existing bucket's expiry to it (the config is the source of truth).
  */
-export async function openRegistryBucket(buckets: Buckets, bucket: string, expireAfterMs: number, log?: Logger): Promise<Bucket> {
+export async function openRegistryBucket(buckets: Buckets, bucket: string, expireAfterMs: number, log?: Logger, replicas?: number): Promise<Bucket> {
   const was = await buckets.bucketIfExists(bucket).then((b) => b?.status());
   if (was && was.ttlMs !== expireAfterMs) log?.info({ bucket, from_ms: was.ttlMs, to_ms: expireAfterMs }, "changing the registry bucket's expiry to the configured one");
-  return buckets.bucket(bucket, { create: { history: 1, ttlMs: expireAfterMs, enforceTtl: true } });
+  // replicas apply when the bucket is made; an existing one keeps its own
+  return buckets.bucket(bucket, { create: { history: 1, ttlMs: expireAfterMs, enforceTtl: true, ...(replicas !== undefined ? { replicas } : {}) } });
 }
 
 /**

@@ -17,6 +17,8 @@ export const RegistryConfigSchema = z
     tls: TlsConfigSchema.optional(),
     collectives: z.array(z.string().refine(isValidCollective, "a collective name: letters, digits, - and _")).min(1).default(["muster"]),
     bucket: z.string().refine(isValidBucketName, "a bucket name: letters, digits, - and _").default(DEFAULT_BUCKET),
+    /** Copies of the bucket in a JetStream cluster (3 on a 3-member cluster: it survives losing a broker); applies when the bucket is made. */
+    replicas: z.number().int().min(1).max(5).default(1),
     /** Seconds: a node not heard for this long is expired. */
     max_age: z.number().positive().default(900),
     /** Seconds: an unchanged registration rewrites the stored record only once it is this old (default max_age/10). */

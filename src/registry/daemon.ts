@@ -45,7 +45,7 @@ export async function startRegistry(cfg: RegistryConfig, log: Logger, opts: { br
   };
   try {
     const buckets = bucketsOn(nc);
-    const kv = await openRegistryBucket(buckets, cfg.bucket, t.expireAfterMs, log).catch((e: Error) => {
+    const kv = await openRegistryBucket(buckets, cfg.bucket, t.expireAfterMs, log, cfg.replicas).catch((e: Error) => {
       throw new MusterError("MUSTER_REGISTRY_UNAVAILABLE", `cannot create or open the registry bucket '${cfg.bucket}': ${e.message}. The broker needs JetStream (nats-server -js, or jetstream {} in its config).`, { cause: e });
     });
     store = await RegistryStore.open(buckets, cfg.bucket, log);

@@ -60,6 +60,26 @@ export function loadOrCreateSigningKey(name = defaultCallerName(), path?: string
   }
 }
 
+/**
+ * Make a new signing key for `name` in `dir` (`<name>.pem`, 0600, and `<name>.pub`), refusing to
+ * replace one: a service's key made once on the operator's workstation (the provisioners' shared
+ * key, the console's) before the machines that use it and the nodes that trust it are rendered.
+ */
+export function createSigningKey(name: string, dir: string): { key: SigningKey; file: string; pub: string } {
+  const file = join(dir, `${name.replace(/[^A-Za-z0-9_.=@-]/g, "_")}.pem`);
+  const pub = file.replace(/\.pem$/, ".pub");
+  try {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    const { key, pem } = generateSigningKey(name);
+    createWhole(file, pem);
+    writeFileSync(pub, `${key.publicKey}\n`);
+    return { key, file, pub };
+  } catch (e) {
+    const why = (e as NodeJS.ErrnoException).code === "EEXIST" ? "it exists already (a new key would untrust every machine that trusts the old one: delete it yourself if that is what you want)" : (e as Error).message;
+    throw new MusterError("MUSTER_KEY_ERROR", `cannot create signing key ${file}: ${why}`, { cause: e });
+  }
+}
+
 /** Where a node keeps its own key unless `security.node_key` says otherwise. */
 export function defaultNodeKeyFile(identity: string): string {
   return join(configDir(), "nodes", `${identity.replace(/[^A-Za-z0-9_.=@-]/g, "_")}.key`);

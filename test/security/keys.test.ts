@@ -42,3 +42,24 @@ test("servers of one identity creating the node key at once all get the same key
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test("muster key create: a service's key made on the workstation (0600, .pub beside it), never replaced", async () => {
+  const { runCli } = await import("../support/collective.js");
+  const { signingKeyFromPem } = await import("../../src/protocol/signing.js");
+  const { readFileSync } = await import("node:fs");
+  const dir = mkdtempSync(join(tmpdir(), "muster-key-create-"));
+  try {
+    const made = await runCli(["key", "create", "provisioner", "--dir", join(dir, "keys")], { env: { ...process.env, MUSTER_CONFIG_DIR: join(dir, "home") } });
+    assert.equal(made.code, 0, made.stderr);
+    const pub = made.stdout.trim();
+    assert.equal(readFileSync(join(dir, "keys", "provisioner.pub"), "utf8").trim(), pub);
+    assert.equal(statSync(join(dir, "keys", "provisioner.pem")).mode & 0o777, 0o600);
+    assert.equal(signingKeyFromPem("provisioner", readFileSync(join(dir, "keys", "provisioner.pem"), "utf8")).publicKey, pub, "the .pub is the .pem's public half");
+    const again = await runCli(["key", "create", "provisioner", "--dir", join(dir, "keys")], { env: { ...process.env, MUSTER_CONFIG_DIR: join(dir, "home") } });
+    assert.equal(again.code, 1);
+    assert.match(again.stderr, /exists already/);
+    assert.equal(readFileSync(join(dir, "keys", "provisioner.pub"), "utf8").trim(), pub, "the first key stays");
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

@@ -66,6 +66,39 @@ async function issueMissing(spec: ReturnType<typeof BrokerAuthSpecSchema.parse>,
 export function brokerCommand(): Command {
   const broker = new Command("broker").description("nats-server configuration for a muster fleet (users and permissions, bootstrap credentials)");
   broker.addCommand(
+    new Command("config")
+      .description("Print nats-server's own config (/etc/nats-server.conf on Debian): TLS with a user per certificate, JetStream, and a cluster when routes are given")
+      .requiredOption("--name <name>", "this server's name, unique in the cluster (e.g. nats1)")
+      .option("--route <url>", "a cluster member's route, nats-route://HOST:6222; give every member's, this one's too (repeatable)", (v: string, prev: string[] = []) => [...prev, v])
+      .option("--listen <host:port>", "the client port", "0.0.0.0:4222")
+      .option("--monitor <host:port>", "the monitoring port (connz, varz, healthz)", "0.0.0.0:8222")
+      .option("--cluster-name <name>", "the cluster's name", "muster")
+      .option("--cluster-listen <host:port>", "the route port", "0.0.0.0:6222")
+      .option("--max-memory-store <size>", "JetStream's memory limit (e.g. 256MB); default nats-server's")
+      .option("--max-file-store <size>", "JetStream's disk limit (e.g. 10GB); default nats-server's")
+      .addHelpText(
+        "after",
+        `
+Files it names (on the broker machine; see docs/deploy.md#3-the-broker):
+  /etc/nats/server.pem, server.key   the broker's certificate (server and client use: members connect to each other)
+  /etc/nats/clients-ca.pem           who may connect: your CA and every Puppet CA whose nodes connect
+  /etc/nats/ca.pem                   your CA alone: what members present to each other
+  /etc/nats/muster-users.conf        the users (muster broker users --spec FILE)
+  /var/lib/nats/jetstream            JetStream's store (owned by the nats user)
+
+Example, the first of three:
+  muster broker config --name nats1 --route nats-route://nats1.example.net:6222 \\
+    --route nats-route://nats2.example.net:6222 --route nats-route://nats3.example.net:6222 > nats-server.conf`,
+      )
+      .action(async (o: { name: string; route?: string[]; listen: string; monitor: string; clusterName: string; clusterListen: string; maxMemoryStore?: string; maxFileStore?: string }) => {
+        const { brokerConfigProblem, brokerServerConfig } = await import("../../broker/server-config.js");
+        const opts = { serverName: o.name, routes: o.route, listen: o.listen, monitor: o.monitor, clusterName: o.clusterName, clusterListen: o.clusterListen, maxMemoryStore: o.maxMemoryStore, maxFileStore: o.maxFileStore };
+        const why = brokerConfigProblem(opts);
+        if (why) throw new MusterError("MUSTER_USAGE", why);
+        process.stdout.write(brokerServerConfig(opts));
+      }),
+  );
+  broker.addCommand(
     new Command("users")
       .description("Print nats-server's authorization block: one user per credential, with what it may subscribe and publish")
       .requiredOption("--spec <file>", "who connects (YAML): collectives, provisioning_collective, nodes, bootstrap, provisioners, admins, registries")

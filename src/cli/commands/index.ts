@@ -102,6 +102,11 @@ export const commands: Record<string, CommandEntry> = {
     description: "nats-server configuration for a muster fleet (users and permissions, bootstrap credentials)",
     load: async () => (await import("./broker.js")).brokerCommand,
   },
+  key: {
+    usage: "",
+    description: "Signing keys: make one for a service (the provisioners' shared key) before rendering the machines that trust it",
+    load: async () => (await import("./key.js")).keyCommand,
+  },
   doctor: {
     usage: "[options]",
     description: "Check what commands need: config and broker, TLS files and handshake, connection, signing key, discovery, and whether nodes trust the key",

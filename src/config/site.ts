@@ -1,0 +1,52 @@
+// The configs of a site's machines besides its nodes (docs/deploy.md): a Puppet master's muster
+// server, the provisioners' additions to the package's provisioner.yaml. Pure: the same generators
+// render the lab's site machines and the blocks docs/deploy.md shows (test/docs/deploy.test.ts
+// renders them with the doc's example values and compares).
+
+/** Where muster keeps credentials on a machine (root:<daemon's group>, 0640 for keys). */
+export const TLS_DIR = "/etc/muster/tls";
+
+/** Where a master keeps what its muster server needs (the CA client credential is made on the master). */
+export const MASTER_FILES = {
+  caClientCert: `${TLS_DIR}/puppetca.pem`,
+  caClientKey: `${TLS_DIR}/puppetca.key`,
+  puppetCa: `${TLS_DIR}/puppet-ca.pem`,
+  searchNodes: "/etc/puppet/muster.yaml",
+  registryToken: "/etc/puppet/muster-registry.token",
+  ssldir: "/var/lib/puppet/ssl",
+} as const;
+
+/** The name of the certificate muster's puppetca agent uses for the CA API on a master. */
+export const caClientName = (master: string) => `muster-puppetca.${master}`;
+
+export function masterServerConfig(o: { identity: string; brokers: string[]; collective: string; provisionerKey: string; trustedKeys: { name: string; key: string }[] }): Record<string, unknown> {
+  return {
+    identity: o.identity,
+    collectives: [o.collective],
+    brokers: o.brokers,
+    // Facter supplies country, ec2_placement_region (the facts file) and ipaddress
+    facts: { facter: true, extra: { role: "puppetmaster" } },
+    agents: { builtin: ["puppetca"] },
+    plugins: {
+      // the CA API, with a credential of its own made on the master (not the master's host key)
+      puppetca: { url: `https://${o.identity}:8140`, cacert: MASTER_FILES.puppetCa, cert: MASTER_FILES.caClientCert, key: MASTER_FILES.caClientKey },
+    },
+    tls: { ca: `${TLS_DIR}/ca.pem`, cert: `${TLS_DIR}/master.pem`, key: `${TLS_DIR}/master.key` },
+    security: { trusted_keys: [{ name: "provisioner", key: o.provisionerKey }, ...o.trustedKeys] },
+    registration: { interval: 300, splay: true },
+    log: { level: "info" },
+  };
+}
+
+
+/** What a site's provisioners add to the package's /etc/muster/provisioner.yaml (the same on both). */
+export function provisionerAdditions(o: { brokers: string[]; notifyTargets: string[]; metricsPort?: number }): Record<string, unknown> {
+  return {
+    broker: o.brokers,
+    tls: { ca: `${TLS_DIR}/ca.pem`, cert: `${TLS_DIR}/provisioner.pem`, key: `${TLS_DIR}/provisioner.key` },
+    // the state survives the loss of a broker: three copies, one per member
+    state_replicas: 3,
+    notify: { targets: o.notifyTargets },
+    metrics: { host: "127.0.0.1", port: o.metricsPort ?? 9464 },
+  };
+}

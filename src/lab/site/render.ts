@@ -1,0 +1,98 @@
+import { stringify as toYaml } from "yaml";
+import { provisionerAdditions } from "../../config/site.js";
+import { SITE_PORTS, siteBrokerUrls, siteMachines, type SiteMachine } from "./roles.js";
+import type { SiteCredentials } from "./credentials.js";
+
+// The command lines that render each site machine's user-data: docs/deploy.md's commands, flag for
+// flag, with the lab's values (test/docs/deploy.test.ts holds the two together). Pure.
+
+export interface SiteRenderContext {
+  renderer: string;
+  creds: SiteCredentials;
+  /** muster's apt repository as machines reach it, and its public key (a file). */
+  aptRepo: string;
+  aptKey: string;
+  /** The files the operator made for the brokers: muster broker config per member, muster broker users. */
+  brokerFiles: (identity: string) => { natsConfig: string; users: string; clientsCa: string };
+  /** The Puppet code tarball as masters reach it. */
+  puppetCodeUrl: string;
+  /** The registry's token file, and the console's tokens file. */
+  registryToken: string;
+  webTokens: string;
+  /** The provisioners' config file. */
+  provisionerConfig: string;
+  /** The operator's caller name and public key: every machine obeys them too. */
+  operator: { name: string; key: string };
+  sshPublicKey: string;
+  /** The heap each puppetserver gets (a lab machine shares 2 cores and little memory). */
+  puppetserverHeap: string;
+}
+
+const brokerFlags = () => siteBrokerUrls().flatMap((b) => ["--broker", b]);
+
+/** The renderer's argv for one site machine (argv[0] is the renderer script). */
+export function siteRenderArgv(c: SiteRenderContext, m: SiteMachine): string[] {
+  const apt = ["--apt-repo", c.aptRepo, "--apt-key", c.aptKey];
+  const ssh = ["--ssh-authorized-key", c.sshPublicKey];
+  const operator = ["--trusted-key", `${c.operator.name}=${c.operator.key}`];
+  const cr = c.creds;
+  switch (m.role) {
+    case "broker": {
+      const f = c.brokerFiles(m.identity);
+      const b = cr.brokers[m.identity]!;
+      return [c.renderer, "--role", "broker", "--identity", m.identity, "--nats-config", f.natsConfig, "--users", f.users, "--cert", b.cert, "--key", b.key, "--ca", cr.ca.cert, "--clients-ca", f.clientsCa, ...ssh];
+    }
+    case "master": {
+      const mc = cr.masters[m.identity]!;
+      const r = m.region!;
+      const consoleMachine = siteMachines().find((x) => x.role === "console")!;
+      return [
+        c.renderer,
+        "--role",
+        "master",
+        "--identity",
+        m.identity,
+        ...apt,
+        ...brokerFlags(),
+        "--ca",
+        cr.ca.cert,
+        "--cert",
+        mc.cert,
+        "--key",
+        mc.key,
+        "--provisioner-key",
+        cr.keys.provisioner.publicKey,
+        ...operator,
+        "--fact",
+        `country=${r.country}`,
+        "--fact",
+        `ec2_placement_region=${r.region}`,
+        "--alt-name",
+        `IP:${m.address}`,
+        "--registry-url",
+        `http://${consoleMachine.identity}:${SITE_PORTS.registry}`,
+        "--registry-token",
+        c.registryToken,
+        "--puppet-code",
+        c.puppetCodeUrl,
+        "--puppetserver-heap",
+        c.puppetserverHeap,
+        ...ssh,
+      ];
+    }
+    case "provisioner":
+      return [c.renderer, "--role", "provisioner", "--identity", m.identity, ...apt, "--config", c.provisionerConfig, "--ca", cr.ca.cert, "--cert", cr.provisioner.cert, "--key", cr.provisioner.key, "--signing-key", cr.keys.provisioner.file, ...ssh];
+    case "console":
+      throw new Error("the console's user-data is not rendered yet");
+  }
+}
+
+/**
+ * The site provisioners' /etc/muster/provisioner.yaml: the package's default (mcprovision's keys)
+ * with the site's additions (docs/deploy.md#6-provisioners-two-for-ha) and the lab's pace.
+ */
+export function siteProvisionerConfigText(packageDefault: Record<string, unknown>, notifyTargets: string[]): string {
+  const additions = provisionerAdditions({ brokers: siteBrokerUrls(), notifyTargets });
+  const base = packageDefault as { notify?: Record<string, unknown> };
+  return toYaml({ ...packageDefault, ...additions, notify: { ...(base.notify ?? {}), ...(additions.notify as Record<string, unknown>) } });
+}

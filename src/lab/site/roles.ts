@@ -1,0 +1,87 @@
+import { LAB_REGIONS, type LabRegion } from "../regions.js";
+
+// The site (`muster lab up --site`): every role of docs/deploy.md on a machine of its own. Pure
+// data: which machines there are, their fixed names and addresses, what each role installs and
+// runs, and what "up" means for it. Operators' scripts and outside checks use these names, so they
+// are fixed; the nodes (nodeNN.<region>.lab) are the lab's as always.
+
+export type SiteRoleName = "broker" | "master" | "provisioner" | "console";
+
+export interface SiteRole {
+  role: SiteRoleName;
+  /** What docs/deploy.md calls it. */
+  what: string;
+  /** Debian packages its user-data installs (from the lab's mirror and muster's repository). */
+  packages: string[];
+  /** The systemd units that are the role. */
+  units: string[];
+  /** docs/deploy.md's section for it. */
+  section: string;
+}
+
+export const SITE_ROLES: Record<SiteRoleName, SiteRole> = {
+  broker: { role: "broker", what: "a nats-server cluster member with JetStream", packages: ["nats-server"], units: ["nats-server.service"], section: "3-the-broker" },
+  master: { role: "master", what: "puppetserver and muster-server hosting puppetca", packages: ["puppetserver", "muster"], units: ["puppetserver.service", "muster-server.service"], section: "5-puppet-masters" },
+  provisioner: { role: "provisioner", what: "muster-provisioner, one of two sharing the state", packages: ["muster"], units: ["muster-provisioner.service"], section: "6-provisioners-two-for-ha" },
+  console: { role: "console", what: "muster-registry, the web console and the notifier", packages: ["muster"], units: ["muster-registry.service", "muster-web.service", "muster-server.service"], section: "7-the-registry-and-the-console" },
+};
+
+export interface SiteMachine {
+  identity: string;
+  role: SiteRoleName;
+  /** Its address on the lab network. */
+  address: string;
+  /** The loopback address the host reaches it on (its relays). */
+  hostAlias: string;
+  /** 1-based within the role (nats2.lab: 2). */
+  n: number;
+  /** Masters: the region whose nodes they provision. */
+  region?: LabRegion;
+}
+
+/** Where site machines sit on the lab network (nodes are on 10.77.1.0/24, relays on 10.77.0.0/24). */
+const SITE_BASE: Record<SiteRoleName, number> = { broker: 0, master: 10, provisioner: 20, console: 30 };
+
+function machine(role: SiteRoleName, identity: string, n: number, region?: LabRegion): SiteMachine {
+  const octet = SITE_BASE[role] + n;
+  return { identity, role, address: `10.77.2.${octet}`, hostAlias: `127.0.3.${octet}`, n, ...(region ? { region } : {}) };
+}
+
+/** Every machine of the site besides its nodes, in the order they are described (brokers first). */
+export function siteMachines(): SiteMachine[] {
+  return [
+    ...[1, 2, 3].map((n) => machine("broker", `nats${n}.lab`, n)),
+    ...LAB_REGIONS.map((r, i) => machine("master", `puppet-${r.name}.lab`, i + 1, r)),
+    ...[1, 2].map((n) => machine("provisioner", `provisioner${n}.lab`, n)),
+    machine("console", "console.lab", 1),
+  ];
+}
+
+export const siteMachine = (identity: string): SiteMachine | undefined => siteMachines().find((m) => m.identity === identity);
+
+/** Site ports. */
+export const SITE_PORTS = { nats: 4222, natsRoute: 6222, natsMonitor: 8222, puppet: 8140, registry: 8089, web: 8443 } as const;
+
+/** The brokers as every muster process of the site names them. */
+export function siteBrokerUrls(): string[] {
+  return siteMachines()
+    .filter((m) => m.role === "broker")
+    .map((m) => `tls://${m.identity}:${SITE_PORTS.nats}`);
+}
+
+/** The routes every broker lists (its own among them). */
+export function siteRoutes(): string[] {
+  return siteMachines()
+    .filter((m) => m.role === "broker")
+    .map((m) => `nats-route://${m.identity}:${SITE_PORTS.natsRoute}`);
+}
+
+/**
+ * The site's names for /etc/hosts: the lab network has no DNS server, so the image's hosts
+ * template (cloud-init manage_etc_hosts) carries them, as a site's DNS would.
+ */
+export function siteHostsLines(): string {
+  return siteMachines()
+    .map((m) => `${m.address} ${m.identity} ${m.identity.split(".")[0]}`)
+    .join("\n");
+}

@@ -1,0 +1,138 @@
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { Kvm } from "@nats-io/kv";
+import { authorizationConfig } from "../../src/broker/auth.js";
+import { brokerConfigProblem, brokerServerConfig, BROKER_PATHS } from "../../src/broker/server-config.js";
+import { ensureCA, issueCert } from "../../src/security/pki.js";
+import { freePort } from "../support/index.js";
+import { runCli, tempDir } from "../support/collective.js";
+
+// `muster broker config` is what a site's brokers run (docs/deploy.md#3-the-broker, and the lab's
+// nats1..3.lab machines): three real nats-servers started from its text form a cluster whose
+// routes are TLS, whose clients are mapped to users by certificate, and whose JetStream keeps a
+// stream with three replicas that survives one member going away.
+
+const tmp = tempDir("broker-config");
+const members: ChildProcess[] = [];
+let ncs: NatsConnection[] = [];
+
+after(async () => {
+  await Promise.all(ncs.map((nc) => nc.close().catch(() => undefined)));
+  for (const m of members) m.kill("SIGKILL");
+  tmp.remove();
+});
+
+test("bad options are refused with what they should be", () => {
+  assert.match(brokerConfigProblem({ serverName: "nats 1" }) ?? "", /letters, digits/);
+  assert.match(brokerConfigProblem({ serverName: "n1", routes: ["nats://x:6222", "nats-route://y:6222"] }) ?? "", /nats-route:\/\/HOST:PORT/);
+  assert.match(brokerConfigProblem({ serverName: "n1", routes: ["nats-route://x:6222"] }) ?? "", /at least two members/);
+  assert.match(brokerConfigProblem({ serverName: "n1", maxFileStore: "lots" }) ?? "", /a size/);
+  assert.equal(brokerConfigProblem({ serverName: "n1", routes: ["nats-route://a:1", "nats-route://b:2"], maxFileStore: "10GB" }), undefined);
+  assert.throws(() => brokerServerConfig({ serverName: "-x" }), /letters, digits/);
+});
+
+test("the CLI prints the config, and refuses a bad route with exit 64 and nothing on stdout", async () => {
+  const ok = await runCli(["broker", "config", "--name", "nats1", "--route", "nats-route://nats1.example.net:6222", "--route", "nats-route://nats2.example.net:6222"], { env: process.env });
+  assert.equal(ok.code, 0, ok.stderr);
+  assert.equal(ok.stdout, brokerServerConfig({ serverName: "nats1", routes: ["nats-route://nats1.example.net:6222", "nats-route://nats2.example.net:6222"] }));
+  const bad = await runCli(["broker", "config", "--name", "nats1", "--route", "tcp://x:1"], { env: process.env });
+  assert.equal(bad.code, 64);
+  assert.equal(bad.stdout, "");
+  assert.match(bad.stderr, /nats-route:\/\/HOST:PORT/);
+});
+
+let admin: { ca: string; cert: string; key: string };
+let clientPorts: number[] = [];
+
+before(async () => {
+  const ca = ensureCA(join(tmp.path, "ca"), "/O=muster/CN=site CA");
+  // members connect to each other with this certificate too: server and client use
+  const server = issueCert(ca, { name: "server", subject: "/O=muster/OU=broker/CN=nats.test", ips: ["127.0.0.1"], dns: ["localhost"], usage: "both" });
+  const ops = issueCert(ca, { name: "ops", subject: "/O=muster/OU=service/CN=ops", usage: "client" });
+  admin = { ca: ca.cert, cert: ops.cert, key: ops.key };
+  const users = authorizationConfig({ collectives: ["muster"], admins: ["CN=ops,OU=service,O=muster"] } as Parameters<typeof authorizationConfig>[0]);
+  const ports = [] as number[];
+  while (ports.length < 9) {
+    const p = await freePort("127.0.0.1");
+    if (!ports.includes(p)) ports.push(p);
+  }
+  clientPorts = ports.slice(0, 3);
+  const routes = ports.slice(3, 6).map((p) => `nats-route://127.0.0.1:${p}`);
+  for (let i = 0; i < 3; i++) {
+    const dir = join(tmp.path, `nats${i + 1}`);
+    const paths = { config: join(dir, "nats-server.conf"), cert: server.cert, key: server.key, clientsCa: ca.cert, ca: ca.cert, users: join(dir, "nats", "muster-users.conf"), store: join(dir, "js") };
+    mkdirSync(join(dir, "nats"), { recursive: true });
+    writeFileSync(paths.users, users);
+    const text = brokerServerConfig({ serverName: `nats${i + 1}`, routes, listen: `127.0.0.1:${clientPorts[i]}`, monitor: `127.0.0.1:${ports[6 + i]}`, clusterListen: `127.0.0.1:${ports[3 + i]}`, maxFileStore: "256MB", paths });
+    writeFileSync(paths.config, text);
+    const m = spawn("nats-server", ["-c", paths.config], { stdio: ["ignore", "ignore", "pipe"] });
+    let err = "";
+    m.stderr!.on("data", (d: Buffer) => (err = (err + d.toString()).slice(-2000)));
+    m.once("exit", (code) => code && code !== 0 && process.stderr.write(`nats${i + 1} exited ${code}: ${err}\n`));
+    members.push(m);
+  }
+});
+
+async function connectAdmin(): Promise<NatsConnection> {
+  const nc = await connect({ servers: clientPorts.map((p) => `tls://127.0.0.1:${p}`), tls: { caFile: admin.ca, certFile: admin.cert, keyFile: admin.key }, maxReconnectAttempts: -1, reconnectTimeWait: 200 });
+  ncs.push(nc);
+  return nc;
+}
+
+test("three members form a JetStream cluster over TLS routes: an R3 bucket keeps its data with one member gone", async () => {
+  const nc = await connectAdmin();
+  const deadline = Date.now() + 30_000;
+  // the meta leader is elected once the routes are up: until then a bucket cannot be made
+  let kv;
+  for (;;) {
+    try {
+      // the provisioner's state bucket, as an admin may write it (state_replicas: 3)
+      kv = await new Kvm(nc).create("muster_provision", { replicas: 3 });
+      break;
+    } catch (e) {
+      if (Date.now() > deadline) throw new Error(`no JetStream cluster after 30 s: ${(e as Error).message}`);
+      await new Promise((r) => setTimeout(r, 250)); // a leader election announces itself nowhere a client can wait on
+    }
+  }
+  for (let i = 0; i < 5; i++) await kv.put(`node${i}`, new TextEncoder().encode(String(i)));
+  const jsm = await jetstreamManager(nc);
+  const info = await jsm.streams.info("KV_muster_provision");
+  assert.equal(info.config.num_replicas, 3);
+  assert.equal((info.cluster?.replicas?.length ?? 0) + 1, 3, "a leader and two replicas");
+  // one member goes: the bucket still takes writes and still has all of them
+  members[0]!.kill("SIGKILL");
+  // the client reconnects to another member, and a stream whose leader was on it elects another
+  const until = Date.now() + 30_000;
+  for (;;) {
+    try {
+      await kv.put("after", new TextEncoder().encode("x"));
+      break;
+    } catch (e) {
+      if (Date.now() > until) throw new Error(`the bucket took no write within 30 s of losing a member: ${(e as Error).message}`);
+    }
+  }
+  assert.equal((await jsm.streams.info("KV_muster_provision")).state.messages, 6);
+  assert.equal(new TextDecoder().decode((await kv.get("node3"))?.value), "3");
+});
+
+test("a client certificate the users do not name is refused", async () => {
+  const ca = ensureCA(join(tmp.path, "ca"), "/O=muster/CN=site CA");
+  const stranger = issueCert(ca, { name: "stranger", subject: "/O=muster/OU=service/CN=stranger", usage: "client" });
+  await assert.rejects(
+    connect({ servers: `tls://127.0.0.1:${clientPorts[1]}`, tls: { caFile: admin.ca, certFile: stranger.cert, keyFile: stranger.key }, maxReconnectAttempts: 0, timeout: 5000 }),
+    /Authorization|authentication|permissions/i,
+  );
+});
+
+test("BROKER_PATHS name Debian's files: the unit reads /etc/nats-server.conf", () => {
+  assert.equal(BROKER_PATHS.config, "/etc/nats-server.conf");
+  const text = brokerServerConfig({ serverName: "solo" });
+  assert.ok(!/cluster/.test(text.replace(/^#.*$/gm, "")), "no cluster block for a single server");
+  assert.match(text, /include "nats\/muster-users\.conf"/);
+  assert.ok(readFileSync("/lib/systemd/system/nats-server.service", "utf8").includes("-c /etc/nats-server.conf"), "Debian's unit reads the path the config is written to");
+});
