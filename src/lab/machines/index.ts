@@ -14,7 +14,7 @@
 //   state.ts       what lab.json keeps of the machines
 //   addresses.ts   where everything is on the lab network (pure)
 
-export { LAB_NET, masterRelayAddress, RELAY_ADDRESS } from "./addresses.js";
+export { LAB_NET, masterRelayAddress, nodeSlot, PACKAGE_PORT, RELAY_ADDRESS, siteSlot, type MachineSlot } from "./addresses.js";
 export { checkMachineHost, hostRelease } from "./host.js";
 export { ensureImage, imageInfo, labImage, machineImageSpec, type MachineImage } from "./image.js";
 export { decodeMountPath, machineExec, machineExecArgv, machineLeader, machineSupervisor, unmountUnder, type MachineKind } from "./machine.js";
