@@ -3,6 +3,7 @@ import { existsSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { MusterError } from "../../errors.js";
 import { isAlive, stopPid } from "../../lab/processes.js";
+import { labBrokers, labMachinesOf } from "../../lab/state.js";
 import type { LabState, LabWeb } from "../../lab/lab.js";
 import type { Role } from "../../web/auth.js";
 import { LAB_REGIONS } from "../../lab/regions.js";
@@ -34,7 +35,7 @@ function running(s: LabState): boolean {
 /** Live progress of these nodes' provisioning until each is done or failed; `since`: ignore records older than this (an earlier machine's). */
 async function followProvisioning(s: LabState, ids: string[], timeoutMs: number, since = 0): Promise<NodeRecord[]> {
   const { MusterClient, ProvisionState } = await load();
-  const client = await MusterClient.connect({ brokers: [s.broker], collective: s.collective, name: "muster-lab-follow", tls: s.tls?.admin });
+  const client = await MusterClient.connect({ brokers: labBrokers(s), collective: s.collective, name: "muster-lab-follow", tls: s.tls?.admin });
   const store = await ProvisionState.open(client, DEFAULT_STATE_BUCKET);
   const { progressBar } = await import("../output.js"); // a terminal's bar, only when following
   const bar = progressBar(true);
@@ -74,7 +75,7 @@ function webLogin(w: LabWeb, labWebToken: (file: string, role: Role) => string |
  * machines, `muster ssh` reaches them through the lab's ssh_config and key.
  */
 function writeClientConfig(s: LabState, toYaml: (v: unknown) => string): void {
-  writeFileSync(clientConfig(), toYaml({ brokers: [s.broker], collective: s.collective, tls: s.tls.admin, ...(s.machines ? { ssh_command: `ssh -F ${s.machines.ssh.config}` } : {}) }));
+  writeFileSync(clientConfig(), toYaml({ brokers: labBrokers(s), collective: s.collective, tls: s.tls.admin, ...(s.machines ? { ssh_command: `ssh -F ${s.machines.ssh.config}` } : {}) }));
 }
 
 /** The lab here, running, or a message and exit 1. */
@@ -214,7 +215,7 @@ Examples:
         const procs = labPids(s).map((p) => ({ ...p, alive: isAlive(p.pid) }));
         let recs: NodeRecord[] = [];
         if (running(s)) {
-          const client = await MusterClient.connect({ brokers: [s.broker], collective: s.collective, name: "muster-lab-status", tls: s.tls?.admin });
+          const client = await MusterClient.connect({ brokers: labBrokers(s), collective: s.collective, name: "muster-lab-status", tls: s.tls?.admin });
           recs = await (await ProvisionState.open(client, DEFAULT_STATE_BUCKET)).list();
           await client.close();
         }
@@ -286,7 +287,7 @@ Exit code 0 when every new node was provisioned, 2 when any failed or the wait t
         const t0 = Date.now();
         if (o.identity?.length) {
           // A record left from an earlier machine under that name keeps the provisioner away from it.
-          const client = await MusterClient.connect({ brokers: [s.broker], collective: s.collective, name: "muster-lab-add", tls: s.tls.admin });
+          const client = await MusterClient.connect({ brokers: labBrokers(s), collective: s.collective, name: "muster-lab-add", tls: s.tls.admin });
           try {
             const store = await ProvisionState.open(client, DEFAULT_STATE_BUCKET);
             for (const id of o.identity) {

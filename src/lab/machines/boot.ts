@@ -33,7 +33,7 @@ export function machineBootContext(labDir: string, ms: LabMachinesState, ca: { c
  * renderer's node command, then bootMachine.
  */
 export async function bootLabMachine(c: BootMachineContext, p: MachinePlan): Promise<{ node: MachineNode; proc: MusterProcess }> {
-  const dir = machineDir(c.labDir, p.identity);
+  const dir = join(resolve(c.labDir), "machines", p.identity);
   await freshMachineDir(c.ms, dir, p.identity);
   const creds = writeBootstrapCredential(issueBootstrapCredential({ cert: c.caCert, key: c.caKey }, p.identity), join(dir, "creds"));
   const argv = renderArgv(c, p, creds, readFileSync(`${c.ms.ssh.key}.pub`, "utf8").trim());
@@ -42,7 +42,6 @@ export async function bootLabMachine(c: BootMachineContext, p: MachinePlan): Pro
   return { node: { identity: p.identity, country: p.region.country, region: p.region.region, ipaddress: slot.address, dir, pid: proc.pid, role: p.role, machine }, proc };
 }
 
-export const machineDir = (labDir: string, identity: string) => join(resolve(labDir), "machines", identity);
 
 /** A machine made anew under a name: nothing of an earlier one survives, not even its host key. */
 export async function freshMachineDir(ms: LabMachinesState, dir: string, identity: string): Promise<void> {
@@ -62,7 +61,7 @@ export async function freshMachineDir(ms: LabMachinesState, dir: string, identit
 export async function bootMachine(c: BootMachineContext, o: { identity: string; slot: MachineSlot; argv: string[] }): Promise<{ machine: LabNodeMachine; proc: MusterProcess }> {
   const { ms } = c;
   const { slot } = o;
-  const dir = machineDir(c.labDir, o.identity);
+  const dir = join(resolve(c.labDir), "machines", o.identity);
   mkdirSync(join(dir, "seed"), { recursive: true, mode: 0o700 });
   writeFileSync(join(dir, "render.sh"), renderScript(o.argv), { mode: 0o700 });
   const userData = await renderUserData(o.identity, o.argv);
