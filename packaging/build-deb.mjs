@@ -198,9 +198,13 @@ exec "$lib/node" "$lib/app/${pkg.bin.muster}" "$@"
   { mode: 0o755 },
 );
 
-// 3. systemd units, the muster user (sysusers.d) and its directories (tmpfiles.d), default
-// configs (conffiles), docs and examples, lintian's overrides.
-const units = join(stage, "lib", "systemd", "system");
+// npm's links to dependencies' command-line scripts: the scripts were pruned, and nothing runs them.
+for (const p of [modulesDir, ...packages.map((q) => join(q, "node_modules"))]) rmSync(join(p, ".bin"), { recursive: true, force: true });
+
+// 3. systemd units (in /usr/lib/systemd/system: where Debian 13 puts them, and where systemd and
+// lintian on Debian 12 accept them too), the daemons' users (sysusers.d) and /run/muster
+// (tmpfiles.d), default configs (conffiles), docs and examples, lintian's overrides.
+const units = join(stage, "usr", "lib", "systemd", "system");
 mkdirSync(units, { recursive: true });
 for (const f of readdirSync(join(here, "systemd"))) copyFileSync(join(here, "systemd", f), join(units, f));
 for (const [d, f] of [
@@ -221,7 +225,7 @@ const doc = join(stage, "usr", "share", "doc", "muster");
 mkdirSync(join(doc, "examples"), { recursive: true });
 for (const f of ["server.yaml", "provisioner.yaml"]) copyFileSync(join(root, "examples", f), join(doc, "examples", f));
 if (existsSync(join(root, "examples", "cloud-init"))) cpSync(join(root, "examples", "cloud-init"), join(doc, "cloud-init"), { recursive: true });
-for (const f of ["deploy.md", "security.md", "provisioner.md", "registry.md"]) if (existsSync(join(root, "docs", f))) copyFileSync(join(root, "docs", f), join(doc, f));
+for (const f of ["deploy.md", "security.md", "provisioner.md", "registry.md", "web.md"]) if (existsSync(join(root, "docs", f))) copyFileSync(join(root, "docs", f), join(doc, f));
 mkdirSync(join(stage, "usr", "share", "man", "man1"), { recursive: true });
 writeFileSync(join(stage, "usr", "share", "man", "man1", "muster.1.gz"), gzipSync(readFileSync(join(here, "man", "muster.1")), { level: 9 }));
 mkdirSync(join(stage, "usr", "share", "lintian", "overrides"), { recursive: true });
@@ -274,10 +278,12 @@ writeFileSync(
     `Architecture: ${arch}`,
     `Maintainer: ${MAINTAINER}`,
     `Installed-Size: ${installedKb}`,
-    // The shipped node links only against these. systemd-sysusers and systemd-tmpfiles make the
-    // muster user and its directories in postinst (alone, or from systemd); init-system-helpers
-    // gives deb-systemd-invoke for the restart on upgrade.
-    "Depends: libc6 (>= 2.28), libstdc++6 (>= 10), libgcc-s1, systemd | systemd-standalone-sysusers, systemd | systemd-standalone-tmpfiles, init-system-helpers (>= 1.52)",
+    // The shipped node links only against these. systemd-sysusers makes the daemons' users in
+    // postinst: systemd's where it is installed (it provides systemd-sysusers), else the
+    // standalone one, so a minimal system or container does not get all of systemd (and its
+    // tmpfiles' leftovers) for a CLI. init-system-helpers gives deb-systemd-invoke for the
+    // restart on upgrade.
+    "Depends: libc6 (>= 2.28), libstdc++6 (>= 10), libgcc-s1, systemd-standalone-sysusers | systemd-sysusers, init-system-helpers (>= 1.52)",
     "Recommends: puppet-agent | puppet, facter",
     "Suggests: nats-server, monitoring-plugins-basic",
     "Section: admin",
@@ -291,7 +297,8 @@ writeFileSync(
     " .",
     ` Ships its own Node.js runtime (${nodeVersion}), so it needs no Node.js on the`,
     " machine. Units: muster-server (unprivileged, with muster-privileged.socket",
-    " for the few operations that need root), muster-provisioner, muster-registry.",
+    " for the few operations that need root), muster-provisioner, muster-registry,",
+    " muster-web, each daemon as a user of its own.",
     "",
   ].join("\n"),
 );

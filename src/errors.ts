@@ -29,6 +29,7 @@ export const ErrorCodes = {
   MUSTER_BUCKET_NOT_FOUND: "a JetStream KV bucket that was to be read does not exist",
   MUSTER_PRIVILEGED_REFUSED: "the privileged helper refused an operation",
   MUSTER_PRIVILEGED_UNREACHABLE: "the privileged helper's socket did not answer",
+  MUSTER_PRIVILEGED_BUSY: "the privileged helper was at its connection limit",
 } as const;
 export type ErrorCode = keyof typeof ErrorCodes;
 

@@ -144,3 +144,49 @@ test("the provisioner's files stay small enough to read whole (350 lines: a long
   const long = sources.filter((s) => s.rel.startsWith("provisioner/") && s.lines.length > 350).map((s) => `src/${s.rel}: ${s.lines.length} lines`);
   assert.deepEqual(long, [], long.join("\n"));
 });
+
+/**
+ * Room -> rooms it imports (type-only imports count: a cycle of types is still a tangle to read).
+ * Each top-level file (errors.ts, index.ts, ...) is a room of its own: the public entry imports
+ * the agents, and every room the error catalogue, without the two making one room.
+ */
+function roomGraph(): Map<string, Set<string>> {
+  const g = new Map<string, Set<string>>();
+  const roomOf = (rel: string) => (rel.includes("/") ? rel.slice(0, rel.indexOf("/")) : rel.replace(/\.js$/, ".ts"));
+  for (const s of sources) {
+    const from = roomOf(s.rel);
+    for (const l of s.lines) {
+      for (const m of specifiers(l)) {
+        if (!m.startsWith(".")) continue;
+        const to = roomOf(normalize(join(dirname(s.rel), m)).split("\\").join("/"));
+        if (to !== from && !to.startsWith("..")) (g.get(from) ?? g.set(from, new Set()).get(from)!).add(to);
+      }
+    }
+  }
+  return g;
+}
+
+/** The rooms `from` reaches through imports, itself excluded unless a cycle leads back. */
+function reach(g: Map<string, Set<string>>, from: string): Set<string> {
+  const seen = new Set<string>();
+  const todo = [...(g.get(from) ?? [])];
+  while (todo.length) {
+    const r = todo.pop()!;
+    if (seen.has(r)) continue;
+    seen.add(r);
+    todo.push(...(g.get(r) ?? []));
+  }
+  return seen;
+}
+
+test("one way through the privileged rooms: no folder cycle among agent, agents, privileged, server and puppet", () => {
+  const g = roomGraph();
+  const rooms = ["agent", "agents", "privileged", "server", "puppet"];
+  const cycles = rooms.filter((r) => reach(g, r).has(r)).map((r) => `${r} reaches itself through ${[...reach(g, r)].filter((x) => reach(g, x).has(r)).join(", ")}`);
+  assert.deepEqual(cycles, [], cycles.join("\n"));
+  // the helper is handed its settings (src/agents/helper-settings.ts, by `muster privileged serve`)
+  assert.deepEqual(arrows("privileged", ["agents", "server", "cli"]), [], "the helper imports neither the agents nor the server");
+  // NodeOps is the agent contract's; its direct implementation is puppet/'s, which knows no agents
+  assert.deepEqual(arrows("agent", ["privileged", "agents", "server"]), []);
+  assert.deepEqual(arrows("puppet", ["agent", "agents", "privileged", "server"]), []);
+});

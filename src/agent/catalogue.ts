@@ -2,7 +2,7 @@ import type { AgentDDL } from "../ddl/types.js";
 import type { NodeMetadata } from "../protocol/types.js";
 import type { PuppetAgentSettings } from "../puppet/agent.js";
 import type { Agent, AgentKvOpener } from "./agent.js";
-import type { NodeOps } from "../privileged/node-ops.js";
+import type { NodeOps } from "./node-ops.js";
 
 // How a host (the node daemon, the emulator) is handed its agents. The command that starts it
 // passes an AgentCatalogue (src/agents/builtin.ts: the built-in agents); the host knows only this

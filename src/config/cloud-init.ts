@@ -269,7 +269,8 @@ export function provisionerUserData(o: ProvisionerOptions): UserData {
       ],
       runcmd: [
         ...installCmds(o.source, ["muster"]),
-        ["chgrp", "muster", PROVISIONER_FILES.config, `${TLS_DIR}/provisioner.key`],
+        // the provisioner runs as a user of its own (docs/decisions/privileged-helper.md): its config and key are that group's
+        ["chgrp", "muster-provisioner", PROVISIONER_FILES.config, `${TLS_DIR}/provisioner.key`],
         ["chmod", "0640", `${TLS_DIR}/provisioner.key`],
         ["systemctl", "enable", "--now", "muster-provisioner.service"],
       ],

@@ -1,8 +1,12 @@
+import { accessSync, constants } from "node:fs";
 import { connect } from "node:net";
 import { MusterError, type ErrorCode, ErrorCodes } from "../errors.js";
-import type { CertificateRequest, PuppetRunResult } from "../puppet/index.js";
+import type { CertificateRequest, PuppetRunResult } from "../puppet/agent.js";
+import { PuppetAgent } from "../puppet/agent.js";
+import { readLastRunReport, type ReportDetails } from "../puppet/report.js";
 import type { PuppetResourceResult } from "../puppet/resource.js";
-import type { NodeOps } from "./node-ops.js";
+import { isPermissionError, puppetStateFile, puppetStatePaths, readStateText } from "../puppet/state.js";
+import type { NodeOps } from "../agent/node-ops.js";
 import type { OperationArgs, OperationName, Reply } from "./operations.js";
 
 // The daemon's side of the privileged helper: each operation is one connection, one JSON line
@@ -89,5 +93,26 @@ export function helperOps(socketPath: string): NodeOps {
     tlsCredential: async () => (await ask("puppet.tls_credential", {})) as { cert: string; key: string },
     puppetResource: async (r) => (await ask("puppet.resource", { type: r.type, name: r.name, properties: r.properties }, r.signal)) as PuppetResourceResult,
     persistStage: async () => ((await ask("provision.persist_stage", {})) as { changed: boolean }).changed,
+    // Puppet's state: read here when the daemon may (a node muster provisioned: set_server made it
+    // readable, and a file watch can follow it), asked of root when Puppet keeps it root's alone.
+    async readPuppetState(t, file) {
+      try {
+        return readStateText(await puppetStateFile(new PuppetAgent(t.settings), file));
+      } catch (e) {
+        if (!isPermissionError(e)) throw e;
+        return ((await ask("puppet.read_state", { agent: t.agent, file })) as { text: string | null }).text;
+      }
+    },
+    async lastRunReport(t) {
+      const path = puppetStatePaths(new PuppetAgent(t.settings)).lastRunReport;
+      try {
+        accessSync(path, constants.R_OK);
+        return readLastRunReport(path) ?? null;
+      } catch (e) {
+        if (!isPermissionError(e)) return null;
+        return (await ask("puppet.last_run_report", { agent: t.agent })) as ReportDetails | null;
+      }
+    },
+    nodeFacts: async () => (await ask("puppet.facts", {})) as Record<string, unknown>,
   };
 }

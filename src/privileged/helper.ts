@@ -1,31 +1,41 @@
+import { createHash } from "node:crypto";
 import { execFileSync } from "node:child_process";
 import { chmodSync, chownSync, existsSync, readFileSync, rmSync } from "node:fs";
 import { createServer, type Server, type Socket } from "node:net";
 import type { Logger } from "pino";
-import { resolveSettings as resolveProvisionSettings, puppetAgentFor as provisionPuppet } from "../agents/provision/state.js";
-import { resolveSettings as resolvePuppetSettings, puppetAgentFor as puppetPuppet } from "../agents/puppet/settings.js";
-import { ensureFileAllowed, ensureTypeAllowed, resolveResourceSettings } from "../agents/resource/settings.js";
-import { nodePuppetOrDefaults } from "../agents/node.js";
+import type { NodeOps, PuppetTarget, PuppetUser } from "../agent/node-ops.js";
 import { MusterError, RpcError } from "../errors.js";
+import { PuppetAgent } from "../puppet/agent.js";
+import { readIniSection, updatePuppetConf } from "../puppet/conf.js";
+import { directOps } from "../puppet/node-ops.js";
 import { isManagedResource, readManagedResources } from "../puppet/resource.js";
-import { PuppetAgent, readIniSection, updatePuppetConf, type PuppetAgentSettings } from "../puppet/index.js";
-import { loadServerConfig, type ServerConfig } from "../server/config.js";
-import { directOps, type NodeOps, type PuppetTarget, type PuppetUser } from "./node-ops.js";
-import { MAX_REQUEST_BYTES, parseRequest, parseServer, peerAllowed, type Reply, type Request } from "./operations.js";
+import { resourceRefusal } from "../puppet/resource-rule.js";
+import { parseServer } from "../puppet/server-address.js";
+import { Semaphore } from "../semaphore.js";
+import { MAX_REQUEST_BYTES, parseRequest, peerAllowed, type Reply, type Request } from "./operations.js";
+import { pathRefusal } from "./paths.js";
 import { peerCredentials, type PeerCredentials } from "./peer.js";
+import type { NodeSettings, NodeSettingsReader } from "./settings.js";
 
 // The privileged helper (docs/decisions/privileged-helper.md): root's side of the node daemon's
-// operations. Per connection: the peer's uid from the kernel (SO_PEERCRED), one request line
-// checked against the list (operations.ts), settings read now from root's server config (never
-// from the request), the operation's own rules below, then the same code a root daemon runs
-// (directOps). One reply line, and the connection closes. Every request is logged with its peer.
+// operations. Per connection: a free slot (at most maxConnections at once), the peer's uid from
+// the kernel (SO_PEERCRED), one request line read within a deadline and checked against the list
+// (operations.ts), settings read now from root's server config (never from the request), the
+// operation's own rules below, then the same code a root daemon runs (directOps), one Puppet
+// process at a time. One reply line, and the connection closes. Every request is logged with its
+// peer and its arguments (secrets left out).
 
 /** A request the helper will not do: nothing was done, and the reply says which rule refused it. */
 export class Refusal extends Error {}
 
+/** Connections served at once; more are told the helper is busy and closed at once. */
+export const MAX_CONNECTIONS = 16;
+/** How long a peer has to send its whole request line. */
+export const READ_TIMEOUT_MS = 30_000;
+
 export interface HelperOptions {
-  /** Root's /etc/muster/server.yaml: the agents' settings, read for every request. */
-  configPath: string;
+  /** Root's server config as the helper reads it, afresh for every request. */
+  settings: NodeSettingsReader;
   /** The one uid served (the muster user's). */
   clientUid: number;
   log: Logger;
@@ -34,42 +44,29 @@ export interface HelperOptions {
   peer?: (s: Socket) => Promise<PeerCredentials>;
   /** Stop after this long with no connection (RunningHelper.idle); 0 or absent: never. */
   idleMs?: number;
+  maxConnections?: number;
+  readTimeoutMs?: number;
 }
 
-/** The node's settings as the helper sees them: what root's config says, for this request. */
-interface View {
-  cfg: ServerConfig;
-  agents: Set<string>;
+function requireAgent(v: NodeSettings, agent: string): void {
+  if (!v.agents.has(agent)) throw new Refusal(`this node does not host the ${agent} agent (agents.builtin in ${v.source})`);
 }
 
-function view(configPath: string): View {
-  const cfg = loadServerConfig(configPath);
-  const agents = new Set(cfg.agents.builtin ?? []);
-  if (cfg.provisioning) agents.add("provision");
-  return { cfg, agents };
-}
-
-function requireAgent(v: View, agent: string): void {
-  if (!v.agents.has(agent)) throw new Refusal(`this node does not host the ${agent} agent (agents.builtin in its server config)`);
-}
-
-function target(v: View, agent: PuppetUser): PuppetTarget {
+function target(v: NodeSettings, agent: PuppetUser): PuppetTarget {
   requireAgent(v, agent);
-  const plugins = v.cfg.plugins;
-  const settings: PuppetAgentSettings =
-    agent === "provision" ? provisionPuppet(resolveProvisionSettings(plugins.provision ?? {}, v.cfg.identity)).settings : puppetPuppet(resolvePuppetSettings(plugins.puppet ?? {}, v.cfg.identity)).settings;
-  return { agent, settings };
+  return { agent, settings: v.puppet(agent).settings };
 }
 
 /** Where puppet.conf [main] (and, with use_hosts_file, the hosts file) points Puppet now. */
-function configuredMaster(agent: PuppetAgent, useHostsFile: boolean, hostsFile: string): { host: string | undefined; port: string | undefined } {
+function configuredMaster(agent: PuppetAgent, useHostsFile: boolean, hostsFile: string): { host: string | undefined; port: number } {
   const conf = existsSync(agent.puppetConfPath) ? readIniSection(readFileSync(agent.puppetConfPath, "utf8"), "main") : {};
   let host = conf.server;
   if (useHostsFile && host === "puppet") {
     const line = (existsSync(hostsFile) ? readFileSync(hostsFile, "utf8") : "").split("\n").find((l) => l.replace(/#.*/, "").trim().split(/\s+/).slice(1).includes("puppet"));
     host = line?.trim().split(/\s+/)[0];
   }
-  return { host, port: conf.serverport };
+  // Puppet's own default when puppet.conf names none
+  return { host, port: conf.serverport ? Number(conf.serverport) : 8140 };
 }
 
 /**
@@ -93,82 +90,131 @@ function shareReadableState(puppetConf: string): void {
   if (Object.keys(missing).length) updatePuppetConf(puppetConf, "main", missing);
 }
 
-/** The operation's own rules, then the operation. `signal`: the peer hung up. */
-export async function perform(req: Request, o: { configPath: string; ops: NodeOps; signal: AbortSignal }): Promise<unknown> {
-  const v = view(o.configPath);
+export interface PerformOptions {
+  settings: NodeSettingsReader;
+  ops: NodeOps;
+  /** The peer hung up: stop. */
+  signal: AbortSignal;
+  /** One Puppet process at a time: an operation that runs one waits for its turn here. */
+  puppet: Semaphore;
+  /** Reads (facts, state: a Puppet or Facter process too) have a slot of their own: a long run does not hold up discovery. */
+  reads: Semaphore;
+}
+
+/** Runs `fn` once it holds `slot` (or gives up when the peer hangs up while it waits). */
+async function inTurn<T>(slot: Semaphore, signal: AbortSignal, fn: () => Promise<T>): Promise<T> {
+  await slot.acquire(signal);
+  try {
+    return await fn();
+  } finally {
+    slot.release();
+  }
+}
+
+/** The operation's own rules, then the operation. */
+export async function perform(req: Request, o: PerformOptions): Promise<unknown> {
+  const v = o.settings();
   const { ops, signal } = o;
-  const plugins = v.cfg.plugins;
   switch (req.op) {
     case "puppet.run": {
       const a = req.args;
       const t = target(v, a.agent);
-      const settings = a.agent === "provision" ? resolveProvisionSettings(plugins.provision ?? {}, v.cfg.identity) : resolvePuppetSettings(plugins.puppet ?? {}, v.cfg.identity);
+      const p = v.puppet(a.agent);
       if (a.server !== undefined) {
-        if (a.agent !== "puppet" || !resolvePuppetSettings(plugins.puppet ?? {}, v.cfg.identity).allowServerOverride) {
-          throw new Refusal(`a Puppet master other than the configured one (${a.server}): plugins.puppet.allow_server_override is not set in ${o.configPath}`);
-        }
+        if (a.agent !== "puppet" || !p.allowServerOverride) throw new Refusal(`a Puppet master other than the configured one (${a.server}): plugins.puppet.allow_server_override is not set in ${v.source}`);
         if (!parseServer(a.server)) throw new Refusal(`server ${JSON.stringify(a.server)} is not host[:port]`);
       }
-      return ops.puppetRun(t, { ...a, signal, timeoutMs: settings.runTimeoutSeconds * 1000 });
+      return inTurn(o.puppet, signal, () => ops.puppetRun(t, { ...a, signal, timeoutMs: p.runTimeoutMs }));
     }
-    case "puppet.daemonize":
-      return ops.puppetDaemonize(target(v, req.args.agent));
+    case "puppet.daemonize": {
+      const t = target(v, req.args.agent);
+      return inTurn(o.puppet, signal, () => ops.puppetDaemonize(t));
+    }
     case "puppet.disable":
       return ops.puppetDisable(target(v, req.args.agent), req.args.message);
     case "puppet.enable":
       return ops.puppetEnable(target(v, req.args.agent));
     case "puppet.cert_status": {
-      const r = await ops.certStatus(target(v, "provision"), { download: req.args.download, signal });
+      const t = target(v, "provision");
+      const r = await inTurn(o.puppet, signal, () => ops.certStatus(t, { download: req.args.download, signal }));
       return { hasCert: r.hasCert, certFingerprint: r.certFingerprint ?? null, csrFingerprint: r.csrFingerprint ?? null };
     }
-    case "puppet.request_certificate":
-      return ops.requestCertificate(target(v, "provision"), { ...(req.args.node_key ? { nodeKey: req.args.node_key } : {}), signal });
+    case "puppet.request_certificate": {
+      const t = target(v, "provision");
+      return inTurn(o.puppet, signal, () => ops.requestCertificate(t, { ...(req.args.node_key ? { nodeKey: req.args.node_key } : {}), signal }));
+    }
     case "puppet.set_server": {
       const t = target(v, "provision");
-      const s = resolveProvisionSettings(plugins.provision ?? {}, v.cfg.identity);
+      const s = v.provision();
       const agent = new PuppetAgent(t.settings);
       // Provisioning points Puppet at the master the provisioner chose. Once the node holds its
-      // certificate, that master is the one it trusts: a change takes root on the node.
+      // certificate, that master is the one it trusts: only it, on its port, is accepted, and
+      // nothing is written (server_list and the rest of puppet.conf stay as they are).
       if (agent.hasCert()) {
         const now = configuredMaster(agent, s.useHostsFile, s.hostsFile);
-        if (now.host !== req.args.host || (req.args.port !== undefined && String(req.args.port) !== now.port)) {
-          throw new Refusal(`the node holds its Puppet certificate (${agent.certPath}) and its master is set (${now.host ?? "none"}${now.port ? `:${now.port}` : ""}); pointing it at ${req.args.host} takes root on the node`);
+        const port = req.args.port ?? 8140;
+        if (now.host !== req.args.host || port !== now.port) {
+          throw new Refusal(`the node holds its Puppet certificate (${agent.certPath}) and its master is ${now.host ?? "not set"}:${now.port}; pointing it at ${req.args.host}:${port} would take root on the node`);
         }
+        shareReadableState(agent.puppetConfPath);
+        return { server: s.useHostsFile ? "puppet" : now.host, puppetConf: agent.puppetConfPath, hostsFile: s.useHostsFile ? s.hostsFile : null, unchanged: true };
       }
       const r = await ops.setPuppetServer(t, { host: req.args.host, ...(req.args.port !== undefined ? { port: req.args.port } : {}), useHostsFile: s.useHostsFile, hostsFile: s.hostsFile });
       shareReadableState(agent.puppetConfPath);
       return r;
     }
     case "puppet.tls_credential": {
-      if (!v.cfg.tls?.use_puppet_cert) throw new Refusal(`tls.use_puppet_cert is not set in ${o.configPath}: the node does not connect with its Puppet certificate`);
-      const settings = await nodePuppetOrDefaults({ identity: v.cfg.identity, plugins, builtin: v.cfg.agents.builtin, provisioning: !!v.cfg.provisioning });
-      return ops.tlsCredential({ agent: "provision", settings });
+      if (!v.usePuppetCert) throw new Refusal(`tls.use_puppet_cert is not set in ${v.source}: the node does not connect with its Puppet certificate`);
+      return ops.tlsCredential({ agent: "provision", settings: await v.nodePuppet() });
     }
     case "puppet.resource": {
       requireAgent(v, "resource");
       const { type, name, properties } = req.args;
-      const s = resolveResourceSettings(plugins.resource ?? {});
-      try {
-        ensureTypeAllowed(s, type);
-        ensureFileAllowed(
-          s,
-          type,
-          name,
-          properties.map(([k]) => k),
-        );
-      } catch (e) {
-        throw new Refusal((e as Error).message);
+      const s = v.resource();
+      const refused = resourceRefusal(s, type, name, properties);
+      if (refused) throw new Refusal(refused.message);
+      if (type === "file") {
+        // the rule put the path under one of them; now make sure nobody but root can move it
+        const dir = s.filePaths!.find((d) => name.startsWith(`${d}/`))!;
+        const unsafe = pathRefusal(name.length > 1 ? name.replace(/\/+$/, "") : name, dir);
+        if (unsafe) throw new Refusal(`file ${name}: ${unsafe}`);
       }
-      if (properties.length > 0 && !s.allowManaged && isManagedResource(readManagedResources(s.resourcesFile), type, name)) {
+      const managed = isManagedResource(readManagedResources(s.resourcesFile), type, name);
+      if (properties.length > 0 && !s.allowManaged && managed) {
         throw new Refusal(`${type}[${name}] is managed by this node's Puppet catalog (${s.resourcesFile}); plugins.resource.allow_managed is not set`);
       }
-      return ops.puppetResource({ puppetBin: s.puppetBin, confdir: s.confdir, vardir: s.vardir, type, name, properties, signal, timeoutMs: s.timeoutMs });
+      const r = await inTurn(o.puppet, signal, () => ops.puppetResource({ puppetBin: s.puppetBin, confdir: s.confdir, vardir: s.vardir, type, name, properties, signal, timeoutMs: s.timeoutMs }));
+      return { ...r, managed };
     }
     case "provision.persist_stage": {
       requireAgent(v, "provision");
-      const s = resolveProvisionSettings(plugins.provision ?? {}, v.cfg.identity);
+      const s = v.provision();
       return { changed: await ops.persistStage(s.stageFactFile, s.stageFact) };
     }
+    case "puppet.facts": {
+      if (!v.facts.enabled) throw new Refusal(`facts.facter is off in ${v.source}: this node gathers no facts`);
+      const t: PuppetTarget = { agent: "puppet", settings: await v.nodePuppet() };
+      return inTurn(o.reads, signal, () => ops.nodeFacts(t, { facterCommand: v.facts.facterCommand }));
+    }
+    case "puppet.read_state": {
+      const t = target(v, req.args.agent);
+      return { text: await inTurn(o.reads, signal, () => ops.readPuppetState(t, req.args.file)) };
+    }
+    case "puppet.last_run_report":
+      return ops.lastRunReport(target(v, req.args.agent));
+  }
+}
+
+/** What the journal records of a request's arguments: secrets (a file's content, fact values) by size and digest only. */
+export function loggedArgs(req: Request): Record<string, unknown> {
+  const hidden = (v: string) => `<${Buffer.byteLength(v)} bytes, sha256 ${createHash("sha256").update(v).digest("hex").slice(0, 16)}>`;
+  switch (req.op) {
+    case "puppet.resource":
+      return { ...req.args, properties: req.args.properties.map(([k, val]) => [k, k === "content" ? hidden(val) : val]) };
+    case "puppet.run":
+      return { ...req.args, ...(req.args.facts ? { facts: Object.fromEntries(Object.entries(req.args.facts).map(([k, val]) => [k, hidden(val)])) } : {}) };
+    default:
+      return { ...req.args };
   }
 }
 
@@ -196,6 +242,10 @@ export interface RunningHelper {
 export function serveHelper(listen: { path: string; group?: number } | { fd: number }, opts: HelperOptions): Promise<RunningHelper> {
   const ops = opts.ops ?? directOps();
   const peerOf = opts.peer ?? ((s: Socket) => peerCredentials(s));
+  const maxConnections = opts.maxConnections ?? MAX_CONNECTIONS;
+  const readTimeoutMs = opts.readTimeoutMs ?? READ_TIMEOUT_MS;
+  const puppet = new Semaphore(1);
+  const reads = new Semaphore(1);
   const inFlight = new Set<Promise<void>>();
   // Idle exit: the timer runs only while nothing is in flight. Its callback and the accept of a new
   // connection run on one thread, so a connection is either counted or left in the listen queue
@@ -214,8 +264,19 @@ export function serveHelper(listen: { path: string; group?: number } | { fd: num
       becameIdle();
     }, opts.idleMs);
   };
+  let refusedBusy = 0;
   const server = createServer({ pauseOnConnect: true }, (sock) => {
     clearTimeout(idleTimer);
+    if (inFlight.size >= maxConnections) {
+      // Before anything costs a process (the peer check runs one): a flood gets an answer, not a queue.
+      sock.on("error", () => undefined);
+      sock.end(`${JSON.stringify({ ok: false, refused: false, code: "MUSTER_PRIVILEGED_BUSY", error: `the privileged helper is serving ${maxConnections} connections, its limit: try again` } satisfies Reply)}\n`);
+      sock.resume();
+      const hangUp = setTimeout(() => sock.destroy(), 1_000);
+      sock.once("close", () => clearTimeout(hangUp));
+      if (refusedBusy++ % 100 === 0) opts.log.warn({ limit: maxConnections, refused: refusedBusy }, "refused a connection: at the connection limit");
+      return;
+    }
     const p = handle(sock).finally(() => {
       inFlight.delete(p);
       armIdle();
@@ -230,8 +291,9 @@ export function serveHelper(listen: { path: string; group?: number } | { fd: num
       if (sock.destroyed) return Promise.resolve();
       sock.end(`${JSON.stringify(r)}\n`);
       sock.resume(); // read (and drop) what the peer still sends, up to its close: else it never comes
-      sock.setTimeout(5_000, () => sock.destroy()); // a peer that never hangs up
-      return closed;
+      // a peer that never hangs up, or keeps trickling bytes: gone 5 s after its answer, whatever it does
+      const hangUp = setTimeout(() => sock.destroy(), 5_000);
+      return closed.finally(() => clearTimeout(hangUp));
     };
     sock.on("error", () => undefined); // a peer that hung up: the operation is aborted below
     let peer: PeerCredentials;
@@ -245,28 +307,33 @@ export function serveHelper(listen: { path: string; group?: number } | { fd: num
       opts.log.warn({ peer }, "refused a connection from a user the helper does not serve");
       return reply({ ok: false, refused: true, code: "MUSTER_PRIVILEGED_REFUSED", error: `uid ${peer.uid} may not use this helper (it serves uid ${opts.clientUid})` });
     }
-    // A peer that connects and says nothing holds nothing for long.
-    sock.setTimeout(30_000, () => sock.destroy());
-    const line = await readLine(sock);
-    sock.setTimeout(0);
-    if (line === undefined) return reply({ ok: false, refused: true, code: "MUSTER_PRIVILEGED_REFUSED", error: `no request line of at most ${MAX_REQUEST_BYTES} bytes` });
+    // The whole line within the deadline, however slowly it trickles in.
+    const line = await readLine(sock, readTimeoutMs);
+    if (typeof line !== "string") {
+      opts.log.warn({ peer: peer.pid, why: line.why }, "refused a request");
+      return reply({ ok: false, refused: true, code: "MUSTER_PRIVILEGED_REFUSED", error: line.why });
+    }
     const parsed = parseRequest(line);
     if (!parsed.ok) {
-      opts.log.warn({ peer, error: parsed.error }, "refused a request outside the helper's list");
+      opts.log.warn({ peer: peer.pid, error: parsed.error, bytes: Buffer.byteLength(line) }, "refused a request outside the helper's list");
       return reply({ ok: false, refused: true, code: "MUSTER_PRIVILEGED_REFUSED", error: parsed.error });
     }
+    const { op } = parsed.request;
+    const args = loggedArgs(parsed.request);
     const abort = new AbortController();
     const onClose = () => abort.abort();
     sock.once("close", onClose);
     const started = Date.now();
+    opts.log.info({ peer: peer.pid, op, args }, "request");
     try {
-      const result = await perform(parsed.request, { configPath: opts.configPath, ops, signal: abort.signal });
-      if (parsed.request.op === "puppet.daemonize") daemonStarted = true;
-      opts.log.info({ peer: peer.pid, op: parsed.request.op, ms: Date.now() - started }, "done");
+      const result = await perform(parsed.request, { settings: opts.settings, ops, signal: abort.signal, puppet, reads });
+      if (op === "puppet.daemonize") daemonStarted = true;
+      opts.log.info({ peer: peer.pid, op, args, ms: Date.now() - started }, "done");
       await reply({ ok: true, result: result ?? null });
     } catch (e) {
       const r = failure(e);
-      opts.log[r.ok || !r.refused ? "error" : "warn"]({ peer: peer.pid, op: parsed.request.op, error: r.ok ? undefined : r.error }, r.ok || !r.refused ? "failed" : "refused");
+      const refused = !r.ok && r.refused;
+      opts.log[refused ? "warn" : "error"]({ peer: peer.pid, op, args, ms: Date.now() - started, error: r.ok ? undefined : r.error }, refused ? "refused" : "failed");
       await reply(r);
     } finally {
       sock.off("close", onClose);
@@ -301,24 +368,26 @@ export function serveHelper(listen: { path: string; group?: number } | { fd: num
   });
 }
 
-/** One `\n`-terminated line of at most MAX_REQUEST_BYTES, or undefined. */
-function readLine(sock: Socket): Promise<string | undefined> {
+/** One `\n`-terminated line of at most MAX_REQUEST_BYTES, read within `deadlineMs`, or why not. */
+function readLine(sock: Socket, deadlineMs: number): Promise<string | { why: string }> {
   return new Promise((resolve) => {
     let buf = Buffer.alloc(0);
-    const finish = (v: string | undefined) => {
+    const finish = (v: string | { why: string }) => {
+      clearTimeout(timer);
       sock.off("data", onData);
       sock.off("end", onEnd);
       sock.off("close", onEnd);
       sock.pause();
       resolve(v);
     };
+    const timer = setTimeout(() => finish({ why: `no complete request line within ${Math.round(deadlineMs / 1000)} s` }), deadlineMs);
     const onData = (d: Buffer) => {
       buf = Buffer.concat([buf, d]);
       const nl = buf.indexOf(10);
       if (nl >= 0 && nl <= MAX_REQUEST_BYTES) return finish(buf.subarray(0, nl).toString("utf8"));
-      if (buf.length > MAX_REQUEST_BYTES) finish(undefined);
+      if (buf.length > MAX_REQUEST_BYTES) finish({ why: `request over ${MAX_REQUEST_BYTES} bytes` });
     };
-    const onEnd = () => finish(undefined);
+    const onEnd = () => finish({ why: `no request line of at most ${MAX_REQUEST_BYTES} bytes` });
     sock.on("data", onData);
     sock.once("end", onEnd);
     sock.once("close", onEnd);

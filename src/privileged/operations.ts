@@ -1,4 +1,6 @@
 import { z } from "zod";
+import { HOST_RE } from "../puppet/server-address.js";
+import { PUPPET_STATE_FILES } from "../puppet/state.js";
 
 // The privileged helper's whole vocabulary (docs/decisions/privileged-helper.md): the operations
 // an unprivileged `muster server` may ask for, each with the arguments it may pass. Pure: bytes
@@ -15,10 +17,7 @@ const agent = z.enum(["provision", "puppet"]);
 const oneLine = (max: number) => z.string().max(max).regex(/^[^\x00-\x1f\x7f]*$/, "one line of printable text");
 const factName = z.string().regex(/^[A-Za-z][A-Za-z0-9_]{0,63}$/, "a fact name");
 // A host name or an IPv4/IPv6 address: what `server =` in puppet.conf and --server take; never an option.
-const host = z
-  .string()
-  .max(253)
-  .regex(/^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$|^[0-9A-Fa-f:.]+$/, "a host name or IP address");
+const host = z.string().max(253).regex(HOST_RE, "a host name or IP address");
 const port = z.number().int().min(1).max(65535);
 
 export const Operations = {
@@ -62,6 +61,12 @@ export const Operations = {
     .strict(),
   /** The stage fact file says `production` (the name and path: plugins.provision). */
   "provision.persist_stage": z.object({}).strict(),
+  /** Read-only: the facts Puppet uses (`puppet facts show` as root), what discovery matches. */
+  "puppet.facts": z.object({}).strict(),
+  /** Read-only: one of Puppet's state files, by name, where root's settings put it. */
+  "puppet.read_state": z.object({ agent, file: z.enum(PUPPET_STATE_FILES) }).strict(),
+  /** Read-only: what the last run's report says (bounded). */
+  "puppet.last_run_report": z.object({ agent }).strict(),
 } as const;
 
 export type OperationName = keyof typeof Operations;
@@ -95,15 +100,6 @@ export function parseRequest(line: string | Buffer): Parsed {
     return { ok: false, error: `${name}: ${issue?.path.length ? `${issue.path.join(".")}: ` : ""}${issue?.message ?? "invalid arguments"}` };
   }
   return { ok: true, request: { op: name, args: checked.data } as Request };
-}
-
-/** Pure: `host[:port]` as runonce's `server` input gives it, or undefined when it is not one. */
-export function parseServer(s: string): { host: string; port: number | undefined } | undefined {
-  const m = /^([^:]+)(?::(\d{1,5}))?$/.exec(s);
-  if (!m || !host.safeParse(m[1]).success) return undefined;
-  const p = m[2] === undefined ? undefined : Number(m[2]);
-  if (p !== undefined && !port.safeParse(p).success) return undefined;
-  return { host: m[1]!, port: p };
 }
 
 /** Pure: whether a peer's uid may talk to the helper at all (SO_PEERCRED, checked per connection). */

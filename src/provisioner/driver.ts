@@ -12,7 +12,7 @@ import { decide, newRun, pastDisable, type EngineAction, type EngineEvent, type 
 import { askAgain, goneAfter, type LivenessPolicy } from "./liveness.js";
 import { sleep, stringFact, type Masters } from "./masters.js";
 import type { ProvisionerMetrics } from "./metrics.js";
-import type { Semaphore } from "./semaphore.js";
+import type { Semaphore } from "../semaphore.js";
 import { NODE_STAGES } from "./stages.js";
 import type { ProvisionState, Versioned } from "./state.js";
 import { StepError, steps, type MasterInfo, type StepContext } from "./steps.js";

@@ -10,7 +10,7 @@ import type { EnginePolicy } from "./engine.js";
 import { onNodeStarted, recheckMs, requeueRestarted, STOPPING_REASON, whileGone, type LivenessPolicy } from "./liveness.js";
 import { logDiscovery, Masters } from "./masters.js";
 import type { ProvisionerMetrics } from "./metrics.js";
-import { Semaphore } from "./semaphore.js";
+import { Semaphore } from "../semaphore.js";
 import { enabledStages } from "./stages.js";
 import type { ProvisionState } from "./state.js";
 import { NodeTrust } from "./trust.js";

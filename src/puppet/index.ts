@@ -16,4 +16,4 @@ export type { FailedResource, ReportDetails, ResourceOutcome } from "./report.js
 export { readLastRunReport, reportDetails } from "./report.js";
 export { puppetStatePaths, readDisabled, disableAgent, enableAgent, catalogRunPid, readLastRunSummary, parseLastRunSummary, type PuppetStatePaths, type DisabledState, type LastRunSummary } from "./state.js";
 export { exportedFacts, isFactName, factFileKind, factFileContent, writeFactFile, type FactFileKind } from "./facts.js";
-export { runFacter } from "./facter.js";
+export { runFacter, puppetFacts } from "./facter.js";

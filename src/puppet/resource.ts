@@ -37,6 +37,8 @@ export interface PuppetResourceResult {
   ok: boolean;
   exitcode: number | null;
   durationMs: number;
+  /** Whether the node's catalog manages the resource, when the privileged helper (root) could tell. */
+  managed?: boolean;
 }
 
 const TYPE_RE = /^[a-z][a-z0-9_:]*$/;

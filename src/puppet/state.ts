@@ -1,6 +1,7 @@
-import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { closeSync, fstatSync, mkdirSync, openSync, readFileSync, readSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { parse } from "yaml";
+import { MusterError } from "../errors.js";
 import type { PuppetAgent } from "./agent.js";
 
 // What Puppet keeps on disk about its agent, read and written the way Puppet itself does. These
@@ -32,6 +33,68 @@ export function puppetStatePaths(agent: PuppetAgent): PuppetStatePaths {
   };
 }
 
+/**
+ * The state files muster reads, by name: what the privileged helper's puppet.read_state reads as
+ * root for a daemon that cannot (Puppet keeps them 0640 in a 0750 directory on Debian).
+ */
+export const PUPPET_STATE_FILES = ["classes", "resources", "last_run_summary", "disabled_lock", "run_lock"] as const;
+export type PuppetStateFile = (typeof PUPPET_STATE_FILES)[number];
+
+/** Larger than any of them should be (resources.txt of a huge catalog included): read no further. */
+export const MAX_STATE_BYTES = 4 * 1024 * 1024;
+
+/** Where a state file is, as Puppet's settings put it (the classfile asked of Puppet itself). */
+export async function puppetStateFile(agent: PuppetAgent, file: PuppetStateFile): Promise<string> {
+  const paths = puppetStatePaths(agent);
+  switch (file) {
+    case "classes":
+      return agent.classfile().catch(() => agent.defaultClassfile);
+    case "resources":
+      return join(paths.statedir, "resources.txt");
+    case "last_run_summary":
+      return paths.lastRunSummary;
+    case "disabled_lock":
+      return paths.disabledLockfile;
+    case "run_lock":
+      return paths.catalogRunLockfile;
+  }
+}
+
+/**
+ * A state file's text, or null when it is not there. Read through one descriptor so its size is
+ * the size of what is read; over MAX_STATE_BYTES it is an error, as any other failure to read is
+ * (EACCES above all: the caller asks root instead).
+ */
+export function readStateText(path: string): string | null {
+  let fd: number;
+  try {
+    fd = openSync(path, "r");
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "ENOENT") return null;
+    throw e;
+  }
+  try {
+    const size = fstatSync(fd).size;
+    if (size > MAX_STATE_BYTES) throw new MusterError("MUSTER_PUPPET_FAILED", `${path} is ${size} bytes, more than the ${MAX_STATE_BYTES} muster reads`);
+    const buf = Buffer.alloc(size);
+    let n = 0;
+    while (n < size) {
+      const r = readSync(fd, buf, n, size - n, n);
+      if (r === 0) break;
+      n += r;
+    }
+    return buf.subarray(0, n).toString("utf8");
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Whether a read failed for want of permission: the daemon's cue to ask the privileged helper. */
+export function isPermissionError(e: unknown): boolean {
+  const code = (e as NodeJS.ErrnoException | undefined)?.code;
+  return code === "EACCES" || code === "EPERM";
+}
+
 export interface DisabledState {
   disabled: boolean;
   /** The message given to `puppet agent --disable`, or null (also when none was given). */
@@ -46,6 +109,12 @@ export function readDisabled(lockfile: string): DisabledState {
   } catch {
     return { disabled: false, message: null };
   }
+  return parseDisabled(text);
+}
+
+/** Pure: the disable lock's text (null: no lock) as Puppet reads it. */
+export function parseDisabled(text: string | null): DisabledState {
+  if (text === null) return { disabled: false, message: null };
   try {
     const data = JSON.parse(text) as unknown;
     const msg = data && typeof data === "object" ? (data as Record<string, unknown>).disabled_message : undefined;
@@ -77,12 +146,19 @@ export function enableAgent(lockfile: string): boolean {
 
 /** The pid applying a catalog right now (Puppet's run lock names a live process), if any. */
 export function catalogRunPid(lockfile: string): number | undefined {
-  let pid: number;
+  let text: string;
   try {
-    pid = Number(readFileSync(lockfile, "utf8").trim());
+    text = readFileSync(lockfile, "utf8");
   } catch {
     return undefined;
   }
+  return runLockPid(text);
+}
+
+/** The run lock's text (null: no lock): the pid it names, when that process is alive. */
+export function runLockPid(text: string | null): number | undefined {
+  if (text === null) return undefined;
+  const pid = Number(text.trim());
   if (!Number.isInteger(pid) || pid <= 0) return undefined;
   try {
     process.kill(pid, 0);
@@ -107,9 +183,21 @@ export interface LastRunSummary {
 }
 
 export function readLastRunSummary(path: string): LastRunSummary | undefined {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch {
+    return undefined;
+  }
+  return lastRunSummaryOf(text);
+}
+
+/** last_run_summary.yaml's text (null: none yet), parsed. */
+export function lastRunSummaryOf(text: string | null): LastRunSummary | undefined {
+  if (text === null) return undefined;
   let doc: unknown;
   try {
-    doc = parse(readFileSync(path, "utf8"), { logLevel: "silent" });
+    doc = parse(text, { logLevel: "silent" });
   } catch {
     return undefined;
   }

@@ -3,11 +3,11 @@ import { readFile } from "node:fs/promises";
 import { basename, dirname } from "node:path";
 import { parse as parseYaml } from "yaml";
 import type { Logger } from "pino";
-import { runFacter } from "../puppet/facter.js";
 
-// Facts come from the real `facter --json` (puppet/facter.ts runs it), merged with a YAML facts
-// file (which wins, so operators can pin or add facts), refreshed on an interval. Classes come from the classes file of the
-// node's own Puppet (ClassesSource), re-read whenever Puppet rewrites it.
+// Facts are the ones Puppet uses (`puppet facts show` as root: puppet/facter.ts, through the
+// privileged helper for an unprivileged daemon), merged with a YAML facts file (which wins, so
+// operators can pin or add facts), refreshed on an interval. Classes come from the classes file
+// of the node's own Puppet (ClassesSource), re-read whenever Puppet rewrites it.
 
 export async function readFactsFile(path: string): Promise<Record<string, unknown>> {
   const v = parseYaml(await readFile(path, "utf8")) as unknown;
@@ -17,13 +17,17 @@ export async function readFactsFile(path: string): Promise<Record<string, unknow
 }
 
 export async function readClassesFile(path: string): Promise<string[]> {
-  const text = await readFile(path, "utf8");
+  return classesOf(await readFile(path, "utf8"));
+}
+
+/** Pure: the classes file's text as a sorted list of distinct classes. */
+export function classesOf(text: string): string[] {
   return [...new Set(text.split(/\r?\n/).map((l) => l.trim()).filter(Boolean))].sort();
 }
 
 export interface FactSourceOptions {
-  facter: boolean;
-  facterCommand: string;
+  /** Gathers the node's facts (Puppet's view, puppet/facter.ts); absent: facts come from the file and `extra` alone. */
+  gather?: () => Promise<Record<string, unknown>>;
   factsFile?: string;
   extra: Record<string, unknown>;
   log: Logger;
@@ -39,11 +43,11 @@ export class FactSource {
 
   async refresh(): Promise<void> {
     const { opts } = this;
-    if (opts.facter) {
+    if (opts.gather) {
       try {
-        this.facterFacts = await runFacter(opts.facterCommand, undefined, (reason) => opts.log.warn({ err: reason }, "facter reported errors; using the facts it resolved"));
+        this.facterFacts = await opts.gather();
       } catch (e) {
-        opts.log.warn({ err: (e as Error).message }, "facter failed; keeping the previous facts");
+        opts.log.warn({ err: (e as Error).message }, "cannot gather the node's facts; keeping the previous facts");
       }
     }
     let fileFacts: Record<string, unknown> = {};
@@ -157,6 +161,11 @@ export interface ClassesSourceOptions {
   log: Logger;
   /** Called when the classes changed (not for the first read). */
   onChange?: (classes: string[]) => void;
+  /**
+   * The classes file's text as root reads it (the privileged helper), for when the daemon may not
+   * read it itself: Puppet keeps it 0640 in a 0750 directory where muster did not provision.
+   */
+  readAsRoot?: () => Promise<string | null>;
 }
 
 /**
@@ -239,11 +248,19 @@ export class ClassesSource {
     try {
       classes = await readClassesFile(path);
     } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== "ENOENT") {
+      const code = (e as NodeJS.ErrnoException).code;
+      if (code === "ENOENT") classes = []; // Puppet has not run yet
+      else if ((code === "EACCES" || code === "EPERM") && opts.readAsRoot) {
+        try {
+          classes = classesOf((await opts.readAsRoot()) ?? "");
+        } catch (e2) {
+          opts.log.warn({ err: (e2 as Error).message, file: path }, "cannot read classes file, even through the privileged helper; keeping the previous classes");
+          return;
+        }
+      } else {
         opts.log.warn({ err: (e as Error).message, file: path }, "cannot read classes file; keeping the previous classes");
         return;
       }
-      classes = []; // Puppet has not run yet
     }
     const changed = !sameList(classes, this.classes);
     this.classes = classes;

@@ -11,7 +11,7 @@ import { MusterError } from "../errors.js";
 import { Auditor } from "../security/audit.js";
 import { AgentBuckets } from "./agent-kv.js";
 import { configDir, loadOrCreateNodeKey, loadOrCreateSigningKey, readTrustedKeyDir, TrustStore, type TrustedKey } from "../security/keys.js";
-import type { NodeOps } from "../privileged/node-ops.js";
+import type { NodeOps } from "../agent/node-ops.js";
 import type { SigningKey } from "../protocol/signing.js";
 import { mergePolicies } from "../security/policy-files.js";
 import { compilePolicies, policyWarnings, PolicyEffect, type CompiledPolicies, type Policies } from "../security/policy.js";
@@ -143,7 +143,7 @@ async function puppetCredential(cfg: ServerConfig, agents: AgentCatalogue): Prom
  * the node's own Puppet (its `classfile` setting, asked of Puppet with the node's confdir and
  * vardir, and asked again when puppet.conf changes); none for a node without Puppet.
  */
-async function classesLocation(cfg: ServerConfig, agents: AgentCatalogue, log: Logger): Promise<Pick<ConstructorParameters<typeof ClassesSource>[0], "locate" | "locationKey" | "locationFile"> | undefined> {
+async function classesLocation(cfg: ServerConfig, agents: AgentCatalogue, ops: NodeOps, log: Logger): Promise<Pick<ConstructorParameters<typeof ClassesSource>[0], "locate" | "locationKey" | "locationFile" | "readAsRoot"> | undefined> {
   if (cfg.classes_file) {
     const file = cfg.classes_file;
     return { locate: () => Promise.resolve(file) };
@@ -154,6 +154,8 @@ async function classesLocation(cfg: ServerConfig, agents: AgentCatalogue, log: L
   const agent = new PuppetAgent(s);
   return {
     locationFile: agent.puppetConfPath,
+    // the helper answers for an agent the node hosts (either one's settings name this Puppet)
+    ...(ops.via === "helper" ? { readAsRoot: () => ops.readPuppetState({ agent: (cfg.agents.builtin ?? []).includes("puppet") ? "puppet" : "provision", settings: s }, "classes") } : {}),
     async locate() {
       try {
         return await agent.classfile();
@@ -207,13 +209,24 @@ export interface StartServerOptions {
 
 export async function startServer(cfg: ServerConfig, log: Logger, opts: StartServerOptions): Promise<RunningServer> {
   const agents = opts.agents;
-  const facts = new FactSource({ facter: cfg.facts.facter, facterCommand: cfg.facts.facter_command, factsFile: cfg.facts.file, extra: cfg.facts.extra, log });
+  // What needs root: the privileged helper when one is configured (an unprivileged daemon), else
+  // in process (the agents' default, and Puppet's facts read here).
+  const ops: NodeOps = cfg.privileged_helper ? (await import("../privileged/client.js")).helperOps(cfg.privileged_helper) : (await import("../puppet/node-ops.js")).directOps();
+  const needsRoot = !!cfg.provisioning || !!cfg.tls?.use_puppet_cert || (cfg.agents.builtin ?? []).some((a) => ["provision", "puppet", "resource"].includes(a));
+  if (needsRoot && !cfg.privileged_helper && process.getuid?.() !== 0) {
+    log.warn("running unprivileged without privileged_helper: Puppet runs and puppet.conf edits need root (set privileged_helper: /run/muster/privileged.sock)");
+  }
+  // The facts Puppet uses (docs/decisions/privileged-helper.md, "Facts"), as root.
+  const gather = cfg.facts.facter
+    ? async () => ops.nodeFacts({ agent: "puppet", settings: await agents.nodePuppetOrDefaults(agentsConfig(cfg)) }, { facterCommand: cfg.facts.facter_command, onPartial: (reason) => log.warn({ err: reason }, "the facts are partial") })
+    : undefined;
+  const facts = new FactSource({ ...(gather ? { gather } : {}), factsFile: cfg.facts.file, extra: cfg.facts.extra, log });
   await facts.refresh();
   const refresh = setInterval(() => void facts.refresh(), cfg.facts.refresh_interval * 1000);
   refresh.unref();
   // Registration carries new classes at once; `current` is the phase serving when they change.
   let onClassesChange: (() => void) | undefined;
-  const location = await classesLocation(cfg, agents, log).catch((e: unknown) => {
+  const location = await classesLocation(cfg, agents, ops, log).catch((e: unknown) => {
     // a bad plugins.puppet/provision setting fails those agents' requests; the node still serves
     log.error({ err: (e as Error).message }, "cannot tell where the node's Puppet keeps its classes; serving without classes");
     return undefined;
@@ -247,13 +260,6 @@ export async function startServer(cfg: ServerConfig, log: Logger, opts: StartSer
   const refreshMetadata = classes ? () => classes.refresh() : undefined;
   const nodeKey = loadOrCreateNodeKey(cfg.identity, cfg.security.node_key);
   log.info({ pubkey: nodeKey.publicKey }, "node key loaded: replies and events are signed with it");
-  // What needs root: the privileged helper when one is configured (an unprivileged daemon), else
-  // in process (the agents' default). Loaded only for a node whose agents touch Puppet.
-  const needsRoot = !!cfg.provisioning || !!cfg.tls?.use_puppet_cert || (cfg.agents.builtin ?? []).some((a) => ["provision", "puppet", "resource"].includes(a));
-  const ops: NodeOps | undefined = !needsRoot ? undefined : cfg.privileged_helper ? (await import("../privileged/client.js")).helperOps(cfg.privileged_helper) : undefined;
-  if (needsRoot && !cfg.privileged_helper && process.getuid?.() !== 0) {
-    log.warn("running unprivileged without privileged_helper: Puppet runs and puppet.conf edits need root (set privileged_helper: /run/muster/privileged.sock)");
-  }
   const common = { nodeKey, ops, identity: cfg.identity, facts: () => facts.facts, classes: () => classes?.classes ?? noClasses, refreshMetadata, plugins: cfg.plugins, log, intakeStats, audit: auditor.record, extraStats: () => ({ ...auditor.stats }), kv: buckets.opener };
 
   const buildPhase = async (phase: NodePhase): Promise<NodeRuntime> => {

@@ -18,7 +18,7 @@ const confdir = join(dir, "conf");
 const vardir = join(dir, "var");
 const files = join(dir, "files");
 const resourcesFile = join(vardir, "state", "resources.txt");
-const base = { confdir, vardir, allowed_types: ["file"] };
+const base = { confdir, vardir, allowed_types: ["file"], file_paths: [files] };
 
 before(() => {
   mkdirSync(confdir, { recursive: true });
@@ -80,10 +80,12 @@ describe("apply and show with the real puppet resource", () => {
     assert.equal((r.data.state as Record<string, unknown>).ensure, "absent");
   });
 
-  test("a property Puppet does not know is refused by Puppet, as an Aborted reply", async () => {
+  test("a property muster's rule does not list is refused before Puppet runs, naming what the type takes", async () => {
     const r = await call("apply", { type: "file", name: join(files, "x"), properties: { no_such_property: "1" } });
     assert.equal(r.status, Status.Aborted);
-    assert.match(JSON.stringify(r.data.errors), /no_such_property/);
+    assert.equal(r.data.reason, "property_denied");
+    assert.match(r.message, /property no_such_property is not allowed; file takes only ensure, content, mode, owner, group/);
+    assert.equal(existsSync(join(files, "x")), false);
   });
 });
 
@@ -108,6 +110,19 @@ describe("policy: allowed types", () => {
     assert.equal(existsSync(path), false);
   });
 
+  test("file without file_paths is refused, whatever the path", async () => {
+    const r = await call("apply", { type: "file", name: join(files, "unfenced"), properties: { ensure: "file" } }, { confdir, vardir, allowed_types: ["file"] });
+    assert.equal(r.status, Status.Aborted);
+    assert.match(r.message, /plugins\.resource\.file_paths is not set, so no file may be managed/);
+    assert.equal(existsSync(join(files, "unfenced")), false);
+  });
+
+  test("a type muster has no rule for is refused even when allowed_types lists it", async () => {
+    const r = await call("apply", { type: "exec", name: "/bin/true", properties: { command: "/bin/true" } }, { ...base, allowed_types: ["file", "exec"] });
+    assert.equal(r.status, Status.Aborted);
+    assert.match(r.message, /resource type 'exec' has no rule in muster/);
+  });
+
   test("a misconfigured allowed_types is the node's fault (UnknownError), not the caller's", async () => {
     const r = await call("show", { type: "file", name: "/tmp" }, { ...base, allowed_types: ["File; rm"] });
     assert.equal(r.status, Status.UnknownError);
@@ -116,7 +131,7 @@ describe("policy: allowed types", () => {
 });
 
 describe("policy: file_paths", () => {
-  const fenced = { ...base, file_paths: [files] };
+  const fenced = base;
   test("a file under file_paths is applied by the real Puppet; elsewhere, or with other properties, it is refused", async () => {
     const ok = join(files, "fenced-ok");
     const r = await call("apply", { type: "file", name: ok, properties: { ensure: "file", content: "hi", mode: "0640" } }, fenced);
@@ -125,18 +140,22 @@ describe("policy: file_paths", () => {
     const outside = join(dir, "outside");
     const { symlinkSync } = await import("node:fs");
     symlinkSync(dir, join(files, "escape"));
-    for (const [name, props, why] of [
-      [outside, { ensure: "file" }, /outside the directories/],
-      [`${files}/../outside`, { ensure: "file" }, /not a plain absolute path/],
-      ["relative/x", { ensure: "file" }, /not a plain absolute path/],
-      [join(files, "escape", "outside"), { ensure: "file" }, /outside the directories/],
-      [join(files, "copy"), { ensure: "file", source: "/etc/hostname" }, /property source is not allowed/],
-      [join(files, "link"), { ensure: "link", target: "/etc" }, /property target is not allowed/],
+    for (const [name, props, why, reason] of [
+      [outside, { ensure: "file" }, /outside the directories/, "path_denied"],
+      [`${files}/../outside`, { ensure: "file" }, /not a plain absolute path/, "path_denied"],
+      ["relative/x", { ensure: "file" }, /not a plain absolute path/, "path_denied"],
+      [join(files, "escape", "outside"), { ensure: "file" }, /outside the directories this node allows, through a symbolic link/, "path_denied"],
+      [join(files, "copy"), { ensure: "file", source: "/etc/hostname" }, /property source is not allowed/, "property_denied"],
+      [join(files, "link"), { ensure: "link", target: "/etc" }, /ensure="link" is not allowed; ensure must be one of file, directory, absent/, "value_denied"],
+      [join(files, "link2"), { ensure: "/etc/shadow" }, /ensure="\/etc\/shadow" is not allowed/, "value_denied"],
+      [join(files, "suid"), { ensure: "file", mode: "4755" }, /mode="4755" is not allowed; mode must be a mode without setuid/, "value_denied"],
+      [join(files, "open"), { ensure: "directory", mode: "0777" }, /mode="0777" is not allowed; mode must be a mode that others cannot write/, "value_denied"],
+      [join(files, "owned"), { ensure: "file", owner: "nobody" }, /owner="nobody" is not allowed; owner must be one of plugins\.resource\.file_owners \(none\)/, "value_denied"],
     ] as const) {
       const d = await call("apply", { type: "file", name, properties: props }, fenced);
       assert.equal(d.status, Status.Aborted, name);
       assert.match(d.message, why, name);
-      assert.equal(d.data.reason, "path_denied");
+      assert.equal(d.data.reason, reason, name);
     }
     assert.equal(existsSync(outside), false);
     assert.equal((await call("show", { type: "file", name: "/etc/hostname" }, fenced)).status, Status.Aborted, "reads are fenced too");

@@ -50,9 +50,9 @@ before(async () => {
     startMusterServer({ identity, broker: broker.url, facts, config: { agents: { builtin: ["nrpe", "resource"] }, plugins } }, { dir: tmp.path, env });
   servers.push(
     ...(await Promise.all([
-      node("web1.test", { role: "web", address: "127.0.0.21" }, { nrpe: { conf_dir: nrpeDir("web1", 0, "OK - load fine") }, resource: { allowed_types: ["file"], ...puppetDirs("web1") } }),
+      node("web1.test", { role: "web", address: "127.0.0.21" }, { nrpe: { conf_dir: nrpeDir("web1", 0, "OK - load fine") }, resource: { allowed_types: ["file"], file_paths: [files], ...puppetDirs("web1") } }),
       node("db1.test", { role: "db", address: "-oProxyCommand=touch pwned" }, { nrpe: { conf_dir: nrpeDir("db1", 1, "WARNING - load 1.5") }, resource: { ...puppetDirs("db1") } }),
-      node("db2.test", { role: "db" }, { nrpe: { conf_dir: nrpeDir("db2", 2, "CRITICAL - load 9") }, resource: { allowed_types: "file", ...puppetDirs("db2") } }),
+      node("db2.test", { role: "db" }, { nrpe: { conf_dir: nrpeDir("db2", 2, "CRITICAL - load 9") }, resource: { allowed_types: "file", file_paths: files, ...puppetDirs("db2") } }),
     ])),
   );
 });

@@ -176,7 +176,8 @@ async function realNode(identity: string, facts: Record<string, unknown>, classe
         agents: { builtin: ["nrpe", "resource", "puppet", "provision"], ...(o.external ? { directory: join(repoRoot, "examples", "agents") } : {}) },
         plugins: {
           nrpe: { conf_dir: nrpe },
-          resource: { allowed_types: ["file"], confdir: puppet.confdir, vardir: puppet.vardir },
+          // docs/fleet.md writes and shows /tmp/x
+          resource: { allowed_types: ["file"], file_paths: ["/tmp"], confdir: puppet.confdir, vardir: puppet.vardir },
           puppet: { ...puppet, server: "127.0.0.1", serverport: 1 },
           provision: { ...puppet, lock_file: join(dir, "deploy.lock"), disable_file: join(dir, "disabled") },
         },

@@ -160,3 +160,14 @@ test("bad flag values: exit 64 with what the flag takes, nothing rendered", asyn
     assert.equal(r.stdout, "");
   }
 });
+
+test("each role's user-data gives a daemon's files to the user its unit runs as (one user per daemon)", async () => {
+  const { provisionerUserData, nodeUserData } = await import("../../src/config/cloud-init.js");
+  const unitUser = (u: string) => /^User=(\S+)$/m.exec(readFileSync(join(repoRoot, "packaging", "systemd", `${u}.service`), "utf8"))![1]!;
+  const chgrps = (cmds: string[][]) => cmds.filter((c) => c[0] === "chgrp").map((c) => c[1]);
+  const source = { debUrl: "http://127.0.0.1/muster.deb" };
+  const prov = provisionerUserData({ source, configText: "x", caText: "c", certText: "c", keyText: "k", signingKeyText: "s" });
+  assert.deepEqual(chgrps(prov.runcmd as string[][]), [unitUser("muster-provisioner")]);
+  const node = nodeUserData({ source, brokers: ["tls://127.0.0.1:4222"], collective: "muster", provisioningCollective: "provisioning", caText: "c", bootstrapCertText: "c", bootstrapKeyText: "k", provisionerKey: "P", trustedKeys: [], facts: {}, plugins: {} });
+  assert.deepEqual(chgrps(node.runcmd as string[][]), [unitUser("muster-server")]);
+});

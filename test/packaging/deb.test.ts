@@ -10,6 +10,7 @@ import { unpackMuster } from "../../src/lab/package.js";
 import { loadProvisionerConfig } from "../../src/provisioner/config.js";
 import { loadRegistryConfig } from "../../src/registry/config.js";
 import { loadServerConfig } from "../../src/server/config.js";
+import { loadWebConfig } from "../../src/web/config.js";
 import { startNats } from "../support/index.js";
 import { cleanEnv, repoRoot, runCli, spawnMuster, startBroker, tempDir, type Broker, type MusterProcess } from "../support/collective.js";
 
@@ -21,10 +22,14 @@ import { cleanEnv, repoRoot, runCli, spawnMuster, startBroker, tempDir, type Bro
 const run = promisify(execFile);
 const tmp = tempDir("deb");
 const pkg = JSON.parse(readFileSync(join(repoRoot, "package.json"), "utf8")) as { version: string };
-const UNITS = ["muster-server", "muster-provisioner", "muster-registry"];
+/** Each daemon and the user of its own it runs as. */
+const DAEMONS: Record<string, string> = { "muster-server": "muster", "muster-provisioner": "muster-provisioner", "muster-registry": "muster-registry", "muster-web": "muster-web" };
+const UNITS = Object.keys(DAEMONS);
 /** Every unit file the package ships: the daemons, and the privileged helper with its socket. */
 const UNIT_FILES = [...UNITS.map((u) => `${u}.service`), "muster-privileged.service", "muster-privileged.socket"];
-const CONFFILES = ["/etc/muster/provisioner.yaml", "/etc/muster/registry.yaml", "/etc/muster/server.yaml"];
+const CONFFILES = ["/etc/muster/provisioner.yaml", "/etc/muster/registry.yaml", "/etc/muster/server.yaml", "/etc/muster/web.yaml"];
+/** Where Debian 13 puts units, and where Debian 12's systemd and lintian take them too. */
+const UNIT_DIR = ["usr", "lib", "systemd", "system"];
 
 let deb: string;
 let root: string;
@@ -67,7 +72,14 @@ test("dpkg-deb: the launcher, the runtime, the app without dev dependencies, uni
   for (const p of ["/usr/lib/muster/app/dist/src/cli/main.js", "/usr/lib/muster/app/package.json", "/usr/lib/muster/app/puppet/modules/muster/lib/puppet/functions/search_nodes.rb", "/usr/lib/muster/app/node_modules/@nats-io/transport-node/package.json"]) {
     assert.ok(entry(p), `${p} is in the package`);
   }
-  for (const u of UNIT_FILES) assert.ok(entry(`/lib/systemd/system/${u}`), `${u} is in the package`);
+  for (const u of UNIT_FILES) assert.ok(entry(`/usr/lib/systemd/system/${u}`), `${u} is in the package`);
+  assert.deepEqual(listing.filter((l) => / \.\/lib\//.test(l)), [], "nothing under /lib: units live in /usr/lib");
+  // npm's links to dependencies' scripts point at what the prune removed: none ships, and every
+  // link that does ship leads to a file in the package (piuparts fails a package on broken links)
+  assert.deepEqual(listing.filter((l) => l.includes("/node_modules/.bin/")), []);
+  const links = listing.filter((l) => l.startsWith("l")).map((l) => /\.(\/\S+) -> (\S+)$/.exec(l)!);
+  const broken = links.filter(([, at, to]) => !existsSync(join(root, to!.startsWith("/") ? to! : join(at!, "..", to!))));
+  assert.deepEqual(broken.map(([l]) => l), []);
   for (const p of ["/usr/lib/sysusers.d/muster.conf", "/usr/lib/tmpfiles.d/muster.conf", "/usr/share/man/man1/muster.1.gz", "/usr/share/doc/muster/changelog.gz", "/usr/share/doc/muster/copyright"]) assert.ok(entry(p), `${p} is in the package`);
   for (const c of CONFFILES) assert.ok(entry(c), `${c} is in the package`);
   // What npm pack ships: compiled JavaScript, not sources, tests or dev tools.
@@ -106,12 +118,12 @@ test("dpkg-deb: the launcher, the runtime, the app without dev dependencies, uni
 
 /** A unit's [Service] settings (the last value of a repeated key). */
 function service(unit: string): Map<string, string> {
-  const text = readFileSync(join(root, "lib", "systemd", "system", `${unit}.service`), "utf8");
+  const text = readFileSync(join(root, ...UNIT_DIR, `${unit}.service`), "utf8");
   const body = text.slice(text.indexOf("[Service]"), text.indexOf("[Install]"));
   return new Map(body.split("\n").filter((l) => /^[A-Za-z]+=/.test(l)).map((l) => [l.slice(0, l.indexOf("=")), l.slice(l.indexOf("=") + 1)]));
 }
 
-test("units: the daemons run as muster with no capability, system read-only and home hidden; the helper as root, socket-activated", () => {
+test("units: each daemon runs as a user of its own with no capability, system read-only and home hidden; the helper as root, socket-activated, with limits", () => {
   for (const u of UNITS) {
     const s = service(u);
     assert.equal(s.get("NoNewPrivileges"), "yes", u);
@@ -124,7 +136,8 @@ test("units: the daemons run as muster with no capability, system read-only and 
   }
   for (const u of UNITS) {
     const s = service(u);
-    assert.equal(s.get("User"), "muster", u);
+    assert.equal(s.get("User"), DAEMONS[u], u);
+    assert.equal(s.get("Group"), DAEMONS[u], u);
     assert.equal(s.get("ProtectSystem"), "strict", u);
     assert.equal(s.get("ProtectHome"), "yes", u);
     assert.equal(s.get("CapabilityBoundingSet"), "", `${u} keeps no capability`);
@@ -134,12 +147,18 @@ test("units: the daemons run as muster with no capability, system read-only and 
   assert.equal(helper.get("User"), undefined, "the helper runs as root");
   assert.match(helper.get("ExecStart")!, /^\/usr\/bin\/muster privileged serve --config \/etc\/muster\/server\.yaml --client-user muster --idle-exit 120$/);
   assert.equal(helper.get("KillMode"), "mixed", "a restart waits for the Puppet run in flight");
-  const socket = readFileSync(join(root, "lib", "systemd", "system", "muster-privileged.socket"), "utf8");
+  assert.equal(helper.get("TasksMax"), "512");
+  assert.equal(helper.get("MemoryMax"), "2G");
+  // Puppet run as the daemon's user (puppet config print) needs a home it can write under ProtectSystem=strict
+  const server = service("muster-server");
+  assert.ok(server.get("StateDirectory")!.split(" ").includes("muster/server"));
+  assert.match(readFileSync(join(root, ...UNIT_DIR, "muster-server.service"), "utf8"), /^Environment=HOME=\/var\/lib\/muster\/server$/m);
+  const socket = readFileSync(join(root, ...UNIT_DIR, "muster-privileged.socket"), "utf8");
   assert.match(socket, /^ListenStream=\/run\/muster\/privileged\.sock$/m);
   assert.match(socket, /^SocketUser=root$/m);
   assert.match(socket, /^SocketGroup=muster$/m);
   assert.match(socket, /^SocketMode=0660$/m);
-  const serverUnit = readFileSync(join(root, "lib", "systemd", "system", "muster-server.service"), "utf8");
+  const serverUnit = readFileSync(join(root, ...UNIT_DIR, "muster-server.service"), "utf8");
   assert.match(serverUnit, /^Wants=.*muster-privileged\.socket/m);
   assert.match(serverUnit, /^Also=muster-privileged\.socket$/m, "enabling the server enables its helper's socket");
   // The packaged server config names the helper the server's unit needs.
@@ -152,11 +171,11 @@ test("systemd-analyze verify accepts the units as installed, and flags a broken 
   cpSync(root, vroot, { recursive: true, verbatimSymlinks: true });
   mkdirSync(join(vroot, "usr", "lib", "systemd"), { recursive: true });
   cpSync("/lib/systemd/system", join(vroot, "usr", "lib", "systemd", "system"), { recursive: true, verbatimSymlinks: true });
-  const units = UNIT_FILES.map((u) => join(vroot, "lib", "systemd", "system", u));
+  const units = UNIT_FILES.map((u) => join(vroot, ...UNIT_DIR, u));
   const ok = await run("systemd-analyze", ["verify", "--man=no", `--root=${vroot}`, ...units]);
   assert.equal(ok.stderr.trim(), "", "no warnings");
 
-  const broken = join(vroot, "lib", "systemd", "system", "muster-broken.service");
+  const broken = join(vroot, ...UNIT_DIR, "muster-broken.service");
   writeFileSync(broken, readFileSync(units[1]!, "utf8").replace("NoNewPrivileges=yes", "NoNewPrivilege=yes").replace("/usr/bin/muster", "/usr/bin/muster-gone"));
   const bad = await run("systemd-analyze", ["verify", "--man=no", `--root=${vroot}`, broken]).then(
     () => undefined,
@@ -175,12 +194,10 @@ async function exposure(unitFile: string): Promise<number> {
   return Number(m[1]);
 }
 
-test("systemd-analyze security: provisioner and registry expose 2.0 or less, the server 5.0 or less; the root helper scores as root", async () => {
-  const unit = (u: string) => join(root, "lib", "systemd", "system", u);
-  const scores = Object.fromEntries(await Promise.all(["muster-provisioner.service", "muster-registry.service", "muster-server.service", "muster-privileged.service"].map(async (u) => [u, await exposure(unit(u))] as const)));
-  assert.ok(scores["muster-provisioner.service"]! <= 2.0, JSON.stringify(scores));
-  assert.ok(scores["muster-registry.service"]! <= 2.0, JSON.stringify(scores));
-  assert.ok(scores["muster-server.service"]! <= 5.0, JSON.stringify(scores));
+test("systemd-analyze security: the server, provisioner, registry and console expose 2.0 or less; the root helper scores as root", async () => {
+  const unit = (u: string) => join(root, ...UNIT_DIR, u);
+  const scores = Object.fromEntries(await Promise.all([...UNITS.map((u) => `${u}.service`), "muster-privileged.service"].map(async (u) => [u, await exposure(unit(u))] as const)));
+  for (const u of UNITS) assert.ok(scores[`${u}.service`]! <= 2.0, `${u}: ${JSON.stringify(scores)}`);
   // the measure can fail: the helper runs Puppet as root with the system writable, and says so
   assert.ok(scores["muster-privileged.service"]! > 5.0, JSON.stringify(scores));
 });
@@ -240,6 +257,10 @@ test("the default configs in /etc/muster load with the daemons' own loaders", ()
   assert.equal(prov.daemonize, false, "systemd supervises it: no self-daemonizing");
   const reg = loadRegistryConfig(join(root, "etc", "muster", "registry.yaml"));
   assert.equal(reg.http?.host, "127.0.0.1");
+  // the console: loopback (behind a proxy, or its own tls:), every request authenticated by its tokens file
+  const web = loadWebConfig(join(root, "etc", "muster", "web.yaml"));
+  assert.equal(web.listen, "127.0.0.1:8480");
+  assert.equal(web.auth.tokens_file, "/etc/muster/web.tokens");
 });
 
 /** A PATH with the tools the launcher uses (sh, dirname, readlink) and, if given, a decoy `node`. */
@@ -308,7 +329,7 @@ function dpkgRoot(name: string): string {
   return r;
 }
 
-test("dpkg in a throwaway root: install keeps a cloud-init server.yaml and makes the muster user; reinstall is idempotent; remove keeps /etc/muster; purge removes it", async () => {
+test("dpkg in a throwaway root: install keeps a cloud-init server.yaml and makes a user per daemon; reinstall is idempotent; remove keeps /etc/muster; purge removes it", async () => {
   const r = dpkgRoot("dpkg-root");
   const hostPasswd = readFileSync("/etc/passwd", "utf8");
   // Chrootless scripts with DPKG_ROOT (dpkg sets it): the dependencies are the machine's, not this root's.
@@ -327,17 +348,29 @@ test("dpkg in a throwaway root: install keeps a cloud-init server.yaml and makes
   writeFileSync(join(r, "etc", "muster", "server.yaml"), cloudServer);
   await dpkg("--force-confold", "-i", deb);
   assert.equal(readFileSync(join(r, "etc", "muster", "server.yaml"), "utf8"), cloudServer, "the server.yaml cloud-init wrote is kept");
-  const users = (f: string) => readFileSync(join(r, "etc", f), "utf8").split("\n").filter((l) => l.startsWith("muster:"));
+  const users = (f: string, name = "muster") => readFileSync(join(r, "etc", f), "utf8").split("\n").filter((l) => l.startsWith(`${name}:`));
   assert.equal(users("passwd").length, 1, "the muster user");
-  assert.match(users("passwd")[0]!, /:\/var\/lib\/muster:\/usr\/sbin\/nologin$/);
+  assert.match(users("passwd")[0]!, /:\/var\/lib\/muster\/server:\/usr\/sbin\/nologin$/);
   assert.equal(users("group").length, 1, "the muster group");
+  // a user of its own for each daemon, its home its state directory, none in muster's group
+  for (const [u, home] of [["muster-provisioner", "provisioner"], ["muster-registry", "registry"], ["muster-web", "web"]] as const) {
+    assert.match(users("passwd", u)[0] ?? `no ${u}`, new RegExp(`:/var/lib/muster/${home}:/usr/sbin/nologin$`), u);
+  }
+  assert.equal(users("group")[0]!.split(":")[3], "", "only the node daemon is in the group that reaches the helper's socket");
+  assert.deepEqual(users("group", "muster-config")[0]!.split(":")[3]!.split(",").sort(), ["muster", "muster-provisioner", "muster-registry", "muster-web"]);
   assert.equal(readFileSync("/etc/passwd", "utf8"), hostPasswd, "the host's users are untouched");
   for (const c of CONFFILES) assert.ok(existsSync(join(r, c)), c);
   assert.ok(existsSync(join(r, "etc", "muster", "tls")), "the credentials directory");
   const gid = users("group")[0]!.split(":")[2];
   assert.notEqual(gid, "995", "the root's own muster group, not the machine's leftover one");
-  const { stdout: mode } = await run("stat", ["-c", "%a %g", join(r, "etc", "muster")]);
-  assert.equal(mode.trim(), `750 ${gid}`, "/etc/muster: root and the muster group only");
+  const configGid = users("group", "muster-config")[0]!.split(":")[2];
+  const { stdout: mode } = await run("stat", ["-c", "%a %g", join(r, "etc", "muster"), join(r, "etc", "muster", "tls")]);
+  assert.deepEqual(mode.trim().split("\n"), [`750 ${configGid}`, `750 ${configGid}`], "/etc/muster: root and the daemons only");
+  // each config readable by its own daemon's group: the cloud-init server.yaml (root:root as written) included
+  for (const [c, g] of [["server.yaml", "muster"], ["provisioner.yaml", "muster-provisioner"], ["registry.yaml", "muster-registry"], ["web.yaml", "muster-web"]] as const) {
+    const { stdout } = await run("stat", ["-c", "%a %g", join(r, "etc", "muster", c)]);
+    assert.equal(stdout.trim(), `640 ${users("group", g)[0]!.split(":")[2]}`, c);
+  }
 
   // An operator's edit to a conffile survives an upgrade (here: the same version again).
   writeFileSync(join(r, "etc", "muster", "server.yaml"), "collectives: [edited]\n");
@@ -354,6 +387,22 @@ test("dpkg in a throwaway root: install keeps a cloud-init server.yaml and makes
   await dpkg("--purge", "muster");
   assert.equal(existsSync(join(r, "etc", "muster")), false, "purge removes /etc/muster, credentials included");
   assert.deepEqual(readdirSync(join(r, "var", "lib")).filter((d) => d === "muster"), []);
+});
+
+test("installs into a root without /proc, as image builders do: nothing in postinst needs it, and a systemd-tmpfiles that refuses (Debian 13's does there) stops nothing", async () => {
+  const r = dpkgRoot("no-proc-root");
+  for (const l of ["lib", "bin", "sbin"]) (mkdirSync(join(r, "usr", l), { recursive: true }), symlinkSync(`usr/${l}`, join(r, l)));
+  // systemd 257's systemd-tmpfiles without /proc: "Failed to ... /proc", exit 1
+  const bin = join(tmp.path, "no-proc-bin");
+  mkdirSync(bin);
+  writeFileSync(join(bin, "systemd-tmpfiles"), "#!/bin/sh\necho 'systemd-tmpfiles: /proc/ is not mounted' >&2\nexit 1\n", { mode: 0o755 });
+  const PATH = `${bin}:/usr/sbin:/usr/bin:/sbin:/bin`;
+  const script = 'mount -t tmpfs no-proc /proc && test -z "$(ls /proc)" && exec "$@"';
+  await run("unshare", ["--mount", "--propagation", "private", "sh", "-c", script, "sh", "dpkg", `--root=${r}`, "--force-not-root", "--force-script-chrootless", "--force-depends", "--log=/dev/null", "-i", deb], { env: { ...process.env, PATH } });
+  const status = await run("dpkg-query", [`--admindir=${r}/var/lib/dpkg`, "-W", "-f=${Status}", "muster"]);
+  assert.equal(status.stdout, "install ok installed");
+  assert.match(readFileSync(join(r, "etc", "passwd"), "utf8"), /^muster-provisioner:/m, "the users are made");
+  assert.ok(existsSync(join(r, "usr", "lib", "systemd", "system", "muster-web.service")));
 });
 
 test("lab up --from-package unpacks a package and runs its muster; a missing file, a non-package and a foreign package are clear errors", async () => {

@@ -1,7 +1,7 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { chmodSync, copyFileSync, cpSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { repoRoot, tempDir } from "../support/collective.js";
@@ -66,9 +66,11 @@ before(async () => {
   for (const d of ["var/lib/dpkg/info", "var/lib/dpkg/updates", "etc/apt/sources.list.d", "etc/apt/keyrings", "etc/apt/trusted.gpg.d", "etc/apt/apt.conf.d", "etc/apt/preferences.d", "var/cache/apt/archives/partial", "var/lib/apt/lists/partial", "var/log/apt"]) mkdirSync(join(root, d), { recursive: true });
   let status = "";
   for (const p of ["libc6", "libstdc++6", "libgcc-s1", "systemd", "init-system-helpers"]) {
-    const { stdout } = await run("dpkg-query", ["-W", "-f=${Version} ${Architecture}", p]);
-    const [version, arch] = stdout.split(" ");
-    status += `Package: ${p}\nStatus: install ok installed\nPriority: optional\nVersion: ${version}\nArchitecture: ${arch}\nMaintainer: the machine <root@localhost>\nDescription: the machine's own ${p}\n\n`;
+    const { stdout } = await run("dpkg-query", ["-W", "-f=${Version} ${Architecture}\t${Provides}", p]);
+    const [versionArch, provides] = stdout.split("\t");
+    const [version, arch] = versionArch!.split(" ");
+    // what it provides too: systemd is the machine's systemd-sysusers
+    status += `Package: ${p}\nStatus: install ok installed\nPriority: optional\nVersion: ${version}\nArchitecture: ${arch}\n${provides ? `Provides: ${provides}\n` : ""}Maintainer: the machine <root@localhost>\nDescription: the machine's own ${p}\n\n`;
     writeFileSync(join(root, "var/lib/dpkg/info", `${p}.list`), "");
   }
   writeFileSync(join(root, "var/lib/dpkg/status"), status);
@@ -170,10 +172,18 @@ test("maintainer scripts on a running machine: an upgrade restarts each unit onc
   for (const c of ["systemctl", "deb-systemd-invoke", "deb-systemd-helper", "systemd-sysusers", "systemd-tmpfiles"]) {
     writeFileSync(join(stubs, c), `#!/bin/sh\necho "${c} $*" >> "${log}"\n`, { mode: 0o755 });
   }
+  // The scripts also set who reads what in /etc/muster and /var/lib/muster: here, in copies of
+  // /etc (with the users sysusers would make) and an empty /var/lib, never this machine's.
+  const etc = join(tmp.path, "etc-copy");
+  cpSync("/etc", etc, { recursive: true, verbatimSymlinks: true });
+  const groups = readFileSync(join(etc, "group"), "utf8").split("\n").filter((l) => l && !/^muster(-\w+)?:/.test(l));
+  writeFileSync(join(etc, "group"), [...groups, "muster-config:x:990:muster,muster-provisioner,muster-registry,muster-web", "muster:x:991:", "muster-provisioner:x:992:", "muster-registry:x:993:", "muster-web:x:994:", ""].join("\n"));
+  const varLib = join(tmp.path, "var-lib");
+  mkdirSync(varLib);
   const asDpkg = async (script: string, ...args: string[]) => {
     writeFileSync(log, "");
     const env: NodeJS.ProcessEnv = { PATH: `${stubs}:/usr/bin:/bin:/usr/sbin:/sbin` };
-    await run("unshare", ["--mount", "--propagation", "private", "sh", "-c", 'mount -t tmpfs muster-test /run && mkdir -p /run/systemd/system && exec sh "$@"', "sh", join(ctl, script), ...args], { env });
+    await run("unshare", ["--mount", "--propagation", "private", "sh", "-c", 'mount -t tmpfs muster-test /run && mkdir -p /run/systemd/system && mount --bind "$1" /etc && mount --bind "$2" /var/lib && shift 2 && exec sh "$@"', "sh", etc, varLib, join(ctl, script), ...args], { env });
     return readFileSync(log, "utf8").trim().split("\n").filter(Boolean);
   };
   // An upgrade from N, as dpkg runs it: the old prerm (here N+1's, the same script), then postinst.
@@ -183,8 +193,9 @@ test("maintainer scripts on a running machine: an upgrade restarts each unit onc
     "systemd-sysusers muster.conf",
     "systemd-tmpfiles --create muster.conf",
     "systemctl --system daemon-reload",
-    "deb-systemd-invoke --no-block try-restart muster-privileged.service muster-server.service muster-provisioner.service muster-registry.service",
+    "deb-systemd-invoke --no-block try-restart muster-privileged.service muster-server.service muster-provisioner.service muster-registry.service muster-web.service",
   ]);
+  assert.equal((await run("stat", ["-c", "%a %g", join(etc, "muster")])).stdout.trim(), "750 990", "/etc/muster: root and the daemons' group");
   const fresh = await asDpkg("postinst", "configure");
   assert.ok(!fresh.some((l) => /restart/.test(l)), `a fresh install restarts nothing: ${fresh.join("; ")}`);
   const remove = await asDpkg("prerm", "remove");

@@ -1,6 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { MAX_REQUEST_BYTES, OPERATION_NAMES, parseRequest, parseServer, peerAllowed } from "../../src/privileged/operations.js";
+import { MAX_REQUEST_BYTES, OPERATION_NAMES, parseRequest, peerAllowed } from "../../src/privileged/operations.js";
+import { parseServer } from "../../src/puppet/server-address.js";
 
 // The helper's vocabulary, pure: what a compromised daemon could put on the socket, and what of it
 // passes. Everything not on the list, or with arguments that are not exactly the operation's own,
@@ -18,7 +19,7 @@ const accepted = (req: unknown) => {
   return r.request;
 };
 
-test("the list is fixed: ten operations, and nothing that names a command or a file", () => {
+test("the list is fixed: thirteen operations (three of them read-only), and nothing that names a command or a file", () => {
   assert.deepEqual(OPERATION_NAMES, [
     "puppet.run",
     "puppet.daemonize",
@@ -30,6 +31,9 @@ test("the list is fixed: ten operations, and nothing that names a command or a f
     "puppet.tls_credential",
     "puppet.resource",
     "provision.persist_stage",
+    "puppet.facts",
+    "puppet.read_state",
+    "puppet.last_run_report",
   ]);
 });
 
@@ -54,6 +58,10 @@ test("arguments are exactly the operation's own: no extra path, command or setti
   refused(JSON.stringify({ op: "puppet.run", args: { agent: "puppet", puppet_bin: "/bin/sh" } }), /Unrecognized key/);
   refused(JSON.stringify({ op: "puppet.run", args: { agent: "puppet", confdir: "/tmp/evil" } }), /Unrecognized key/);
   refused(JSON.stringify({ op: "puppet.tls_credential", args: { path: "/etc/shadow" } }), /Unrecognized key/);
+  // the read-only operations read Puppet's files by name, never by path
+  refused(JSON.stringify({ op: "puppet.read_state", args: { agent: "puppet", file: "/etc/shadow" } }), /file/);
+  refused(JSON.stringify({ op: "puppet.read_state", args: { agent: "puppet", file: "classes", path: "/etc/shadow" } }), /Unrecognized key/);
+  refused(JSON.stringify({ op: "puppet.facts", args: { command: "/bin/sh" } }), /Unrecognized key/);
   refused(JSON.stringify({ op: "puppet.run", args: { agent: "root" } }), /agent/);
   refused(JSON.stringify({ op: "puppet.run", args: {} }), /agent/);
 });
@@ -89,6 +97,9 @@ test("what the agents send is accepted, typed", () => {
   accepted({ op: "puppet.request_certificate", args: { node_key: "3q2+7w3q2+7w3q2+7w3q2+7w3q2+7w3q2+7w3q2+7w0=" } });
   accepted({ op: "provision.persist_stage", args: {} });
   accepted({ op: "puppet.cert_status", args: { download: true } });
+  accepted({ op: "puppet.facts", args: {} });
+  accepted({ op: "puppet.read_state", args: { agent: "puppet", file: "classes" } });
+  accepted({ op: "puppet.last_run_report", args: { agent: "provision" } });
 });
 
 test("parseServer: host[:port] only", () => {

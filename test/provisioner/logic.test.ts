@@ -5,7 +5,7 @@ import { backoffMs, enabledStages, remainingStages } from "../../src/provisioner
 import { recordKey, newRecord, appendLog } from "../../src/protocol/provision-record.js";
 import { claimable } from "../../src/provisioner/claim.js";
 import { ProvisionerConfigSchema } from "../../src/provisioner/config.js";
-import { Semaphore } from "../../src/provisioner/semaphore.js";
+import { Semaphore } from "../../src/semaphore.js";
 import { parse as parseYaml } from "yaml";
 
 const masters = [

@@ -12,6 +12,12 @@ import { settingsReader } from "../settings.js";
 //                                           PATH of the checks. Plugins get a small environment
 //                                           (PATH, LANG, LC_ALL, TZ), never the daemon's own.
 
+/** What createNrpeAgent is given (agent.ts), and its actions with it. */
+export interface NrpeDeps {
+  /** `plugins.nrpe` settings; ctx.config overlays them per request. */
+  config?: Record<string, unknown>;
+}
+
 export interface NrpeSettings {
   confDir: string;
   timeoutMs: number;

@@ -15,7 +15,8 @@ import { setPuppetHost } from "./actions/set_puppet_host.js";
 import { unlockDeploy } from "./actions/unlock_deploy.js";
 import { provisionDDL, type ProvisionDDL } from "./ddl.js";
 import { Mutex, readLock, resolveSettings, type ProvisionRuntime, type ProvisionSettings } from "./state.js";
-import { directOps, type NodeOps } from "../../privileged/node-ops.js";
+import type { NodeOps } from "../../agent/node-ops.js";
+import { directOps } from "../../puppet/node-ops.js";
 
 // The provision agent: the node side of the provisioner (mcprovision's agent).
 //

@@ -6,7 +6,7 @@ import { Status } from "../../protocol/status.js";
 import type { ActionContext } from "../../agent/agent.js";
 import { MusterError } from "../../errors.js";
 import { factFileKind, PuppetAgent } from "../../puppet/index.js";
-import type { NodeOps, PuppetTarget } from "../../privileged/node-ops.js";
+import type { NodeOps, PuppetTarget } from "../../agent/node-ops.js";
 
 // Settings, the deploy lock and the disable marker of one provision agent instance. Nothing
 // here is module-level state: createProvisionAgent() owns one ProvisionState.

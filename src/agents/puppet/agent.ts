@@ -9,7 +9,7 @@ import { puppetDDL, type PuppetDDL } from "./ddl.js";
 import { createRuntime, readStatus, type PuppetRuntime } from "./runtime.js";
 import { puppetAgentFor } from "./settings.js";
 import { puppetStatePaths, readLastRunSummary } from "../../puppet/index.js";
-import type { NodeOps } from "../../privileged/node-ops.js";
+import type { NodeOps } from "../../agent/node-ops.js";
 
 // The puppet agent: MCollective's puppet agent for muster, on the real Puppet agent (src/puppet).
 //
@@ -59,11 +59,11 @@ export function createPuppetAgent(deps: PuppetAgentDeps = {}): MusterPuppetAgent
   const dataPlugin: DataPlugin = {
     name: "puppet",
     description: "The Puppet agent's state: enabled, applying, idling, daemon_present, status, lastrun, since_lastrun, disable_message, last run counts",
-    query() {
+    async query() {
       const s = rt.known();
       if (!s) return undefined;
-      const st = readStatus(rt, s);
-      const summary = readLastRunSummary(puppetStatePaths(puppetAgentFor(s)).lastRunSummary);
+      const st = await readStatus(rt, s);
+      const summary = st.summary;
       return {
         enabled: st.enabled,
         disabled: !st.enabled,

@@ -1,10 +1,10 @@
 import type { ActionInput } from "../../ddl/types.js";
 import { RpcError } from "../../errors.js";
 import { Status } from "../../protocol/status.js";
-import { catalogRunPid, exportedFacts, puppetStatePaths, readDisabled, type PuppetAgent, type PuppetRunResult } from "../../puppet/index.js";
+import { exportedFacts, type PuppetAgent, type PuppetRunResult } from "../../puppet/index.js";
 import type { ActionContext, ReplyData } from "../../agent/agent.js";
 import { RUN_COMPLETE_EVENT, type PuppetDDL, type RunCompleteData } from "./ddl.js";
-import type { ActiveRun, PuppetRuntime } from "./runtime.js";
+import { puppetState, type ActiveRun, type PuppetRuntime } from "./runtime.js";
 import { puppetAgentFor, type PuppetSettings } from "./settings.js";
 
 // runonce: checks, then a run in the background. The reply goes out as soon as the run is on its
@@ -13,7 +13,7 @@ import { puppetAgentFor, type PuppetSettings } from "./settings.js";
 
 type RunonceInput = ActionInput<PuppetDDL, "runonce">;
 
-export function startRun(rt: PuppetRuntime, ctx: ActionContext, input: RunonceInput): ReplyData {
+export async function startRun(rt: PuppetRuntime, ctx: ActionContext, input: RunonceInput): Promise<ReplyData> {
   const s = rt.settings(ctx);
   if (input.server !== undefined && !s.allowServerOverride) {
     throw new RpcError(Status.Aborted, `${ctx.identity} does not let runonce choose the master (asked for ${input.server}); set plugins.puppet.allow_server_override: true in its server config to allow it`, {
@@ -21,8 +21,8 @@ export function startRun(rt: PuppetRuntime, ctx: ActionContext, input: RunonceIn
     });
   }
   const agent = puppetAgentFor(s);
-  const paths = puppetStatePaths(agent);
-  const disabled = readDisabled(paths.disabledLockfile);
+  const state = puppetState(rt, s);
+  const disabled = await state.disabled();
   if (disabled.disabled) {
     throw new RpcError(Status.Aborted, `Puppet is disabled on ${ctx.identity}${disabled.message ? `: ${disabled.message}` : ""}`, { started: false, enabled: false, disable_message: disabled.message });
   }
@@ -30,7 +30,9 @@ export function startRun(rt: PuppetRuntime, ctx: ActionContext, input: RunonceIn
     const what = rt.active.phase === "splay" ? "waiting out its splay" : "in progress";
     throw new RpcError(Status.Aborted, `a Puppet run is already ${what} on ${ctx.identity} (started ${new Date(rt.active.initiatedAt).toISOString()})`, { started: false, applying: true });
   }
-  const pid = catalogRunPid(paths.catalogRunLockfile);
+  const pid = await state.runPid();
+  // the awaits above let another runonce in: the check on rt.active must be the last before the claim
+  if (rt.active) throw new RpcError(Status.Aborted, `a Puppet run is already in progress on ${ctx.identity}`, { started: false, applying: true });
   if (pid !== undefined) throw new RpcError(Status.Aborted, `Puppet is already applying a catalog on ${ctx.identity} (pid ${pid})`, { started: false, applying: true });
 
   const splaySeconds = !input.force && (input.splay ?? s.splay) ? Math.round(rt.random() * (input.splaylimit ?? s.splaylimitSeconds) * 1000) / 1000 : 0;

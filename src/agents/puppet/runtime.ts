@@ -1,8 +1,9 @@
 import type { ActionContext } from "../../agent/agent.js";
-import { catalogRunPid, puppetStatePaths, readDisabled, readLastRunSummary } from "../../puppet/index.js";
+import { lastRunSummaryOf, parseDisabled, runLockPid, type DisabledState, type LastRunSummary } from "../../puppet/state.js";
 import type { RunCompleteData } from "./ddl.js";
 import { puppetAgentFor, resolveSettings, type PuppetSettings } from "./settings.js";
-import { directOps, type NodeOps } from "../../privileged/node-ops.js";
+import type { NodeOps } from "../../agent/node-ops.js";
+import { directOps } from "../../puppet/node-ops.js";
 
 // State one puppet agent instance owns: the latest settings, the run it started (if any) and that
 // run's result. Nothing here is module-level: createPuppetAgent() makes one PuppetRuntime.
@@ -68,16 +69,24 @@ export interface AgentStatus {
   applying_pid: number | null;
 }
 
+/** Puppet's state files, read as the daemon may, or by root through the privileged helper. */
+export function puppetState(rt: PuppetRuntime, s: PuppetSettings) {
+  const t = { agent: "puppet" as const, settings: puppetAgentFor(s).settings };
+  return {
+    disabled: async (): Promise<DisabledState> => parseDisabled(await rt.ops.readPuppetState(t, "disabled_lock")),
+    runPid: async (): Promise<number | undefined> => runLockPid(await rt.ops.readPuppetState(t, "run_lock")),
+    summary: async (): Promise<LastRunSummary | undefined> => lastRunSummaryOf(await rt.ops.readPuppetState(t, "last_run_summary")),
+  };
+}
+
 /** The agent's state from Puppet's files and this instance's own run. */
-export function readStatus(rt: PuppetRuntime, s: PuppetSettings): AgentStatus {
+export async function readStatus(rt: PuppetRuntime, s: PuppetSettings): Promise<AgentStatus & { summary: LastRunSummary | undefined }> {
   const agent = puppetAgentFor(s);
-  const paths = puppetStatePaths(agent);
-  const disabled = readDisabled(paths.disabledLockfile);
-  const pid = catalogRunPid(paths.catalogRunLockfile);
+  const state = puppetState(rt, s);
+  const [disabled, pid, summary] = await Promise.all([state.disabled(), state.runPid(), state.summary()]);
   const splaying = rt.active?.phase === "splay";
   const applying = pid !== undefined || rt.active?.phase === "running";
   const daemon = agent.daemonPid() !== undefined;
-  const summary = readLastRunSummary(paths.lastRunSummary);
   const lastrun = summary?.lastrun ?? 0;
   const since = lastrun > 0 ? Math.max(0, Math.round(rt.now() / 1000 - lastrun)) : null;
   const status = !disabled.disabled ? (applying ? "applying a catalog" : splaying ? "splaying" : daemon ? "idling" : "stopped") : applying ? "applying a catalog" : "disabled";
@@ -94,6 +103,7 @@ export function readStatus(rt: PuppetRuntime, s: PuppetSettings): AgentStatus {
     last_run_duration: summary?.time.total !== undefined ? Math.round(summary.time.total * 1000) / 1000 : null,
     last_runonce: rt.lastRunonce ?? null,
     applying_pid: pid ?? null,
+    summary,
   };
 }
 

@@ -1,20 +1,16 @@
 import { defineAgent, type Agent } from "../../agent/agent.js";
 import { apply } from "./actions/apply.js";
 import { show } from "./actions/show.js";
+import type { ResourceDeps } from "./actions/run.js";
 import { resourceDDL, type ResourceDDL } from "./ddl.js";
-import type { NodeOps } from "../../privileged/node-ops.js";
+
+export type { ResourceDeps } from "./actions/run.js";
 
 // The resource agent: any Puppet resource on demand, through the real `puppet resource` (no
 // shell, no catalog, no master). Settings (`plugins.resource`) are documented in settings.ts.
-// Deny by default: a type is refused unless allowed_types lists it, and a resource the node's
-// last catalog manages is refused unless allow_managed is set (Puppet would undo the change).
-
-export interface ResourceDeps {
-  /** `plugins.resource` settings; ctx.config overlays them per request. */
-  config?: Record<string, unknown>;
-  /** Runs `puppet resource`: in process, or through the privileged helper (which checks again). */
-  ops?: NodeOps;
-}
+// Deny by default: a type is refused unless allowed_types lists it and muster has a rule for it
+// (titles, properties and values: src/puppet/resource-rule.ts), and a resource the node's last
+// catalog manages is refused unless allow_managed is set (Puppet would undo the change).
 
 export type ResourceAgent = Agent<ResourceDDL>;
 

@@ -4,13 +4,21 @@ import { settingsReader } from "../settings.js";
 import { RpcError } from "../../errors.js";
 import { Status } from "../../protocol/status.js";
 import { defaultResourcesFile } from "../../puppet/resource.js";
+import { resourceRefusal, type ResourceRuleSettings } from "../../puppet/resource-rule.js";
 import { RESOURCE_TYPE } from "./ddl.js";
 
 // Settings of the resource agent (`plugins.resource` in the server config, passed as ctx.config).
 // Every key is optional; strings from config files are coerced:
 //
 //   allowed_types   []                   resource types this node applies or shows (a list, or a
-//                                        comma-separated string). Empty: every type is refused.
+//                                        comma-separated string), among file, package and service:
+//                                        each has its rule of titles, properties and values
+//                                        (src/puppet/resource-rule.ts). Empty: every type is refused.
+//   file_paths      (none)               directories `file` titles must be under; without it no
+//                                        file is managed. The privileged helper also requires each
+//                                        to be root's, with nothing on the way another user can change.
+//   file_owners     []                   values `owner` may take (names or uids); none: not settable
+//   file_groups     []                   values `group` may take; none: not settable
 //   allow_managed   false                also change resources the node's Puppet catalog manages
 //                                        (Puppet would revert them on its next run anyway)
 //   puppet_bin      "puppet"             the puppet binary
@@ -18,20 +26,14 @@ import { RESOURCE_TYPE } from "./ddl.js";
 //   vardir          "/var/cache/puppet"  Puppet vardir given to puppet resource
 //   resources_file  <vardir>/state/resources.txt   the last catalog's managed resources (Puppet's resourcefile)
 //   timeout         120                  seconds puppet resource may take (the DDL allows 180)
-//   file_paths      (none)               when set, `file` resources only under these directories
-//                                        and only their ensure, content and mode: no source,
-//                                        target, path or recurse that could reach elsewhere
 
-export interface ResourceSettings {
-  allowedTypes: ReadonlySet<string>;
+export interface ResourceSettings extends ResourceRuleSettings {
   allowManaged: boolean;
   puppetBin: string;
   confdir: string;
   vardir: string;
   resourcesFile: string;
   timeoutMs: number;
-  /** Directories `file` resources must be under (none: any path). */
-  filePaths?: string[];
 }
 
 export const DEFAULTS = {
@@ -45,56 +47,47 @@ const MAX_TIMEOUT = 170;
 
 export function resolveResourceSettings(config: Record<string, unknown>): ResourceSettings {
   const { str, num, bool, bad } = settingsReader("resource", config);
-  const rawTypes = config.allowed_types ?? [];
-  const types = typeof rawTypes === "string" ? rawTypes.split(",").map((t) => t.trim()).filter((t) => t !== "") : rawTypes;
+  const list = (key: string, valid: (v: string) => boolean, want: string): string[] | undefined => {
+    const raw = config[key];
+    if (raw === undefined || raw === null) return undefined;
+    const items = typeof raw === "string" ? raw.split(",").map((t) => t.trim()).filter((t) => t !== "") : raw;
+    if (!Array.isArray(items) || !items.every((t): t is string => typeof t === "string" && valid(t))) throw bad(key, raw, want);
+    return items;
+  };
   const typeRe = new RegExp(RESOURCE_TYPE);
-  if (!Array.isArray(types) || !types.every((t): t is string => typeof t === "string" && typeRe.test(t))) throw bad("allowed_types", rawTypes, "a list of resource type names");
-  const allowManaged = bool("allow_managed", false);
-  const timeout = num("timeout", DEFAULTS.timeout, { positive: true, max: MAX_TIMEOUT });
+  const types = list("allowed_types", (t) => typeRe.test(t), "a list of resource type names") ?? [];
+  const paths = list("file_paths", (p) => isAbsolute(p) && resolve(p) !== "/", "a non-empty list of absolute directories other than /");
+  if (paths !== undefined && paths.length === 0) throw bad("file_paths", config.file_paths, "a non-empty list of absolute directories other than /");
+  const principal = (v: string) => /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}$/.test(v);
   const vardir = str("vardir", DEFAULTS.vardir);
-  const rawPaths = config.file_paths;
-  const paths = typeof rawPaths === "string" ? rawPaths.split(",").map((t) => t.trim()).filter((t) => t !== "") : rawPaths;
-  if (paths !== undefined && (!Array.isArray(paths) || paths.length === 0 || !paths.every((p): p is string => typeof p === "string" && isAbsolute(p)))) throw bad("file_paths", rawPaths, "a non-empty list of absolute directories");
   return {
-    filePaths: paths?.map((p) => resolve(p)),
     allowedTypes: new Set(types),
-    allowManaged,
+    ...(paths ? { filePaths: paths.map((p) => resolve(p)) } : {}),
+    fileOwners: list("file_owners", principal, "a list of user names or uids") ?? [],
+    fileGroups: list("file_groups", principal, "a list of group names or gids") ?? [],
+    allowManaged: bool("allow_managed", false),
     puppetBin: str("puppet_bin", DEFAULTS.puppet_bin),
     confdir: str("confdir", DEFAULTS.confdir),
     vardir,
     resourcesFile: str("resources_file", defaultResourcesFile(vardir)),
-    timeoutMs: timeout * 1000,
+    timeoutMs: num("timeout", DEFAULTS.timeout, { positive: true, max: MAX_TIMEOUT }) * 1000,
   };
 }
 
-/** Refuses a type the node does not allow (InvalidData is the caller's problem; Aborted is policy). */
-export function ensureTypeAllowed(s: ResourceSettings, type: string): void {
-  if (s.allowedTypes.has(type)) return;
-  const allowed = [...s.allowedTypes].sort();
-  throw new RpcError(
-    Status.Aborted,
-    allowed.length === 0
-      ? `resource type '${type}' is not allowed on this node: plugins.resource.allowed_types is empty, so every type is refused`
-      : `resource type '${type}' is not allowed on this node (allowed: ${allowed.join(", ")})`,
-    { type, reason: "type_denied" },
-  );
-}
-
-const FILE_PROPERTIES = new Set(["ensure", "content", "mode"]);
-
-/** With file_paths set: a file resource only under those directories, with only ensure, content and mode. */
-export function ensureFileAllowed(s: ResourceSettings, type: string, name: string, properties: string[] = []): void {
+/**
+ * Refuses a resource outside the node's rule (src/puppet/resource-rule.ts) as Aborted (policy,
+ * not the caller's malformed input), naming what was refused. With file_paths, a symlinked
+ * directory on the way must not lead outside them either: the daemon checks where the parent
+ * really is (the privileged helper goes further, privileged/paths.ts).
+ */
+export function ensureResourceAllowed(s: ResourceSettings, type: string, name: string, properties: readonly (readonly [string, string])[] = []): void {
+  const refused = resourceRefusal(s, type, name, properties);
+  if (refused) throw new RpcError(Status.Aborted, refused.message, { type, ...(refused.reason === "type_denied" ? {} : { name }), reason: refused.reason });
   if (type !== "file" || !s.filePaths) return;
-  const refuse = (why: string) => new RpcError(Status.Aborted, `file ${name}: ${why} (plugins.resource.file_paths: ${s.filePaths!.join(", ")})`, { type, name, reason: "path_denied" });
-  const path = name.length > 1 ? name.replace(/\/+$/, "") : name;
-  // `..`, `.` and doubled slashes would make the checked path differ from the one Puppet writes
-  if (!isAbsolute(path) || resolve(path) !== path) throw refuse("not a plain absolute path");
-  // a symlinked directory on the way would lead Puppet elsewhere: check where the parent really is
-  let parent = dirname(path);
+  let parent = dirname(name);
   while (!existsSync(parent) && parent !== dirname(parent)) parent = dirname(parent);
-  const real = resolve(realpathSync(parent), path.slice(parent.length + 1));
-  const inside = (p: string) => s.filePaths!.some((d) => p.startsWith(d + "/"));
-  if (!inside(path) || !inside(real)) throw refuse("outside the directories this node allows");
-  const extra = properties.filter((p) => !FILE_PROPERTIES.has(p));
-  if (extra.length) throw refuse(`property ${extra.join(", ")} is not allowed here; only ${[...FILE_PROPERTIES].join(", ")}`);
+  const real = resolve(realpathSync(parent), name.replace(/\/+$/, "").slice(parent.length + 1));
+  if (!s.filePaths.some((d) => real.startsWith(`${d}/`))) {
+    throw new RpcError(Status.Aborted, `file ${name}: outside the directories this node allows, through a symbolic link (plugins.resource.file_paths: ${s.filePaths.join(", ")})`, { type, name, reason: "path_denied" });
+  }
 }

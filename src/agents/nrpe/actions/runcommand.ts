@@ -6,8 +6,7 @@ import { argumentsProblem, CommandLineError, commandArgv, splitArgs } from "../c
 import { COMMAND_NAME, loadNrpeConfig } from "../config.js";
 import type { NrpeDDL } from "../ddl.js";
 import { runPlugin, State, stateName, type PluginResult } from "../plugin.js";
-import { pluginEnv, resolveNrpeSettings } from "../settings.js";
-import type { NrpeDeps } from "../agent.js";
+import { pluginEnv, resolveNrpeSettings, type NrpeDeps } from "../settings.js";
 
 /**
  * Runs one command from nrpe.d. As MCollective's nrpe agent: an OK check is an OK reply; any

@@ -1,17 +1,18 @@
 import { RpcError } from "../../../errors.js";
 import { Status } from "../../../protocol/status.js";
-import { puppetStatePaths, readLastRunSummary } from "../../../puppet/index.js";
+import { puppetStatePaths } from "../../../puppet/state.js";
 import type { ActionHandler } from "../../../agent/agent.js";
 import type { ActionInput } from "../../../ddl/types.js";
 import type { PuppetDDL } from "../ddl.js";
-import type { PuppetRuntime } from "../runtime.js";
+import { puppetState, type PuppetRuntime } from "../runtime.js";
 import { puppetAgentFor } from "../settings.js";
 
 /** Puppet's own last_run_summary.yaml, with MCollective's field names. */
 export function lastRunSummary(rt: PuppetRuntime): ActionHandler<ActionInput<PuppetDDL, "last_run_summary">> {
-  return (_input, ctx) => {
-    const path = puppetStatePaths(puppetAgentFor(rt.settings(ctx))).lastRunSummary;
-    const s = readLastRunSummary(path);
+  return async (_input, ctx) => {
+    const settings = rt.settings(ctx);
+    const path = puppetStatePaths(puppetAgentFor(settings)).lastRunSummary;
+    const s = await puppetState(rt, settings).summary();
     if (!s) throw new RpcError(Status.Aborted, `no last run summary on ${ctx.identity} (${path} is missing or unreadable): Puppet has not run here yet`);
     const r = s.resources;
     return {

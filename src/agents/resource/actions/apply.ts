@@ -4,10 +4,9 @@ import { RpcError } from "../../../errors.js";
 import { Status } from "../../../protocol/status.js";
 import { isManagedResource, readManagedResources } from "../../../puppet/resource.js";
 import type { ResourceDDL } from "../ddl.js";
-import { ensureFileAllowed, ensureTypeAllowed, resolveResourceSettings } from "../settings.js";
+import { ensureResourceAllowed, resolveResourceSettings } from "../settings.js";
 import { resourceProperties } from "../validate.js";
-import type { ResourceDeps } from "../agent.js";
-import { runPuppetResource } from "./run.js";
+import { runPuppetResource, type ResourceDeps } from "./run.js";
 
 /** puppet resource TYPE NAME key=value ...: type allowed, not catalog-managed (unless allowed), then the real Puppet. */
 export function apply(deps: ResourceDeps): ActionHandler<ActionInput<ResourceDDL, "apply">> {
@@ -15,8 +14,7 @@ export function apply(deps: ResourceDeps): ActionHandler<ActionInput<ResourceDDL
     const s = resolveResourceSettings({ ...deps.config, ...ctx.config });
     const params = resourceProperties(input.properties);
     if (params.length === 0) throw new RpcError(Status.MissingData, "no properties to set; use the show action to read a resource");
-    ensureTypeAllowed(s, input.type);
-    ensureFileAllowed(s, input.type, input.name, params.map(([k]) => k));
+    ensureResourceAllowed(s, input.type, input.name, params);
     // Through the privileged helper the catalog's list is checked there, as root (Puppet keeps it 0640).
     if (!s.allowManaged && deps.ops?.via !== "helper") {
       let managed: boolean;

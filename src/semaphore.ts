@@ -1,4 +1,6 @@
-// A counting semaphore: the global and per-master caps on concurrent provisioning.
+// A counting semaphore with a FIFO queue whose waiters can give up (an AbortSignal): the
+// provisioner's global and per-master caps on concurrent provisioning, the privileged helper's one
+// Puppet process at a time.
 export class Semaphore {
   private active = 0;
   private readonly waiters: (() => void)[] = [];
