@@ -2,7 +2,7 @@ import { appendFileSync, existsSync, readFileSync, writeFileSync } from "node:fs
 import { join } from "node:path";
 import type { TlsSettings } from "../broker/connect.js";
 import type { LabMachinesState, LabNodeMachine, MachineNode } from "./machines/index.js";
-import { cmdlineOf } from "./processes.js";
+import { cmdlineOf, isAlive } from "./processes.js";
 import type { LabRegion } from "./regions.js";
 
 // What a lab is, as its state file (<lab>/lab.json) says: every process it started with its pid,
@@ -102,6 +102,16 @@ export interface LabSiteState {
   suite: string;
   /** What the operator keeps on the workstation: the site's files (site/files.ts). */
   files: { dir: string; users: string; clientsCa: string };
+}
+
+/** A machine powered on again has a new power supervisor: note its pid where the state names the machine. */
+export function setMachinePid(s: LabState, identity: string, pid: number): void {
+  for (const m of [...(s.site?.machines ?? []), ...s.nodes]) if (m.identity === identity) m.pid = pid;
+}
+
+/** Whether the lab runs: its broker (on this host, or a site's broker machines). */
+export function labRunning(s: LabState): boolean {
+  return s.site ? s.site.machines.some((m) => m.role === "broker" && isAlive(m.pid)) : isAlive(s.natsPid);
 }
 
 /** The brokers a client of this lab connects to. */

@@ -4,10 +4,9 @@ import type { MusterClient } from "../../client/client.js";
 import { powerOffMachine, powerOnMachine, type MachineKind } from "../machines/index.js";
 import type { MusterProcess } from "../processes.js";
 import { runPlan } from "../runner.js";
-import { labMachinesOf, stateFile, writeLabState, type LabState } from "../state.js";
+import { labMachinesOf, rememberPid, setMachinePid, stateFile, writeLabState, type LabState } from "../state.js";
 import { planSite, SITE_STEP_NEEDS, SITE_SUITE } from "./plan.js";
 import { siteExec } from "./reach.js";
-import { rememberPid } from "../state.js";
 import { siteClient, SITE_STEPS, type SiteRun } from "./steps.js";
 
 // `muster lab up --site`: the whole site as machines (site/plan.ts), from the package, on the
@@ -71,7 +70,7 @@ export async function startSite(o: SiteOptions): Promise<Site> {
         const p: MusterProcess = powerOnMachine(m.machine.dir, o.detached);
         rememberPid(dir, p.pid);
         ledger.add(`machine ${identity}`, () => p.stop("SIGTERM", 60_000));
-        for (const x of [...(state.site?.machines ?? []), ...state.nodes]) if (x.identity === identity) x.pid = p.pid;
+        setMachinePid(state, identity, p.pid);
         writeLabState(state);
         return;
       }

@@ -13,7 +13,7 @@ import { rememberPid, writeLabState, type LabNode, type LabState, type SiteMachi
 import { waitForNodes, type LabReach } from "../waits.js";
 import { prepareSiteFiles, writeClientsCa, writePuppetCode, type SiteFiles } from "./files.js";
 import type { SiteShape, SiteStep } from "./plan.js";
-import { siteMachine, siteMachines, SITE_PORTS, siteBrokerUrls } from "./roles.js";
+import { siteBrokerUrls, siteHostsLines, siteMachine, siteMachines, SITE_PORTS } from "./roles.js";
 import { siteRenderArgv } from "./render.js";
 import { machineUp, siteExec, waitForCluster, waitForConsole } from "./reach.js";
 
@@ -86,7 +86,7 @@ export const SITE_STEPS: StepTable<SiteStep, SiteRun> = {
   },
 
   async "site-image"({ release, kind, cache }, _step, run) {
-    run.image = await machines.labImage(kind, cache ?? resolve(".muster", "images"), run.say, { release, site: { hosts: siteHostsText() } });
+    run.image = await machines.labImage(kind, cache ?? resolve(".muster", "images"), run.say, { release, site: { hosts: siteHostsLines() } });
   },
 
   "machine-network"(_args, step, run) {
@@ -99,9 +99,7 @@ export const SITE_STEPS: StepTable<SiteStep, SiteRun> = {
     // the lab's Debian mirror (built with the image) and the masters' Puppet code, on the same server
     const mirror = need(run, "image").image.mirror;
     if (!mirror) throw new MusterError("MUSTER_USAGE", "the site's image has no Debian mirror: its spec asked for none");
-    const link = join(run.packages.dir, machines.MIRROR_PATH);
-    rmSync(link, { force: true });
-    symlinkSync(mirror, link);
+    linkMirror(run.packages.dir, run.o.suite, mirror);
     writePuppetCode(join(run.packages.dir, "puppet-code.tar.gz"));
   },
 
@@ -225,11 +223,12 @@ export const SITE_STEPS: StepTable<SiteStep, SiteRun> = {
   },
 };
 
-/** The site's names for cloud-init's hosts template (the lab network has no DNS server). */
-function siteHostsText(): string {
-  return siteMachines()
-    .map((m) => `${m.address} ${m.identity} ${m.identity.split(".")[0]}`)
-    .join("\n");
+/** Serve a release's mirror (built with its image) at debian/<release> on the package server. */
+export function linkMirror(packagesDir: string, release: string, mirror: string): void {
+  const link = join(packagesDir, machines.MIRROR_PATH, release);
+  mkdirSync(join(packagesDir, machines.MIRROR_PATH), { recursive: true });
+  rmSync(link, { force: true });
+  symlinkSync(mirror, link);
 }
 
 export function siteRenderContext(run: Pick<SiteRun, "machines" | "dir">, files: SiteFiles): Parameters<typeof siteRenderArgv>[0] {
@@ -307,6 +306,8 @@ function siteState(run: SiteRun): LabState {
       .filter((m) => m.role === "master" || m.role === "console")
       .map((m) => m.identity),
     nodeSerial: run.o.nodes,
+    // the site's nodes are machines, rendered with what they trust (site/render.ts): no process node's settings
+    nodeSecurity: {},
     machines: need(run, "machines"),
     site: { machines: run.site, brokers: reach.brokers.map((b) => b.client), suite: run.o.suite, files: { dir: files.dir, users: files.users, clientsCa: files.clientsCa } },
   };
