@@ -101,15 +101,18 @@ export interface DisabledState {
   message: string | null;
 }
 
+/** A file's text, or null when it cannot be read (the parsers below take that as "none"). */
+function textOrNull(path: string): string | null {
+  try {
+    return readFileSync(path, "utf8");
+  } catch {
+    return null;
+  }
+}
+
 /** Whether the agent is administratively disabled, and why. */
 export function readDisabled(lockfile: string): DisabledState {
-  let text: string;
-  try {
-    text = readFileSync(lockfile, "utf8");
-  } catch {
-    return { disabled: false, message: null };
-  }
-  return parseDisabled(text);
+  return parseDisabled(textOrNull(lockfile));
 }
 
 /** Pure: the disable lock's text (null: no lock) as Puppet reads it. */
@@ -146,13 +149,7 @@ export function enableAgent(lockfile: string): boolean {
 
 /** The pid applying a catalog right now (Puppet's run lock names a live process), if any. */
 export function catalogRunPid(lockfile: string): number | undefined {
-  let text: string;
-  try {
-    text = readFileSync(lockfile, "utf8");
-  } catch {
-    return undefined;
-  }
-  return runLockPid(text);
+  return runLockPid(textOrNull(lockfile));
 }
 
 /** The run lock's text (null: no lock): the pid it names, when that process is alive. */
@@ -183,13 +180,7 @@ export interface LastRunSummary {
 }
 
 export function readLastRunSummary(path: string): LastRunSummary | undefined {
-  let text: string;
-  try {
-    text = readFileSync(path, "utf8");
-  } catch {
-    return undefined;
-  }
-  return lastRunSummaryOf(text);
+  return lastRunSummaryOf(textOrNull(path));
 }
 
 /** last_run_summary.yaml's text (null: none yet), parsed. */
