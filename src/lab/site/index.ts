@@ -7,7 +7,8 @@ import { runPlan } from "../runner.js";
 import { labMachinesOf, rememberPid, setMachinePid, stateFile, writeLabState, type LabState } from "../state.js";
 import { planSite, SITE_STEP_NEEDS, SITE_SUITE } from "./plan.js";
 import { siteExec } from "./reach.js";
-import { siteClient, SITE_STEPS, type SiteRun } from "./steps.js";
+import { siteClient } from "./operator.js";
+import { SITE_STEPS, type SiteRun } from "./steps.js";
 
 // `muster lab up --site`: the whole site as machines (site/plan.ts), from the package, on the
 // current Debian. This is the site's front door for the CLI and the tests: bring it up, act on

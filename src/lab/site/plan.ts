@@ -90,12 +90,12 @@ export const SITE_STEP_NEEDS: Readonly<Record<SiteStepKind, readonly SiteStepKin
   "boot-site-node": ["site-machines-ready"],
   "ssh-config": ["boot-site-machine", "boot-site-node"],
   "save-state": ["boot-site-machine", "boot-site-node", "ssh-config"],
-  "machine-up": ["save-state"],
-  "wait-brokers": ["save-state"],
-  "trust-masters": ["wait-brokers"],
+  "machine-up": ["boot-site-machine"],
+  "wait-brokers": ["site-files", "site-relays"],
+  "trust-masters": ["wait-brokers", "boot-site-machine"],
   "wait-fleet": ["trust-masters"],
-  "wait-console": ["save-state"],
-  "wait-provisioning": ["wait-brokers"],
+  "wait-console": ["site-files", "site-relays"],
+  "wait-provisioning": ["wait-brokers", "boot-site-node"],
 };
 
 export interface SiteShape {

@@ -5,7 +5,7 @@ import type { MusterProcess } from "../processes.js";
 import { labMachinesOf, type LabState } from "../state.js";
 import { writeUsers } from "./files.js";
 import { siteBrokerUrls, siteHostsLines } from "./roles.js";
-import { linkMirror, pushToBrokers } from "./steps.js";
+import { linkMirror, pushToBrokers } from "./operator.js";
 import { siteCredentials } from "./credentials.js";
 
 // Nodes coming and going in the site (`muster lab add` / `lab remove` on a site): the same as in

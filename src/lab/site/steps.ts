@@ -1,8 +1,6 @@
-import { existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { mkdirSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { MusterClient } from "../../client/client.js";
 import { MusterError } from "../../errors.js";
-import { loadOrCreateSigningKey } from "../../security/keys.js";
 import { LAB_COLLECTIVE, LAB_PROVISIONING_COLLECTIVE } from "../names.js";
 import * as machines from "../machines/index.js";
 import type { BootMachineContext, LabMachinesState, LabPackages, MachineImage, VmImage } from "../machines/index.js";
@@ -15,16 +13,13 @@ import { prepareSiteFiles, writeClientsCa, writePuppetCode, type SiteFiles } fro
 import type { SiteShape, SiteStep } from "./plan.js";
 import { siteBrokerUrls, siteHostsLines, siteMachine, siteMachines, SITE_PORTS } from "./roles.js";
 import { siteRenderArgv } from "./render.js";
-import { machineUp, siteExec, waitForCluster, waitForConsole } from "./reach.js";
+import { machineUp, waitForCluster, waitForConsole } from "./reach.js";
+import { linkMirror, pushToBrokers, readWhenThere, RECEIVER_RELAY_PORT, siteRenderContext } from "./operator.js";
 
 // One implementation per kind of step of the site's plan (site/plan.ts), run by runner.ts: the
 // operator's side on the host (files, mirror, relays, receiver) and the machines, each booted with
 // its role's user-data. Each notes what it started, so a failure anywhere stops exactly that.
 
-/** Where the admins' webhook receiver is reached from the lab network (a relay to the host's). */
-export const RECEIVER_RELAY_PORT = 8081;
-/** The puppetservers' JVM heap on a lab machine (2 cores, a shared host). */
-const PUPPETSERVER_HEAP = "768m";
 
 export interface SiteRun {
   dir: string;
@@ -157,7 +152,7 @@ export const SITE_STEPS: StepTable<SiteStep, SiteRun> = {
     const boot = { ...need(run, "boot"), track: (name: string, p: MusterProcess) => keep(run, step, name, p) };
     const dir = machines.machineDir(run.dir, identity);
     await machines.freshMachineDir(boot.ms, dir, identity);
-    const argv = siteRenderArgv(siteRenderContext(run, files), m);
+    const argv = siteRenderArgv(siteRenderContext(need(run, "machines"), files), m);
     const { machine, proc } = await machines.bootMachine(boot, { identity, slot: m.slot, argv });
     keep(run, step, `machine ${identity}`, proc, { machine: identity, graceMs: 60_000 });
     run.site.push({ identity, role: m.role, address: m.address, pid: proc.pid, machine });
@@ -223,63 +218,6 @@ export const SITE_STEPS: StepTable<SiteStep, SiteRun> = {
   },
 };
 
-/** Serve a release's mirror (built with its image) at debian/<release> on the package server. */
-export function linkMirror(packagesDir: string, release: string, mirror: string): void {
-  const link = join(packagesDir, machines.MIRROR_PATH, release);
-  mkdirSync(join(packagesDir, machines.MIRROR_PATH), { recursive: true });
-  rmSync(link, { force: true });
-  symlinkSync(mirror, link);
-}
-
-export function siteRenderContext(run: Pick<SiteRun, "machines" | "dir">, files: SiteFiles): Parameters<typeof siteRenderArgv>[0] {
-  const ms = run.machines!;
-  return {
-    renderer: machines.packagingFile("cloud-init.mjs"),
-    creds: files.creds,
-    aptRepo: ms.packages.url,
-    aptKey: ms.packages.key,
-    brokerFiles: (id) => ({ natsConfig: files.natsConfigs[id]!, users: files.users, clientsCa: files.clientsCa }),
-    puppetCodeUrl: `http://${machines.RELAY_ADDRESS}:${machines.PACKAGE_PORT}/puppet-code.tar.gz`,
-    registryToken: files.registryToken,
-    webTokens: files.webTokens,
-    provisionerConfig: files.provisionerConfig,
-    notifyRecipients: [`http://${machines.RELAY_ADDRESS}:${RECEIVER_RELAY_PORT}/`],
-    operator: operatorKey(),
-    sshPublicKey: readFileSync(`${ms.ssh.key}.pub`, "utf8").trim(),
-    puppetserverHeap: PUPPETSERVER_HEAP,
-  };
-}
-
-/** The operator's own signing key: every machine obeys it (as the lab's nodes always have). */
-function operatorKey(): { name: string; key: string } {
-  const k = loadOrCreateSigningKey();
-  return { name: k.name, key: k.publicKey };
-}
-
-/** A file a machine's user-data makes, once it is there. */
-async function readWhenThere(m: SiteMachineState, path: string, timeoutMs: number, signal: AbortSignal): Promise<string> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const r = await siteExec(m, ["cat", path]);
-    if (r.status === 0 && r.stdout.includes("BEGIN CERTIFICATE")) return r.stdout;
-    if (signal.aborted) throw new MusterError("MUSTER_USAGE", "no longer waited for: the lab's start was abandoned");
-    if (Date.now() > deadline) throw new MusterError("MUSTER_TIMEOUT", `${m.identity} has no ${path} after ${timeoutMs / 1000} s: its user-data did not finish (see ${join(m.machine.dir, "console.log")}, and \`muster lab exec ${m.identity} -- cloud-init status --long\`)`);
-    await new Promise((r) => setTimeout(r, 2000)); // cloud-init announces nothing to the host: look again
-  }
-}
-
-/** Copy a file the operator made to every broker and reload nats-server there (what section 3 tells an operator). */
-export async function pushToBrokers(site: SiteMachineState[], from: string, to: string): Promise<void> {
-  const text = readFileSync(from, "utf8");
-  for (const b of site.filter((x) => x.role === "broker")) {
-    if (!existsSync(b.machine.dir)) continue;
-    const w = await siteExec(b, ["sh", "-c", `cat > ${to}.new && chmod 0644 ${to}.new && mv ${to}.new ${to}`], text);
-    if (w.status !== 0) throw new MusterError("MUSTER_USAGE", `could not write ${to} on ${b.identity}: ${w.stderr.trim()}`);
-    const r = await siteExec(b, ["systemctl", "reload", "nats-server.service"]);
-    if (r.status !== 0) throw new MusterError("MUSTER_USAGE", `nats-server on ${b.identity} did not reload: ${r.stderr.trim()}`);
-  }
-}
-
 /** lab.json for the site: what the steps made, in LabState's shape (host-only fields say there is none). */
 function siteState(run: SiteRun): LabState {
   const files = need(run, "files");
@@ -313,7 +251,3 @@ function siteState(run: SiteRun): LabState {
   };
 }
 
-/** A client of the site as its operator (tests and `lab` commands). */
-export async function siteClient(s: LabState, name: string): Promise<MusterClient> {
-  return MusterClient.connect({ brokers: s.site!.brokers, collective: s.collective, name, tls: s.tls.admin });
-}
