@@ -75,7 +75,14 @@ export async function startNats(opts: StartNatsOptions = {}): Promise<NatsHandle
     child.once("exit", (code) => reject(new Error(`nats-server exited early with ${code}: ${stderr.slice(-2000)}`)));
   });
   exited.catch(() => undefined);
-  await Promise.race([waitForPort(host, port, 10_000), exited]);
+  try {
+    await Promise.race([waitForPort(host, port, 10_000), exited]);
+  } catch (e) {
+    // one that never listened is stopped, not left holding its port (nothing else knows of it)
+    if (child.pid !== undefined) await stopChild(child, "SIGKILL", 0);
+    if (ownDir) rmSync(dir, { recursive: true, force: true });
+    throw e;
+  }
   const pid = child.pid ?? -1;
   writeFileSync(join(dir, "nats.pid"), `${pid}\n`);
   let endWatchdog: (() => void) | undefined;
