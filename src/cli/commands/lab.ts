@@ -278,10 +278,11 @@ Examples:
         if (s.machines) {
           const { machineLeader } = await labMachines();
           process.stdout.write(`\n\n  machines (${s.machines.kind === "vm" ? "QEMU" : "systemd-nspawn"}, image ${s.machines.imageKey}, network namespace ${s.machines.netns}, package ${s.machines.packages.deb}):`);
-          for (const n of s.nodes.filter((x) => x.machine)) {
-            const on = isAlive(n.pid) && machineLeader(n.machine!.dir) !== undefined;
-            process.stdout.write(`\n    ${on ? green("on ") : red("off")}  ${n.identity.padEnd(16)} ${n.ipaddress.padEnd(12)} ssh ${n.machine!.ssh.host}:${n.machine!.ssh.port}  (muster ssh -I ${n.identity})`);
+          for (const m of labMachinesOf(s)) {
+            const on = isAlive(m.pid) && machineLeader(m.machine.dir) !== undefined;
+            process.stdout.write(`\n    ${on ? green("on ") : red("off")}  ${m.role.padEnd(11)} ${m.identity.padEnd(17)} ${(m.machine.release ?? "").padEnd(9)} ssh ${m.machine.ssh.host}:${m.machine.ssh.port}  (muster lab exec ${m.identity} -- ...)`);
           }
+          if (s.site) process.stdout.write(`\n\n  the site's brokers, as this workstation reaches them: ${s.site.brokers.join(", ")}`);
         }
         if (s.web) process.stdout.write(`\n\n  ${webLogin(s.web, labWebToken).replace(/\n/g, "\n  ")}`);
         process.stdout.write(`\n\n${recs.length ? (await import("./provision.js")).renderStatusTable(recs) : "no provisioning records"}\n`);

@@ -99,5 +99,5 @@ export async function bootMachine(c: BootMachineContext, o: { identity: string; 
   relay.procs.forEach((pr, i) => c.track(`relay ssh-${slot.name} ${i}`, pr));
 
   const proc = powerOnMachine(dir, c.detached);
-  return { machine: { kind: ms.kind, dir, ssh: { host: slot.sshAlias, port: sshPort }, relayPids: relay.pids, poweredOnAt: Date.now() }, proc };
+  return { machine: { kind: ms.kind, dir, ssh: { host: slot.sshAlias, port: sshPort }, relayPids: relay.pids, poweredOnAt: Date.now(), release: ms.imageKey.split("-")[0] }, proc };
 }

@@ -1,12 +1,14 @@
 import { mkdirSync, rmSync } from "node:fs";
 import { join, resolve } from "node:path";
 import type { MusterClient } from "../../client/client.js";
-import { powerOffMachine, powerOnMachine, type MachineKind } from "../machines/index.js";
+import { machineLeader, powerOffMachine, powerOnMachine, type MachineKind } from "../machines/index.js";
 import type { MusterProcess } from "../processes.js";
 import { runPlan } from "../runner.js";
-import { labMachinesOf, rememberPid, setMachinePid, stateFile, writeLabState, type LabState } from "../state.js";
+import { addLabNodes, type AddNodesOptions } from "../scale.js";
+import { labMachinesOf, rememberPid, setMachinePid, stateFile, writeLabState, type LabNode, type LabState } from "../state.js";
 import { planSite, SITE_STEP_NEEDS, SITE_SUITE } from "./plan.js";
-import { siteExec } from "./reach.js";
+import { machineUp, siteExec } from "./reach.js";
+import { SITE_ROLES } from "./roles.js";
 import { siteClient } from "./operator.js";
 import { SITE_STEPS, type SiteRun } from "./steps.js";
 
@@ -42,6 +44,10 @@ export interface Site {
   exec(identity: string, argv: string[], input?: string): Promise<{ status: number | null; stdout: string; stderr: string }>;
   /** A machine's power, as `muster lab power` switches it. */
   power(action: PowerAction, identity: string): Promise<void>;
+  /** Resolves once a site machine is up again: cloud-init done and its role's units active. */
+  waitUp(identity: string, timeoutMs?: number): Promise<void>;
+  /** Boot nodes into the site, as `muster lab add` does (`suite`: another Debian release). */
+  addNodes(o: AddNodesOptions): Promise<LabNode[]>;
   stop(): Promise<void>;
 }
 
@@ -64,8 +70,16 @@ export async function startSite(o: SiteOptions): Promise<Site> {
     async power(action, identity) {
       const m = machine(identity);
       if (action === "reboot") {
+        // resolves once the machine boots again: its init is a new process (the supervisor restarts nspawn)
+        const before = machineLeader(m.machine.dir);
         await siteExec(m, ["systemctl", "reboot"]);
-        return;
+        const deadline = Date.now() + 180_000;
+        for (;;) {
+          const now = machineLeader(m.machine.dir);
+          if (now !== undefined && now !== before) return;
+          if (Date.now() > deadline) throw new Error(`${identity} did not boot again within 180 s of systemctl reboot (see ${m.machine.dir}/console.log)`);
+          await new Promise((r) => setTimeout(r, 250)); // a reboot announces itself nowhere but in the process table
+        }
       }
       if (action === "on") {
         const p: MusterProcess = powerOnMachine(m.machine.dir, o.detached);
@@ -77,6 +91,20 @@ export async function startSite(o: SiteOptions): Promise<Site> {
       }
       await powerOffMachine(m.machine.dir, m.pid, { cut: action === "cut" });
     },
+    async waitUp(identity, timeoutMs = 600_000) {
+      const m = state.site!.machines.find((x) => x.identity === identity);
+      if (!m) throw new Error(`${identity} is not one of the site's own machines`);
+      await machineUp(m, SITE_ROLES[m.role].units, timeoutMs, new AbortController().signal, () => undefined);
+    },
+    addNodes: (a) =>
+      addLabNodes(state, {
+        ...a,
+        detached: o.detached,
+        track: (name, p, x) => {
+          rememberPid(dir, p.pid);
+          ledger.add(name, () => p.stop("SIGTERM", x ? 60_000 : undefined));
+        },
+      }),
     async stop() {
       await ledger.stop();
       rmSync(stateFile(dir), { force: true });
