@@ -48,6 +48,7 @@ Every role:
   [--registry-url URL --registry-token FILE]   what search_nodes asks
   [--puppet-code URL]         a tarball of environments/..., unpacked into /etc/puppet/code
   [--puppetserver-heap SIZE]  puppetserver's JVM heap, e.g. 768m
+  [--puppetserver-java-arg ARG]...   more JVM options (-XX:TieredStopAtLevel=1: a small master starts faster)
 
 --role provisioner: muster-provisioner (two of them share the state; only their ids differ)
   --config FILE               /etc/muster/provisioner.yaml
@@ -99,6 +100,7 @@ const FLAGS = {
   "registry-token": ["master", "console"],
   "puppet-code": ["master"],
   "puppetserver-heap": ["master"],
+  "puppetserver-java-arg": ["master"],
   config: ["provisioner"],
   "signing-key": ["provisioner", "console"],
   "registry-cert": ["console"],
@@ -113,8 +115,8 @@ const FLAGS = {
   "notify-recipient": ["console"],
   replicas: ["console"],
 };
-const REPEATED = ["broker", "trusted-key", "fact", "plugin", "ssh-authorized-key", "alt-name", "notify-recipient"];
-const o = { broker: [], "trusted-key": [], fact: [], plugin: [], "ssh-authorized-key": [], "alt-name": [], "notify-recipient": [], collective: "muster", "provisioning-collective": "provisioning", "apt-suite": "stable", role: "node" };
+const REPEATED = ["broker", "trusted-key", "fact", "plugin", "ssh-authorized-key", "alt-name", "notify-recipient", "puppetserver-java-arg"];
+const o = { broker: [], "trusted-key": [], fact: [], plugin: [], "ssh-authorized-key": [], "alt-name": [], "notify-recipient": [], "puppetserver-java-arg": [], collective: "muster", "provisioning-collective": "provisioning", "apt-suite": "stable", role: "node" };
 const usage = (why) => {
   process.stderr.write(`${why}\n${USAGE}\n`);
   process.exit(64);
@@ -169,6 +171,7 @@ const trustedKeys = o["trusted-key"].map((p) => {
 });
 for (const k of o["ssh-authorized-key"]) if (!/^(ssh|ecdsa|sk)-[a-z0-9@.-]+ [A-Za-z0-9+/=]+( .*)?$/.test(k)) usage(`--ssh-authorized-key takes an OpenSSH public key line, got ${JSON.stringify(k.slice(0, 40))}`);
 for (const a of o["alt-name"]) if (!/^(IP:[0-9A-Fa-f:.]+|DNS:[A-Za-z0-9.-]+)$/.test(a)) usage(`--alt-name takes IP:ADDRESS or DNS:NAME, got ${JSON.stringify(a)}`);
+for (const a of o["puppetserver-java-arg"]) if (!/^-[A-Za-z0-9:+=._-]+$/.test(a)) usage(`--puppetserver-java-arg takes one JVM option such as -XX:TieredStopAtLevel=1, got ${JSON.stringify(a)}`);
 if (o["puppetserver-heap"] && !/^\d+[mg]$/.test(o["puppetserver-heap"])) usage(`--puppetserver-heap takes a JVM size such as 768m or 2g, got ${JSON.stringify(o["puppetserver-heap"])}`);
 
 const read = (f, placeholder) => (f ? readFileSync(f, "utf8") : `${placeholder}\n`);
@@ -212,6 +215,7 @@ if (role === "node") {
     ...(o["registry-url"] ? { registry: { url: o["registry-url"], tokenText: read(o["registry-token"]) } } : {}),
     ...(o["puppet-code"] ? { puppetCodeUrl: o["puppet-code"] } : {}),
     ...(o["puppetserver-heap"] ? { heap: o["puppetserver-heap"] } : {}),
+    ...(o["puppetserver-java-arg"].length ? { javaArgs: o["puppetserver-java-arg"] } : {}),
   });
 } else if (role === "console") {
   need("identity", "broker", "ca", "registry-cert", "registry-key", "console-cert", "console-key", "notifier-cert", "notifier-key", "https-cert", "https-key", "registry-token", "web-tokens", "signing-key", "provisioner-key");

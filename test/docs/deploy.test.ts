@@ -54,6 +54,7 @@ test("§5: the master's server.yaml and its setup commands are the generator's",
     registry: { url: "http://console.example.net:8089", tokenText: "" },
     puppetCodeUrl: "https://code.example.net/puppet-code.tar.gz",
     heap: "2g",
+    javaArgs: ["-XX:TieredStopAtLevel=1"],
   });
   assert.equal(rendered("master-runcmd").text, `${u.runcmd.map((c) => c.map(shellQuote).join(" ")).join("\n")}\n`);
 });

@@ -187,6 +187,7 @@ export function machineExecAsync(dir: string, argv: string[], o: { input?: strin
     child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
     child.once("error", (e) => (clearTimeout(timer), resolve({ status: null, stdout, stderr: e.message })));
     child.once("close", (code) => (clearTimeout(timer), resolve({ status: code, stdout, stderr })));
+    child.stdin.once("error", () => undefined); // a command that exits without reading its input
     child.stdin.end(o.input ?? "");
   });
 }

@@ -63,16 +63,25 @@ export async function readWhenThere(m: SiteMachineState, path: string, timeoutMs
   }
 }
 
-/** Copy a file the operator made to every broker and reload nats-server there (what section 3 tells an operator). */
-export async function pushToBrokers(site: SiteMachineState[], from: string, to: string): Promise<void> {
+/**
+ * Copy a file the operator made to every broker and reload nats-server there (what section 3 tells
+ * an operator). A broker that is off is passed over and named in the answer: it keeps its old file
+ * until the operator copies the new one to it again.
+ */
+export async function pushToBrokers(site: SiteMachineState[], from: string, to: string): Promise<string[]> {
   const text = readFileSync(from, "utf8");
+  const skipped: string[] = [];
   for (const b of site.filter((x) => x.role === "broker")) {
-    if (!existsSync(b.machine.dir)) continue;
+    if (!existsSync(b.machine.dir) || !machines.machineLeader(b.machine.dir)) {
+      skipped.push(b.identity);
+      continue;
+    }
     const w = await siteExec(b, ["sh", "-c", `cat > ${to}.new && chmod 0644 ${to}.new && mv ${to}.new ${to}`], text);
     if (w.status !== 0) throw new MusterError("MUSTER_USAGE", `could not write ${to} on ${b.identity}: ${w.stderr.trim()}`);
     const r = await siteExec(b, ["systemctl", "reload", "nats-server.service"]);
     if (r.status !== 0) throw new MusterError("MUSTER_USAGE", `nats-server on ${b.identity} did not reload: ${r.stderr.trim()}`);
   }
+  return skipped;
 }
 
 /** A client of the site as its operator (tests and `lab` commands). */

@@ -79,6 +79,9 @@ export function siteRenderArgv(c: SiteRenderContext, m: SiteMachine): string[] {
         c.puppetCodeUrl,
         "--puppetserver-heap",
         c.puppetserverHeap,
+        // a lab master compiles few catalogs: C1 alone starts the JVM far sooner (as the host lab's masters do)
+        "--puppetserver-java-arg",
+        "-XX:TieredStopAtLevel=1",
         ...ssh,
       ];
     }

@@ -14,10 +14,11 @@ import { siteCredentials } from "./credentials.js";
 // site's (`--suite bookworm`: a Debian 12 node with Puppet 7, as in a fleet mid-upgrade).
 
 /** Give the site's brokers the users of exactly these nodes: the file, copied to each, reloaded. */
-export async function siteBrokerUsers(s: LabState, nodes: string[]): Promise<void> {
+export async function siteBrokerUsers(s: LabState, nodes: string[], say: (l: string) => void = () => undefined): Promise<void> {
   const site = s.site!;
   writeUsers(site.files.dir, nodes);
-  await pushToBrokers(site.machines, site.files.users, "/etc/nats/muster-users.conf");
+  const off = await pushToBrokers(site.machines, site.files.users, "/etc/nats/muster-users.conf");
+  if (off.length) say(`${off.join(", ")} ${off.length > 1 ? "are" : "is"} off: copy ${site.files.users} to /etc/nats/muster-users.conf there once ${off.length > 1 ? "they are" : "it is"} back (the other brokers have the new users)`);
 }
 
 /**
