@@ -295,7 +295,8 @@ Examples:
       .option("--count <n>", "how many nodes (numbered after the highest so far)", "1")
       .option("--machines <n>", "in a lab of machines: how many machines to boot (the same as --count)")
       .option("--country <cc>", `their country: ${LAB_REGIONS.map((r) => `${r.country} (${r.region})`).join(", ")}; default: regions in turn`)
-      .option("--identity <name>", "boot a node under this exact name instead (a machine coming back; repeatable)", (v: string, prev: string[] = []) => [...prev, v])
+      .option("--identity <name>", "boot a node under this exact name instead (a machine coming back; repeatable); in a site, a site machine's name boots a new machine for that role", (v: string, prev: string[] = []) => [...prev, v])
+      .option("--suite <release>", "in a site: the new nodes' Debian release (bookworm: Debian 12 with Puppet 7, as in a fleet mid-upgrade)")
       .option("--no-follow", "return once the nodes wait to be provisioned")
       .option("--timeout <seconds>", "give up following progress after this long", "900")
       .addHelpText(
@@ -315,7 +316,7 @@ Examples:
 
 Exit code 0 when every new node was provisioned, 2 when any failed or the wait timed out.`,
       )
-      .action(async (o: { count: string; machines?: string; country?: string; identity?: string[]; follow: boolean; timeout: string }) => {
+      .action(async (o: { count: string; machines?: string; country?: string; identity?: string[]; follow: boolean; timeout: string; suite?: string }) => {
         const { labRegionFor, readLabState, MusterClient, ProvisionState, addLabNodes } = await load();
         const count = Number(o.machines ?? o.count);
         if (!Number.isInteger(count) || count < 1 || count > 50) throw new MusterError("MUSTER_USAGE", `${o.machines !== undefined ? "--machines" : "--count"} takes a whole number from 1 to 50`);
@@ -330,6 +331,17 @@ Exit code 0 when every new node was provisioned, 2 when any failed or the wait t
         }
         if (o.machines && !s.machines) throw new MusterError("MUSTER_USAGE", "this lab's nodes are processes: add them with --count N, or start a lab of machines with `muster lab up --machines N`");
         const t0 = Date.now();
+        const { siteMachine } = await import("../../lab/site/roles.js");
+        const siteNames = (o.identity ?? []).filter((id) => siteMachine(id));
+        if (siteNames.length) {
+          // a new machine for a site role, under its fixed name
+          if (!s.site) throw new MusterError("MUSTER_USAGE", `${siteNames.join(", ")}: a site machine's name, and this lab is no site (\`muster lab up --site\`)`);
+          if (siteNames.length !== o.identity!.length) throw new MusterError("MUSTER_USAGE", "add site machines and nodes in two commands");
+          const { addSiteMachine } = await import("../../lab/site/scale.js");
+          for (const id of siteNames) await addSiteMachine(s, id, { detached: true, say: (l) => process.stderr.write(`${ts()} ${l}\n`), track: () => undefined });
+          process.stdout.write(`${siteNames.join(", ")} up (${((Date.now() - t0) / 1000).toFixed(0)} s)\n`);
+          return;
+        }
         if (o.identity?.length) {
           // A record left from an earlier machine under that name keeps the provisioner away from it.
           const client = await MusterClient.connect({ brokers: labBrokers(s), collective: s.collective, name: "muster-lab-add", tls: s.tls.admin });
@@ -343,11 +355,11 @@ Exit code 0 when every new node was provisioned, 2 when any failed or the wait t
             await client.close();
           }
         }
-        const added = await addLabNodes(s, { count: o.identity?.length ? undefined : count, country: o.country, identities: o.identity, detached: true, progress: (l) => process.stderr.write(`${ts()} ${l}\n`) });
+        const added = await addLabNodes(s, { count: o.identity?.length ? undefined : count, country: o.country, identities: o.identity, suite: o.suite, detached: true, progress: (l) => process.stderr.write(`${ts()} ${l}\n`) });
         const ids = added.map((n) => n.identity);
         process.stderr.write(`${ts()} ${ids.join(", ")} waiting to be provisioned (${((Date.now() - t0) / 1000).toFixed(1)} s)\n`);
         if (!o.follow) return;
-        if (!s.provisioner || !isAlive(s.provisioner.pid)) {
+        if (!s.site && (!s.provisioner || !isAlive(s.provisioner.pid))) {
           process.stdout.write(`${yellow("no provisioner runs in this lab")}: the new nodes wait until one does (muster provisioner --config ${s.provisioner?.config ?? ".muster/lab/config/provisioner.yaml"})\n`);
           process.exitCode = 2;
           return;
@@ -378,8 +390,14 @@ already gone). Example:
           process.exitCode = 1;
           return;
         }
-        for (const id of ids) if (!s.nodes.some((n) => n.identity === id)) throw new MusterError("MUSTER_USAGE", `no node ${id} in the lab (nodes: ${s.nodes.map((n) => n.identity).join(", ") || "none"})`);
-        for (const id of ids) {
+        const inSite = (id: string) => s.site?.machines.some((m) => m.identity === id) ?? false;
+        for (const id of ids) if (!s.nodes.some((n) => n.identity === id) && !inSite(id)) throw new MusterError("MUSTER_USAGE", `no node ${id} in the lab (nodes: ${s.nodes.map((n) => n.identity).join(", ") || "none"}${s.site ? `; site machines: ${s.site.machines.map((m) => m.identity).join(", ")}` : ""})`);
+        for (const id of ids.filter(inSite)) {
+          await (await import("../../lab/site/scale.js")).removeSiteMachine(s, id);
+          process.stdout.write(`${id}: powered off, its disk deleted (\`muster lab add --identity ${id}\` makes it anew)\n`);
+        }
+        if (ids.every(inSite)) return;
+        for (const id of ids.filter((x) => !inSite(x))) {
           const n = await removeLabNode(s, id, async (x) => {
             if (x.machine) await (await labMachines()).powerOffMachine(x.machine.dir, x.pid, { cut: true });
             else await stopPid(x.pid, 5000);
