@@ -21,6 +21,14 @@ export interface SimulationOptions {
   fail?: (identity: string, action: string) => boolean;
   /** Delay injection, ms before this node answers this action: past the caller's timeout it is a reply lost in transit. */
   stallMs?: (identity: string, action: string) => number;
+  /**
+   * Whether the Puppet master at `address` (set_puppet_host's) can be reached from the node: when
+   * false, the node's CSR submission and Puppet runs fail as Puppet's do against a master that is
+   * down (a run fails at its end if the master went away meanwhile). Default: always.
+   */
+  masterUp?: (address: string) => boolean;
+  /** Delay injection, ms between a master signing `certname` and its reply: past the caller's timeout it is a master that died before it answered. */
+  signReplyDelayMs?: (certname: string) => number;
   /** Where a node's CSR goes when the CA lives in another process (default: this process's `ca`), as Puppet submits it over the network. */
   submitCsr?: (identity: string, fingerprint: string, nodeKey: string | undefined) => Promise<void> | void;
 }
@@ -69,6 +77,13 @@ export function simulatedFactories(ca: SimulatedCA, opt: SimulationOptions): Rec
     let lock: { owner: string; expires: number } | undefined;
     let disabled = false;
     let csr: string | undefined;
+    /** The master the node's Puppet talks to (set_puppet_host). */
+    let server: { address: string; port: number } | undefined;
+    const reachMaster = (what: string) => {
+      if (server && opt.masterUp && !opt.masterUp(server.address)) {
+        throw new RpcError(Status.Aborted, `${what} failed (exit 1): Failed to open TCP connection to ${server.address}:${server.port} (Connection refused - connect(2) for "${server.address}" port ${server.port})`, { exitcode: 1 });
+      }
+    };
     const enabled = () => {
       if (disabled) throw new RpcError(Status.Aborted, "provisioning is disabled on this node", { disabled: true });
     };
@@ -77,8 +92,10 @@ export function simulatedFactories(ca: SimulatedCA, opt: SimulationOptions): Rec
       if (opt.fail?.(d.identity, which === "bootstrap" ? "bootstrap_puppet" : "run_puppet")) {
         throw new RpcError(Status.Aborted, `puppet ${which} run failed (exit 4): 1 resource(s) failed: File[/simulated]`, { exitcode: 4, failed_resources: [{ resource: "File[/simulated]" }] });
       }
+      reachMaster(`puppet ${which} run`);
       const ms = runMs();
       await wait(ms, signal);
+      reachMaster(`puppet ${which} run`); // the master went away during the run
       return { exitcode: 2, changed: true, environment: which, stage: which, resources: {}, failed_resources: [], errors: [], retryable: false, duration: ms / 1000, output: "" };
     };
     return defineAgent({
@@ -86,7 +103,11 @@ export function simulatedFactories(ca: SimulatedCA, opt: SimulationOptions): Rec
       dataPlugins: [{ name: "provision", description: "simulated provisioning state", query: () => ({ locked: !!lock && lock.expires > Date.now(), disabled }) }],
       isActive: () => !disabled,
       actions: {
-        set_puppet_host: (i) => (enabled(), { server: i.ipaddress, serverport: i.port ?? null, puppet_conf: "(simulated)", hosts_file: null }),
+        set_puppet_host: (i) => {
+          enabled();
+          server = { address: i.ipaddress, port: i.port ?? 8140 };
+          return { server: i.ipaddress, serverport: i.port ?? null, puppet_conf: "(simulated)", hosts_file: null };
+        },
         has_cert: async (_i, ctx) => {
           const stall = opt.stallMs?.(d.identity, "has_cert") ?? 0;
           if (stall > 0) await wait(stall, ctx.signal);
@@ -95,6 +116,7 @@ export function simulatedFactories(ca: SimulatedCA, opt: SimulationOptions): Rec
         request_certificate: async (_i, ctx) => {
           enabled();
           await wait(opt.csrMs, ctx.signal);
+          reachMaster("puppet ssl submit_request");
           csr ??= fingerprint(`${d.identity}:${randomBytes(8).toString("hex")}`);
           if (opt.submitCsr) await opt.submitCsr(d.identity, csr, ctx.nodeKey);
           else submitCsr(ca, d.identity, csr, ctx.nodeKey);
@@ -128,7 +150,7 @@ export function simulatedFactories(ca: SimulatedCA, opt: SimulationOptions): Rec
       ddl: puppetcaDDL,
       actions: {
         list: () => ({ requests: [...ca.certs].filter(([, c]) => c.state === "requested").map(([name, c]) => ({ name, fingerprint: c.fingerprint })), signed: [...ca.certs].filter(([, c]) => c.state === "signed").map(([name, c]) => ({ name, fingerprint: c.fingerprint })) }),
-        sign: (i) => {
+        sign: async (i, ctx) => {
           const c = ca.certs.get(i.certname);
           if (!c || c.state !== "requested") throw new RpcError(Status.Aborted, `no pending request for ${i.certname}`);
           if (c.fingerprint !== i.fingerprint) throw new RpcError(Status.Aborted, `fingerprint mismatch for ${i.certname}`);
@@ -137,6 +159,8 @@ export function simulatedFactories(ca: SimulatedCA, opt: SimulationOptions): Rec
           c.state = "signed";
           c.signedBy = d.identity;
           c.signings++;
+          const delay = opt.signReplyDelayMs?.(i.certname) ?? 0;
+          if (delay > 0) await wait(delay, ctx.signal);
           return { certname: i.certname, state: "signed", fingerprint: c.fingerprint };
         },
         clean: (i) => {

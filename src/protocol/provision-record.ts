@@ -69,6 +69,13 @@ export interface NodeRecord {
    * Deleted when the node is back. Absent in records written before it existed.
    */
   gone?: { since: number; reason: string };
+  /**
+   * The node waits for a Puppet master: `master` (its own, which no longer answers discovery: its
+   * CSR and certificate are there) or, without it, any master (none answers). `since`: when the
+   * provisioner began waiting (ms epoch); `reason` is what status shows. Deleted when the master
+   * answers. Absent in records written before it existed.
+   */
+  masterWait?: { since: number; reason: string; master?: string };
   log: string[];
 }
 
@@ -134,6 +141,7 @@ const OPTIONAL: [keyof NodeRecord, (x: unknown) => boolean, string][] = [
   ["signedBy", (x) => typeof x === "string", "a string"],
   ["lastError", (x) => typeof x === "string", "a string"],
   ["gone", (x) => isObject(x) && isMs(x.since) && typeof x.reason === "string", "{since: ms, reason: string}"],
+  ["masterWait", (x) => isObject(x) && isMs(x.since) && typeof x.reason === "string" && (x.master === undefined || typeof x.master === "string"), "{since: ms, reason: string, master?: string}"],
   ["stageTimes", (x) => isObject(x) && Object.entries(x).every(([k, t]) => isStage(k) && isObject(t) && isMs(t.start) && (t.end === undefined || isMs(t.end))), "stage: {start, end?} in ms"],
 ];
 

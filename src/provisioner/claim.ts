@@ -28,6 +28,7 @@ export function claimRecord(existing: Versioned | undefined, identity: string, o
     rec.timings = {};
     rec.stageTimes = {};
     rec.finishedAt = undefined;
+    delete rec.masterWait; // a new round chooses its master afresh
   }
   const previousOwner = rec.status === "in_progress" ? rec.owner : undefined;
   rec.status = "in_progress";
@@ -40,11 +41,23 @@ export function claimRecord(existing: Versioned | undefined, identity: string, o
 
 /**
  * What a resume scan does with a record: take it up now (ours, or a claim that expired), wait for a
- * gone node until its wait ends (ours: checked now and then meanwhile), or leave it.
+ * gone node until its wait ends or for a master that does not answer (ours: checked now and then
+ * meanwhile), or leave it.
  */
-export function resumeVerdict(rec: NodeRecord, owner: string, now: number): "resume" | { waitUntil: number } | undefined {
+export function resumeVerdict(rec: NodeRecord, owner: string, now: number): "resume" | { waitUntil: number } | "wait-for-master" | undefined {
   if (rec.status !== "in_progress") return undefined;
   const live = (rec.claimExpires ?? 0) >= now;
   if (rec.gone && live) return rec.owner === owner ? { waitUntil: rec.claimExpires! } : undefined;
+  if (rec.masterWait && live) return rec.owner === owner ? "wait-for-master" : undefined;
   return rec.owner === owner || !live ? "resume" : undefined;
+}
+
+/**
+ * A node waiting for a master may wait for an hour or for ever, so its owner's claim is a normal
+ * lease renewed while it waits (not one as long as the wait, as a gone node's): a provisioner that
+ * dies meanwhile leaves its waiting nodes to another within one lease. Renewed when less than half
+ * of it is left, so a waiting node costs one write per half lease.
+ */
+export function claimNeedsRenewal(claimExpires: number, now: number, leaseS: number): boolean {
+  return claimExpires - now < (leaseS * 1000) / 2;
 }

@@ -104,6 +104,12 @@ export const ProvisionerConfigSchema = strict("key", {
    * provisioned on from that step when it comes back, and failed if it is not back within timeout.
    */
   gone: strict("gone key", { check_interval: z.number().nonnegative().default(5), checks: z.number().int().positive().default(3), timeout: z.number().positive().default(3600) }).prefault({}),
+  /**
+   * Seconds a node waits for a Puppet master that does not answer (none at all, or its own gone
+   * mid-provisioning) before it fails; 0: wait forever. A waiting node holds no slot and spends no
+   * attempt (docs/provisioner.md#masters-that-do-not-answer).
+   */
+  master_wait: z.number().nonnegative().default(3600),
   /** Seconds SIGTERM waits for in-flight steps before abandoning them (locks are released either way). */
   shutdown_grace: z.number().nonnegative().default(30),
   /** Where DDLs of your own data plugins are (`<dir>/data/<name>.json`), for checking the role filters. */

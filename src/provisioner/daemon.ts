@@ -58,8 +58,11 @@ export async function runProvisioner(cfg: ProvisionerConfig, log: Logger, opts: 
     if (opts.once) {
       // One discovery cycle; provision what it found (and our own unfinished nodes), then exit.
       await p.runOnce();
-      const failed = (await store.list()).filter((r) => r.status === "failed").length;
-      log.info({ failed }, `one cycle done (--once)${failed ? `: ${failed} failed node(s), see muster provision status` : ""}`);
+      const recs = await store.list();
+      const failed = recs.filter((r) => r.status === "failed").length;
+      const waiting = recs.filter((r) => r.status === "in_progress" && r.masterWait && r.owner === cfg.id).length;
+      const also = [failed ? `${failed} failed node(s)` : "", waiting ? `${waiting} node(s) waiting for a Puppet master (the daemon takes them up)` : ""].filter(Boolean);
+      log.info({ failed, waiting }, `one cycle done (--once)${also.length ? `: ${also.join(", ")}, see muster provision status` : ""}`);
       code = failed ? 2 : 0;
     } else {
       await p.start();

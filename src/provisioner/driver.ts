@@ -9,11 +9,12 @@ import { callOne, type Collective } from "./collective.js";
 import type { ProvisionerConfig } from "./config.js";
 import { DeployLock } from "./deploy-lock.js";
 import { decide, newRun, pastDisable, type EngineAction, type EngineEvent, type EnginePolicy, type NodeRun } from "./engine.js";
-import { askAgain, goneAfter, type LivenessPolicy } from "./liveness.js";
-import { sleep, stringFact, type Masters } from "./masters.js";
+import { askAgain, type LivenessPolicy } from "./liveness.js";
+import { MasterAway, sleep, stringFact, type Masters } from "./masters.js";
 import type { ProvisionerMetrics } from "./metrics.js";
 import type { Semaphore } from "../semaphore.js";
-import { NODE_STAGES } from "./stages.js";
+import { MASTER_STAGES, NODE_STAGES } from "./stages.js";
+import { watchStep, type StepProbes } from "./step-watch.js";
 import type { ProvisionState, Versioned } from "./state.js";
 import { StepError, steps, type MasterInfo, type StepContext } from "./steps.js";
 import type { NodeTrust } from "./trust.js";
@@ -46,11 +47,13 @@ export interface DriverDeps {
 /** The target agent: the provision DDL, under the name the config gives it. */
 const provisionAgent = (cfg: ProvisionerConfig) => ({ ddl: provisionDDL, name: cfg.target.agent });
 
-/** A node's current step, while one is in flight: aborted when the node restarts or goes away, so its wait ends at once. */
+/** A node's current step, while one is in flight: aborted when the node restarts or goes away, or its master does, so its wait ends at once. */
 interface InStep {
   controller: AbortController;
   /** Why the node counts as gone, when that ended the wait. */
   gone?: string;
+  /** Why the node's master counts as away, when that ended the wait. */
+  masterAway?: string;
 }
 
 export class Driver {
@@ -73,9 +76,14 @@ export class Driver {
 
   /** The node went away (`reason`: how we know): the step waiting on it stops waiting (the engine parks it). */
   nodeGone(identity: string, reason: string): boolean {
+    return this.endStep(identity, { gone: reason });
+  }
+
+  /** The step waiting on the node stops waiting, because the node (`gone`) or its master (`masterAway`) went away; false when none is in flight. */
+  private endStep(identity: string, why: Pick<InStep, "gone"> | Pick<InStep, "masterAway">): boolean {
     const c = this.restarts.get(identity);
     if (!c || c.controller.signal.aborted) return false;
-    c.gone = reason;
+    Object.assign(c, why);
     c.controller.abort();
     return true;
   }
@@ -93,6 +101,8 @@ export class Driver {
   async provision(identity: string, why: string, o: { unanswered?: boolean } = {}): Promise<EngineAction | undefined> {
     const { store, trust, cfg, masters } = this.d;
     const existing = await store.get(identity);
+    // mid-round (a resume, a parked node taken up again): its master is kept, waited for if away
+    const midRound = existing?.record.status === "in_progress";
     const c = claimRecord(existing, identity, cfg.id, Date.now(), cfg.lock_lease);
     if (!c) return undefined;
     trust.fromRecord(identity, existing?.record);
@@ -118,7 +128,7 @@ export class Driver {
             const facts = await this.inventory(identity);
             rec.nodeAddress = stringFact(facts, cfg.target.ipaddress_fact);
             if (!rec.nodeAddress) throw new StepError(`node has no '${cfg.target.ipaddress_fact}' fact (target.ipaddress_fact)`);
-            master = await masters.choose(identity, facts, rec.master);
+            master = await masters.choose(identity, facts, rec.master, midRound);
             rec.master = master.identity;
             rec.masterAddress = master.address;
           }
@@ -130,7 +140,9 @@ export class Driver {
             if (c.takenOverFrom && this.lock.takeoverNeeded(rec, disabled)) await this.lock.takeover(rec);
           }
         } catch (e) {
-          first = this.d.stopping.aborted ? { type: "stopping" } : { type: "prepare-failed", error: (e as Error).message };
+          if (this.d.stopping.aborted) first = { type: "stopping" };
+          else if (e instanceof MasterAway) first = { type: "master-away", ...(e.master ? { master: e.master } : {}), looking: e.looking };
+          else first = { type: "prepare-failed", error: (e as Error).message };
         }
       }
       return await this.drive(v, newRun(rec, this.d.policy), master, first);
@@ -169,7 +181,8 @@ export class Driver {
         log.warn({ node: rec.identity }, action.reason);
         break;
       case "park":
-        log.warn({ node: rec.identity, stage: rec.current, gone: rec.gone }, `node gone (${rec.gone?.reason}); waiting for it until ${new Date(action.until).toISOString()}`);
+        if (action.awaiting === "master") log.warn({ node: rec.identity, stage: rec.current, master: action.master }, `${rec.masterWait?.reason}; ${Number.isFinite(action.until) ? `until ${new Date(action.until).toISOString()}` : "with no limit"}, holding no slot`);
+        else log.warn({ node: rec.identity, stage: rec.current, gone: rec.gone }, `node gone (${rec.gone?.reason}); waiting for it until ${new Date(action.until).toISOString()}`);
         break;
     }
     return action;
@@ -226,7 +239,15 @@ export class Driver {
     if (this.d.stopping.aborted) return { type: "stopping" };
     const inStep: InStep = { controller: new AbortController() };
     this.restarts.set(rec.identity, inStep);
-    const stopWatching = NODE_STAGES.has(stage) ? this.watch(rec.identity, inStep) : undefined;
+    const needsMaster = MASTER_STAGES.has(stage) && master.identity !== "";
+    const probes: StepProbes = {
+      ...(NODE_STAGES.has(stage) ? { node: () => this.answers(rec.identity, this.d.liveness.checkS * 1000) } : {}),
+      // the provisioner's own questions to the master (clean, sign) stop waiting when it is away;
+      // the node's Puppet, talking to it (CSR, runs), fails on its own, so a healthy run is never cut
+      // short because the master's muster server alone stopped answering
+      ...(needsMaster && !NODE_STAGES.has(stage) ? { master: { name: master.identity, answers: () => this.d.masters.answers(master.identity).catch(() => true) } } : {}),
+    };
+    const stopWatching = watchStep(this.d.liveness, probes, (what, reason) => this.restarts.get(rec.identity) === inStep && this.endStep(rec.identity, what === "node" ? { gone: reason } : { masterAway: reason }));
     const t0 = performance.now();
     try {
       const note = await steps[stage](this.stepContext(v, master));
@@ -236,51 +257,33 @@ export class Driver {
       return { type: "step-ok", ms, note: note || undefined };
     } catch (e) {
       if (this.d.stopping.aborted) return { type: "stopping" };
-      return { type: "step-failed", error: (e as Error).message, busy: e instanceof StepError && e.data.retryable === true, nodeRestarted: inStep.controller.signal.aborted && !inStep.gone, gone: inStep.gone };
+      const busy = e instanceof StepError && e.data.retryable === true;
+      const nodeRestarted = inStep.controller.signal.aborted && !inStep.gone && !inStep.masterAway;
+      // A step that needs the master failed: the master's doing if it no longer answers discovery
+      // right after (or the watch already found it away), else the node's, as before.
+      const masterAway = needsMaster && !inStep.gone && !nodeRestarted && !busy && (inStep.masterAway !== undefined || !(await this.d.masters.answers(master.identity, { fresh: true }).catch(() => true)));
+      const error = inStep.masterAway ?? (e as Error).message;
+      return { type: "step-failed", error, busy, nodeRestarted, gone: inStep.gone, ...(masterAway ? { masterAway } : {}) };
     } finally {
-      stopWatching?.();
+      stopWatching();
     }
-  }
-
-  /**
-   * While a step waits on the node: a liveness check every gone.check_interval; once the engine's
-   * rule (goneAfter) says the node is gone, the step's wait is ended. Returns the stop function.
-   */
-  private watch(identity: string, inStep: InStep): () => void {
-    const p = this.d.liveness;
-    if (p.checkS <= 0) return () => undefined;
-    const stop = new AbortController();
-    void (async () => {
-      let misses = 0;
-      // A check starts every check_interval: an unanswered one has already waited its interval
-      // out, so the next starts at once (3 misses took 30 s instead of 15 when each also slept).
-      let next = Date.now() + p.checkS * 1000;
-      while (!stop.signal.aborted) {
-        await sleep(Math.max(0, next - Date.now()), stop.signal);
-        if (stop.signal.aborted) return;
-        next = Date.now() + p.checkS * 1000;
-        const answered = await this.answers(identity, p.checkS * 1000);
-        if (stop.signal.aborted) return;
-        misses = answered ? 0 : misses + 1;
-        const reason = goneAfter(misses, p);
-        if (reason && this.restarts.get(identity) === inStep && this.nodeGone(identity, reason)) return;
-      }
-    })();
-    return () => stop.abort();
   }
 
   private stepContext(v: Versioned, master: MasterInfo): StepContext {
     const { cfg, collective, masters, stopping } = this.d;
     const rec = v.record;
     const ca = { ddl: puppetcaDDL, name: cfg.master.agent };
+    // the master's answers are waited for until the node restarts or goes away, or the master does
+    const inStep = this.restarts.get(rec.identity)?.controller.signal;
+    const signal = inStep ? AbortSignal.any([stopping, inStep]) : stopping;
     return {
       rec,
       master,
       lock: this.lock,
       puppetTimeoutMs: cfg.puppet_timeout * 1000,
       node: (action, input, o) => this.ask(rec.identity, action, input, o?.timeoutMs),
-      ca: (m) => (action, input, o) => callOne(collective, "master", ca, action, input, m, { timeoutMs: o?.timeoutMs ?? cfg.step_timeout * 1000, signal: stopping }),
-      cleanEverywhere: (certname) => masters.onAll(certname),
+      ca: (m) => (action, input, o) => callOne(collective, "master", ca, action, input, m, { timeoutMs: o?.timeoutMs ?? cfg.step_timeout * 1000, signal }),
+      cleanEverywhere: (certname) => masters.onAll(certname, master.identity, inStep),
       notify: (subject, message, key) => masters.notify(subject, message, key),
     };
   }

@@ -1,6 +1,7 @@
 import { appendLog, Stages, type NodeRecord, type Stage } from "../protocol/provision-record.js";
 import { lockNeedsRenewal } from "./deploy-lock.js";
 import { backoffMs, CERT_STAGES, remainingStages, SLOW_STAGES } from "./stages.js";
+import { clearWaits, goneUntil, markGone, markMasterWait, masterWaitUntil, noReply, type WaitMark } from "./waits.js";
 
 // The provisioning engine for one node: what to do next, given its record and what just happened.
 // Pure: no timers, no I/O, the clock and the dice passed in. It owns every decision about a node:
@@ -9,7 +10,8 @@ import { backoffMs, CERT_STAGES, remainingStages, SLOW_STAGES } from "./stages.j
 // abandoned: record, unlock; lost to another provisioner: touch nothing). The edge
 // (src/provisioner/driver.ts) carries out each action and feeds back the event it produced, until
 // the action is terminal (done, fail, abandon, leave, park). What a node's own events mean, when a
-// question is asked again and when a node counts as gone are its rules in liveness.ts.
+// question is asked again and when a node or a master counts as away are its rules in liveness.ts;
+// what a parked node waits for (itself, gone; its master) and for how long, in waits.ts.
 //
 //   [prepare] begin -> [probe-cert] -> [renew-lock] -> [persist] -> run --ok--> persist --> next stage ... persist -> done
 //                                                                  |failed: node restarted -> run (no attempt)
@@ -20,6 +22,9 @@ import { backoffMs, CERT_STAGES, remainingStages, SLOW_STAGES } from "./stages.j
 //   any persist answered "someone else wrote" -> leave;  the provisioner stopping -> persist -> release-lock -> abandon
 //   the node gone (mid-step, or unreachable before it) -> persist (gone, claim until the wait ends) -> park;
 //   back (its run begins again) -> the step repeated; still gone when the wait ends -> [notify] -> persist (failed) -> fail
+//   no master answers (before the first step), or a master step failed and its master no longer answers
+//     -> persist (masterWait, claim renewed while it waits) -> park; the master answers -> the step repeated;
+//     still no answer when master_wait ends -> release-lock -> [notify] -> persist (failed) -> fail
 
 export interface EnginePolicy {
   /** The enabled stages, in order. */
@@ -33,10 +38,9 @@ export interface EnginePolicy {
   notifyFailures?: boolean;
   /** How long a node that went away is waited for before it fails (config gone.timeout), s. */
   goneTimeoutS?: number;
+  /** How long a node waits for a Puppet master that does not answer before it fails (config master_wait), s; 0: no limit. */
+  masterWaitS?: number;
 }
-
-/** gone.timeout's default: machines reboot, and a parked node holds no slot. */
-export const GONE_TIMEOUT_S = 3600;
 
 export type EngineAction =
   | { type: "probe-cert" }
@@ -58,20 +62,22 @@ export type EngineAction =
   | { type: "abandon"; reason: string }
   /** Someone else owns the node now: touch nothing. */
   | { type: "leave"; reason: string }
-  /** The node went away: its record says so and keeps our claim until `until` (ms epoch); look again meanwhile, fail it then. */
-  | { type: "park"; until: number };
+  /** The node waits (its record says why) for itself ("node", gone) or its `master` (none: any); look again meanwhile, fail it past `until` (ms epoch; Infinity: never). */
+  | { type: "park"; until: number; awaiting: "node" | "master"; master?: string };
 
 export type EngineEvent =
   | { type: "begin" }
   /** Before the first step: the node's facts or its master could not be had. */
   | { type: "prepare-failed"; error: string }
+  /** Before the first step: its own `master` (its CSR and certificate are there) does not answer, or (none) no master does; `looking`: how masters are found. */
+  | { type: "master-away"; master?: string; looking: string }
   /** A gone node's run begun because it still did not answer (its wait may have ended): nothing was asked of it. */
   | { type: "still-gone" }
   | { type: "cert-probed"; hasCert: boolean }
   | { type: "lock-renewed"; expires?: number }
   | { type: "persisted" }
   | { type: "step-ok"; ms: number; note?: string }
-  | { type: "step-failed"; error: string; /** the node answered that Puppet is busy */ busy: boolean; /** the node restarted while we waited */ nodeRestarted: boolean; /** the node went away while we waited: how we know */ gone?: string }
+  | { type: "step-failed"; error: string; /** the node answered that Puppet is busy */ busy: boolean; /** the node restarted while we waited */ nodeRestarted: boolean; /** the node went away while we waited: how we know */ gone?: string; /** the step needs the master, and the node's master did not answer discovery right after */ masterAway?: boolean }
   | { type: "waited" }
   | { type: "lock-released" }
   | { type: "notified"; error?: string }
@@ -94,6 +100,8 @@ export interface NodeRun {
   ending?: string;
   /** The node is unreachable: its lock cannot be released (it expires with its lease). */
   unreachable?: boolean;
+  /** While parking: what the node waits for. */
+  awaiting?: "node" | "master";
   phase: Phase;
 }
 
@@ -115,21 +123,19 @@ export function decide(run: NodeRun, ev: EngineEvent, policy: EnginePolicy, now:
   if (closing(run.phase)) return close(run, ev, policy, now);
   if (ev.type === "lost") return finish(run, { type: "leave", reason: `state of ${rec.identity} was changed by someone else; leaving the node to them` });
   if (ev.type === "stopping") return abandon(run, "provisioner stopping", now);
-  if (ev.type === "still-gone") return gone(run, policy, now, "no answer");
+  if (ev.type === "still-gone") return park(run, "node", markGone(rec, policy, now, "no answer"), policy, now);
+  if (ev.type === "master-away") return park(run, "master", markMasterWait(rec, policy, now, ev.master, ev.looking), policy, now);
   if (ev.type === "prepare-failed") {
     // No answer at all before the first step: the node is gone (it may come back), not broken.
-    if (noReply(ev.error) && !pastDisable(rec)) return gone(run, policy, now, "no answer before its next step");
+    if (noReply(ev.error) && !pastDisable(rec)) return park(run, "node", markGone(rec, policy, now, "no answer before its next step"), policy, now);
     rec.lastError = ev.error;
     return failing(run, ev.error, policy, now);
   }
   const stage = run.todo[run.index];
   switch (ev.type) {
     case "begin":
-      if (rec.gone) {
-        // the run begins only once the node answered again (or needs nothing more from it)
-        appendLog(rec, `the node is back after ${Math.round((now - rec.gone.since) / 1000)}s (it was gone: ${rec.gone.reason})${rec.current ? `; repeating ${rec.current}` : ""}`, now);
-        delete rec.gone;
-      }
+      // the run begins only once the node answered again, its master answers (or it needs nothing more of them)
+      clearWaits(rec, now);
       return advance(run, policy, now);
     case "cert-probed":
       rec.hadCert = ev.hasCert;
@@ -141,7 +147,10 @@ export function decide(run: NodeRun, ev: EngineEvent, policy: EnginePolicy, now:
       return { type: "persist", leaseS: slowLease(policy) };
     case "persisted":
       if (run.phase === "before-step") return startStep(run);
-      if (run.phase === "parking") return finish(run, { type: "park", until: goneUntil(rec, policy) });
+      if (run.phase === "parking") {
+        if (run.awaiting === "master") return finish(run, { type: "park", until: masterWaitUntil(rec, policy), awaiting: "master", ...(rec.masterWait?.master ? { master: rec.masterWait.master } : {}) });
+        return finish(run, { type: "park", until: goneUntil(rec, policy), awaiting: "node" });
+      }
       if (run.phase === "finishing") return finish(run, { type: "done" });
       if (run.phase === "after-ok") {
         run.index++;
@@ -168,7 +177,13 @@ export function decide(run: NodeRun, ev: EngineEvent, policy: EnginePolicy, now:
       // The node went away: no attempt is spent on it, and no slot is held while it is gone.
       if (ev.gone) {
         appendLog(rec, `${stage}: the node is gone (${ev.gone})`, now);
-        return gone(run, policy, now, ev.gone);
+        return park(run, "node", markGone(rec, policy, now, ev.gone), policy, now);
+      }
+      // The node's master went away: the master's failure, not the node's. No attempt is spent;
+      // the node waits for that master (its CSR and certificate are there), holding no slot.
+      if (ev.masterAway && rec.master) {
+        appendLog(rec, `${stage}: its master ${rec.master} does not answer (${ev.error})`, now);
+        return park(run, "master", markMasterWait(rec, policy, now, rec.master), policy, now);
       }
       // Every step is idempotent: a node restart costs a repeat, not an attempt (bounded, for a node that keeps restarting).
       if (ev.nodeRestarted && ++run.restarts <= policy.attempts * 2) {
@@ -213,33 +228,15 @@ function failing(run: NodeRun, error: string, policy: EnginePolicy, now: number)
   return { type: "release-lock" };
 }
 
-/** When the wait for a gone node ends (ms epoch). */
-export function goneUntil(rec: NodeRecord, policy: EnginePolicy): number {
-  return (rec.gone?.since ?? 0) + (policy.goneTimeoutS ?? GONE_TIMEOUT_S) * 1000;
-}
-
-/**
- * The node is gone: recorded (since when and how we know; kept from the first time), then parked
- * with our claim until the wait ends, or, past it, failed without asking it anything more.
- */
-function gone(run: NodeRun, policy: EnginePolicy, now: number, reason: string): EngineAction {
-  const rec = run.rec;
-  rec.gone ??= { since: now, reason };
-  const until = goneUntil(rec, policy);
-  if (now >= until) {
-    run.unreachable = true;
-    const error = `gone for ${Math.round((now - rec.gone.since) / 1000)}s and not back (${rec.gone.reason})`;
-    rec.lastError = error;
-    return failing(run, error, policy, now);
+/** The node waits (gone, or for its master) as waits.ts marked it: parked with our claim, or past the wait failed (a gone node asked nothing more). */
+function park(run: NodeRun, awaiting: "node" | "master", w: WaitMark, policy: EnginePolicy, now: number): EngineAction {
+  if ("error" in w) {
+    if (awaiting === "node") run.unreachable = true;
+    return failing(run, w.error, policy, now);
   }
-  appendLog(rec, `waiting up to ${Math.round((until - now) / 1000)}s for the node to come back (${rec.gone.reason})`, now);
   run.phase = "parking";
-  return { type: "persist", leaseS: Math.ceil((until - now) / 1000) };
-}
-
-/** An unanswered question (lost in transit, or nobody there), as the client words it. */
-export function noReply(error: string): boolean {
-  return /no reply/.test(error);
+  run.awaiting = awaiting;
+  return { type: "persist", leaseS: w.leaseS };
 }
 
 /** Stopping: the record stays in progress (a restart resumes it) with its claim given up, and the lock is released. */

@@ -1,6 +1,6 @@
 import { appendLog, type NodeRecord } from "../protocol/provision-record.js";
-import { noReply, type EnginePolicy } from "./engine.js";
-import { backoffMs } from "./stages.js";
+import type { EnginePolicy } from "./engine.js";
+import { noReply } from "./waits.js";
 
 // Whether a node is there: the engine's rules (pure, like engine.ts, which decides a run) for
 // what a node's own lifecycle events mean, when an unanswered question is asked again, when a node
@@ -49,15 +49,6 @@ export function askAgain(attempt: number, error: string, policy: Pick<EnginePoli
   return attempt < policy.attempts && noReply(error);
 }
 
-/**
- * No master at all is more likely a discovery lost in a broker failover than a fleet without
- * masters: how long to wait before looking again after `attempt` empty answers, or undefined to
- * give up (the node fails: no master).
- */
-export function lookAgainForMasters(attempt: number, policy: Pick<EnginePolicy, "attempts" | "backoffS" | "maxBackoffS">, rand: () => number = Math.random): number | undefined {
-  return attempt < policy.attempts ? backoffMs(attempt, policy.backoffS, policy.maxBackoffS, rand) : undefined;
-}
-
 /** After `misses` liveness checks in a row went unanswered: why the node counts as gone, or undefined while it does not. */
 export function goneAfter(misses: number, p: LivenessPolicy): string | undefined {
   if (p.checkS <= 0 || misses < p.checks) return undefined;
@@ -72,6 +63,21 @@ export function goneAfter(misses: number, p: LivenessPolicy): string | undefined
 export function whileGone(answered: boolean, now: number, until: number): "back" | "give-up" | "keep-waiting" {
   if (answered) return "back";
   return now >= until ? "give-up" : "keep-waiting";
+}
+
+/**
+ * A node parked while no master answers for it, at a master discovery (`answering`: the masters
+ * found): its master (or, when it has none yet, any master) answers: back, provisioned on from
+ * where it stood; unanswered past the end of its wait: its run begins once more to fail it; else
+ * it waits on.
+ */
+export function whileMasterAway(master: string | undefined, answering: readonly string[], now: number, until: number): "back" | "give-up" | "keep-waiting" {
+  return whileGone(master ? answering.includes(master) : answering.length > 0, now, until);
+}
+
+/** After `misses` master discoveries in a row without the node's master, while a step needs it: why the master counts as away, or undefined while it does not. */
+export function masterAwayAfter(master: string, misses: number, p: LivenessPolicy): string | undefined {
+  return goneAfter(misses, p) === undefined ? undefined : `${master} missing from ${misses} master discoveries in a row`;
 }
 
 /** Between checks on a parked node: as long as it takes an in-step check to call a node gone, at most 60 s. */

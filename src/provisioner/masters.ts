@@ -7,27 +7,39 @@ import { Status } from "../protocol/status.js";
 import type { Filter } from "../protocol/types.js";
 import { callOne, type Collective } from "./collective.js";
 import type { ProvisionerConfig } from "./config.js";
-import type { EnginePolicy } from "./engine.js";
-import { lookAgainForMasters } from "./liveness.js";
+import { masterWaitReason } from "./waits.js";
 import { pickMaster } from "./pick-master.js";
 import { StepError, type MasterInfo } from "./steps.js";
 
 // The Puppet masters and the notifiers, as the provisioner finds them: discovered (at most once a
 // cycle, at most every 5 s, and afresh after any startup event: a master that appears is used
 // without a restart), each master's address and port read from its facts, a node's master chosen
-// by facts (pick-master.ts), and a notification sent to the first notifier found.
+// by facts (pick-master.ts), and a notification sent to the first notifier found. A master "answers"
+// when this discovery finds it; one that does not makes its nodes wait (MasterAway), never fail.
 
 type Cfg = Pick<ProvisionerConfig, "master" | "notify" | "sleeptime" | "discovery_timeout" | "step_timeout">;
 
+/** No master answers for a node: `master`, its own, or (undefined) none at all. The engine makes the node wait for it (its master-away event). */
+export class MasterAway extends Error {
+  constructor(
+    readonly master: string | undefined,
+    /** How masters are found (agent, filter), for the reason shown. */
+    readonly looking: string,
+  ) {
+    super(masterWaitReason(master, looking));
+  }
+}
+
 export class Masters {
   private masters?: { at: number; list: MasterInfo[] };
+  /** The discovery under way, shared by everyone who asks meanwhile; `at`: when it began. */
+  private inFlight?: { at: number; list: Promise<MasterInfo[]> };
   private notifiers?: { at: number; list: string[] };
   private readonly masterFilter: Filter;
   private readonly notifyFilter: Filter;
 
   constructor(
     private readonly cfg: Cfg,
-    private readonly policy: EnginePolicy,
     private readonly collective: Collective,
     private readonly log: Logger,
     private readonly signal: AbortSignal,
@@ -46,9 +58,34 @@ export class Masters {
     return Math.min(this.cfg.sleeptime, 5) * 1000;
   }
 
-  /** All masters with their facts; an empty answer (say, mid-failover) is not cached. */
-  async discover(): Promise<MasterInfo[]> {
-    if (this.masters && Date.now() - this.masters.at < this.cacheMs) return this.masters.list;
+  /** How masters are found, as a waiting node's reason says it: "agent puppetca", plus the filter if any. */
+  get looking(): string {
+    return `agent ${this.cfg.master.agent}${this.cfg.master.filter ? `, filter ${JSON.stringify(this.cfg.master.filter)}` : ""}`;
+  }
+
+  /**
+   * All masters that answer, with their facts; an empty answer (say, mid-failover) is not cached.
+   * `fresh`: from a discovery begun now or later, not the cache (did a master just go away?).
+   * Discoveries asked for meanwhile share the one under way.
+   */
+  async discover(o: { fresh?: boolean } = {}): Promise<MasterInfo[]> {
+    const asked = Date.now();
+    if (!o.fresh && this.masters && asked - this.masters.at < this.cacheMs) return this.masters.list;
+    if (this.inFlight && (!o.fresh || this.inFlight.at >= asked)) return this.inFlight.list;
+    const list = this.discoverNow();
+    const mine = (this.inFlight = { at: asked, list });
+    return list.finally(() => {
+      if (this.inFlight === mine) this.inFlight = undefined;
+    });
+  }
+
+  /** Does `master` answer discovery now? */
+  async answers(master: string, o: { fresh?: boolean } = {}): Promise<boolean> {
+    return (await this.discover(o)).some((m) => m.identity === master);
+  }
+
+  private async discoverNow(): Promise<MasterInfo[]> {
+    const at = Date.now();
     const ids = await this.collective.discover("master", this.masterFilter, this.cfg.discovery_timeout * 1000);
     logDiscovery(this.log, "Puppet masters", this.collective.collectiveOf("master"), this.cfg.master, ids);
     const list: MasterInfo[] = [];
@@ -66,33 +103,44 @@ export class Masters {
         list.push({ identity: r.sender, facts, address, port: Number.isInteger(port) && port > 0 ? port : undefined });
       }
     }
-    if (list.length) this.masters = { at: Date.now(), list };
+    // an empty answer is not kept: the next one asks again
+    if (at >= (this.masters?.at ?? 0)) this.masters = list.length ? { at, list } : undefined;
     return list;
   }
 
-  /** The node's master: the one it had (its certificate may be signed there already), else picked by facts. */
-  async choose(id: string, facts: Record<string, unknown>, previous: string | undefined): Promise<MasterInfo> {
-    let masters = await this.discover();
-    for (let attempt = 1; masters.length === 0 && !this.signal.aborted; attempt++) {
-      const wait = lookAgainForMasters(attempt, this.policy);
-      if (wait === undefined) break;
-      await sleep(wait, this.signal);
-      masters = await this.discover();
-    }
+  /**
+   * The node's master: the one it had when it answers, else picked by facts. `bound`: the node is
+   * mid-round with that master (its CSR or certificate may be there), so it is never moved: it
+   * waits for it. No master at all: it waits for any. Waiting is MasterAway, the engine's to decide.
+   */
+  async choose(id: string, facts: Record<string, unknown>, previous: string | undefined, bound: boolean): Promise<MasterInfo> {
+    const masters = await this.discover();
     const kept = previous ? masters.find((m) => m.identity === previous) : undefined;
     if (kept) return kept;
+    if (bound && previous) throw new MasterAway(previous, this.looking);
     const choice = pickMaster(this.cfg.master.criteria, facts, masters);
-    if (!choice) throw new StepError(`no Puppet master found (filter: agent ${this.cfg.master.agent}${this.cfg.master.filter ? ` and ${this.cfg.master.filter}` : ""})`);
+    if (!choice) throw new MasterAway(undefined, this.looking);
     this.log.info({ node: id, master: choice.master.identity, criterion: choice.criterion ?? "first master", value: choice.value }, "picked master");
     return choice.master as MasterInfo;
   }
 
-  /** One action of the master agent on every master at once; names those that did not answer OK. */
-  async onAll(certname: string): Promise<{ masters: number; bad: string[]; firstError?: string }> {
+  /**
+   * Clean `certname` on every master at once; names those that did not answer OK. `own`, the node's
+   * master, must be among them. Another master that failed and no longer answers discovery is
+   * skipped rather than failing the step: a master away must not hold up other masters' nodes.
+   */
+  async onAll(certname: string, own: string, signal?: AbortSignal): Promise<{ masters: number; bad: string[]; skipped: string[]; firstError?: string }> {
     const masters = await this.discover();
-    const replies = await this.collective.call("master", { ddl: puppetcaDDL, name: this.cfg.master.agent }, "clean", { certname }, { nodes: masters.map((m) => m.identity), timeoutMs: this.cfg.step_timeout * 1000, signal: this.signal });
-    const bad = masters.filter((m) => !replies.some((r) => r.sender === m.identity && r.statuscode === Status.OK)).map((m) => m.identity);
-    return { masters: masters.length, bad, firstError: replies.find((r) => r.statuscode !== Status.OK)?.statusmsg };
+    const replies = await this.collective.call("master", { ddl: puppetcaDDL, name: this.cfg.master.agent }, "clean", { certname }, { nodes: masters.map((m) => m.identity), timeoutMs: this.cfg.step_timeout * 1000, signal: signal ? AbortSignal.any([this.signal, signal]) : this.signal });
+    let bad = masters.filter((m) => !replies.some((r) => r.sender === m.identity && r.statuscode === Status.OK)).map((m) => m.identity);
+    if (!masters.some((m) => m.identity === own)) bad.unshift(own);
+    let skipped: string[] = [];
+    if (bad.some((m) => m !== own)) {
+      const answering = new Set((await this.discover({ fresh: true })).map((m) => m.identity));
+      skipped = bad.filter((m) => m !== own && !answering.has(m));
+      bad = bad.filter((m) => !skipped.includes(m));
+    }
+    return { masters: masters.length - skipped.length, bad, skipped, firstError: replies.find((r) => r.statuscode !== Status.OK)?.statusmsg };
   }
 
   /** Send to exactly one notifier, the first (by identity) of those discovered; `key` makes it deliver once however often it is asked. */

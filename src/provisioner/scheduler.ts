@@ -2,25 +2,29 @@ import { setMaxListeners } from "node:events";
 import type { Logger } from "pino";
 import { buildFilter } from "../filter/index.js";
 import type { Filter } from "../protocol/types.js";
-import { resumeVerdict } from "./claim.js";
+import { claimNeedsRenewal, resumeVerdict } from "./claim.js";
 import type { Collective, NodeEvent } from "./collective.js";
 import type { ProvisionerConfig } from "./config.js";
 import { Driver, type ProvisionerEvents } from "./driver.js";
 import type { EnginePolicy } from "./engine.js";
-import { onNodeStarted, recheckMs, requeueRestarted, STOPPING_REASON, whileGone, type LivenessPolicy } from "./liveness.js";
+import { onNodeStarted, recheckMs, requeueRestarted, STOPPING_REASON, whileGone, whileMasterAway, type LivenessPolicy } from "./liveness.js";
 import { logDiscovery, Masters } from "./masters.js";
 import type { ProvisionerMetrics } from "./metrics.js";
 import { Semaphore } from "../semaphore.js";
 import { enabledStages } from "./stages.js";
 import type { ProvisionState } from "./state.js";
 import { NodeTrust } from "./trust.js";
+import { masterWaitUntil } from "./waits.js";
 
 export { StepError } from "./steps.js";
 export type { ProvisionerEvents };
 
 // The provisioning daemon's scheduler: it finds nodes (discovery every `sleeptime`, startup
 // events, its own unfinished records), holds the global and per-master slots, and hands each node
-// to the driver (driver.ts), which carries out what the engine (engine.ts) decides.
+// to the driver (driver.ts), which carries out what the engine (engine.ts) decides. Nodes the
+// engine parked wait here without a slot: a gone node is pinged now and then; a node waiting for a
+// master is taken up at the first master discovery that finds it (every cycle, and at once after
+// any startup event), its claim renewed meanwhile.
 // docs/provisioner.md#the-engine-map says which file decides what.
 
 export class Provisioner {
@@ -35,6 +39,11 @@ export class Provisioner {
   private readonly targetFilter: Filter;
   /** Nodes parked while gone: when their wait ends, and the timer of their next check. */
   private readonly parked = new Map<string, { until: number; timer: NodeJS.Timeout }>();
+  /** Nodes parked while no master answers for them: the master they wait for (none: any), when their wait ends, when our claim on them expires. */
+  private readonly waitingForMaster = new Map<string, { master?: string; until: number; claimExpires: number }>();
+  /** A look at the masters for the waiting nodes, while one runs; `again`: asked for meanwhile. */
+  private masterCheck?: { again: boolean };
+  private readonly policy: EnginePolicy;
   private readonly liveness: LivenessPolicy;
   private readonly trust: NodeTrust;
   private readonly masters: Masters;
@@ -50,12 +59,13 @@ export class Provisioner {
   ) {
     this.global = new Semaphore(cfg.concurrency);
     setMaxListeners(0, this.abort.signal); // every waiting node listens for shutdown
-    const policy: EnginePolicy = { stages: enabledStages(cfg.steps), attempts: cfg.retries.attempts, backoffS: cfg.retries.backoff, maxBackoffS: cfg.retries.max_backoff, puppetTimeoutS: cfg.puppet_timeout, lockLeaseS: cfg.lock_lease, notifyFailures: cfg.steps.notify, goneTimeoutS: cfg.gone.timeout };
+    const policy: EnginePolicy = { stages: enabledStages(cfg.steps), attempts: cfg.retries.attempts, backoffS: cfg.retries.backoff, maxBackoffS: cfg.retries.max_backoff, puppetTimeoutS: cfg.puppet_timeout, lockLeaseS: cfg.lock_lease, notifyFailures: cfg.steps.notify, goneTimeoutS: cfg.gone.timeout, masterWaitS: cfg.master_wait };
+    this.policy = policy;
     this.liveness = { checkS: cfg.gone.check_interval, checks: cfg.gone.checks };
     // Filters are parsed once at start: a bad one stops the daemon with a clear message.
     this.targetFilter = buildFilter({ select: cfg.target.filter ? [cfg.target.filter] : [], agent: [cfg.target.agent] });
     this.trust = new NodeTrust({ by: cfg.id, log, metrics, publish: collective.publishNodeKey?.bind(collective) });
-    this.masters = new Masters(cfg, policy, collective, log, this.abort.signal);
+    this.masters = new Masters(cfg, collective, log, this.abort.signal);
     const masterSlot = (m: string) => {
       let s = this.perMaster.get(m);
       if (!s) this.perMaster.set(m, (s = new Semaphore(cfg.per_master_limit)));
@@ -69,6 +79,7 @@ export class Provisioner {
     const stopListening = this.collective.onLifecycle((ev) => {
       if (ev.type === "shutdown") return this.onNodeShutdown(ev);
       this.masters.forget(); // whatever started may be a new master: look again before the next choice
+      void this.checkMasterWaits(); // ... and nodes waiting for one need not wait for the next cycle
       // A provisioned node announcing itself in the fleet is not a restart of a waiting node.
       const inTargets = !ev.collectives || ev.collectives.includes(this.collective.collectiveOf("target"));
       if (inTargets) void this.onNodeStartup(ev);
@@ -82,14 +93,17 @@ export class Provisioner {
   async runOnce(): Promise<void> {
     await this.resumeOwn();
     await this.cycle();
+    await this.checkMasterWaits(); // our nodes that waited for a master that answers now
     while (this.running.size) await Promise.allSettled([...this.running.values()]);
+    // --once does not wait for masters: its waiting nodes stay claimed for the daemon to take up
   }
 
   /** One discovery cycle: enqueue every node waiting to be provisioned. */
   async cycle(): Promise<string[]> {
     const found = await this.collective.discover("target", this.targetFilter, this.cfg.discovery_timeout * 1000);
     logDiscovery(this.log, "nodes waiting to be provisioned", this.collective.collectiveOf("target"), this.cfg.target, found);
-    for (const id of found) this.enqueue(id, "discovery");
+    // a node waiting for a master answers discovery: the master check takes it up, not this
+    for (const id of found) if (!this.waitingForMaster.has(id)) this.enqueue(id, "discovery");
     return found;
   }
 
@@ -101,6 +115,7 @@ export class Provisioner {
         // here. Claims expire only after lock_lease, so scanning every record more often is waste.
         if (Date.now() - this.lastResumeScan >= (this.cfg.lock_lease * 1000) / 2) await this.resumeOwn();
         await this.cycle();
+        await this.checkMasterWaits();
       } catch (e) {
         this.log.warn({ err: (e as Error).message }, "discovery cycle failed; trying again next cycle");
       }
@@ -151,13 +166,79 @@ export class Provisioner {
     const now = Date.now();
     this.lastResumeScan = now;
     for (const rec of await this.store.list()) {
-      if (this.running.has(rec.identity) || this.parked.has(rec.identity)) continue;
+      if (this.running.has(rec.identity) || this.parked.has(rec.identity) || this.waitingForMaster.has(rec.identity)) continue;
       const verdict = resumeVerdict(rec, this.cfg.id, now);
       if (verdict === "resume") {
         this.log.info({ node: rec.identity, stage: rec.stage ?? "none" }, "resuming unfinished provisioning");
         this.enqueue(rec.identity, "resume");
-      } else if (verdict) this.park(rec.identity, verdict.waitUntil);
+      } else if (verdict === "wait-for-master") this.parkForMaster(rec.identity, masterWaitUntil(rec, this.policy), rec.masterWait?.master, rec.claimExpires ?? 0);
+      else if (verdict) this.park(rec.identity, verdict.waitUntil);
     }
+  }
+
+  /** A node waiting for a master (`master`, or any): taken up by checkMasterWaits, with no slot and no timer of its own. */
+  private parkForMaster(identity: string, until: number, master: string | undefined, claimExpires: number): void {
+    if (this.stopping) return;
+    this.waitingForMaster.set(identity, { ...(master ? { master } : {}), until, claimExpires });
+  }
+
+  /**
+   * One master discovery for every node waiting for a master: those whose master (or any, for
+   * those with none) answers are taken up, those past their wait are taken up to be failed, and
+   * the others' claims are renewed when half run out. Asked for while it runs, it runs once more.
+   */
+  private async checkMasterWaits(): Promise<void> {
+    if (this.stopping || this.waitingForMaster.size === 0) return;
+    if (this.masterCheck) {
+      this.masterCheck.again = true;
+      return;
+    }
+    const check = (this.masterCheck = { again: false });
+    try {
+      do {
+        check.again = false;
+        const answering = (await this.masters.discover()).map((m) => m.identity);
+        const now = Date.now();
+        const renew: string[] = [];
+        for (const [identity, w] of [...this.waitingForMaster]) {
+          if (this.stopping) return;
+          switch (whileMasterAway(w.master, answering, now, w.until)) {
+            case "back":
+              this.log.info({ node: identity, master: w.master }, `${w.master ? `its master ${w.master}` : "a Puppet master"} answers; provisioning it on`);
+              this.enqueue(identity, w.master ? `its master ${w.master} answers again` : "a Puppet master answers");
+              break;
+            case "give-up":
+              this.enqueue(identity, "its wait for a master ended");
+              break;
+            case "keep-waiting":
+              if (claimNeedsRenewal(w.claimExpires, now, this.cfg.lock_lease)) renew.push(identity);
+          }
+        }
+        // nodes that began waiting together are renewed together: 64 writes at a time
+        for (let i = 0; i < renew.length && !this.stopping; i += 64) await Promise.all(renew.slice(i, i + 64).map((id) => this.renewWaitClaim(id)));
+      } while (check.again && !this.stopping);
+    } catch (e) {
+      this.log.warn({ err: (e as Error).message }, "could not look at the masters for the nodes waiting for one; next cycle");
+    } finally {
+      this.masterCheck = undefined;
+    }
+  }
+
+  /** Our claim on a node waiting for a master, renewed (one compare-and-set); a record changed meanwhile (retried, taken over, decommissioned) is no longer waited for here. */
+  private async renewWaitClaim(identity: string): Promise<void> {
+    const w = this.waitingForMaster.get(identity);
+    if (!w) return;
+    const v = await this.store.get(identity).catch(() => null);
+    if (v === null) return; // the bucket unreachable: next cycle
+    const rec = v?.record;
+    if (!v || !rec || rec.status !== "in_progress" || rec.owner !== this.cfg.id || !rec.masterWait || this.running.has(identity)) {
+      if (!this.running.has(identity)) this.waitingForMaster.delete(identity);
+      return;
+    }
+    rec.claimExpires = Date.now() + this.cfg.lock_lease * 1000;
+    const written = await this.store.compareAndSet(v).catch(() => null); // the bucket unreachable: next cycle
+    if (written === undefined) this.waitingForMaster.delete(identity);
+    else if (written !== null) w.claimExpires = rec.claimExpires;
   }
 
   /** A gone node: checked again now and then without holding a slot, provisioned on once it answers, failed when its wait ends. */
@@ -196,6 +277,7 @@ export class Provisioner {
     if (this.stopping || this.running.has(identity)) return;
     clearTimeout(this.parked.get(identity)?.timer);
     this.parked.delete(identity);
+    this.waitingForMaster.delete(identity);
     this.metrics?.discovered.inc();
     const p = this.provision(identity, why, o)
       .catch((e) => this.log.error({ node: identity, err: (e as Error).message }, "provisioning crashed"))
@@ -215,7 +297,8 @@ export class Provisioner {
     } finally {
       this.global.release();
     }
-    if (end?.type === "park") this.park(identity, end.until);
+    if (end?.type === "park" && end.awaiting === "master") this.parkForMaster(identity, end.until, end.master, Date.now() + this.cfg.lock_lease * 1000);
+    else if (end?.type === "park") this.park(identity, end.until);
   }
 
   get inFlight(): number {
@@ -229,6 +312,7 @@ export class Provisioner {
     clearTimeout(this.loopTimer);
     for (const p of this.parked.values()) clearTimeout(p.timer);
     this.parked.clear();
+    this.waitingForMaster.clear();
     this.wake?.();
     const all = Promise.allSettled([...this.running.values()]);
     const graceMs = this.cfg.shutdown_grace * 1000;

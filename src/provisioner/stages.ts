@@ -30,6 +30,13 @@ export const CERT_STAGES: ReadonlySet<Stage> = new Set(["clean_cert", "request_c
 /** Stages that wait on the node itself (the others talk to the masters or the notifier): its liveness is checked meanwhile. */
 export const NODE_STAGES: ReadonlySet<Stage> = new Set(["lock", "set_puppet_host", "request_csr", "bootstrap", "production", "daemonize", "unlock", "disable"]);
 
+/**
+ * Stages that need the node's Puppet master to answer (the provisioner asks its CA, or the node's
+ * Puppet talks to it): when one fails and the master no longer answers discovery, the failure is
+ * the master's, not the node's (docs/provisioner.md#masters-that-do-not-answer).
+ */
+export const MASTER_STAGES: ReadonlySet<Stage> = new Set(["clean_cert", "request_csr", "sign_csr", "bootstrap", "production"]);
+
 /** The stages still to run after `done` (the last completed one). */
 export function remainingStages(enabled: readonly Stage[], done: Stage | undefined): Stage[] {
   if (!done) return [...enabled];

@@ -35,8 +35,8 @@ export interface StepContext {
   node: Caller<ProvisionDDL>;
   /** One master's CA agent (the config's master.agent). */
   ca(master: string): Caller<PuppetcaDDL>;
-  /** Clean the node's certificate on every master at once; names those that did not answer OK. */
-  cleanEverywhere(certname: string): Promise<{ masters: number; bad: string[]; firstError?: string }>;
+  /** Clean the node's certificate on every master at once; names those that did not answer OK, and those skipped because they went away. */
+  cleanEverywhere(certname: string): Promise<{ masters: number; bad: string[]; skipped?: string[]; firstError?: string }>;
   /** Send one notification (deduplicated by `key`). */
   notify(subject: string, message: string, key: string): Promise<void>;
   puppetTimeoutMs: number;
@@ -60,7 +60,7 @@ export const steps: Record<Stage, Step> = {
   async clean_cert({ rec, cleanEverywhere }) {
     const res = await cleanEverywhere(rec.identity);
     if (res.bad.length) throw new StepError(`clean of ${rec.identity} failed on ${res.bad.join(", ")}: ${res.firstError ?? "no reply"}`);
-    return `on ${res.masters} master(s)`;
+    return `on ${res.masters} master(s)${res.skipped?.length ? `; skipped ${res.skipped.join(", ")}, which no longer answer` : ""}`;
   },
 
   async request_csr({ rec, node }) {

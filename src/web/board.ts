@@ -32,6 +32,8 @@ export interface BoardNode {
   log_tail: string[];
   /** The provisioner found the node gone (its record's `gone`): since when (ISO) and why; null otherwise. */
   gone: { since: string; reason: string } | null;
+  /** The node waits for a Puppet master that does not answer (its record's `masterWait`): since when (ISO), why, and which master (null: any); null otherwise. */
+  waiting: { since: string; reason: string; master: string | null } | null;
 }
 
 /** What the provisioner records when it learns a node went away (deleted when the node is back). */
@@ -96,6 +98,7 @@ export function boardNode(rec: NodeRecord, now = Date.now()): BoardNode {
   const stop = rec.status === "in_progress" ? now : (rec.finishedAt ?? rec.updatedAt);
   // a node done or failed is not "gone" whatever a stale mark says: it is not waited on
   const gone = rec.status === "in_progress" || rec.status === "pending" ? goneMark(rec) : undefined;
+  const wait = rec.status === "in_progress" && !gone ? rec.masterWait : undefined;
   return {
     identity: rec.identity,
     status: rec.status,
@@ -113,6 +116,7 @@ export function boardNode(rec: NodeRecord, now = Date.now()): BoardNode {
     timeline: timeline(rec),
     log_tail: (rec.log ?? []).slice(-BOARD_LOG_LINES),
     gone: gone ? { since: new Date(gone.since).toISOString(), reason: gone.reason } : null,
+    waiting: wait ? { since: new Date(wait.since).toISOString(), reason: wait.reason.slice(0, 500), master: wait.master ?? null } : null,
   };
 }
 

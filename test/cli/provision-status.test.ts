@@ -24,3 +24,20 @@ test("a node gone while being provisioned reads gone, with since when and why in
   assert.match(line("bad.test"), /sign_csr: refused$/);
   assert.match(out, /3 nodes: 0 done, 2 in progress \(1 gone\), 0 pending, 1 failed$/);
 });
+
+test("a node waiting for a Puppet master reads waiting, with the reason and for how long", () => {
+  process.env.NO_COLOR = "1";
+  const out = renderStatusTable(
+    [
+      rec({ identity: "wait.test", status: "in_progress", current: "bootstrap", master: "puppet-eu.lab", masterWait: { since: T0 + 20_000, reason: "waiting for its master puppet-eu.lab, which does not answer", master: "puppet-eu.lab" } }),
+      rec({ identity: "new.test", status: "in_progress", masterWait: { since: T0 + 50_000, reason: "waiting for a Puppet master: none answers (agent puppetca)" } }),
+      rec({ identity: "old.test", status: "failed", current: "bootstrap", lastError: "its master puppet-eu.lab did not answer for 3600s (master_wait)", masterWait: { since: T0, reason: "stale" } }),
+    ],
+    T0 + 52_000,
+  );
+  const line = (id: string) => out.split("\n").find((l) => l.startsWith(id)) ?? "";
+  assert.match(line("wait.test"), /^wait\.test\s+waiting\s+bootstrap\s+puppet-eu\.lab\s+52\.0s\s+waiting for its master puppet-eu\.lab, which does not answer \(32s\)$/);
+  assert.match(line("new.test"), /^new\.test\s+waiting\s+52\.0s\s+waiting for a Puppet master: none answers \(agent puppetca\) \(2s\)$/);
+  assert.match(line("old.test"), /^old\.test\s+failed\s+.*did not answer for 3600s \(master_wait\)$/, "a failed node is failed, whatever a stale mark says");
+  assert.match(out, /3 nodes: 0 done, 2 in progress \(2 waiting for a master\), 0 pending, 1 failed$/);
+});

@@ -28,16 +28,23 @@ const full: NodeRecord = {
   signedBy: "puppet1",
   lastError: "bootstrap: no reply",
   gone: { since: T0 + 60_000, reason: "broker connection closed" },
+  masterWait: { since: T0 + 90_000, reason: "waiting for its master puppet1, which does not answer", master: "puppet1" },
   log: ["2026-01-01T00:00:00.000Z provisioning started (discovery)"],
 };
 
-test("a record goes through the codec unchanged, gone included", () => {
+test("a record goes through the codec unchanged, gone and masterWait included; older records without them decode", () => {
   const r = decodeNodeRecord(encodeNodeRecord(full), recordKey(full.identity));
   assert.ok(r.ok, !r.ok ? r.reason : "");
   assert.deepEqual(r.record, full);
   const bare = decodeNodeRecord(encodeNodeRecord(newRecord("n1", T0)));
   assert.ok(bare.ok);
   assert.equal(bare.record.gone, undefined);
+  assert.equal(bare.record.masterWait, undefined);
+  const { masterWait: _, ...older } = full;
+  const old = decodeNodeRecord(encodeNodeRecord(older as NodeRecord));
+  assert.ok(old.ok, "a record written before masterWait existed");
+  const anyMaster = decodeNodeRecord(encodeNodeRecord({ ...full, masterWait: { since: T0, reason: "waiting for a Puppet master: none answers (agent puppetca)" } }));
+  assert.ok(anyMaster.ok, "waiting for any master: no master named");
 });
 
 test("fields this version does not know are kept; null optionals read as absent", () => {
@@ -71,6 +78,9 @@ test("hostile or broken values are refused with the field that is wrong", () => 
     [{ ...base, gone: true }, /gone is not/],
     [{ ...base, gone: { since: T0 } }, /gone is not/],
     [{ ...base, gone: { since: "now", reason: "x" } }, /gone is not/],
+    [{ ...base, masterWait: "puppet1" }, /masterWait is not/],
+    [{ ...base, masterWait: { since: T0 } }, /masterWait is not/],
+    [{ ...base, masterWait: { since: T0, reason: "x", master: 7 } }, /masterWait is not/],
     [{ ...base, stageTimes: { lock: { end: T0 } } }, /stageTimes/],
   ];
   for (const [value, why] of cases) {

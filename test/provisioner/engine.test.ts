@@ -2,11 +2,12 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { DeployLock, lockNeedsRenewal, type AskNode } from "../../src/provisioner/deploy-lock.js";
 import { decide, isTerminal, newRun, pastDisable, type EngineAction, type EngineEvent, type EnginePolicy } from "../../src/provisioner/engine.js";
-import { askAgain, goneAfter, lookAgainForMasters, onNodeStarted, recheckMs, requeueRestarted, whileGone } from "../../src/provisioner/liveness.js";
+import { MASTER_WAIT_S, masterWaitReason } from "../../src/provisioner/waits.js";
+import { askAgain, goneAfter, masterAwayAfter, onNodeStarted, recheckMs, requeueRestarted, whileGone, whileMasterAway } from "../../src/provisioner/liveness.js";
 import { Stages, type Stage } from "../../src/protocol/provision-record.js";
-import { CERT_STAGES, SLOW_STAGES } from "../../src/provisioner/stages.js";
+import { CERT_STAGES, MASTER_STAGES, SLOW_STAGES } from "../../src/provisioner/stages.js";
 import { newRecord, type NodeRecord } from "../../src/protocol/provision-record.js";
-import { claimable, claimRecord, resumeVerdict } from "../../src/provisioner/claim.js";
+import { claimable, claimNeedsRenewal, claimRecord, resumeVerdict } from "../../src/provisioner/claim.js";
 import { type Versioned } from "../../src/provisioner/state.js";
 
 // The engine without a broker: the record and an event go in, the next action comes out. Each
@@ -19,7 +20,7 @@ const T0 = 1_700_000_000_000;
 const half = () => 0.5; // no jitter
 
 /** What the edge answers to a `run`: ok, or a failure of some kind. */
-type StepAnswer = "ok" | "lost" | "busy" | "restart" | "error" | "gone";
+type StepAnswer = "ok" | "lost" | "busy" | "restart" | "error" | "gone" | "master-away" | "both-away";
 
 interface Script {
   /** Answer to the n-th try (0-based) of `stage`. */
@@ -31,6 +32,8 @@ interface Script {
   stopAtRun?: number;
   /** The failure notice could not be sent. */
   notifyError?: string;
+  /** The clock at the start (default T0). */
+  start?: number;
 }
 
 /** A fake provision agent for the deploy lock: answers every action with `f`'s data. */
@@ -40,7 +43,7 @@ function drive(rec: NodeRecord, script: Script = {}, p: EnginePolicy = policy): 
   const run = newRun(rec, p);
   const tries = new Map<Stage, number>();
   const actions: EngineAction[] = [];
-  let now = T0;
+  let now = script.start ?? T0;
   let persists = 0;
   let runs = 0;
   let a = decide(run, { type: "begin" }, p, now, half);
@@ -82,6 +85,8 @@ function drive(rec: NodeRecord, script: Script = {}, p: EnginePolicy = policy): 
         else if (answer === "busy") ev = { type: "step-failed", error: "a Puppet run is in progress", busy: true, nodeRestarted: false };
         else if (answer === "restart") ev = { type: "step-failed", error: "aborted", busy: false, nodeRestarted: true };
         else if (answer === "gone") ev = { type: "step-failed", error: "aborted", busy: false, nodeRestarted: false, gone: "no answer for 15s (3 liveness checks)" };
+        else if (answer === "master-away") ev = { type: "step-failed", error: "Connection refused - connect(2) for 127.3.0.1:8140", busy: false, nodeRestarted: false, masterAway: true };
+        else if (answer === "both-away") ev = { type: "step-failed", error: "aborted", busy: false, nodeRestarted: false, gone: "no answer for 15s (3 liveness checks)", masterAway: true };
         else ev = { type: "step-failed", error: "boom", busy: false, nodeRestarted: false };
         break;
       }
@@ -426,11 +431,6 @@ test("questions are asked again only while their reply is lost, up to retries.at
   assert.equal(askAgain(1, "provision#has_cert on n1: refused", policy), false, "an answer, even a refusal, is not asked again");
 });
 
-test("no master found: looked for again with backoff, then given up", () => {
-  assert.equal(lookAgainForMasters(1, policy, half), 2000);
-  assert.equal(lookAgainForMasters(2, policy, half), 4000);
-  assert.equal(lookAgainForMasters(3, policy, half), undefined);
-});
 
 // ---- machines that die: a node gone mid-step ----
 
@@ -467,7 +467,7 @@ test("unreachable before its step (a resume, a parked node checked again): parke
   let run = newRun(rec, gonePolicy);
   assert.deepEqual(decide(run, { type: "prepare-failed", error: "rpcutil#inventory: no reply from n1 within 10s" }, gonePolicy, T0), { type: "persist", leaseS: 600 });
   assert.deepEqual(rec.gone, { since: T0, reason: "no answer before its next step" });
-  assert.deepEqual(decide(run, { type: "persisted" }, gonePolicy, T0), { type: "park", until: T0 + 600_000 });
+  assert.deepEqual(decide(run, { type: "persisted" }, gonePolicy, T0), { type: "park", until: T0 + 600_000, awaiting: "node" });
 
   run = newRun(rec, gonePolicy);
   const later = T0 + 300_000;
@@ -528,4 +528,130 @@ test("a parked node whose check went unanswered: its run asks it nothing and par
   assert.equal(decide(past, { type: "still-gone" }, gonePolicy, T0 + 600_000).type, "persist", "no unlock, no notice with the notify step off: recorded failed");
   assert.equal(rec.status, "failed");
   assert.equal(rec.lastError, "gone for 600s and not back (no answer for 15s (3 liveness checks))");
+});
+
+// ---- masters that do not answer: the node waits for its master, no attempt spent, no slot held ----
+
+const masterPolicy: EnginePolicy = { ...policy, masterWaitS: 600 };
+
+test("no master answers before the first step: the node waits with the reason (not failed), no attempt, a normal claim; a master answers: it goes on", () => {
+  const rec = inProgress({ master: undefined, masterAddress: undefined });
+  const run = newRun(rec, masterPolicy);
+  const a = decide(run, { type: "master-away", looking: "agent puppetca" }, masterPolicy, T0);
+  assert.deepEqual(a, { type: "persist", leaseS: 600 }, "a normal lease, renewed while it waits: a provisioner dying meanwhile leaves it to another");
+  assert.deepEqual(rec.masterWait, { since: T0, reason: "waiting for a Puppet master: none answers (agent puppetca)" });
+  assert.equal(rec.status, "in_progress");
+  assert.equal(rec.attempts, 0);
+  assert.equal(rec.lastError, undefined, "not a failure");
+  assert.match(rec.log.at(-1)!, /waiting for a Puppet master: none answers \(agent puppetca\); waiting up to 600s, holding no slot$/);
+  assert.deepEqual(decide(run, { type: "persisted" }, masterPolicy, T0), { type: "park", until: T0 + 600_000, awaiting: "master" });
+
+  // a master answers: the driver chose it, the run begins
+  rec.master = "m1";
+  rec.masterAddress = "127.3.0.1";
+  const back = drive(rec, { start: T0 + 30_000 }, masterPolicy);
+  assert.equal(back.end.type, "done");
+  assert.equal(back.rec.masterWait, undefined);
+  assert.ok(back.rec.log.some((l) => /a Puppet master answers after \d+s of waiting \(m1\)$/.test(l)), back.rec.log.join("\n"));
+  assert.deepEqual(firstRuns(back.actions), ALL);
+});
+
+for (const stage of [...MASTER_STAGES]) {
+  test(`its master goes away during ${stage}: the node waits for that master at that step, no attempt spent, nothing released or retried; back: the step repeated`, () => {
+    const { actions, end, rec } = drive(inProgress(), { step: (s, n) => (s === stage && n === 0 ? "master-away" : "ok") }, masterPolicy);
+    assert.deepEqual(end, { type: "park", until: rec.masterWait!.since + 600_000, awaiting: "master", master: "m1" });
+    assert.deepEqual(actions.at(-2), { type: "persist", leaseS: 600 });
+    assert.equal(rec.status, "in_progress");
+    assert.equal(rec.current, stage, "status shows where it waits");
+    assert.equal(rec.attempts, 0);
+    assert.equal(rec.masterWait!.master, "m1");
+    assert.equal(rec.masterWait!.reason, "waiting for its master m1, which does not answer");
+    assert.ok(!actions.some((a) => a.type === "release-lock" || a.type === "wait" || a.type === "notify"), "the master's failure costs the node nothing");
+    assert.ok(rec.log.some((l) => l.includes(`${stage}: its master m1 does not answer (Connection refused`)), rec.log.join("\n"));
+
+    const back = drive(rec, { start: T0 + 60_000 }, masterPolicy);
+    assert.equal(back.end.type, "done");
+    assert.equal(ran(back.actions)[0], stage, `${stage} is asked again`);
+    assert.equal(back.rec.masterWait, undefined);
+    assert.ok(back.rec.log.some((l) => new RegExp(`its master m1 answers after \\d+s of waiting; repeating ${stage}$`).test(l)), back.rec.log.join("\n"));
+  });
+}
+
+test("a master step that fails while its master answers is the node's failure, as before: attempts, backoff, failed", () => {
+  const { actions, end, rec } = drive(inProgress(), { step: (s) => (s === "bootstrap" ? "error" : "ok") }, masterPolicy);
+  assert.equal(end.type, "fail");
+  assert.equal(actions.filter((a) => a.type === "wait").length, 2);
+  assert.equal(rec.masterWait, undefined);
+  assert.equal(rec.lastError, "bootstrap: boom");
+});
+
+test("a node gone and its master away at once: the node's absence comes first", () => {
+  const { end, rec } = drive(inProgress(), { step: (s) => (s === "bootstrap" ? "both-away" : "ok") }, masterPolicy);
+  assert.equal((end as { awaiting: string }).awaiting, "node");
+  assert.ok(rec.gone);
+  assert.equal(rec.masterWait, undefined);
+});
+
+test("master_wait ends: failed like any failure, naming the master and how long it waited; lock released, admins told", () => {
+  const p = { ...masterPolicy, notifyFailures: true };
+  for (const [master, error] of [
+    ["m1", "its master m1 did not answer for 600s (master_wait)"],
+    [undefined, "no Puppet master answered for 600s (agent puppetca; master_wait)"],
+  ] as const) {
+    const rec = inProgress({ current: "bootstrap", masterWait: { since: T0, reason: masterWaitReason(master, "agent puppetca"), ...(master ? { master } : {}) } });
+    const run = newRun(rec, p);
+    assert.equal(decide(run, { type: "master-away", ...(master ? { master } : {}), looking: "agent puppetca" }, p, T0 + 600_000).type, "release-lock", "the node answers: its lock is released");
+    const notice = decide(run, { type: "lock-released" }, p, T0 + 600_000) as Extract<EngineAction, { type: "notify" }>;
+    assert.equal(notice.type, "notify");
+    assert.ok(notice.message.includes(`Error: ${error}`), notice.message);
+    assert.equal(decide(run, { type: "notified" }, p, T0 + 600_000).type, "persist");
+    assert.equal(rec.status, "failed");
+    assert.equal(rec.lastError, error);
+    assert.equal(rec.masterWait, undefined, "a failed node waits for nothing");
+    assert.equal(decide(run, { type: "persisted" }, p, T0 + 600_000).type, "fail");
+  }
+});
+
+test("a wait keeps its start across re-parks; master_wait 0 waits for ever; the default is generous", () => {
+  const rec = inProgress({ masterWait: { since: T0, reason: masterWaitReason("m1"), master: "m1" } });
+  const run = newRun(rec, masterPolicy);
+  assert.deepEqual(decide(run, { type: "master-away", master: "m1", looking: "agent puppetca" }, masterPolicy, T0 + 300_000), { type: "persist", leaseS: 600 });
+  assert.equal(rec.masterWait!.since, T0, "since the first time");
+  assert.deepEqual(decide(run, { type: "persisted" }, masterPolicy, T0 + 300_000), { type: "park", until: T0 + 600_000, awaiting: "master", master: "m1" });
+  const forever = { ...policy, masterWaitS: 0 };
+  const old = newRun(inProgress({ masterWait: { since: T0 - 10 * 365 * 86_400_000, reason: masterWaitReason("m1"), master: "m1" } }), forever);
+  decide(old, { type: "master-away", master: "m1", looking: "agent puppetca" }, forever, T0);
+  assert.deepEqual(decide(old, { type: "persisted" }, forever, T0), { type: "park", until: Number.POSITIVE_INFINITY, awaiting: "master", master: "m1" });
+  assert.match(old.rec.log.at(-1)!, /waiting for it \(master_wait 0: no limit\)/);
+  assert.equal(MASTER_WAIT_S, 3600);
+  const byDefault = (now: number) => decide(newRun(inProgress({ masterWait: { since: T0, reason: "x", master: "m1" } }), policy), { type: "master-away", master: "m1", looking: "x" }, policy, now).type;
+  assert.equal(byDefault(T0 + 3_599_000), "persist", "no masterWaitS: the default applies");
+  assert.equal(byDefault(T0 + 3_600_000), "release-lock");
+});
+
+test("master rules: taken up when its master (or, with none, any) answers, given up past the wait; away after the configured misses; claims renewed at half", () => {
+  assert.equal(whileMasterAway("m1", ["m2", "m1"], T0, T0 + 1), "back");
+  assert.equal(whileMasterAway("m1", ["m2"], T0, T0 + 1), "keep-waiting", "another master answering does not help a node whose certificate is on m1");
+  assert.equal(whileMasterAway(undefined, ["m2"], T0, T0 + 1), "back", "no master yet: any will do");
+  assert.equal(whileMasterAway(undefined, [], T0, T0 + 1), "keep-waiting");
+  assert.equal(whileMasterAway("m1", [], T0 + 1, T0 + 1), "give-up");
+  assert.equal(whileMasterAway("m1", [], T0, Number.POSITIVE_INFINITY), "keep-waiting");
+  const p = { checkS: 5, checks: 3 };
+  assert.equal(masterAwayAfter("m1", 2, p), undefined);
+  assert.equal(masterAwayAfter("m1", 3, p), "m1 missing from 3 master discoveries in a row");
+  assert.equal(masterAwayAfter("m1", 9, { checkS: 0, checks: 3 }), undefined);
+  assert.equal(claimNeedsRenewal(T0 + 400_000, T0, 600), false);
+  assert.equal(claimNeedsRenewal(T0 + 299_000, T0, 600), true);
+});
+
+test("resume scans and claims: a node waiting for a master is ours to wait for while our claim lives, anyone's once it expired; a new round forgets the wait", () => {
+  const waiting = inProgress({ masterWait: { since: T0, reason: masterWaitReason("m1"), master: "m1" }, claimExpires: T0 + 600_000 });
+  assert.equal(resumeVerdict(waiting, "p1", T0 + 1), "wait-for-master");
+  assert.equal(resumeVerdict(waiting, "p2", T0 + 1), undefined);
+  assert.equal(resumeVerdict(waiting, "p2", T0 + 600_001), "resume", "its owner died: another takes it up within one lease");
+  assert.equal(claimable(waiting, "p2", T0 + 1), false);
+  const requeued: Versioned = { record: { ...waiting, status: "pending", masterWait: { since: T0, reason: "x", master: "m1" } }, revision: 3 };
+  const c = claimRecord(requeued, "n1", "p1", T0 + 5, 600);
+  assert.equal(c?.v.record.masterWait, undefined);
+  assert.equal(c?.v.record.rounds, 2);
 });

@@ -137,3 +137,13 @@ test("a record the provisioner marked gone: shown with since and why while waite
   const order = [boardNode({ ...newRecord("a.test"), status: "in_progress" }, now), n, boardNode({ ...newRecord("z.test"), status: "failed" }, now), boardNode({ ...newRecord("b.test"), status: "pending" }, now)].sort(boardOrder);
   assert.deepEqual(order.map((x) => x.identity), ["z.test", "gone.test", "a.test", "b.test"]);
 });
+
+test("a record waiting for a Puppet master: shown with since, why and the master while in progress, never for a node that ended", () => {
+  const now = Date.parse("2026-02-01T10:00:00Z");
+  const rec: NodeRecord = { ...newRecord("wait.test", now), status: "in_progress", current: "bootstrap", master: "m1", startedAt: now - 60_000, masterWait: { since: now - 5000, reason: "waiting for its master m1, which does not answer", master: "m1" } };
+  assert.deepEqual(boardNode(rec, now).waiting, { since: new Date(now - 5000).toISOString(), reason: "waiting for its master m1, which does not answer", master: "m1" });
+  assert.deepEqual(boardNode({ ...rec, masterWait: { since: now, reason: "waiting for a Puppet master: none answers (agent puppetca)" } }, now).waiting?.master, null, "any master");
+  assert.equal(boardNode({ ...rec, status: "failed" }, now).waiting, null);
+  assert.equal(boardNode({ ...rec, gone: { since: now, reason: "no answer" } }, now).waiting, null, "a gone node is shown gone");
+  assert.equal(boardNode({ ...newRecord("n"), status: "in_progress" }, now).waiting, null);
+});

@@ -128,6 +128,7 @@ test("stuck: on a stage for more than twice its usual p95 (at least a minute), w
   assert.ok(m.stuckInfo(node, [{ stage: "request_csr", samples: 50, p95_ms: 1000 }], t0 + 62_000));
   assert.equal(m.stuckInfo({ ...node, status: "failed" }, stages, t0 + 3600_000), null);
   assert.equal(m.stuckInfo({ ...node, gone: { since: "", reason: "" } }, stages, t0 + 3600_000), null, "gone says more than stuck");
+  assert.equal(m.stuckInfo({ ...node, waiting: { since: "", reason: "waiting for its master m1, which does not answer", master: "m1" } }, stages, t0 + 3600_000), null, "waiting for a master says more than stuck");
 });
 
 test("relative times, ETAs, and the timeline on one scale and in words", () => {

@@ -33,16 +33,21 @@ const elapsed = (r: NodeRecord, now: number) => {
 export function renderStatusTable(records: NodeRecord[], now = Date.now()): string {
   // a node gone while being provisioned reads "gone" (since when and why instead of the last error)
   const gone = (r: NodeRecord) => r.status === "in_progress" && r.gone !== undefined;
-  const why = (r: NodeRecord) => (gone(r) ? `gone ${Math.max(0, Math.round((now - r.gone!.since) / 1000))}s ago: ${r.gone!.reason}` : (r.lastError ?? ""));
-  const rows = records.map((r) => [r.identity, gone(r) ? "gone" : r.status, r.status === "in_progress" ? (r.current ?? r.stage ?? "") : (r.stage ?? ""), r.master ?? "", elapsed(r, now), String(r.attempts || ""), why(r).replace(/\s+/g, " ").slice(0, 80)]);
+  // a node waiting for a Puppet master reads "waiting" (why, and for how long)
+  const waiting = (r: NodeRecord) => r.status === "in_progress" && r.masterWait !== undefined && !gone(r);
+  const ago = (since: number) => `${Math.max(0, Math.round((now - since) / 1000))}s`;
+  const why = (r: NodeRecord) => (gone(r) ? `gone ${ago(r.gone!.since)} ago: ${r.gone!.reason}` : waiting(r) ? `${r.masterWait!.reason} (${ago(r.masterWait!.since)})` : (r.lastError ?? ""));
+  const rows = records.map((r) => [r.identity, gone(r) ? "gone" : waiting(r) ? "waiting" : r.status, r.status === "in_progress" ? (r.current ?? r.stage ?? "") : (r.stage ?? ""), r.master ?? "", elapsed(r, now), String(r.attempts || ""), why(r).replace(/\s+/g, " ").slice(0, 80)]);
   const head = ["NODE", "STATUS", "STAGE", "MASTER", "ELAPSED", "TRIES", "LAST ERROR"];
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  const color = (status: string, s: string) => (status === "done" ? green(s) : status === "failed" || status === "gone" ? red(s) : status === "in_progress" ? yellow(s) : s);
+  const color = (status: string, s: string) => (status === "done" ? green(s) : status === "failed" || status === "gone" ? red(s) : status === "in_progress" || status === "waiting" ? yellow(s) : s);
   const lines = [bold(head.map((h, i) => h.padEnd(widths[i]!)).join("  "))];
   for (const r of rows) lines.push(r.map((c, i) => (i === 1 ? color(c, c.padEnd(widths[i]!)) : c.padEnd(widths[i]!))).join("  ").trimEnd());
   const count = (s: string) => records.filter((r) => r.status === s).length;
   const goneCount = records.filter(gone).length;
-  lines.push("", `${records.length} nodes: ${count("done")} done, ${count("in_progress")} in progress${goneCount ? ` (${goneCount} gone)` : ""}, ${count("pending")} pending, ${count("failed")} failed`);
+  const waitingCount = records.filter(waiting).length;
+  const within = [goneCount ? `${goneCount} gone` : "", waitingCount ? `${waitingCount} waiting for a master` : ""].filter(Boolean).join(", ");
+  lines.push("", `${records.length} nodes: ${count("done")} done, ${count("in_progress")} in progress${within ? ` (${within})` : ""}, ${count("pending")} pending, ${count("failed")} failed`);
   return lines.join("\n");
 }
 

@@ -133,15 +133,15 @@ export function mount(el, ctx, route) {
     if (!n) return html``;
     const now = Date.now();
     const stuck = stuckInfo(n, stages(), now);
-    return html`<div class=${`row status-${n.status}${n.gone ? " is-gone" : ""}`} role="row" data-identity=${n.identity} data-status=${n.status} data-gone=${n.gone ? "true" : "false"} data-stuck=${stuck ? "true" : "false"}>
+    return html`<div class=${`row status-${n.status}${n.gone ? " is-gone" : ""}`} role="row" data-identity=${n.identity} data-status=${n.status} data-gone=${n.gone ? "true" : "false"} data-waiting=${n.waiting ? "true" : "false"} data-stuck=${stuck ? "true" : "false"}>
       <span class="ident" role="cell"><a href=${`#/node/${encodeURIComponent(n.identity)}`}>${n.identity}</a></span>
-      <span role="cell"><span class=${`badge ${n.status}`}>${n.status}</span>${n.gone ? html` <span class="badge gone">gone</span>` : stuck ? html` <span class="badge stuck">stuck</span>` : ""}</span>
+      <span role="cell"><span class=${`badge ${n.status}`}>${n.status}</span>${n.gone ? html` <span class="badge gone">gone</span>` : n.waiting ? html` <span class="badge waiting">waiting</span>` : stuck ? html` <span class="badge stuck">stuck</span>` : ""}</span>
       <span role="cell">${n.stage ?? ""}</span>
       <span role="cell">${n.master ?? ""}</span>
       <span class="num" role="cell">${formatDuration(elapsedSeconds(n, now))}</span>
       <span class="num" role="cell">${n.tries ?? 0}</span>
       <span role="cell">${timelineBar(n.timeline, now, scale, n.identity)}</span>
-      <span class="err" role="cell" title=${n.last_error ?? ""}>${n.gone ? `gone: ${n.gone.reason}` : (n.last_error ?? "")}</span>
+      <span class="err" role="cell" title=${n.last_error ?? ""}>${n.gone ? `gone: ${n.gone.reason}` : n.waiting ? n.waiting.reason : (n.last_error ?? "")}</span>
     </div>`;
   };
   const list = new VirtualList($("#board-rows"), ROW_HEIGHT, row);

@@ -9,7 +9,7 @@ export function timelineTotal(timeline: TimelineEntry[], now: number): number;
 export function timelineScale(nodes: { timeline: TimelineEntry[] }[], now: number): number;
 export function timelineText(timeline: TimelineEntry[], now: number): string;
 export interface StageStat { stage: string; samples: number; p95_ms: number | null }
-export interface BoardNodeLike { identity: string; status: string; stage?: string | null; master?: string | null; started?: string | null; elapsed_s?: number | null; tries?: number; gone?: { since: string; reason: string } | null; timeline?: TimelineEntry[]; last_error?: string | null }
+export interface BoardNodeLike { identity: string; status: string; stage?: string | null; master?: string | null; started?: string | null; elapsed_s?: number | null; tries?: number; gone?: { since: string; reason: string } | null; waiting?: { since: string; reason: string; master: string | null } | null; timeline?: TimelineEntry[]; last_error?: string | null }
 export const BOARD_SORTS: string[];
 export function sortBoard<N extends BoardNodeLike>(nodes: N[], sort?: string, dir?: string, now?: number): N[];
 export const STUCK_MIN_SAMPLES: number;

@@ -53,7 +53,7 @@ export const STUCK_MIN_MS = 60_000;
  * @returns {{stage: string, since: number, for_ms: number, usual_ms: number} | null}
  */
 export function stuckInfo(node, stages, now) {
-  if (node.status !== "in_progress" || node.gone) return null;
+  if (node.status !== "in_progress" || node.gone || node.waiting) return null;
   const running = (node.timeline ?? []).find((t) => !t.end && t.stage === node.stage) ?? (node.timeline ?? []).findLast((t) => !t.end);
   if (!running) return null;
   const stat = (stages ?? []).find((s) => s.stage === running.stage);

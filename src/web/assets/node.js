@@ -94,9 +94,10 @@ export function mount(el, ctx, route) {
           <div>
             <h2>Provisioning</h2>
             ${p
-              ? html`<p><span class=${`badge ${p.status}`}>${p.status}</span>${p.gone ? html` <span class="badge gone">gone</span>` : ""} stage ${p.stage || "none"}, master ${p.master ?? "none"},
+              ? html`<p><span class=${`badge ${p.status}`}>${p.status}</span>${p.gone ? html` <span class="badge gone">gone</span>` : p.waiting ? html` <span class="badge waiting">waiting</span>` : ""} stage ${p.stage || "none"}, master ${p.master ?? "none"},
                   ${formatDuration(elapsedSeconds(p, Date.now()))}, ${p.tries ?? 0} tries</p>
                   ${p.gone ? html`<p class="note">The provisioner found this node gone ${formatRelative(Date.parse(p.gone.since), Date.now())} (${localTime(Date.parse(p.gone.since))}): ${p.gone.reason}</p>` : ""}
+                  ${p.waiting ? html`<p class="note">Since ${formatRelative(Date.parse(p.waiting.since), Date.now())} (${localTime(Date.parse(p.waiting.since))}): ${p.waiting.reason}. It holds no slot and is taken up when the master answers.</p>` : ""}
                   ${p.last_error ? html`<p class="err">${p.last_error}</p>` : ""}
                   ${p.status === "failed"
                     ? html`<p>
