@@ -209,6 +209,10 @@ export function masterUserData(o: MasterOptions): UserData {
     {
       write_files: [
         file("/etc/muster/server.yaml", "0640", toYaml(masterServerConfig(o))),
+        // its puppetca agent serves the CA only while puppetserver does: started after it (Debian's
+        // unit is active once the server answers), stopped with it, so the fleet never sees a master
+        // whose CA does not answer, and the provisioner waits for it instead (docs/provisioner.md)
+        file("/etc/systemd/system/muster-server.service.d/10-puppetserver.conf", "0644", "[Unit]\nAfter=puppetserver.service\nBindsTo=puppetserver.service\n"),
         file(`${TLS_DIR}/ca.pem`, "0644", o.caText),
         file(`${TLS_DIR}/master.pem`, "0644", o.certText),
         file(`${TLS_DIR}/master.key`, "0600", o.keyText),

@@ -86,9 +86,12 @@ const exec = async (id: string, ...argv: string[]) => {
   assert.equal(r.status, 0, `${argv.join(" ")} in ${id}: ${r.stderr || r.stdout}`);
   return r.stdout;
 };
-const masterOf = (id: string) => (id.includes(".eu.") ? "puppet-eu.lab" : "puppet-us.lab");
-/** Certificates the master's CA signed for this name (its inventory). */
-const signedCount = async (id: string) => (await exec(masterOf(id), "cat", "/etc/puppet/puppetserver/ca/inventory.txt")).split("\n").filter((l) => l.trim().endsWith(`/CN=${id}`)).length;
+/** Certificates both masters' CAs signed for this name (their inventories). */
+const signedCount = async (id: string) => {
+  let n = 0;
+  for (const m of ["puppet-eu.lab", "puppet-us.lab"]) n += (await exec(m, "cat", "/etc/puppet/puppetserver/ca/inventory.txt")).split("\n").filter((l) => l.trim().endsWith(`/CN=${id}`)).length;
+  return n;
+};
 /** Notifications the admins' webhook got for this node. */
 const notified = (id: string) =>
   readFileSync(site.state.receiver.file, "utf8")
