@@ -205,8 +205,11 @@ test("a master loses power mid-bootstrap: its region's node waits with the reaso
   await site.power("cut", "puppet-eu.lab");
   const waiting = await eventually(async () => {
     const rec = (await store.get(eu))?.record;
-    return rec && /puppet-eu\.lab/.test(JSON.stringify(rec.log.slice(-3)) + (rec.lastError ?? "")) && /does not answer|waiting/i.test(rec.log.slice(-3).join(" ")) ? rec : undefined;
+    return rec?.masterWait ? rec : undefined;
   }, 180_000, `${eu} says it waits for its master`);
+  assert.match(waiting.masterWait!.reason, /puppet-eu\.lab/, "the reason names its master");
+  const shown = await cli(["provision", "status"]);
+  assert.match(shown.stdout, new RegExp(`${eu.replace(/\./g, "\\.")}.*waiting`), "provision status shows it waiting");
   assert.notEqual(waiting.status, "failed");
   const usRec = (await store.waitFor([us], finished, 300_000)).get(us);
   assert.equal(usRec!.status, "done", "the other region carries on");
