@@ -17,9 +17,9 @@
 //     --ca ca.pem --identity node42.example.net --cert node42-bootstrap.pem --key node42-bootstrap.key \
 //     --provisioner-key "$(cat provisioner.pub)" > node42.user-data.yaml
 import { readFileSync } from "node:fs";
-import { brokerUserData, masterUserData, nodeUserData, provisionerUserData, renderUserData, SITE_ROLES } from "../dist/src/config/cloud-init.js";
+import { brokerUserData, consoleUserData, masterUserData, nodeUserData, provisionerUserData, renderUserData, SITE_ROLES } from "../dist/src/config/cloud-init.js";
 
-const USAGE = `usage: node packaging/cloud-init.mjs [--role node|broker|master|provisioner] [flags]
+const USAGE = `usage: node packaging/cloud-init.mjs [--role node|broker|master|provisioner|console] [flags]
 
 Every role:
   --identity NAME             the machine's name (its certname, its broker user)
@@ -48,11 +48,24 @@ Every role:
   [--registry-url URL --registry-token FILE]   what search_nodes asks
   [--puppet-code URL]         a tarball of environments/..., unpacked into /etc/puppet/code
   [--puppetserver-heap SIZE]  puppetserver's JVM heap, e.g. 768m
+  [--puppetserver-java-arg ARG]...   more JVM options (-XX:TieredStopAtLevel=1: a small master starts faster)
 
 --role provisioner: muster-provisioner (two of them share the state; only their ids differ)
   --config FILE               /etc/muster/provisioner.yaml
   --ca FILE --cert FILE --key FILE   its broker credential (CN=provisioner,OU=service,...)
   --signing-key FILE          the provisioners' shared signing key (muster key create provisioner)
+
+--role console: the registry, the web console and the notifier (each its own daemon and user)
+  --identity NAME --broker URL... --ca FILE
+  --registry-cert FILE --registry-key FILE     the registry's broker credential (CN=registry,OU=service,...)
+  --console-cert FILE --console-key FILE       the console's (an admin: CN=console,OU=service,...)
+  --notifier-cert FILE --notifier-key FILE     the notifier's muster server's (CN=<identity>,OU=node,...)
+  --https-cert FILE --https-key FILE           the console's HTTPS certificate
+  --registry-token FILE --web-tokens FILE      the registry's bearer token; the console's tokens (<token> <role> <name>)
+  --signing-key FILE          the console's signing key (muster key create console): runall from the console
+  --provisioner-key PUBLIC_KEY [--trusted-key NAME=PUBLIC_KEY]...   whom the notifier obeys
+  [--notify-recipient URL]... who the notifier tells (webhooks, mailto:)
+  [--replicas N]              copies of the registry's bucket (3 on a 3-broker cluster)
 
 --trusted-key: another caller whose signed requests the machine obeys (an operator's key), besides
 the provisioner's. --fact: a fact the instance starts with, in /etc/facter/facts.d/muster.yaml
@@ -64,34 +77,46 @@ MCollective's plugin.<agent>.<setting> lines (e.g. resource.allowed_types=packag
 const FLAGS = {
   role: "*",
   identity: "*",
-  "deb-url": ["node", "master", "provisioner"],
-  "apt-repo": ["node", "master", "provisioner"],
-  "apt-key": ["node", "master", "provisioner"],
-  "apt-suite": ["node", "master", "provisioner"],
+  "deb-url": ["node", "master", "provisioner", "console"],
+  "apt-repo": ["node", "master", "provisioner", "console"],
+  "apt-key": ["node", "master", "provisioner", "console"],
+  "apt-suite": ["node", "master", "provisioner", "console"],
   "ssh-authorized-key": "*",
-  broker: ["node", "master"],
+  broker: ["node", "master", "console"],
   ca: "*",
-  cert: "*",
-  key: "*",
-  "provisioner-key": ["node", "master"],
-  "trusted-key": ["node", "master"],
+  cert: ["node", "broker", "master", "provisioner"],
+  key: ["node", "broker", "master", "provisioner"],
+  "provisioner-key": ["node", "master", "console"],
+  "trusted-key": ["node", "master", "console"],
   fact: ["node", "master"],
   plugin: ["node"],
-  collective: ["node", "master"],
+  collective: ["node", "master", "console"],
   "provisioning-collective": ["node"],
   "nats-config": ["broker"],
   users: ["broker"],
   "clients-ca": ["broker"],
   "alt-name": ["master"],
   "registry-url": ["master"],
-  "registry-token": ["master"],
+  "registry-token": ["master", "console"],
   "puppet-code": ["master"],
   "puppetserver-heap": ["master"],
+  "puppetserver-java-arg": ["master"],
   config: ["provisioner"],
-  "signing-key": ["provisioner"],
+  "signing-key": ["provisioner", "console"],
+  "registry-cert": ["console"],
+  "registry-key": ["console"],
+  "console-cert": ["console"],
+  "console-key": ["console"],
+  "notifier-cert": ["console"],
+  "notifier-key": ["console"],
+  "https-cert": ["console"],
+  "https-key": ["console"],
+  "web-tokens": ["console"],
+  "notify-recipient": ["console"],
+  replicas: ["console"],
 };
-const REPEATED = ["broker", "trusted-key", "fact", "plugin", "ssh-authorized-key", "alt-name"];
-const o = { broker: [], "trusted-key": [], fact: [], plugin: [], "ssh-authorized-key": [], "alt-name": [], collective: "muster", "provisioning-collective": "provisioning", "apt-suite": "stable", role: "node" };
+const REPEATED = ["broker", "trusted-key", "fact", "plugin", "ssh-authorized-key", "alt-name", "notify-recipient", "puppetserver-java-arg"];
+const o = { broker: [], "trusted-key": [], fact: [], plugin: [], "ssh-authorized-key": [], "alt-name": [], "notify-recipient": [], "puppetserver-java-arg": [], collective: "muster", "provisioning-collective": "provisioning", "apt-suite": "stable", role: "node" };
 const usage = (why) => {
   process.stderr.write(`${why}\n${USAGE}\n`);
   process.exit(64);
@@ -111,7 +136,7 @@ for (let i = 0; i < argv.length; i += 2) {
   else o[k] = v;
 }
 const role = o.role;
-if (!SITE_ROLES.includes(role) || role === "console") usage(`--role takes node, broker, master or provisioner, not ${JSON.stringify(role)}`);
+if (!SITE_ROLES.includes(role)) usage(`--role takes ${SITE_ROLES.join(", ")}, not ${JSON.stringify(role)}`);
 for (const k of given) if (FLAGS[k] !== "*" && !FLAGS[k].includes(role)) usage(`--${k} is not for --role ${role} (it goes with ${FLAGS[k].map((r) => `--role ${r}`).join(", ")})`);
 const need = (...flags) => {
   const missing = flags.filter((f) => !given.has(f));
@@ -146,6 +171,7 @@ const trustedKeys = o["trusted-key"].map((p) => {
 });
 for (const k of o["ssh-authorized-key"]) if (!/^(ssh|ecdsa|sk)-[a-z0-9@.-]+ [A-Za-z0-9+/=]+( .*)?$/.test(k)) usage(`--ssh-authorized-key takes an OpenSSH public key line, got ${JSON.stringify(k.slice(0, 40))}`);
 for (const a of o["alt-name"]) if (!/^(IP:[0-9A-Fa-f:.]+|DNS:[A-Za-z0-9.-]+)$/.test(a)) usage(`--alt-name takes IP:ADDRESS or DNS:NAME, got ${JSON.stringify(a)}`);
+for (const a of o["puppetserver-java-arg"]) if (!/^-[A-Za-z0-9:+=._-]+$/.test(a)) usage(`--puppetserver-java-arg takes one JVM option such as -XX:TieredStopAtLevel=1, got ${JSON.stringify(a)}`);
 if (o["puppetserver-heap"] && !/^\d+[mg]$/.test(o["puppetserver-heap"])) usage(`--puppetserver-heap takes a JVM size such as 768m or 2g, got ${JSON.stringify(o["puppetserver-heap"])}`);
 
 const read = (f, placeholder) => (f ? readFileSync(f, "utf8") : `${placeholder}\n`);
@@ -189,6 +215,29 @@ if (role === "node") {
     ...(o["registry-url"] ? { registry: { url: o["registry-url"], tokenText: read(o["registry-token"]) } } : {}),
     ...(o["puppet-code"] ? { puppetCodeUrl: o["puppet-code"] } : {}),
     ...(o["puppetserver-heap"] ? { heap: o["puppetserver-heap"] } : {}),
+    ...(o["puppetserver-java-arg"].length ? { javaArgs: o["puppetserver-java-arg"] } : {}),
+  });
+} else if (role === "console") {
+  need("identity", "broker", "ca", "registry-cert", "registry-key", "console-cert", "console-key", "notifier-cert", "notifier-key", "https-cert", "https-key", "registry-token", "web-tokens", "signing-key", "provisioner-key");
+  if (o.replicas !== undefined && !/^[1-5]$/.test(o.replicas)) usage(`--replicas takes 1 to 5, got ${JSON.stringify(o.replicas)}`);
+  const pair = (name) => ({ certText: read(o[`${name}-cert`]), keyText: read(o[`${name}-key`]) });
+  userData = consoleUserData({
+    ...common,
+    identity: o.identity,
+    brokers,
+    collective: o.collective,
+    caText: read(o.ca),
+    registry: pair("registry"),
+    console: pair("console"),
+    notifier: pair("notifier"),
+    https: pair("https"),
+    registryTokenText: read(o["registry-token"]),
+    webTokensText: read(o["web-tokens"]),
+    signingKeyText: read(o["signing-key"]),
+    provisionerKey: o["provisioner-key"],
+    trustedKeys,
+    recipients: o["notify-recipient"],
+    replicas: Number(o.replicas ?? 1),
   });
 } else {
   need("config", "ca", "cert", "key", "signing-key");

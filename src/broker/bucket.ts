@@ -126,6 +126,9 @@ function entryOf(e: KvEntry): BucketEntry {
   return { key: e.key, value: e.value, revision: e.revision, operation: e.operation, created: e.created.getTime() };
 }
 
+/** How long opening a bucket is retried through a broker outage: long enough for a leader election, short for a broker without JetStream. */
+const OPEN_RETRY_MS = 10_000;
+
 /** The library's KV as a Bucket. */
 class KvBucket implements Bucket {
   constructor(
@@ -262,7 +265,8 @@ export async function openBucket(nc: NatsConnection, name: string, opts: { creat
   }
   const [{ jetstream, jetstreamManager }, { Kvm }] = await Promise.all([import("@nats-io/jetstream"), import("@nats-io/kv")]);
   const c = opts.create;
-  const kv = await new Kvm(jetstream(nc)).create(name, { ...(c.history !== undefined ? { history: c.history } : {}), ...(c.replicas !== undefined ? { replicas: c.replicas } : {}), ...(c.ttlMs !== undefined ? { ttl: c.ttlMs } : {}) });
+  // a broker down or a JetStream leader being elected answers with a timeout: opened again for a while, as writes are
+  const kv = await retryTransient(() => new Kvm(jetstream(nc)).create(name, { ...(c.history !== undefined ? { history: c.history } : {}), ...(c.replicas !== undefined ? { replicas: c.replicas } : {}), ...(c.ttlMs !== undefined ? { ttl: c.ttlMs } : {}) }), OPEN_RETRY_MS);
   if (c.enforceTtl && c.ttlMs !== undefined) {
     const jsm = await jetstreamManager(nc);
     const info = await jsm.streams.info(kvStreamName(name));
@@ -276,12 +280,12 @@ export async function openBucket(nc: NatsConnection, name: string, opts: { creat
 export async function bucketIfExists(nc: NatsConnection, name: string): Promise<Bucket | undefined> {
   const [{ jetstream, jetstreamManager }, { Kvm }] = await Promise.all([import("@nats-io/jetstream"), import("@nats-io/kv")]);
   try {
-    await (await jetstreamManager(nc)).streams.info(kvStreamName(name));
+    await retryTransient(async () => (await jetstreamManager(nc)).streams.info(kvStreamName(name)), OPEN_RETRY_MS);
   } catch (e) {
     if (isMissing(e)) return undefined;
     throw e;
   }
-  return new KvBucket(await new Kvm(jetstream(nc)).open(name), name, nc);
+  return new KvBucket(await retryTransient(() => new Kvm(jetstream(nc)).open(name), OPEN_RETRY_MS), name, nc);
 }
 
 /** Who hands out buckets (the client, a daemon's connection): what the buckets' owners open theirs through. */

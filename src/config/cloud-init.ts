@@ -1,7 +1,7 @@
 import { stringify as toYaml } from "yaml";
 import { BROKER_PATHS } from "../broker/server-config.js";
 import { nodeServerConfig } from "./node.js";
-import { caClientName, MASTER_FILES, masterServerConfig, TLS_DIR } from "./site.js";
+import { caClientName, CONSOLE_FILES, MASTER_FILES, masterServerConfig, notifierServerConfig, registryConfig, TLS_DIR, webClientConfig, webConfig } from "./site.js";
 
 export { TLS_DIR };
 
@@ -193,11 +193,14 @@ export interface MasterOptions extends CommonOptions {
   puppetCodeUrl?: string;
   /** puppetserver's JVM heap (-Xms and -Xmx), e.g. 768m. */
   heap?: string;
+  /** More JVM options for puppetserver (e.g. -XX:TieredStopAtLevel=1: a small master starts faster). */
+  javaArgs?: string[];
 }
 
 export function masterUserData(o: MasterOptions): UserData {
   const client = caClientName(o.identity);
   const heap = o.heap ? [["sed", "-i", "-E", `s/-Xms[0-9]+[kmgKMG]? -Xmx[0-9]+[kmgKMG]?/-Xms${o.heap} -Xmx${o.heap}/`, "/etc/default/puppetserver"]] : [];
+  const java = o.javaArgs?.length ? [["sed", "-i", "-E", `s/^JAVA_ARGS="/JAVA_ARGS="${o.javaArgs.join(" ")} /`, "/etc/default/puppetserver"]] : [];
   const code = o.puppetCodeUrl ? [["sh", "-c", `curl -fsSL ${JSON.stringify(o.puppetCodeUrl)} | tar -xz -C /etc/puppet/code`]] : [];
   const registry = o.registry
     ? [file(MASTER_FILES.searchNodes, "0644", toYaml({ registry_url: o.registry.url, token_file: MASTER_FILES.registryToken, timeout: 10 })), file(MASTER_FILES.registryToken, "0600", o.registry.tokenText)]
@@ -206,6 +209,10 @@ export function masterUserData(o: MasterOptions): UserData {
     {
       write_files: [
         file("/etc/muster/server.yaml", "0640", toYaml(masterServerConfig(o))),
+        // its puppetca agent serves the CA only while puppetserver does: started after it (Debian's
+        // unit is active once the server answers), stopped with it, so the fleet never sees a master
+        // whose CA does not answer, and the provisioner waits for it instead (docs/provisioner.md)
+        file("/etc/systemd/system/muster-server.service.d/10-puppetserver.conf", "0644", "[Unit]\nAfter=puppetserver.service\nBindsTo=puppetserver.service\n"),
         file(`${TLS_DIR}/ca.pem`, "0644", o.caText),
         file(`${TLS_DIR}/master.pem`, "0644", o.certText),
         file(`${TLS_DIR}/master.key`, "0600", o.keyText),
@@ -216,6 +223,7 @@ export function masterUserData(o: MasterOptions): UserData {
       runcmd: [
         ...installCmds(o.source, ["puppetserver", "muster"]),
         ...heap,
+        ...java,
         // The CA and the master's certificate (offline, before puppetserver first starts), then a
         // certificate of muster's own for the CA API: pp_cli_auth, which auth.conf admits
         ["puppetserver", "ca", "setup", "--certname", o.identity, "--subject-alt-names", ["puppet", o.identity, ...o.altNames].join(",")],
@@ -273,6 +281,68 @@ export function provisionerUserData(o: ProvisionerOptions): UserData {
         ["chgrp", "muster-provisioner", PROVISIONER_FILES.config, `${TLS_DIR}/provisioner.key`],
         ["chmod", "0640", `${TLS_DIR}/provisioner.key`],
         ["systemctl", "enable", "--now", "muster-provisioner.service"],
+      ],
+    },
+    o.sshAuthorizedKeys,
+  );
+}
+
+// ------------------------------------------------------------------------------------- console
+
+export interface ConsoleOptions extends CommonOptions {
+  identity: string;
+  brokers: string[];
+  collective: string;
+  caText: string;
+  /** Broker credentials: the registry's, the console's (an admin) and the notifier's. */
+  registry: { certText: string; keyText: string };
+  console: { certText: string; keyText: string };
+  notifier: { certText: string; keyText: string };
+  /** The console's HTTPS certificate and key. */
+  https: { certText: string; keyText: string };
+  registryTokenText: string;
+  webTokensText: string;
+  /** The console's signing key (PEM): runall from the console signs as `console`, which nodes trust. */
+  signingKeyText: string;
+  provisionerKey: string;
+  trustedKeys: { name: string; key: string }[];
+  /** Who the notifier tells (webhooks, mailto:) besides what a request names. */
+  recipients: string[];
+  /** Copies of the registry's bucket (3 on a 3-member cluster). */
+  replicas: number;
+}
+
+/** The console machine: the registry, the web console and the notifier, each its own daemon and user. */
+export function consoleUserData(o: ConsoleOptions): UserData {
+  const cfg = { brokers: o.brokers, collective: o.collective };
+  const key = (name: string, c: { certText: string; keyText: string }) => [file(`${TLS_DIR}/${name}.pem`, "0644", c.certText), file(`${TLS_DIR}/${name}.key`, "0600", c.keyText)];
+  return withSsh(
+    {
+      write_files: [
+        file(CONSOLE_FILES.registryConfig, "0640", toYaml(registryConfig({ ...cfg, replicas: o.replicas }))),
+        file(CONSOLE_FILES.webConfig, "0640", toYaml(webConfig(cfg))),
+        file("/etc/muster/server.yaml", "0640", toYaml(notifierServerConfig({ ...cfg, identity: o.identity, provisionerKey: o.provisionerKey, trustedKeys: o.trustedKeys, recipients: o.recipients }))),
+        file(`${TLS_DIR}/ca.pem`, "0644", o.caText),
+        ...key("registry", o.registry),
+        ...key("console", o.console),
+        ...key("notifier", o.notifier),
+        ...key("web-https", o.https),
+        file(CONSOLE_FILES.registryToken, "0600", o.registryTokenText),
+        file(CONSOLE_FILES.webRegistryToken, "0600", o.registryTokenText),
+        file(CONSOLE_FILES.webTokens, "0600", o.webTokensText),
+        // the unit's StateDirectory (MUSTER_CONFIG_DIR): systemd gives it to muster-web at start
+        file(CONSOLE_FILES.webClientConfig, "0600", toYaml(webClientConfig(cfg))),
+        file(CONSOLE_FILES.webSigningKey, "0600", o.signingKeyText),
+        ...sourceFiles(o.source),
+      ],
+      runcmd: [
+        ...installCmds(o.source, ["muster"]),
+        // each daemon reads its own files, and no other's: the package made their users
+        ["chgrp", "muster-registry", CONSOLE_FILES.registryConfig, CONSOLE_FILES.registryToken, `${TLS_DIR}/registry.key`],
+        ["chgrp", "muster-web", CONSOLE_FILES.webConfig, CONSOLE_FILES.webTokens, CONSOLE_FILES.webRegistryToken, `${TLS_DIR}/console.key`, `${TLS_DIR}/web-https.key`],
+        ["chgrp", "muster", "/etc/muster/server.yaml", `${TLS_DIR}/notifier.key`],
+        ["chmod", "0640", CONSOLE_FILES.registryToken, CONSOLE_FILES.webTokens, CONSOLE_FILES.webRegistryToken, `${TLS_DIR}/registry.key`, `${TLS_DIR}/console.key`, `${TLS_DIR}/web-https.key`, `${TLS_DIR}/notifier.key`],
+        ["systemctl", "enable", "--now", "muster-registry.service", "muster-web.service", "muster-server.service"],
       ],
     },
     o.sshAuthorizedKeys,

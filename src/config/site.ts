@@ -50,3 +50,65 @@ export function provisionerAdditions(o: { brokers: string[]; notifyTargets: stri
     metrics: { host: "127.0.0.1", port: o.metricsPort ?? 9464 },
   };
 }
+
+/** Where the console machine keeps its daemons' files (docs/deploy.md#7-the-registry-and-the-console). */
+export const CONSOLE_FILES = {
+  registryConfig: "/etc/muster/registry.yaml",
+  registryToken: "/etc/muster/registry.token",
+  webConfig: "/etc/muster/web.yaml",
+  webTokens: "/etc/muster/web.tokens",
+  /** The console's own copy of the registry's token (its user cannot read the registry's). */
+  webRegistryToken: "/etc/muster/web-registry.token",
+  /** The console's client config (its broker TLS) and signing key, in its unit's MUSTER_CONFIG_DIR. */
+  webClientConfig: "/var/lib/muster/web/client.yaml",
+  webSigningKey: "/var/lib/muster/web/keys/console.pem",
+} as const;
+
+export const SITE_HTTP = { registry: 8089, web: 8443 } as const;
+
+/** The registry on the console machine: the site's brokers, its own credential, served to the masters with a token. */
+export function registryConfig(o: { brokers: string[]; collective: string; replicas: number }): Record<string, unknown> {
+  return {
+    brokers: o.brokers,
+    tls: { ca: `${TLS_DIR}/ca.pem`, cert: `${TLS_DIR}/registry.pem`, key: `${TLS_DIR}/registry.key` },
+    collectives: [o.collective],
+    replicas: o.replicas,
+    max_age: 900,
+    // the masters' search_nodes ask it over the network: every request carries the bearer token
+    http: { host: "0.0.0.0", port: SITE_HTTP.registry, token_file: CONSOLE_FILES.registryToken },
+    log: { level: "info" },
+  };
+}
+
+/** The web console: HTTPS of its own, tokens for the people, the registry on the same machine. */
+export function webConfig(o: { brokers: string[]; collective: string }): Record<string, unknown> {
+  return {
+    listen: `0.0.0.0:${SITE_HTTP.web}`,
+    tls: { cert: `${TLS_DIR}/web-https.pem`, key: `${TLS_DIR}/web-https.key` },
+    auth: { tokens_file: CONSOLE_FILES.webTokens },
+    registry: { url: `http://127.0.0.1:${SITE_HTTP.registry}`, token_file: CONSOLE_FILES.webRegistryToken },
+    collective: o.collective,
+    broker: o.brokers,
+  };
+}
+
+/** The console's client config: how it reaches the brokers, as itself (an admin of the broker). */
+export function webClientConfig(o: { brokers: string[]; collective: string }): Record<string, unknown> {
+  return { brokers: o.brokers, collective: o.collective, tls: { ca: `${TLS_DIR}/ca.pem`, cert: `${TLS_DIR}/console.pem`, key: `${TLS_DIR}/console.key` } };
+}
+
+/** The notifier on the console machine: a muster server hosting the notify agent, which tells the admins. */
+export function notifierServerConfig(o: { identity: string; brokers: string[]; collective: string; provisionerKey: string; trustedKeys: { name: string; key: string }[]; recipients: string[] }): Record<string, unknown> {
+  return {
+    identity: o.identity,
+    collectives: [o.collective],
+    brokers: o.brokers,
+    facts: { facter: true, extra: { role: "notifier" } },
+    agents: { builtin: ["notify"] },
+    plugins: { notify: { recipients: o.recipients } },
+    tls: { ca: `${TLS_DIR}/ca.pem`, cert: `${TLS_DIR}/notifier.pem`, key: `${TLS_DIR}/notifier.key` },
+    security: { trusted_keys: [{ name: "provisioner", key: o.provisionerKey }, ...o.trustedKeys] },
+    registration: { interval: 300, splay: true },
+    log: { level: "info" },
+  };
+}

@@ -8,7 +8,7 @@ import { signingKeyFromPem } from "../protocol/signing.js";
 import { clientCaBundle, type LabPki } from "./credentials.js";
 import { LAB_COLLECTIVE, LAB_NOTIFIER, LAB_PROVISIONER_CALLER, LAB_PROVISIONING_COLLECTIVE } from "./names.js";
 import type { StartNatsOptions } from "./nats.js";
-import type { LabState } from "./state.js";
+import { labBrokers, type LabState } from "./state.js";
 
 // The lab's broker: nats-server with JetStream and TLS, every connection a user with its own
 // permissions (docs/security.md). The users live in a file of their own, rewritten as nodes come
@@ -102,8 +102,8 @@ export async function connectedUsers(monitor: string): Promise<Map<string, strin
 }
 
 /** A client acting as the provisioner: its credential, its key, the provisioning collective. */
-export async function labProvisionerClient(s: Pick<LabState, "broker" | "provisioningCollective" | "tls" | "provisionerEnv">, name = "muster-lab-provisioner"): Promise<MusterClient> {
+export async function labProvisionerClient(s: Pick<LabState, "broker" | "site" | "provisioningCollective" | "tls" | "provisionerEnv">, name = "muster-lab-provisioner"): Promise<MusterClient> {
   const home = s.provisionerEnv.MUSTER_CONFIG_DIR!;
   const key = signingKeyFromPem(LAB_PROVISIONER_CALLER, readFileSync(join(home, "keys", `${LAB_PROVISIONER_CALLER}.pem`), "utf8"));
-  return MusterClient.connect({ brokers: [s.broker], collective: s.provisioningCollective, name, tls: s.tls.provisioner, key });
+  return MusterClient.connect({ brokers: labBrokers(s), collective: s.provisioningCollective, name, tls: s.tls.provisioner, key });
 }

@@ -10,7 +10,8 @@ import { labNodeContext, startLabNode } from "./nodes.js";
 import { isAlive, type MusterProcess } from "./processes.js";
 import { LAB_REGIONS, type LabRegion } from "./regions.js";
 import { labRole } from "./roles.js";
-import { writeLabState, type LabNode, type LabState } from "./state.js";
+import { labRunning, writeLabState, type LabNode, type LabState } from "./state.js";
+import { siteBootContext, siteBrokerUsers } from "./site/scale.js";
 import { waitForNodes } from "./waits.js";
 
 // Nodes that arrive and leave after `lab up`, as auto-scaling would boot and terminate them:
@@ -26,6 +27,8 @@ export interface AddNodesOptions {
   country?: string;
   /** Exact identities instead of new numbers: a machine coming back under an old name. */
   identities?: string[];
+  /** A site's machines only: their Debian release when not the site's (a fleet mid-upgrade). */
+  suite?: string;
   progress?: (line: string) => void;
 }
 
@@ -79,21 +82,26 @@ export function planNewNodes(s: LabState, o: AddNodesOptions): { identity: strin
   });
 }
 
+/** The broker's users for exactly these nodes: on this host's nats-server, or copied to a site's brokers. */
+const brokerUsers = (s: LabState, nodes: string[]) => (s.site ? siteBrokerUsers(s, nodes) : reloadBrokerUsers(s, nodes));
+
 /**
  * Boot new nodes into a running lab: broker users first, then their muster servers, waiting to be
  * provisioned; resolves once every one of them answers the provisioner's discovery.
  */
 export async function addLabNodes(s: LabState, o: AddNodesOptions & Spawning): Promise<LabNode[]> {
-  if (!isAlive(s.natsPid)) throw new MusterError("MUSTER_USAGE", `the lab's broker (pid ${s.natsPid}) is not running; start the lab with \`muster lab up\``);
+  if (!labRunning(s)) throw new MusterError("MUSTER_USAGE", s.site ? "the site's brokers are not running; start the lab with `muster lab up --site`" : `the lab's broker (pid ${s.natsPid}) is not running; start the lab with \`muster lab up\``);
+  if (o.suite && !s.site) throw new MusterError("MUSTER_USAGE", "--suite chooses the Debian release of a site's nodes (`muster lab up --site`); this lab's nodes run the host's");
   const say = o.progress ?? (() => undefined);
   const plan = planNewNodes(s, o);
   say(`adding ${plan.map((p) => `${p.identity} (${p.region.country})`).join(", ")}: broker users first`);
-  await reloadBrokerUsers(s, [...s.nodes.map((n) => n.identity), ...plan.map((p) => p.identity)]);
+  await brokerUsers(s, [...s.nodes.map((n) => n.identity), ...plan.map((p) => p.identity)]);
   const ctx = labNodeContext(s, o.detached);
   const added: LabNode[] = [];
   if (s.machines) {
     // A machine lab grows by machines, booted through cloud-init like the first ones.
-    const boot = await machineBootContext(s.dir, s.machines, { cert: s.tls.ca, key: ctx.caKey }, provisionerKey(s.dir).key.publicKey, o.detached, (name, p) => o.track?.(name, p));
+    const track = (name: string, p: MusterProcess) => o.track?.(name, p);
+    const boot = s.site ? await siteBootContext(s, o.suite, o.detached, say, track) : await machineBootContext(s.dir, s.machines, { cert: s.tls.ca, key: ctx.caKey }, provisionerKey(s.dir).key.publicKey, o.detached, track);
     for (const p of plan) {
       const { node, proc } = await bootLabMachine(boot, { identity: p.identity, region: p.region, serial: p.serial, role: labRole(p.serial - 1) });
       o.track?.(p.identity, proc, { node: p.identity });
@@ -141,6 +149,6 @@ export async function removeLabNode(s: LabState, identity: string, kill: (n: Lab
   if (existsSync(cfg)) rmSync(cfg);
   s.nodes = s.nodes.filter((x) => x !== n);
   writeLabState(s);
-  if (isAlive(s.natsPid)) await reloadBrokerUsers(s, s.nodes.map((x) => x.identity));
+  if (labRunning(s)) await brokerUsers(s, s.nodes.map((x) => x.identity));
   return n;
 }

@@ -2,7 +2,7 @@ import { appendFileSync, existsSync, readFileSync, writeFileSync } from "node:fs
 import { join } from "node:path";
 import type { TlsSettings } from "../broker/connect.js";
 import type { LabMachinesState, LabNodeMachine, MachineNode } from "./machines/index.js";
-import { cmdlineOf } from "./processes.js";
+import { cmdlineOf, isAlive } from "./processes.js";
 import type { LabRegion } from "./regions.js";
 
 // What a lab is, as its state file (<lab>/lab.json) says: every process it started with its pid,
@@ -77,6 +77,49 @@ export interface LabState {
   bin?: string;
   /** A lab whose nodes are machines: their network, relays, image and package. */
   machines?: LabMachinesState;
+  /**
+   * The site (`lab up --site`): the brokers, masters, provisioners and console are machines too,
+   * and the host keeps only the operator's side (this state, the relays, the package server, the
+   * receiver). Host-only fields above then say so: no nats-server pid, no host masters.
+   */
+  site?: LabSiteState;
+}
+
+export interface SiteMachineState {
+  identity: string;
+  role: "broker" | "master" | "provisioner" | "console";
+  address: string;
+  /** Its power supervisor. */
+  pid: number;
+  machine: LabNodeMachine;
+}
+
+export interface LabSiteState {
+  machines: SiteMachineState[];
+  /** The brokers as this workstation reaches them (relays on loopback). */
+  brokers: string[];
+  /** The Debian release of the site's machines (nodes may be added with another). */
+  suite: string;
+  /** What the operator keeps on the workstation: the site's files (site/files.ts). */
+  files: { dir: string; users: string; clientsCa: string };
+}
+
+/** A machine powered on again has a new power supervisor: note its pid where the state names the machine. */
+export function setMachinePid(s: LabState, identity: string, pid: number): void {
+  for (const m of [...(s.site?.machines ?? []), ...s.nodes]) if (m.identity === identity) m.pid = pid;
+}
+
+/** Whether the lab runs: its broker (on this host, or a site's broker machines). */
+export function labRunning(s: LabState): boolean {
+  return s.site ? s.site.machines.some((m) => m.role === "broker" && isAlive(m.pid)) : isAlive(s.natsPid);
+}
+
+/** The brokers a client of this lab connects to. */
+export const labBrokers = (s: Pick<LabState, "broker" | "site">): string[] => s.site?.brokers ?? [s.broker];
+
+/** Every machine of the lab, nodes and site machines alike, with its role. */
+export function labMachinesOf(s: LabState): { identity: string; role: string; pid: number; machine: LabNodeMachine }[] {
+  return [...(s.site?.machines ?? []), ...s.nodes.flatMap((n) => (n.machine ? [{ identity: n.identity, role: "node", pid: n.pid, machine: n.machine }] : []))];
 }
 
 export const stateFile = (dir: string) => join(dir, "lab.json");
@@ -98,22 +141,28 @@ export function writeLabState(s: LabState): void {
 /** Every process the state names, with what it is (what `lab status` lists). */
 export function labPids(s: LabState): { name: string; pid: number }[] {
   return [
-    { name: "nats-server", pid: s.natsPid },
+    // a site's services run on its machines: only what this host runs has a pid here
+    ...(s.site ? [] : [{ name: "nats-server", pid: s.natsPid }]),
     ...s.masters.flatMap((m) => [
       { name: `puppetserver ${m.identity}`, pid: m.pid },
       { name: `muster server ${m.identity}`, pid: m.serverPid },
     ]),
+    ...(s.site?.machines ?? []).map((m) => ({ name: `machine ${m.identity} (${m.role})`, pid: m.pid })),
     ...s.nodes.map((n) => ({ name: `${n.machine ? "machine" : "muster server"} ${n.identity}`, pid: n.pid })),
     ...(s.machines
       ? [
           { name: `package server ${s.machines.packages.hostUrl}`, pid: s.machines.packages.pid },
           ...s.machines.relays.flatMap((r) => r.pids.map((pid, i) => ({ name: `relay ${r.name} ${i ? r.target : r.listen}`, pid }))),
-          ...s.nodes.flatMap((n) => (n.machine?.relayPids ?? []).map((pid, i) => ({ name: `relay ssh ${n.identity}${i ? "" : ` ${n.machine!.ssh.host}:${n.machine!.ssh.port}`}`, pid }))),
+          ...labMachinesOf(s).flatMap((n) => n.machine.relayPids.map((pid, i) => ({ name: `relay ssh ${n.identity}${i ? "" : ` ${n.machine.ssh.host}:${n.machine.ssh.port}`}`, pid }))),
         ]
       : []),
-    { name: `muster server ${s.notifier.identity}`, pid: s.notifier.pid },
-    ...(s.registry ? [{ name: `registry ${s.registry.url}`, pid: s.registry.pid }] : []),
-    ...(s.web ? [{ name: `web console ${s.web.url}`, pid: s.web.pid }] : []),
+    ...(s.site
+      ? []
+      : [
+          { name: `muster server ${s.notifier.identity}`, pid: s.notifier.pid },
+          ...(s.registry ? [{ name: `registry ${s.registry.url}`, pid: s.registry.pid }] : []),
+          ...(s.web ? [{ name: `web console ${s.web.url}`, pid: s.web.pid }] : []),
+        ]),
     { name: "webhook receiver", pid: s.receiver.pid },
     ...(s.provisioner ? [{ name: "provisioner", pid: s.provisioner.pid }] : []),
   ];

@@ -4,7 +4,7 @@ import { clearMachineRemains, machineLeader, machineSupervisor, powerOffMachine,
 import { cmdlineOf, isAlive, stopPid } from "./processes.js";
 import { stopDetachedPuppetserver } from "./puppetserver.js";
 import { LAB_REGIONS } from "./regions.js";
-import { labPids, readLabState, rememberedPids } from "./state.js";
+import { labMachinesOf, labPids, readLabState, rememberedPids } from "./state.js";
 
 // `muster lab down`: a detached lab is stopped from what it wrote down, never from a process of
 // its own. From its state file when it has one; from what it remembered (pids.jsonl, the pid
@@ -49,16 +49,17 @@ export async function stopLabFromState(dir: string): Promise<string[]> {
     stopped.push("provisioner");
   }
   if (s.machines) {
-    // machines first, each shut down cleanly (a cut after a minute), then their network
+    // machines first (the site's and the nodes'), each shut down cleanly (a cut after a minute), then their network
+    const all = labMachinesOf(s);
     await Promise.all(
-      s.nodes.filter((n) => n.machine).map(async (n) => {
+      all.map(async (n) => {
         // a machine whose supervisor was killed still runs: it is cut
-        if (!machineSupervisor(n.machine!.dir) && !machineLeader(n.machine!.dir)) return;
-        await powerOffMachine(n.machine!.dir, n.pid);
+        if (!machineSupervisor(n.machine.dir) && !machineLeader(n.machine.dir)) return;
+        await powerOffMachine(n.machine.dir, n.pid);
         stopped.push(`machine ${n.identity}`);
       }),
     );
-    if ((await teardownMachines(s.machines, s.nodes)).length) stopped.push("relays", "package server");
+    if ((await teardownMachines(s.machines, all)).length) stopped.push("relays", "package server");
   }
   const servers = labPids(s).filter((p) => p.name.startsWith("muster server") || p.name === "webhook receiver" || p.name.startsWith("registry ") || p.name.startsWith("web console "));
   await Promise.all(servers.map(async (p) => isAlive(p.pid) && (await stopPid(p.pid), stopped.push(p.name))));

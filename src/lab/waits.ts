@@ -4,14 +4,14 @@ import { MusterError } from "../errors.js";
 import { labProvisionerClient } from "./broker.js";
 import { labWebToken } from "./credentials.js";
 import type { MusterProcess } from "./processes.js";
-import type { LabNode, LabRegistry, LabState, LabWeb } from "./state.js";
+import { labBrokers, type LabNode, type LabRegistry, type LabState, type LabWeb } from "./state.js";
 
 // What "up" means for each part of the lab, with a deadline and a message that says where to look:
 // muster servers answer discovery (in the fleet, or in the provisioning collective for nodes that
 // wait to be provisioned), the registry and the console answer over HTTP.
 
 /** What waitForNodes needs of a lab: enough to connect as its operator or its provisioner. */
-export type LabReach = Pick<LabState, "broker" | "collective" | "provisioningCollective" | "tls" | "provisionerEnv" | "machines">;
+export type LabReach = Pick<LabState, "broker" | "site" | "collective" | "provisioningCollective" | "tls" | "provisionerEnv" | "machines">;
 
 /**
  * Resolves when every identity answers discovery (in the fleet, or as the provisioner in the
@@ -19,7 +19,7 @@ export type LabReach = Pick<LabState, "broker" | "collective" | "provisioningCol
  * `failed` says when it says something.
  */
 export async function waitForNodes(s: LabReach, identities: string[], timeoutMs: number, where: "fleet" | "provisioning" = "fleet", onFound?: (identity: string) => void, failed?: () => string | undefined): Promise<void> {
-  const client = where === "provisioning" ? await labProvisionerClient(s, "muster-lab-wait") : await MusterClient.connect({ brokers: [s.broker], collective: s.collective, name: "muster-lab-wait", tls: s.tls.admin });
+  const client = where === "provisioning" ? await labProvisionerClient(s, "muster-lab-wait") : await MusterClient.connect({ brokers: labBrokers(s), collective: s.collective, name: "muster-lab-wait", tls: s.tls.admin });
   const deadline = Date.now() + timeoutMs;
   const seen = new Set<string>();
   try {

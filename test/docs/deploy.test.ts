@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { parse as parseYaml, stringify as toYaml } from "yaml";
 import { brokerServerConfig } from "../../src/broker/server-config.js";
 import { masterUserData } from "../../src/config/cloud-init.js";
-import { masterServerConfig, provisionerAdditions } from "../../src/config/site.js";
+import { masterServerConfig, provisionerAdditions, registryConfig, webConfig } from "../../src/config/site.js";
 import { siteMachines } from "../../src/lab/site/roles.js";
 import { siteRenderArgv, type SiteRenderContext } from "../../src/lab/site/render.js";
 import type { SiteCredentials } from "../../src/lab/site/credentials.js";
@@ -54,6 +54,7 @@ test("§5: the master's server.yaml and its setup commands are the generator's",
     registry: { url: "http://console.example.net:8089", tokenText: "" },
     puppetCodeUrl: "https://code.example.net/puppet-code.tar.gz",
     heap: "2g",
+    javaArgs: ["-XX:TieredStopAtLevel=1"],
   });
   assert.equal(rendered("master-runcmd").text, `${u.runcmd.map((c) => c.map(shellQuote).join(" ")).join("\n")}\n`);
 });
@@ -63,8 +64,13 @@ test("§6: the provisioners' additions are the generator's", () => {
   assert.deepEqual(parseYaml(y.text), parseYaml(toYaml(provisionerAdditions({ brokers: EXAMPLE_BROKERS, notifyTargets: ["https://hooks.example.net/provisioning", "mailto:ops@example.net"] }))));
 });
 
+test("§7: the registry's and the console's configs are the generators'", () => {
+  assert.deepEqual(parseYaml(rendered("registry-config").text), registryConfig({ brokers: EXAMPLE_BROKERS, collective: "muster", replicas: 3 }));
+  assert.deepEqual(parseYaml(rendered("web-config").text), webConfig({ brokers: EXAMPLE_BROKERS, collective: "muster" }));
+});
+
 test("every --role command in docs/deploy.md has the flags the lab renders that role's machines with", () => {
-  const creds = { ca: { cert: "/c/ca.pem" }, brokers: new Proxy({}, { get: () => ({ cert: "/c/b.pem", key: "/c/b.key" }) }), masters: new Proxy({}, { get: () => ({ cert: "/c/m.pem", key: "/c/m.key" }) }), provisioner: { cert: "/c/p.pem", key: "/c/p.key" }, keys: { provisioner: { file: "/k/provisioner.pem", publicKey: "P" }, console: { file: "/k/console.pem", publicKey: "C" } } } as unknown as SiteCredentials;
+  const creds = { ca: { cert: "/c/ca.pem" }, brokers: new Proxy({}, { get: () => ({ cert: "/c/b.pem", key: "/c/b.key" }) }), masters: new Proxy({}, { get: () => ({ cert: "/c/m.pem", key: "/c/m.key" }) }), provisioner: { cert: "/c/p.pem", key: "/c/p.key" }, registry: { cert: "/c/r.pem", key: "/c/r.key" }, console: { cert: "/c/c.pem", key: "/c/c.key" }, notifier: { cert: "/c/n.pem", key: "/c/n.key" }, https: { cert: "/c/h.pem", key: "/c/h.key" }, keys: { provisioner: { file: "/k/provisioner.pem", publicKey: "P" }, console: { file: "/k/console.pem", publicKey: "C" } } } as unknown as SiteCredentials;
   const ctx: SiteRenderContext = {
     renderer: "packaging/cloud-init.mjs",
     creds,
@@ -76,6 +82,7 @@ test("every --role command in docs/deploy.md has the flags the lab renders that 
     webTokens: "/w",
     provisionerConfig: "/p.yaml",
     operator: { name: "user=root", key: "K" },
+    notifyRecipients: ["http://10.77.0.1:9999/"],
     sshPublicKey: "ssh-ed25519 AAAA lab",
     puppetserverHeap: "768m",
   };
@@ -94,5 +101,5 @@ test("every --role command in docs/deploy.md has the flags the lab renders that 
     const lab = squash(siteRenderArgv(ctx, m).filter((a) => a.startsWith("--")));
     assert.deepEqual(lab, docFlags, `--role ${role}: the lab's command is the operators' command`);
   }
-  for (const r of ["broker", "master", "provisioner"]) assert.ok(roles.has(r), `docs/deploy.md shows the --role ${r} command`);
+  for (const r of ["broker", "master", "provisioner", "console"]) assert.ok(roles.has(r), `docs/deploy.md shows the --role ${r} command`);
 });

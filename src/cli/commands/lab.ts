@@ -3,6 +3,7 @@ import { existsSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { MusterError } from "../../errors.js";
 import { isAlive, stopPid } from "../../lab/processes.js";
+import { labBrokers, labMachinesOf, labRunning, setMachinePid } from "../../lab/state.js";
 import type { LabState, LabWeb } from "../../lab/lab.js";
 import type { Role } from "../../web/auth.js";
 import { LAB_REGIONS } from "../../lab/regions.js";
@@ -27,14 +28,12 @@ const load = async () => {
   return { ...lab, MusterClient, ProvisionState, toYaml, unpackMuster };
 };
 
-function running(s: LabState): boolean {
-  return isAlive(s.natsPid);
-}
+const running = (s: LabState): boolean => labRunning(s);
 
 /** Live progress of these nodes' provisioning until each is done or failed; `since`: ignore records older than this (an earlier machine's). */
 async function followProvisioning(s: LabState, ids: string[], timeoutMs: number, since = 0): Promise<NodeRecord[]> {
   const { MusterClient, ProvisionState } = await load();
-  const client = await MusterClient.connect({ brokers: [s.broker], collective: s.collective, name: "muster-lab-follow", tls: s.tls?.admin });
+  const client = await MusterClient.connect({ brokers: labBrokers(s), collective: s.collective, name: "muster-lab-follow", tls: s.tls?.admin });
   const store = await ProvisionState.open(client, DEFAULT_STATE_BUCKET);
   const { progressBar } = await import("../output.js"); // a terminal's bar, only when following
   const bar = progressBar(true);
@@ -62,6 +61,29 @@ async function followProvisioning(s: LabState, ids: string[], timeoutMs: number,
   return all.filter((r) => ids.includes(r.identity));
 }
 
+/**
+ * The provisioned nodes that answer in the fleet (they reconnect on their Puppet certificate after
+ * the last step): each is said as it answers; the ones that do not within a minute are said too.
+ */
+async function answeringInFleet(s: LabState, ids: string[]): Promise<string[]> {
+  if (!ids.length) return [];
+  const { waitForNodes } = await load();
+  const answered: string[] = [];
+  try {
+    await waitForNodes(s, ids, 60_000, "fleet", (id) => (answered.push(id), process.stderr.write(`${ts()} ${id.padEnd(16)} ${green("answers in the fleet")}\n`)));
+  } catch (e) {
+    process.stderr.write(`${ts()} ${red((e as Error).message)}\n`);
+  }
+  return answered;
+}
+
+/** The site's machines by role, as `lab up --site` ends with. */
+function siteSummary(s: LabState): string {
+  const byRole = new Map<string, string[]>();
+  for (const m of s.site?.machines ?? []) byRole.set(m.role, [...(byRole.get(m.role) ?? []), m.identity]);
+  return `The site (Debian ${s.site!.suite}): ${[...byRole.entries()].map(([role, ids]) => `${role} ${ids.join(", ")}`).join("; ")}. The brokers as this workstation reaches them: ${s.site!.brokers.join(", ")}.`;
+}
+
 /** Where the lab's console listens and how to log in (the tokens are the lab's own, loopback only). */
 function webLogin(w: LabWeb, labWebToken: (file: string, role: Role) => string | undefined): string {
   const op = labWebToken(w.tokens_file, "operator");
@@ -74,7 +96,7 @@ function webLogin(w: LabWeb, labWebToken: (file: string, role: Role) => string |
  * machines, `muster ssh` reaches them through the lab's ssh_config and key.
  */
 function writeClientConfig(s: LabState, toYaml: (v: unknown) => string): void {
-  writeFileSync(clientConfig(), toYaml({ brokers: [s.broker], collective: s.collective, tls: s.tls.admin, ...(s.machines ? { ssh_command: `ssh -F ${s.machines.ssh.config}` } : {}) }));
+  writeFileSync(clientConfig(), toYaml({ brokers: labBrokers(s), collective: s.collective, tls: s.tls.admin, ...(s.machines ? { ssh_command: `ssh -F ${s.machines.ssh.config}` } : {}) }));
 }
 
 /** The lab here, running, or a message and exit 1. */
@@ -89,14 +111,15 @@ async function runningLab(): Promise<LabState | undefined> {
   return s;
 }
 
-/** A machine of the lab by identity, or a usage error naming the machines there are. */
+/** A machine of the lab by identity (a node, or one of the site's), or a usage error naming the machines there are. */
 function labMachine(s: LabState, identity: string) {
-  const n = s.nodes.find((x) => x.identity === identity);
-  if (!n?.machine) {
-    const names = s.nodes.filter((x) => x.machine).map((x) => x.identity);
-    throw new MusterError("MUSTER_USAGE", n ? `${identity} is a process node, not a machine (start a lab with --machines N for machines)` : `no machine ${identity} in the lab (machines: ${names.join(", ") || "none: start the lab with --machines N"})`);
+  const all = labMachinesOf(s);
+  const m = all.find((x) => x.identity === identity);
+  if (!m) {
+    const processNode = s.nodes.some((x) => x.identity === identity);
+    throw new MusterError("MUSTER_USAGE", processNode ? `${identity} is a process node, not a machine (start a lab with --machines N for machines)` : `no machine ${identity} in the lab (machines: ${all.map((x) => x.identity).join(", ") || "none: start the lab with --machines N"})`);
   }
-  return n as typeof n & { machine: NonNullable<typeof n.machine> };
+  return m;
 }
 
 export function labCommand(): Command {
@@ -111,6 +134,8 @@ export function labCommand(): Command {
       .option("--package <file>", "with --machines: the .deb they install (default: built now from this checkout)")
       .option("--timeout <seconds>", "give up following progress after this long", "900")
       .option("--from-package <file>", "run the lab's muster processes from this .deb (npm run package), unpacked into .muster/lab/pkg, instead of this checkout")
+      .option("--site", "the whole site as machines: three brokers, two Puppet 8 masters, two provisioners and the console (nats1..3.lab, puppet-eu.lab, puppet-us.lab, provisioner1..2.lab, console.lab), each installed from the package as docs/deploy.md says, besides the nodes")
+      .option("--suite <release>", "the Debian release of the machines: the site's default is trixie (Debian 13, Puppet 8); without --site, the host's own (its masters are its Puppet)")
       .addHelpText(
         "after",
         `
@@ -122,13 +147,20 @@ has no route out: machines reach the broker and masters through relays. They nee
 systemd-container, mmdebstrap and socat (./scripts/setup.sh installs them); without them the lab
 says so and runs process nodes.
 
+With --site the host keeps only what an operator's workstation has (./.muster/client.yaml, the
+site's credentials in .muster/lab/site), the package server with the lab's Debian mirror, the
+relays and the admins' webhook receiver: every service is a machine, booted through cloud-init
+with the user-data packaging/cloud-init.mjs renders for its role.
+
 Examples:
   muster lab up                      4 machines booted through cloud-init (process nodes if this host cannot)
+  muster lab up --site               the whole site on Debian 13 with Puppet 8, and 4 nodes
+  muster lab up --site --machines 6  the site and 6 nodes
   muster lab up --machines 8         8 machines
   muster lab up --nodes 6            6 process nodes on this host (no root needed)
   muster lab up --machines 1 --vm    one QEMU machine with its own kernel (slow here: ~5-10 min)`,
       )
-      .action(async (o: { nodes: string; machines?: string; vm?: boolean; vms?: string; package?: string; timeout: string; fromPackage?: string }) => {
+      .action(async (o: { nodes: string; machines?: string; vm?: boolean; vms?: string; package?: string; timeout: string; fromPackage?: string; site?: boolean; suite?: string }) => {
         const { readLabState, stopLabFromState, stopLabRemains, startLab, toYaml, labWebToken, unpackMuster } = await load();
         if (o.vms !== undefined) {
           if (o.machines !== undefined) throw new MusterError("MUSTER_USAGE", "--vms N is --machines N --vm: give one of them");
@@ -136,6 +168,10 @@ Examples:
           o.vm = true;
         }
         if (o.machines && o.nodes) throw new MusterError("MUSTER_USAGE", "--machines and --nodes choose the kind of node: give one");
+        if (o.site && (o.nodes || o.fromPackage)) throw new MusterError("MUSTER_USAGE", `--site runs everything on machines: ${o.nodes ? "--nodes (process nodes)" : "--from-package (host processes)"} does not go with it; --machines N sizes its nodes`);
+        if (o.suite !== undefined && !/^[a-z]+$/.test(o.suite)) throw new MusterError("MUSTER_USAGE", `--suite takes a Debian release's codename (trixie, bookworm), not ${JSON.stringify(o.suite)}`);
+        if (o.suite && o.nodes) throw new MusterError("MUSTER_USAGE", "--suite chooses the release of machines: process nodes (--nodes) run this host's");
+        if (o.site && !o.machines) o.machines = "4";
         // flags that only go with machines, before any default is chosen
         if ((o.vm || o.package) && !o.machines) throw new MusterError("MUSTER_USAGE", `${o.vm ? "--vm" : "--package"} goes with --machines N (for instance \`muster lab up --machines 1${o.vm ? " --vm" : ` --package ${o.package}`}\`)`);
         if (!o.machines && !o.nodes) {
@@ -155,6 +191,11 @@ Examples:
         if (o.fromPackage && !existsSync(o.fromPackage)) throw new MusterError("MUSTER_USAGE", `--from-package: no file ${o.fromPackage} (build one with \`npm run package\`; it prints the path)`);
         const machines = o.machines ? { kind: (o.vm ? "vm" : "nspawn") as "vm" | "nspawn", deb: o.package ?? o.fromPackage, imageCache: resolve(".muster", "images") } : undefined;
         if (machines) (await labMachines()).checkMachineHost(machines.kind); // says what to install before anything starts
+        if (!o.site && o.suite) {
+          // the host's masters run the host's Puppet: a newer agent must not be pointed at an older server
+          const host = (await labMachines()).hostRelease().release;
+          if (o.suite !== host) throw new MusterError("MUSTER_USAGE", `this lab's Puppet masters run on this host (Debian ${host}'s Puppet), and nodes of ${o.suite} would run a Puppet agent that must not be pointed at a different server version: use --site for the site's own masters (Debian 13, Puppet 8), or leave --suite out`);
+        }
         const existing = readLabState(labDir());
         if (existing && running(existing)) {
           process.stdout.write(`The lab is already running (${existing.nodes.length} nodes, broker ${existing.broker}).\nSee \`muster lab status\`, or \`muster lab down\` first to start afresh.\n`);
@@ -173,14 +214,18 @@ Examples:
           process.stderr.write(`\n${ts()} interrupted: what the lab started keeps running (\`muster lab status\`); \`muster lab down\` stops all of it\n`);
           process.exit(130);
         });
-        const started = await startLab({ dir: labDir(), nodes: n, detached: true, provisioner: true, bin: pkg?.bin, machines, progress: (l) => process.stderr.write(`${ts()} ${l}\n`) });
-        const s = started.state;
+        const progress = (l: string) => process.stderr.write(`${ts()} ${l}\n`);
+        const s = o.site
+          ? (await (await import("../../lab/site/index.js")).startSite({ dir: labDir(), nodes: n, suite: o.suite, kind: machines!.kind, deb: machines!.deb, imageCache: machines!.imageCache, detached: true, progress })).state
+          : (await startLab({ dir: labDir(), nodes: n, detached: true, provisioner: true, bin: pkg?.bin, machines, progress })).state;
         writeClientConfig(s, toYaml);
         process.stderr.write(`${ts()} lab is up; provisioning ${n} nodes${s.web ? `; watch it at ${s.web.url}` : ""}\n`);
         const recs = await followProvisioning(s, s.nodes.map((n) => n.identity), Number(o.timeout) * 1000);
-        const done = recs.filter((r) => r.status === "done").length;
+        // provisioned is not ready: a node is ready once it answers in the fleet, on its Puppet certificate
+        const done = (await answeringInFleet(s, recs.filter((r) => r.status === "done").map((r) => r.identity))).length;
         process.stdout.write(`\n${(await import("./provision.js")).renderStatusTable(recs)}\n\n`);
-        process.stdout.write(`${bold(`${done} of ${n} nodes provisioned`)} in ${((Date.now() - t0) / 1000).toFixed(0)} s (lab start included). Notifications: ${s.receiver.file}\n\n`);
+        process.stdout.write(`${bold(`${done} of ${n} nodes provisioned and answering in the fleet`)} in ${((Date.now() - t0) / 1000).toFixed(0)} s (lab start included). Notifications: ${s.receiver.file}\n\n`);
+        if (s.site) process.stdout.write(`${siteSummary(s)}\n\n`);
         if (s.web) process.stdout.write(`${webLogin(s.web, labWebToken)}\n\n`);
         if (s.machines) process.stdout.write(`Machines: ssh into one with \`muster ssh -I ${s.nodes[0]?.identity}\`, run a command in it with \`muster lab exec ${s.nodes[0]?.identity} -- systemctl status muster-server\`, reboot or cut its power with \`muster lab power\`.\n\n`);
         process.stdout.write(`The lab keeps running. Try:\n  muster ping\n  muster find -F country=de\n  muster provision status\n  muster facts country\n  muster puppet runall 2 -C role::web\n  muster find -W "environment=development customer=acme mysql::master"\n  muster nrpe check_load -W "environment=development customer=acme mysql::master"\n  muster rpc rpcutil daemon_stats -I ${s.nodes[0]?.identity ?? "node01.eu.lab"}\n  muster lab add ${s.machines ? "--machines" : "--count"} 2\n  muster lab status\n  muster lab down\n`);
@@ -214,7 +259,7 @@ Examples:
         const procs = labPids(s).map((p) => ({ ...p, alive: isAlive(p.pid) }));
         let recs: NodeRecord[] = [];
         if (running(s)) {
-          const client = await MusterClient.connect({ brokers: [s.broker], collective: s.collective, name: "muster-lab-status", tls: s.tls?.admin });
+          const client = await MusterClient.connect({ brokers: labBrokers(s), collective: s.collective, name: "muster-lab-status", tls: s.tls?.admin });
           recs = await (await ProvisionState.open(client, DEFAULT_STATE_BUCKET)).list();
           await client.close();
         }
@@ -233,10 +278,11 @@ Examples:
         if (s.machines) {
           const { machineLeader } = await labMachines();
           process.stdout.write(`\n\n  machines (${s.machines.kind === "vm" ? "QEMU" : "systemd-nspawn"}, image ${s.machines.imageKey}, network namespace ${s.machines.netns}, package ${s.machines.packages.deb}):`);
-          for (const n of s.nodes.filter((x) => x.machine)) {
-            const on = isAlive(n.pid) && machineLeader(n.machine!.dir) !== undefined;
-            process.stdout.write(`\n    ${on ? green("on ") : red("off")}  ${n.identity.padEnd(16)} ${n.ipaddress.padEnd(12)} ssh ${n.machine!.ssh.host}:${n.machine!.ssh.port}  (muster ssh -I ${n.identity})`);
+          for (const m of labMachinesOf(s)) {
+            const on = isAlive(m.pid) && machineLeader(m.machine.dir) !== undefined;
+            process.stdout.write(`\n    ${on ? green("on ") : red("off")}  ${m.role.padEnd(11)} ${m.identity.padEnd(17)} ${(m.machine.release ?? "").padEnd(9)} ssh ${m.machine.ssh.host}:${m.machine.ssh.port}  (muster lab exec ${m.identity} -- ...)`);
           }
+          if (s.site) process.stdout.write(`\n\n  the site's brokers, as this workstation reaches them: ${s.site.brokers.join(", ")}`);
         }
         if (s.web) process.stdout.write(`\n\n  ${webLogin(s.web, labWebToken).replace(/\n/g, "\n  ")}`);
         process.stdout.write(`\n\n${recs.length ? (await import("./provision.js")).renderStatusTable(recs) : "no provisioning records"}\n`);
@@ -249,7 +295,8 @@ Examples:
       .option("--count <n>", "how many nodes (numbered after the highest so far)", "1")
       .option("--machines <n>", "in a lab of machines: how many machines to boot (the same as --count)")
       .option("--country <cc>", `their country: ${LAB_REGIONS.map((r) => `${r.country} (${r.region})`).join(", ")}; default: regions in turn`)
-      .option("--identity <name>", "boot a node under this exact name instead (a machine coming back; repeatable)", (v: string, prev: string[] = []) => [...prev, v])
+      .option("--identity <name>", "boot a node under this exact name instead (a machine coming back; repeatable); in a site, a site machine's name boots a new machine for that role", (v: string, prev: string[] = []) => [...prev, v])
+      .option("--suite <release>", "in a site: the new nodes' Debian release (bookworm: Debian 12 with Puppet 7, as in a fleet mid-upgrade)")
       .option("--no-follow", "return once the nodes wait to be provisioned")
       .option("--timeout <seconds>", "give up following progress after this long", "900")
       .addHelpText(
@@ -269,7 +316,7 @@ Examples:
 
 Exit code 0 when every new node was provisioned, 2 when any failed or the wait timed out.`,
       )
-      .action(async (o: { count: string; machines?: string; country?: string; identity?: string[]; follow: boolean; timeout: string }) => {
+      .action(async (o: { count: string; machines?: string; country?: string; identity?: string[]; follow: boolean; timeout: string; suite?: string }) => {
         const { labRegionFor, readLabState, MusterClient, ProvisionState, addLabNodes } = await load();
         const count = Number(o.machines ?? o.count);
         if (!Number.isInteger(count) || count < 1 || count > 50) throw new MusterError("MUSTER_USAGE", `${o.machines !== undefined ? "--machines" : "--count"} takes a whole number from 1 to 50`);
@@ -284,9 +331,20 @@ Exit code 0 when every new node was provisioned, 2 when any failed or the wait t
         }
         if (o.machines && !s.machines) throw new MusterError("MUSTER_USAGE", "this lab's nodes are processes: add them with --count N, or start a lab of machines with `muster lab up --machines N`");
         const t0 = Date.now();
+        const { siteMachine } = await import("../../lab/site/roles.js");
+        const siteNames = (o.identity ?? []).filter((id) => siteMachine(id));
+        if (siteNames.length) {
+          // a new machine for a site role, under its fixed name
+          if (!s.site) throw new MusterError("MUSTER_USAGE", `${siteNames.join(", ")}: a site machine's name, and this lab is no site (\`muster lab up --site\`)`);
+          if (siteNames.length !== o.identity!.length) throw new MusterError("MUSTER_USAGE", "add site machines and nodes in two commands");
+          const { addSiteMachine } = await import("../../lab/site/scale.js");
+          for (const id of siteNames) await addSiteMachine(s, id, { detached: true, say: (l) => process.stderr.write(`${ts()} ${l}\n`), track: () => undefined });
+          process.stdout.write(`${siteNames.join(", ")} up (${((Date.now() - t0) / 1000).toFixed(0)} s)\n`);
+          return;
+        }
         if (o.identity?.length) {
           // A record left from an earlier machine under that name keeps the provisioner away from it.
-          const client = await MusterClient.connect({ brokers: [s.broker], collective: s.collective, name: "muster-lab-add", tls: s.tls.admin });
+          const client = await MusterClient.connect({ brokers: labBrokers(s), collective: s.collective, name: "muster-lab-add", tls: s.tls.admin });
           try {
             const store = await ProvisionState.open(client, DEFAULT_STATE_BUCKET);
             for (const id of o.identity) {
@@ -297,11 +355,11 @@ Exit code 0 when every new node was provisioned, 2 when any failed or the wait t
             await client.close();
           }
         }
-        const added = await addLabNodes(s, { count: o.identity?.length ? undefined : count, country: o.country, identities: o.identity, detached: true, progress: (l) => process.stderr.write(`${ts()} ${l}\n`) });
+        const added = await addLabNodes(s, { count: o.identity?.length ? undefined : count, country: o.country, identities: o.identity, suite: o.suite, detached: true, progress: (l) => process.stderr.write(`${ts()} ${l}\n`) });
         const ids = added.map((n) => n.identity);
         process.stderr.write(`${ts()} ${ids.join(", ")} waiting to be provisioned (${((Date.now() - t0) / 1000).toFixed(1)} s)\n`);
         if (!o.follow) return;
-        if (!s.provisioner || !isAlive(s.provisioner.pid)) {
+        if (!s.site && (!s.provisioner || !isAlive(s.provisioner.pid))) {
           process.stdout.write(`${yellow("no provisioner runs in this lab")}: the new nodes wait until one does (muster provisioner --config ${s.provisioner?.config ?? ".muster/lab/config/provisioner.yaml"})\n`);
           process.exitCode = 2;
           return;
@@ -332,8 +390,14 @@ already gone). Example:
           process.exitCode = 1;
           return;
         }
-        for (const id of ids) if (!s.nodes.some((n) => n.identity === id)) throw new MusterError("MUSTER_USAGE", `no node ${id} in the lab (nodes: ${s.nodes.map((n) => n.identity).join(", ") || "none"})`);
-        for (const id of ids) {
+        const inSite = (id: string) => s.site?.machines.some((m) => m.identity === id) ?? false;
+        for (const id of ids) if (!s.nodes.some((n) => n.identity === id) && !inSite(id)) throw new MusterError("MUSTER_USAGE", `no node ${id} in the lab (nodes: ${s.nodes.map((n) => n.identity).join(", ") || "none"}${s.site ? `; site machines: ${s.site.machines.map((m) => m.identity).join(", ")}` : ""})`);
+        for (const id of ids.filter(inSite)) {
+          await (await import("../../lab/site/scale.js")).removeSiteMachine(s, id);
+          process.stdout.write(`${id}: powered off, its disk deleted (\`muster lab add --identity ${id}\` makes it anew)\n`);
+        }
+        if (ids.every(inSite)) return;
+        for (const id of ids.filter((x) => !inSite(x))) {
           const n = await removeLabNode(s, id, async (x) => {
             if (x.machine) await (await labMachines()).powerOffMachine(x.machine.dir, x.pid, { cut: true });
             else await stopPid(x.pid, 5000);
@@ -378,7 +442,7 @@ already gone). Example:
           if (action === "on") {
             if (on) process.stdout.write(`${n.identity}: already on\n`);
             else {
-              n.pid = powerOnMachine(n.machine.dir, true).pid;
+              setMachinePid(s, n.identity, (n.pid = powerOnMachine(n.machine.dir, true).pid));
               process.stdout.write(`${n.identity}: powered on\n`);
             }
           } else if (!on) process.stdout.write(`${n.identity}: already off\n`);

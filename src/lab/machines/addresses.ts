@@ -61,3 +61,29 @@ export function machineName(serial: number): string {
   checkSerial(serial);
   return `lab-m${serial}`;
 }
+
+/**
+ * Where one machine sits: its address, the loopback alias the host reaches it on, its MAC, and the
+ * names its veth (nspawn) or tap (QEMU) take. Nodes are numbered 1-254 on 10.77.1.0/24; the site's
+ * own machines (brokers, masters, provisioners, the console) sit on 10.77.2.0/24.
+ */
+export interface MachineSlot {
+  /** What MachineConfig.serial records (a node's number; 1000 + the last octet for a site machine). */
+  serial: number;
+  address: string;
+  sshAlias: string;
+  mac: string;
+  name: string;
+  tap: string;
+}
+
+/** Node `serial`'s slot. */
+export function nodeSlot(serial: number): MachineSlot {
+  return { serial, address: machineAddress(serial), sshAlias: machineSshAlias(serial), mac: machineMac(serial), name: machineName(serial), tap: `mtap${serial}` };
+}
+
+/** The slot of the site machine at 10.77.2.<octet> (site/roles.ts places them). */
+export function siteSlot(octet: number): MachineSlot {
+  checkSerial(octet);
+  return { serial: 1000 + octet, address: `10.77.2.${octet}`, sshAlias: `127.0.3.${octet}`, mac: `52:54:00:4d:02:${octet.toString(16).padStart(2, "0")}`, name: `lab-s${octet}`, tap: `stap${octet}` };
+}

@@ -4,14 +4,14 @@ import { issueBootstrapCredential, writeBootstrapCredential } from "../../broker
 import { loadOrCreateSigningKey } from "../../security/keys.js";
 import { freePort } from "../ports.js";
 import type { MusterProcess } from "../processes.js";
-import { LAB_NET, machineAddress, machineMac, machineName, machineSshAlias } from "./addresses.js";
+import { LAB_NET, nodeSlot, type MachineSlot } from "./addresses.js";
 import { machineFile, type MachineConfig } from "./machine.js";
 import { addTap, netnsPath } from "./network.js";
 import { destroyMachineDisk, powerOnMachine } from "./power.js";
 import { startRelay } from "./relay.js";
 import { instanceId, metaData, networkConfig, renderArgv, renderScript, renderUserData, type BootMachineContext, type MachinePlan } from "./seed.js";
 import { forgetHostKey } from "./ssh.js";
-import type { LabMachinesState, MachineNode } from "./state.js";
+import type { LabMachinesState, LabNodeMachine, MachineNode } from "./state.js";
 import { prepareVmDisk } from "./vm.js";
 
 // Booting one machine into the lab the way a cloud boots an instance: its bootstrap credential, a
@@ -29,37 +29,55 @@ export function machineBootContext(labDir: string, ms: LabMachinesState, ca: { c
 }
 
 /**
- * Make a machine and power it on: its bootstrap credential, its NoCloud seed (meta-data and
- * network-config from the "platform", user-data from the renderer), its disk, and its supervisor
- * (`proc`: the machine's power, which the caller keeps; its ssh relay goes to `c.track`).
+ * Make a node machine and power it on: its bootstrap credential and its user-data from the
+ * renderer's node command, then bootMachine.
  */
 export async function bootLabMachine(c: BootMachineContext, p: MachinePlan): Promise<{ node: MachineNode; proc: MusterProcess }> {
-  const { ms } = c;
   const dir = join(resolve(c.labDir), "machines", p.identity);
-  if (existsSync(dir)) await destroyMachineDisk(dir);
-  forgetHostKey(ms, p.identity);
-  // its bootstrap credential and user-data (which carries it) are the machine's secrets: root only
-  mkdirSync(join(dir, "seed"), { recursive: true, mode: 0o700 });
-  chmodSync(dir, 0o700);
+  await freshMachineDir(c.ms, dir, p.identity);
   const creds = writeBootstrapCredential(issueBootstrapCredential({ cert: c.caCert, key: c.caKey }, p.identity), join(dir, "creds"));
   const argv = renderArgv(c, p, creds, readFileSync(`${c.ms.ssh.key}.pub`, "utf8").trim());
-  writeFileSync(join(dir, "render.sh"), renderScript(argv), { mode: 0o700 });
-  const userData = await renderUserData(p.identity, argv);
-  const address = machineAddress(p.serial);
-  const mac = machineMac(p.serial);
-  const seed = { "meta-data": metaData(p.identity, instanceId(p.identity, Date.now())), "network-config": networkConfig(address, c.ms.kind === "vm" ? { mac } : {}), "user-data": userData };
+  const slot = nodeSlot(p.serial);
+  const { machine, proc } = await bootMachine(c, { identity: p.identity, slot, argv });
+  return { node: { identity: p.identity, country: p.region.country, region: p.region.region, ipaddress: slot.address, dir, pid: proc.pid, role: p.role, machine }, proc };
+}
+
+
+/** A machine made anew under a name: nothing of an earlier one survives, not even its host key. */
+export async function freshMachineDir(ms: LabMachinesState, dir: string, identity: string): Promise<void> {
+  if (existsSync(dir)) await destroyMachineDisk(dir);
+  forgetHostKey(ms, identity);
+  // its credentials and user-data (which carries them) are the machine's secrets: root only
+  mkdirSync(join(dir, "seed"), { recursive: true, mode: 0o700 });
+  chmodSync(dir, 0o700);
+}
+
+/**
+ * Boot one machine in its slot with the user-data `argv` renders (the renderer's command line,
+ * kept as render.sh): its NoCloud seed (meta-data and network-config from the "platform",
+ * user-data from the renderer), its disk, an ssh relay for the operator, then power on. The caller
+ * keeps `proc`, the machine's power; its ssh relay goes to `c.track`.
+ */
+export async function bootMachine(c: BootMachineContext, o: { identity: string; slot: MachineSlot; argv: string[] }): Promise<{ machine: LabNodeMachine; proc: MusterProcess }> {
+  const { ms } = c;
+  const { slot } = o;
+  const dir = join(resolve(c.labDir), "machines", o.identity);
+  mkdirSync(join(dir, "seed"), { recursive: true, mode: 0o700 });
+  writeFileSync(join(dir, "render.sh"), renderScript(o.argv), { mode: 0o700 });
+  const userData = await renderUserData(o.identity, o.argv);
+  const seed = { "meta-data": metaData(o.identity, instanceId(o.identity, Date.now())), "network-config": networkConfig(slot.address, ms.kind === "vm" ? { mac: slot.mac } : {}), "user-data": userData };
   for (const [f, text] of Object.entries(seed)) writeFileSync(join(dir, "seed", f), text, { mode: 0o600 });
 
   const cfg: MachineConfig = {
-    identity: p.identity,
-    serial: p.serial,
+    identity: o.identity,
+    serial: slot.serial,
     kind: ms.kind,
     image: ms.kind === "vm" ? ms.vmImage!.disk : ms.image,
     netns: netnsPath(ms.netns),
     bridge: LAB_NET.bridge,
-    address,
-    mac,
-    name: machineName(p.serial),
+    address: slot.address,
+    mac: slot.mac,
+    name: slot.name,
   };
   if (ms.kind === "nspawn") {
     // The NoCloud seed is a directory in the machine, as on a cloud whose seed is baked into the disk.
@@ -70,20 +88,16 @@ export async function bootLabMachine(c: BootMachineContext, p: MachinePlan): Pro
     chmodSync(seedDir, 0o700);
     for (const [f, text] of Object.entries(seed)) writeFileSync(join(seedDir, f), text, { mode: 0o600 });
   } else {
-    cfg.vm = { ...(await prepareVmDisk(dir, ms.vmImage!, p.serial)), monitor: join(ms.socketDir, `${cfg.name}.monitor`) };
+    cfg.vm = { ...(await prepareVmDisk(dir, ms.vmImage!, slot.tap)), monitor: join(ms.socketDir, `${cfg.name}.monitor`) };
     addTap(ms.netns, cfg.vm.tap);
   }
   writeFileSync(machineFile(dir), JSON.stringify(cfg, null, 2));
 
   // The operator's way in: sshd on the machine, relayed to a loopback address of the host.
-  const sshHost = machineSshAlias(p.serial);
-  const sshPort = await freePort(sshHost);
-  const relay = await startRelay({ name: `ssh-${p.serial}`, listen: { host: sshHost, port: sshPort }, target: { host: address, port: 22, netns: netnsPath(ms.netns) } }, ms.socketDir, { logFile: join(dir, "ssh-relay.log"), detached: c.detached });
-  relay.procs.forEach((pr, i) => c.track(`relay ssh-${p.serial} ${i}`, pr));
+  const sshPort = await freePort(slot.sshAlias);
+  const relay = await startRelay({ name: `ssh-${slot.name}`, listen: { host: slot.sshAlias, port: sshPort }, target: { host: slot.address, port: 22, netns: netnsPath(ms.netns) } }, ms.socketDir, { logFile: join(dir, "ssh-relay.log"), detached: c.detached });
+  relay.procs.forEach((pr, i) => c.track(`relay ssh-${slot.name} ${i}`, pr));
 
   const proc = powerOnMachine(dir, c.detached);
-  return {
-    node: { identity: p.identity, country: p.region.country, region: p.region.region, ipaddress: address, dir, pid: proc.pid, role: p.role, machine: { kind: ms.kind, dir, ssh: { host: sshHost, port: sshPort }, relayPids: relay.pids, poweredOnAt: Date.now() } },
-    proc,
-  };
+  return { machine: { kind: ms.kind, dir, ssh: { host: slot.sshAlias, port: sshPort }, relayPids: relay.pids, poweredOnAt: Date.now(), release: ms.imageKey.split("-")[0] }, proc };
 }

@@ -4,18 +4,22 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, s
 import { basename, dirname, join } from "node:path";
 import { MusterError } from "../../errors.js";
 import { isAlive } from "../processes.js";
+import { PACKAGE_PORT, RELAY_ADDRESS } from "./addresses.js";
 import { hostRelease, requireTools } from "./host.js";
 import type { MachineKind } from "./machine.js";
+import { buildMirror, MIRROR_KEYRING, MIRROR_PACKAGES, mirrorSources, sourcesForRelease } from "./mirror.js";
 import { vmDisk, type VmImage } from "./vm.js";
 
 // The lab machines' image: a Debian root file system built with mmdebstrap from Debian's packages
-// only (the host's release and apt sources), with systemd, cloud-init, Puppet, Facter, the Nagios
-// plugins and sshd, and nothing of muster: the package arrives through cloud-init, as on a cloud
-// machine. Built once and cached under <cache>/<key>/ where the key hashes everything that went
-// into it; every machine boots a copy-on-write overlay of it.
+// only (the host's apt mirror, in the release asked for: Debian 13 for the site, the host's own
+// otherwise), with systemd, cloud-init, Puppet, Facter, the Nagios plugins and sshd, and nothing of
+// muster: the package arrives through cloud-init, as on a cloud machine. An image for the site also
+// carries the lab's Debian mirror (mirror.ts) and the site's names. Built once and cached under
+// <cache>/<key>/ where the key hashes everything that went into it; every machine boots a
+// copy-on-write overlay of it.
 
 /** Bump when the build below changes in a way the spec does not show. */
-const BUILDER = 3;
+const BUILDER = 4;
 
 /** Debian packages every lab machine has (a cloud image's worth, plus what the lab's roles use). */
 export const MACHINE_PACKAGES = [
@@ -52,6 +56,13 @@ export interface ImageSpec {
   enable: string[];
   /** A kernel and initramfs for QEMU. */
   kernel: boolean;
+  /**
+   * Debian packages for the lab's mirror (mirror.ts): downloaded at build time, and the image's apt
+   * sources name the mirror instead of Debian's. None: the image keeps the sources it was built from.
+   */
+  mirror: string[];
+  /** Lines added to cloud-init's hosts template: the site's names (the lab network has no DNS). */
+  hosts: string;
 }
 
 export interface MachineImage {
@@ -63,6 +74,8 @@ export interface MachineImage {
   buildSeconds?: number;
   /** du of the root, in bytes. */
   bytes: number;
+  /** The lab's Debian mirror built with it (an apt repository), when its spec asked for one. */
+  mirror?: string;
 }
 
 /** Files the lab puts in its image, and why each one is there. */
@@ -86,7 +99,7 @@ export function imageFiles(): Record<string, string> {
   };
 }
 
-export function machineImageSpec(o: { release: string; sources: string; vm?: boolean }): ImageSpec {
+export function machineImageSpec(o: { release: string; sources: string; vm?: boolean; mirror?: readonly string[]; hosts?: string }): ImageSpec {
   const files = imageFiles();
   if (o.vm) files["/etc/fstab"] = "# muster lab VM: the whole disk is the root file system\n/dev/vda / ext4 defaults,errors=remount-ro 0 1\n";
   return {
@@ -98,6 +111,8 @@ export function machineImageSpec(o: { release: string; sources: string; vm?: boo
     remove: ["/etc/ssh/ssh_host_*"],
     enable: ["systemd-networkd.service"],
     kernel: Boolean(o.vm),
+    mirror: [...(o.mirror ?? [])],
+    hosts: o.hosts ?? "",
   };
 }
 
@@ -148,7 +163,8 @@ export async function ensureImage(cacheDir: string, spec: ImageSpec, progress: (
   const key = imageKey(spec);
   const dir = join(cacheDir, key);
   const root = join(dir, "root");
-  if (existsSync(join(dir, "done"))) return { key, root, built: false, bytes: Number(readFileSync(join(dir, "done"), "utf8").trim()) || 0 };
+  const mirror = spec.mirror.length ? join(dir, "mirror", "repo") : undefined;
+  if (existsSync(join(dir, "done"))) return { key, root, built: false, bytes: Number(readFileSync(join(dir, "done"), "utf8").trim()) || 0, ...(mirror ? { mirror } : {}) };
   requireTools({ mmdebstrap: "mmdebstrap" });
   const t0 = Date.now();
   mkdirSync(cacheDir, { recursive: true });
@@ -169,12 +185,20 @@ export async function ensureImage(cacheDir: string, spec: ImageSpec, progress: (
       }
     });
     const r = join(work, "root");
-    for (const [path, content] of Object.entries(spec.files)) {
-      const f = join(r, path);
-      mkdirSync(dirname(f), { recursive: true });
-      rmSync(f, { force: true }); // resolv.conf may be a link
-      writeFileSync(f, content);
+    // still on the build's network (mmdebstrap left the host's resolv.conf): the mirror's packages
+    if (spec.mirror.length) {
+      const m = await buildMirror({ root: r, out: join(work, "mirror"), release: spec.release, packages: spec.mirror, progress });
+      progress(`the lab's Debian mirror for ${spec.release}: ${m.debs} packages (${spec.mirror.join(", ")} and what they need)`);
+      writeImageFile(r, MIRROR_KEYRING, m.keyText);
+      rmSync(join(r, "etc", "apt", "sources.list"), { force: true });
+      rmSync(join(r, "etc", "apt", "sources.list.d"), { recursive: true, force: true });
+      writeImageFile(r, "/etc/apt/sources.list.d/debian.sources", mirrorSources(`http://${RELAY_ADDRESS}:${PACKAGE_PORT}`, spec.release));
     }
+    if (spec.hosts) {
+      const tmpl = join(r, "etc", "cloud", "templates", "hosts.debian.tmpl");
+      writeFileSync(tmpl, `${readFileSync(tmpl, "utf8").trimEnd()}\n\n# muster lab: the site's machines (the lab network has no DNS server)\n${spec.hosts}\n`);
+    }
+    for (const [path, content] of Object.entries(spec.files)) writeImageFile(r, path, content);
     for (const pattern of spec.remove) removeMatching(r, pattern);
     if (spec.enable.length) await run(["systemctl", `--root=${r}`, "enable", ...spec.enable], () => undefined);
     const bytes = duBytes(r);
@@ -189,10 +213,17 @@ export async function ensureImage(cacheDir: string, spec: ImageSpec, progress: (
       return { key, root, built: false, bytes }; // another build finished first: keep its image
     }
     progress(`machine image ${key} built in ${buildSeconds.toFixed(0)} s (${(bytes / 1e6).toFixed(0)} MB)`);
-    return { key, root, built: true, buildSeconds, bytes };
+    return { key, root, built: true, buildSeconds, bytes, ...(mirror ? { mirror } : {}) };
   } finally {
     rmSync(work, { recursive: true, force: true });
   }
+}
+
+function writeImageFile(root: string, path: string, content: string): void {
+  const f = join(root, path);
+  mkdirSync(dirname(f), { recursive: true });
+  rmSync(f, { force: true }); // resolv.conf may be a link
+  writeFileSync(f, content);
 }
 
 /** Delete the files of `root` that `pattern` names (an absolute path whose last part may hold `*`). */
@@ -214,9 +245,22 @@ function clearAbandonedBuilds(cacheDir: string): void {
   }
 }
 
+/** What an image is for: its Debian release (default the host's), and whether the site's roles boot it (the mirror, the site's names). */
+export interface ImageWants {
+  release?: string;
+  site?: { hosts: string };
+}
+
+/** The image spec for a release: built from the host's mirror with the release swapped in. */
+export function releaseImageSpec(kind: MachineKind, w: ImageWants = {}): ImageSpec {
+  const host = hostRelease();
+  const release = w.release ?? host.release;
+  return machineImageSpec({ release, sources: sourcesForRelease(host.sources, host.release, release), vm: kind === "vm", ...(w.site ? { mirror: MIRROR_PACKAGES, hosts: w.site.hosts } : {}) });
+}
+
 /** The image this kind of machine boots, built on first use (a VM's: with its base disk, kernel and initramfs). */
-export async function labImage(kind: MachineKind, cacheDir: string, progress: (l: string) => void): Promise<{ image: MachineImage; vm?: VmImage }> {
-  const image = await ensureImage(cacheDir, machineImageSpec({ ...hostRelease(), vm: kind === "vm" }), progress);
+export async function labImage(kind: MachineKind, cacheDir: string, progress: (l: string) => void, w: ImageWants = {}): Promise<{ image: MachineImage; vm?: VmImage }> {
+  const image = await ensureImage(cacheDir, releaseImageSpec(kind, w), progress);
   if (kind !== "vm") return { image };
   return { image, vm: await vmDisk(image, progress) };
 }

@@ -14,15 +14,18 @@
 //   state.ts       what lab.json keeps of the machines
 //   addresses.ts   where everything is on the lab network (pure)
 
-export { LAB_NET, masterRelayAddress, RELAY_ADDRESS } from "./addresses.js";
+import { join, resolve } from "node:path";
+
+export { LAB_NET, masterRelayAddress, nodeSlot, PACKAGE_PORT, RELAY_ADDRESS, siteSlot, type MachineSlot } from "./addresses.js";
 export { checkMachineHost, hostRelease } from "./host.js";
 export { ensureImage, imageInfo, labImage, machineImageSpec, type MachineImage } from "./image.js";
-export { decodeMountPath, machineExec, machineExecArgv, machineLeader, machineSupervisor, unmountUnder, type MachineKind } from "./machine.js";
-export { labLinks, labRoutes, makeLabNetwork } from "./network.js";
-export { packageServerPort, publishToRepo, startLabPackages } from "./packages.js";
+export { decodeMountPath, machineExec, machineExecArgv, machineExecAsync, machineLeader, machineSupervisor, unmountUnder, type MachineKind } from "./machine.js";
+export { MIRROR_PATH } from "./mirror.js";
+export { labLinks, labRoutes, makeLabNetwork, netnsPath } from "./network.js";
+export { packageServerPort, packagingFile, publishToRepo, startLabPackages } from "./packages.js";
 export { startPackageServer } from "./package-server.js";
 export { destroyMachineDisk, powerOffMachine, powerOnMachine } from "./power.js";
-export { labRelaySpecs, startRelays } from "./relay.js";
+export { labRelaySpecs, startRelays, type RelaySpec } from "./relay.js";
 export { clearMachineRemains, teardownMachines } from "./remains.js";
 export type { BootMachineContext, MachinePlan } from "./seed.js";
 export { labSshKey, writeSshConfig } from "./ssh.js";
@@ -37,6 +40,15 @@ type Boot = typeof import("./boot.js");
 
 /** Make a machine and power it on (boot.ts). */
 export const bootLabMachine = async (...a: Parameters<Boot["bootLabMachine"]>): ReturnType<Boot["bootLabMachine"]> => (await import("./boot.js")).bootLabMachine(...a);
+
+/** Boot one machine in its slot with the user-data a renderer command line makes (boot.ts). */
+export const bootMachine = async (...a: Parameters<Boot["bootMachine"]>): ReturnType<Boot["bootMachine"]> => (await import("./boot.js")).bootMachine(...a);
+
+/** A machine made anew under a name: its old disk and host key gone (boot.ts). */
+export const freshMachineDir = async (...a: Parameters<Boot["freshMachineDir"]>): ReturnType<Boot["freshMachineDir"]> => (await import("./boot.js")).freshMachineDir(...a);
+
+/** Where a machine of the lab keeps its disk, seed and logs. */
+export const machineDir = (labDir: string, identity: string) => join(resolve(labDir), "machines", identity);
 
 /** What booting machines into a lab needs (boot.ts). */
 export const machineBootContext = async (...a: Parameters<Boot["machineBootContext"]>): Promise<ReturnType<Boot["machineBootContext"]>> => (await import("./boot.js")).machineBootContext(...a);

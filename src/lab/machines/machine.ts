@@ -1,4 +1,4 @@
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, readlinkSync } from "node:fs";
 import { join } from "node:path";
 import { MusterError } from "../../errors.js";
@@ -164,6 +164,32 @@ export function machineExec(dir: string, argv: string[], timeoutMs = 120_000): {
   const [cmd, ...args] = machineExecArgv(dir, argv) as [string, ...string[]];
   const r = spawnSync(cmd, args, { encoding: "utf8", timeout: timeoutMs, maxBuffer: 16 << 20 });
   return { status: r.status, stdout: r.stdout ?? "", stderr: r.stderr ?? (r.error?.message ?? "") };
+}
+
+/**
+ * The same without blocking (the lab waits on many machines at once): `input` goes to the command's
+ * stdin. A machine that is off or gone answers status null with why, rather than throwing.
+ */
+export function machineExecAsync(dir: string, argv: string[], o: { input?: string; timeoutMs?: number } = {}): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  let full: string[];
+  try {
+    full = machineExecArgv(dir, argv);
+  } catch (e) {
+    return Promise.resolve({ status: null, stdout: "", stderr: (e as Error).message });
+  }
+  return new Promise((resolve) => {
+    const [cmd, ...args] = full as [string, ...string[]];
+    const child = spawn(cmd, args, { stdio: ["pipe", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    const timer = setTimeout(() => child.kill("SIGKILL"), o.timeoutMs ?? 120_000);
+    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+    child.once("error", (e) => (clearTimeout(timer), resolve({ status: null, stdout, stderr: e.message })));
+    child.once("close", (code) => (clearTimeout(timer), resolve({ status: code, stdout, stderr })));
+    child.stdin.once("error", () => undefined); // a command that exits without reading its input
+    child.stdin.end(o.input ?? "");
+  });
 }
 
 /** Whether the machine's disk exists (a removed machine has none). */

@@ -11,8 +11,8 @@ import { MusterError } from "../../errors.js";
 // the image build, the lab's only network access, also downloads those packages and their
 // dependencies from Debian (the same mirror and release as the image) into a small apt repository
 // that the lab signs with a key of the image's own; the image's apt sources name that repository,
-// served by the lab's package server at http://<relay>/debian. A machine's `apt-get update && apt-get
-// install puppetserver` then runs as it would in a cloud.
+// served by the lab's package server at http://<relay>/debian/<release>. A machine's `apt-get update
+// && apt-get install puppetserver` then runs as it would in a cloud.
 
 const execFileP = promisify(execFile);
 const REPO = fileURLToPath(new URL("../../../../", import.meta.url));
@@ -20,7 +20,7 @@ const REPO = fileURLToPath(new URL("../../../../", import.meta.url));
 /** Debian packages some site role installs at first boot (not in the image): they are in the mirror. */
 export const MIRROR_PACKAGES = ["nats-server", "puppetserver"] as const;
 
-/** Where the mirror is served on the package server, and where its key lives in the image. */
+/** Where the mirrors are served on the package server (debian/<release>), and where its key lives in the image. */
 export const MIRROR_PATH = "debian";
 export const MIRROR_KEYRING = "/etc/apt/keyrings/muster-lab-debian.asc";
 
@@ -30,7 +30,7 @@ export function mirrorSources(baseUrl: string, release: string): string {
     "# muster lab: Debian's packages from the lab's mirror (the lab network has no route out);",
     "# the image build downloaded them from Debian and signed this subset with the image's own key",
     "Types: deb",
-    `URIs: ${baseUrl.replace(/\/$/, "")}/${MIRROR_PATH}`,
+    `URIs: ${baseUrl.replace(/\/$/, "")}/${MIRROR_PATH}/${release}`,
     `Suites: ${release}`,
     "Components: main",
     `Signed-By: ${MIRROR_KEYRING}`,

@@ -28,6 +28,8 @@ export interface BootMachineContext {
   provisionerKey: string;
   /** Callers besides the provisioner whose requests machines obey (the operator). */
   trusted: { name: string; key: string }[];
+  /** The brokers as nodes name them (the site's three); default the lab's one, through its relay. */
+  brokers?: string[];
   detached: boolean;
   /** Each process booting a machine starts besides its supervisor (its ssh relay). */
   track: (name: string, p: MusterProcess) => void;
@@ -74,8 +76,7 @@ export function renderArgv(c: BootMachineContext, p: MachinePlan, creds: { ca: s
     c.ms.packages.url,
     "--apt-key",
     c.ms.packages.key,
-    "--broker",
-    c.ms.broker,
+    ...(c.brokers ?? [c.ms.broker]).flatMap((b) => ["--broker", b]),
     "--ca",
     creds.ca,
     "--identity",

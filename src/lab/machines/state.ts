@@ -52,6 +52,8 @@ export interface LabNodeMachine {
   relayPids: number[];
   /** When it was first powered on (ms epoch). */
   poweredOnAt: number;
+  /** The Debian release it runs (its image's). */
+  release?: string;
   /** When it first answered in the provisioning collective: booted, package installed, muster-server up. */
   waitingAt?: number;
 }

@@ -55,9 +55,9 @@ export async function vmDisk(image: { key: string; root: string }, progress: (l:
 }
 
 /** A machine's own disk (a qcow2 overlay of the base) and its cidata seed ISO. */
-export async function prepareVmDisk(dir: string, base: VmImage, serial: number): Promise<{ kernel: string; initrd: string; memoryMb: number; tap: string }> {
+export async function prepareVmDisk(dir: string, base: VmImage, tap: string): Promise<{ kernel: string; initrd: string; memoryMb: number; tap: string }> {
   await run("qemu-img", ["create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", base.disk, join(dir, "disk.qcow2")]);
   const seed = join(dir, "seed");
   await run("cloud-localds", ["--network-config", join(seed, "network-config"), join(dir, "seed.iso"), join(seed, "user-data"), join(seed, "meta-data")]);
-  return { kernel: base.kernel, initrd: base.initrd, memoryMb: MEMORY_MB, tap: `mtap${serial}` };
+  return { kernel: base.kernel, initrd: base.initrd, memoryMb: MEMORY_MB, tap };
 }

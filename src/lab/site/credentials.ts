@@ -59,8 +59,10 @@ export function siteCredentials(dir: string): SiteCredentials {
   let console_: SiteMachine | undefined;
   for (const m of siteMachines()) {
     if (m.role === "broker") {
-      // members connect to each other with it too; the operator's relay reaches it on hostAlias
-      brokers[m.identity] = issueCert(ca, { name: m.identity, subject: `/O=${SITE_ORG}/OU=broker/CN=${m.identity}`, dns: [m.identity], ips: [m.address, m.hostAlias], usage: "both" });
+      // members connect to each other with it too; the operator's relay reaches it on hostAlias.
+      // nats.js checks a server it reaches by IP address (the relays) under the name "localhost":
+      // the workstation's side of the lab needs that name too (the host lab's broker has it).
+      brokers[m.identity] = issueCert(ca, { name: m.identity, subject: `/O=${SITE_ORG}/OU=broker/CN=${m.identity}`, dns: [m.identity, "localhost"], ips: [m.address, m.hostAlias], usage: "both" });
     } else if (m.role === "master") masters[m.identity] = client(`${m.identity}-muster`, `/O=${SITE_ORG}/OU=node/CN=${m.identity}`);
     else if (m.role === "console") console_ = m;
   }

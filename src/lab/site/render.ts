@@ -21,6 +21,8 @@ export interface SiteRenderContext {
   webTokens: string;
   /** The provisioners' config file. */
   provisionerConfig: string;
+  /** Who the console's notifier tells (the lab's webhook receiver, as machines reach it). */
+  notifyRecipients: string[];
   /** The operator's caller name and public key: every machine obeys them too. */
   operator: { name: string; key: string };
   sshPublicKey: string;
@@ -77,13 +79,55 @@ export function siteRenderArgv(c: SiteRenderContext, m: SiteMachine): string[] {
         c.puppetCodeUrl,
         "--puppetserver-heap",
         c.puppetserverHeap,
+        // a lab master compiles few catalogs: C1 alone starts the JVM far sooner (as the host lab's masters do)
+        "--puppetserver-java-arg",
+        "-XX:TieredStopAtLevel=1",
         ...ssh,
       ];
     }
     case "provisioner":
       return [c.renderer, "--role", "provisioner", "--identity", m.identity, ...apt, "--config", c.provisionerConfig, "--ca", cr.ca.cert, "--cert", cr.provisioner.cert, "--key", cr.provisioner.key, "--signing-key", cr.keys.provisioner.file, ...ssh];
     case "console":
-      throw new Error("the console's user-data is not rendered yet");
+      return [
+        c.renderer,
+        "--role",
+        "console",
+        "--identity",
+        m.identity,
+        ...apt,
+        ...brokerFlags(),
+        "--ca",
+        cr.ca.cert,
+        "--registry-cert",
+        cr.registry.cert,
+        "--registry-key",
+        cr.registry.key,
+        "--console-cert",
+        cr.console.cert,
+        "--console-key",
+        cr.console.key,
+        "--notifier-cert",
+        cr.notifier.cert,
+        "--notifier-key",
+        cr.notifier.key,
+        "--https-cert",
+        cr.https.cert,
+        "--https-key",
+        cr.https.key,
+        "--registry-token",
+        c.registryToken,
+        "--web-tokens",
+        c.webTokens,
+        "--signing-key",
+        cr.keys.console.file,
+        "--provisioner-key",
+        cr.keys.provisioner.publicKey,
+        ...operator,
+        ...c.notifyRecipients.flatMap((r) => ["--notify-recipient", r]),
+        "--replicas",
+        "3",
+        ...ssh,
+      ];
   }
 }
 

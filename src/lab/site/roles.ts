@@ -1,3 +1,4 @@
+import { siteSlot, type MachineSlot } from "../machines/index.js";
 import { LAB_REGIONS, type LabRegion } from "../regions.js";
 
 // The site (`muster lab up --site`): every role of docs/deploy.md on a machine of its own. Pure
@@ -33,6 +34,8 @@ export interface SiteMachine {
   address: string;
   /** The loopback address the host reaches it on (its relays). */
   hostAlias: string;
+  /** Where it sits on the lab network (address, MAC, veth). */
+  slot: MachineSlot;
   /** 1-based within the role (nats2.lab: 2). */
   n: number;
   /** Masters: the region whose nodes they provision. */
@@ -43,8 +46,8 @@ export interface SiteMachine {
 const SITE_BASE: Record<SiteRoleName, number> = { broker: 0, master: 10, provisioner: 20, console: 30 };
 
 function machine(role: SiteRoleName, identity: string, n: number, region?: LabRegion): SiteMachine {
-  const octet = SITE_BASE[role] + n;
-  return { identity, role, address: `10.77.2.${octet}`, hostAlias: `127.0.3.${octet}`, n, ...(region ? { region } : {}) };
+  const slot = siteSlot(SITE_BASE[role] + n);
+  return { identity, role, address: slot.address, hostAlias: slot.sshAlias, slot, n, ...(region ? { region } : {}) };
 }
 
 /** Every machine of the site besides its nodes, in the order they are described (brokers first). */

@@ -1,0 +1,94 @@
+import { readFileSync } from "node:fs";
+import { Agent, request } from "node:https";
+import type { TlsSettings } from "../../broker/connect.js";
+import { MusterClient } from "../../client/client.js";
+import { MusterError } from "../../errors.js";
+import { labWebToken } from "../credentials.js";
+import { machineExecAsync } from "../machines/index.js";
+import type { SiteMachineState } from "../state.js";
+import type { SiteFiles } from "./files.js";
+
+// What "up" means for a site machine, asked from the operator's side: inside the machine (cloud-init
+// done, its role's units active), and over the relays (the brokers' JetStream cluster answers, the
+// registry and the console answer). Each wait has a deadline and says where to look when it passes.
+
+const abandoned = () => new MusterError("MUSTER_USAGE", "no longer waited for: the lab's start was abandoned");
+const pause = (ms: number) => new Promise((r) => setTimeout(r, ms)); // what is polled announces nothing to the host
+
+/** Run a command in a site machine (as `muster lab exec` does); a machine that is off answers status null. */
+export function siteExec(m: { machine: { dir: string } }, argv: string[], input?: string): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return machineExecAsync(m.machine.dir, argv, { ...(input !== undefined ? { input } : {}) });
+}
+
+/**
+ * Resolves once cloud-init is done in the machine and every unit of its role is active; rejects at
+ * once when cloud-init reports an error, or `off()` says the machine went off.
+ */
+export async function machineUp(m: SiteMachineState, units: string[], timeoutMs: number, signal: AbortSignal, off: () => string | undefined): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  const where = `see ${m.machine.dir}/console.log and \`muster lab exec ${m.identity} -- cloud-init status --long\``;
+  for (;;) {
+    const ci = await siteExec(m, ["cloud-init", "status"]);
+    if (/status: error/.test(ci.stdout)) {
+      const why = await siteExec(m, ["sh", "-c", "cloud-init status --long; tail -n 30 /var/log/cloud-init-output.log"]);
+      throw new MusterError("MUSTER_USAGE", `${m.identity}'s user-data failed:\n${why.stdout.trim()}\n(${where})`);
+    }
+    if (/status: done/.test(ci.stdout)) {
+      const active = await siteExec(m, ["systemctl", "is-active", ...units]);
+      if (active.status === 0) return;
+      const failed = active.stdout.split("\n").map((l, i) => [units[i], l] as const).filter(([, l]) => l === "failed");
+      if (failed.length) throw new MusterError("MUSTER_USAGE", `${m.identity}: ${failed.map(([u]) => u).join(", ")} failed (\`muster lab exec ${m.identity} -- journalctl -u ${failed[0]![0]}\`)`);
+    }
+    const why = off();
+    if (why) throw new MusterError("MUSTER_USAGE", why);
+    if (signal.aborted) throw abandoned();
+    if (Date.now() > deadline) throw new MusterError("MUSTER_TIMEOUT", `${m.identity} was not up within ${timeoutMs / 1000} s: cloud-init ${ci.stdout.trim() || "did not answer"}, units ${units.join(", ")} (${where})`);
+    await pause(2000);
+  }
+}
+
+/** Resolves once the brokers' JetStream cluster has a leader and takes a replicated bucket's writes. */
+export async function waitForCluster(brokers: string[], tls: TlsSettings, timeoutMs: number, signal: AbortSignal): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  const client = await MusterClient.connect({ brokers, name: "muster-lab-cluster", tls, persistent: true });
+  try {
+    for (;;) {
+      try {
+        // what the provisioners will make: the state bucket with three copies
+        const b = await client.bucket("muster_provision", { create: { history: 5, replicas: brokers.length } });
+        await b.status();
+        return;
+      } catch (e) {
+        if (signal.aborted) throw abandoned();
+        if (Date.now() > deadline) throw new MusterError("MUSTER_TIMEOUT", `the brokers' JetStream cluster did not answer within ${timeoutMs / 1000} s: ${(e as Error).message} (\`muster lab exec nats1.lab -- journalctl -u nats-server\`)`);
+        await pause(1000);
+      }
+    }
+  } finally {
+    await client.close();
+  }
+}
+
+/** Resolves once the registry (with its token) and the console (with a viewer's token, over its HTTPS) answer through the relays. */
+export async function waitForConsole(reach: { web: string; registry: string }, files: SiteFiles, timeoutMs: number, signal: AbortSignal): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  const agent = new Agent({ ca: readFileSync(files.creds.ca.cert) });
+  const viewer = labWebToken(files.webTokens, "viewer");
+  const registryToken = readFileSync(files.registryToken, "utf8").trim();
+  const ok = (url: string, token: string | undefined, https: boolean) =>
+    https
+      ? new Promise<boolean>((resolve) => {
+          const req = request(url, { agent, headers: token ? { authorization: `Bearer ${token}` } : {}, timeout: 3000 }, (res) => (res.resume(), resolve(res.statusCode === 200)));
+          req.once("error", () => resolve(false));
+          req.once("timeout", () => req.destroy());
+          req.end();
+        })
+      : fetch(url, { headers: token ? { authorization: `Bearer ${token}` } : {}, signal: AbortSignal.timeout(3000) }).then((r) => r.ok, () => false);
+  for (;;) {
+    const [registry, web] = await Promise.all([ok(`${reach.registry}/healthz`, registryToken, false), ok(new URL("api/session", reach.web).href, viewer, true)]);
+    if (registry && web) return;
+    if (signal.aborted) throw abandoned();
+    if (Date.now() > deadline) throw new MusterError("MUSTER_TIMEOUT", `console.lab did not answer within ${timeoutMs / 1000} s: registry ${registry ? "ok" : "silent"} (${reach.registry}), console ${web ? "ok" : "silent"} (${reach.web}) (\`muster lab exec console.lab -- journalctl -u muster-registry -u muster-web\`)`);
+    await pause(1000);
+  }
+}

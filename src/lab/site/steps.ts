@@ -1,0 +1,253 @@
+import { mkdirSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { MusterError } from "../../errors.js";
+import { LAB_COLLECTIVE, LAB_PROVISIONING_COLLECTIVE } from "../names.js";
+import * as machines from "../machines/index.js";
+import type { BootMachineContext, LabMachinesState, LabPackages, MachineImage, VmImage } from "../machines/index.js";
+import { freePort } from "../ports.js";
+import { spawnMuster, type MusterProcess } from "../processes.js";
+import type { StepRun, StepTable } from "../runner.js";
+import { rememberPid, writeLabState, type LabNode, type LabState, type SiteMachineState } from "../state.js";
+import { waitForNodes, type LabReach } from "../waits.js";
+import { prepareSiteFiles, writeClientsCa, writePuppetCode, type SiteFiles } from "./files.js";
+import type { SiteShape, SiteStep } from "./plan.js";
+import { siteBrokerUrls, siteHostsLines, siteMachine, siteMachines, SITE_PORTS } from "./roles.js";
+import { siteRenderArgv } from "./render.js";
+import { machineUp, waitForCluster, waitForConsole } from "./reach.js";
+import { linkMirror, pushToBrokers, readWhenThere, RECEIVER_RELAY_PORT, siteRenderContext } from "./operator.js";
+
+// One implementation per kind of step of the site's plan (site/plan.ts), run by runner.ts: the
+// operator's side on the host (files, mirror, relays, receiver) and the machines, each booted with
+// its role's user-data. Each notes what it started, so a failure anywhere stops exactly that.
+
+
+export interface SiteRun {
+  dir: string;
+  o: SiteShape & { detached: boolean };
+  say: (line: string) => void;
+  /** Each machine's power supervisor, by identity. */
+  servers: Map<string, MusterProcess>;
+  files?: SiteFiles;
+  image?: { image: MachineImage; vm?: VmImage };
+  network?: { netns: string; socketDir: string };
+  packages?: LabPackages;
+  receiver?: LabState["receiver"];
+  relays?: LabMachinesState["relays"];
+  /** The loopback ports this workstation reaches the site on (the relays). */
+  reach?: SiteReach;
+  machines?: LabMachinesState;
+  boot?: BootMachineContext;
+  site: SiteMachineState[];
+  nodes: LabNode[];
+  state?: LabState;
+}
+
+export interface SiteReach {
+  brokers: { identity: string; client: string; monitor: string }[];
+  web: string;
+  registry: string;
+}
+
+function need<K extends keyof SiteRun>(run: SiteRun, what: K): NonNullable<SiteRun[K]> {
+  const v = run[what];
+  if (v === undefined || v === null) throw new Error(`a site step ran before ${String(what)} was made: its plan lacks a dependency (site/plan.ts SITE_STEP_NEEDS)`);
+  return v as NonNullable<SiteRun[K]>;
+}
+
+function keep(run: SiteRun, step: StepRun, name: string, p: MusterProcess, o: { machine?: string; graceMs?: number } = {}): void {
+  rememberPid(run.dir, p.pid);
+  if (o.machine) run.servers.set(o.machine, p);
+  step.started(name, () => p.stop("SIGTERM", o.graceMs));
+}
+
+/** What waiting for the site's servers needs (before lab.json exists, from what the steps made). */
+export const siteReach = (run: SiteRun): LabReach => ({
+  broker: need(run, "reach").brokers[0]!.client,
+  site: { machines: [], brokers: need(run, "reach").brokers.map((b) => b.client), suite: run.o.suite, files: { dir: need(run, "files").dir, users: need(run, "files").users, clientsCa: need(run, "files").clientsCa } },
+  collective: LAB_COLLECTIVE,
+  provisioningCollective: LAB_PROVISIONING_COLLECTIVE,
+  tls: siteTls(need(run, "files")),
+  provisionerEnv: { MUSTER_CONFIG_DIR: need(run, "files").dir, MUSTER_CALLER: "provisioner" },
+  ...(run.machines ? { machines: run.machines } : {}),
+});
+
+const siteTls = (f: SiteFiles): LabState["tls"] => ({ ca: f.creds.ca.cert, admin: { ca: f.creds.ca.cert, ...f.creds.admin }, provisioner: { ca: f.creds.ca.cert, ...f.creds.provisioner } });
+
+export const SITE_STEPS: StepTable<SiteStep, SiteRun> = {
+  "check-host": ({ kind }) => machines.checkMachineHost(kind),
+
+  "site-files"({ nodes }, _step, run) {
+    run.files = prepareSiteFiles(run.dir, nodes, `http://${machines.RELAY_ADDRESS}:${RECEIVER_RELAY_PORT}/`);
+  },
+
+  async "site-image"({ release, kind, cache }, _step, run) {
+    run.image = await machines.labImage(kind, cache ?? resolve(".muster", "images"), run.say, { release, site: { hosts: siteHostsLines() } });
+  },
+
+  "machine-network"(_args, step, run) {
+    step.started("lab network", () => machines.clearMachineRemains(run.dir));
+    run.network = machines.makeLabNetwork(run.dir, 0, run.say);
+  },
+
+  async "site-packages"({ deb }, step, run) {
+    run.packages = await machines.startLabPackages({ labDir: run.dir, deb, detached: run.o.detached, track: (name, p) => keep(run, step, name, p), progress: run.say });
+    // the lab's Debian mirror (built with the image) and the masters' Puppet code, on the same server
+    const mirror = need(run, "image").image.mirror;
+    if (!mirror) throw new MusterError("MUSTER_USAGE", "the site's image has no Debian mirror: its spec asked for none");
+    linkMirror(run.packages.dir, run.o.suite, mirror);
+    writePuppetCode(join(run.packages.dir, "puppet-code.tar.gz"));
+  },
+
+  async receiver(_args, step, run) {
+    const port = await freePort("127.0.0.1");
+    const file = join(run.dir, "notifications.jsonl");
+    mkdirSync(join(run.dir, "logs"), { recursive: true });
+    const proc = spawnMuster(["lab", "receiver", "--file", file, "--port", String(port)], { logFile: join(run.dir, "logs", "receiver.log"), detached: run.o.detached });
+    keep(run, step, "webhook receiver", proc);
+    run.receiver = { url: `http://127.0.0.1:${port}/`, file, pid: proc.pid };
+  },
+
+  async "site-relays"(_args, step, run) {
+    const network = need(run, "network");
+    const ns = machines.netnsPath(network.netns);
+    const receiverPort = Number(new URL(need(run, "receiver").url).port);
+    const specs: machines.RelaySpec[] = [
+      { name: "packages", listen: { host: machines.RELAY_ADDRESS, port: machines.PACKAGE_PORT, netns: ns }, target: { host: "127.0.0.1", port: machines.packageServerPort(need(run, "packages")) } },
+      { name: "receiver", listen: { host: machines.RELAY_ADDRESS, port: RECEIVER_RELAY_PORT, netns: ns }, target: { host: "127.0.0.1", port: receiverPort } },
+    ];
+    const reach: SiteReach = { brokers: [], web: "", registry: "" };
+    // this workstation reaches the site through loopback aliases, one per machine, on free ports
+    const toMachine = async (m: ReturnType<typeof siteMachines>[number], name: string, port: number) => {
+      const local = await freePort(m.hostAlias);
+      specs.push({ name: `${name}`, listen: { host: m.hostAlias, port: local }, target: { host: m.address, port, netns: ns } });
+      return `${m.hostAlias}:${local}`;
+    };
+    for (const m of siteMachines()) {
+      if (m.role === "broker") {
+        const short = m.identity.split(".")[0]!;
+        reach.brokers.push({ identity: m.identity, client: `tls://${await toMachine(m, short, SITE_PORTS.nats)}`, monitor: `http://${await toMachine(m, `${short}-monitor`, SITE_PORTS.natsMonitor)}` });
+      } else if (m.role === "console") {
+        reach.web = `https://${await toMachine(m, "web", SITE_PORTS.web)}/`;
+        reach.registry = `http://${await toMachine(m, "registry", SITE_PORTS.registry)}`;
+      }
+    }
+    run.relays = await machines.startRelays(specs, network.socketDir, { logDir: join(run.dir, "logs"), detached: run.o.detached, track: (name, p) => keep(run, step, name, p) });
+    run.reach = reach;
+    run.say(`lab network ${network.netns}: the site on 10.77.2.0/24, nodes on 10.77.1.0/24, no route out; this workstation reaches the brokers on ${reach.brokers.map((b) => b.client).join(", ")} and the console on ${reach.web}`);
+  },
+
+  async "site-machines-ready"({ kind }, _step, run) {
+    const ms = machines.labMachinesState({ kind, image: need(run, "image"), network: need(run, "network"), packages: need(run, "packages"), relays: need(run, "relays"), natsPort: SITE_PORTS.nats, ssh: machines.labSshKey(run.dir) });
+    run.machines = ms;
+    const files = need(run, "files");
+    const boot = await machines.machineBootContext(run.dir, ms, files.creds.ca, files.creds.keys.provisioner.publicKey, run.o.detached, () => undefined);
+    // nodes name the site's three brokers, and obey the console too (a runall from it)
+    run.boot = { ...boot, brokers: siteBrokerUrls(), trusted: [...boot.trusted, { name: "console", key: files.creds.keys.console.publicKey }] };
+    run.say(`powering on the site (${siteMachines().length} machines) and ${run.o.nodes} node(s), ${kind === "vm" ? "QEMU" : "systemd-nspawn"}, Debian ${run.o.suite}, image ${ms.imageKey}`);
+  },
+
+  async "boot-site-machine"({ identity }, step, run) {
+    const m = siteMachine(identity)!;
+    const files = need(run, "files");
+    const boot = { ...need(run, "boot"), track: (name: string, p: MusterProcess) => keep(run, step, name, p) };
+    const dir = machines.machineDir(run.dir, identity);
+    await machines.freshMachineDir(boot.ms, dir, identity);
+    const argv = siteRenderArgv(siteRenderContext(need(run, "machines"), files), m);
+    const { machine, proc } = await machines.bootMachine(boot, { identity, slot: m.slot, argv });
+    keep(run, step, `machine ${identity}`, proc, { machine: identity, graceMs: 60_000 });
+    run.site.push({ identity, role: m.role, address: m.address, pid: proc.pid, machine });
+  },
+
+  async "boot-site-node"({ identity, region, serial, puppet }, step, run) {
+    const boot = { ...need(run, "boot"), track: (name: string, p: MusterProcess) => keep(run, step, name, p) };
+    const { node, proc } = await machines.bootLabMachine(boot, { identity, region, serial, role: puppet });
+    keep(run, step, `machine ${identity}`, proc, { machine: identity, graceMs: 60_000 });
+    run.nodes.push(node);
+  },
+
+  "ssh-config"(_args, _step, run) {
+    machines.writeSshConfig(need(run, "machines"), [...run.site, ...run.nodes]);
+  },
+
+  "save-state"(_args, _step, run) {
+    run.state ??= siteState(run);
+    writeLabState(run.state);
+  },
+
+  async "machine-up"({ identity, units, timeoutMs }, step, run) {
+    const m = run.site.find((x) => x.identity === identity)!;
+    await machineUp(m, units, timeoutMs, step.signal, () => (run.servers.get(identity)?.exitCode() !== undefined ? `${identity} powered off before it was up (see ${join(m.machine.dir, "console.log")})` : undefined));
+    run.say(`${identity} is up (${m.role}: ${units.join(", ")}) ${((Date.now() - m.machine.poweredOnAt) / 1000).toFixed(0)} s after power on`);
+  },
+
+  async "wait-brokers"({ timeoutMs }, step, run) {
+    const files = need(run, "files");
+    await waitForCluster(need(run, "reach").brokers.map((b) => b.client), siteTls(files).admin, timeoutMs, step.signal);
+    run.say(`the brokers' cluster answers: ${need(run, "reach").brokers.map((b) => b.identity).join(", ")} with JetStream`);
+  },
+
+  async "trust-masters"({ masters, timeoutMs }, step, run) {
+    // each master made its Puppet CA in its user-data (puppetserver ca setup); the brokers trust it
+    // once it is in their clients-ca.pem and they reload, as docs/deploy.md section 5 says
+    const files = need(run, "files");
+    const cas: string[] = [];
+    for (const id of masters) {
+      const m = run.site.find((x) => x.identity === id)!;
+      cas.push(await readWhenThere(m, "/etc/muster/tls/puppet-ca.pem", timeoutMs, step.signal));
+    }
+    writeClientsCa(files, cas);
+    await pushToBrokers(run.site, files.clientsCa, "/etc/nats/clients-ca.pem");
+    run.say(`the brokers trust the masters' Puppet CAs (${masters.join(", ")}): clients-ca.pem copied to each, nats-server reloaded`);
+  },
+
+  async "wait-fleet"({ identities, timeoutMs }, step, run) {
+    await waitForNodes(siteReach(run), identities, timeoutMs, "fleet", undefined, () => (step.signal.aborted ? "no longer waited for: the lab's start was abandoned" : undefined));
+    run.say(`in the fleet: ${identities.join(", ")}`);
+  },
+
+  async "wait-console"({ timeoutMs }, step, run) {
+    const files = need(run, "files");
+    await waitForConsole(need(run, "reach"), files, timeoutMs, step.signal);
+    run.say(`registry and console answer (${need(run, "reach").web})`);
+  },
+
+  async "wait-provisioning"({ identities, timeoutMs }, step, run) {
+    run.say("waiting for the nodes: boot, cloud-init, the package installed, muster-server waiting to be provisioned");
+    const found = (id: string) => run.say(machines.machineWaiting(run.nodes.find((n) => n.identity === id)!));
+    await waitForNodes(siteReach(run), identities, timeoutMs, "provisioning", found, () => (step.signal.aborted ? "no longer waited for: the lab's start was abandoned" : undefined));
+  },
+};
+
+/** lab.json for the site: what the steps made, in LabState's shape (host-only fields say there is none). */
+function siteState(run: SiteRun): LabState {
+  const files = need(run, "files");
+  const reach = need(run, "reach");
+  const consoleMachine = siteMachines().find((m) => m.role === "console")!;
+  return {
+    version: 1,
+    dir: run.dir,
+    collective: LAB_COLLECTIVE,
+    provisioningCollective: LAB_PROVISIONING_COLLECTIVE,
+    broker: reach.brokers[0]!.client,
+    natsPid: 0,
+    masters: [],
+    nodes: run.nodes,
+    notifier: { identity: consoleMachine.identity, pid: 0 },
+    receiver: need(run, "receiver"),
+    registry: { pid: 0, url: reach.registry, token_file: files.registryToken, config: "/etc/muster/registry.yaml on console.lab", log: "journalctl -u muster-registry on console.lab" },
+    web: { pid: 0, url: reach.web, tokens_file: files.webTokens, config: "/etc/muster/web.yaml on console.lab", log: "journalctl -u muster-web on console.lab" },
+    startedAt: Date.now(),
+    tls: siteTls(files),
+    provisionerEnv: { MUSTER_CONFIG_DIR: files.dir, MUSTER_CALLER: "provisioner" },
+    monitor: reach.brokers[0]!.monitor,
+    services: siteMachines()
+      .filter((m) => m.role === "master" || m.role === "console")
+      .map((m) => m.identity),
+    nodeSerial: run.o.nodes,
+    // the site's nodes are machines, rendered with what they trust (site/render.ts): no process node's settings
+    nodeSecurity: {},
+    machines: need(run, "machines"),
+    site: { machines: run.site, brokers: reach.brokers.map((b) => b.client), suite: run.o.suite, files: { dir: files.dir, users: files.users, clientsCa: files.clientsCa } },
+  };
+}
+

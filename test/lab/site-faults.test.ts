@@ -1,0 +1,318 @@
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { stringify as toYaml } from "yaml";
+import type { MusterClient } from "../../src/client/client.js";
+import { powerOffMachine } from "../../src/lab/machines/index.js";
+import { startSite, type Site } from "../../src/lab/site/index.js";
+import { labMachinesOf, labPids } from "../../src/lab/state.js";
+import type { NodeRecord } from "../../src/protocol/provision-record.js";
+import { ProvisionState } from "../../src/provisioner/state.js";
+import { eventually, repoRoot, runCli } from "../support/collective.js";
+
+// The site as machines (issue 26): `muster lab up --site` boots three brokers, two Puppet 8 masters,
+// two provisioners and the console, each from the package through the user-data docs/deploy.md
+// gives, on Debian 13, and nodes; then the faults of issue 26 §4, one site for all of them:
+//   1. every role on a machine of its own, from the package, Debian 13 and Puppet 8, on Node 24;
+//   2. a broker loses power while the first 4 nodes provision (cut as the masters come up):
+//      every node provisioned exactly once, `muster ping` answers; back, it rejoins and catches up;
+//   3. the provisioner doing the work loses power mid-bootstrap: the other takes its nodes over;
+//   4. a master loses power mid-bootstrap: its region's node waits, saying why; the other region
+//      carries on; back, the node completes, its certificate signed once;
+//   5. a Debian 12 node (Puppet 7) joins the Puppet 8 site and is provisioned;
+//   6. every site machine rebooted in turn while runalls run: no run lost, nothing provisioned again;
+//   7. the site upgraded to N+1 through apt in docs/deploy.md §9's order, then rolled back;
+//   8. the README's seed-004 commands against it.
+// Needs root (namespaces, overlay mounts, nspawn) and the setup's packages; heavy: CI runs it once.
+
+const execFileP = promisify(execFile);
+const root = process.getuid?.() === 0;
+const NODES = ["node01.eu.lab", "node02.us.lab", "node03.eu.lab", "node04.us.lab"];
+const VERSION_NEXT = "99.0.0";
+const version = (JSON.parse(readFileSync(join(repoRoot, "package.json"), "utf8")) as { version: string }).version;
+
+let dir: string;
+let site: Site;
+let client: MusterClient;
+let store: ProvisionState;
+let debNext: Promise<string>;
+/** nats2's power cut as the masters came up (test 2), and when. */
+let brokerCut: Promise<number> | undefined;
+const log: string[] = [];
+
+const buildDeb = async (out: string, v?: string) => {
+  const r = await execFileP(process.execPath, [join(repoRoot, "packaging", "build-deb.mjs"), "--out", out, "--compress", "gzip", ...(v ? ["--version", v] : [])], { maxBuffer: 64 << 20 });
+  return r.stdout.trim().split("\n").at(-1)!;
+};
+
+before(async () => {
+  if (!root) return;
+  dir = mkdtempSync(join(tmpdir(), "muster-site-"));
+  process.env.MUSTER_CONFIG_DIR = join(dir, "keys"); // the operator: every machine obeys its key
+  const deb = await buildDeb(join(dir, "deb"));
+  debNext = buildDeb(join(dir, "deb-next"), VERSION_NEXT); // for the upgrade, while the site boots
+  debNext.catch(() => undefined);
+  const labDir = join(dir, "lab");
+  const t0 = Date.now();
+  site = await startSite({
+    dir: labDir,
+    nodes: NODES.length,
+    deb,
+    detached: false,
+    imageCache: join(repoRoot, ".muster", "images"),
+    progress: (line) => {
+      log.push(`${((Date.now() - t0) / 1000).toFixed(0)}s ${line}`);
+      // the masters are trusted: the provisioners start on the 4 nodes now; a broker goes down with them
+      if (/the brokers trust the masters/.test(line) && !brokerCut) brokerCut = powerOffMachine(join(labDir, "machines", "nats2.lab"), undefined, { cut: true }).then(() => Date.now());
+    },
+  });
+  client = await site.client("site-faults-test");
+  store = await ProvisionState.open(client, "muster_provision");
+});
+
+after(async () => {
+  if (log.length) process.stderr.write(`site log:\n${log.join("\n")}\n`);
+  await client?.close();
+  await site?.stop();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+const exec = async (id: string, ...argv: string[]) => {
+  const r = await site.exec(id, argv);
+  assert.equal(r.status, 0, `${argv.join(" ")} in ${id}: ${r.stderr || r.stdout}`);
+  return r.stdout;
+};
+/** Certificates both masters' CAs signed for this name (their inventories). */
+const signedCount = async (id: string) => {
+  let n = 0;
+  for (const m of ["puppet-eu.lab", "puppet-us.lab"]) n += (await exec(m, "cat", "/etc/puppet/puppetserver/ca/inventory.txt")).split("\n").filter((l) => l.trim().endsWith(`/CN=${id}`)).length;
+  return n;
+};
+/** Notifications the admins' webhook got for this node. */
+const notified = (id: string) =>
+  readFileSync(site.state.receiver.file, "utf8")
+    .split("\n")
+    .filter((l) => l.trim() && (JSON.parse(l) as { subject?: string }).subject?.includes(id)).length;
+const finished = (r: NodeRecord) => r.status === "done" || r.status === "failed";
+const cliEnv = () => {
+  const cfg = join(dir, "client.yaml");
+  writeFileSync(cfg, toYaml({ brokers: site.state.site!.brokers, collective: site.state.collective, tls: site.state.tls.admin }));
+  return { ...process.env, MUSTER_CONFIG: cfg, MUSTER_BROKER: "" };
+};
+const cli = (args: string[]) => runCli(args, { env: cliEnv(), timeoutMs: 180_000 });
+/** A broker's JetStream report, through the relay to its monitoring port. */const jsz = async (n: 1 | 2 | 3) => {
+  const relay = site.state.machines!.relays.find((r) => r.name === `nats${n}-monitor`)!;
+  const res = await fetch(`http://${relay.listen}/jsz?streams=true&config=true`, { signal: AbortSignal.timeout(5000) });
+  return (await res.json()) as { account_details?: { stream_detail?: { name: string; config?: { num_replicas?: number }; state: { messages: number; last_seq: number }; cluster?: { replicas?: { current: boolean; lag?: number }[] } }[] }[] };
+};
+const streams = async (n: 1 | 2 | 3) => (await jsz(n)).account_details?.flatMap((a) => a.stream_detail ?? []) ?? [];
+
+test("the site: every role on a machine of its own, from the package, on Debian 13 with Puppet 8 and Node.js 24", { skip: !root && "needs root" }, async () => {
+  const byRole = new Map<string, string[]>();
+  for (const m of site.state.site!.machines) byRole.set(m.role, [...(byRole.get(m.role) ?? []), m.identity]);
+  assert.deepEqual(Object.fromEntries(byRole), { broker: ["nats1.lab", "nats2.lab", "nats3.lab"], master: ["puppet-eu.lab", "puppet-us.lab"], provisioner: ["provisioner1.lab", "provisioner2.lab"], console: ["console.lab"] });
+  // the host keeps the operator's side only: no broker, master or muster daemon of its own
+  const hostSide = labPids(site.state).map((p) => p.name);
+  assert.ok(hostSide.every((n) => /^(machine|relay|package server|webhook receiver)/.test(n)), hostSide.join(", "));
+  for (const m of labMachinesOf(site.state).filter((x) => x.role !== "broker" || x.identity !== "nats2.lab")) {
+    assert.match(await exec(m.identity, "cat", "/etc/os-release"), /VERSION_CODENAME=trixie/, m.identity);
+    if (m.role !== "broker") assert.equal((await exec(m.identity, "dpkg-query", "-W", "-f", "${Version}", "muster")).trim(), version, `${m.identity} runs the package`);
+  }
+  assert.match(await exec("nats1.lab", "dpkg-query", "-W", "-f", "${Version}", "nats-server"), /^2\.10\./, "Debian 13's nats-server");
+  assert.match(await exec("puppet-eu.lab", "dpkg-query", "-W", "-f", "${Version}", "puppetserver"), /^8\./, "Debian 13's puppetserver 8");
+  assert.match(await exec("node01.eu.lab", "puppet", "--version"), /^8\./);
+  assert.match(await exec("node01.eu.lab", "/usr/lib/muster/node", "--version"), /^v24\./, "the package's runtime");
+  // the puppetca agent works as the unprivileged muster-server, with muster's own CA client
+  // certificate, and that user cannot read the master's own key
+  const deny = await site.exec("puppet-eu.lab", ["runuser", "-u", "muster", "--", "cat", "/var/lib/puppet/ssl/private_keys/puppet-eu.lab.pem"]);
+  assert.notEqual(deny.status, 0);
+  assert.match(deny.stderr, /Permission denied/);
+  const pid = (await exec("puppet-eu.lab", "systemctl", "show", "-P", "MainPID", "muster-server.service")).trim();
+  assert.equal((await exec("puppet-eu.lab", "ps", "-o", "user=", "-p", pid)).trim(), "muster", "muster-server runs as muster");
+  const ca = await cli(["rpc", "puppetca", "list", "-I", "puppet-eu.lab", "--json"]);
+  assert.equal(ca.code, 0, ca.stderr);
+  // the state and the registry keep three copies on the three brokers
+  const s = await streams(1);
+  for (const name of ["KV_muster_provision", "KV_muster-registry"]) assert.equal(s.find((x) => x.name === name)?.config?.num_replicas, 3, name);
+});
+
+test("a broker machine loses power while 4 nodes provision: each provisioned exactly once, ping answers; back, it rejoins and catches up", { skip: !root && "needs root" }, async () => {
+  assert.ok(brokerCut, "nats2.lab's power was cut as the masters came up");
+  const cutAt = await brokerCut;
+  // ping, through the three brokers this workstation knows, with one of them dark
+  const ping = await cli(["ping"]);
+  assert.equal(ping.code, 0, ping.stderr);
+  for (const id of ["puppet-eu.lab", "puppet-us.lab", "console.lab"]) assert.match(ping.stdout, new RegExp(id.replace(/\./g, "\\.")));
+  const recs = [...(await store.waitFor(NODES, finished, 600_000)).values()];
+  for (const r of recs) {
+    assert.equal(r.status, "done", `${r.identity}: ${r.lastError ?? ""}`);
+    assert.ok((r.startedAt ?? 0) >= cutAt - 60_000, `${r.identity} was provisioned around the outage`);
+    assert.equal(await signedCount(r.identity), 1, `${r.identity}: one certificate`);
+  }
+  await eventually(async () => (NODES.every((id) => notified(id) === 1) ? true : undefined), 60_000, "one notification per node");
+  // back: nats2 rejoins the cluster and its copies catch up with the others'
+  await site.power("on", "nats2.lab");
+  await eventually(
+    async () => {
+      try {
+        const [ref, back] = await Promise.all([streams(1), streams(2)]);
+        const want = ref.find((x) => x.name === "KV_muster_provision")?.state.last_seq;
+        const got = back.find((x) => x.name === "KV_muster_provision")?.state.last_seq;
+        return want && got === want ? true : undefined;
+      } catch {
+        return undefined; // not up yet
+      }
+    },
+    300_000,
+    "nats2.lab's copy of the state caught up",
+  );
+});
+
+/** Wait until some node of `ids` is in this stage, and return its record. */
+async function whenAt(ids: string[], stage: string, timeoutMs: number): Promise<NodeRecord> {
+  let hit: NodeRecord | undefined;
+  await store.waitFor(ids, (r) => (r.current === stage && !hit ? ((hit = r), true) : finished(r) || hit !== undefined), timeoutMs);
+  assert.ok(hit, `a node of ${ids.join(", ")} reached ${stage}`);
+  return hit;
+}
+
+test("the provisioner doing the work loses power mid-bootstrap: the other takes its nodes once their claim expires; each provisioned once", { skip: !root && "needs root" }, async () => {
+  const added = (await site.addNodes({ count: 2 })).map((n) => n.identity);
+  const r = await whenAt(added, "bootstrap", 300_000);
+  const owner = r.owner ?? "";
+  // its id is provisioner@<host name> by default: the one config serves both machines
+  const n = /^provisioner@provisioner(\d)\b/.exec(owner)?.[1];
+  assert.ok(n, `the record names its provisioner: ${owner}`);
+  const machine = `provisioner${n}.lab`;
+  await site.power("cut", machine);
+  let recs: NodeRecord[];
+  try {
+    recs = [...(await store.waitFor(added, finished, 600_000)).values()];
+  } finally {
+    await site.power("on", machine);
+  }
+  for (const x of recs) {
+    assert.equal(x.status, "done", `${x.identity}: ${x.lastError ?? ""}`);
+    assert.equal(await signedCount(x.identity), 1, `${x.identity}: one certificate`);
+  }
+  const taken = recs.find((x) => x.identity === r.identity)!;
+  assert.ok(taken.owner && taken.owner !== owner, `the other provisioner finished it (owner ${taken.owner}, was ${owner})`);
+});
+
+test("a master loses power mid-bootstrap: its region's node waits with the reason; the other region carries on; back, it completes, signed once", { skip: !root && "needs root" }, async () => {
+  const added = (await site.addNodes({ count: 2 })).map((n) => n.identity);
+  const eu = added.find((id) => id.includes(".eu."))!;
+  const us = added.find((id) => id.includes(".us."))!;
+  await whenAt([eu], "bootstrap", 300_000);
+  await site.power("cut", "puppet-eu.lab");
+  try {
+    // its Puppet run fails against a master that is gone (Puppet's own connect timeout), then the node waits
+    const waiting = await eventually(async () => {
+      const rec = (await store.get(eu))?.record;
+      return rec?.masterWait ? rec : undefined;
+    }, 420_000, `${eu} says it waits for its master (its record: ${JSON.stringify((await store.get(eu))?.record?.log.slice(-6))})`);
+    assert.match(waiting.masterWait!.reason, /puppet-eu\.lab/, "the reason names its master");
+    const shown = await cli(["provision", "status"]);
+    assert.match(shown.stdout, new RegExp(`${eu.replace(/\./g, "\\.")}.*waiting`), "provision status shows it waiting");
+    assert.notEqual(waiting.status, "failed");
+    const usRec = (await store.waitFor([us], finished, 300_000)).get(us);
+    assert.equal(usRec!.status, "done", "the other region carries on");
+  } finally {
+    await site.power("on", "puppet-eu.lab");
+  }
+  const euRec = (await store.waitFor([eu], finished, 600_000)).get(eu);
+  assert.equal(euRec!.status, "done", `${eu}: ${euRec!.lastError ?? ""}`);
+  assert.equal(euRec!.master, "puppet-eu.lab", "it waited for its own master");
+  assert.equal(await signedCount(eu), 1, "no certificate signed twice");
+});
+
+test("a Debian 12 node (Puppet 7) joins the Puppet 8 site and is provisioned", { skip: !root && "needs root" }, async () => {
+  const [n] = await site.addNodes({ count: 1, suite: "bookworm" });
+  const id = n!.identity;
+  assert.match(await exec(id, "cat", "/etc/os-release"), /VERSION_CODENAME=bookworm/);
+  assert.match(await exec(id, "puppet", "--version"), /^7\./);
+  const r = (await store.waitFor([id], finished, 600_000)).get(id);
+  assert.equal(r!.status, "done", r!.lastError);
+  // once provisioned it reconnects with its Puppet certificate (a Puppet 8 CA's, chain and all)
+  await eventually(async () => ((await cli(["find", "-I", id])).stdout.trim() === id ? true : undefined), 90_000, `${id} answers in the fleet`);
+});
+
+/** Every node provisioned so far, and each one's record as it stands. */
+async function provisioned(): Promise<Map<string, NodeRecord>> {
+  const all = await store.list();
+  return new Map(all.filter((r) => r.status === "done").map((r) => [r.identity, r]));
+}
+
+test("every site machine rebooted in turn while runalls run: no run lost, no node provisioned again", { skip: !root && "needs root" }, async () => {
+  const before = await provisioned();
+  const nodes = [...before.keys()].sort();
+  const signed = new Map(await Promise.all(nodes.map(async (id) => [id, await signedCount(id)] as const)));
+  for (const m of site.state.site!.machines.map((x) => x.identity)) {
+    const runall = cli(["puppet", "runall", "2", "--json", ...nodes.flatMap((id) => ["-I", id])]);
+    await site.power("reboot", m);
+    const r = await runall;
+    // every node's run is accounted for: it ran (ok, changed, or failed while its master rebooted), none went missing
+    const results = JSON.parse(r.stdout) as { nodes?: { identity: string; status: string }[] } | { identity: string; status: string }[];
+    const list = Array.isArray(results) ? results : (results.nodes ?? []);
+    assert.deepEqual(list.map((x) => x.identity).sort(), nodes, `the runall during ${m}'s reboot reported every node: ${r.stderr.slice(-400)}`);
+    await site.waitUp(m);
+  }
+  const after = await provisioned();
+  for (const id of nodes) {
+    assert.equal(after.get(id)?.rounds, before.get(id)?.rounds, `${id} was not provisioned again`);
+    assert.equal(after.get(id)?.finishedAt, before.get(id)?.finishedAt, `${id}'s record is untouched`);
+    assert.equal(await signedCount(id), signed.get(id), `${id}: no new certificate`);
+  }
+});
+
+test("the site upgraded to N+1 through apt in docs/deploy.md §9's order, then rolled back", { skip: !root && "needs root" }, async () => {
+  const next = await debNext;
+  const { publishToRepo } = await import("../../src/lab/machines/index.js");
+  const pk = site.state.machines!.packages;
+  await publishToRepo(join(pk.dir, "apt"), pk.gnupgHome, next);
+  const nodes = [...(await provisioned()).keys()].sort();
+  const order = ["console.lab", "puppet-eu.lab", "puppet-us.lab", "provisioner1.lab", "provisioner2.lab"];
+  const install = (v: string, extra: string[] = []) => ["sh", "-c", `apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o Dpkg::Options::=--force-confold ${extra.join(" ")} muster=${v}`];
+  const one = async (m: string, v: string, extra: string[]) => {
+    await exec(m, ...install(v, extra));
+    assert.equal((await exec(m, "dpkg-query", "-W", "-f", "${Version}", "muster")).trim(), v, m);
+  };
+  // the site's own machines one at a time (the other provisioner keeps provisioning meanwhile); the nodes together
+  const siteTo = async (v: string, machines: string[], extra: string[] = []) => {
+    for (const m of machines) (await one(m, v, extra), await site.waitUp(m));
+  };
+  const nodesTo = (v: string, extra: string[] = []) => Promise.all(nodes.map((id) => one(id, v, extra)));
+  const to = async (v: string, machines: string[]) => (await siteTo(v, machines), await nodesTo(v));
+  await to(VERSION_NEXT, order);
+  // on N+1: the whole fleet answers and runs Puppet
+  const found = await cli(["find"]);
+  for (const id of [...nodes, "puppet-eu.lab", "puppet-us.lab", "console.lab"]) assert.match(found.stdout, new RegExp(`^${id.replace(/\./g, "\\.")}$`, "m"));
+  const run = await cli(["puppet", "runall", "4", ...nodes.flatMap((id) => ["-I", id])]);
+  assert.equal(run.code, 0, run.stdout + run.stderr);
+  // back to N, in the reverse order: the nodes first, then the site's machines back from the provisioners
+  await nodesTo(version, ["--allow-downgrades"]);
+  await siteTo(version, [...order].reverse(), ["--allow-downgrades"]);
+  const again = await cli(["ping"]);
+  assert.equal(again.code, 0);
+  for (const id of nodes) assert.match(again.stdout, new RegExp(id.replace(/\./g, "\\.")));
+});
+
+test("the README's seed-004 commands against the site", { skip: !root && "needs root" }, async () => {
+  const master = await cli(["find", "-W", "environment=development customer=acme mysql::master"]);
+  assert.equal(master.stdout.trim(), "node01.eu.lab");
+  const nrpe = await cli(["nrpe", "check_load", "-W", "environment=development customer=acme mysql::master"]);
+  assert.match(nrpe.stdout, /^check_load: OK: 1 WARNING: 0 CRITICAL: 0 UNKNOWN: 0\|total=1 ok=1/);
+  const runall = await cli(["puppet", "runall", "2", "-C", "role::web"]);
+  assert.equal(runall.code, 0, runall.stdout + runall.stderr);
+  const res = await cli(["resource", "file", "/srv/muster-lab/files/hello", "ensure=file", "content=hi", "-W", "customer=acme mysql::master"]);
+  assert.equal(res.code, 0, res.stdout + res.stderr);
+  assert.equal(await exec("node01.eu.lab", "cat", "/srv/muster-lab/files/hello"), "hi");
+  const registry = await cli(["find", "--dm", "registry", "-C", "role::web"]);
+  assert.match(registry.stdout, /node02\.us\.lab/);
+  assert.match(await exec("node02.us.lab", "cat", "/etc/webapp/webapp.conf"), /database_host = node01\.eu\.lab/);
+  assert.match(await exec("node02.us.lab", "systemctl", "is-active", "webapp"), /^active/);
+});
