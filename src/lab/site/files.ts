@@ -37,8 +37,11 @@ const LAB_PROVISIONER_PACE = {
   concurrency: 4,
   per_master_limit: 2,
   retries: { attempts: 3, backoff: 1, max_backoff: 10 },
-  // a provisioner that dies gives its nodes up to the other within a minute (issue 26 §4's fault)
+  // a provisioner that dies gives its nodes up to the other within a minute (issue 26 §4's fault),
+  // or, mid Puppet run, once the run's own time is up too (lock_lease + puppet_timeout): a lab run
+  // takes seconds, one against a master that is gone about two minutes (Puppet's connect timeout)
   lock_lease: 60,
+  puppet_timeout: 240,
 };
 
 /** Make (or find) the site's files for these nodes; the receiver is where the notifier and the provisioners post. */
