@@ -20,8 +20,16 @@ function walk(dir) {
   return out;
 }
 
+// The longest files start first, so two at a time the suite ends with short ones rather than
+// with the site's end-to-end test starting late and running alone (docs/bench.md, The suite).
+const LONGEST_FIRST = ["test/lab/site-faults", "test/lab/machines", "test/provisioner/e2e", "test/packaging/release-upgrade", "test/web/browser", "test/packaging/deb"];
+const rank = (f) => {
+  const i = LONGEST_FIRST.findIndex((l) => f.includes(l));
+  return i === -1 ? LONGEST_FIRST.length : i;
+};
+
 const wanted = process.argv.slice(2);
-let files = walk("dist/test").sort();
+let files = walk("dist/test").sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
 if (wanted.length) files = files.filter((f) => wanted.some((w) => f.includes(w)));
 if (files.length === 0) {
   console.error("no test files matched; did you run `npm run build`?");
