@@ -293,11 +293,19 @@ test("the site upgraded to N+1 through apt in docs/deploy.md §9's order, then r
   const to = async (v: string, machines: string[]) => (await siteTo(v, machines), await nodesTo(v));
   // the whole fleet answers: each daemon restarted on its new version without waiting for apt (postinst's --no-block)
   const fleet = [...nodes, "puppet-eu.lab", "puppet-us.lab", "console.lab"];
-  const allAnswer = (cmd: string[]) =>
-    eventually(async () => {
-      const out = (await cli(cmd)).stdout;
-      return fleet.every((id) => new RegExp(`^${id.replace(/\./g, "\\.")}\\b`, "m").test(out)) ? out : undefined;
-    }, 120_000, `every machine answers ${cmd.join(" ")}`);
+  let missing: string[] = [];
+  const allAnswer = async (cmd: string[]) => {
+    try {
+      await eventually(async () => {
+        const out = (await cli(cmd)).stdout.split("\n");
+        missing = fleet.filter((id) => !out.includes(id));
+        return missing.length ? undefined : true;
+      }, 300_000, `every machine answers ${cmd.join(" ")}`);
+    } catch (e) {
+      const why = await Promise.all(missing.map(async (id) => `${id}: ${(await site.exec(id, ["journalctl", "-u", "muster-server", "-n", "8", "--no-pager"])).stdout}`));
+      throw new Error(`${(e as Error).message}; missing ${missing.join(", ")}\n${why.join("\n")}`);
+    }
+  };
   await to(VERSION_NEXT, order);
   // on N+1: the whole fleet answers and runs Puppet
   await allAnswer(["find"]);
