@@ -6,11 +6,13 @@
 //
 // Per runtime, side by side (they wait out the same idle time together): `node -e
 // "setInterval(()=>{},1000)"`; `muster server` over TLS with a client certificate and
-// `facts.facter: true` (the real facter), as the package runs it; the same with `facts.facter:
-// false` and no TLS; `muster privileged serve` after serving one operation (puppet.facts, as the
-// daemon's fact refresh asks every 300 s). Each --variant adds the TLS + Facter server with node
-// FLAGS (e.g. --variant semi1=--max-semi-space-size=1). Idle: bench/idle-rss.ts. Each idle figure
-// is split into RssAnon (heap, malloc) and RssFile (pages of the node binary and libraries).
+// `facts.facter: true` (the real facter), with the NODE_OPTIONS its systemd unit sets
+// (packaging/systemd/muster-server.service), as the package runs it, and without them; the same
+// with `facts.facter: false` and no TLS; `muster privileged serve` with its unit's NODE_OPTIONS
+// after serving one operation (puppet.facts, as the daemon's fact refresh asks every 300 s). Each
+// --variant adds the TLS + Facter server with node FLAGS (e.g. --variant lite=--lite-mode). Idle:
+// bench/idle-rss.ts. Each idle figure is split into RssAnon (heap, malloc) and RssFile (pages of
+// the node binary and libraries).
 
 import type { ChildProcess } from "node:child_process";
 import { spawnSync } from "node:child_process";
@@ -44,6 +46,12 @@ process.on("exit", () => {
   for (const c of children) if (c.exitCode === null) c.kill("SIGKILL");
 });
 
+/** The NODE_OPTIONS a packaged unit sets (Environment=NODE_OPTIONS=...), or "". */
+function unitNodeOptions(unit: string): string {
+  const text = readFileSync(join(repoRoot, "packaging", "systemd", unit), "utf8");
+  return /^Environment=NODE_OPTIONS=(.*)$/m.exec(text)?.[1]?.trim() ?? "";
+}
+
 async function runtimePath(spec: string): Promise<{ name: string; path: string }> {
   const path = spec === "shipped" ? ((await import(join(repoRoot, "packaging", "runtime.mjs"))) as { shippedNode(): string }).shippedNode() : spec;
   const version = spawnSync(path, ["--version"], { encoding: "utf8" }).stdout.trim();
@@ -67,6 +75,8 @@ async function main(): Promise<void> {
   const tlsNats = await startNats({ jetstream: false, tls: { ...issueCert(ca, { name: "nats", subject: "/CN=nats", ips: ["127.0.0.1"], dns: ["localhost"], usage: "server" }), ca: ca.cert, clients: "verify" } });
   const cert = issueCert(ca, { name: "node", subject: "/CN=bench-rss.example.net", usage: "client" });
   const uid = String(process.getuid?.() ?? 0);
+  const serverEnv = { ...env, NODE_OPTIONS: unitNodeOptions("muster-server.service") };
+  const helperEnv = { ...env, NODE_OPTIONS: unitNodeOptions("muster-privileged.service") };
   let n = 0;
   const serverConfig = (tls: boolean, facter: boolean) => {
     const file = join(dir, `server-${++n}.yaml`);
@@ -79,13 +89,14 @@ async function main(): Promise<void> {
     for (const rt of rts) {
       const add = (what: string, run: Promise<IdleRss>) => jobs.push({ runtime: rt.name, what, run });
       add("bare node", idleRss(rt.path, ["-e", "setInterval(()=>{},1000)"], env, { children }));
-      add("muster server, TLS, facter", idleRss(rt.path, [cliPath, "server", "--config", serverConfig(true, true)], env, { readyText: "ready", children }));
+      add(`muster server, TLS, facter, as its unit runs it (NODE_OPTIONS=${serverEnv.NODE_OPTIONS})`, idleRss(rt.path, [cliPath, "server", "--config", serverConfig(true, true)], serverEnv, { readyText: "ready", children }));
+      add("muster server, TLS, facter, no NODE_OPTIONS", idleRss(rt.path, [cliPath, "server", "--config", serverConfig(true, true)], env, { readyText: "ready", children }));
       add("muster server, plain, no facter", idleRss(rt.path, [cliPath, "server", "--config", serverConfig(false, false)], env, { readyText: "ready", children }));
       for (const v of variants) add(`muster server, TLS, facter, ${v.name} (${v.flags.join(" ")})`, idleRss(rt.path, [...v.flags, cliPath, "server", "--config", serverConfig(true, true)], env, { readyText: "ready", children }));
       const sock = join(dir, `helper-${jobs.length}.sock`);
       add(
-        "privileged helper, after one puppet.facts",
-        idleRss(rt.path, [cliPath, "privileged", "serve", "--config", serverConfig(false, true), "--socket", sock, "--client-user", uid], env, {
+        `privileged helper, after one puppet.facts (NODE_OPTIONS=${helperEnv.NODE_OPTIONS})`,
+        idleRss(rt.path, [cliPath, "privileged", "serve", "--config", serverConfig(false, true), "--socket", sock, "--client-user", uid], helperEnv, {
           readyText: "helper ready",
           children,
           afterReady: () => askHelper(sock, "puppet.facts", {}).catch((e: Error) => process.stderr.write(`bench: the helper answered puppet.facts with an error (measured anyway): ${e.message}\n`)),
@@ -101,7 +112,7 @@ async function main(): Promise<void> {
     }
     lines.push("", "targets (issue 29):");
     for (const rt of rts) {
-      const s = results.find((r) => r.runtime === rt.name && r.what === "muster server, TLS, facter")!;
+      const s = results.find((r) => r.runtime === rt.name && r.what.startsWith("muster server, TLS, facter, as its unit"))!;
       const h = results.find((r) => r.runtime === rt.name && r.what.startsWith("privileged helper"))!;
       lines.push(`  ${rt.name}: idle muster server over TLS with facter at most ${TARGET_MB} MB: ${s.rssMB} MB -> ${s.rssMB <= TARGET_MB ? "met" : "NOT MET"}; the helper ${h.rssMB} MB (${Math.round((h.rssMB / s.rssMB) * 100)}% of the server)`);
     }

@@ -107,7 +107,9 @@ async function startNodes(mode: "floor" | "muster" | "unsigned", count: number, 
   const exited = new Promise<void>((r) => child.once("exit", () => r()));
   const waiting: ((ms: number) => void)[] = [];
   await new Promise<void>((ok, fail) => {
-    const t = setTimeout(() => fail(new Error(`${mode} nodes (${count}) not ready after ${TIMEOUT_MS} ms`)), TIMEOUT_MS);
+    // Starting 50,000 emulated nodes takes longer than the minute that suits 10,000.
+    const readyMs = Math.max(TIMEOUT_MS, count * 4);
+    const t = setTimeout(() => fail(new Error(`${mode} nodes (${count}) not ready after ${readyMs} ms`)), readyMs);
     child.on("message", (m: { type?: string; ms?: number }) => {
       if (m.type === "ready") {
         clearTimeout(t);
