@@ -14,7 +14,7 @@
 // packaging/runtime) runs its own floors. The table gives medians; ratios are muster's median over
 // its floor's.
 
-import { fork, spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { fork, spawn, type ChildProcess } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -27,6 +27,7 @@ import { subjects } from "../src/protocol/subjects.js";
 import { emptyFilter } from "../src/protocol/types.js";
 import { loadOrCreateSigningKey } from "../src/security/keys.js";
 import { benchDir as here, cliPath, repoRoot } from "./paths.js";
+import { benchRuntimes, scratchEnv, type Runtime } from "./runtimes.js";
 
 const COLLECTIVE = "benchcli";
 const UNSIGNED = "benchcliunsigned";
@@ -55,23 +56,6 @@ if (!Number.isInteger(nodes) || nodes < 1 || !Number.isInteger(rounds) || rounds
 }
 const loadavgAtStart = loadavg();
 
-interface Runtime {
-  name: string;
-  path: string;
-  version: string;
-}
-/** `shipped` is the Node.js the package ships (packaging/runtime.mjs installs it when missing). */
-async function runtimes(): Promise<Runtime[]> {
-  const out: Runtime[] = [];
-  for (const spec of args.runtimes!.split(",").map((r) => r.trim()).filter(Boolean)) {
-    const path = spec === "shipped" ? ((await import(join(repoRoot, "packaging", "runtime.mjs"))) as { shippedNode(): string }).shippedNode() : spec;
-    const r = spawnSync(path, ["--version"], { encoding: "utf8" });
-    if (r.status !== 0) throw new Error(`runtime ${spec}: ${path} --version failed: ${r.stderr || r.error?.message}`);
-    const version = r.stdout.trim();
-    out.push({ name: spec === "shipped" ? `${version} (shipped)` : version, path, version });
-  }
-  return out;
-}
 const children = new Set<ChildProcess>();
 process.on("exit", () => {
   for (const c of children) if (c.exitCode === null) c.kill("SIGKILL");
@@ -270,17 +254,11 @@ function report(start: Awaited<ReturnType<typeof benchStart>>, find: Awaited<Ret
 
 async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "muster-bench-cli-"));
-  const env: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith("MUSTER_") && k !== "XDG_CONFIG_HOME" && !k.startsWith("NODE_")) env[k] = v;
-  env.MUSTER_CONFIG_DIR = dir;
-  // The compile cache and the discovery memory as a user has them after a first run (the warm-up
-  // round), in the scratch dir: measured, then thrown away.
-  env.XDG_CACHE_HOME = join(dir, "cache");
-  process.env.MUSTER_CONFIG_DIR = dir;
+  const env = scratchEnv(dir);
   // No ./.muster/client.yaml of a lab in the cwd may redirect the CLI: run it from the scratch dir.
   process.chdir(dir);
   loadOrCreateSigningKey();
-  const rts = await runtimes();
+  const rts = await benchRuntimes(args.runtimes!);
   let nats: NatsHandle | undefined;
   const cleanup = async () => {
     for (const c of children) if (c.exitCode === null) c.kill("SIGKILL");

@@ -15,7 +15,6 @@
 // the node binary and libraries).
 
 import type { ChildProcess } from "node:child_process";
-import { spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -27,6 +26,7 @@ import { loadOrCreateSigningKey } from "../src/security/keys.js";
 import { ensureCA, issueCert } from "../src/security/pki.js";
 import { idleRss, IDLE_MIN_MS, type IdleRss } from "./idle-rss.js";
 import { cliPath, repoRoot } from "./paths.js";
+import { benchRuntimes, scratchEnv } from "./runtimes.js";
 
 const { values: args } = parseArgs({
   options: {
@@ -52,23 +52,12 @@ function unitNodeOptions(unit: string): string {
   return /^Environment=NODE_OPTIONS=(.*)$/m.exec(text)?.[1]?.trim() ?? "";
 }
 
-async function runtimePath(spec: string): Promise<{ name: string; path: string }> {
-  const path = spec === "shipped" ? ((await import(join(repoRoot, "packaging", "runtime.mjs"))) as { shippedNode(): string }).shippedNode() : spec;
-  const version = spawnSync(path, ["--version"], { encoding: "utf8" }).stdout.trim();
-  if (!version) throw new Error(`runtime ${spec}: ${path} --version answered nothing`);
-  return { name: spec === "shipped" ? `${version} (shipped)` : version, path };
-}
-
 async function main(): Promise<void> {
   const loadavgAtStart = loadavg();
   const dir = mkdtempSync(join(tmpdir(), "muster-bench-rss-"));
-  const env: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith("MUSTER_") && k !== "XDG_CONFIG_HOME" && !k.startsWith("NODE_")) env[k] = v;
-  env.MUSTER_CONFIG_DIR = dir;
-  env.XDG_CACHE_HOME = join(dir, "cache");
-  process.env.MUSTER_CONFIG_DIR = dir;
+  const env = scratchEnv(dir);
   loadOrCreateSigningKey();
-  const rts = await Promise.all(args.runtimes!.split(",").map((r) => runtimePath(r.trim())));
+  const rts = await benchRuntimes(args.runtimes!);
   const variants = args.variant!.map((v) => ({ name: v.slice(0, v.indexOf("=")), flags: v.slice(v.indexOf("=") + 1).split(" ").filter(Boolean) }));
   const ca = ensureCA(join(dir, "pki"));
   const nats = await startNats({ jetstream: false });
