@@ -14,7 +14,7 @@ export const DEFAULT_BROKER = "nats://127.0.0.1:4222";
 /**
  * TLS to the broker (docs/security.md#tls): `ca` verifies nats-server's certificate; `cert` and
  * `key` are this process's client credential, which a broker with `verify_and_map` turns into a
- * NATS user and its permissions. Config files check it with config/tls.ts's TlsConfigSchema; this
+ * NATS user and its permissions. Config files check it with config/tls.ts's tlsConfigSchema; this
  * module loads no zod (every command connects).
  */
 export interface TlsSettings {

@@ -1,10 +1,9 @@
 #!/usr/bin/env node
-import { enableCompileCache } from "./cache.js";
 import { VERSION } from "../version.js";
 
-// The entry: only what must come before the compile cache is on (cache.ts) and
-// `--version`. Every module imported here is compiled anew at each start, so the command itself
-// (program.ts) and everything it loads come after.
+// The entry: `--version`, then the compile cache (cache.ts), then the command itself (program.ts).
+// Every module loaded before the cache is on is compiled anew at each start, so only these come
+// first, and `--version` loads nothing but version.ts.
 
 // `muster find | head` closes our stdout early: that is not an error.
 process.stdout.on("error", (e: NodeJS.ErrnoException) => {
@@ -18,5 +17,5 @@ if (process.argv.length === 3 && (process.argv[2] === "-v" || process.argv[2] ==
   process.exit(0);
 }
 
-enableCompileCache();
+(await import("./cache.js")).enableCompileCache();
 await import("./program.js");
