@@ -1,14 +1,18 @@
 // `npm run bench:cli`: what a `muster` command costs as a whole process, beside floors measured
 // in the same run (docs/bench.md, "CLI start-up").
 //
-//   node dist/bench/cli-start.js [--nodes 10000] [--rounds 7] [--warmup 1] [--out bench/results/cli-start.json]
+//   node dist/bench/cli-start.js [--nodes 10000] [--rounds 7] [--warmup 1] [--runtimes shipped,/usr/bin/node]
+//                                [--no-find] [--out bench/results/cli-start.json]
 //
 // Start-up: `muster --version`, `muster --help` and `muster <command> --help` for every command
-// against `node -e 0`. Discovery: `muster find` against N emulated nodes (bench/nodes.ts, the
-// emulator behind one connection) against bare-NATS discovery (bench/discover-floor.ts: connect,
-// publish one real signed discovery request, exit at the N-th reply). Every run is a fresh
-// process, timed from spawn to exit; rounds interleave floor and muster so both see the same
-// machine state. The table gives medians; ratios are muster's median over its floor's.
+// against `node -e 0` of the same runtime. Discovery: `muster find` against N emulated nodes
+// (bench/nodes.ts, the emulator behind one connection), its replies signed and, on a second
+// emulator, unsigned, against bare-NATS discovery from the same emulator (bench/discover-floor.ts:
+// connect, publish one real signed discovery request, exit at the N-th reply). Every run is a
+// fresh process, timed from spawn to exit; rounds interleave floors and muster, and runtimes, so
+// all see the same machine state. Each runtime (`shipped`: the Node.js the .deb ships,
+// packaging/runtime) runs its own floors. The table gives medians; ratios are muster's median over
+// its floor's.
 
 import { fork, spawn, type ChildProcess } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -23,8 +27,10 @@ import { subjects } from "../src/protocol/subjects.js";
 import { emptyFilter } from "../src/protocol/types.js";
 import { loadOrCreateSigningKey } from "../src/security/keys.js";
 import { benchDir as here, cliPath, repoRoot } from "./paths.js";
+import { benchRuntimes, scratchEnv, type Runtime } from "./runtimes.js";
 
 const COLLECTIVE = "benchcli";
+const UNSIGNED = "benchcliunsigned";
 
 const { values: args } = parseArgs({
   options: {
@@ -32,6 +38,7 @@ const { values: args } = parseArgs({
     rounds: { type: "string", default: "7" },
     warmup: { type: "string", default: "1" },
     "no-find": { type: "boolean", default: false },
+    runtimes: { type: "string", default: "shipped,/usr/bin/node" },
     out: { type: "string", default: join(repoRoot, "bench", "results", "cli-start.json") },
     help: { type: "boolean", short: "h", default: false },
   },
@@ -48,6 +55,7 @@ if (!Number.isInteger(nodes) || nodes < 1 || !Number.isInteger(rounds) || rounds
   process.exit(64);
 }
 const loadavgAtStart = loadavg();
+
 const children = new Set<ChildProcess>();
 process.on("exit", () => {
   for (const c of children) if (c.exitCode === null) c.kill("SIGKILL");
@@ -67,11 +75,11 @@ interface Run {
   stderr: string;
 }
 
-/** One whole process, timed from spawn to exit. */
-function timed(argv: string[], env: NodeJS.ProcessEnv): Promise<Run> {
+/** One whole process of `node` (a runtime's path), timed from spawn to exit. */
+function timed(node: string, argv: string[], env: NodeJS.ProcessEnv): Promise<Run> {
   return new Promise((ok, fail) => {
     const t0 = performance.now();
-    const child = spawn(process.execPath, argv, { env, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(node, argv, { env, stdio: ["ignore", "pipe", "pipe"] });
     children.add(child);
     let stdout = "";
     let stderr = "";
@@ -85,20 +93,20 @@ function timed(argv: string[], env: NodeJS.ProcessEnv): Promise<Run> {
   });
 }
 
-async function must(argv: string[], env: NodeJS.ProcessEnv, check: (r: Run) => boolean): Promise<number> {
-  const r = await timed(argv, env);
-  if (!check(r)) throw new Error(`node ${argv.join(" ")} exited ${r.code}: ${r.stderr.slice(-600) || r.stdout.slice(-600)}`);
+async function must(node: string, argv: string[], env: NodeJS.ProcessEnv, check: (r: Run) => boolean): Promise<number> {
+  const r = await timed(node, argv, env);
+  if (!check(r)) throw new Error(`${node} ${argv.join(" ")} exited ${r.code}: ${r.stderr.slice(-600) || r.stdout.slice(-600)}`);
   return r.ms;
 }
 
 /** The command names `muster --help` lists. */
 async function commandNames(env: NodeJS.ProcessEnv): Promise<string[]> {
-  const r = await timed([cliPath, "--help"], env);
+  const r = await timed(process.execPath, [cliPath, "--help"], env);
   const list = (r.stdout.split(/^Commands:$/m)[1] ?? "").split("\n\n")[0]!;
   return [...list.matchAll(/^ {2}([a-z][a-z-]*)\b/gm)].map((m) => m[1]!).filter((n) => n !== "help");
 }
 
-async function benchStart(env: NodeJS.ProcessEnv) {
+async function benchStart(rts: Runtime[], env: NodeJS.ProcessEnv) {
   const names = await commandNames(env);
   const plan: [string, string[]][] = [
     ["node -e 0", ["-e", "0"]],
@@ -106,86 +114,151 @@ async function benchStart(env: NodeJS.ProcessEnv) {
     ["muster --help", [cliPath, "--help"]],
     ...names.map((n): [string, string[]] => [`muster ${n} --help`, [cliPath, n, "--help"]]),
   ];
-  const samples = new Map<string, number[]>(plan.map(([k]) => [k, []]));
+  const samples = new Map<string, number[]>(rts.flatMap((rt) => plan.map(([k]): [string, number[]] => [`${rt.path} ${k}`, []])));
   for (let r = -warmup; r < rounds; r++) {
-    for (const [k, argv] of plan) {
-      const ms = await must(argv, env, (x) => x.code === 0 && (argv[0] === "-e" || x.stdout.length > 0));
-      if (r >= 0) samples.get(k)!.push(ms);
+    for (const rt of rts) {
+      for (const [k, argv] of plan) {
+        const ms = await must(rt.path, argv, env, (x) => x.code === 0 && (argv[0] === "-e" || x.stdout.length > 0));
+        if (r >= 0) samples.get(`${rt.path} ${k}`)!.push(ms);
+      }
+      process.stderr.write(`  start-up ${rt.name} ${r < 0 ? "warm-up" : `round ${r + 1}/${rounds}`}: node -e 0 ${f(samples.get(`${rt.path} node -e 0`)!.at(-1) ?? NaN)} ms, --help ${f(samples.get(`${rt.path} muster --help`)!.at(-1) ?? NaN)} ms\n`);
     }
-    process.stderr.write(`  start-up ${r < 0 ? "warm-up" : `round ${r + 1}/${rounds}`}: node -e 0 ${f(samples.get("node -e 0")!.at(-1) ?? NaN)} ms, --version ${f(samples.get("muster --version")!.at(-1) ?? NaN)} ms\n`);
   }
-  const floor = median(samples.get("node -e 0")!);
-  const rows = plan.map(([k]) => ({ what: k, medianMs: Math.round(median(samples.get(k)!) * 10) / 10, ratio: ratio(median(samples.get(k)!), floor), samples: samples.get(k)!.map((x) => Math.round(x * 10) / 10) }));
-  return { floorMs: floor, rows };
+  return rts.map((rt) => {
+    const of = (k: string) => samples.get(`${rt.path} ${k}`)!;
+    const floor = median(of("node -e 0"));
+    const rows = plan.map(([k]) => ({ what: k, medianMs: Math.round(median(of(k)) * 10) / 10, ratio: ratio(median(of(k)), floor), samples: of(k).map((x) => Math.round(x * 10) / 10) }));
+    return { runtime: rt.name, path: rt.path, floorMs: floor, rows };
+  });
 }
 
-async function benchFind(url: string, env: NodeJS.ProcessEnv, dir: string) {
-  const emu = fork(join(here, "nodes.js"), ["muster", String(nodes), url, COLLECTIVE, "0"], { env, stdio: ["ignore", "inherit", "inherit", "ipc"] });
+/** An emulator of N nodes (bench/nodes.ts) in its own process: `muster` signs every reply, `unsigned` none. */
+async function startEmulator(mode: "muster" | "unsigned", collective: string, url: string, env: NodeJS.ProcessEnv): Promise<ChildProcess> {
+  const emu = fork(join(here, "nodes.js"), [mode, String(nodes), url, collective, "0"], { env, stdio: ["ignore", "inherit", "inherit", "ipc"] });
   children.add(emu);
-  try {
-    await new Promise<void>((ok, fail) => {
-      const t = setTimeout(() => fail(new Error(`emulator (${nodes}) not ready after 120 s`)), 120_000);
-      emu.on("message", (m: { type?: string }) => {
-        if (m.type !== "ready") return;
-        clearTimeout(t);
-        ok();
-      });
-      emu.once("exit", (code) => fail(new Error(`emulator exited with ${code} before ready`)));
+  await new Promise<void>((ok, fail) => {
+    const t = setTimeout(() => fail(new Error(`emulator (${mode}, ${nodes}) not ready after 120 s`)), 120_000);
+    emu.on("message", (m: { type?: string }) => {
+      if (m.type !== "ready") return;
+      clearTimeout(t);
+      ok();
     });
+    emu.once("exit", (code) => fail(new Error(`emulator (${mode}) exited with ${code} before ready`)));
+  });
+  return emu;
+}
+
+async function stopEmulator(emu: ChildProcess): Promise<void> {
+  if (emu.exitCode === null) {
+    const gone = new Promise((r) => emu.once("exit", r));
+    emu.send({ type: "stop" });
+    const t = setTimeout(() => emu.kill("SIGKILL"), 10_000);
+    await gone;
+    clearTimeout(t);
+  }
+  children.delete(emu);
+}
+
+/**
+ * Per runtime and emulator (signed replies, unsigned): the floor, `muster find` as operators run it
+ * (remembering the last discovery's answer, so it ends once every node answered: the warm-up
+ * round makes the memory), and `muster find` without the memory (MUSTER_DISCOVERY_CACHE=off: the
+ * 250 ms idle window ends it).
+ */
+async function benchFind(rts: Runtime[], url: string, env: NodeJS.ProcessEnv, dir: string) {
+  const emus: ChildProcess[] = [];
+  try {
+    emus.push(await startEmulator("muster", COLLECTIVE, url, env), await startEmulator("unsigned", UNSIGNED, url, env));
     const key = loadOrCreateSigningKey();
-    const reqFile = join(dir, "discovery-request.json");
-    const floorArgv = [join(here, "discover-floor.js"), url, subjects.broadcast(COLLECTIVE, "discovery"), reqFile, String(nodes)];
-    const musterArgv = [cliPath, "find", "--broker", url, "-T", COLLECTIVE];
-    const floor: number[] = [];
-    const muster: number[] = [];
+    const kinds = [
+      { kind: "signed", collective: COLLECTIVE },
+      { kind: "unsigned", collective: UNSIGNED },
+    ] as const;
+    const noMemory = { ...env, MUSTER_DISCOVERY_CACHE: "off" };
+    const samples = new Map<string, number[]>();
+    const push = (k: string, ms: number) => samples.set(k, [...(samples.get(k) ?? []), ms]);
     let everyNode = true;
     for (let r = -warmup; r < rounds; r++) {
-      // A fresh request each run: the nodes refuse a replayed id.
-      writeFileSync(reqFile, encodeRequest(buildRequest({ key, collective: COLLECTIVE, agent: "discovery", action: "ping", data: {}, filter: emptyFilter(), ttl: 60 })));
-      const a = await must(floorArgv, env, (x) => x.code === 0 && x.stdout.trim() === String(nodes));
-      const found = await timed(musterArgv, env);
-      const lines = found.stdout.split("\n").filter(Boolean).length;
-      if (found.code !== 0 && found.code !== 1) throw new Error(`muster find exited ${found.code}: ${found.stderr.slice(-600)}`);
-      if (r >= 0) {
-        floor.push(a);
-        muster.push(found.ms);
-        if (lines !== nodes) everyNode = false;
+      for (const rt of rts) {
+        for (const { kind, collective } of kinds) {
+          const reqFile = join(dir, `discovery-request-${kind}.json`);
+          // A fresh request each run: the nodes refuse a replayed id.
+          writeFileSync(reqFile, encodeRequest(buildRequest({ key, collective, agent: "discovery", action: "ping", data: {}, filter: emptyFilter(), ttl: 60 })));
+          const floor = await must(rt.path, [join(here, "discover-floor.js"), url, subjects.broadcast(collective, "discovery"), reqFile, String(nodes)], env, (x) => x.code === 0 && x.stdout.trim() === String(nodes));
+          const runs: [string, Run][] = [];
+          for (const [what, e] of [["find", env], ["find, no memory", noMemory]] as const) {
+            const found = await timed(rt.path, [cliPath, "find", "--broker", url, "-T", collective], e);
+            if (found.code !== 0 && found.code !== 1) throw new Error(`muster find exited ${found.code}: ${found.stderr.slice(-600)}`);
+            runs.push([what, found]);
+          }
+          const counts = runs.map(([, x]) => x.stdout.split("\n").filter(Boolean).length);
+          if (r >= 0) {
+            push(`${rt.path} ${kind} floor`, floor);
+            for (const [what, x] of runs) push(`${rt.path} ${kind} ${what}`, x.ms);
+            if (counts.some((c) => c !== nodes)) everyNode = false;
+          }
+          process.stderr.write(`  find ${rt.name} ${kind} N=${nodes} ${r < 0 ? "warm-up" : `round ${r + 1}/${rounds}`}: floor ${f(floor)} ms, find ${f(runs[0]![1].ms)} ms (${counts[0]} found), no memory ${f(runs[1]![1].ms)} ms (${counts[1]} found)\n`);
+        }
       }
-      process.stderr.write(`  find N=${nodes} ${r < 0 ? "warm-up" : `round ${r + 1}/${rounds}`}: floor ${f(a)} ms, muster find ${f(found.ms)} ms (${lines} found)\n`);
     }
-    return { nodes, floorMs: median(floor), musterMs: median(muster), ratio: ratio(median(muster), median(floor)), everyNode, samples: { floor: floor.map(Math.round), muster: muster.map(Math.round) } };
+    return {
+      nodes,
+      everyNode,
+      runtimes: rts.map((rt) => ({
+        runtime: rt.name,
+        path: rt.path,
+        ...Object.fromEntries(
+          kinds.map(({ kind }) => {
+            const of = (w: string) => samples.get(`${rt.path} ${kind} ${w}`)!;
+            const floorMs = median(of("floor"));
+            return [kind, { floorMs, findMs: median(of("find")), ratio: ratio(median(of("find")), floorMs), noMemoryMs: median(of("find, no memory")), noMemoryRatio: ratio(median(of("find, no memory")), floorMs), samples: { floor: of("floor").map(Math.round), find: of("find").map(Math.round), noMemory: of("find, no memory").map(Math.round) } }];
+          }),
+        ) as unknown as Record<"signed" | "unsigned", { floorMs: number; findMs: number; ratio: number; noMemoryMs: number; noMemoryRatio: number }>,
+      })),
+    };
   } finally {
-    if (emu.exitCode === null) {
-      const gone = new Promise((r) => emu.once("exit", r));
-      emu.send({ type: "stop" });
-      const t = setTimeout(() => emu.kill("SIGKILL"), 10_000);
-      await gone;
-      clearTimeout(t);
-    }
-    children.delete(emu);
+    for (const e of emus) await stopEmulator(e);
   }
 }
 
+/** Issue 29's targets. */
+const START_TARGET = 1.25;
+const FIND_SIGNED_TARGET = 1.5;
+const FIND_UNSIGNED_TARGET = 2.5;
+
 function report(start: Awaited<ReturnType<typeof benchStart>>, find: Awaited<ReturnType<typeof benchFind>> | undefined): string {
-  const lines = [`load average ${loadavgAtStart.map((x) => x.toFixed(1)).join(" ")} at start, ${loadavg().map((x) => x.toFixed(1)).join(" ")} at end; ${rounds} rounds, medians`, "", "| process | median ms | vs node -e 0 |", "|---|---:|---:|"];
-  for (const r of start.rows) lines.push(`| \`${r.what}\` | ${f(r.medianMs)} | ${r.ratio}x |`);
-  const worst = start.rows.filter((r) => r.what !== "node -e 0").reduce((a, b) => (b.ratio > a.ratio ? b : a));
-  lines.push("", `targets:`, `  --version and every --help within 1.5x of node -e 0: worst ${worst.what} ${worst.ratio}x -> ${worst.ratio <= 1.5 ? "met" : "NOT MET"}`);
+  const lines = [`load average ${loadavgAtStart.map((x) => x.toFixed(1)).join(" ")} at start, ${loadavg().map((x) => x.toFixed(1)).join(" ")} at end; ${rounds} rounds, medians`, ""];
+  lines.push(`| process | ${start.map((s) => `${s.runtime} ms | vs node -e 0`).join(" | ")} |`, `|---|${start.map(() => "---:|---:").join("|")}|`);
+  for (let i = 0; i < start[0]!.rows.length; i++) lines.push(`| \`${start[0]!.rows[i]!.what}\` | ${start.map((s) => `${f(s.rows[i]!.medianMs)} | ${s.rows[i]!.ratio}x`).join(" | ")} |`);
   if (find) {
-    lines.push(`  muster find at ${find.nodes} nodes within 2.5x of bare NATS discovery: ${f(find.musterMs)} ms vs ${f(find.floorMs)} ms = ${find.ratio}x, ${find.everyNode ? "every node found in every round" : "NOT every node found"} -> ${find.ratio <= 2.5 && find.everyNode ? "met" : "NOT MET"}`);
+    lines.push("", `| muster find, ${find.nodes} nodes | ${find.runtimes.map((r) => `${r.runtime}`).join(" | ")} |`, `|---|${find.runtimes.map(() => "---:").join("|")}|`);
+    for (const kind of ["signed", "unsigned"] as const) {
+      lines.push(`| floor, replies ${kind} | ${find.runtimes.map((r) => `${f(r[kind].floorMs)} ms`).join(" | ")} |`);
+      lines.push(`| muster find, replies ${kind} | ${find.runtimes.map((r) => `${f(r[kind].findMs)} ms (${r[kind].ratio}x)`).join(" | ")} |`);
+      lines.push(`| muster find, replies ${kind}, no discovery memory | ${find.runtimes.map((r) => `${f(r[kind].noMemoryMs)} ms (${r[kind].noMemoryRatio}x)`).join(" | ")} |`);
+    }
+  }
+  lines.push("", "targets (issue 29):");
+  for (const s of start) {
+    const worst = s.rows.filter((r) => r.what !== "node -e 0").reduce((a, b) => (b.ratio > a.ratio ? b : a));
+    lines.push(`  ${s.runtime}: --version and every --help within ${START_TARGET}x of node -e 0: worst ${worst.what} ${worst.ratio}x -> ${worst.ratio <= START_TARGET ? "met" : "NOT MET"}`);
+  }
+  if (find) {
+    for (const r of find.runtimes) {
+      lines.push(`  ${r.runtime}: muster find at ${find.nodes} nodes within ${FIND_SIGNED_TARGET}x of the signed floor: ${r.signed.ratio}x, within ${FIND_UNSIGNED_TARGET}x of the unsigned: ${r.unsigned.ratio}x -> ${r.signed.ratio <= FIND_SIGNED_TARGET && r.unsigned.ratio <= FIND_UNSIGNED_TARGET && find.everyNode ? "met" : "NOT MET"}`);
+    }
+    lines.push(`  ${find.everyNode ? "every node found in every round" : "NOT every node found in every round"}`);
   }
   return lines.join("\n") + "\n";
 }
 
 async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "muster-bench-cli-"));
-  const env: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith("MUSTER_") && k !== "XDG_CONFIG_HOME") env[k] = v;
-  env.MUSTER_CONFIG_DIR = dir;
-  process.env.MUSTER_CONFIG_DIR = dir;
+  const env = scratchEnv(dir);
   // No ./.muster/client.yaml of a lab in the cwd may redirect the CLI: run it from the scratch dir.
   process.chdir(dir);
   loadOrCreateSigningKey();
+  const rts = await benchRuntimes(args.runtimes!);
   let nats: NatsHandle | undefined;
   const cleanup = async () => {
     for (const c of children) if (c.exitCode === null) c.kill("SIGKILL");
@@ -194,19 +267,19 @@ async function main(): Promise<void> {
   };
   for (const sig of ["SIGINT", "SIGTERM"] as const) process.once(sig, () => void cleanup().finally(() => process.exit(130)));
   try {
-    process.stderr.write("bench: start-up\n");
-    const start = await benchStart(env);
+    process.stderr.write(`bench: start-up on ${rts.map((r) => r.name).join(", ")}\n`);
+    const start = await benchStart(rts, env);
     let find: Awaited<ReturnType<typeof benchFind>> | undefined;
     if (!args["no-find"]) {
       nats = await startNats({ jetstream: false });
       process.stderr.write(`bench: muster find, ${nodes} nodes\n`);
-      find = await benchFind(nats.url, env, dir);
+      find = await benchFind(rts, nats.url, env, dir);
     }
     const text = report(start, find);
     process.stdout.write(text);
     const out = resolve(repoRoot, args.out!);
     mkdirSync(dirname(out), { recursive: true });
-    writeFileSync(out, JSON.stringify({ time: new Date().toISOString(), node: process.version, options: { nodes, rounds, warmup }, loadavgAtStart, loadavgAtEnd: loadavg(), start, find, report: text.split("\n") }, null, 2) + "\n");
+    writeFileSync(out, JSON.stringify({ time: new Date().toISOString(), node: process.version, runtimes: rts, options: { nodes, rounds, warmup }, loadavgAtStart, loadavgAtEnd: loadavg(), start, find, report: text.split("\n") }, null, 2) + "\n");
     process.stderr.write(`bench: wrote ${out}\n`);
   } finally {
     await cleanup();

@@ -29,6 +29,7 @@ import { benchNodeKey } from "./node-keys.js";
 import { loadOrCreateSigningKey } from "../src/security/keys.js";
 import { ensureCA, issueCert } from "../src/security/pki.js";
 import { VERSION } from "../src/version.js";
+import { idleRss, IDLE_MIN_MS, rssMB } from "./idle-rss.js";
 import { benchDir as here, cliPath, repoRoot } from "./paths.js";
 
 
@@ -106,7 +107,9 @@ async function startNodes(mode: "floor" | "muster" | "unsigned", count: number, 
   const exited = new Promise<void>((r) => child.once("exit", () => r()));
   const waiting: ((ms: number) => void)[] = [];
   await new Promise<void>((ok, fail) => {
-    const t = setTimeout(() => fail(new Error(`${mode} nodes (${count}) not ready after ${TIMEOUT_MS} ms`)), TIMEOUT_MS);
+    // Starting 50,000 emulated nodes takes longer than the minute that suits 10,000.
+    const readyMs = Math.max(TIMEOUT_MS, count * 4);
+    const t = setTimeout(() => fail(new Error(`${mode} nodes (${count}) not ready after ${readyMs} ms`)), readyMs);
     child.on("message", (m: { type?: string; ms?: number }) => {
       if (m.type === "ready") {
         clearTimeout(t);
@@ -291,11 +294,6 @@ interface SizeResult {
   rssMB: { floorNodes: number; musterNodes: number };
 }
 
-function rssMB(pid: number): number {
-  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
-  return m ? Math.round((Number(m[1]) / 1024) * 10) / 10 : NaN;
-}
-
 const ratio = (a: number, b: number) => Math.round((a / b) * 100) / 100;
 
 async function benchSize(url: string, env: NodeJS.ProcessEnv, count: number): Promise<SizeResult> {
@@ -398,69 +396,7 @@ async function benchSize(url: string, env: NodeJS.ProcessEnv, count: number): Pr
   }
 }
 
-// ---- idle resident memory ----------------------------------------------------------------------
-
-interface IdleRss {
-  /** VmRSS once idle (see below), MB */
-  rssMB: number;
-  /** VmRSS right after `ready`, MB */
-  readyRssMB: number;
-  /** ms from ready until the reading */
-  settledAfterMs: number;
-}
-
-/**
- * Idle means: at least IDLE_MIN_MS after `ready`, and no VmRSS sample in the last 3 s moved more
- * than 0.5 MB. The minimum matters: V8's memory reducer shrinks the young generation (16 MB after
- * start-up, 1 MB idle) once allocation has stopped for a while (observed 15-35 s after ready), and
- * a node daemon spends its life idle. Polling is the measurement itself here (memory has no
- * "settled" event); bounded at 120 s.
- */
-const IDLE_MIN_MS = 45_000;
-
-/** Starts a process, waits for `ready` on stdout (if given), then until it is idle; reads VmRSS. */
-async function idleRss(cmd: string, argv: string[], env: NodeJS.ProcessEnv, readyText?: string): Promise<IdleRss> {
-  const child = spawn(cmd, argv, { env, stdio: ["ignore", "pipe", "pipe"] });
-  children.add(child);
-  let out = "";
-  let err = "";
-  child.stderr!.on("data", (d: Buffer) => (err += d.toString()));
-  try {
-    await new Promise<void>((ok, fail) => {
-      const t = setTimeout(() => fail(new Error(`${argv.join(" ")}: not ready after 120 s; stderr: ${err.slice(-1000)}`)), 120_000);
-      child.once("exit", (code) => fail(new Error(`${argv.join(" ")} exited with ${code}; stderr: ${err.slice(-1000)}`)));
-      const check = () => {
-        if (!readyText || out.includes(readyText)) {
-          clearTimeout(t);
-          ok();
-        }
-      };
-      child.stdout!.on("data", (d: Buffer) => {
-        out += d.toString();
-        check();
-      });
-      check();
-    });
-    const t0 = Date.now();
-    const readyRssMB = rssMB(child.pid!);
-    const samples: number[] = [];
-    for (;;) {
-      await new Promise((r) => setTimeout(r, 250));
-      samples.push(rssMB(child.pid!));
-      const last = samples.slice(-12);
-      if (Date.now() - t0 >= IDLE_MIN_MS && last.length === 12 && Math.max(...last) - Math.min(...last) <= 0.5) break;
-      if (Date.now() - t0 > 120_000) break;
-    }
-    return { rssMB: samples[samples.length - 1]!, readyRssMB, settledAfterMs: Date.now() - t0 };
-  } finally {
-    const gone = new Promise((r) => (child.exitCode === null ? child.once("exit", r) : r(undefined)));
-    child.kill("SIGTERM");
-    const t = setTimeout(() => child.kill("SIGKILL"), 10_000);
-    await gone;
-    clearTimeout(t);
-    children.delete(child);
-  }
-}
+// ---- idle resident memory (bench/idle-rss.ts) --------------------------------------------------
 
 async function benchRss(url: string, env: NodeJS.ProcessEnv, dir: string) {
   // The same node over TLS with a client certificate, as the lab and production run it.
@@ -472,11 +408,11 @@ async function benchRss(url: string, env: NodeJS.ProcessEnv, dir: string) {
     const cfg = join(dir, `server-${name}.yaml`);
     const tlsLines = tls ? [`tls:`, `  ca: ${ca.cert}`, `  cert: ${client.cert}`, `  key: ${client.key}`] : [];
     writeFileSync(cfg, [`identity: bench-rss-${name}.example.net`, `collectives: [${MUSTER}]`, `brokers: ["${tls ? tlsNats.url : url}"]`, `facts:`, `  facter: ${facter}`, `log:`, `  level: warn`, ...tlsLines, ""].join("\n"));
-    return idleRss(process.execPath, [cliPath, "server", "--config", cfg], env, "ready");
+    return idleRss(process.execPath, [cliPath, "server", "--config", cfg], env, { readyText: "ready", children });
   };
   try {
     // Side by side: the four wait out the same idle time together.
-    const [floor, facterFalse, facterTrue, facterFalseTls] = await Promise.all([idleRss(process.execPath, ["-e", "setInterval(()=>{},1000)"], env), serverRss(false), serverRss(true), serverRss(false, true)]);
+    const [floor, facterFalse, facterTrue, facterFalseTls] = await Promise.all([idleRss(process.execPath, ["-e", "setInterval(()=>{},1000)"], env, { children }), serverRss(false), serverRss(true), serverRss(false, true)]);
     return {
       floor,
       server: { facterFalse, facterTrue, facterFalseTls },

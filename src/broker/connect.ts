@@ -1,7 +1,6 @@
 import { accessSync, constants } from "node:fs";
 import { connect as natsConnect, type NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "pino";
-import { z } from "zod";
 import { MusterError } from "../errors.js";
 
 /**
@@ -15,17 +14,14 @@ export const DEFAULT_BROKER = "nats://127.0.0.1:4222";
 /**
  * TLS to the broker (docs/security.md#tls): `ca` verifies nats-server's certificate; `cert` and
  * `key` are this process's client credential, which a broker with `verify_and_map` turns into a
- * NATS user and its permissions.
+ * NATS user and its permissions. Config files check it with config/tls.ts's tlsConfigSchema; this
+ * module loads no zod (every command connects).
  */
-export const TlsConfigSchema = z
-  .object({
-    ca: z.string().min(1).optional(),
-    cert: z.string().min(1).optional(),
-    key: z.string().min(1).optional(),
-  })
-  .strict()
-  .refine((t) => !t.cert === !t.key, { message: "cert and key go together: set both or neither" });
-export type TlsSettings = z.output<typeof TlsConfigSchema>;
+export interface TlsSettings {
+  ca?: string;
+  cert?: string;
+  key?: string;
+}
 
 /**
  * The TLS settings in force: the config's, else MUSTER_TLS_CA / MUSTER_TLS_CERT / MUSTER_TLS_KEY

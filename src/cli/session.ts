@@ -4,7 +4,7 @@ import type { NodeSource } from "../client/discovery/source.js";
 import { MusterClient } from "../client/client.js";
 import { MusterError } from "../errors.js";
 import type { Filter } from "../protocol/types.js";
-import { loadClientConfig, resolveBrokerSettings, type ClientConfig } from "./config.js";
+import { loadClientConfig, resolveBrokerSettings, type BrokerSettings, type ClientConfig } from "./config.js";
 import { parseLimit, type LimitSpec } from "../client/limit.js";
 import type { FilterOpts, RpcOpts } from "./opts.js";
 
@@ -27,6 +27,8 @@ export interface Session {
   filter: Filter;
   source?: NodeSource;
   discoveryTimeoutMs: number;
+  /** The broker the client connected to. */
+  broker: BrokerSettings;
 }
 
 /** Check the filters first (nothing is sent when they are bad), then connect. */
@@ -45,7 +47,7 @@ export async function openSession(o: FilterOpts, registrySource?: (client: Muste
   else if (method === "registry") {
     source = registrySource ? registrySource(client, config) : await client.source({ method, bucket: config.registry_bucket, onWarning: (m) => process.stderr.write(`warning: ${m}\n`) });
   }
-  return { client, config, filter, source, discoveryTimeoutMs: (o.dt ?? config.discovery_timeout ?? 2) * 1000 };
+  return { client, config, filter, source, discoveryTimeoutMs: (o.dt ?? config.discovery_timeout ?? 2) * 1000, broker };
 }
 
 /** --limit, --limit-method, --limit-seed as the client takes them (parsed when the action runs). */

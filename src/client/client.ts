@@ -2,7 +2,7 @@ import type { NatsConnection, Subscription } from "@nats-io/transport-node";
 import type { Logger } from "pino";
 import type { Bucket, BucketCreate, Buckets } from "../broker/bucket.js";
 import { connectBroker, resolveBrokers, resolveTls, type TlsSettings } from "../broker/connect.js";
-import { validateInput } from "../ddl/index.js";
+import { validateInput } from "../ddl/validate.js";
 import type { AgentDDL } from "../ddl/types.js";
 import { MusterError } from "../errors.js";
 import { DEFAULT_NODE_KEYS_BUCKET } from "../protocol/buckets.js";
@@ -342,19 +342,20 @@ export class MusterClient implements Buckets {
   /** Identities of the nodes matching the filter, sorted. */
   async discover(opts: DiscoverOptions = {}): Promise<string[]> {
     const source = opts.source ?? this.broadcast;
-    const found = await source.discover(opts.filter ?? emptyFilter(), { timeoutMs: opts.timeoutMs ?? 2000, idleMs: opts.idleMs ?? 250, onFound: opts.onFound });
+    const anticipate = opts.anticipate ? new Set(opts.anticipate) : undefined;
+    const found = await source.discover(opts.filter ?? emptyFilter(), { timeoutMs: opts.timeoutMs ?? 2000, idleMs: opts.idleMs ?? 250, anticipate, onFound: opts.onFound });
     return [...new Set(found)].sort();
   }
 
   private async broadcastDiscover(filter: Filter, opts: DiscoveryOptions): Promise<string[]> {
-    const replies = await this.broadcastRequest("discovery", "ping", {}, filter, { timeoutMs: opts.timeoutMs, idleMs: opts.idleMs, onReply: (r) => opts.onFound?.(r.sender) });
+    const replies = await this.broadcastRequest("discovery", "ping", {}, filter, { timeoutMs: opts.timeoutMs, idleMs: opts.idleMs, anticipate: opts.anticipate, onReply: (r) => opts.onFound?.(r.sender) });
     return replies.filter((r) => r.statuscode === Status.OK).map((r) => r.sender);
   }
 
   /** One signed request on the agent's broadcast subject; every matching node answers. */
-  async broadcastRequest(agent: string, action: string, data: Record<string, unknown>, filter: Filter, opts: { timeoutMs: number; idleMs?: number; onReply?: (r: Reply) => void }): Promise<Reply[]> {
+  async broadcastRequest(agent: string, action: string, data: Record<string, unknown>, filter: Filter, opts: { timeoutMs: number; idleMs?: number; anticipate?: ReadonlySet<string>; onReply?: (r: Reply) => void }): Promise<Reply[]> {
     const req = buildRequest({ key: this.key, collective: this.collective, agent, action, data, filter, ttl: this.ttl });
-    const col = collectReplies(this.nc, { requestId: req.id, timeoutMs: opts.timeoutMs, idleMs: opts.idleMs, onReply: opts.onReply });
+    const col = collectReplies(this.nc, { requestId: req.id, timeoutMs: opts.timeoutMs, idleMs: opts.idleMs, anticipate: opts.anticipate, onReply: opts.onReply });
     this.nc.publish(subjects.broadcast(this.collective, agent), encodeRequest(req), { reply: col.inbox });
     col.start();
     return col.done;

@@ -3,7 +3,9 @@ import { decodeReply } from "../protocol/envelope.js";
 import type { Reply } from "../protocol/types.js";
 
 // Reply collection on a per-request inbox. Stops when every expected node answered (directed RPC),
-// after an idle window following the last reply (broadcast discovery), or at the deadline.
+// after an idle window following the last reply (broadcast discovery), or at the deadline. A
+// broadcast that knows which nodes should answer (`anticipate`: the last discovery's answer, the
+// registry's) stops as soon as they all did, without waiting out the idle window.
 
 export interface CollectOptions {
   requestId: string;
@@ -12,6 +14,14 @@ export interface CollectOptions {
   timeoutMs: number;
   /** Stop once this long passes without a reply (after at least one). */
   idleMs?: number;
+  /**
+   * Broadcast: the nodes expected to answer. Until each has answered, no silence ends collection
+   * (a late one is waited for, up to `timeoutMs`). Then it ends `settleMs` after the last reply if
+   * no node outside them answered, else (the expectation was stale) after the idle window.
+   */
+  anticipate?: ReadonlySet<string>;
+  /** Quiet time after the last anticipated reply before the end (default 20 ms; 0: at once). */
+  settleMs?: number;
   onReply?: (r: Reply) => void;
   /**
    * Checks each reply before it counts (its signature, off the event loop): `keep` false drops it,
@@ -53,27 +63,53 @@ export function collectReplies(nc: NatsConnection, opts: CollectOptions): Collec
     sub?.unsubscribe();
     if (checking === 0) resolveDone(replies);
   };
+  const anticipate = opts.anticipate?.size ? opts.anticipate : undefined;
+  let missing = anticipate?.size ?? 0; // anticipated nodes not heard from yet
+  let surprised = false; // a node outside `anticipate` answered
+  const settleMs = opts.settleMs ?? 20;
+  /** How long a silence ends collection now: the idle window, the settle time, or never (Infinity). */
+  const quietWindow = (): number => {
+    const idleWindow = opts.idleMs || Infinity; // 0: no idle window
+    if (!anticipate) return idleWindow;
+    if (missing > 0) return Infinity;
+    return surprised ? idleWindow : settleMs;
+  };
   const accept = (r: Reply) => {
     if (seen.has(r.sender)) return; // a node answers once; duplicates (e.g. redelivery) are dropped
     seen.add(r.sender);
     replies.push(r);
     opts.onReply?.(r);
-    if (opts.expect && seen.size >= opts.expect.size) finish();
-    else if (opts.idleMs && started) armIdle();
+    if (opts.expect && seen.size >= opts.expect.size) return finish();
+    if (anticipate) {
+      const before = quietWindow();
+      if (anticipate.has(r.sender)) missing--;
+      else surprised = true;
+      // The window just shrank (the last anticipated node answered): a timer set for a longer one
+      // must not hold collection open.
+      if (quietWindow() < before && idle !== undefined) {
+        clearTimeout(idle);
+        idle = undefined;
+      }
+    }
+    if (started) armIdle();
   };
   // One idle timer, pushed back lazily: each reply only records its arrival time, and the timer,
   // when it fires, sleeps again for what is left of the window. Re-arming a timer per reply cost
   // 10,000 timer insertions per 10,000-node discovery.
   let lastReply = 0;
   const onIdleTimer = () => {
-    const left = lastReply + opts.idleMs! - performance.now();
+    idle = undefined;
+    const window = quietWindow();
+    if (window === Infinity) return; // re-armed by the reply that makes the window finite
+    const left = lastReply + window - performance.now();
     if (left > 0.5) idle = setTimeout(onIdleTimer, left);
     else finish();
   };
   const armIdle = () => {
-    if (!opts.idleMs) return;
     lastReply = performance.now();
-    if (idle === undefined) idle = setTimeout(onIdleTimer, opts.idleMs);
+    const window = quietWindow();
+    if (window === Infinity) return;
+    if (idle === undefined) idle = setTimeout(onIdleTimer, window);
   };
 
   sub = nc.subscribe(inbox, {

@@ -1,4 +1,4 @@
-import { checkOutputs } from "../ddl/index.js";
+import { checkOutputs } from "../ddl/outputs.js";
 import type { AgentDDL, ActionName, ActionOutput, CallInput } from "../ddl/types.js";
 import { Status } from "../protocol/status.js";
 import type { Reply } from "../protocol/types.js";

@@ -18,6 +18,14 @@ export interface DiscoverOptions {
   timeoutMs?: number;
   /** Broadcast completes this long after the last reply (default 250 ms). */
   idleMs?: number;
+  /**
+   * Broadcast: the nodes expected to answer (the last discovery's answer with the same filter, or
+   * the registry's). Discovery then ends as soon as every one of them answered (20 ms later, if
+   * nothing else did) instead of after the idle window, and waits for a missing one up to
+   * `timeoutMs` rather than giving up at the idle window; once they all answered, a node outside
+   * them that answered makes the idle window end it, as without them (docs/protocol.md).
+   */
+  anticipate?: Iterable<string>;
   source?: NodeSource;
   onFound?: (identity: string) => void;
 }

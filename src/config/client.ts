@@ -1,26 +1,34 @@
 import { existsSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { z } from "zod";
-import { DEFAULT_BROKER, resolveTls, TlsConfigSchema, type TlsSettings } from "../broker/connect.js";
+import type { z } from "zod";
+import { DEFAULT_BROKER, resolveTls, type TlsSettings } from "../broker/connect.js";
+import { lazySchema } from "../lazy-zod.js";
 import { configDir } from "../security/keys.js";
 import { loadConfigFile } from "./load.js";
+import { tlsConfigSchema } from "./tls.js";
 
 // The client config, and the one rule every command and daemon uses to find the broker.
 // Client config lookup: --config, MUSTER_CONFIG, ./.muster/client.yaml (written by `muster lab up`,
 // so commands in the checkout reach the lab), then ~/.config/muster/client.yaml.
 
-export const ClientConfigSchema = z
-  .object({
-    brokers: z.array(z.string()).default([]),
-    collective: z.string().default("muster"),
-    ddl_directories: z.array(z.string()).default([]),
-    discovery_timeout: z.number().positive().optional(),
-    registry_bucket: z.string().optional(),
-    /** TLS to the broker: ca, and cert/key for a broker that maps client certificates to users. */
-    tls: TlsConfigSchema.optional(),
-  })
-  .passthrough();
-export type ClientConfig = z.output<typeof ClientConfigSchema>;
+/** Built when a file is read: without one (MUSTER_BROKER, --broker) a command loads no zod. */
+export const clientConfigSchema = lazySchema((z) =>
+  z
+    .object({
+      brokers: z.array(z.string()).default([]),
+      collective: z.string().default("muster"),
+      ddl_directories: z.array(z.string()).default([]),
+      discovery_timeout: z.number().positive().optional(),
+      registry_bucket: z.string().optional(),
+      /** TLS to the broker: ca, and cert/key for a broker that maps client certificates to users. */
+      tls: tlsConfigSchema(z).optional(),
+    })
+    .passthrough(),
+);
+export type ClientConfig = z.output<ReturnType<typeof clientConfigSchema>>;
+
+/** What an absent client config means: the schema's defaults. */
+const noClientConfig = (): ClientConfig => ({ brokers: [], collective: "muster", ddl_directories: [] });
 
 export function findClientConfig(explicit?: string): string | undefined {
   if (explicit) return explicit;
@@ -33,8 +41,8 @@ export function findClientConfig(explicit?: string): string | undefined {
 
 export function loadClientConfig(explicit?: string): ClientConfig {
   const path = findClientConfig(explicit);
-  if (!path) return ClientConfigSchema.parse({});
-  return loadConfigFile(path, ClientConfigSchema, "client config");
+  if (!path) return noClientConfig();
+  return loadConfigFile(path, clientConfigSchema(), "client config");
 }
 
 const split = (s: string) => s.split(",").map((x) => x.trim()).filter(Boolean);

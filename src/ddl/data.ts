@@ -1,5 +1,5 @@
-import { z } from "zod";
 import { MusterError } from "../errors.js";
+import { lazySchema } from "../lazy-zod.js";
 
 // A data plugin's contract: what `name('argument').field` in a -S filter may say. The client
 // checks every call against these before sending anything (docs/filters.md#data-plugins), as
@@ -29,7 +29,9 @@ export interface DataPluginDDL {
 
 const NAME = /^[A-Za-z_]\w*$/;
 
-const schema = z.strictObject({
+// Built when a DDL of your own is read: the built-in plugins are declared, not parsed.
+const schema = lazySchema((z) =>
+  z.strictObject({
   $schema: z.string().optional(),
   metadata: z.strictObject({
     name: z.string().regex(NAME, "must be letters, digits and underscores, not starting with a digit"),
@@ -47,11 +49,12 @@ const schema = z.strictObject({
       z.strictObject({ description: z.string(), display_as: z.string().optional(), type: z.enum(["string", "integer", "float", "number", "boolean", "hash", "array", "any"]).optional() }),
     )
     .refine((o) => Object.keys(o).length > 0, "a data plugin needs at least one output field"),
-});
+  }),
+);
 
 /** Checks a data plugin DDL (parsed JSON); `source` (a file name) is named in errors. */
 export function parseDataDDL(json: unknown, source = "data DDL"): DataPluginDDL {
-  const r = schema.safeParse(json);
+  const r = schema().safeParse(json);
   if (!r.success) {
     const lines = r.error.issues.slice(0, 10).map((i) => `  ${i.path.length ? i.path.join(".") : "(document)"}: ${i.message}`);
     throw new MusterError("MUSTER_DDL_INVALID", `${source}: invalid data plugin DDL:\n${lines.join("\n")}`, { cause: r.error });

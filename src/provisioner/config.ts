@@ -1,6 +1,6 @@
 import { hostname } from "node:os";
 import { z } from "zod";
-import { TlsConfigSchema } from "../broker/connect.js";
+import { tlsConfigSchema } from "../config/tls.js";
 import { loadConfigFile } from "../config/load.js";
 import { didYouMean } from "../suggest.js";
 import { parseRecipient } from "../agents/notify/recipient.js";
@@ -77,7 +77,7 @@ export const ProvisionerConfigSchema = strict("key", {
   id: z.string().default(() => `provisioner@${hostname()}`),
   broker: z.union([z.string(), z.array(z.string())]).optional(),
   /** TLS to the broker (docs/security.md#tls); MUSTER_TLS_* when absent. */
-  tls: TlsConfigSchema.optional(),
+  tls: tlsConfigSchema(z).optional(),
   /** The collective of the masters and notifiers, and of the targets unless target.collective says otherwise. */
   collective: z.string().default("muster"),
   concurrency: z.number().int().positive().default(10),

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { TlsConfigSchema } from "../broker/connect.js";
+import { tlsConfigSchema } from "../config/tls.js";
 import { loadConfigFile, validateConfig } from "../config/load.js";
 import { isValidCollective } from "../protocol/subjects.js";
 import { isLoopback } from "../security/loopback.js";
@@ -14,7 +14,7 @@ export const RegistryConfigSchema = z
     broker: z.union([z.string(), z.array(z.string())]).optional(),
     brokers: z.array(z.string()).optional(),
     /** TLS to the broker (docs/security.md#tls); MUSTER_TLS_* when absent. */
-    tls: TlsConfigSchema.optional(),
+    tls: tlsConfigSchema(z).optional(),
     collectives: z.array(z.string().refine(isValidCollective, "a collective name: letters, digits, - and _")).min(1).default(["muster"]),
     bucket: z.string().refine(isValidBucketName, "a bucket name: letters, digits, - and _").default(DEFAULT_BUCKET),
     /** Copies of the bucket in a JetStream cluster (3 on a 3-member cluster: it survives losing a broker); applies when the bucket is made. */

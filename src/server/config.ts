@@ -2,7 +2,6 @@ import { hostname } from "node:os";
 import { z } from "zod";
 import { loadConfigFile, validateConfig } from "../config/load.js";
 import { isValidCollective, isValidIdentity } from "../protocol/subjects.js";
-import { TlsConfigSchema } from "../broker/connect.js";
 import { AuditConfigSchema } from "../security/audit.js";
 import { PoliciesSchema } from "../security/policy.js";
 

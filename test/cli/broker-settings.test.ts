@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { waitBeforeAttempt, WAIT_MAX_MS } from "../../src/broker/connect.js";
-import { resolveBrokerSettings } from "../../src/config/client.js";
+import { clientConfigSchema, loadClientConfig, resolveBrokerSettings } from "../../src/config/client.js";
 import { tempDir } from "../support/collective.js";
 
 // The one rule every command and daemon uses to find its broker (and TLS), and the waiting backoff.
@@ -66,4 +66,12 @@ test("waiting backoff: 1 s doubling, capped at 30 s, within ±20%", () => {
   assert.equal(waitBeforeAttempt(20, () => 0.5), WAIT_MAX_MS);
   assert.equal(waitBeforeAttempt(20, () => 0), WAIT_MAX_MS * 0.8);
   assert.equal(waitBeforeAttempt(20, () => 1), WAIT_MAX_MS * 1.2);
+});
+
+test("no client config reads as the schema's defaults (built without loading zod), and a file is checked by the schema", () => {
+  process.chdir(tmp.path); // no ./.muster here, no ~/.config/muster/client.yaml
+  assert.deepEqual(loadClientConfig(), clientConfigSchema().parse({}));
+  const bad = join(tmp.path, "bad.yaml");
+  writeFileSync(bad, "tls: {cert: /only/a/cert.pem}\n");
+  assert.throws(() => loadClientConfig(bad), /tls: cert and key go together/);
 });

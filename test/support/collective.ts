@@ -36,6 +36,8 @@ export function cleanEnv(configDir: string, extra: Record<string, string | undef
   Object.assign(env, testTlsEnv());
   env.MUSTER_CONFIG_DIR = configDir;
   env.NO_COLOR = "1";
+  // Its own caches (cli/cache.ts): one test's remembered discovery never steers another's.
+  env.XDG_CACHE_HOME = join(configDir, "cache");
   for (const [k, v] of Object.entries(extra)) {
     if (v === undefined) delete env[k];
     else env[k] = v;

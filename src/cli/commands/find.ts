@@ -11,7 +11,10 @@ export function findCommand(): Command {
     .action(async (o: FilterOpts) => {
       const s = await openSession(o);
       try {
-        const nodes = await s.client.discover({ filter: s.filter, source: s.source, timeoutMs: s.discoveryTimeoutMs });
+        // A broadcast expects the nodes the same question found last time (discovery-memory.ts).
+        const memory = s.source ? undefined : (await import("../discovery-memory.js")).discoveryMemory({ servers: s.broker.servers, collective: s.client.collective, filter: s.filter });
+        const nodes = await s.client.discover({ filter: s.filter, source: s.source, timeoutMs: s.discoveryTimeoutMs, anticipate: memory?.anticipate });
+        memory?.remember(nodes);
         process.stdout.write(o.json ? `${JSON.stringify(nodes)}\n` : nodes.map((n) => `${n}\n`).join(""));
         // With filters, nothing found is an ordinary answer; with none, nothing answered at all.
         if (!nodes.length && !s.source && isEmptyFilter(s.filter)) process.stderr.write(`${(await import("../output.js")).noReplyHint(s.client.key)}\n`);

@@ -13,5 +13,7 @@ export interface DiscoveryOptions {
   timeoutMs: number;
   /** Broadcast: stop once no reply has arrived for this long after the last one, ms. */
   idleMs: number;
+  /** Broadcast: the nodes expected to answer; discovery ends once they all did (collector.ts, `anticipate`). */
+  anticipate?: ReadonlySet<string>;
   onFound?: (identity: string) => void;
 }

@@ -1,0 +1,70 @@
+import * as nodeModule from "node:module";
+import { lstatSync, mkdirSync } from "node:fs";
+import { join } from "node:path";
+
+// The CLI's caches: Node's compile cache, and the last discovery's answer (discovery-memory.ts).
+// Both are only ever kept in a directory of the invoking user's own that nobody else can write: a
+// user's ~/.cache/muster ($XDG_CACHE_HOME/muster), or the directory systemd makes for a daemon
+// (CacheDirectory=, $CACHE_DIRECTORY: /var/cache/muster/server for muster-server, owned by its
+// user; /var/cache/muster/privileged for the root helper). Never the shared /tmp that Node would
+// pick by default: the compile cache holds code the process will run.
+
+/** The base of this process's caches, or undefined for none (no home: a system unit without one). */
+export function cacheBase(env: NodeJS.ProcessEnv): string | undefined {
+  const systemd = env.CACHE_DIRECTORY?.split(":")[0];
+  if (systemd?.startsWith("/")) return systemd;
+  if (env.XDG_CACHE_HOME?.startsWith("/")) return join(env.XDG_CACHE_HOME, "muster");
+  if (env.HOME?.startsWith("/") && env.HOME !== "/") return join(env.HOME, ".cache", "muster");
+  return undefined;
+}
+
+/** True when `dir` is a real directory of this user's that no one else may write. */
+export function safeCacheDir(dir: string, uid = process.geteuid?.()): boolean {
+  try {
+    const st = lstatSync(dir);
+    return st.isDirectory() && st.uid === uid && (st.mode & 0o022) === 0;
+  } catch {
+    return false;
+  }
+}
+
+/** `dir`, made (0700) when missing, if it is safe to keep a cache in; else undefined. Never throws. */
+export function ensureCacheDir(dir: string): string | undefined {
+  try {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    return safeCacheDir(dir) ? dir : undefined;
+  } catch {
+    return undefined; // a read-only home, a full disk: no cache
+  }
+}
+
+// Node 22 and later keep the V8 code of the modules a process compiles in a directory, so the next
+// `muster` start reads its modules' code instead of compiling them again (issue 29: every command
+// starts within 1.25x of a bare node). Node checks each entry against its module's source, so an
+// upgraded package recompiles what changed. Node 20 has no compile cache (no enableCompileCache).
+
+/**
+ * Where this process's compile cache goes, or undefined for none. NODE_COMPILE_CACHE (Node's own
+ * switch) wins and is left to Node; MUSTER_COMPILE_CACHE=off turns it off, or names the directory.
+ */
+export function compileCacheDir(env: NodeJS.ProcessEnv): string | undefined {
+  if (env.NODE_COMPILE_CACHE !== undefined || env.NODE_DISABLE_COMPILE_CACHE) return undefined;
+  const own = env.MUSTER_COMPILE_CACHE;
+  if (own !== undefined) return own === "" || own === "off" || own === "0" ? undefined : own;
+  const base = cacheBase(env);
+  return base && join(base, "compile-cache");
+}
+
+type WithCompileCache = typeof nodeModule & { enableCompileCache?: (dir?: string) => { status: number; directory?: string } };
+
+/** Turns the compile cache on for every module loaded from now on, where it is safe; never fails. */
+export function enableCompileCache(env: NodeJS.ProcessEnv = process.env): string | undefined {
+  const enable = (nodeModule as WithCompileCache).enableCompileCache;
+  const dir = enable && compileCacheDir(env);
+  if (!enable || !dir || !ensureCacheDir(dir)) return undefined;
+  try {
+    return enable(dir).directory;
+  } catch {
+    return undefined;
+  }
+}
