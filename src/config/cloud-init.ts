@@ -320,7 +320,7 @@ export function consoleUserData(o: ConsoleOptions): UserData {
     {
       write_files: [
         file(CONSOLE_FILES.registryConfig, "0640", toYaml(registryConfig({ ...cfg, replicas: o.replicas }))),
-        file(CONSOLE_FILES.webConfig, "0640", toYaml(webConfig(cfg))),
+        file(CONSOLE_FILES.webConfig, "0640", toYaml(webConfig({ ...cfg, replicas: o.replicas }))),
         file("/etc/muster/server.yaml", "0640", toYaml(notifierServerConfig({ ...cfg, identity: o.identity, provisionerKey: o.provisionerKey, trustedKeys: o.trustedKeys, recipients: o.recipients }))),
         file(`${TLS_DIR}/ca.pem`, "0644", o.caText),
         ...key("registry", o.registry),

@@ -81,7 +81,7 @@ export function registryConfig(o: { brokers: string[]; collective: string; repli
 }
 
 /** The web console: HTTPS of its own, tokens for the people, the registry on the same machine. */
-export function webConfig(o: { brokers: string[]; collective: string }): Record<string, unknown> {
+export function webConfig(o: { brokers: string[]; collective: string; replicas?: number }): Record<string, unknown> {
   return {
     listen: `0.0.0.0:${SITE_HTTP.web}`,
     tls: { cert: `${TLS_DIR}/web-https.pem`, key: `${TLS_DIR}/web-https.key` },
@@ -89,6 +89,8 @@ export function webConfig(o: { brokers: string[]; collective: string }): Record<
     registry: { url: `http://127.0.0.1:${SITE_HTTP.registry}`, token_file: CONSOLE_FILES.webRegistryToken },
     collective: o.collective,
     broker: o.brokers,
+    // the heartbeats, Puppet runs, runall history and audit it creates: as many copies as the registry's
+    ...(o.replicas && o.replicas > 1 ? { store_replicas: o.replicas } : {}),
   };
 }
 

@@ -23,7 +23,7 @@ export interface FleetSources {
   probe(): Promise<void>;
 }
 
-export function fleetSources(client: MusterClient, o: { stateBucket?: string } = {}): FleetSources {
+export function fleetSources(client: MusterClient, o: { stateBucket?: string; storeReplicas?: number } = {}): FleetSources {
   const once = <T>(open: () => Promise<T | undefined>) => {
     let found: Promise<T | undefined> | undefined;
     return () => {
@@ -40,7 +40,7 @@ export function fleetSources(client: MusterClient, o: { stateBucket?: string } =
     alive: once(() => AliveStore.open(client)),
     puppetRuns: once(() => PuppetRunStore.open(client)),
     runallHistory: async (fromSeq) => (await client.streams()).follow(RUNALL_STREAM.name, { ...(fromSeq ? { fromSeq } : {}) }),
-    ensureStores: () => ensureFleetStores(client),
+    ensureStores: () => ensureFleetStores(client, { ...(o.storeReplicas ? { replicas: o.storeReplicas } : {}) }),
     probe: async () => void (await client.bucketIfExists(o.stateBucket ?? DEFAULT_STATE_BUCKET)),
   };
 }

@@ -25,11 +25,12 @@ export interface StoresMade {
   created: boolean;
 }
 
-/** Finds or creates every store; an existing one keeps its own settings. */
-export async function ensureFleetStores(client: MusterClient): Promise<StoresMade[]> {
+/** Finds or creates every store (`replicas`: copies in a JetStream cluster); an existing one keeps its own settings. */
+export async function ensureFleetStores(client: MusterClient, o: { replicas?: number } = {}): Promise<StoresMade[]> {
+  const r = o.replicas ? { replicas: o.replicas } : {};
   const streams = await client.streams();
   const before = await Promise.all([DEFAULT_ALIVE_BUCKET, DEFAULT_PUPPET_RUNS_BUCKET].map(async (b) => (await client.bucketIfExists(b)) !== undefined));
-  const [alive, runs, runall, audit] = await Promise.all([AliveStore.open(client, { create: true }), PuppetRunStore.open(client, { create: true }), streams.stream(RUNALL_STREAM), streams.stream(AUDIT_STREAM)]);
+  const [alive, runs, runall, audit] = await Promise.all([AliveStore.open(client, { create: true, ...r }), PuppetRunStore.open(client, { create: true, ...r }), streams.stream({ ...RUNALL_STREAM, ...r }), streams.stream({ ...AUDIT_STREAM, ...r })]);
   return [
     { name: alive!.bucket.name, kind: "bucket", created: !before[0] },
     { name: runs!.bucket.name, kind: "bucket", created: !before[1] },

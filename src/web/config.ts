@@ -61,6 +61,8 @@ export const WebConfigSchema = z
       .default({ url: "http://127.0.0.1:8089" }),
     /** The provisioner's state bucket (provisioner config state_bucket). */
     state_bucket: z.string().min(1).default(DEFAULT_STATE_BUCKET),
+    /** Copies of the stores the console creates (heartbeats, Puppet runs, runall history, audit) in a JetStream cluster: the number of brokers, up to 3 (docs/deploy.md §3). Existing stores keep theirs. */
+    store_replicas: z.number().int().min(1).max(5).optional(),
     /** Collective runall addresses. */
     collective: z.string().refine(isValidCollective, "a collective name").optional(),
     /** Broker URL(s); --broker, MUSTER_BROKER and the client config as for every command. */

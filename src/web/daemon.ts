@@ -89,7 +89,7 @@ export async function startWeb(cfg: WebConfig, log: Logger, opts: WebOptions = {
   void (async () => {
     const c = await MusterClient.connect({ signal: connecting.signal, brokers: broker.servers, tls: broker.tls, from: broker.from, persistent: true, log, name: "muster-web", ...(cfg.collective ? { collective: cfg.collective } : {}) });
     if (stopping) return void (await c.close());
-    const sources = fleetSources(c, { stateBucket: cfg.state_bucket });
+    const sources = fleetSources(c, { stateBucket: cfg.state_bucket, ...(cfg.store_replicas ? { storeReplicas: cfg.store_replicas } : {}) });
     // Nodes write heartbeats, Puppet runs and audit records but may not create where they go.
     await sources.ensureStores().then(
       (made) => {

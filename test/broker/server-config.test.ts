@@ -68,7 +68,7 @@ before(async () => {
     const paths = { config: join(dir, "nats-server.conf"), cert: server.cert, key: server.key, clientsCa: ca.cert, ca: ca.cert, users: join(dir, "nats", "muster-users.conf"), store: join(dir, "js") };
     mkdirSync(join(dir, "nats"), { recursive: true });
     writeFileSync(paths.users, users);
-    const text = brokerServerConfig({ serverName: `nats${i + 1}`, routes, listen: `127.0.0.1:${clientPorts[i]}`, monitor: `127.0.0.1:${ports[6 + i]}`, clusterListen: `127.0.0.1:${ports[3 + i]}`, maxFileStore: "256MB", paths });
+    const text = brokerServerConfig({ serverName: `nats${i + 1}`, routes, listen: `127.0.0.1:${clientPorts[i]}`, monitor: `127.0.0.1:${ports[6 + i]}`, clusterListen: `127.0.0.1:${ports[3 + i]}`, maxFileStore: "4GB", paths });
     writeFileSync(paths.config, text);
     const m = spawn("nats-server", ["-c", paths.config], { stdio: ["ignore", "ignore", "pipe"] });
     let err = "";
@@ -104,6 +104,17 @@ test("three members form a JetStream cluster over TLS routes: an R3 bucket keeps
   const info = await jsm.streams.info("KV_muster_provision");
   assert.equal(info.config.num_replicas, 3);
   assert.equal((info.cluster?.replicas?.length ?? 0) + 1, 3, "a leader and two replicas");
+  // the fleet's stores (heartbeats, Puppet runs, runall history, audit) with three copies too, as
+  // `muster broker stores --replicas 3` (or the console's store_replicas) makes them
+  const env = { ...process.env, MUSTER_BROKER: clientPorts.map((p) => `tls://127.0.0.1:${p}`).join(","), MUSTER_TLS_CA: admin.ca, MUSTER_TLS_CERT: admin.cert, MUSTER_TLS_KEY: admin.key, MUSTER_CONFIG: join(tmp.path, "none.yaml") };
+  writeFileSync(env.MUSTER_CONFIG, "collective: muster\n");
+  const stores = await runCli(["broker", "stores", "--replicas", "3", "--json"], { env });
+  assert.equal(stores.code, 0, stores.stderr);
+  assert.equal((JSON.parse(stores.stdout) as { created: boolean }[]).filter((x) => x.created).length, 4, stores.stdout);
+  for (const name of ["KV_muster_alive", "KV_muster_puppet_runs", "MUSTER_RUNALL", "MUSTER_AUDIT"]) assert.equal((await jsm.streams.info(name)).config.num_replicas, 3, name);
+  const bad = await runCli(["broker", "stores", "--replicas", "0"], { env });
+  assert.equal(bad.code === 0, false);
+  assert.match(bad.stderr, /a whole number from 1 to 5/);
   // one member goes: the bucket still takes writes and still has all of them
   members[0]!.kill("SIGKILL");
   // the client reconnects to another member, and a stream whose leader was on it elects another

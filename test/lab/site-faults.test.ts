@@ -135,9 +135,9 @@ test("the site: every role on a machine of its own, from the package, on Debian 
   assert.equal((await exec("puppet-eu.lab", "ps", "-o", "user=", "-p", pid)).trim(), "muster", "muster-server runs as muster");
   const ca = await cli(["rpc", "puppetca", "list", "-I", "puppet-eu.lab", "--json"]);
   assert.equal(ca.code, 0, ca.stderr);
-  // the state and the registry keep three copies on the three brokers
+  // the state, the registry, the heartbeats, the Puppet runs, the runall history and the audit keep three copies on the three brokers
   const s = await streams(1);
-  for (const name of ["KV_muster_provision", "KV_muster-registry"]) assert.equal(s.find((x) => x.name === name)?.config?.num_replicas, 3, name);
+  for (const name of ["KV_muster_provision", "KV_muster-registry", "KV_muster_alive", "KV_muster_puppet_runs", "MUSTER_RUNALL", "MUSTER_AUDIT"]) assert.equal(s.find((x) => x.name === name)?.config?.num_replicas, 3, name);
 });
 
 test("a broker machine loses power while 4 nodes provision: each provisioned exactly once, ping answers; back, it rejoins and catches up", { skip: !root && "needs root" }, async () => {

@@ -1,6 +1,6 @@
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { Command } from "commander";
+import { Command, InvalidArgumentError } from "commander";
 import type { BrokerAuthSpec, BrokerAuthSpecSchema } from "../../broker/auth.js";
 import { BOOTSTRAP_DAYS, BOOTSTRAP_ORG } from "../../broker/bootstrap-defaults.js";
 import { MusterError } from "../../errors.js";
@@ -194,6 +194,11 @@ entry, reload. Single use and rotation in full: docs/security.md#bootstrap-crede
       .description("Create the buckets and streams nodes write to and history is kept in (alive, Puppet runs, runall history, audit), with an admin credential")
       .option("--broker <url>", "NATS broker URL(s), comma-separated (default: $MUSTER_BROKER, the client config)")
       .option("--config <file>", "client config file")
+      .option("--replicas <n>", "copies of each store in a JetStream cluster (the number of brokers, up to 3); an existing store keeps its own", (v) => {
+        const n = Number(v);
+        if (!Number.isInteger(n) || n < 1 || n > 5) throw new InvalidArgumentError("a whole number from 1 to 5");
+        return n;
+      })
       .option("--json", "print machine-readable JSON")
       .addHelpText(
         "after",
@@ -202,13 +207,13 @@ Nodes write their heartbeats, Puppet runs and audit records but may not create t
 go to: the web console creates them when it starts; this does the same where no console runs.
 An existing store keeps its settings. docs/fleet.md#health, docs/deploy.md.`,
       )
-      .action(async (o: { broker?: string; config?: string; json?: boolean }) => {
+      .action(async (o: { broker?: string; config?: string; json?: boolean; replicas?: number }) => {
         const [{ MusterClient }, { ensureFleetStores }, { loadClientConfig, resolveBrokerSettings }] = await Promise.all([import("../../client/client.js"), import("../../fleet/stores.js"), import("../config.js")]);
         const cfg = loadClientConfig(o.config);
         const b = resolveBrokerSettings({ flag: o.broker, clientConfig: o.config });
         const client = await MusterClient.connect({ brokers: b.servers, collective: cfg.collective, name: "muster-broker-stores", tls: b.tls, from: b.from });
         try {
-          const made = await ensureFleetStores(client);
+          const made = await ensureFleetStores(client, { ...(o.replicas ? { replicas: o.replicas } : {}) });
           process.stdout.write(o.json ? `${JSON.stringify(made)}\n` : made.map((m) => `${m.kind} ${m.name}: ${m.created ? "created" : "already there"}\n`).join(""));
         } finally {
           await client.close();
