@@ -21,12 +21,15 @@ function walk(dir) {
 }
 
 // The longest files start first, so two at a time the suite ends with short ones rather than
-// with the site's end-to-end test starting late and running alone (docs/bench.md, The suite).
-const LONGEST_FIRST = ["test/lab/site-faults", "test/lab/machines", "test/provisioner/e2e", "test/packaging/release-upgrade", "test/web/browser", "test/packaging/deb"];
+// with the site's end-to-end test starting late and running alone. node's own runner sorts the
+// files it is given, so this script keeps the two slots itself: one `node --test` per file, its
+// output printed whole when it ends, with how long it took (what docs/bench.md's suite times use).
+const LONGEST_FIRST = ["test/lab/site-faults", "test/lab/machines.test", "test/provisioner/e2e", "test/packaging/release-upgrade", "test/web/browser", "test/packaging/deb"];
 const rank = (f) => {
   const i = LONGEST_FIRST.findIndex((l) => f.includes(l));
   return i === -1 ? LONGEST_FIRST.length : i;
 };
+const SLOTS = 2;
 
 const wanted = process.argv.slice(2);
 let files = walk("dist/test").sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
@@ -43,12 +46,45 @@ let status = 1;
 try {
   const pki = createTestPki(pkiDir);
   const env = { ...process.env, MUSTER_TEST_PKI: pki.dir, ...testTlsEnv(pki) };
-  const child = spawn(process.execPath, ["--test", "--test-concurrency=2", "--test-reporter=spec", ...files], { stdio: "inherit", env });
-  // Ctrl-C reaches the test runner itself (same process group); a SIGTERM is passed on. Either way we
-  // wait for it to clean up, then remove the PKI.
-  process.on("SIGINT", () => undefined);
-  process.on("SIGTERM", () => child.kill("SIGTERM"));
-  status = await new Promise((resolve) => child.once("close", (code) => resolve(code ?? 1)));
+  const t0 = Date.now();
+  const queue = [...files];
+  const running = new Set();
+  const failed = [];
+  const totals = { tests: 0, pass: 0, fail: 0, skipped: 0 };
+  let stopping = false;
+  const runOne = (file) =>
+    new Promise((resolve) => {
+      const started = Date.now();
+      const child = spawn(process.execPath, ["--test", "--test-reporter=spec", file], { stdio: ["ignore", "pipe", "pipe"], env });
+      running.add(child);
+      const out = [];
+      child.stdout.on("data", (d) => out.push(d));
+      child.stderr.on("data", (d) => out.push(d));
+      child.once("close", (code) => {
+        running.delete(child);
+        const text = Buffer.concat(out).toString();
+        for (const k of Object.keys(totals)) totals[k] += Number(new RegExp(`^ℹ ${k} (\\d+)$`, "m").exec(text)?.[1] ?? 0);
+        if (code !== 0) failed.push(file);
+        // the file's own summary lines go: the run's totals come at the end
+        process.stdout.write(text.replace(/^ℹ (tests|suites|pass|fail|cancelled|skipped|todo|duration_ms) .*\n/gm, ""));
+        process.stdout.write(`${code === 0 ? "✔" : "✖"} ${file} (${((Date.now() - started) / 1000).toFixed(1)} s)\n`);
+        resolve();
+      });
+    });
+  const slot = async () => {
+    while (queue.length && !stopping) await runOne(queue.shift());
+  };
+  // Ctrl-C reaches the test processes too (same process group); a SIGTERM is passed on. Either way
+  // we wait for them to clean up, then remove the PKI.
+  process.on("SIGINT", () => (stopping = true));
+  process.on("SIGTERM", () => {
+    stopping = true;
+    for (const c of running) c.kill("SIGTERM");
+  });
+  await Promise.all(Array.from({ length: SLOTS }, slot));
+  process.stdout.write(`ℹ files ${files.length}\nℹ tests ${totals.tests}\nℹ pass ${totals.pass}\nℹ fail ${totals.fail}\nℹ skipped ${totals.skipped}\nℹ duration_ms ${Date.now() - t0}\n`);
+  if (failed.length) process.stdout.write(`✖ failing files:\n${failed.map((f) => `  ${f}`).join("\n")}\n`);
+  status = failed.length || stopping ? 1 : 0;
 } finally {
   removePki();
 }
