@@ -106,14 +106,14 @@ export function isTransient(e: unknown): boolean {
   return err?.name === "TimeoutError" || /jetstream is not enabled|no responders|timeout|503|disconnect|reconnect/i.test(err?.message ?? "");
 }
 
-/** Runs `op`, again with backoff while it fails transiently, for at most `withinMs`. */
-export async function retryTransient<T>(op: (attempt: number) => Promise<T>, withinMs = 20_000): Promise<T> {
+/** Runs `op`, again with backoff while it fails transiently (`transient`, default isTransient), for at most `withinMs`. */
+export async function retryTransient<T>(op: (attempt: number) => Promise<T>, withinMs = 20_000, transient: (e: unknown) => boolean = isTransient): Promise<T> {
   const deadline = Date.now() + withinMs;
   for (let attempt = 0; ; attempt++) {
     try {
       return await op(attempt);
     } catch (e) {
-      if (!isTransient(e) || Date.now() > deadline) throw e;
+      if (!transient(e) || Date.now() > deadline) throw e;
       await new Promise((r) => setTimeout(r, Math.min(100 * 2 ** attempt, 1000))); // backoff while the cluster recovers
     }
   }
@@ -126,8 +126,14 @@ function entryOf(e: KvEntry): BucketEntry {
   return { key: e.key, value: e.value, revision: e.revision, operation: e.operation, created: e.created.getTime() };
 }
 
-/** How long opening a bucket is retried through a broker outage: long enough for a leader election, short for a broker without JetStream. */
+/** How long opening a bucket is retried through a broker outage: long enough for a leader election. */
 const OPEN_RETRY_MS = 10_000;
+/**
+ * What opening retries: a request that timed out (a broker gone, a leader being elected). Not "no
+ * responders" or "jetstream is not enabled": that is what a broker without JetStream answers at
+ * once, and a client that merely looks for a bucket (node keys, the state) must learn it at once.
+ */
+const openTimedOut = (e: unknown) => (e as Error)?.name === "TimeoutError" || /\btimeout\b/i.test((e as Error)?.message ?? "");
 
 /** The library's KV as a Bucket. */
 class KvBucket implements Bucket {
@@ -266,7 +272,7 @@ export async function openBucket(nc: NatsConnection, name: string, opts: { creat
   const [{ jetstream, jetstreamManager }, { Kvm }] = await Promise.all([import("@nats-io/jetstream"), import("@nats-io/kv")]);
   const c = opts.create;
   // a broker down or a JetStream leader being elected answers with a timeout: opened again for a while, as writes are
-  const kv = await retryTransient(() => new Kvm(jetstream(nc)).create(name, { ...(c.history !== undefined ? { history: c.history } : {}), ...(c.replicas !== undefined ? { replicas: c.replicas } : {}), ...(c.ttlMs !== undefined ? { ttl: c.ttlMs } : {}) }), OPEN_RETRY_MS);
+  const kv = await retryTransient(() => new Kvm(jetstream(nc)).create(name, { ...(c.history !== undefined ? { history: c.history } : {}), ...(c.replicas !== undefined ? { replicas: c.replicas } : {}), ...(c.ttlMs !== undefined ? { ttl: c.ttlMs } : {}) }), OPEN_RETRY_MS, openTimedOut);
   if (c.enforceTtl && c.ttlMs !== undefined) {
     const jsm = await jetstreamManager(nc);
     const info = await jsm.streams.info(kvStreamName(name));
@@ -280,12 +286,12 @@ export async function openBucket(nc: NatsConnection, name: string, opts: { creat
 export async function bucketIfExists(nc: NatsConnection, name: string): Promise<Bucket | undefined> {
   const [{ jetstream, jetstreamManager }, { Kvm }] = await Promise.all([import("@nats-io/jetstream"), import("@nats-io/kv")]);
   try {
-    await retryTransient(async () => (await jetstreamManager(nc)).streams.info(kvStreamName(name)), OPEN_RETRY_MS);
+    await retryTransient(async () => (await jetstreamManager(nc)).streams.info(kvStreamName(name)), OPEN_RETRY_MS, openTimedOut);
   } catch (e) {
     if (isMissing(e)) return undefined;
     throw e;
   }
-  return new KvBucket(await retryTransient(() => new Kvm(jetstream(nc)).open(name), OPEN_RETRY_MS), name, nc);
+  return new KvBucket(await retryTransient(() => new Kvm(jetstream(nc)).open(name), OPEN_RETRY_MS, openTimedOut), name, nc);
 }
 
 /** Who hands out buckets (the client, a daemon's connection): what the buckets' owners open theirs through. */
