@@ -189,8 +189,9 @@ class KvBucket implements Bucket {
   async watch(opts: { updatesOnly?: boolean; fromRevision?: number } = {}): Promise<BucketWatch> {
     const { KvWatchInclude } = await import("@nats-io/kv");
     // An empty bucket delivers nothing to catch up on: say so at once.
-    const empty = opts.updatesOnly || opts.fromRevision !== undefined || (await this.kv.status()).values === 0;
-    const w = await this.kv.watch(opts.fromRevision !== undefined ? { resumeFromRevision: opts.fromRevision } : opts.updatesOnly ? { include: KvWatchInclude.UpdatesOnly } : {});
+    // through a broker outage or a leader election the consumer's creation times out: asked again, as opening is
+    const empty = opts.updatesOnly || opts.fromRevision !== undefined || (await retryTransient(() => this.kv.status(), OPEN_RETRY_MS, openTimedOut)).values === 0;
+    const w = await retryTransient(() => this.kv.watch(opts.fromRevision !== undefined ? { resumeFromRevision: opts.fromRevision } : opts.updatesOnly ? { include: KvWatchInclude.UpdatesOnly } : {}), OPEN_RETRY_MS, openTimedOut);
     async function* changes(): AsyncGenerator<BucketChange> {
       let caughtUp = empty;
       try {
