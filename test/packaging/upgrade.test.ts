@@ -172,6 +172,9 @@ test("maintainer scripts on a running machine: an upgrade restarts each unit onc
   for (const c of ["systemctl", "deb-systemd-invoke", "deb-systemd-helper", "systemd-sysusers", "systemd-tmpfiles"]) {
     writeFileSync(join(stubs, c), `#!/bin/sh\necho "${c} $*" >> "${log}"\n`, { mode: 0o755 });
   }
+  // policy-rc.d (invoke-rc.d's and deb-systemd-invoke's gate): this machine's may say 101, so a
+  // stub says what POLICY says (0 unless set), as an image builder's or a chroot's would
+  writeFileSync(join(stubs, "policy-rc.d"), `#!/bin/sh\necho "policy-rc.d $*" >> "${log}"\nexit "\${POLICY:-0}"\n`, { mode: 0o755 });
   // The scripts also set who reads what in /etc/muster and /var/lib/muster: here, in copies of
   // /etc (with the users sysusers would make) and an empty /var/lib, never this machine's.
   const etc = join(tmp.path, "etc-copy");
@@ -180,21 +183,24 @@ test("maintainer scripts on a running machine: an upgrade restarts each unit onc
   writeFileSync(join(etc, "group"), [...groups, "muster-config:x:990:muster,muster-provisioner,muster-registry,muster-web", "muster:x:991:", "muster-provisioner:x:992:", "muster-registry:x:993:", "muster-web:x:994:", ""].join("\n"));
   const varLib = join(tmp.path, "var-lib");
   mkdirSync(varLib);
+  let policy: number | undefined;
   const asDpkg = async (script: string, ...args: string[]) => {
     writeFileSync(log, "");
-    const env: NodeJS.ProcessEnv = { PATH: `${stubs}:/usr/bin:/bin:/usr/sbin:/sbin` };
+    const env: NodeJS.ProcessEnv = { PATH: `${stubs}:/usr/bin:/bin:/usr/sbin:/sbin`, ...(policy !== undefined ? { POLICY: String(policy) } : {}) };
     await run("unshare", ["--mount", "--propagation", "private", "sh", "-c", 'mount -t tmpfs muster-test /run && mkdir -p /run/systemd/system && mount --bind "$1" /etc && mount --bind "$2" /var/lib && shift 2 && exec sh "$@"', "sh", etc, varLib, join(ctl, script), ...args], { env });
     return readFileSync(log, "utf8").trim().split("\n").filter(Boolean);
   };
   // An upgrade from N, as dpkg runs it: the old prerm (here N+1's, the same script), then postinst.
   assert.deepEqual(await asDpkg("prerm", "upgrade", N1), [], "prerm stops nothing on an upgrade");
   const upgrade = await asDpkg("postinst", "configure", N);
-  assert.deepEqual(upgrade, [
-    "systemd-sysusers muster.conf",
-    "systemd-tmpfiles --create muster.conf",
-    "systemctl --system daemon-reload",
-    "deb-systemd-invoke --no-block try-restart muster-privileged.service muster-server.service muster-provisioner.service muster-registry.service muster-web.service",
-  ]);
+  const units = ["muster-privileged.service", "muster-server.service", "muster-provisioner.service", "muster-registry.service", "muster-web.service"];
+  // each unit asked of policy-rc.d, then restarted without waiting (a Puppet run may be the upgrade)
+  assert.deepEqual(upgrade, ["systemd-sysusers muster.conf", "systemd-tmpfiles --create muster.conf", "systemctl --system daemon-reload", ...units.flatMap((u) => [`policy-rc.d ${u} try-restart`, `systemctl --no-block try-restart ${u}`])]);
+  // policy-rc.d saying 101 (not now: a chroot, an image build): asked, nothing restarted
+  policy = 101;
+  const forbidden = await asDpkg("postinst", "configure", N);
+  policy = undefined;
+  assert.deepEqual(forbidden.filter((l) => /restart/.test(l)), units.map((u) => `policy-rc.d ${u} try-restart`));
   assert.equal((await run("stat", ["-c", "%a %g", join(etc, "muster")])).stdout.trim(), "750 990", "/etc/muster: root and the daemons' group");
   const fresh = await asDpkg("postinst", "configure");
   assert.ok(!fresh.some((l) => /restart/.test(l)), `a fresh install restarts nothing: ${fresh.join("; ")}`);
