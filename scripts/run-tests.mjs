@@ -55,6 +55,8 @@ try {
   const runOne = (file) =>
     new Promise((resolve) => {
       const started = Date.now();
+      // a file's output comes whole when it ends (a machines e2e takes minutes): say what runs meanwhile
+      process.stdout.write(`▷ ${file} (${files.length - queue.length} of ${files.length})\n`);
       const child = spawn(process.execPath, ["--test", "--test-reporter=spec", file], { stdio: ["ignore", "pipe", "pipe"], env });
       running.add(child);
       const out = [];
