@@ -101,9 +101,11 @@ class NodeValues<V> {
   }
 }
 
-/** Opens a bucket: created with `create` (an admin, the console), else only if it exists. */
-async function open(buckets: Buckets, name: string, create: { history: number; ttlMs: number; replicas?: number } | undefined): Promise<Bucket | undefined> {
-  return create ? buckets.bucket(name, { create }) : buckets.bucketIfExists(name);
+type StoreOpen = { create?: boolean; name?: string; replicas?: number };
+
+/** Opens a store's bucket: created with its options (and `replicas`) when `create` (an admin, the console), else only if it exists. */
+async function open(buckets: Buckets, name: string, options: { history: number; ttlMs: number }, o: StoreOpen): Promise<Bucket | undefined> {
+  return o.create ? buckets.bucket(o.name ?? name, { create: { ...options, ...(o.replicas ? { replicas: o.replicas } : {}) } }) : buckets.bucketIfExists(o.name ?? name);
 }
 
 /** The alive bucket: each node's latest heartbeat, with when the broker stored it. */
@@ -111,8 +113,8 @@ export class AliveStore extends NodeValues<Beat> {
   static readonly bucketOptions = { history: 1, ttlMs: ALIVE_TTL_MS };
 
   /** The bucket (`create`: made when missing, as the console does); undefined when absent and not created. */
-  static async open(buckets: Buckets, opts: { create?: boolean; name?: string; replicas?: number } = {}): Promise<AliveStore | undefined> {
-    const b = await open(buckets, opts.name ?? DEFAULT_ALIVE_BUCKET, opts.create ? { ...AliveStore.bucketOptions, ...(opts.replicas ? { replicas: opts.replicas } : {}) } : undefined);
+  static async open(buckets: Buckets, opts: StoreOpen = {}): Promise<AliveStore | undefined> {
+    const b = await open(buckets, DEFAULT_ALIVE_BUCKET, AliveStore.bucketOptions, opts);
     return b && new AliveStore(b);
   }
 
@@ -128,8 +130,8 @@ export class AliveStore extends NodeValues<Beat> {
 export class PuppetRunStore extends NodeValues<PuppetRunRecord> {
   static readonly bucketOptions = { history: DEFAULT_PUPPET_RUN_HISTORY, ttlMs: PUPPET_RUNS_TTL_MS };
 
-  static async open(buckets: Buckets, opts: { create?: boolean; name?: string; replicas?: number } = {}): Promise<PuppetRunStore | undefined> {
-    const b = await open(buckets, opts.name ?? DEFAULT_PUPPET_RUNS_BUCKET, opts.create ? { ...PuppetRunStore.bucketOptions, ...(opts.replicas ? { replicas: opts.replicas } : {}) } : undefined);
+  static async open(buckets: Buckets, opts: StoreOpen = {}): Promise<PuppetRunStore | undefined> {
+    const b = await open(buckets, DEFAULT_PUPPET_RUNS_BUCKET, PuppetRunStore.bucketOptions, opts);
     return b && new PuppetRunStore(b);
   }
 
