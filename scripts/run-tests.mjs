@@ -30,6 +30,12 @@ const rank = (f) => {
   return i === -1 ? LONGEST_FIRST.length : i;
 };
 const SLOTS = 2;
+/** The spec reporter's "failing tests" section (each failure with its error), at most 8 KB of it. */
+const failures = (text) => {
+  const at = text.indexOf("✖ failing tests:");
+  const part = at === -1 ? text.slice(-4000) : text.slice(at);
+  return part.length > 8000 ? `${part.slice(0, 8000)}\n… and ${part.length - 8000} more characters, in the file's output above` : part.trimEnd();
+};
 
 const wanted = process.argv.slice(2);
 let files = walk("dist/test").sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
@@ -66,7 +72,7 @@ try {
         running.delete(child);
         const text = Buffer.concat(out).toString();
         for (const k of Object.keys(totals)) totals[k] += Number(new RegExp(`^ℹ ${k} (\\d+)$`, "m").exec(text)?.[1] ?? 0);
-        if (code !== 0) failed.push(file);
+        if (code !== 0) failed.push({ file, why: failures(text) });
         // the file's own summary lines go: the run's totals come at the end
         process.stdout.write(text.replace(/^ℹ (tests|suites|pass|fail|cancelled|skipped|todo|duration_ms) .*\n/gm, ""));
         process.stdout.write(`${code === 0 ? "✔" : "✖"} ${file} (${((Date.now() - started) / 1000).toFixed(1)} s)\n`);
@@ -85,7 +91,9 @@ try {
   });
   await Promise.all(Array.from({ length: SLOTS }, slot));
   process.stdout.write(`ℹ files ${files.length}\nℹ tests ${totals.tests}\nℹ pass ${totals.pass}\nℹ fail ${totals.fail}\nℹ skipped ${totals.skipped}\nℹ duration_ms ${Date.now() - t0}\n`);
-  if (failed.length) process.stdout.write(`✖ failing files:\n${failed.map((f) => `  ${f}`).join("\n")}\n`);
+  // a failing file's reasons again, last: in a long run its own output has scrolled far away
+  for (const f of failed) process.stdout.write(`\n✖ ${f.file}, why:\n${f.why}\n`);
+  if (failed.length) process.stdout.write(`✖ failing files:\n${failed.map((f) => `  ${f.file}`).join("\n")}\n`);
   status = failed.length || stopping ? 1 : 0;
 } finally {
   removePki();
