@@ -135,6 +135,17 @@ const OPEN_RETRY_MS = 10_000;
  */
 const openTimedOut = (e: unknown) => (e as Error)?.name === "TimeoutError" || /\btimeout\b/i.test((e as Error)?.message ?? "");
 
+/**
+ * Stops a library KV iterator and deletes the consumer behind it (the library keeps it as `_data`).
+ * Stopped alone, an ordered consumer stays on the broker until its five-minute inactive threshold:
+ * a daemon that watches and lists often leaves thousands there (issue 29's 10,000-node run).
+ */
+function stopAndDrop(it: { stop(): void }): void {
+  it.stop();
+  const c = (it as { _data?: { delete?: () => Promise<unknown> } })._data;
+  if (typeof c?.delete === "function") void c.delete().catch(() => undefined);
+}
+
 /** The library's KV as a Bucket. */
 class KvBucket implements Bucket {
   constructor(
@@ -180,10 +191,35 @@ class KvBucket implements Bucket {
     }
   }
 
-  async keys(): Promise<string[]> {
+  async keys(timeoutMs = 30_000): Promise<string[]> {
+    const { jetstream, DeliverPolicy } = await import("@nats-io/jetstream");
+    const prefix = `$KV.${this.name}.`;
+    // the last message of each key, headers only, from a consumer deleted once read (the library's
+    // keys() leaves its consumer on the broker for five minutes, an empty bucket's included)
+    const consumer = await jetstream(this.nc).consumers.get(kvStreamName(this.name), { filter_subjects: `${prefix}>`, deliver_policy: DeliverPolicy.LastPerSubject, headers_only: true });
     const out: string[] = [];
-    for await (const k of await this.kv.keys()) out.push(k);
-    return out;
+    try {
+      let pending = (await consumer.info(true)).num_pending;
+      if (pending === 0) return out;
+      const messages = await consumer.consume({ max_messages: 5000 });
+      // a key expiring between counting and delivery would leave the read waiting: it is bounded
+      const timer = setTimeout(() => void messages.stop(), timeoutMs);
+      try {
+        for await (const m of messages) {
+          const op = m.headers?.get("KV-Operation");
+          if (op !== "DEL" && op !== "PURGE") out.push(m.subject.slice(prefix.length));
+          pending = m.info.pending;
+          if (pending === 0) break;
+        }
+      } finally {
+        clearTimeout(timer);
+        void messages.stop();
+      }
+      if (pending !== 0) throw new Error(`listed ${out.length} keys of ${this.name}, ${pending} short, within ${timeoutMs} ms`);
+      return out;
+    } finally {
+      await consumer.delete().catch(() => undefined);
+    }
   }
 
   async watch(opts: { updatesOnly?: boolean; fromRevision?: number } = {}): Promise<BucketWatch> {
@@ -204,11 +240,11 @@ class KvBucket implements Bucket {
           }
         }
       } finally {
-        w.stop(); // the reader left the loop early
+        stopAndDrop(w); // the reader left the loop early
       }
     }
     const it = changes();
-    return { [Symbol.asyncIterator]: () => it, stop: () => w.stop() };
+    return { [Symbol.asyncIterator]: () => it, stop: () => stopAndDrop(w) };
   }
 
   async values(timeoutMs = 30_000): Promise<BucketValues> {
@@ -240,6 +276,7 @@ class KvBucket implements Bucket {
     } finally {
       clearTimeout(timer);
       void messages.stop();
+      await consumer.delete().catch(() => undefined); // not left on the broker for its five minutes
     }
     // A key expiring between counting and delivery leaves the count short of its last message:
     // rare, and the deadline ends the read; a read that stops early for that reason says so.
@@ -249,7 +286,12 @@ class KvBucket implements Bucket {
 
   async history(key: string): Promise<BucketEntry[]> {
     const out: BucketEntry[] = [];
-    for await (const e of await this.kv.history({ key })) out.push(entryOf(e));
+    const it = await this.kv.history({ key });
+    try {
+      for await (const e of it) out.push(entryOf(e));
+    } finally {
+      stopAndDrop(it);
+    }
     return out;
   }
 
