@@ -23,7 +23,7 @@ import type { DiscoveryOptions, NodeSource } from "./discovery/source.js";
 import { applyLimit } from "./limit.js";
 import { buildRequest, targetHeaders } from "./request.js";
 import { targetTree } from "../protocol/targets.js";
-import { KeyDirectory } from "./key-directory.js";
+import { KeyDirectory, readKeyDirectory } from "./key-directory.js";
 import { typedAgent, type TypedAgentClient } from "./typed.js";
 import type { CallOptions, DiscoverOptions, RejectedReply, RpcResult, RpcStats } from "./types.js";
 import { judgeSigned, signatureVerdict, SigVerdict, VerifyPool } from "./verify.js";
@@ -91,6 +91,9 @@ class Verification {
   }
 }
 
+/** How long a client waits for the node-key directory before treating replies as unverified. */
+const DIRECTORY_READ_MS = 5000;
+
 /** Calls of at least this many nodes verify on the worker pool; smaller ones on the event loop. */
 const POOL_FROM = 64;
 
@@ -127,22 +130,7 @@ export class MusterClient implements Buckets {
 
   /** The node-key directory, or an empty one saying why there is none; never fails a call. */
   private async loadDirectory(bucket: string): Promise<KeyDirectory> {
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<KeyDirectory>((r) => (timer = setTimeout(() => r(new KeyDirectory(`reading the key directory ${bucket} timed out`)), 5000)));
-    const read = (async () => {
-      try {
-        const b = await this.bucketIfExists(bucket);
-        if (!b) return new KeyDirectory(`no key directory (bucket ${bucket}) on this broker`);
-        return await KeyDirectory.watch(b);
-      } catch (e) {
-        return new KeyDirectory(`cannot read the key directory ${bucket}: ${(e as Error).message}`);
-      }
-    })();
-    try {
-      return await Promise.race([read, timeout]);
-    } finally {
-      clearTimeout(timer);
-    }
+    return readKeyDirectory(() => this.bucketIfExists(bucket), bucket, DIRECTORY_READ_MS);
   }
 
   static async connect(opts: ClientOptions = {}): Promise<MusterClient> {

@@ -54,3 +54,37 @@ export class KeyDirectory {
     this.stopWatch();
   }
 }
+
+/**
+ * The directory in `bucket` (opened by `open`; none there gives an unavailable one), read within
+ * `timeoutMs`. A read that outlives the limit is not left running: when it lands, its watch is
+ * stopped. (A client reloads an unavailable directory a minute later, so every slow read would
+ * otherwise leave one more consumer on the bucket for good.)
+ */
+export async function readKeyDirectory(open: () => Promise<Bucket | undefined>, name: string, timeoutMs: number): Promise<KeyDirectory> {
+  let timer: NodeJS.Timeout | undefined;
+  let late = false;
+  const timeout = new Promise<KeyDirectory>(
+    (r) =>
+      (timer = setTimeout(() => {
+        late = true;
+        r(new KeyDirectory(`reading the key directory ${name} timed out after ${timeoutMs} ms`));
+      }, timeoutMs)),
+  );
+  const read = (async () => {
+    try {
+      const b = await open();
+      if (!b) return new KeyDirectory(`no key directory (bucket ${name}) on this broker`);
+      const dir = await KeyDirectory.watch(b);
+      if (late) dir.close();
+      return dir;
+    } catch (e) {
+      return new KeyDirectory(`cannot read the key directory ${name}: ${(e as Error).message}`);
+    }
+  })();
+  try {
+    return await Promise.race([read, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
