@@ -160,27 +160,41 @@ test("a broker machine loses power while 4 nodes provision: each provisioned exa
     // back: nats2 rejoins the cluster and its copies catch up with the others'
     await site.power("on", "nats2.lab");
   }
-  await eventually(
-    async () => {
-      try {
-        const [ref, back] = await Promise.all([streams(1), streams(2)]);
-        const want = ref.find((x) => x.name === "KV_muster_provision")?.state.last_seq;
-        const got = back.find((x) => x.name === "KV_muster_provision")?.state.last_seq;
-        return want && got === want ? true : undefined;
-      } catch {
-        return undefined; // not up yet
-      }
-    },
-    300_000,
-    "nats2.lab's copy of the state caught up",
-  );
+  let last = "nats2.lab's monitoring port did not answer";
+  try {
+    await eventually(
+      async () => {
+        try {
+          const [ref, back] = await Promise.all([streams(1), streams(2)]);
+          // every replicated stream: nats2's copy at nats1's last sequence
+          const behind = ref.filter((x) => (x.config?.num_replicas ?? 1) > 1).map((x) => [x.name, x.state.last_seq, back.find((y) => y.name === x.name)?.state.last_seq] as const).filter(([, want, got]) => got !== want);
+          last = behind.map(([n, want, got]) => `${n}: nats1 at ${want}, nats2 at ${got ?? "none"}`).join("; ");
+          return behind.length === 0 ? true : undefined;
+        } catch {
+          return undefined; // not up yet
+        }
+      },
+      300_000,
+      "nats2.lab's copies of the replicated streams caught up",
+    );
+  } catch (e) {
+    const journal = await site.exec("nats2.lab", ["journalctl", "-u", "nats-server", "-n", "40", "--no-pager"]);
+    throw new Error(`${(e as Error).message}: ${last}\nnats2.lab's nats-server:\n${journal.stdout}`);
+  }
 });
 
-/** Wait until some node of `ids` is in this stage, and return its record. */
+/**
+ * Wait until some node of `ids` is in this stage, and return its record. Every update is looked at
+ * (a node passes a stage in seconds); a node that failed and is retried is still on its way, so
+ * only all of them done ends the wait without one.
+ */
 async function whenAt(ids: string[], stage: string, timeoutMs: number): Promise<NodeRecord> {
   let hit: NodeRecord | undefined;
-  await store.waitFor(ids, (r) => (r.current === stage && !hit ? ((hit = r), true) : finished(r) || hit !== undefined), timeoutMs);
-  assert.ok(hit, `a node of ${ids.join(", ")} reached ${stage}`);
+  const seen = (r: NodeRecord) => {
+    if (!hit && ids.includes(r.identity) && r.status === "in_progress" && r.current === stage) hit = r;
+  };
+  const recs = await store.waitFor(ids, (r) => hit !== undefined || r.status === "done", timeoutMs, seen);
+  assert.ok(hit, `a node of ${ids.join(", ")} reached ${stage}: ${[...recs.values()].map((r) => `${r.identity} ${r.status} (${r.log.slice(-4).map((l) => JSON.stringify(l)).join(" ")})`).join("; ")}`);
   return hit;
 }
 
