@@ -66,26 +66,36 @@ export interface ClientOptions {
 }
 
 /** Verification state shared by a client and its collective views: one worker pool, one directory. */
-class Verification {
+export class Verification {
   readonly pool = new VerifyPool();
   private dir?: KeyDirectory;
   private loading?: Promise<KeyDirectory>;
-  constructor(readonly enabled: boolean, private readonly load: () => Promise<KeyDirectory>) {}
   private loadedAt = 0;
+  private closed = false;
+  constructor(
+    readonly enabled: boolean,
+    private readonly load: () => Promise<KeyDirectory>,
+    private readonly retryUnavailableMs = 60_000,
+  ) {}
   /**
    * The directory once loaded (started on first use, read once, then kept current by its watch).
    * One that was unavailable (no bucket yet) is looked for again after a minute: daemons live long.
+   * One load at a time: every reply verified while a look is under way gets the directory there is
+   * (a 10,000-node call asks thousands of times a second; each asking anew left a watch behind).
    */
   directory(): KeyDirectory | Promise<KeyDirectory> {
-    if (this.dir && !(this.dir.unavailable && performance.now() - this.loadedAt > 60_000)) return this.dir;
-    if (this.dir) this.loading = undefined;
+    const stale = this.dir?.unavailable !== undefined && performance.now() - this.loadedAt > this.retryUnavailableMs;
+    if (this.dir && !stale) return this.dir;
     this.loading ??= this.load().then((d) => {
       this.loadedAt = performance.now();
+      this.loading = undefined;
+      if (this.closed) d.close(); // the client closed while it loaded: no watch outlives it
       return (this.dir = d);
     });
     return this.dir ?? this.loading;
   }
   async close(): Promise<void> {
+    this.closed = true;
     this.dir?.close();
     await this.pool.close();
   }

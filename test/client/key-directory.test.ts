@@ -3,7 +3,8 @@ import assert from "node:assert/strict";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { bucketsOn, type Bucket, type BucketWatch } from "../../src/broker/bucket.js";
-import { readKeyDirectory } from "../../src/client/key-directory.js";
+import { Verification } from "../../src/client/client.js";
+import { KeyDirectory, readKeyDirectory } from "../../src/client/key-directory.js";
 import { encodeNodeKeyEntry, nodeKeyName } from "../../src/protocol/node-keys.js";
 import { generateSigningKey } from "../../src/protocol/signing.js";
 import { connectNats, eventually } from "../support/collective.js";
@@ -72,4 +73,27 @@ test("a read that outlives its limit: an unavailable directory saying so, and it
 test("no bucket, or one that cannot be read: an unavailable directory naming why", async () => {
   assert.match((await readKeyDirectory(async () => undefined, NAME, 1000)).unavailable ?? "", /no key directory \(bucket muster_node_keys_test\)/);
   assert.match((await readKeyDirectory(() => Promise.reject(new Error("permissions violation")), NAME, 1000)).unavailable ?? "", /cannot read the key directory .*permissions violation/);
+});
+
+test("a client looks for an unavailable directory again once at a time, however many replies ask meanwhile", async () => {
+  let loads = 0;
+  let finish: ((d: KeyDirectory) => void) | undefined;
+  const v = new Verification(true, () => (loads++, new Promise<KeyDirectory>((r) => (finish = r))), 0);
+  const first = v.directory();
+  for (let i = 0; i < 100; i++) v.directory(); // a burst of replies before the first look ends
+  assert.equal(loads, 1);
+  finish!(new KeyDirectory("no key directory (bucket muster_node_keys) on this broker"));
+  assert.match((await first).unavailable ?? "", /no key directory/);
+  // past the retry interval (0 here): the next reply starts one new look, the burst after it none
+  const during = v.directory();
+  for (let i = 0; i < 100; i++) assert.equal((v.directory() as KeyDirectory).unavailable, (during as KeyDirectory).unavailable, "the directory there is, while the look runs");
+  assert.equal(loads, 2);
+  const { wrapped, watches } = noting(bucket);
+  finish!(await readKeyDirectory(async () => wrapped, NAME, 5000));
+  await eventually(async () => ((v.directory() as KeyDirectory).size === 1 ? true : undefined), 5000, "the directory found on the second look");
+  assert.equal(loads, 2);
+  // closed: the directory's watch goes with the client
+  await v.close();
+  assert.equal(watches[0]?.stopped, true);
+  await eventually(async () => ((await consumers()) === 0 ? true : undefined), 15_000, "no consumer left on the bucket");
 });
