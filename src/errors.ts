@@ -30,6 +30,7 @@ export const ErrorCodes = {
   MUSTER_PRIVILEGED_REFUSED: "the privileged helper refused an operation",
   MUSTER_PRIVILEGED_UNREACHABLE: "the privileged helper's socket did not answer",
   MUSTER_PRIVILEGED_BUSY: "the privileged helper was at its connection limit",
+  MUSTER_BROKER_REFUSED: "the broker cluster refused a JetStream operation",
 } as const;
 export type ErrorCode = keyof typeof ErrorCodes;
 

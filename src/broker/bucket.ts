@@ -133,7 +133,7 @@ const OPEN_RETRY_MS = 10_000;
  * responders" or "jetstream is not enabled": that is what a broker without JetStream answers at
  * once, and a client that merely looks for a bucket (node keys, the state) must learn it at once.
  */
-const openTimedOut = (e: unknown) => (e as Error)?.name === "TimeoutError" || /\btimeout\b/i.test((e as Error)?.message ?? "");
+export const openTimedOut = (e: unknown) => (e as Error)?.name === "TimeoutError" || /\btimeout\b/i.test((e as Error)?.message ?? "");
 
 /**
  * Stops a library KV iterator and deletes the consumer behind it (the library keeps it as `_data`).

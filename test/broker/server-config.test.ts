@@ -70,13 +70,35 @@ before(async () => {
     writeFileSync(paths.users, users);
     const text = brokerServerConfig({ serverName: `nats${i + 1}`, routes, listen: `127.0.0.1:${clientPorts[i]}`, monitor: `127.0.0.1:${ports[6 + i]}`, clusterListen: `127.0.0.1:${ports[3 + i]}`, maxFileStore: "4GB", paths });
     writeFileSync(paths.config, text);
-    const m = spawn("nats-server", ["-c", paths.config], { stdio: ["ignore", "ignore", "pipe"] });
-    let err = "";
-    m.stderr!.on("data", (d: Buffer) => (err = (err + d.toString()).slice(-2000)));
-    m.once("exit", (code) => code && code !== 0 && process.stderr.write(`nats${i + 1} exited ${code}: ${err}\n`));
-    members.push(m);
+    configs.push(paths.config);
+    monitorPorts.push(ports[6 + i]!);
+    startMember(i);
   }
 });
+
+const configs: string[] = [];
+const monitorPorts: number[] = [];
+function startMember(i: number): void {
+  const m = spawn("nats-server", ["-c", configs[i]!], { stdio: ["ignore", "ignore", "pipe"] });
+  let err = "";
+  m.stderr!.on("data", (d: Buffer) => (err = (err + d.toString()).slice(-2000)));
+  m.once("exit", (code) => code && code !== 0 && process.stderr.write(`nats${i + 1} exited ${code}: ${err}\n`));
+  members[i] = m;
+}
+
+/** The CLI as the admin, against the three members. */
+function adminEnv(): NodeJS.ProcessEnv {
+  const env = { ...process.env, MUSTER_BROKER: clientPorts.map((p) => `tls://127.0.0.1:${p}`).join(","), MUSTER_TLS_CA: admin.ca, MUSTER_TLS_CERT: admin.cert, MUSTER_TLS_KEY: admin.key, MUSTER_CONFIG: join(tmp.path, "none.yaml") };
+  writeFileSync(env.MUSTER_CONFIG, "collective: muster\n");
+  return env;
+}
+
+/** A member's own copy of a stream: its last sequence, from its monitoring port. */
+async function lastSeqOn(i: number, stream: string): Promise<number | undefined> {
+  const res = await fetch(`http://127.0.0.1:${monitorPorts[i]}/jsz?streams=true`, { signal: AbortSignal.timeout(5000) });
+  const j = (await res.json()) as { account_details?: { stream_detail?: { name: string; state: { last_seq: number } }[] }[] };
+  return j.account_details?.flatMap((a) => a.stream_detail ?? []).find((x) => x.name === stream)?.state.last_seq;
+}
 
 async function connectAdmin(): Promise<NatsConnection> {
   const nc = await connect({ servers: clientPorts.map((p) => `tls://127.0.0.1:${p}`), tls: { caFile: admin.ca, certFile: admin.cert, keyFile: admin.key }, maxReconnectAttempts: -1, reconnectTimeWait: 200 });
@@ -106,8 +128,7 @@ test("three members form a JetStream cluster over TLS routes: an R3 bucket keeps
   assert.equal((info.cluster?.replicas?.length ?? 0) + 1, 3, "a leader and two replicas");
   // the fleet's stores (heartbeats, Puppet runs, runall history, audit) with three copies too, as
   // `muster broker stores --replicas 3` (or the console's store_replicas) makes them
-  const env = { ...process.env, MUSTER_BROKER: clientPorts.map((p) => `tls://127.0.0.1:${p}`).join(","), MUSTER_TLS_CA: admin.ca, MUSTER_TLS_CERT: admin.cert, MUSTER_TLS_KEY: admin.key, MUSTER_CONFIG: join(tmp.path, "none.yaml") };
-  writeFileSync(env.MUSTER_CONFIG, "collective: muster\n");
+  const env = adminEnv();
   const stores = await runCli(["broker", "stores", "--replicas", "3", "--json"], { env });
   assert.equal(stores.code, 0, stores.stderr);
   assert.equal((JSON.parse(stores.stdout) as { created: boolean }[]).filter((x) => x.created).length, 4, stores.stdout);
@@ -129,6 +150,62 @@ test("three members form a JetStream cluster over TLS routes: an R3 bucket keeps
   }
   assert.equal((await jsm.streams.info("KV_muster_provision")).state.messages, 6);
   assert.equal(new TextDecoder().decode((await kv.get("node3"))?.value), "3");
+});
+
+const REPLICATED = ["KV_muster_alive", "KV_muster_provision", "KV_muster_puppet_runs", "MUSTER_AUDIT", "MUSTER_RUNALL"];
+
+test("a member back from a crash: `broker stores --rebuild` gives it a fresh copy of every replicated stream while writes go on", async () => {
+  startMember(0); // killed above
+  // back once its own monitoring port shows the state stream again (it has rejoined the cluster)
+  for (const deadline = Date.now() + 30_000; (await lastSeqOn(0, "KV_muster_provision").catch(() => undefined)) === undefined; ) {
+    if (Date.now() > deadline) assert.fail("nats1 did not rejoin within 30 s");
+    await new Promise((res) => setTimeout(res, 250)); // a restarted member announces itself to no client
+  }
+  const nc = await connectAdmin();
+  const kv = await new Kvm(nc).open("muster_provision");
+  // writes go on throughout, as the provisioner's would
+  let writing = true;
+  let written = 0;
+  const writer = (async () => {
+    while (writing) {
+      try {
+        await kv.put(`w${written % 5}`, new TextEncoder().encode(String(written)));
+        written++;
+      } catch {
+        await new Promise((r) => setTimeout(r, 100)); // a leader moving: the next put goes to the new one
+      }
+    }
+  })();
+  // nats1 is a member again once the cluster lists it: until then it is not among the peers
+  const env = adminEnv();
+  let r = await runCli(["broker", "stores", "--rebuild", "nats1", "--json"], { env });
+  for (const deadline = Date.now() + 30_000; r.code !== 0 && /no replicated stream has a copy on "nats1"/.test(r.stderr) && Date.now() < deadline; ) r = await runCli(["broker", "stores", "--rebuild", "nats1", "--json"], { env });
+  writing = false;
+  await writer;
+  assert.equal(r.code, 0, r.stderr);
+  const done = JSON.parse(r.stdout) as { stream: string; outcome: string; detail: string }[];
+  assert.deepEqual(done.filter((x) => x.outcome === "rebuilt").map((x) => x.stream), REPLICATED, r.stdout);
+  for (const x of done) assert.match(x.detail, /3 copies \(.*nats1.*\), all current/);
+  assert.match(r.stderr, /KV_muster_provision: taking nats1's copy out/, "it says what it does");
+  assert.ok(written > 0);
+  // nats1's own copy of the state holds every write: the same last sequence as the others'
+  const jsm = await jetstreamManager(nc);
+  const last = (await jsm.streams.info("KV_muster_provision")).state.last_seq;
+  for (let deadline = Date.now() + 15_000; ; ) {
+    const seqs = await Promise.all([0, 1, 2].map((i) => lastSeqOn(i, "KV_muster_provision")));
+    if (seqs.every((x) => x === last)) break;
+    if (Date.now() > deadline) assert.fail(`every member's copy at ${last}: ${seqs.join(", ")}`);
+    await new Promise((res) => setTimeout(res, 250)); // each copy applies on its own; none announces it
+  }
+  // a member no stream knows, or a stream that is not there: refused with what there is
+  const bad = await runCli(["broker", "stores", "--rebuild", "nats9"], { env });
+  assert.equal(bad.code === 0, false);
+  assert.match(bad.stderr, /no replicated stream has a copy on "nats9"; the members are: nats1, nats2, nats3/);
+  const badStream = await runCli(["broker", "stores", "--rebuild", "nats1", "--stream", "KV_nope"], { env });
+  assert.match(badStream.stderr, /no replicated stream named KV_nope; they are: KV_muster_alive/);
+  const alone = await runCli(["broker", "stores", "--stream", "KV_muster_alive"], { env });
+  assert.equal(alone.code, 64);
+  assert.match(alone.stderr, /--stream goes with --rebuild MEMBER/);
 });
 
 test("a client certificate the users do not name is refused", async () => {

@@ -199,18 +199,41 @@ entry, reload. Single use and rotation in full: docs/security.md#bootstrap-crede
         if (!Number.isInteger(n) || n < 1 || n > 5) throw new InvalidArgumentError("a whole number from 1 to 5");
         return n;
       })
+      .option("--rebuild <member>", "instead: rebuild this cluster member's copy of every replicated stream (a member back from a crash whose copy stays behind)")
+      .option("--stream <name...>", "with --rebuild: only these streams")
       .option("--json", "print machine-readable JSON")
       .addHelpText(
         "after",
         `
 Nodes write their heartbeats, Puppet runs and audit records but may not create the stores they
 go to: the web console creates them when it starts; this does the same where no console runs.
-An existing store keeps its settings. docs/fleet.md#health, docs/deploy.md.`,
+An existing store keeps its settings. docs/fleet.md#health, docs/deploy.md.
+
+--rebuild MEMBER (a server_name, e.g. nats2): nats-server 2.10 can leave a member that lost its
+power with a copy that never catches up (its /jsz shows a lower last_seq than the others' for
+minutes). Each stream's leadership is moved off the member, the member taken out, and the stream
+put back to its copies, so the member copies it afresh; writes go on meanwhile.
+  muster broker stores --rebuild nats2
+  muster broker stores --rebuild nats2 --stream KV_muster_provision
+docs/deploy.md#a-broker-back-from-a-power-cut.`,
       )
-      .action(async (o: { broker?: string; config?: string; json?: boolean; replicas?: number }) => {
+      .action(async (o: { broker?: string; config?: string; json?: boolean; replicas?: number; rebuild?: string; stream?: string[] }) => {
         const [{ MusterClient }, { ensureFleetStores }, { loadClientConfig, resolveBrokerSettings }] = await Promise.all([import("../../client/client.js"), import("../../fleet/stores.js"), import("../config.js")]);
         const cfg = loadClientConfig(o.config);
         const b = resolveBrokerSettings({ flag: o.broker, clientConfig: o.config });
+        if (o.stream && !o.rebuild) throw new MusterError("MUSTER_USAGE", "--stream goes with --rebuild MEMBER");
+        if (o.replicas && o.rebuild) throw new MusterError("MUSTER_USAGE", "--rebuild keeps each stream's copies; --replicas is for creating the stores: one or the other");
+        if (o.rebuild) {
+          const [{ connectBroker }, { rebuildMember }] = await Promise.all([import("../../broker/connect.js"), import("../../broker/rebuild.js")]);
+          const nc = await connectBroker({ servers: b.servers, name: "muster-broker-rebuild", tls: b.tls, from: b.from });
+          try {
+            const done = await rebuildMember(nc, o.rebuild, { ...(o.stream ? { streams: o.stream } : {}), progress: (l) => process.stderr.write(`${l}\n`) });
+            process.stdout.write(o.json ? `${JSON.stringify(done)}\n` : done.map((r) => `${r.stream}: ${r.outcome === "rebuilt" ? `rebuilt in ${((r.ms ?? 0) / 1000).toFixed(1)} s, ${r.detail}` : `skipped, ${r.detail}`}\n`).join(""));
+          } finally {
+            await nc.close();
+          }
+          return;
+        }
         const client = await MusterClient.connect({ brokers: b.servers, collective: cfg.collective, name: "muster-broker-stores", tls: b.tls, from: b.from });
         try {
           const made = await ensureFleetStores(client, { ...(o.replicas ? { replicas: o.replicas } : {}) });
