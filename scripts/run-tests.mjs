@@ -20,16 +20,22 @@ function walk(dir) {
   return out;
 }
 
-// The longest files start first, so two at a time the suite ends with short ones rather than
-// with the site's end-to-end test starting late and running alone. node's own runner sorts the
-// files it is given, so this script keeps the two slots itself: one `node --test` per file, its
-// output printed whole when it ends, with how long it took (what docs/bench.md's suite times use).
+// The longest files start first, so the suite ends with short ones rather than with the site's
+// end-to-end test starting late and running alone. node's own runner sorts the files it is given,
+// so this script keeps the slots itself: one `node --test` per file, its output printed whole when
+// it ends, with how long it took (what docs/bench.md's suite times use).
 const LONGEST_FIRST = ["test/lab/site-faults", "test/lab/machines.test", "test/provisioner/e2e", "test/packaging/release-upgrade", "test/web/browser", "test/packaging/deb"];
 const rank = (f) => {
   const i = LONGEST_FIRST.findIndex((l) => f.includes(l));
   return i === -1 ? LONGEST_FIRST.length : i;
 };
+// Two slots run any file, longest first. A third runs only light files: those that start no
+// puppetserver, machine or browser and build no package. The heavy ones spend much of their time
+// waiting on JVMs and machines, which leaves a core's worth of room for the light ones; a third
+// heavy file would starve the other two (measured: docs/bench.md#the-test-suite).
 const SLOTS = 2;
+const LIGHT_SLOTS = 1;
+const HEAVY = /test\/(lab\/(site-faults|machines)\.test|agents\/provision|docs\/commands|fleet\/puppet-real|packaging\/|provisioner\/e2e|puppet\/csr-binding|web\/(api|browser|gone|scale))/;
 /** The spec reporter's "failing tests" section (each failure with its error), at most 8 KB of it. */
 const failures = (text) => {
   const at = text.indexOf("✖ failing tests:");
@@ -79,8 +85,12 @@ try {
         resolve();
       });
     });
-  const slot = async () => {
-    while (queue.length && !stopping) await runOne(queue.shift());
+  const slot = async (lightOnly) => {
+    for (;;) {
+      const i = lightOnly ? queue.findIndex((f) => !HEAVY.test(f)) : 0;
+      if (i === -1 || !queue.length || stopping) return;
+      await runOne(queue.splice(i, 1)[0]);
+    }
   };
   // Ctrl-C reaches the test processes too (same process group); a SIGTERM is passed on. Either way
   // we wait for them to clean up, then remove the PKI.
@@ -89,7 +99,7 @@ try {
     stopping = true;
     for (const c of running) c.kill("SIGTERM");
   });
-  await Promise.all(Array.from({ length: SLOTS }, slot));
+  await Promise.all([...Array.from({ length: SLOTS }, () => slot(false)), ...Array.from({ length: LIGHT_SLOTS }, () => slot(true))]);
   process.stdout.write(`ℹ files ${files.length}\nℹ tests ${totals.tests}\nℹ pass ${totals.pass}\nℹ fail ${totals.fail}\nℹ skipped ${totals.skipped}\nℹ duration_ms ${Date.now() - t0}\n`);
   // a failing file's reasons again, last: in a long run its own output has scrolled far away
   for (const f of failed) process.stdout.write(`\n✖ ${f.file}, why:\n${f.why}\n`);
