@@ -21,6 +21,8 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { createInterface } from "node:readline";
+import { connect } from "@nats-io/transport-node";
+import { jetstreamManager } from "@nats-io/jetstream";
 import { MusterClient } from "../src/client/client.js";
 import { startNats } from "../src/lab/nats.js";
 import { silentLogger } from "../src/log.js";
@@ -76,6 +78,15 @@ try {
     peakHeap = Math.max(peakHeap, m.heapUsed);
   };
   const sampler = setInterval(sample, 100);
+  // consumers open on each stream, sampled: a reader that leaves its consumer behind shows here
+  // (the 10,000-node run once stalled with thousands on the node-key directory's stream)
+  const monitor = await connect({ servers: nats.url, name: "bench-consumers" });
+  const jsm = await jetstreamManager(monitor);
+  const peakConsumers: Record<string, number> = {};
+  const countConsumers = async () => {
+    for await (const si of jsm.streams.list()) peakConsumers[si.config.name] = Math.max(peakConsumers[si.config.name] ?? 0, si.state.consumer_count);
+  };
+  const consumerSampler = setInterval(() => void countConsumers().catch(() => undefined), 5000);
   const natsCpu0 = procCpuS(nats.pid);
   const fleetCpu0 = procCpuS(fleet.pid!);
   const cpu0 = process.cpuUsage();
@@ -99,6 +110,9 @@ try {
   running = false;
   await probing;
   clearInterval(sampler);
+  clearInterval(consumerSampler);
+  await countConsumers().catch(() => undefined);
+  await monitor.close();
   sample();
   const recs = await store.list();
   const done = recs.filter((r) => r.status === "done").length;
@@ -127,6 +141,7 @@ try {
     nats_server_cpu_share: +(natsCpuS / (wallMs / 1000)).toFixed(2),
     fleet_cpu_share_during_run: +(fleetCpuS / (wallMs / 1000)).toFixed(2),
     fleet_cpu_s_total: +ca.cpuS.toFixed(2),
+    peak_consumers: peakConsumers,
     provisioner_peak_rss_mb: Math.round(peakRss / 2 ** 20),
     provisioner_peak_heap_mb: Math.round(peakHeap / 2 ** 20),
     ...(probes.length ? { status_probes: probes.length, status_max_s: +(Math.max(...probes) / 1000).toFixed(2), status_median_s: +([...probes].sort((x, y) => x - y)[probes.length >> 1]! / 1000).toFixed(2) } : {}),
