@@ -328,6 +328,12 @@ export class MusterClient implements Buckets {
     return streamsOn(this.nc);
   }
 
+  /** Rebuild a JetStream cluster member's copies of the replicated streams (broker/rebuild.ts; an admin's credential). */
+  async rebuildMember(member: string, o: Parameters<typeof import("../broker/rebuild.js").rebuildMember>[2] = {}): Promise<import("../broker/rebuild.js").RebuildResult[]> {
+    const { rebuildMember } = await import("../broker/rebuild.js");
+    return rebuildMember(this.nc, member, o);
+  }
+
   /**
    * The last `limit` records of the nodes' audit stream (audit.stream, docs/security.md), oldest
    * first; undefined when no node created the stream. The web console's audit page reads it.

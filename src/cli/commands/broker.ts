@@ -223,18 +223,16 @@ docs/deploy.md#a-broker-back-from-a-power-cut.`,
         const b = resolveBrokerSettings({ flag: o.broker, clientConfig: o.config });
         if (o.stream && !o.rebuild) throw new MusterError("MUSTER_USAGE", "--stream goes with --rebuild MEMBER");
         if (o.replicas && o.rebuild) throw new MusterError("MUSTER_USAGE", "--rebuild keeps each stream's copies; --replicas is for creating the stores: one or the other");
+        const client = await MusterClient.connect({ brokers: b.servers, collective: cfg.collective, name: o.rebuild ? "muster-broker-rebuild" : "muster-broker-stores", tls: b.tls, from: b.from });
         if (o.rebuild) {
-          const [{ connectBroker }, { rebuildMember }] = await Promise.all([import("../../broker/connect.js"), import("../../broker/rebuild.js")]);
-          const nc = await connectBroker({ servers: b.servers, name: "muster-broker-rebuild", tls: b.tls, from: b.from });
           try {
-            const done = await rebuildMember(nc, o.rebuild, { ...(o.stream ? { streams: o.stream } : {}), progress: (l) => process.stderr.write(`${l}\n`) });
+            const done = await client.rebuildMember(o.rebuild, { ...(o.stream ? { streams: o.stream } : {}), progress: (l) => process.stderr.write(`${l}\n`) });
             process.stdout.write(o.json ? `${JSON.stringify(done)}\n` : done.map((r) => `${r.stream}: ${r.outcome === "rebuilt" ? `rebuilt in ${((r.ms ?? 0) / 1000).toFixed(1)} s, ${r.detail}` : `skipped, ${r.detail}`}\n`).join(""));
           } finally {
-            await nc.close();
+            await client.close();
           }
           return;
         }
-        const client = await MusterClient.connect({ brokers: b.servers, collective: cfg.collective, name: "muster-broker-stores", tls: b.tls, from: b.from });
         try {
           const made = await ensureFleetStores(client, { ...(o.replicas ? { replicas: o.replicas } : {}) });
           process.stdout.write(o.json ? `${JSON.stringify(made)}\n` : made.map((m) => `${m.kind} ${m.name}: ${m.created ? "created" : "already there"}\n`).join(""));
