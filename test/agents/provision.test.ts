@@ -427,6 +427,13 @@ describe("provisioning against a real puppetserver", { timeout: 900_000 }, () =>
     const again = await call(provision, "daemonize_puppet", {}, n);
     assert.deepEqual(again, { pid: r.pid, already_running: true });
     const agent = nodes[nodes.length - 1]!;
+    // its first run (at start) ends before it is stopped: a run cut short by the stop wrote its
+    // report after the daemon had gone, into a work dir already removed (left behind in /tmp)
+    const report = join(n.config.vardir, "state", "last_run_report.yaml");
+    for (const deadline = Date.now() + 120_000; !existsSync(report); ) {
+      if (Date.now() > deadline) assert.fail("the daemon's first run did not finish within 120 s");
+      await new Promise((r) => setTimeout(r, 250)); // the daemon tells no one when its run ends
+    }
     assert.equal(await agent.stopDaemon(), true);
     assert.equal(agent.daemonPid(), undefined);
     assert.equal(existsSync(join(n.config.vardir, "run", "agent.pid")), false);
