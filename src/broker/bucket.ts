@@ -1,5 +1,6 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { KV, KvEntry } from "@nats-io/kv";
+import type { JsMsg } from "@nats-io/jetstream";
 import { MusterError } from "../errors.js";
 import { kvStreamName } from "../protocol/buckets.js";
 
@@ -192,34 +193,14 @@ class KvBucket implements Bucket {
   }
 
   async keys(timeoutMs = 30_000): Promise<string[]> {
-    const { jetstream, DeliverPolicy } = await import("@nats-io/jetstream");
-    const prefix = `$KV.${this.name}.`;
-    // the last message of each key, headers only, from a consumer deleted once read (the library's
-    // keys() leaves its consumer on the broker for five minutes, an empty bucket's included)
-    const consumer = await jetstream(this.nc).consumers.get(kvStreamName(this.name), { filter_subjects: `${prefix}>`, deliver_policy: DeliverPolicy.LastPerSubject, headers_only: true });
+    // through the same reader as values(), headers only: the library's keys() leaves its consumer
+    // on the broker for five minutes, an empty bucket's included
     const out: string[] = [];
-    try {
-      let pending = (await consumer.info(true)).num_pending;
-      if (pending === 0) return out;
-      const messages = await consumer.consume({ max_messages: 5000 });
-      // a key expiring between counting and delivery would leave the read waiting: it is bounded
-      const timer = setTimeout(() => void messages.stop(), timeoutMs);
-      try {
-        for await (const m of messages) {
-          const op = m.headers?.get("KV-Operation");
-          if (op !== "DEL" && op !== "PURGE") out.push(m.subject.slice(prefix.length));
-          pending = m.info.pending;
-          if (pending === 0) break;
-        }
-      } finally {
-        clearTimeout(timer);
-        void messages.stop();
-      }
-      if (pending !== 0) throw new Error(`listed ${out.length} keys of ${this.name}, ${pending} short, within ${timeoutMs} ms`);
-      return out;
-    } finally {
-      await consumer.delete().catch(() => undefined);
-    }
+    await this.lastPerKey(true, timeoutMs, (key, m) => {
+      const op = m.headers?.get("KV-Operation");
+      if (op !== "DEL" && op !== "PURGE") out.push(key);
+    });
+    return out;
   }
 
   async watch(opts: { updatesOnly?: boolean; fromRevision?: number } = {}): Promise<BucketWatch> {
@@ -248,40 +229,51 @@ class KvBucket implements Bucket {
   }
 
   async values(timeoutMs = 30_000): Promise<BucketValues> {
+    const out: BucketValues = { entries: [], lastRevision: 0 };
+    await this.lastPerKey(false, timeoutMs, (key, m) => {
+      out.lastRevision = Math.max(out.lastRevision, m.seq);
+      const op = m.headers?.get("KV-Operation");
+      if (op !== "DEL" && op !== "PURGE" && m.data.length > 0) out.entries.push({ key, value: m.data, revision: m.seq, operation: "PUT", created: Math.round(Number(m.info.timestampNanos) / 1e6) });
+    });
+    return out;
+  }
+
+  /**
+   * The last message of every key (`headersOnly`: without its value), each handed to `each`, from
+   * an ordered consumer pulled in large batches and deleted once read (the library would leave it
+   * on the broker for five minutes). Rejects when the read does not finish within `timeoutMs`.
+   */
+  private async lastPerKey(headersOnly: boolean, timeoutMs: number, each: (key: string, m: JsMsg) => void): Promise<void> {
     const { jetstream, DeliverPolicy } = await import("@nats-io/jetstream");
     const prefix = `$KV.${this.name}.`;
-    // An ordered consumer delivering the last message of each key, pulled in large batches.
-    const consumer = await jetstream(this.nc).consumers.get(kvStreamName(this.name), { filter_subjects: `${prefix}>`, deliver_policy: DeliverPolicy.LastPerSubject });
-    const info = await consumer.info(true);
-    const out: BucketValues = { entries: [], lastRevision: 0 };
-    if (info.num_pending === 0) {
-      await consumer.delete().catch(() => undefined);
-      return out;
-    }
-    const messages = await consumer.consume({ max_messages: 5000 });
-    const timer = setTimeout(() => void messages.stop(), timeoutMs);
+    const consumer = await jetstream(this.nc).consumers.get(kvStreamName(this.name), { filter_subjects: `${prefix}>`, deliver_policy: DeliverPolicy.LastPerSubject, ...(headersOnly ? { headers_only: true } : {}) });
     let read = 0;
     let complete = false;
+    let pending = 0;
     try {
-      for await (const m of messages) {
-        read++;
-        out.lastRevision = Math.max(out.lastRevision, m.seq);
-        const op = m.headers?.get("KV-Operation");
-        if (op !== "DEL" && op !== "PURGE" && m.data.length > 0) out.entries.push({ key: m.subject.slice(prefix.length), value: m.data, revision: m.seq, operation: "PUT", created: Math.round(Number(m.info.timestampNanos) / 1e6) });
-        if (m.info.pending === 0) {
-          complete = true;
-          break;
+      pending = (await consumer.info(true)).num_pending;
+      if (pending === 0) return;
+      const messages = await consumer.consume({ max_messages: 5000 });
+      const timer = setTimeout(() => void messages.stop(), timeoutMs);
+      try {
+        for await (const m of messages) {
+          read++;
+          each(m.subject.slice(prefix.length), m);
+          if (m.info.pending === 0) {
+            complete = true;
+            break;
+          }
         }
+      } finally {
+        clearTimeout(timer);
+        void messages.stop();
       }
     } finally {
-      clearTimeout(timer);
-      void messages.stop();
-      await consumer.delete().catch(() => undefined); // not left on the broker for its five minutes
+      await consumer.delete().catch(() => undefined);
     }
     // A key expiring between counting and delivery leaves the count short of its last message:
     // rare, and the deadline ends the read; a read that stops early for that reason says so.
-    if (!complete) throw new Error(`read ${read} of ${info.num_pending} entries of ${this.name} within ${timeoutMs} ms`);
-    return out;
+    if (!complete) throw new Error(`read ${read} of ${pending} entries of ${this.name} within ${timeoutMs} ms`);
   }
 
   async history(key: string): Promise<BucketEntry[]> {
