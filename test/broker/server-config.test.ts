@@ -7,6 +7,8 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import { authorizationConfig } from "../../src/broker/auth.js";
+import { describeMeta, membersOutsideMeta } from "../../src/broker/meta-group.js";
+import { metaViews } from "../../src/lab/site/reach.js";
 import { brokerConfigProblem, brokerServerConfig, BROKER_PATHS } from "../../src/broker/server-config.js";
 import { ensureCA, issueCert } from "../../src/security/pki.js";
 import { freePort } from "../support/index.js";
@@ -133,6 +135,14 @@ test("three members form a JetStream cluster over TLS routes: an R3 bucket keeps
   assert.equal(stores.code, 0, stores.stderr);
   assert.equal((JSON.parse(stores.stdout) as { created: boolean }[]).filter((x) => x.created).length, 4, stores.stdout);
   for (const name of ["KV_muster_alive", "KV_muster_puppet_runs", "MUSTER_RUNALL", "MUSTER_AUDIT"]) assert.equal((await jsm.streams.info(name)).config.num_replicas, 3, name);
+  // each member's /jsz as the lab's site reads it when the cluster refuses placement: one leader
+  // that counts the other two, every member agreeing on it, nobody left out
+  const views = await metaViews(monitorPorts.map((p, i) => ({ server: `nats${i + 1}`, monitor: `http://127.0.0.1:${p}/` })));
+  const leader = views.find((v) => v.leader === v.server);
+  assert.ok(leader, describeMeta(views));
+  assert.deepEqual([...leader.peers!].sort(), ["nats1", "nats2", "nats3"].filter((s) => s !== leader.server), describeMeta(views));
+  assert.deepEqual(views.map((v) => [v.leader, v.size]), views.map(() => [leader.server, 3]), describeMeta(views));
+  assert.deepEqual(membersOutsideMeta(views), []);
   const bad = await runCli(["broker", "stores", "--replicas", "0"], { env });
   assert.equal(bad.code === 0, false);
   assert.match(bad.stderr, /a whole number from 1 to 5/);

@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { Agent, request } from "node:https";
 import type { TlsSettings } from "../../broker/connect.js";
 import { MusterClient } from "../../client/client.js";
+import { describeMeta, metaRemedy, parseMetaView, type MetaView } from "../../broker/meta-group.js";
 import { MusterError } from "../../errors.js";
 import { labWebToken } from "../credentials.js";
 import { machineExecAsync } from "../machines/index.js";
@@ -47,9 +48,45 @@ export async function machineUp(m: SiteMachineState, units: string[], timeoutMs:
   }
 }
 
-/** Resolves once the brokers' JetStream cluster has a leader and takes a replicated bucket's writes. */
-export async function waitForCluster(brokers: string[], tls: TlsSettings, timeoutMs: number, signal: AbortSignal): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
+/** The brokers as the lab reaches them: a member's name, its monitoring port (relayed), its machine. */
+export interface ClusterMember {
+  server: string;
+  monitor: string;
+  restart: () => Promise<void>;
+  /** Its nats-server's last warnings and errors, for a timeout's message. */
+  complaints: () => Promise<string>;
+}
+
+/** Each member's view of JetStream's meta group, from its monitoring port (GET /jsz). */
+export async function metaViews(members: Pick<ClusterMember, "server" | "monitor">[]): Promise<MetaView[]> {
+  return Promise.all(
+    members.map(async (m) => {
+      try {
+        const r = await fetch(new URL("jsz", m.monitor), { signal: AbortSignal.timeout(3000) });
+        return parseMetaView(m.server, await r.text());
+      } catch (e) {
+        return { server: m.server, error: `monitoring port silent (${(e as Error).message})` };
+      }
+    }),
+  );
+}
+
+/** How long the cluster may refuse placement before the members the meta leader does not count are restarted. */
+export const META_STUCK_MS = 90_000;
+
+/**
+ * Resolves once the brokers' JetStream cluster has a leader and takes a replicated bucket's writes.
+ * A member the meta leader still does not count after META_STUCK_MS (nats-server 2.10 has left one
+ * out of a freshly formed group: every R3 stream is then refused "no suitable peers for placement")
+ * has its nats-server restarted, said out loud, as docs/deploy.md tells an operator; if that is not
+ * enough within another META_STUCK_MS, the leader's is restarted (a new leader counts afresh). A
+ * timeout names each member's view of the group and its nats-server's last complaints.
+ */
+export async function waitForCluster(brokers: string[], tls: TlsSettings, timeoutMs: number, signal: AbortSignal, members: ClusterMember[] = [], say: (line: string) => void = () => {}): Promise<void> {
+  const started = Date.now();
+  const deadline = started + timeoutMs;
+  let acted = started;
+  let round = 0;
   const client = await MusterClient.connect({ brokers, name: "muster-lab-cluster", tls, persistent: true });
   try {
     for (;;) {
@@ -60,7 +97,21 @@ export async function waitForCluster(brokers: string[], tls: TlsSettings, timeou
         return;
       } catch (e) {
         if (signal.aborted) throw abandoned();
-        if (Date.now() > deadline) throw new MusterError("MUSTER_TIMEOUT", `the brokers' JetStream cluster did not answer within ${timeoutMs / 1000} s: ${(e as Error).message} (\`muster lab exec nats1.lab -- journalctl -u nats-server\`)`);
+        const placement = /no suitable peers/.test((e as Error).message);
+        if (placement && members.length && Date.now() - acted > META_STUCK_MS) {
+          const views = await metaViews(members);
+          const { restart, out } = metaRemedy(views, round);
+          if (restart.length) {
+            say(`JetStream's meta group leaves out ${out.join(", ")} (${describeMeta(views)}): restarting nats-server on ${restart.join(", ")}${round ? ", the leader" : ""} (docs/deploy.md#a-member-left-out-of-the-meta-group)`);
+            for (const s of restart) await members.find((m) => m.server === s)!.restart();
+            round++;
+            acted = Date.now();
+          }
+        }
+        if (Date.now() > deadline) {
+          const views = members.length ? ` Each member's view of the meta group: ${describeMeta(await metaViews(members))}. Their last complaints:\n${(await Promise.all(members.map(async (m) => `${m.server}:\n${(await m.complaints()) || "  (none)"}`))).join("\n")}\n` : "";
+          throw new MusterError("MUSTER_TIMEOUT", `the brokers' JetStream cluster did not answer within ${timeoutMs / 1000} s: ${(e as Error).message}.${views} (\`muster lab exec nats1.lab -- journalctl -u nats-server\`)`);
+        }
         await pause(1000);
       }
     }

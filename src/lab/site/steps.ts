@@ -13,7 +13,7 @@ import { prepareSiteFiles, writeClientsCa, writePuppetCode, type SiteFiles } fro
 import type { SiteShape, SiteStep } from "./plan.js";
 import { siteBrokerUrls, siteHostsLines, siteMachine, siteMachines, SITE_PORTS } from "./roles.js";
 import { siteRenderArgv } from "./render.js";
-import { machineUp, waitForCluster, waitForConsole } from "./reach.js";
+import { machineUp, siteExec, waitForCluster, waitForConsole } from "./reach.js";
 import { linkMirror, pushToBrokers, readWhenThere, RECEIVER_RELAY_PORT, siteRenderContext } from "./operator.js";
 
 // One implementation per kind of step of the site's plan (site/plan.ts), run by runner.ts: the
@@ -182,7 +182,20 @@ export const SITE_STEPS: StepTable<SiteStep, SiteRun> = {
 
   async "wait-brokers"({ timeoutMs }, step, run) {
     const files = need(run, "files");
-    await waitForCluster(need(run, "reach").brokers.map((b) => b.client), siteTls(files).admin, timeoutMs, step.signal);
+    const brokers = need(run, "reach").brokers;
+    const members = brokers.map((b) => ({
+      server: b.identity.split(".")[0]!,
+      monitor: b.monitor,
+      restart: async () => {
+        const r = await siteExec(run.site.find((x) => x.identity === b.identity)!, ["systemctl", "restart", "nats-server.service"]);
+        if (r.status !== 0) throw new MusterError("MUSTER_USAGE", `nats-server on ${b.identity} did not restart: ${r.stderr.trim()}`);
+      },
+      complaints: async () => {
+        const r = await siteExec(run.site.find((x) => x.identity === b.identity)!, ["journalctl", "-u", "nats-server", "-o", "cat", "--no-pager", "--grep", "\\[(ERR|WRN)\\]", "-n", "8"]);
+        return r.stdout.trimEnd().replace(/^/gm, "  ");
+      },
+    }));
+    await waitForCluster(brokers.map((b) => b.client), siteTls(files).admin, timeoutMs, step.signal, members, run.say);
     run.say(`the brokers' cluster answers: ${need(run, "reach").brokers.map((b) => b.identity).join(", ")} with JetStream`);
   },
 
