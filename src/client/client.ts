@@ -65,9 +65,14 @@ export interface ClientOptions {
   keyBucket?: string | false;
 }
 
+/** Once this many replies are awaited (one call's, or many calls' together) they verify on the worker pool; fewer on the event loop. */
+const POOL_FROM = 64;
+
 /** Verification state shared by a client and its collective views: one worker pool, one directory. */
 export class Verification {
   readonly pool = new VerifyPool();
+  /** Replies awaited across every call in flight: many small calls (a provisioner's) warm the pool as one large one does. */
+  private awaited = 0;
   private dir?: KeyDirectory;
   private loading?: Promise<KeyDirectory>;
   private loadedAt = 0;
@@ -94,6 +99,11 @@ export class Verification {
     });
     return this.dir ?? this.loading;
   }
+  /** A call now awaits `n` more replies (negative: fewer); the pool starts once POOL_FROM are awaited at once. */
+  awaiting(n: number): void {
+    this.awaited += n;
+    if (this.enabled && this.awaited >= POOL_FROM) this.pool.warm();
+  }
   async close(): Promise<void> {
     this.closed = true;
     this.dir?.close();
@@ -103,9 +113,6 @@ export class Verification {
 
 /** How long a client waits for the node-key directory before treating replies as unverified. */
 const DIRECTORY_READ_MS = 5000;
-
-/** Calls of at least this many nodes verify on the worker pool; smaller ones on the event loop. */
-const POOL_FROM = 64;
 
 export class MusterClient implements Buckets {
   readonly collective: string;
@@ -131,6 +138,11 @@ export class MusterClient implements Buckets {
     this.broadcast = new BroadcastSource((f, o) => this.broadcastDiscover(f, o));
     const bucket = opts.keyBucket ?? DEFAULT_NODE_KEYS_BUCKET;
     this.verification = verification ?? new Verification(opts.verify !== false, () => (bucket === false ? Promise.resolve(new KeyDirectory("no key directory configured")) : this.loadDirectory(bucket)));
+  }
+
+  /** How many replies this client verified on its event loop and on its worker pool, and the pool's threads up (bench and tests). */
+  get verifiedWhere(): { inline: number; workers: number; threads: number } {
+    return { ...this.verification.pool.counts, threads: this.verification.pool.readyWorkers };
   }
 
   /** Whether this client checks every reply's signature (a reply with a bad one never reaches its caller). */
@@ -382,7 +394,6 @@ export class MusterClient implements Buckets {
     const batchSize = opts.batch && opts.batch > 0 ? opts.batch : targets.length;
     const replies: Reply[] = [];
     const trust: Trust = { unverified: new Set(), rejected: [], onRejected: opts.onRejected };
-    if (this.verification.enabled && targets.length >= POOL_FROM) this.verification.pool.warm();
     for (let i = 0; i < targets.length; i += batchSize) {
       if (i > 0 && opts.batchSleepMs) await new Promise((r) => setTimeout(r, opts.batchSleepMs)); // --batch-sleep is a requested pause
       const batch = targets.slice(i, i + batchSize);
@@ -447,7 +458,9 @@ export class MusterClient implements Buckets {
     if (nodes.length === 0) return [];
     const tree = targetTree(nodes);
     const req = buildRequest({ key: this.key, collective: this.collective, agent, action, data, filter, ttl: Math.max(this.ttl, Math.ceil(timeoutMs / 1000)), target: tree.target });
+    this.verification.awaiting(nodes.length);
     const col = collectReplies(this.nc, { requestId: req.id, expect: new Set(nodes), timeoutMs, onReply, check: this.replyCheck(trust) });
+    void col.done.finally(() => this.verification.awaiting(-nodes.length)).catch(() => undefined);
     const bytes = encodeRequest(req);
     // one signed body for every node; each copy says whom it is for and proves it (protocol/targets.ts)
     for (const n of nodes) this.nc.publish(subjects.node(this.collective, n), bytes, { reply: col.inbox, headers: targetHeaders(n, tree.proof(n)) });

@@ -20,7 +20,8 @@ import { startNats, type NatsHandle } from "../support/index.js";
 
 // The client verifies every reply of a call, on a real broker with JetStream: a bad signature or a
 // key other than the directory's is dropped and reported; a sender the directory does not know is
-// kept and flagged. Small calls verify inline, large ones (>= 64 nodes) on the worker pool.
+// kept and flagged. Small calls verify inline; once 64 replies are awaited, one large call's or
+// many small calls' together (a provisioner's), on the worker pool.
 
 let dir: string;
 let nats: NatsHandle;
@@ -189,5 +190,27 @@ test("events are checked as replies are: the directory's key is verified, a stra
     nc.publish("muster.event.puppet.run_complete", event(a, 7, mallory));
     assert.equal(await one, false);
     sub.unsubscribe();
+  });
+});
+
+test("many single-node calls at once verify on the worker pool as one large call does, each reply once", async () => {
+  await withClient(async (c) => {
+    // three small calls alone: inline, no pool
+    for (const n of few) assert.equal((await c.call("rpcutil", "ping", {}, { nodes: [n], timeoutMs: 3000 })).stats.responded, 1);
+    assert.deepEqual(c.verifiedWhere, { inline: 3, workers: 0, threads: 0 });
+    // every node at once, one call each (a provisioner at concurrency 80): the pool starts; replies
+    // that arrive before its threads are up are checked inline. The pool's verdicts are inline's,
+    // forgeries included (verify-pool.test.ts).
+    const wave = async () => {
+      const results = await Promise.all(ids.map((n) => c.call("rpcutil", "ping", {}, { nodes: [n], timeoutMs: 3000 })));
+      assert.deepEqual(results.map((r) => r.replies.map((x) => x.sender)), ids.map((n) => [n]), "every node answered its own call, and was kept");
+    };
+    await wave();
+    // the threads announce themselves to the pool, not to the client: polled, with a deadline
+    for (const until = Date.now() + 10_000; c.verifiedWhere.threads === 0; await new Promise((r) => setTimeout(r, 20))) if (Date.now() > until) assert.fail(`the pool never started: ${JSON.stringify(c.verifiedWhere)}`);
+    await wave();
+    const where = c.verifiedWhere;
+    assert.equal(where.inline + where.workers, few.length + 2 * ids.length, JSON.stringify(where));
+    assert.ok(where.workers > 0, `the pool verified the second wave's replies: ${JSON.stringify(where)}`);
   });
 });
