@@ -10,7 +10,7 @@ import { labEnvironments } from "../manifests.js";
 import { LAB_COLLECTIVE, LAB_PROVISIONING_COLLECTIVE } from "../names.js";
 import { siteBrokerSpec, siteCredentials, type SiteCredentials } from "./credentials.js";
 import { siteProvisionerConfigText } from "./render.js";
-import { siteMachines, siteRoutes } from "./roles.js";
+import { shortName, siteMachines, siteRoutes } from "./roles.js";
 
 // What the operator prepares on the workstation before the site's machines boot (docs/deploy.md
 // sections 2 to 7), in <lab>/site/: the credentials, who may connect to the brokers, each broker's
@@ -54,7 +54,7 @@ export function prepareSiteFiles(labDir: string, nodes: string[], receiverUrl: s
   for (const m of siteMachines().filter((x) => x.role === "broker")) {
     natsConfigs[m.identity] = join(dir, "nats", `${m.identity}.conf`);
     mkdirSync(dirname(natsConfigs[m.identity]!), { recursive: true });
-    writeFileSync(natsConfigs[m.identity]!, brokerServerConfig({ serverName: m.identity.split(".")[0]!, routes: siteRoutes(), maxFileStore: "4GB", maxMemoryStore: "64MB" }));
+    writeFileSync(natsConfigs[m.identity]!, brokerServerConfig({ serverName: shortName(m.identity), routes: siteRoutes(), maxFileStore: "4GB", maxMemoryStore: "64MB" }));
   }
   const clientsCa = join(dir, "clients-ca.pem");
   if (!existsSync(clientsCa)) writeFileSync(clientsCa, readFileSync(creds.ca.cert));

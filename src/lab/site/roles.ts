@@ -73,6 +73,11 @@ export function siteBrokerUrls(): string[] {
 }
 
 /** The routes every broker lists (its own among them). */
+/** A site machine's short name: its hostname, and a broker's server_name in its nats-server.conf. */
+export function shortName(identity: string): string {
+  return identity.split(".")[0]!;
+}
+
 export function siteRoutes(): string[] {
   return siteMachines()
     .filter((m) => m.role === "broker")
@@ -85,6 +90,6 @@ export function siteRoutes(): string[] {
  */
 export function siteHostsLines(): string {
   return siteMachines()
-    .map((m) => `${m.address} ${m.identity} ${m.identity.split(".")[0]}`)
+    .map((m) => `${m.address} ${m.identity} ${shortName(m.identity)}`)
     .join("\n");
 }

@@ -11,7 +11,7 @@ import { rememberPid, writeLabState, type LabNode, type LabState, type SiteMachi
 import { waitForNodes, type LabReach } from "../waits.js";
 import { prepareSiteFiles, writeClientsCa, writePuppetCode, type SiteFiles } from "./files.js";
 import type { SiteShape, SiteStep } from "./plan.js";
-import { siteBrokerUrls, siteHostsLines, siteMachine, siteMachines, SITE_PORTS } from "./roles.js";
+import { shortName, siteBrokerUrls, siteHostsLines, siteMachine, siteMachines, SITE_PORTS } from "./roles.js";
 import { siteRenderArgv } from "./render.js";
 import { machineUp, siteExec, waitForCluster, waitForConsole } from "./reach.js";
 import { linkMirror, pushToBrokers, readWhenThere, RECEIVER_RELAY_PORT, siteRenderContext } from "./operator.js";
@@ -124,7 +124,7 @@ export const SITE_STEPS: StepTable<SiteStep, SiteRun> = {
     };
     for (const m of siteMachines()) {
       if (m.role === "broker") {
-        const short = m.identity.split(".")[0]!;
+        const short = shortName(m.identity);
         reach.brokers.push({ identity: m.identity, client: `tls://${await toMachine(m, short, SITE_PORTS.nats)}`, monitor: `http://${await toMachine(m, `${short}-monitor`, SITE_PORTS.natsMonitor)}` });
       } else if (m.role === "console") {
         reach.web = `https://${await toMachine(m, "web", SITE_PORTS.web)}/`;
@@ -183,18 +183,21 @@ export const SITE_STEPS: StepTable<SiteStep, SiteRun> = {
   async "wait-brokers"({ timeoutMs }, step, run) {
     const files = need(run, "files");
     const brokers = need(run, "reach").brokers;
-    const members = brokers.map((b) => ({
-      server: b.identity.split(".")[0]!,
-      monitor: b.monitor,
-      restart: async () => {
-        const r = await siteExec(run.site.find((x) => x.identity === b.identity)!, ["systemctl", "restart", "nats-server.service"]);
-        if (r.status !== 0) throw new MusterError("MUSTER_USAGE", `nats-server on ${b.identity} did not restart: ${r.stderr.trim()}`);
-      },
-      complaints: async () => {
-        const r = await siteExec(run.site.find((x) => x.identity === b.identity)!, ["journalctl", "-u", "nats-server", "-o", "cat", "--no-pager", "--grep", "\\[(ERR|WRN)\\]", "-n", "8"]);
-        return r.stdout.trimEnd().replace(/^/gm, "  ");
-      },
-    }));
+    const members = brokers.map((b) => {
+      const machine = run.site.find((x) => x.identity === b.identity)!;
+      return {
+        server: shortName(b.identity),
+        monitor: b.monitor,
+        restart: async () => {
+          const r = await siteExec(machine, ["systemctl", "restart", "nats-server.service"]);
+          if (r.status !== 0) throw new MusterError("MUSTER_USAGE", `nats-server on ${b.identity} did not restart: ${r.stderr.trim()}`);
+        },
+        complaints: async () => {
+          const r = await siteExec(machine, ["journalctl", "-u", "nats-server", "-o", "cat", "--no-pager", "--grep", "\\[(ERR|WRN)\\]", "-n", "8"]);
+          return r.stdout.trimEnd().replace(/^/gm, "  ");
+        },
+      };
+    });
     await waitForCluster(brokers.map((b) => b.client), siteTls(files).admin, timeoutMs, step.signal, members, run.say);
     run.say(`the brokers' cluster answers: ${need(run, "reach").brokers.map((b) => b.identity).join(", ")} with JetStream`);
   },
