@@ -48,6 +48,7 @@ export class ConsoleBackend {
   private readonly statusListeners = new Set<(s: ConsoleStatus) => void>();
   private readonly runListeners = new Set<(r: RunView) => void>();
   private runFollow: { stop(): void } | undefined;
+  private stopped = false;
 
   constructor(
     readonly cfg: WebConfig,
@@ -90,10 +91,15 @@ export class ConsoleBackend {
   async follow(): Promise<void> {
     const sources = this.sources;
     const client = this.client;
-    if (!sources || !client) return;
+    if (!sources || !client || this.stopped) return;
     await this.feed.start(() => sources.records()).catch((e: unknown) => this.log.warn({ err: (e as Error).message }, "cannot follow the state bucket"));
+    if (this.stopped) return void this.feed.stop();
     await this.health.start(sources).catch((e: unknown) => this.log.warn({ err: (e as Error).message }, "cannot follow the fleet's health"));
-    if (!this.runFollow) await this.followRuns(client, sources);
+    if (this.stopped) return void this.health.stop();
+    // A SIGTERM while the broker is away closes the client under this follow: subscribing then
+    // throws, and an unhandled rejection would end `muster web` with status 1 (a CI run saw it).
+    if (!this.runFollow) await this.followRuns(client, sources).catch((e: unknown) => this.stopped || this.log.warn({ err: (e as Error).message }, "cannot follow runall progress"));
+    if (this.stopped) this.runFollow?.stop();
   }
 
   /** Runs from the runall history stream (every run kept, a restart loses none), else from live events only. */
@@ -212,6 +218,7 @@ export class ConsoleBackend {
   }
 
   async stop(): Promise<void> {
+    this.stopped = true;
     this.feed.stop();
     this.insights.stop();
     this.health.stop();

@@ -62,7 +62,7 @@ export async function startWeb(cfg: WebConfig, log: Logger, opts: WebOptions = {
     if (sameStatus(s, backend.status)) return;
     const brokerBack = s.broker.ok && !backend.status.broker.ok;
     backend.setStatus(s);
-    if (brokerBack) void backend.follow();
+    if (brokerBack) void backend.follow().catch((e: unknown) => stopping || log.warn({ err: (e as Error).message }, "cannot follow the broker's stores"));
   };
   // Probes overlap (the timer's and the one right after connecting): only the latest one started
   // may set the status, or an answer from before the connection could report the broker down again.
@@ -79,7 +79,7 @@ export async function startWeb(cfg: WebConfig, log: Logger, opts: WebOptions = {
   let timer: NodeJS.Timeout | undefined;
   const loop = () => {
     if (stopping) return;
-    void probe().finally(() => {
+    void probe().catch((e: unknown) => log.warn({ err: (e as Error).message }, "status probe failed")).finally(() => {
       if (!stopping) timer = setTimeout(loop, opts.probeMs ?? 2000);
     });
   };

@@ -10,6 +10,9 @@ import { ProvisionState } from "../../src/provisioner/state.js";
 import { bucketsOn } from "../../src/broker/bucket.js";
 import { loadRegistryConfig } from "../../src/registry/config.js";
 import { startRegistry, type RunningRegistry } from "../../src/registry/daemon.js";
+import { MusterClient } from "../../src/client/client.js";
+import { fleetSources } from "../../src/fleet/sources.js";
+import { ConsoleBackend } from "../../src/web/backend.js";
 import { WebConfigSchema } from "../../src/web/config.js";
 import { startWeb, type WebHandle } from "../../src/web/daemon.js";
 import { connectNats, spawnMuster } from "../support/collective.js";
@@ -122,5 +125,28 @@ test("muster web stops on SIGTERM while its broker is away (it does not wait for
     assert.deepEqual(ended, { code: 0, signal: null });
   } finally {
     await p.stop(1000);
+  }
+});
+
+test("a follow still under way when the console stops ends quietly: no rejection, nothing left following", async () => {
+  const cfg = WebConfigSchema.parse({ auth: { tokens_file: join(dir, "tokens") }, state_bucket: BUCKET });
+  const broker = await startNats({ jetstream: true, dir: join(dir, "nats-follow"), port: await freePort() });
+  const backend = new ConsoleBackend(cfg, silentLogger, { brokerWhere: broker.url });
+  const client = await MusterClient.connect({ brokers: [broker.url], persistent: true }).catch(async (e: unknown) => {
+    await broker.stop();
+    throw e;
+  });
+  try {
+    backend.attach(client, fleetSources(client, { stateBucket: BUCKET }));
+    // what SIGTERM does while the broker is away: the follow started when the broker came back is
+    // still waiting on it when the console stops and closes its client
+    await broker.stop();
+    const following = backend.follow();
+    await backend.stop();
+    await client.close();
+    await assert.doesNotReject(following);
+  } finally {
+    await client.close();
+    await broker.stop();
   }
 });
