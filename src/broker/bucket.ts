@@ -108,14 +108,23 @@ export function isTransient(e: unknown): boolean {
 }
 
 /** Runs `op`, again with backoff while it fails transiently (`transient`, default isTransient), for at most `withinMs`. */
-export async function retryTransient<T>(op: (attempt: number) => Promise<T>, withinMs = 20_000, transient: (e: unknown) => boolean = isTransient): Promise<T> {
+export async function retryTransient<T>(op: (attempt: number) => Promise<T>, withinMs = 20_000, transient: (e: unknown) => boolean = isTransient, signal?: AbortSignal): Promise<T> {
   const deadline = Date.now() + withinMs;
   for (let attempt = 0; ; attempt++) {
     try {
       return await op(attempt);
     } catch (e) {
-      if (!transient(e) || Date.now() > deadline) throw e;
-      await new Promise((r) => setTimeout(r, Math.min(100 * 2 ** attempt, 1000))); // backoff while the cluster recovers
+      if (!transient(e) || Date.now() > deadline || signal?.aborted) throw e;
+      await new Promise<void>((r) => {
+        // backoff while the cluster recovers; a stop ends it at once
+        const t = setTimeout(done, Math.min(100 * 2 ** attempt, 1000));
+        function done() {
+          clearTimeout(t);
+          signal?.removeEventListener("abort", done);
+          r();
+        }
+        signal?.addEventListener("abort", done, { once: true });
+      });
     }
   }
 }

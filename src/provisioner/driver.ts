@@ -44,6 +44,11 @@ export interface DriverDeps {
   masterSlot(master: string): Semaphore;
 }
 
+/** A record write is tried for at least this long, ms (a leader election). */
+const SAVE_RETRY_MS = 20_000;
+/** ...and while the claim last written holds, up to this long before it runs out, ms. */
+const CLAIM_MARGIN_MS = 30_000;
+
 /** The target agent: the provision DDL, under the name the config gives it. */
 const provisionAgent = (cfg: ProvisionerConfig) => ({ ddl: provisionDDL, name: cfg.target.agent });
 
@@ -106,7 +111,14 @@ export class Driver {
     const c = claimRecord(existing, identity, cfg.id, Date.now(), cfg.lock_lease);
     if (!c) return undefined;
     trust.fromRecord(identity, existing?.record);
-    if ((await store.compareAndSet(c.v)) === undefined) {
+    const claimed = await store.compareAndSet(c.v).catch((e: unknown) => e as Error);
+    if (claimed instanceof Error) {
+      // the bucket did not take the claim: taken up again from its record once it answers
+      const reason = `could not claim ${identity}: the state bucket did not take the write (${claimed.message}); trying again next cycle`;
+      this.d.log.warn({ node: identity }, reason);
+      return { type: "leave", reason, unwritten: true };
+    }
+    if (claimed === undefined) {
       this.d.log.debug({ node: identity }, "another provisioner claimed this node first");
       return undefined;
     }
@@ -132,7 +144,9 @@ export class Driver {
             rec.master = master.identity;
             rec.masterAddress = master.address;
           }
-          if (!(await this.save(v, cfg.lock_lease))) first = { type: "lost" };
+          const saved = await this.save(v, cfg.lock_lease).catch((e: unknown) => e as Error);
+          // unwritten (the bucket did not answer): left for a resume, not failed and told to the admins
+          if (saved !== true) first = saved === false ? { type: "lost" } : { type: "lost", error: saved.message };
           else {
             const slot = this.d.masterSlot(master.identity);
             await slot.acquire(this.d.stopping);
@@ -206,7 +220,11 @@ export class Driver {
           return this.d.stopping.aborted ? { type: "stopping" } : { type: "prepare-failed", error: (e as Error).message };
         }
       case "persist":
-        return (await this.save(v, action.leaseS).catch(() => false)) ? { type: "persisted" } : { type: "lost" };
+        try {
+          return (await this.save(v, action.leaseS)) ? { type: "persisted" } : { type: "lost" };
+        } catch (e) {
+          return { type: "lost", error: (e as Error).message };
+        }
       case "run":
         if (action.first) events.onStage?.(rec.identity, action.stage);
         return this.runStep(action.stage, v, master);
@@ -327,11 +345,19 @@ export class Driver {
     return (d.facts as Record<string, unknown>) ?? {};
   }
 
-  /** Write the record, our claim renewed for `leaseS` (0: given up); false when someone else wrote first. */
+  /**
+   * Write the record, our claim renewed for `leaseS` (0: given up); false when someone else wrote
+   * first. A bucket that does not answer (a broker cut off, an election under load) is asked again
+   * while the claim last written still holds: nobody else may take the node meanwhile, and giving
+   * up sooner would leave it until a resume scan (half a lock_lease). Rejects past that, or on stop.
+   */
   private async save(v: Versioned, leaseS: number): Promise<boolean> {
     const rec = v.record;
+    const held = rec.claimExpires ?? 0;
     rec.nodeKey ??= this.d.trust.pinOf(rec.identity);
     rec.claimExpires = rec.status === "in_progress" ? (leaseS > 0 ? Date.now() + leaseS * 1000 : 0) : undefined;
-    return (await this.d.store.compareAndSet(v)) !== undefined;
+    const withinMs = Math.max(SAVE_RETRY_MS, held - CLAIM_MARGIN_MS - Date.now());
+    const stopping = this.d.stopping;
+    return (await this.d.store.compareAndSet(v, { withinMs, ...(stopping.aborted ? {} : { signal: stopping }) })) !== undefined;
   }
 }

@@ -60,8 +60,8 @@ export type EngineAction =
   | { type: "fail"; error: string }
   /** We are stopping: the record is left in progress for a restart, the node's lock released. */
   | { type: "abandon"; reason: string }
-  /** Someone else owns the node now: touch nothing. */
-  | { type: "leave"; reason: string }
+  /** Someone else owns the node now, or (`unwritten`) its record could not be written while our claim held: touch nothing. */
+  | { type: "leave"; reason: string; unwritten?: boolean }
   /** The node waits (its record says why) for itself ("node", gone) or its `master` (none: any); look again meanwhile, fail it past `until` (ms epoch; Infinity: never). */
   | { type: "park"; until: number; awaiting: "node" | "master"; master?: string };
 
@@ -81,7 +81,8 @@ export type EngineEvent =
   | { type: "waited" }
   | { type: "lock-released" }
   | { type: "notified"; error?: string }
-  | { type: "lost" }
+  /** The record was not written: someone else wrote first, or (`error`) the bucket did not take it while our claim held. */
+  | { type: "lost"; error?: string }
   | { type: "stopping" };
 
 type Phase = "idle" | "probing" | "renewing" | "before-step" | "running" | "after-ok" | "after-failure" | "busy-wait" | "backoff" | "finishing" | "parking" | Closing | "finished";
@@ -121,7 +122,12 @@ export function decide(run: NodeRun, ev: EngineEvent, policy: EnginePolicy, now:
   if (run.phase === "finished") throw new Error(`engine: event ${ev.type} after the run of ${rec.identity} ended`);
   // Ending is best effort: a write that loses or a stop meanwhile does not stop the unlock and the notice.
   if (closing(run.phase)) return close(run, ev, policy, now);
-  if (ev.type === "lost") return finish(run, { type: "leave", reason: `state of ${rec.identity} was changed by someone else; leaving the node to them` });
+  if (ev.type === "lost") {
+    // Unwritten, the bucket's record is still our claim (in progress, ours): the node is resumed
+    // from it once the bucket answers, by us or, past the claim, by another provisioner.
+    if (ev.error !== undefined) return finish(run, { type: "leave", reason: `the record of ${rec.identity} could not be written (${ev.error}); it is resumed from the last one written once the state bucket answers`, unwritten: true });
+    return finish(run, { type: "leave", reason: `state of ${rec.identity} was changed by someone else; leaving the node to them` });
+  }
   if (ev.type === "stopping") return abandon(run, "provisioner stopping", now);
   if (ev.type === "still-gone") return park(run, "node", markGone(rec, policy, now, "no answer"), policy, now);
   if (ev.type === "master-away") return park(run, "master", markMasterWait(rec, policy, now, ev.master, ev.looking), policy, now);

@@ -164,8 +164,9 @@ export class Provisioner {
   /** Records we own that were in progress when we stopped (crash or SIGKILL), and expired claims: take them up again. */
   private async resumeOwn(): Promise<void> {
     const now = Date.now();
+    const records = await this.store.list(); // unreadable: scanned again next cycle
     this.lastResumeScan = now;
-    for (const rec of await this.store.list()) {
+    for (const rec of records) {
       if (this.running.has(rec.identity) || this.parked.has(rec.identity) || this.waitingForMaster.has(rec.identity)) continue;
       const verdict = resumeVerdict(rec, this.cfg.id, now);
       if (verdict === "resume") {
@@ -297,7 +298,9 @@ export class Provisioner {
     } finally {
       this.global.release();
     }
-    if (end?.type === "park" && end.awaiting === "master") this.parkForMaster(identity, end.until, end.master, Date.now() + this.cfg.lock_lease * 1000);
+    // its record could not be written: the next cycle's resume scan takes it up from the last one written
+    if (end?.type === "leave" && end.unwritten) this.lastResumeScan = 0;
+    else if (end?.type === "park" && end.awaiting === "master") this.parkForMaster(identity, end.until, end.master, Date.now() + this.cfg.lock_lease * 1000);
     else if (end?.type === "park") this.park(identity, end.until);
   }
 

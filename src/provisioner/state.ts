@@ -1,4 +1,4 @@
-import { retryTransient, RevisionConflict, type Bucket, type Buckets } from "../broker/bucket.js";
+import { isTransient, openTimedOut, retryTransient, RevisionConflict, type Bucket, type Buckets } from "../broker/bucket.js";
 import { DEFAULT_STATE_BUCKET } from "../protocol/buckets.js";
 import { decodeNodeRecord, encodeNodeRecord, recordKey, type NodeRecord } from "../protocol/provision-record.js";
 import { selectFailed, type RetrySelection } from "./failures.js";
@@ -94,19 +94,26 @@ export class ProvisionState {
 
   /**
    * Compare-and-set on the revision `v` was read at (0: create). Returns the new revision (also
-   * set on `v`), or undefined when someone else wrote first.
+   * set on `v`), or undefined when someone else wrote first. Rejects when the bucket did not answer
+   * within `withinMs` (default 20 s) of trying, or once `signal` aborts.
    */
-  async compareAndSet(v: Versioned): Promise<number | undefined> {
+  async compareAndSet(v: Versioned, o: { withinMs?: number; signal?: AbortSignal } = {}): Promise<number | undefined> {
     v.record.updatedAt = Date.now();
     const data = encodeNodeRecord(v.record);
     const key = recordKey(v.record.identity);
     const expected = v.revision;
     let retried = false;
     try {
-      v.revision = await retrying((attempt) => {
-        retried = attempt > 0;
-        return expected === 0 ? this.bucket.create(key, data) : this.bucket.update(key, data, expected);
-      });
+      // the same bytes every attempt: a conflict after a timed-out one can be recognised as our own write
+      v.revision = await retryTransient(
+        (attempt) => {
+          retried = attempt > 0;
+          return expected === 0 ? this.bucket.create(key, data) : this.bucket.update(key, data, expected);
+        },
+        o.withinMs ?? TRANSIENT_MS,
+        isTransient,
+        o.signal,
+      );
       return v.revision;
     } catch (e) {
       if (!(e instanceof RevisionConflict)) throw e;
@@ -269,8 +276,12 @@ export class ProvisionState {
       latest.set(r.identity, r);
       onUpdate?.(r);
     };
-    const w = await this.watch(); // starts with every current value, then follows updates
-    const deadline = setTimeout(() => w.stop(), timeoutMs);
+    const giveUp = Date.now() + timeoutMs;
+    // starts with every current value, then follows updates; a cluster still electing after a
+    // broker loss may time out the watch's consumer for longer than the bucket's own retry (a CI
+    // run's site e2e): asked again until the wait's own deadline
+    const w = await retryTransient(() => this.watch(), timeoutMs, openTimedOut);
+    const deadline = setTimeout(() => w.stop(), Math.max(0, giveUp - Date.now()));
     // A watch can go quiet while its broker fails over (its consumer is recreated only after missed
     // heartbeats); re-reading the bucket now and then keeps the answer current meanwhile.
     const reread = setInterval(() => {
@@ -296,7 +307,9 @@ export class ProvisionState {
     const waiting = ids.filter((id) => !latest.has(id) || !done(latest.get(id)!));
     const why = (id: string) => {
       const r = latest.get(id);
-      return `${id} (${r?.status ?? "no record"}${r?.current ? ` at ${r.current}` : ""}${r?.lastError ? `: ${r.lastError}` : ""})`;
+      // its last log lines say where it stands (waiting, retrying, left for a resume)
+      const tail = r?.status === "in_progress" && r.log.length ? `; last: ${r.log.slice(-3).join(" | ")}` : "";
+      return `${id} (${r?.status ?? "no record"}${r?.current ? ` at ${r.current}` : ""}${r?.lastError ? `: ${r.lastError}` : ""}${tail})`;
     };
     throw new Error(`timed out after ${timeoutMs} ms waiting for ${waiting.length} node(s): ${waiting.slice(0, 10).map(why).join(", ")}`);
   }

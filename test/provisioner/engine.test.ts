@@ -396,6 +396,19 @@ test("an ending is best effort: a lost write or a stop meanwhile does not skip t
   assert.equal(decide(run, { type: "lost" }, p, T0).type, "fail");
 });
 
+test("a record the bucket did not take while the claim held: left for a resume from the last one written, not to someone else", () => {
+  const run = newRun(inProgress(), policy);
+  decide(run, { type: "begin" }, policy, T0);
+  const unwritten = decide(run, { type: "lost", error: "TimeoutError: timeout" }, policy, T0);
+  assert.equal(unwritten.type, "leave");
+  assert.equal(unwritten.type === "leave" && unwritten.unwritten, true);
+  assert.match(unwritten.type === "leave" ? unwritten.reason : "", /n1 could not be written \(TimeoutError: timeout\); it is resumed from the last one written/);
+  const run2 = newRun(inProgress(), policy);
+  decide(run2, { type: "begin" }, policy, T0);
+  const lost = decide(run2, { type: "lost" }, policy, T0);
+  assert.deepEqual(lost, { type: "leave", reason: "state of n1 was changed by someone else; leaving the node to them" }, "a write that lost to another's is no resume");
+});
+
 test("stopping: the record left in progress with its claim given up (lease 0), then the lock released", () => {
   const { actions, rec } = drive(inProgress(), { stopAtRun: 3 });
   assert.deepEqual(actions.slice(-3), [{ type: "persist", leaseS: 0 }, { type: "release-lock" }, { type: "abandon", reason: "provisioner stopping" }]);

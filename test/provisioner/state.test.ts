@@ -4,7 +4,10 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { bucketsOn, type Bucket } from "../../src/broker/bucket.js";
 import { newRecord, recordKey, type NodeRecord } from "../../src/protocol/provision-record.js";
 import { ProvisionState, type StateChange } from "../../src/provisioner/state.js";
-import { startNats, type NatsHandle } from "../support/index.js";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { freePort, startNats, type NatsHandle } from "../support/index.js";
 import { connectNats } from "../support/collective.js";
 
 // ProvisionState against a real JetStream KV bucket: compare-and-set between two writers, values
@@ -166,4 +169,31 @@ test("forget drops a gone or failed node's record by compare-and-set, and refuse
   assert.deepEqual(rr.retried, [{ identity: "gone2.test", was: "in_progress" }]);
   const after = (await state.get("gone2.test"))!.record;
   assert.deepEqual([after.status, after.gone, after.history?.at(-1)?.event, after.history?.at(-1)?.by], ["pending", undefined, "retried", "carol"]);
+});
+
+test("compare-and-set through a broker outage: tried again for as long as it is told (the claim held), the same write; past that it rejects, not 'lost'", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "muster-state-outage-"));
+  const port = await freePort();
+  let broker = await startNats({ jetstream: true, dir: join(dir, "nats"), port });
+  const c = await connectNats(broker.url);
+  try {
+    const s = await ProvisionState.open(bucketsOn(c), "outage_test");
+    const v = { record: { ...newRecord("outage.test"), status: "in_progress" as const, owner: "prov-a" }, revision: 0 };
+    assert.ok(await s.compareAndSet(v));
+    await broker.stop();
+    // gone for longer than it is told to try: rejected (the caller keeps its claim), not reported as another's write
+    v.record.log = [...v.record.log, "short"];
+    await assert.rejects(s.compareAndSet(v, { withinMs: 1500 }), (e: Error) => /timeout|disconnect|no responders|closed/i.test(e.message) || e.name === "TimeoutError");
+    // back while it still tries: the write lands once, at the next revision
+    const before = v.revision;
+    v.record.log = [...v.record.log, "through the outage"];
+    const writing = s.compareAndSet(v, { withinMs: 60_000 });
+    broker = await startNats({ jetstream: true, dir: join(dir, "nats"), port });
+    assert.equal(await writing, before + 1);
+    assert.equal((await s.get("outage.test"))?.record.log.at(-1), "through the outage");
+  } finally {
+    await c.close();
+    await broker.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

@@ -1,0 +1,93 @@
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import { Writable } from "node:stream";
+import { pino } from "pino";
+import type { Bucket } from "../../src/broker/bucket.js";
+import { ProvisionerConfigSchema } from "../../src/provisioner/config.js";
+import { MusterCollective } from "../../src/provisioner/muster-collective.js";
+import { Provisioner } from "../../src/provisioner/scheduler.js";
+import { ProvisionState } from "../../src/provisioner/state.js";
+import { startSimulatedSite, type SimulatedSite } from "../support/provisioner.js";
+
+// The state bucket stops taking the provisioner's writes mid-run (a broker cut off, an election
+// under load: a CI run's site e2e left a node "in_progress at notify" for minutes). The write is
+// tried while the claim holds; past that the node is left as its last written record says and
+// taken up again as soon as the bucket answers, not after a resume scan half a lock_lease later.
+// Against a real nats-server and an emulated fleet; the provisioner's writes go through a gate
+// that answers as a bucket that does not answer.
+
+let site: SimulatedSite;
+const lines: string[] = [];
+let provisioner: Provisioner | undefined;
+
+before(async () => {
+  const fleet = [
+    { identity: "unwritten1.test", facts: { ipaddress: "127.2.3.1", country: "de" }, classes: [], agents: ["provision"] },
+    { identity: "master-de.test", facts: { ipaddress: "127.3.0.1", country: "de" }, classes: [], agents: ["puppetca"] },
+    { identity: "notifier.test", facts: {}, classes: [], agents: ["notify"] },
+  ];
+  // Puppet runs of 8 s: the resume scan due 20 s after the start (lock_lease 40 / 2) passes while
+  // the node is busy, so the next one is not due until 40 s, well after the write is given up
+  site = await startSimulatedSite("unwritten", fleet, { puppetRunMs: [8000, 8000], csrMs: 5 });
+});
+
+after(async () => {
+  await provisioner?.stop();
+  await site?.stop();
+});
+
+test("writes refused past the claim: the node is left unwritten, taken up again once the bucket answers, provisioned once", async () => {
+  const id = "unwritten1.test";
+  const real = site.store.bucket;
+  const gate = { closed: false, armed: true, closedAt: 0, refused: 0 };
+  const refuse = () => {
+    gate.refused++;
+    return Promise.reject(Object.assign(new Error("TimeoutError: timeout"), { name: "TimeoutError" }));
+  };
+  const text = (v: Uint8Array | string) => (typeof v === "string" ? v : new TextDecoder().decode(v));
+  const gated: Bucket = Object.create(real, {
+    update: {
+      value: async (k: string, v: Uint8Array | string, rev: number) => {
+        if (gate.closed) return refuse();
+        const written = await real.update(k, v, rev);
+        // closed right after bootstrap's record: the next write (production's start) renews a claim of lock_lease
+        if (gate.armed && (JSON.parse(text(v)) as { stage?: string }).stage === "bootstrap") Object.assign(gate, { armed: false, closed: true, closedAt: Date.now() });
+        return written;
+      },
+    },
+    create: { value: (k: string, v: Uint8Array | string) => (gate.closed ? refuse() : real.create(k, v)) },
+  });
+  const log = pino({ level: "info" }, new Writable({ write: (chunk: Buffer, _enc, done) => (lines.push(chunk.toString()), done()) }));
+  // lock_lease 40: a write is tried for the 20 s minimum (the claim's 40 s less a 30 s margin is shorter)
+  const cfg = ProvisionerConfigSchema.parse({
+    id: "prov-unwritten",
+    steps: { lock: true, set_puppet_hostname: true, send_node_csr: true, sign_node_csr: true, puppet_bootstrap_stage: true, puppet_final_run: true, notify: true },
+    master: { criteria: ["country"] },
+    notify: { targets: ["http://127.0.0.1:9/"] },
+    sleeptime: 1,
+    discovery_timeout: 1,
+    lock_lease: 40,
+  });
+  provisioner = new Provisioner(cfg, new MusterCollective(site.client, cfg, log), new ProvisionState(gated), log);
+  await provisioner.start();
+  const t0 = Date.now();
+  const leftAt = await new Promise<number>((resolve, reject) => {
+    const t = setInterval(() => {
+      if (lines.some((l) => l.includes("could not be written"))) resolve((clearInterval(t), Date.now()));
+      else if (Date.now() - t0 > 90_000) reject((clearInterval(t), new Error(`never left unwritten (gate ${JSON.stringify(gate)}): ${lines.slice(-5).join("")}`)));
+    }, 200); // the provisioner announces this only in its log
+  });
+  assert.ok(gate.closedAt > 0 && leftAt - gate.closedAt >= 19_000, `tried for the 20 s minimum first (gave up ${leftAt - gate.closedAt} ms after the gate closed)`);
+  assert.ok(gate.refused > 1, "the same write was tried again meanwhile");
+  assert.equal((await site.store.get(id))?.record.status, "in_progress", "the bucket still holds the claim");
+  gate.closed = false;
+  const rec = (await site.store.waitFor([id], (r) => r.status === "done" || r.status === "failed", 90_000)).get(id)!;
+  assert.equal(rec.status, "done", rec.lastError);
+  // taken up at the next cycle (1 s), not at the next resume scan (due 40 s after the start)
+  const resumed = lines.map((l) => JSON.parse(l) as { time: number; msg: string }).find((l) => l.msg === "resuming unfinished provisioning");
+  assert.ok(resumed, "resumed by the scan");
+  assert.ok(resumed.time - leftAt < 6_000, `resumed ${resumed.time - leftAt} ms after the write was given up`);
+  assert.equal(rec.rounds, 1, "the same round, resumed");
+  assert.equal(site.ca.doubleSigned, 0, "no certificate signed twice");
+  assert.ok(!rec.log.some((l) => /failed:/.test(l)), `never failed: ${rec.log.join(" | ")}`);
+});
