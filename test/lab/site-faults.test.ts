@@ -92,6 +92,20 @@ const signedCount = async (id: string) => {
   for (const m of ["puppet-eu.lab", "puppet-us.lab"]) n += (await exec(m, "cat", "/etc/puppet/puppetserver/ca/inventory.txt")).split("\n").filter((l) => l.trim().endsWith(`/CN=${id}`)).length;
   return n;
 };
+/** `store.waitFor`, and on a timeout the provisioners' last journal lines with the error: what they were doing. */
+const waitWithJournals = async (ids: string[], timeoutMs: number) => {
+  try {
+    return await store.waitFor(ids, finished, timeoutMs);
+  } catch (e) {
+    const journals = await Promise.all(
+      ["provisioner1.lab", "provisioner2.lab"].map(async (m) => {
+        const r = await site.exec(m, ["journalctl", "-u", "muster-provisioner", "-n", "40", "--no-pager", "-o", "cat"]).catch((x: unknown) => ({ stdout: String(x), stderr: "" }));
+        return `--- ${m}: journalctl -u muster-provisioner\n${r.stdout || r.stderr}`;
+      }),
+    );
+    throw new Error(`${(e as Error).message}\n${journals.join("\n")}`);
+  }
+};
 /** Notifications the admins' webhook got for this node. */
 const notified = (id: string) =>
   readFileSync(site.state.receiver.file, "utf8")
@@ -148,7 +162,7 @@ test("a broker machine loses power while 4 nodes provision: each provisioned exa
     const ping = await cli(["ping"]);
     assert.equal(ping.code, 0, ping.stderr);
     for (const id of ["puppet-eu.lab", "puppet-us.lab", "console.lab"]) assert.match(ping.stdout, new RegExp(id.replace(/\./g, "\\.")));
-    const recs = [...(await store.waitFor(NODES, finished, 600_000)).values()];
+    const recs = [...(await waitWithJournals(NODES, 600_000)).values()];
     for (const r of recs) {
       assert.equal(r.status, "done", `${r.identity}: ${r.lastError ?? ""}`);
       // claimed as it came up (it waited for a master then), finished with the broker dark
@@ -251,7 +265,7 @@ test("the provisioner doing the work loses power mid-bootstrap: the other takes 
   addBookworm().catch(() => undefined); // its test says how it went
   let recs: NodeRecord[];
   try {
-    recs = [...(await store.waitFor(added, finished, 600_000)).values()];
+    recs = [...(await waitWithJournals(added, 600_000)).values()];
   } finally {
     await site.power("on", machine);
   }
@@ -288,12 +302,12 @@ test("a master loses power mid-bootstrap: its region's node waits with the reaso
     const shown = await cli(["provision", "status"]);
     assert.match(shown.stdout, new RegExp(`${eu.replace(/\./g, "\\.")}.*waiting`), "provision status shows it waiting");
     assert.notEqual(waiting.status, "failed");
-    const usRec = (await store.waitFor([us], finished, 300_000)).get(us);
+    const usRec = (await waitWithJournals([us], 300_000)).get(us);
     assert.equal(usRec!.status, "done", "the other region carries on");
   } finally {
     await site.power("on", "puppet-eu.lab");
   }
-  const euRec = (await store.waitFor([eu], finished, 600_000)).get(eu);
+  const euRec = (await waitWithJournals([eu], 600_000)).get(eu);
   assert.equal(euRec!.status, "done", `${eu}: ${euRec!.lastError ?? ""}`);
   assert.equal(euRec!.master, "puppet-eu.lab", "it waited for its own master");
   assert.equal(await signedCount(eu), 1, "no certificate signed twice");
@@ -306,6 +320,8 @@ async function provisioned(): Promise<Map<string, NodeRecord>> {
 }
 
 test("every site machine rebooted in turn while runalls run: no run lost, no node provisioned again", { skip: !root && "needs root" }, async () => {
+  // a machine the test before powered on may still be booting (its test failed before waiting for it)
+  await Promise.all(site.state.site!.machines.map((m) => site.waitUp(m.identity)));
   const before = await provisioned();
   const nodes = [...before.keys()].sort();
   const signed = new Map(await Promise.all(nodes.map(async (id) => [id, await signedCount(id)] as const)));
