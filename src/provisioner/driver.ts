@@ -356,8 +356,10 @@ export class Driver {
     const held = rec.claimExpires ?? 0;
     rec.nodeKey ??= this.d.trust.pinOf(rec.identity);
     rec.claimExpires = rec.status === "in_progress" ? (leaseS > 0 ? Date.now() + leaseS * 1000 : 0) : undefined;
-    const withinMs = Math.max(SAVE_RETRY_MS, held - CLAIM_MARGIN_MS - Date.now());
     const stopping = this.d.stopping;
-    return (await this.d.store.compareAndSet(v, { withinMs, ...(stopping.aborted ? {} : { signal: stopping }) })) !== undefined;
+    // stopping (the abandon's write): the 20 s alone, so a stop is not held up by an outage
+    if (stopping.aborted) return (await this.d.store.compareAndSet(v, { withinMs: SAVE_RETRY_MS })) !== undefined;
+    const withinMs = Math.max(SAVE_RETRY_MS, held - CLAIM_MARGIN_MS - Date.now());
+    return (await this.d.store.compareAndSet(v, { withinMs, signal: stopping })) !== undefined;
   }
 }
