@@ -62,3 +62,17 @@ export function resumeVerdict(rec: NodeRecord, owner: string, now: number): "res
 export function claimNeedsRenewal(claimExpires: number, now: number, leaseS: number): boolean {
   return claimExpires - now < (leaseS * 1000) / 2;
 }
+
+/** A record write is tried for at least this long, ms (a leader election)... */
+export const WRITE_RETRY_MS = 20_000;
+/** ...and while the claim last written holds, up to this long before it runs out, ms. */
+export const CLAIM_MARGIN_MS = 30_000;
+
+/**
+ * How long a record write is tried while the bucket does not take it: while the claim last
+ * written (`heldUntil`) holds nobody else may take the node, so the run waits the outage out;
+ * giving up sooner would leave the node to a resume. Stopping (the abandon's write), 20 s only.
+ */
+export function writeWindowMs(heldUntil: number, now: number, stopping: boolean): number {
+  return stopping ? WRITE_RETRY_MS : Math.max(WRITE_RETRY_MS, heldUntil - CLAIM_MARGIN_MS - now);
+}

@@ -4,7 +4,7 @@ import { puppetcaDDL } from "../agents/puppetca/ddl.js";
 import { rpcutilDDL } from "../agents/rpcutil/ddl.js";
 import type { ActionName, ActionOutput, CallInput } from "../ddl/types.js";
 import { appendLog, type Stage } from "../protocol/provision-record.js";
-import { claimRecord } from "./claim.js";
+import { claimRecord, writeWindowMs } from "./claim.js";
 import { callOne, type Collective } from "./collective.js";
 import type { ProvisionerConfig } from "./config.js";
 import { DeployLock } from "./deploy-lock.js";
@@ -43,11 +43,6 @@ export interface DriverDeps {
   /** The slot of a master (per_master_limit). */
   masterSlot(master: string): Semaphore;
 }
-
-/** A record write is tried for at least this long, ms (a leader election). */
-const SAVE_RETRY_MS = 20_000;
-/** ...and while the claim last written holds, up to this long before it runs out, ms. */
-const CLAIM_MARGIN_MS = 30_000;
 
 /** The target agent: the provision DDL, under the name the config gives it. */
 const provisionAgent = (cfg: ProvisionerConfig) => ({ ddl: provisionDDL, name: cfg.target.agent });
@@ -114,9 +109,8 @@ export class Driver {
     const claimed = await store.compareAndSet(c.v).catch((e: unknown) => e as Error);
     if (claimed instanceof Error) {
       // the bucket did not take the claim: taken up again from its record once it answers
-      const reason = `could not claim ${identity}: the state bucket did not take the write (${claimed.message}); trying again next cycle`;
-      this.d.log.warn({ node: identity }, reason);
-      return { type: "leave", reason, unwritten: true };
+      this.d.log.warn({ node: identity, err: claimed.message }, "could not claim the node: the state bucket did not take the write; trying again next cycle");
+      return { type: "leave", reason: `the state bucket did not take the claim (${claimed.message})`, unwritten: true };
     }
     if (claimed === undefined) {
       this.d.log.debug({ node: identity }, "another provisioner claimed this node first");
@@ -220,11 +214,8 @@ export class Driver {
           return this.d.stopping.aborted ? { type: "stopping" } : { type: "prepare-failed", error: (e as Error).message };
         }
       case "persist":
-        try {
-          return (await this.save(v, action.leaseS)) ? { type: "persisted" } : { type: "lost" };
-        } catch (e) {
-          return { type: "lost", error: (e as Error).message };
-        }
+        // not taken by the bucket (rejected): lost with the error, which the engine leaves for a resume
+        return this.save(v, action.leaseS).then<EngineEvent, EngineEvent>((ok) => (ok ? { type: "persisted" } : { type: "lost" }), (e: unknown) => ({ type: "lost", error: (e as Error).message }));
       case "run":
         if (action.first) events.onStage?.(rec.identity, action.stage);
         return this.runStep(action.stage, v, master);
@@ -345,21 +336,13 @@ export class Driver {
     return (d.facts as Record<string, unknown>) ?? {};
   }
 
-  /**
-   * Write the record, our claim renewed for `leaseS` (0: given up); false when someone else wrote
-   * first. A bucket that does not answer (a broker cut off, an election under load) is asked again
-   * while the claim last written still holds: nobody else may take the node meanwhile, and giving
-   * up sooner would leave it until a resume scan (half a lock_lease). Rejects past that, or on stop.
-   */
+  /** Write the record, our claim renewed for `leaseS` (0: given up); false when someone else wrote first, rejects when the bucket did not take it (writeWindowMs). */
   private async save(v: Versioned, leaseS: number): Promise<boolean> {
     const rec = v.record;
     const held = rec.claimExpires ?? 0;
+    const stopping = this.d.stopping;
     rec.nodeKey ??= this.d.trust.pinOf(rec.identity);
     rec.claimExpires = rec.status === "in_progress" ? (leaseS > 0 ? Date.now() + leaseS * 1000 : 0) : undefined;
-    const stopping = this.d.stopping;
-    // stopping (the abandon's write): the 20 s alone, so a stop is not held up by an outage
-    if (stopping.aborted) return (await this.d.store.compareAndSet(v, { withinMs: SAVE_RETRY_MS })) !== undefined;
-    const withinMs = Math.max(SAVE_RETRY_MS, held - CLAIM_MARGIN_MS - Date.now());
-    return (await this.d.store.compareAndSet(v, { withinMs, signal: stopping })) !== undefined;
+    return (await this.d.store.compareAndSet(v, { withinMs: writeWindowMs(held, Date.now(), stopping.aborted), ...(stopping.aborted ? {} : { signal: stopping }) })) !== undefined;
   }
 }

@@ -122,12 +122,9 @@ export function decide(run: NodeRun, ev: EngineEvent, policy: EnginePolicy, now:
   if (run.phase === "finished") throw new Error(`engine: event ${ev.type} after the run of ${rec.identity} ended`);
   // Ending is best effort: a write that loses or a stop meanwhile does not stop the unlock and the notice.
   if (closing(run.phase)) return close(run, ev, policy, now);
-  if (ev.type === "lost") {
-    // Unwritten, the bucket's record is still our claim (in progress, ours): the node is resumed
-    // from it once the bucket answers, by us or, past the claim, by another provisioner.
-    if (ev.error !== undefined) return finish(run, { type: "leave", reason: `the record of ${rec.identity} could not be written (${ev.error}); it is resumed from the last one written once the state bucket answers`, unwritten: true });
-    return finish(run, { type: "leave", reason: `state of ${rec.identity} was changed by someone else; leaving the node to them` });
-  }
+  // Unwritten (an error), the bucket's record is still our claim: resumed from it once the bucket answers.
+  if (ev.type === "lost" && ev.error !== undefined) return finish(run, { type: "leave", reason: `the record of ${rec.identity} could not be written (${ev.error}); it is resumed from the last one written once the state bucket answers`, unwritten: true });
+  if (ev.type === "lost") return finish(run, { type: "leave", reason: `state of ${rec.identity} was changed by someone else; leaving the node to them` });
   if (ev.type === "stopping") return abandon(run, "provisioner stopping", now);
   if (ev.type === "still-gone") return park(run, "node", markGone(rec, policy, now, "no answer"), policy, now);
   if (ev.type === "master-away") return park(run, "master", markMasterWait(rec, policy, now, ev.master, ev.looking), policy, now);

@@ -7,7 +7,7 @@ import { askAgain, goneAfter, masterAwayAfter, onNodeStarted, recheckMs, requeue
 import { Stages, type Stage } from "../../src/protocol/provision-record.js";
 import { CERT_STAGES, MASTER_STAGES, SLOW_STAGES } from "../../src/provisioner/stages.js";
 import { newRecord, type NodeRecord } from "../../src/protocol/provision-record.js";
-import { claimable, claimNeedsRenewal, claimRecord, resumeVerdict } from "../../src/provisioner/claim.js";
+import { claimable, claimNeedsRenewal, claimRecord, resumeVerdict, writeWindowMs } from "../../src/provisioner/claim.js";
 import { type Versioned } from "../../src/provisioner/state.js";
 
 // The engine without a broker: the record and an event go in, the next action comes out. Each
@@ -407,6 +407,14 @@ test("a record the bucket did not take while the claim held: left for a resume f
   decide(run2, { type: "begin" }, policy, T0);
   const lost = decide(run2, { type: "lost" }, policy, T0);
   assert.deepEqual(lost, { type: "leave", reason: "state of n1 was changed by someone else; leaving the node to them" }, "a write that lost to another's is no resume");
+});
+
+test("a record write is tried while the claim last written holds (less a margin), at least 20 s; stopping, 20 s", () => {
+  const now = 1_000_000;
+  assert.equal(writeWindowMs(now + 600_000, now, false), 570_000, "a lock_lease claim: until 30 s before it runs out");
+  assert.equal(writeWindowMs(now + 40_000, now, false), 20_000, "never under 20 s");
+  assert.equal(writeWindowMs(0, now, false), 20_000, "no claim yet (a new record)");
+  assert.equal(writeWindowMs(now + 2_400_000, now, true), 20_000, "a stop is not held up by an outage");
 });
 
 test("stopping: the record left in progress with its claim given up (lease 0), then the lock released", () => {
