@@ -143,11 +143,16 @@ export class Provisioner {
     if (stored) this.trust.fromRecord(identity, stored.v?.record);
     if (!this.trust.takeStartup(ev, Date.now())) return;
     const v = stored?.v;
-    switch (onNodeStarted(v?.record, this.running.has(identity))) {
+    let verdict = onNodeStarted(v?.record, this.running.has(identity));
+    if (verdict === "repeat-step") {
+      // whatever the node was doing for us died with it (or, a Puppet run, carries on without it)
+      if (this.driver.nodeRestarted(identity)) return void this.log.warn({ node: identity }, "node restarted while being provisioned; repeating its current step");
+      // no step waits on it: a discovery only looking at its record (a failed node: a CI run lost
+      // its restart that way), or a run still preparing. Acted on as if nothing were in flight.
+      verdict = onNodeStarted(v?.record, false);
+    }
+    switch (verdict) {
       case "repeat-step":
-        // whatever the node was doing for us died with it (or, a Puppet run, carries on without it)
-        if (this.driver.nodeRestarted(identity)) this.log.warn({ node: identity }, "node restarted while being provisioned; repeating its current step");
-        return;
       case "ignore":
         return;
       case "requeue":
@@ -155,6 +160,7 @@ export class Provisioner {
         if ((await this.store.compareAndSet(v!)) === undefined) return;
         break;
       case "provision":
+        if (this.running.has(identity)) return; // a run still preparing carries on
         break;
     }
     this.log.info({ node: identity }, "node started; provisioning it now");

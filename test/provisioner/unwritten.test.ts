@@ -3,6 +3,12 @@ import assert from "node:assert/strict";
 import { Writable } from "node:stream";
 import { pino } from "pino";
 import type { Bucket } from "../../src/broker/bucket.js";
+import { startEmulator } from "../../src/emulator/emulator.js";
+import { simulatedFactories } from "../../src/emulator/simulated.js";
+import { silentLogger } from "../../src/log.js";
+import { encodeLifecycleEvent, lifecycleEvent, lifecycleSubject } from "../../src/protocol/lifecycle.js";
+import { recordKey } from "../../src/protocol/provision-record.js";
+import { generateSigningKey, signMessage } from "../../src/protocol/signing.js";
 import { ProvisionerConfigSchema } from "../../src/provisioner/config.js";
 import { MusterCollective } from "../../src/provisioner/muster-collective.js";
 import { Provisioner } from "../../src/provisioner/scheduler.js";
@@ -18,7 +24,7 @@ import { startSimulatedSite, type SimulatedSite } from "../support/provisioner.j
 
 let site: SimulatedSite;
 const lines: string[] = [];
-let provisioner: Provisioner | undefined;
+const provisioners: Provisioner[] = [];
 
 before(async () => {
   const fleet = [
@@ -32,7 +38,7 @@ before(async () => {
 });
 
 after(async () => {
-  await provisioner?.stop();
+  await Promise.all(provisioners.map((p) => p.stop()));
   await site?.stop();
 });
 
@@ -68,7 +74,8 @@ test("writes refused past the claim: the node is left unwritten, taken up again 
     discovery_timeout: 1,
     lock_lease: 40,
   });
-  provisioner = new Provisioner(cfg, new MusterCollective(site.client, cfg, log), new ProvisionState(gated), log);
+  const provisioner = new Provisioner(cfg, new MusterCollective(site.client, cfg, log), new ProvisionState(gated), log);
+  provisioners.push(provisioner);
   await provisioner.start();
   const t0 = Date.now();
   const leftAt = await new Promise<number>((resolve, reject) => {
@@ -90,4 +97,56 @@ test("writes refused past the claim: the node is left unwritten, taken up again 
   assert.equal(rec.rounds, 1, "the same round, resumed");
   assert.equal(site.ca.doubleSigned, 0, "no certificate signed twice");
   assert.ok(!rec.log.some((l) => /failed:/.test(l)), `never failed: ${rec.log.join(" | ")}`);
+  await provisioner.stop(); // the next test's nodes are its own provisioner's
 });
+
+test("a failed node's restart while a discovery is looking at its record (a slow read) is acted on: provisioned again", async () => {
+  const id = "restarted1.test";
+  const key = generateSigningKey(id).key;
+  const failing = new Set([id]);
+  const emu = await startEmulator({ nc: site.nc, nodes: [{ identity: id, facts: { ipaddress: "127.2.3.2", country: "de" }, classes: [], agents: ["provision"] }], collective: "muster", log: silentLogger, factories: simulatedFactories(site.ca, { puppetRunMs: [5, 10], csrMs: 2, fail: (n) => failing.has(n) }), nodeKey: () => key });
+  try {
+    const real = site.store.bucket;
+    // the next read of the node's record is held (a bucket slow under load) until released
+    const gate = { arm: false, holding: false, release: () => undefined as void };
+    const gated: Bucket = Object.create(real, {
+      get: {
+        value: async (k: string) => {
+          if (gate.arm && k === recordKey(id)) {
+            gate.arm = false;
+            gate.holding = true;
+            await new Promise<void>((r) => (gate.release = r));
+          }
+          return real.get(k);
+        },
+      },
+    });
+    const cfg = ProvisionerConfigSchema.parse({ id: "prov-restarted", steps: { lock: true, set_puppet_hostname: true, send_node_csr: true, sign_node_csr: true, puppet_bootstrap_stage: true, puppet_final_run: true }, master: { criteria: ["country"] }, sleeptime: 1, discovery_timeout: 1, retries: { attempts: 1 } });
+    const p = new Provisioner(cfg, new MusterCollective(site.client, cfg, silentLogger), new ProvisionState(gated), silentLogger);
+    provisioners.push(p);
+    await p.start();
+    assert.equal((await site.store.waitFor([id], (r) => r.status === "failed", 60_000)).get(id)?.status, "failed");
+    // a discovery cycle finds the failed node (it still answers the target filter) and reads its record: held there
+    gate.arm = true;
+    await eventuallyTrue(() => gate.holding, 15_000, "a discovery cycle read the failed node's record");
+    failing.delete(id);
+    // the node restarts (its own signed startup event) while that read is held
+    const e = lifecycleEvent("startup", { identity: id, component: "server", version: "0.0.0", collectives: ["muster"], time: Date.now() });
+    site.nc.publish(lifecycleSubject(e), encodeLifecycleEvent(signMessage(e, key)));
+    const requeued = await site.store.waitFor([id], (r) => r.status !== "failed", 15_000).catch(() => undefined);
+    gate.release();
+    assert.ok(requeued, "the restart re-queued the failed node");
+    const rec = (await site.store.waitFor([id], (r) => r.status === "done" || r.status === "failed", 60_000)).get(id)!;
+    assert.equal(rec.status, "done", rec.lastError);
+    assert.equal(rec.rounds, 2, "a second round, for the restart");
+  } finally {
+    await emu.stop();
+  }
+});
+
+async function eventuallyTrue(ok: () => boolean, timeoutMs: number, what: string): Promise<void> {
+  for (const deadline = Date.now() + timeoutMs; !ok(); ) {
+    assert.ok(Date.now() < deadline, `timed out: ${what}`);
+    await new Promise((r) => setTimeout(r, 50)); // the provisioner's reads announce themselves nowhere else
+  }
+}
