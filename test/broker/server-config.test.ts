@@ -7,6 +7,7 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import { authorizationConfig } from "../../src/broker/auth.js";
+import { openTimedOut, retryTransient } from "../../src/broker/bucket.js";
 import { describeMeta, membersOutsideMeta } from "../../src/broker/meta-group.js";
 import { metaViews } from "../../src/lab/site/reach.js";
 import { brokerConfigProblem, brokerServerConfig, BROKER_PATHS } from "../../src/broker/server-config.js";
@@ -158,22 +159,11 @@ test("three members form a JetStream cluster over TLS routes: an R3 bucket keeps
       if (Date.now() > until) throw new Error(`the bucket took no write within 30 s of losing a member: ${(e as Error).message}`);
     }
   }
-  assert.equal((await askAgain(until, () => jsm.streams.info("KV_muster_provision"))).state.messages, 6);
+  assert.equal((await retryTransient(() => jsm.streams.info("KV_muster_provision"), until - Date.now(), openTimedOut)).state.messages, 6);
   // a read is a direct get, which any member holding a copy answers; one still settling after the
   // loss stays silent and the request times out (seen once in CI), so it is asked again meanwhile
-  assert.equal(new TextDecoder().decode((await askAgain(until, () => kv.get("node3")))?.value), "3");
+  assert.equal(new TextDecoder().decode((await retryTransient(() => kv.get("node3"), until - Date.now(), openTimedOut))?.value), "3");
 });
-
-/** `ask()`, asked again while it times out (a member or a stream leader still settling answers nothing) until `until`. */
-async function askAgain<T>(until: number, ask: () => Promise<T>): Promise<T> {
-  for (;;) {
-    try {
-      return await ask();
-    } catch (e) {
-      if (!/timeout/i.test((e as Error).message) || Date.now() > until) throw e;
-    }
-  }
-}
 
 const REPLICATED = ["KV_muster_alive", "KV_muster_provision", "KV_muster_puppet_runs", "MUSTER_AUDIT", "MUSTER_RUNALL"];
 
@@ -214,7 +204,7 @@ test("a member back from a crash: `broker stores --rebuild` gives it a fresh cop
   // nats1's own copy of the state holds every write: the same last sequence as the others'
   const jsm = await jetstreamManager(nc);
   // the rebuild may have moved the stream's leader: its info request can time out meanwhile (a CI run)
-  const last = (await askAgain(Date.now() + 30_000, () => jsm.streams.info("KV_muster_provision"))).state.last_seq;
+  const last = (await retryTransient(() => jsm.streams.info("KV_muster_provision"), 30_000, openTimedOut)).state.last_seq;
   for (let deadline = Date.now() + 15_000; ; ) {
     const seqs = await Promise.all([0, 1, 2].map((i) => lastSeqOn(i, "KV_muster_provision")));
     if (seqs.every((x) => x === last)) break;

@@ -13,6 +13,7 @@ import { ProvisionerConfigSchema } from "../../src/provisioner/config.js";
 import { MusterCollective } from "../../src/provisioner/muster-collective.js";
 import { Provisioner } from "../../src/provisioner/scheduler.js";
 import { ProvisionState } from "../../src/provisioner/state.js";
+import { eventually } from "../support/collective.js";
 import { startSimulatedSite, type SimulatedSite } from "../support/provisioner.js";
 
 // The state bucket stops taking the provisioner's writes mid-run (a broker cut off, an election
@@ -77,13 +78,8 @@ test("writes refused past the claim: the node is left unwritten, taken up again 
   const provisioner = new Provisioner(cfg, new MusterCollective(site.client, cfg, log), new ProvisionState(gated), log);
   provisioners.push(provisioner);
   await provisioner.start();
-  const t0 = Date.now();
-  const leftAt = await new Promise<number>((resolve, reject) => {
-    const t = setInterval(() => {
-      if (lines.some((l) => l.includes("could not be written"))) resolve((clearInterval(t), Date.now()));
-      else if (Date.now() - t0 > 90_000) reject((clearInterval(t), new Error(`never left unwritten (gate ${JSON.stringify(gate)}): ${lines.slice(-5).join("")}`)));
-    }, 200); // the provisioner announces this only in its log
-  });
+  // the provisioner announces this only in its log
+  const leftAt = await eventually(async () => (lines.some((l) => l.includes("could not be written")) ? Date.now() : undefined), 90_000, "the node left unwritten");
   assert.ok(gate.closedAt > 0 && leftAt - gate.closedAt >= 19_000, `tried for the 20 s minimum first (gave up ${leftAt - gate.closedAt} ms after the gate closed)`);
   assert.ok(gate.refused > 1, "the same write was tried again meanwhile");
   assert.equal((await site.store.get(id))?.record.status, "in_progress", "the bucket still holds the claim");
@@ -128,7 +124,7 @@ test("a failed node's restart while a discovery is looking at its record (a slow
     assert.equal((await site.store.waitFor([id], (r) => r.status === "failed", 60_000)).get(id)?.status, "failed");
     // a discovery cycle finds the failed node (it still answers the target filter) and reads its record: held there
     gate.arm = true;
-    await eventuallyTrue(() => gate.holding, 15_000, "a discovery cycle read the failed node's record");
+    await eventually(async () => (gate.holding ? true : undefined), 15_000, "a discovery cycle read the failed node's record");
     failing.delete(id);
     // the node restarts (its own signed startup event) while that read is held
     const e = lifecycleEvent("startup", { identity: id, component: "server", version: "0.0.0", collectives: ["muster"], time: Date.now() });
@@ -143,10 +139,3 @@ test("a failed node's restart while a discovery is looking at its record (a slow
     await emu.stop();
   }
 });
-
-async function eventuallyTrue(ok: () => boolean, timeoutMs: number, what: string): Promise<void> {
-  for (const deadline = Date.now() + timeoutMs; !ok(); ) {
-    assert.ok(Date.now() < deadline, `timed out: ${what}`);
-    await new Promise((r) => setTimeout(r, 50)); // the provisioner's reads announce themselves nowhere else
-  }
-}

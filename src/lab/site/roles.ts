@@ -72,12 +72,12 @@ export function siteBrokerUrls(): string[] {
     .map((m) => `tls://${m.identity}:${SITE_PORTS.nats}`);
 }
 
-/** The routes every broker lists (its own among them). */
 /** A site machine's short name: its hostname, and a broker's server_name in its nats-server.conf. */
 export function shortName(identity: string): string {
   return identity.split(".")[0]!;
 }
 
+/** The routes every broker lists (its own among them). */
 export function siteRoutes(): string[] {
   return siteMachines()
     .filter((m) => m.role === "broker")
