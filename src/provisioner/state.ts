@@ -217,12 +217,22 @@ export class ProvisionState {
   /**
    * Drop a node's record and its history (decommission). A provisioner working on the node loses
    * its compare-and-set at its next write and leaves the node; the next time the name is seen it
-   * starts from nothing. Returns the record that was there, if any.
+   * starts from nothing. Returns the record that was removed, if any. A compare-and-set like
+   * every other write: a record written between the read and the purge is read again, so what is
+   * returned (and reported) is what was dropped.
    */
   async remove(identity: string): Promise<NodeRecord | undefined> {
-    const was = await this.get(identity);
-    if (was) await retrying(() => this.bucket.purge(recordKey(identity)));
-    return was?.record;
+    for (let attempt = 0; ; attempt++) {
+      const was = await this.get(identity);
+      if (!was) return undefined;
+      try {
+        await retrying(() => this.bucket.purge(recordKey(identity), was.revision));
+        return was.record;
+      } catch (e) {
+        // a provisioner writing the node every few ms cannot hold a decommission off for long
+        if (!(e instanceof RevisionConflict) || attempt >= 20) throw e;
+      }
+    }
   }
 
   /**

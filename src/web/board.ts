@@ -1,4 +1,5 @@
 import { Stages, type NodeRecord, type Stage } from "../protocol/provision-record.js";
+import { failedStage } from "../provisioner/failures.js";
 
 // The provisioning board: the provisioner's per-node records (protocol/provision-record.ts) as the
 // console shows them. Pure: the record and the clock in, the row out (what `muster provision
@@ -105,8 +106,8 @@ export function boardNode(rec: NodeRecord, now = Date.now()): BoardNode {
     identity: rec.identity,
     status: rec.status,
     // while working, and when failed, the step it is (or was) on: a failed bootstrap says bootstrap,
-    // not the sign_csr before it
-    stage: (rec.status === "in_progress" || rec.status === "failed" ? (rec.current ?? rec.stage) : rec.stage) ?? "",
+    // not the sign_csr before it; the same rule as `muster provision status`
+    stage: rec.status === "in_progress" || rec.status === "failed" ? failedStage(rec) : (rec.stage ?? ""),
     master: rec.master ?? null,
     started: iso(started),
     updated: iso(rec.updatedAt) ?? new Date(now).toISOString(),

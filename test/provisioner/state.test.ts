@@ -171,6 +171,33 @@ test("forget drops a gone or failed node's record by compare-and-set, and refuse
   assert.deepEqual([after.status, after.gone, after.history?.at(-1)?.event, after.history?.at(-1)?.by], ["pending", undefined, "retried", "carol"]);
 });
 
+test("decommission removes by compare-and-set: a write between its read and its purge is read again, and what it reports is what it dropped", async () => {
+  const id = "decom.test";
+  const v = { record: { ...newRecord(id), status: "done" as const, stage: "notify" as const }, revision: 0 };
+  assert.ok(await state.compareAndSet(v));
+  const bucket = state.bucket;
+  const realGet = bucket.get.bind(bucket);
+  let raced = false;
+  bucket.get = async (key) => {
+    const e = await realGet(key);
+    if (!raced && key === recordKey(id)) {
+      raced = true;
+      // a provisioner takes the node up again before the purge lands
+      const prov = { record: { ...structuredClone(v.record), status: "in_progress" as const, owner: "prov-b", log: ["claimed by prov-b"] }, revision: e!.revision };
+      assert.ok(await state.compareAndSet(prov), "the provisioner's write lands");
+    }
+    return e;
+  };
+  try {
+    const was = await state.remove(id);
+    assert.deepEqual([was?.status, was?.owner], ["in_progress", "prov-b"], "the record dropped is the provisioner's, not the stale one read first");
+  } finally {
+    bucket.get = realGet;
+  }
+  assert.equal(await state.get(id), undefined, "removed");
+  assert.equal(await state.remove(id), undefined, "nothing to remove twice");
+});
+
 test("compare-and-set through a broker outage: tried again for as long as it is told (the claim held), the same write; past that it rejects, not 'lost'", async () => {
   const dir = mkdtempSync(join(tmpdir(), "muster-state-outage-"));
   const port = await freePort();

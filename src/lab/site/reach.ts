@@ -4,6 +4,8 @@ import type { TlsSettings } from "../../broker/connect.js";
 import { MusterClient } from "../../client/client.js";
 import { describeMeta, metaRemedy, parseMetaView, type MetaView } from "../../broker/meta-group.js";
 import { MusterError } from "../../errors.js";
+import { DEFAULT_STATE_BUCKET } from "../../protocol/buckets.js";
+import { ProvisionState } from "../../provisioner/state.js";
 import { labWebToken } from "../credentials.js";
 import { machineExecAsync } from "../machines/index.js";
 import type { SiteMachineState } from "../state.js";
@@ -91,9 +93,8 @@ export async function waitForCluster(brokers: string[], tls: TlsSettings, timeou
   try {
     for (;;) {
       try {
-        // what the provisioners will make: the state bucket with three copies
-        const b = await client.bucket("muster_provision", { create: { history: 5, replicas: brokers.length } });
-        await b.status();
+        // what the provisioners will make: the state bucket, with as many copies as there are brokers
+        await (await ProvisionState.open(client, DEFAULT_STATE_BUCKET, { replicas: brokers.length })).bucket.status();
         return;
       } catch (e) {
         if (signal.aborted) throw abandoned();
