@@ -63,6 +63,7 @@ export const builtinDataDDLs: ReadonlyMap<string, DataPluginDDL> = new Map<strin
         config_version: { description: "The catalog version of the last run", type: "string" },
         last_run_status: { description: "How the last run went: failed, changed or unchanged (empty before any run)", type: "string" },
         disabled_since: { description: "When Puppet was disabled (ms since epoch), 0 when enabled", type: "integer" },
+        runinterval: { description: "Seconds between the agent's runs (puppet.conf's runinterval, Puppet's 1800 when unset)", type: "integer" },
       },
     },
   ],

@@ -21,6 +21,8 @@ export interface SimulatedPuppetOptions {
   history?: boolean;
   /** How long ago that previous run ended, seconds (default 3600). */
   lastRunAgoS?: number;
+  /** The node's puppet.conf runinterval, seconds (default Puppet's 1800). */
+  runintervalS?: (identity: string) => number;
 }
 
 export interface SimulatedRun {
@@ -144,6 +146,7 @@ export class SimulatedPuppetFleet {
               failed_resources: sum?.failed ?? 0,
               total_time: n.lastDurationS ?? 0,
               last_run_status: !sum || n.lastrun <= 0 ? "" : sum.failed > 0 ? "failed" : sum.changed > 0 ? "changed" : "unchanged",
+              runinterval: this.opts.runintervalS?.(n.identity) ?? 1800,
             };
           },
         },

@@ -12,11 +12,23 @@ import { failedStage } from "../provisioner/failures.js";
 export interface HealthPolicy {
   /** Seconds without a heartbeat before a node counts as unreachable (at least 2.5 of its own intervals). */
   unreachableAfterS: number;
-  /** Seconds after its last run before Puppet counts as stale (by default twice Puppet's 30-minute runinterval). */
-  puppetStaleAfterS: number;
+  /**
+   * Seconds after its last run before Puppet counts as stale, for every node. Unset (the default):
+   * twice the node's own runinterval, which its heartbeat carries, else twice Puppet's 30 minutes.
+   */
+  puppetStaleAfterS?: number;
 }
 
-export const DEFAULT_HEALTH_POLICY: HealthPolicy = { unreachableAfterS: 25, puppetStaleAfterS: 3600 };
+export const DEFAULT_HEALTH_POLICY: HealthPolicy = { unreachableAfterS: 25 };
+/** Puppet's default runinterval, for a node whose heartbeat does not say its own. */
+const DEFAULT_RUNINTERVAL_S = 1800;
+
+/** When a node's Puppet counts as stale: the policy's threshold, else twice its runinterval. */
+export function staleAfterS(policy: HealthPolicy, puppet: Record<string, unknown> | undefined): number {
+  if (policy.puppetStaleAfterS !== undefined) return policy.puppetStaleAfterS;
+  const ri = puppet?.runinterval;
+  return 2 * (typeof ri === "number" && Number.isFinite(ri) && ri > 0 ? ri : DEFAULT_RUNINTERVAL_S);
+}
 
 /** What is known of one node. */
 export interface HealthInputs {
@@ -49,6 +61,8 @@ export interface PuppetHealth {
   /** Seconds since then. */
   age_s: number | null;
   stale: boolean;
+  /** Seconds since the last run past which it counts as stale (twice its runinterval, unless set). */
+  stale_after_s: number;
   disabled: boolean;
   disabled_message: string | null;
   disabled_since: string | null;
@@ -132,11 +146,13 @@ function puppetHealth(i: HealthInputs, policy: HealthPolicy, now: number): Puppe
   const age = last ? secondsSince(last.time, now) : null;
   const disabled = v ? v.enabled === false || v.disabled === true : false;
   const since = v && typeof v.disabled_since === "number" && v.disabled_since > 0 ? iso(v.disabled_since) : null;
+  const staleAfter = staleAfterS(policy, v);
   return {
     status: last?.status ?? null,
     last_run: last ? iso(last.time) : null,
     age_s: age,
-    stale: age !== null && age > policy.puppetStaleAfterS,
+    stale: age !== null && age > staleAfter,
+    stale_after_s: staleAfter,
     disabled,
     disabled_message: disabled ? (str(v?.disable_message) ?? str(v?.disabled_message)) : null,
     disabled_since: disabled ? since : null,
@@ -193,7 +209,7 @@ export function nodeHealth(i: HealthInputs, policy: HealthPolicy, now: number): 
     }
     if (puppet.disabled) problems.push({ kind: "puppet_disabled", why: `Puppet is disabled${puppet.disabled_since ? ` since ${puppet.disabled_since}` : ""}: ${puppet.disabled_message ?? "no message given"}`, ...(puppet.disabled_since ? { since: puppet.disabled_since } : {}) });
     // a node that is not heard from is the problem; its Puppet going stale follows from it
-    if (puppet.stale && reachable && !puppet.disabled) problems.push({ kind: "puppet_stale", why: `Puppet has not run for ${span(puppet.age_s ?? 0)} (stale after ${span(policy.puppetStaleAfterS)})`, ...(puppet.last_run ? { since: puppet.last_run } : {}) });
+    if (puppet.stale && reachable && !puppet.disabled) problems.push({ kind: "puppet_stale", why: `Puppet has not run for ${span(puppet.age_s ?? 0)} (stale after ${span(puppet.stale_after_s)})`, ...(puppet.last_run ? { since: puppet.last_run } : {}) });
   }
   problems.sort((a, b) => ProblemKinds.indexOf(a.kind) - ProblemKinds.indexOf(b.kind));
   return {

@@ -1,5 +1,5 @@
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
-import { dirname } from "node:path";
+import { dirname, join } from "node:path";
 
 // puppet.conf is INI: `[section]` headers and `key = value` lines. We change only the keys we
 // are asked to, in place, and keep every other line (comments, order, other sections) as is.
@@ -76,4 +76,30 @@ export function updatePuppetConf(path: string, section: string, settings: Record
   const tmp = `${path}.muster-${process.pid}.tmp`;
   writeFileSync(tmp, setIniSettings(before, section, settings));
   renameSync(tmp, path);
+}
+
+/** Puppet's default `runinterval`: 30 minutes. */
+export const DEFAULT_RUNINTERVAL_S = 1800;
+const DURATION_UNITS: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86_400, y: 31_536_000 };
+
+/**
+ * The agent's `runinterval` in seconds from puppet.conf's text ([agent] over [main]), in Puppet's
+ * duration syntax ("1800", "30m", "2h", "1d"); Puppet's default when unset, unreadable or 0 (0 runs
+ * continuously and says nothing of when a run is late).
+ */
+export function runIntervalOf(text: string | null | undefined): number {
+  if (!text) return DEFAULT_RUNINTERVAL_S;
+  const v = readIniSection(text, "agent").runinterval ?? readIniSection(text, "main").runinterval;
+  const m = v === undefined ? null : /^(\d+)\s*([smhdy]?)$/.exec(v.trim());
+  const seconds = m ? Number(m[1]) * DURATION_UNITS[m[2] || "s"]! : 0;
+  return seconds > 0 && Number.isSafeInteger(seconds) ? seconds : DEFAULT_RUNINTERVAL_S;
+}
+
+/** The agent's `runinterval` from the puppet.conf in `confdir` (Puppet's default when there is none to read). */
+export function readRunInterval(confdir: string): number {
+  try {
+    return runIntervalOf(readFileSync(join(confdir, "puppet.conf"), "utf8"));
+  } catch {
+    return DEFAULT_RUNINTERVAL_S;
+  }
 }

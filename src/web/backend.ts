@@ -61,7 +61,7 @@ export class ConsoleBackend {
     this.insights = new Insights(this.feed);
     this.registry = new RegistryHttp(cfg.registry.url, o.registryToken);
     this.status = { broker: { ok: false, error: `connecting to the broker at ${o.brokerWhere}` }, registry: { ok: false, error: "not checked yet" } };
-    this.health = new HealthFeed(this.feed, { policy: { unreachableAfterS: cfg.health.unreachable_after, puppetStaleAfterS: cfg.health.stale_after }, registered: () => this.registered() }, log);
+    this.health = new HealthFeed(this.feed, { policy: { unreachableAfterS: cfg.health.unreachable_after, ...(cfg.health.stale_after !== undefined ? { puppetStaleAfterS: cfg.health.stale_after } : {}) }, registered: () => this.registered() }, log);
     this.actions = new ConsoleActions({ cfg, log, auditor: this.auditor, me, feed: this.feed, insights: this.insights, connected: () => this.connected() });
     this.alerts = new HealthAlerts({ unreachableAfterS: cfg.alerts.unreachable_after, puppetFailures: cfg.alerts.puppet_failures }, () => this.notifier, log);
     const nodes = new Gauge({ name: "muster_health_nodes", help: "Nodes known to fleet health, by whether they are healthy", labelNames: ["state"], registers: [this.metrics] });

@@ -79,11 +79,11 @@ export const WebConfigSchema = z
       .object({
         /** Seconds without a heartbeat (at least 2.5 of the node's own intervals). */
         unreachable_after: z.number().positive().max(86_400).default(25),
-        /** Seconds since the last Puppet run. */
-        stale_after: z.number().positive().default(3600),
+        /** Seconds since the last Puppet run; unset: twice each node's own runinterval. */
+        stale_after: z.number().positive().optional(),
       })
       .strict()
-      .default({ unreachable_after: 25, stale_after: 3600 }),
+      .default({ unreachable_after: 25 }),
     /** Telling the admins about nodes' health through the notify agent (docs/fleet.md#alerts). */
     alerts: z
       .object({

@@ -61,6 +61,27 @@ test("Puppet: failed with its streak, disabled with its message and since when, 
   assert.equal(failuresInARow([run(1, "failed"), run(2, "unchanged"), run(3, "failed")]), 1);
 });
 
+test("Puppet is stale past twice the node's own runinterval (its heartbeat says it), else an hour; a set threshold holds for every node", () => {
+  const puppet = (lastrunAgoS: number, over: Record<string, unknown> = {}) => ({ status: { puppet: { enabled: true, lastrun: (NOW - lastrunAgoS * 1000) / 1000, total_resources: 10, changed_resources: 0, failed_resources: 0, last_run_status: "unchanged", ...over } } });
+  const stale = (i: HealthInputs, policy = P) => nodeHealth(i, policy, NOW).problems.find((x) => x.kind === "puppet_stale");
+  // every 10 minutes: 21 minutes without a run is stale, and says after how long
+  const quick = nodeHealth(seen(1, puppet(1260, { runinterval: 600 })), P, NOW);
+  assert.equal(quick.puppet?.stale_after_s, 1200);
+  assert.match(stale(seen(1, puppet(1260, { runinterval: 600 })))!.why, /Puppet has not run for 21 min \(stale after 20 min\)/);
+  assert.equal(stale(seen(1, puppet(1140, { runinterval: 600 }))), undefined, "19 minutes is not");
+  // a node that does not say (an older muster, or garbage): Puppet's 30 minutes, twice
+  for (const ri of [undefined, "600", -5, 0, Number.NaN]) {
+    assert.equal(nodeHealth(seen(1, puppet(1260, { runinterval: ri })), P, NOW).puppet?.stale_after_s, 3600, String(ri));
+    assert.equal(stale(seen(1, puppet(1260, { runinterval: ri }))), undefined, String(ri));
+  }
+  // a node that runs daily is not stale after 3 hours
+  assert.equal(stale(seen(1, puppet(3 * 3600, { runinterval: 86_400 }))), undefined);
+  // --stale-after / health.stale_after: one threshold for every node, whatever it runs at
+  const fixed = { ...P, puppetStaleAfterS: 300 };
+  assert.ok(stale(seen(1, puppet(400, { runinterval: 86_400 })), fixed));
+  assert.equal(nodeHealth(seen(1, puppet(400, { runinterval: 600 })), fixed, NOW).puppet?.stale_after_s, 300);
+});
+
 test("provisioning: a failed node names the stage it failed at (as the board does), a gone one why", () => {
   const rec = { ...newRecord("n1", NOW), status: "failed" as const, stage: "sign_csr" as const, current: "bootstrap" as const, lastError: "puppet run failed" };
   const h = nodeHealth({ identity: "n1", registered: true, provisioning: rec }, P, NOW);

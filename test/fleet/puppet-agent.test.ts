@@ -48,6 +48,10 @@ describe("puppet agent", () => {
     assert.deepEqual(await call("enable"), { enabled: true, changed: true, status: "Puppet enabled" });
     assert.deepEqual(await call("enable"), { enabled: true, changed: false, status: "Puppet was already enabled" });
     assert.equal((await plugin.query(undefined, md))?.enabled, true);
+    // the runinterval its heartbeat carries (fleet health's stale threshold) is puppet.conf's
+    assert.equal((await plugin.query(undefined, md))?.runinterval, 1800, "Puppet's default with no puppet.conf");
+    writeFileSync(join(tmp.path, "conf", "puppet.conf"), "[main]\nruninterval = 1h\n[agent]\nruninterval = 15m\n");
+    assert.equal((await plugin.query(undefined, md))?.runinterval, 900);
   });
 
   it("refuses a server override unless allowed; refuses while Puppet's run lock names a live process", async () => {

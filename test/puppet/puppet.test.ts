@@ -4,7 +4,7 @@ import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { parseCsr, csrFingerprint, normaliseFingerprint, PP_CLI_AUTH_OID, setIniSettings, readIniSection, writeHostsEntry } from "../../src/puppet/index.js";
+import { parseCsr, csrFingerprint, normaliseFingerprint, PP_CLI_AUTH_OID, setIniSettings, readIniSection, readRunInterval, runIntervalOf, writeHostsEntry } from "../../src/puppet/index.js";
 import { parseRunOutput } from "../../src/puppet/report.js";
 import { validateInput } from "../../src/ddl/validate.js";
 import { RpcError } from "../../src/errors.js";
@@ -36,6 +36,36 @@ describe("puppet.conf editing", () => {
 
   it("refuses multi-line values", () => {
     assert.throws(() => setIniSettings("", "main", { server: "a\n[evil]" }), /one line/);
+  });
+});
+
+describe("puppet.conf's runinterval", () => {
+  it("reads [agent] over [main], in Puppet's duration syntax, and says what the real puppet says", () => {
+    const cases: [string, number][] = [
+      ["", 1800],
+      ["[main]\nruninterval = 2h\n", 7200],
+      ["[main]\nruninterval = 2h\n[agent]\nruninterval = 45m\n", 2700],
+      ["[agent]\nruninterval = 600\n", 600],
+      ["[agent]\nruninterval = 1d\n", 86_400],
+      ["[agent]\nruninterval = 90s\n", 90],
+    ];
+    const dir = mkdtempSync(join(tmpdir(), "muster-runinterval-"));
+    try {
+      for (const [conf, seconds] of cases) {
+        assert.equal(runIntervalOf(conf), seconds, conf);
+        writeFileSync(join(dir, "puppet.conf"), conf);
+        assert.equal(readRunInterval(dir), seconds, conf);
+        const real = execFileSync("puppet", ["config", "print", "runinterval", "--section", "agent", "--confdir", dir, "--vardir", join(dir, "var")], { encoding: "utf8" });
+        assert.equal(Number(real.trim()), seconds, `the real puppet reads ${JSON.stringify(conf)} as ${real.trim()}`);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("falls back to Puppet's 30 minutes for what says nothing of when a run is due: 0, garbage, no file", () => {
+    for (const conf of ["[agent]\nruninterval = 0\n", "[agent]\nruninterval = soon\n", "[agent]\nruninterval = -5\n", "[agent]\nruninterval = 1w\n", "[agent]\nruninterval = 99999999999999999999\n"]) assert.equal(runIntervalOf(conf), 1800, conf);
+    assert.equal(readRunInterval("/nonexistent/muster-confdir"), 1800);
   });
 });
 

@@ -9,7 +9,7 @@ import { puppetDDL, type PuppetDDL } from "./ddl.js";
 import { createRuntime, readStatus, type PuppetRuntime } from "./runtime.js";
 import { puppetAgentFor } from "./settings.js";
 import { statSync } from "node:fs";
-import { puppetStatePaths } from "../../puppet/index.js";
+import { puppetStatePaths, readRunInterval } from "../../puppet/index.js";
 import { summaryRunStatus } from "../../protocol/puppet-run.js";
 import type { NodeOps } from "../../agent/node-ops.js";
 
@@ -60,7 +60,7 @@ export function createPuppetAgent(deps: PuppetAgentDeps = {}): MusterPuppetAgent
 
   const dataPlugin: DataPlugin = {
     name: "puppet",
-    description: "The Puppet agent's state: enabled, applying, idling, daemon_present, status, lastrun, since_lastrun, disable_message, disabled_since, last run counts and last_run_status (failed, changed, unchanged)",
+    description: "The Puppet agent's state: enabled, applying, idling, daemon_present, status, lastrun, since_lastrun, disable_message, disabled_since, runinterval, last run counts and last_run_status (failed, changed, unchanged)",
     async query() {
       const s = rt.known();
       if (!s) return undefined;
@@ -86,6 +86,8 @@ export function createPuppetAgent(deps: PuppetAgentDeps = {}): MusterPuppetAgent
         // Puppet is disabled (the lock's time, 0 where the daemon may not look at it)
         last_run_status: summary && summary.lastrun > 0 ? summaryRunStatus(summary) : "",
         disabled_since: st.enabled ? 0 : lockTime(puppetStatePaths(puppetAgentFor(s)).disabledLockfile),
+        // when the next run is due: fleet health counts Puppet stale past twice this
+        runinterval: readRunInterval(s.confdir),
       };
     },
   };

@@ -23,14 +23,16 @@ export function healthCommand(): Command {
     .description("The fleet's health: unreachable nodes, Puppet failed, stale or disabled, provisioning failed or gone, each with why")
     .option("--problems", "list unhealthy nodes only")
     .option("--unreachable-after <seconds>", "silence before a node counts as unreachable (at least 2.5 of its heartbeat intervals)", seconds("--unreachable-after"), 25)
-    .option("--stale-after <seconds>", "time since the last Puppet run before it counts as stale", seconds("--stale-after"), 3600)
+    .option("--stale-after <seconds>", "time since the last Puppet run before it counts as stale (default: twice each node's runinterval)", seconds("--stale-after"))
     .option("--bucket <name>", "KV bucket of the provisioner (state_bucket)")
     .addHelpText(
       "after",
       `
 A node is unreachable when its heartbeat (every 10 s by default) has not arrived for 25 s, or
 its last heartbeat said it was stopping. Puppet's state comes with each heartbeat; its runs are
-kept per node. Filters other than -I are answered by the registry. Nothing is sent to the nodes.
+kept per node. Puppet is stale when its last run is older than twice the node's own runinterval
+(puppet.conf; 30 minutes when unset), or than --stale-after for every node. Filters other than
+-I are answered by the registry. Nothing is sent to the nodes.
 
 Exit codes: 0 every node healthy, 2 some node unhealthy, 1 no node known (or matched).
 
@@ -47,7 +49,7 @@ Examples:
           filter: s.filter,
           stateBucket: o.bucket ?? (s.config.provision_bucket as string | undefined),
           registryBucket: s.config.registry_bucket,
-          policy: { unreachableAfterS: o.unreachableAfter ?? 25, puppetStaleAfterS: o.staleAfter ?? 3600 },
+          policy: { unreachableAfterS: o.unreachableAfter ?? 25, ...(o.staleAfter !== undefined ? { puppetStaleAfterS: o.staleAfter } : {}) },
           onWarning: (m) => process.stderr.write(`warning: ${m}\n`),
         });
         if (o.json) process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
