@@ -391,9 +391,14 @@ test("dpkg in a throwaway root: install keeps a cloud-init server.yaml and makes
   for (const c of CONFFILES) assert.ok(existsSync(join(r, c)), `remove keeps ${c}`);
   assert.ok(existsSync(join(r, "etc", "muster", "tls", "node.key")), "remove keeps credentials");
 
+  // what the units' StateDirectory=, CacheDirectory= and LogsDirectory= make once they have run
+  for (const d of ["lib/muster/server", "cache/muster/server", "cache/muster/privileged", "log/muster"]) {
+    mkdirSync(join(r, "var", d), { recursive: true });
+    writeFileSync(join(r, "var", d, "left"), "x");
+  }
   await dpkg("--purge", "muster");
   assert.equal(existsSync(join(r, "etc", "muster")), false, "purge removes /etc/muster, credentials included");
-  assert.deepEqual(readdirSync(join(r, "var", "lib")).filter((d) => d === "muster"), []);
+  for (const d of ["lib", "cache", "log"]) assert.deepEqual(readdirSync(join(r, "var", d)).filter((n) => n === "muster"), [], `purge removes /var/${d}/muster`);
 });
 
 test("installs into a root without /proc, as image builders do: nothing in postinst needs it, and a systemd-tmpfiles that refuses (Debian 13's does there) stops nothing", async () => {
