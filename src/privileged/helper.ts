@@ -22,8 +22,8 @@ import type { NodeSettings, NodeSettingsReader } from "./settings.js";
 // the kernel (SO_PEERCRED), one request line read within a deadline and checked against the list
 // (operations.ts), settings read now from root's server config (never from the request), the
 // operation's own rules below, then the same code a root daemon runs (directOps), one Puppet
-// process at a time. One reply line, and the connection closes. Every request is logged with its
-// peer and its arguments (secrets left out).
+// process acting at a time (reads, one more beside it). One reply line, and the connection
+// closes. Every request is logged with its peer and its arguments (secrets left out).
 
 /** A request the helper will not do: nothing was done, and the reply says which rule refused it. */
 export class Refusal extends Error {}

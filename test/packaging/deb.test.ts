@@ -158,6 +158,9 @@ test("units: each daemon runs as a user of its own with no capability, system re
   assert.match(socket, /^SocketUser=root$/m);
   assert.match(socket, /^SocketGroup=muster$/m);
   assert.match(socket, /^SocketMode=0660$/m);
+  // /run/muster: root and muster's group, whoever makes it (tmpfiles, or systemd for the socket)
+  assert.match(readFileSync(join(root, "usr", "lib", "tmpfiles.d", "muster.conf"), "utf8"), /^d \/run\/muster 0750 root muster -$/m);
+  assert.match(socket, /^DirectoryMode=0750$/m, "the socket's directory as tmpfiles makes it, never wider");
   const serverUnit = readFileSync(join(root, ...UNIT_DIR, "muster-server.service"), "utf8");
   assert.match(serverUnit, /^Wants=.*muster-privileged\.socket/m);
   assert.match(serverUnit, /^Also=muster-privileged\.socket$/m, "enabling the server enables its helper's socket");
@@ -363,6 +366,10 @@ test("dpkg in a throwaway root: install keeps a cloud-init server.yaml and makes
   assert.ok(existsSync(join(r, "etc", "muster", "tls")), "the credentials directory");
   const gid = users("group")[0]!.split(":")[2];
   assert.notEqual(gid, "995", "the root's own muster group, not the machine's leftover one");
+  // /run/muster as systemd-tmpfiles makes it from the shipped muster.conf, at boot before the socket
+  await run("systemd-tmpfiles", [`--root=${r}`, "--create", "muster.conf"]);
+  const { stdout: runDir } = await run("stat", ["-c", "%a %u %g", join(r, "run", "muster")]);
+  assert.equal(runDir.trim(), `750 0 ${gid}`, "/run/muster: root and the node daemon's group only");
   const configGid = users("group", "muster-config")[0]!.split(":")[2];
   const { stdout: mode } = await run("stat", ["-c", "%a %g", join(r, "etc", "muster"), join(r, "etc", "muster", "tls")]);
   assert.deepEqual(mode.trim().split("\n"), [`750 ${configGid}`, `750 ${configGid}`], "/etc/muster: root and the daemons only");
@@ -384,9 +391,14 @@ test("dpkg in a throwaway root: install keeps a cloud-init server.yaml and makes
   for (const c of CONFFILES) assert.ok(existsSync(join(r, c)), `remove keeps ${c}`);
   assert.ok(existsSync(join(r, "etc", "muster", "tls", "node.key")), "remove keeps credentials");
 
+  // what the units' StateDirectory=, CacheDirectory= and LogsDirectory= make once they have run
+  for (const d of ["lib/muster/server", "cache/muster/server", "cache/muster/privileged", "log/muster"]) {
+    mkdirSync(join(r, "var", d), { recursive: true });
+    writeFileSync(join(r, "var", d, "left"), "x");
+  }
   await dpkg("--purge", "muster");
   assert.equal(existsSync(join(r, "etc", "muster")), false, "purge removes /etc/muster, credentials included");
-  assert.deepEqual(readdirSync(join(r, "var", "lib")).filter((d) => d === "muster"), []);
+  for (const d of ["lib", "cache", "log"]) assert.deepEqual(readdirSync(join(r, "var", d)).filter((n) => n === "muster"), [], `purge removes /var/${d}/muster`);
 });
 
 test("installs into a root without /proc, as image builders do: nothing in postinst needs it, and a systemd-tmpfiles that refuses (Debian 13's does there) stops nothing", async () => {

@@ -273,6 +273,45 @@ test("the symlink-swap race in a loop against root's directory: the attacker's s
   }
 });
 
+const LINKER = `import { rmSync, symlinkSync } from "node:fs";
+// Makes DIR a symbolic link to TARGET and takes it away again, as fast as it can, until stdin closes.
+const [dir, target] = process.argv.slice(2);
+let made = 0, told = false;
+process.stdin.on("end", () => { process.stdout.write(JSON.stringify({ made })); process.exit(0); });
+process.stdin.resume();
+for (;;) {
+  try { symlinkSync(target, dir); made++; } catch {}
+  if (!told) { told = true; process.stderr.write("linking\\n"); }
+  await new Promise((r) => setImmediate(r));
+  try { rmSync(dir); } catch {}
+  await new Promise((r) => setImmediate(r));
+}
+`;
+
+test("a file_paths directory that does not exist, in a sticky world-writable directory: the attacker takes its name as a link out, in a loop; every write is refused and none lands outside", async () => {
+  // as /tmp or /dev/shm: root's, 1777; the operator named a directory there that is not made yet
+  const sticky = rig.path("sticky");
+  mkdirSync(sticky);
+  chmodSync(sticky, 0o1777);
+  const missing = join(sticky, "files");
+  const plugins = rig.baseConfig.plugins as Record<string, Record<string, unknown>>;
+  rig.writeConfig({ ...rig.baseConfig, plugins: { ...plugins, resource: { ...plugins.resource, file_paths: [missing] } } });
+  try {
+    const linker = rig.attacker(LINKER, [missing, rig.path("outside")]);
+    const done = output(linker);
+    await saidOnStderr(linker, /linking/);
+    const answers = await many(Array.from({ length: 12 }, (_, i) => res("file", join(missing, `x${i}`), [["content", "owned"], ["ensure", "file"]])));
+    linker.stdin!.end();
+    const { made } = JSON.parse(await done) as { made: number };
+    assert.ok(made > 0, "the attacker really made the link");
+    for (const a of answers) refusedWith(a, /sticky is writable by others \(mode 1777\)/);
+    assert.deepEqual(readdirSync(rig.path("outside")), [], "nothing was written outside");
+  } finally {
+    rig.writeConfig(rig.baseConfig);
+    rmSync(sticky, { recursive: true, force: true });
+  }
+});
+
 test("set_server after certification: without a port, or with another port or master, is refused and puppet.conf keeps serverport and server_list", async () => {
   const conf = rig.path("puppet/etc/puppet.conf");
   writeFileSync(conf, "[main]\nserver = 127.0.0.11\nserverport = 8141\n\n[agent]\nserver_list = 127.0.0.11:8141,127.0.0.12:8141\n");

@@ -1,12 +1,14 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
+import { loggedArgs } from "../../src/privileged/helper.js";
 import { MAX_REQUEST_BYTES, OPERATION_NAMES, parseRequest, peerAllowed } from "../../src/privileged/operations.js";
 import { parseServer } from "../../src/puppet/server-address.js";
 
 // The helper's vocabulary, pure: what a compromised daemon could put on the socket, and what of it
 // passes. Everything not on the list, or with arguments that are not exactly the operation's own,
 // is refused before any setting is read or anything runs (test/privileged/helper.test.ts: on a
-// real socket, as another user).
+// real socket, as another user). And what the helper's log keeps of a request (loggedArgs).
 
 const refused = (line: string, why: RegExp) => {
   const r = parseRequest(line);
@@ -115,4 +117,23 @@ test("peerAllowed: exactly the served uid, root included in the refusals", () =>
   assert.equal(peerAllowed(0, 998), false);
   assert.equal(peerAllowed(65534, 998), false);
   assert.equal(peerAllowed(Number.NaN, 998), false);
+});
+
+test("the journal's copy of a request: a run's fact values and a file's content by size and digest, the rest as sent, the request itself untouched", () => {
+  const digest = (v: string) => `<${Buffer.byteLength(v)} bytes, sha256 ${createHash("sha256").update(v).digest("hex").slice(0, 16)}>`;
+  const secret = "db-password=hunter2-\u00e9";
+  const run = accepted({ op: "puppet.run", args: { agent: "provision", environment: "bootstrap", noop: true, tags: ["role::web"], facts: { lifecycle_stage: "bootstrap", app_secret: secret } } });
+  const logged = loggedArgs(run);
+  assert.deepEqual(logged, { agent: "provision", environment: "bootstrap", noop: true, tags: ["role::web"], facts: { lifecycle_stage: digest("bootstrap"), app_secret: digest(secret) } });
+  assert.match((logged.facts as Record<string, string>).app_secret!, /^<22 bytes, sha256 [0-9a-f]{16}>$/, "its size in bytes, not characters");
+  assert.equal(JSON.stringify(logged).includes("hunter2"), false);
+  assert.equal(run.op === "puppet.run" && run.args.facts?.app_secret, secret, "what runs still gets the value");
+  // a run without facts has none to hide, and gains no key
+  assert.deepEqual(loggedArgs(accepted({ op: "puppet.run", args: { agent: "puppet" } })), { agent: "puppet" });
+
+  const file = accepted({ op: "puppet.resource", args: { type: "file", name: "/srv/files/token", properties: [["ensure", "file"], ["content", secret], ["mode", "0600"]] } });
+  assert.deepEqual(loggedArgs(file), { type: "file", name: "/srv/files/token", properties: [["ensure", "file"], ["content", digest(secret)], ["mode", "0600"]] });
+  assert.deepEqual(file.op === "puppet.resource" && file.args.properties[1], ["content", secret], "what runs still gets the content");
+  // everything else as it was sent
+  assert.deepEqual(loggedArgs(accepted({ op: "puppet.disable", args: { agent: "puppet", message: "maintenance by ops" } })), { agent: "puppet", message: "maintenance by ops" });
 });

@@ -1,9 +1,9 @@
 import { execFile, spawn, type ChildProcess } from "node:child_process";
-import { chmodSync, chownSync, mkdirSync, writeFileSync } from "node:fs";
+import { chmodSync, chownSync, lstatSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { stringify as toYaml } from "yaml";
-import { cleanEnv, spawnMuster, tempDir, type MusterProcess } from "../support/collective.js";
+import { cleanEnv, spawnMuster, type MusterProcess } from "../support/collective.js";
 
 // The privileged helper as a node runs it, for the tests that attack it: the built `muster
 // privileged serve` as root on a real socket in a temp dir, reading a root-owned server config
@@ -45,11 +45,27 @@ export interface Rig {
 }
 
 /**
+ * Where the rigs' directories live: under /run, root's alone (0755). The helper wants every
+ * directory above a file_paths directory so (src/privileged/paths.ts); under /tmp (1777) it would
+ * refuse every file.
+ */
+export const ROOT_TMP = "/run/muster-test";
+
+/** A temp directory with nothing above it that anyone but root may write. */
+export function rootTempDir(name: string): { path: string; remove(): void } {
+  mkdirSync(ROOT_TMP, { recursive: true, mode: 0o755 });
+  const st = lstatSync(ROOT_TMP);
+  if (!st.isDirectory() || st.uid !== 0 || st.mode & 0o022) throw new Error(`${ROOT_TMP} must be a directory root owns and nobody else may write: remove it`);
+  const path = mkdtempSync(join(ROOT_TMP, `${name}-`));
+  return { path, remove: () => rmSync(path, { recursive: true, force: true }) };
+}
+
+/**
  * A helper on `<tmp>/privileged.sock` serving DAEMON_UID, with Puppet's directories under the
- * temp dir and the resource agent fenced to `files/` (`extraArgs`: more `privileged serve` flags).
+ * temp dir (rootTempDir) and the resource agent fenced to `files/` (`extraArgs`: more `privileged serve` flags).
  */
 export async function startRig(name: string, o: { extraArgs?: string[]; config?: (base: Record<string, unknown>, path: (...p: string[]) => string) => Record<string, unknown> } = {}): Promise<Rig> {
-  const tmp = tempDir(name);
+  const tmp = rootTempDir(name);
   const path = (...p: string[]) => join(tmp.path, ...p);
   chmodSync(tmp.path, 0o755); // the stand-in daemon must reach the socket and its scripts
   for (const d of ["puppet/etc", "puppet/var", "puppet/ssl", "files", "outside", "facts.d", "attacker"]) mkdirSync(path(d), { recursive: true });
