@@ -182,7 +182,7 @@ export function mount(el, ctx, route) {
                   ${timelineTable(p.timeline)}
                   ${roundsTable(p.history)}
                   <h3>Log tail</h3>
-                  <pre class="logtail" tabindex="0" aria-label="provisioning log tail">${(p.log_tail ?? []).join("\n")}</pre>`
+                  <pre class="logtail" tabindex="0" role="region" aria-label="provisioning log tail">${(p.log_tail ?? []).join("\n")}</pre>`
               : html`<p class="muted">Not provisioned by muster (no record in the state bucket).</p>`}
             <h2 id="puppet">Last Puppet run</h2>
             ${puppetSection(n)}
