@@ -11,13 +11,14 @@ import type { FleetNode } from "../../src/emulator/fleet.js";
 import { SimulatedCA, simulatedFactories } from "../../src/emulator/simulated.js";
 import { SimulatedPuppetFleet } from "../../src/emulator/simulated-puppet.js";
 import { silentLogger } from "../../src/log.js";
-import { newRecord } from "../../src/protocol/provision-record.js";
+import { newRecord, type NodeRecord } from "../../src/protocol/provision-record.js";
 import { ProvisionState } from "../../src/provisioner/state.js";
 import { bucketsOn } from "../../src/broker/bucket.js";
 import { a11yFindings } from "../support/a11y.js";
 import { launchChromium, watchPageProblems } from "../support/browser.js";
 import { eventually, runCli, spawnMuster, tempDir, type MusterProcess } from "../support/collective.js";
 import { writeSimulatedProvisionerConfig } from "../support/provisioner.js";
+import { cutOff, focusProblems } from "../support/visible.js";
 import { waitRegistered } from "../support/registry.js";
 import { startLabBroker, type LabBroker } from "./lab-broker.js";
 
@@ -210,6 +211,10 @@ test("the board shows nodes moving to done without a reload, the failed node's c
   await page.locator(`${rowSel(done[0]!)} .timeline`).focus();
   await page.waitForFunction((id) => (document.getElementById("timeline-detail")?.textContent ?? "").startsWith(`${id}: lock`), done[0]!, { timeout: 5000 });
   assert.match((await page.locator("#timeline-detail").textContent()) ?? "", /bootstrap \d/);
+  // Focus shows, whole: on a timeline bar (which clips its stages), a column header's button, the top bar's
+  assert.deepEqual(await focusProblems(page, `${rowSel(done[0]!)} .timeline`), []);
+  assert.deepEqual(await focusProblems(page, '.board-table button.sort[data-sort="identity"]'), []);
+  assert.deepEqual(await focusProblems(page, "#logout"), []);
   // The find box narrows the table, by part of a name or by status, and is kept in the address.
   await page.fill("#board-find", "web0");
   await page.waitForFunction(() => document.querySelectorAll(".board-table .vport .row[data-identity]").length === 10);
@@ -242,6 +247,15 @@ test("the board shows nodes moving to done without a reload, the failed node's c
   const rows = JSON.parse(readFileSync((await json.path())!, "utf8")) as { identity: string; status: string }[];
   assert.deepEqual(rows.map((r) => r.identity), [...waiting].sort().reverse());
   await other.close();
+  // Each column's sort arrow shows whole, both ways, the narrowest column's too
+  for (const key of ["status", "stage", "master", "elapsed", "tries", "identity"]) {
+    for (const arrow of ["▲", "▼"]) {
+      await page.click(`.board-table button.sort[data-sort="${key}"]`);
+      const sel = `.board-table button.sort[data-sort="${key}"]`;
+      await page.waitForFunction(([s, a]) => document.querySelector(s!)?.textContent?.endsWith(a!), [sel, arrow] as const);
+      assert.deepEqual([...(await cutOff(page, sel)), ...(await cutOff(page, `${sel} span[aria-hidden="true"]`))], [], `${key} ${arrow}`);
+    }
+  }
   await page.close();
 });
 
@@ -564,6 +578,10 @@ test("progress: the throughput chart and the ETA match the provisioner's records
   assert.equal(shown.eta, String(Math.round((left / (finishedRecently / 15)) * 60)));
   assert.ok((await page.locator("#stage-table tr[data-stage=bootstrap]").count()) === 1, "per-stage figures");
   assert.ok((await page.locator("#master-table tr[data-master]").count()) >= 2, "per-master figures");
+  // the chart's time labels, the last one at its right edge included, show whole inside the chart
+  const ticks = await page.locator("#throughput svg text.tick").count();
+  assert.ok(ticks >= 4, `time labels: ${ticks}`);
+  for (let i = 1; i <= ticks; i++) assert.deepEqual(await cutOff(page, `#throughput svg text.tick:nth-of-type(${i})`, { within: "#throughput" }), []);
   a11y.push(...(await a11yFindings(page, "progress page")));
   await page.close();
 });
@@ -639,6 +657,33 @@ test("logging out ends the session", async () => {
   await page.waitForSelector("input[name=token]", { timeout: 10_000 });
   assert.equal((await page.request.get(`${url}/api/session`)).status(), 401, "the cookie no longer opens the API");
   await page.close();
+});
+
+test("a gone node: its badge shows whole on the board and its page, with the actions for it, and it is listed on the health page", async () => {
+  // another provisioner's node, found gone: its claim holds, so this test's provisioner leaves it alone
+  const id = "gone-badge.test";
+  const now = Date.now();
+  const rec: NodeRecord = { ...newRecord(id, now - 60_000), status: "in_progress", owner: "prov-elsewhere", claimExpires: now + 3600_000, current: "bootstrap", stage: "sign_csr", master: "master-de.test", rounds: 1, startedAt: now - 60_000, gone: { since: now - 30_000, reason: "no answer to 3 pings in 30 s" } };
+  assert.ok(await store.compareAndSet({ record: rec, revision: 0 }));
+  try {
+    const page = await loggedIn(VIEWER, "bob");
+    const badge = `${rowSel(id)}[data-gone="true"] .status-cell .badge.gone`;
+    await page.waitForSelector(badge, { timeout: 15_000 });
+    assert.deepEqual([...(await cutOff(page, badge)), ...(await cutOff(page, `${rowSel(id)} .status-cell .badge.in_progress`))], []);
+    a11y.push(...(await a11yFindings(page, "board with a gone node (viewer)")));
+    await page.evaluate((h) => (location.hash = h), `#/node/${id}`);
+    await page.waitForSelector(`section.node[data-identity="${id}"] .badge.gone`, { timeout: 15_000 });
+    assert.deepEqual(await cutOff(page, `section.node .badge.gone`), []);
+    assert.equal(await page.locator("#node-retry").textContent(), "Retry now");
+    assert.equal(await page.locator("#node-forget").isDisabled(), true, "a viewer may not");
+    a11y.push(...(await a11yFindings(page, "node page of a gone node (viewer)")));
+    await page.evaluate(() => (location.hash = "#/health"));
+    await page.waitForSelector(`.health-kind[data-kind="gone"] li[data-identity="${id}"]`, { timeout: 15_000 });
+    a11y.push(...(await a11yFindings(page, "health page with a gone node (viewer)")));
+    await page.close();
+  } finally {
+    await store.remove(id);
+  }
 });
 
 test("the login page and the board have no accessibility finding", async () => {
