@@ -287,3 +287,15 @@ test("the node page after a retry: the summary says round 2 (not \"0 tries\"), a
   assert.equal(rows[1]!.at, new Date(t0 + 120_000).toISOString(), "when, as the API says it");
   assert.deepEqual(m.roundRows(undefined), [], "a record from before rounds were kept: no table");
 });
+
+test("the throughput chart's time labels: on the hour and half hour, anchored inward at both ends so none reaches past the chart", () => {
+  const minutes = (from: number) => Array.from({ length: 180 }, (_, i) => ({ start: from + i * 60_000 }));
+  // three hours ending on a half hour (local time, as the labels are): the last bucket has a label
+  const ticks = m.chartTicks(minutes(new Date(2026, 0, 1, 9, 31).getTime()));
+  assert.deepEqual(ticks.map((t) => t.i), [29, 59, 89, 119, 149, 179]);
+  assert.deepEqual(ticks.map((t) => t.anchor), ["middle", "middle", "middle", "middle", "middle", "end"]);
+  // starting on one: the first bucket's label starts at the chart's left edge
+  const first = m.chartTicks(minutes(new Date(2026, 0, 1, 9, 30).getTime()));
+  assert.deepEqual(first[0], { i: 0, start: new Date(2026, 0, 1, 9, 30).getTime(), anchor: "start" });
+  assert.deepEqual(first.at(-1), { i: 150, start: new Date(2026, 0, 1, 12, 0).getTime(), anchor: "middle" }, "away from the ends, centred");
+});

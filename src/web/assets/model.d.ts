@@ -61,3 +61,4 @@ export function explorerExport(rows: { identity: string; columns?: Record<string
 export interface RoundEventLike { at: string; round: number; event: string; stage?: string; detail?: string; by?: string }
 export function provisioningLine(p: { status: string; stage?: string | null; master?: string | null; started?: string | null; elapsed_s?: number | null; rounds?: number; tries?: number }, now: number): string;
 export function roundRows(history: RoundEventLike[] | null | undefined): { at: string; round: number; event: string; what: string; stage: string; detail: string }[];
+export function chartTicks(buckets: { start: number | string }[]): { i: number; start: number | string; anchor: "start" | "middle" | "end" }[];

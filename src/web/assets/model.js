@@ -315,6 +315,16 @@ export function roundRows(history) {
   }));
 }
 
+/**
+ * The throughput chart's time labels: the buckets (oldest first) starting on the hour or half hour,
+ * each with how its label is anchored at the bucket's left edge. Near the chart's ends a label is
+ * anchored inward (start at the left, end at the right), so none reaches past the chart.
+ */
+export function chartTicks(buckets) {
+  const n = buckets.length;
+  return buckets.flatMap((b, i) => (new Date(b.start).getMinutes() % 30 === 0 ? [{ i, start: b.start, anchor: i > n - 12 ? "end" : i < 4 ? "start" : "middle" }] : []));
+}
+
 /** Elapsed seconds of a board node: live for one in progress, as the server said otherwise. */
 export function elapsedSeconds(node, now) {
   if (node.status === "in_progress" && node.started) {
