@@ -17,17 +17,24 @@ export interface A11yFinding {
   nodes: string[];
 }
 
-/** Every WCAG A/AA violation axe finds on the page now, with the elements (CSS selectors) it found it on. */
-export async function axeFindings(page: Page): Promise<A11yFinding[]> {
+/** Every WCAG A/AA violation axe finds on the page now (`tags`: other rule sets), with the elements (CSS selectors) it found it on. */
+export async function axeFindings(page: Page, tags: string[] = TAGS): Promise<A11yFinding[]> {
   if (!(await page.evaluate(() => "axe" in window))) await page.evaluate(AXE);
   return page.evaluate(async (tags) => {
     const axe = (window as unknown as { axe: { run(ctx: Document, o: unknown): Promise<{ violations: { id: string; impact: string | null; help: string; nodes: { target: unknown[] }[] }[] }> } }).axe;
     const r = await axe.run(document, { runOnly: { type: "tag", values: tags }, resultTypes: ["violations"] });
     return r.violations.map((v) => ({ id: v.id, impact: v.impact ?? "unknown", help: v.help, nodes: v.nodes.slice(0, 5).map((n) => n.target.map(String).join(" ")) }));
-  }, TAGS);
+  }, tags);
 }
 
-/** The serious and critical findings only (what the console's tests fail on), as readable lines. */
+const lines = (findings: A11yFinding[], where: string) => findings.map((f) => `${where}: ${f.impact} ${f.id} (${f.help}) at ${f.nodes.join(", ")}`);
+
+/** Every finding, whatever its impact (what the console's browser tests fail on: axe finds nothing), as readable lines. */
+export async function a11yFindings(page: Page, where: string): Promise<string[]> {
+  return lines(await axeFindings(page, [...TAGS, "best-practice"]), where);
+}
+
+/** The serious and critical findings only, as readable lines. */
 export async function seriousA11y(page: Page, where: string): Promise<string[]> {
-  return (await axeFindings(page)).filter((f) => f.impact === "serious" || f.impact === "critical").map((f) => `${where}: ${f.impact} ${f.id} (${f.help}) at ${f.nodes.join(", ")}`);
+  return lines((await axeFindings(page)).filter((f) => f.impact === "serious" || f.impact === "critical"), where);
 }

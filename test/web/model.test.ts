@@ -250,3 +250,52 @@ test("with the run's report: every changed and failed resource with its messages
   assert.equal(v.left_out, 3);
   assert.deepEqual(v.errors, ["Could not send report"], "errors already shown under their resource are not repeated");
 });
+
+test("the node page after a retry: the summary says round 2 (not \"0 tries\"), and the rounds table shows round 2 and who retried round 1", async () => {
+  // the record as the provisioner and the console write it (the real rules), then as /api/nodes sends it
+  const { claimRecord } = await import("../../src/provisioner/claim.js");
+  const { applyRetry } = await import("../../src/provisioner/record-rules.js");
+  const { noteRound } = await import("../../src/protocol/provision-record.js");
+  const { boardNode } = await import("../../src/web/board.js");
+  const t0 = Date.parse("2026-01-01T00:00:00Z");
+  const { v } = claimRecord(undefined, "web9.test", "prov-a", t0, 600)!;
+  const rec = v.record;
+  Object.assign(rec, { status: "failed", current: "sign_csr", stage: "request_csr", attempts: 3, lastError: "sign_csr: CSR never arrived", finishedAt: t0 + 60_000 });
+  noteRound(rec, { event: "failed", stage: "sign_csr", detail: "sign_csr: CSR never arrived" }, t0 + 60_000);
+  applyRetry(rec, "alice (web console)", t0 + 120_000);
+  claimRecord(v, "web9.test", "prov-b", t0 + 125_000, 600);
+  Object.assign(rec, { current: "bootstrap", master: "puppet1.test" });
+  const p = JSON.parse(JSON.stringify(boardNode(rec, t0 + 130_000))) as Parameters<typeof m.provisioningLine>[0] & { history: Parameters<typeof m.roundRows>[0] };
+  assert.equal(p.rounds, 2);
+
+  const line = m.provisioningLine(p, t0 + 130_000);
+  assert.equal(line, "stage bootstrap, master puppet1.test, 5s, round 2");
+  assert.doesNotMatch(line, /tries/, "a new round has no failed tries yet");
+  assert.equal(m.provisioningLine({ ...p, tries: 1 }, t0 + 130_000), "stage bootstrap, master puppet1.test, 5s, round 2, 1 failed try of this stage");
+
+  const rows = m.roundRows(p.history);
+  assert.deepEqual(
+    rows.map((r) => [r.round, r.what, r.stage, r.detail]),
+    [
+      [2, "round started by prov-b", "", ""],
+      [1, "retried by alice (web console)", "", "was failed"],
+      [1, "failed", "sign_csr", "sign_csr: CSR never arrived"],
+      [1, "round started by prov-a", "", ""],
+    ],
+    "newest first",
+  );
+  assert.equal(rows[1]!.at, new Date(t0 + 120_000).toISOString(), "when, as the API says it");
+  assert.deepEqual(m.roundRows(undefined), [], "a record from before rounds were kept: no table");
+});
+
+test("the throughput chart's time labels: on the hour and half hour, anchored inward at both ends so none reaches past the chart", () => {
+  const minutes = (from: number) => Array.from({ length: 180 }, (_, i) => ({ start: from + i * 60_000 }));
+  // three hours ending on a half hour (local time, as the labels are): the last bucket has a label
+  const ticks = m.chartTicks(minutes(new Date(2026, 0, 1, 9, 31).getTime()));
+  assert.deepEqual(ticks.map((t) => t.i), [29, 59, 89, 119, 149, 179]);
+  assert.deepEqual(ticks.map((t) => t.anchor), ["middle", "middle", "middle", "middle", "middle", "end"]);
+  // starting on one: the first bucket's label starts at the chart's left edge
+  const first = m.chartTicks(minutes(new Date(2026, 0, 1, 9, 30).getTime()));
+  assert.deepEqual(first[0], { i: 0, start: new Date(2026, 0, 1, 9, 30).getTime(), anchor: "start" });
+  assert.deepEqual(first.at(-1), { i: 150, start: new Date(2026, 0, 1, 12, 0).getTime(), anchor: "middle" }, "away from the ends, centred");
+});

@@ -234,7 +234,7 @@ export function mount(el, ctx, route) {
               <details class="example">
                 <summary>Example: ${g.example.identity}</summary>
                 <p class="err">${g.example.last_error}</p>
-                <pre class="logtail">${g.example.log_tail.join("\n")}</pre>
+                <pre class="logtail" tabindex="0" role="region" aria-label=${`log tail of ${g.example.identity}`}>${g.example.log_tail.join("\n")}</pre>
               </details>
               <details class="group-nodes">
                 <summary>The ${g.count} ${g.count === 1 ? "node" : "nodes"}</summary>

@@ -58,3 +58,7 @@ export function newProblems(before: HealthNodeLike[] | null | undefined, after: 
 export function flattenFacts(obj: Record<string, unknown> | null | undefined, prefix?: string, out?: Record<string, unknown>): Record<string, unknown>;
 export function factGroups(facts: Record<string, unknown> | null | undefined, find?: string): { name: string; entries: [string, unknown][] }[];
 export function explorerExport(rows: { identity: string; columns?: Record<string, unknown> }[], columns: string[]): { rows: Record<string, unknown>[]; columns: string[] };
+export interface RoundEventLike { at: string; round: number; event: string; stage?: string; detail?: string; by?: string }
+export function provisioningLine(p: { status: string; stage?: string | null; master?: string | null; started?: string | null; elapsed_s?: number | null; rounds?: number; tries?: number }, now: number): string;
+export function roundRows(history: RoundEventLike[] | null | undefined): { at: string; round: number; event: string; what: string; stage: string; detail: string }[];
+export function chartTicks(buckets: { start: number | string }[]): { i: number; start: number | string; anchor: "start" | "middle" | "end" }[];

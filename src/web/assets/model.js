@@ -287,6 +287,44 @@ export function formatDuration(seconds) {
   return `${h}h${String(m % 60).padStart(2, "0")}m`;
 }
 
+/**
+ * A provisioning record's summary line on the node page: "stage sign_csr, master m1, 12s, round 2",
+ * with the failed tries of the current stage only when there are some (rounds are what a retry
+ * adds to; tries start again at 0 with each round).
+ */
+export function provisioningLine(p, now) {
+  const tries = p.tries ? `, ${p.tries} failed ${p.tries === 1 ? "try" : "tries"} of this stage` : "";
+  return `stage ${p.stage || "none"}, master ${p.master ?? "none"}, ${formatDuration(elapsedSeconds(p, now))}, round ${p.rounds ?? 0}${tries}`;
+}
+
+const ROUND_EVENTS = { started: "round started", done: "provisioned", failed: "failed", retried: "retried", restarted: "node restarted", gone: "gone", back: "back" };
+
+/**
+ * A record's rounds (its history, oldest first) as the node page's table shows them, newest
+ * first: what happened, with who for a start or a retry ("retried by alice (web console)"), the
+ * stage and the detail (a failure's error, how a node was found gone, what a retried node was).
+ */
+export function roundRows(history) {
+  return [...(history ?? [])].reverse().map((h) => ({
+    at: h.at,
+    round: h.round,
+    event: h.event,
+    what: `${ROUND_EVENTS[h.event] ?? h.event}${h.by ? ` by ${h.by}` : ""}`,
+    stage: h.stage ?? "",
+    detail: h.detail ?? "",
+  }));
+}
+
+/**
+ * The throughput chart's time labels: the buckets (oldest first) starting on the hour or half hour,
+ * each with how its label is anchored at the bucket's left edge. Near the chart's ends a label is
+ * anchored inward (start at the left, end at the right), so none reaches past the chart.
+ */
+export function chartTicks(buckets) {
+  const n = buckets.length;
+  return buckets.flatMap((b, i) => (new Date(b.start).getMinutes() % 30 === 0 ? [{ i, start: b.start, anchor: i > n - 12 ? "end" : i < 4 ? "start" : "middle" }] : []));
+}
+
 /** Elapsed seconds of a board node: live for one in progress, as the server said otherwise. */
 export function elapsedSeconds(node, now) {
   if (node.status === "in_progress" && node.started) {

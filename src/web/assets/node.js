@@ -7,7 +7,7 @@
 import { html, render } from "/vendor/lit-html/lit-html.js";
 import { api } from "./api.js";
 import { confirmAction } from "./dialog.js";
-import { cellText, elapsedSeconds, factGroups, formatDuration, HEALTH_KINDS, puppetRunView } from "./model.js";
+import { cellText, factGroups, formatDuration, HEALTH_KINDS, provisioningLine, puppetRunView, roundRows } from "./model.js";
 import { timelineTable } from "./timeline.js";
 import { when } from "./when.js";
 
@@ -34,16 +34,15 @@ function healthSection(n) {
   </div>`;
 }
 
-const ROUND_EVENTS = { started: "round started", done: "provisioned", failed: "failed", retried: "retried", restarted: "node restarted", gone: "gone", back: "back" };
-
 function roundsTable(history) {
-  if (!history?.length) return html``;
+  const rows = roundRows(history);
+  if (!rows.length) return html``;
   return html`<h3>Rounds</h3>
     <table class="data rounds-table">
       <caption class="visually-hidden">Provisioning rounds: starts, failures, retries and who retried</caption>
-      <thead><tr><th scope="col">when</th><th scope="col" class="num">round</th><th scope="col">what</th><th scope="col">stage</th><th scope="col">by, or why</th></tr></thead>
+      <thead><tr><th scope="col">when</th><th scope="col" class="num">round</th><th scope="col">what</th><th scope="col">stage</th><th scope="col">detail</th></tr></thead>
       <tbody>
-        ${[...history].reverse().map((h) => html`<tr data-event=${h.event}><td>${when(h.at)}</td><td class="num">${h.round}</td><td>${ROUND_EVENTS[h.event] ?? h.event}</td><td>${h.stage ?? ""}</td><td>${h.by ?? ""}${h.by && h.detail ? " " : ""}${h.detail ? html`<span class=${h.event === "failed" ? "err" : "muted"}>${h.detail}</span>` : ""}</td></tr>`)}
+        ${rows.map((r) => html`<tr data-event=${r.event}><td>${when(r.at)}</td><td class="num">${r.round}</td><td>${r.what}</td><td>${r.stage}</td><td>${r.detail ? html`<span class=${r.event === "failed" ? "err" : "muted"}>${r.detail}</span>` : ""}</td></tr>`)}
       </tbody>
     </table>`;
 }
@@ -168,8 +167,7 @@ export function mount(el, ctx, route) {
           <div>
             <h2>Provisioning</h2>
             ${p
-              ? html`<p><span class=${`badge ${p.status}`}>${p.status}</span>${p.gone ? html` <span class="badge gone">gone</span>` : p.waiting ? html` <span class="badge waiting">waiting</span>` : ""} stage ${p.stage || "none"}, master ${p.master ?? "none"},
-                  ${formatDuration(elapsedSeconds(p, Date.now()))}, round ${p.rounds ?? 0}${p.tries ? `, ${p.tries} failed ${p.tries === 1 ? "try" : "tries"} of this stage` : ""}</p>
+              ? html`<p><span class=${`badge ${p.status}`}>${p.status}</span>${p.gone ? html` <span class="badge gone">gone</span>` : p.waiting ? html` <span class="badge waiting">waiting</span>` : ""} ${provisioningLine(p, Date.now())}</p>
                   ${p.gone ? html`<p class="note">The provisioner found this node gone ${when(p.gone.since)}: ${p.gone.reason}. It waits for it to come back; retry now or forget it rather than wait.</p>` : ""}
                   ${p.waiting ? html`<p class="note">Since ${when(p.waiting.since)}: ${p.waiting.reason}. It holds no slot and is taken up when the master answers.</p>` : ""}
                   ${p.last_error ? html`<p class="err">${p.last_error}</p>` : ""}
@@ -184,7 +182,7 @@ export function mount(el, ctx, route) {
                   ${timelineTable(p.timeline)}
                   ${roundsTable(p.history)}
                   <h3>Log tail</h3>
-                  <pre class="logtail" tabindex="0" aria-label="provisioning log tail">${(p.log_tail ?? []).join("\n")}</pre>`
+                  <pre class="logtail" tabindex="0" role="region" aria-label="provisioning log tail">${(p.log_tail ?? []).join("\n")}</pre>`
               : html`<p class="muted">Not provisioned by muster (no record in the state bucket).</p>`}
             <h2 id="puppet">Last Puppet run</h2>
             ${puppetSection(n)}

@@ -4,7 +4,7 @@
 // /api/progress/events; the figures are the server's (src/web/progress.ts), from the state bucket.
 import { html, svg, render } from "/vendor/lit-html/lit-html.js";
 import { api, liveStream } from "./api.js";
-import { formatDuration, formatEta } from "./model.js";
+import { chartTicks, formatDuration, formatEta } from "./model.js";
 
 const W = 900;
 const H = 180;
@@ -23,7 +23,7 @@ function chart(t) {
   const failed = t.buckets.reduce((s, b) => s + b.failed, 0);
   const busiest = t.buckets.reduce((m, b) => Math.max(m, b.done + b.failed), 0);
   const hours = Math.round((n * t.bucket_ms) / 3600_000);
-  const ticks = t.buckets.map((b, i) => ({ b, i })).filter(({ b }) => new Date(b.start).getMinutes() % 30 === 0);
+  const ticks = chartTicks(t.buckets);
   const summary = `Nodes finished per minute over the last ${hours} hours: ${done} done and ${failed} failed in all; the busiest minute had ${busiest}.`;
   return html`<figure class="chart-wrap" id="throughput" data-done-total=${String(done)} data-failed-total=${String(failed)} data-since=${String(t.since)} data-bucket-ms=${String(t.bucket_ms)}>
     <figcaption><strong>Finished per minute</strong>, last ${hours} hours
@@ -35,7 +35,7 @@ function chart(t) {
       <line class="axis" x1=${PAD.left} y1=${PAD.top} x2=${PAD.left} y2=${H - PAD.bottom}></line>
       <text class="tick" x=${PAD.left - 4} y=${PAD.top + 8} text-anchor="end">${top}</text>
       <text class="tick" x=${PAD.left - 4} y=${H - PAD.bottom} text-anchor="end">0</text>
-      ${ticks.map(({ b, i }) => svg`<text class="tick" x=${PAD.left + i * bw} y=${H - 6} text-anchor=${i > n - 12 ? "end" : i < 4 ? "start" : "middle"}>${hhmm(b.start)}</text>`)}
+      ${ticks.map(({ i, start, anchor }) => svg`<text class="tick" x=${PAD.left + i * bw} y=${H - 6} text-anchor=${anchor}>${hhmm(start)}</text>`)}
       ${t.buckets.map((b, i) =>
         b.done + b.failed === 0
           ? ""
