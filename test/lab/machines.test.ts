@@ -9,7 +9,7 @@ import { MusterClient } from "../../src/client/client.js";
 import { labWebToken, startLab, waitForNodes, type Lab, type LabNode } from "../../src/lab/lab.js";
 import { decodeMountPath, labLinks, labRoutes, machineExec, machineLeader, publishToRepo } from "../../src/lab/machines/index.js";
 import { launchChromium, watchPageProblems } from "../support/browser.js";
-import { seriousA11y } from "../support/a11y.js";
+import { a11yFindings } from "../support/a11y.js";
 import { isAlive, spawnMuster, type MusterProcess } from "../../src/lab/processes.js";
 import { emptyFilter } from "../../src/protocol/types.js";
 import type { NodeRecord } from "../../src/protocol/provision-record.js";
@@ -236,7 +236,7 @@ test("a provisioned machine's power is cut: unreachable within 30 s in muster he
     t.diagnostic(`power cut to unreachable: console ${onPage} ms, muster health ${inCli} ms, alert ${alerted} ms`);
     assert.match((await page.locator(item).textContent()) ?? "", /no heartbeat for \d+ s/);
     assert.match(await page.title(), /^\(\d+\) Health · muster$/);
-    a11y.push(...(await seriousA11y(page, "the lab's health page with a machine unreachable")));
+    a11y.push(...(await a11yFindings(page, "the lab's health page with a machine unreachable")));
     assert.equal(alerts(B, /unreachable/), toldBefore.gone + 1, "told once");
 
     const onAt = Date.now();

@@ -34,7 +34,3 @@ export async function a11yFindings(page: Page, where: string): Promise<string[]>
   return lines(await axeFindings(page, [...TAGS, "best-practice"]), where);
 }
 
-/** The serious and critical findings only, as readable lines. */
-export async function seriousA11y(page: Page, where: string): Promise<string[]> {
-  return lines((await axeFindings(page)).filter((f) => f.impact === "serious" || f.impact === "critical"), where);
-}
