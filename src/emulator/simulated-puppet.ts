@@ -1,6 +1,7 @@
 import type { AgentFactory } from "../agent/catalogue.js";
 import { puppetDDL, RUN_COMPLETE_EVENT, type RunCompleteData } from "../agents/puppet/ddl.js";
 import { RpcError } from "../errors.js";
+import { DEFAULT_RUNINTERVAL_S } from "../protocol/puppet-run.js";
 import { Status } from "../protocol/status.js";
 import { defineAgent } from "../agent/agent.js";
 
@@ -146,7 +147,7 @@ export class SimulatedPuppetFleet {
               failed_resources: sum?.failed ?? 0,
               total_time: n.lastDurationS ?? 0,
               last_run_status: !sum || n.lastrun <= 0 ? "" : sum.failed > 0 ? "failed" : sum.changed > 0 ? "changed" : "unchanged",
-              runinterval: this.opts.runintervalS?.(n.identity) ?? 1800,
+              runinterval: this.opts.runintervalS?.(n.identity) ?? DEFAULT_RUNINTERVAL_S,
             };
           },
         },

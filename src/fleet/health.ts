@@ -1,6 +1,6 @@
 import type { Heartbeat } from "../protocol/heartbeat.js";
 import type { NodeRecord } from "../protocol/provision-record.js";
-import { puppetRunFromStatus, type PuppetRunRecord, type PuppetRunStatus } from "../protocol/puppet-run.js";
+import { DEFAULT_RUNINTERVAL_S, puppetRunFromStatus, type PuppetRunRecord, type PuppetRunStatus } from "../protocol/puppet-run.js";
 import { failedStage } from "../provisioner/failures.js";
 
 // Fleet health: one model, three faces (`muster health`, the console's landing page and
@@ -20,8 +20,6 @@ export interface HealthPolicy {
 }
 
 export const DEFAULT_HEALTH_POLICY: HealthPolicy = { unreachableAfterS: 25 };
-/** Puppet's default runinterval, for a node whose heartbeat does not say its own. */
-const DEFAULT_RUNINTERVAL_S = 1800;
 
 /** When a node's Puppet counts as stale: the policy's threshold, else twice its runinterval. */
 export function staleAfterS(policy: HealthPolicy, puppet: Record<string, unknown> | undefined): number {

@@ -24,6 +24,8 @@ export interface PuppetRunRecord {
 
 /** Runs a node's key keeps by default. */
 export const DEFAULT_PUPPET_RUN_HISTORY = 10;
+/** Puppet's default `runinterval` (seconds): what a node's Puppet runs at when its puppet.conf does not say. */
+export const DEFAULT_RUNINTERVAL_S = 1800;
 
 export function puppetRunSubject(identity: string, bucket = DEFAULT_PUPPET_RUNS_BUCKET): string {
   return kvSubject(bucket, bucketKey(identity));

@@ -1,5 +1,6 @@
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
+import { DEFAULT_RUNINTERVAL_S } from "../protocol/puppet-run.js";
 
 // puppet.conf is INI: `[section]` headers and `key = value` lines. We change only the keys we
 // are asked to, in place, and keep every other line (comments, order, other sections) as is.
@@ -78,8 +79,6 @@ export function updatePuppetConf(path: string, section: string, settings: Record
   renameSync(tmp, path);
 }
 
-/** Puppet's default `runinterval`: 30 minutes. */
-export const DEFAULT_RUNINTERVAL_S = 1800;
 const DURATION_UNITS: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86_400, y: 31_536_000 };
 
 /**

@@ -11,7 +11,7 @@ export {
   type SignRefusal,
 } from "./ca.js";
 export { parseCsr, csrFingerprint, fingerprintOf, normaliseFingerprint, PP_CLI_AUTH_OID, type ParsedCsr, type AltName } from "./csr.js";
-export { setIniSettings, readIniSection, updatePuppetConf, readRunInterval, runIntervalOf, DEFAULT_RUNINTERVAL_S } from "./conf.js";
+export { setIniSettings, readIniSection, updatePuppetConf, readRunInterval, runIntervalOf } from "./conf.js";
 export type { FailedResource, ReportDetails, ResourceOutcome } from "./report.js";
 export { readLastRunReport, reportDetails } from "./report.js";
 export { puppetStatePaths, readDisabled, disableAgent, enableAgent, catalogRunPid, readLastRunSummary, parseLastRunSummary, type PuppetStatePaths, type DisabledState, type LastRunSummary } from "./state.js";
