@@ -191,7 +191,9 @@ export async function startMusterServer(s: ServerSetup, opts: { dir: string; env
   const server: TestServer = { ...p, dir: opts.dir, configFile, factsFile, classesFile };
   if (opts.waitReady !== false) {
     try {
-      await p.waitForLine(/ready/, 20_000);
+      // a deadline, not a wait: on a 2-core CI machine running three test files beside the site's
+      // machines, three servers starting at once took over 20 s to say ready (cli/fleet-ops)
+      await p.waitForLine(/ready/, 60_000);
     } catch (e) {
       await p.stop();
       throw e;
