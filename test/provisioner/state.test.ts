@@ -92,12 +92,11 @@ test("an empty bucket's watch catches up at once; openExisting does not create",
 
 // Issue 28 §5: one home for the record's operations, every write a compare-and-set.
 
-test("a retry racing a provisioner's write never loses that write: the retry is told, the provisioner's record stays", async () => {
-  const id = "race.test";
-  const seeded = { record: { ...newRecord(id), status: "failed" as const, stage: "sign_csr" as const, lastError: "no CSR" }, revision: 0 };
-  assert.ok(await state.compareAndSet(seeded));
-  // The retry reads the failed record; before it writes, a provisioner (a restarted node re-queued
-  // and claimed) writes the record. The retry's write must lose, and say so.
+/**
+ * Run `op` while a provisioner writes `rec` (compare-and-set) right after the first read of its
+ * key: the write that lands between an operator's read and its own write.
+ */
+async function afterFirstRead<T>(id: string, rec: NodeRecord, op: () => Promise<T>): Promise<T> {
   const bucket = state.bucket;
   const realGet = bucket.get.bind(bucket);
   let raced = false;
@@ -105,18 +104,26 @@ test("a retry racing a provisioner's write never loses that write: the retry is 
     const e = await realGet(key);
     if (!raced && key === recordKey(id)) {
       raced = true;
-      const prov = { record: { ...structuredClone(seeded.record), status: "in_progress" as const, owner: "prov-a", current: "lock" as const, log: ["claimed by prov-a"] }, revision: e!.revision };
-      assert.ok(await state.compareAndSet(prov), "the provisioner's write lands");
+      assert.ok(await state.compareAndSet({ record: rec, revision: e!.revision }), "the provisioner's write lands");
     }
     return e;
   };
   try {
-    const r = await state.retry([id], "alice");
-    assert.deepEqual(r.changed, [id], "the retry says the node changed meanwhile");
-    assert.deepEqual(r.retried, []);
+    return await op();
   } finally {
     bucket.get = realGet;
   }
+}
+
+test("a retry racing a provisioner's write never loses that write: the retry is told, the provisioner's record stays", async () => {
+  const id = "race.test";
+  const seeded = { record: { ...newRecord(id), status: "failed" as const, stage: "sign_csr" as const, lastError: "no CSR" }, revision: 0 };
+  assert.ok(await state.compareAndSet(seeded));
+  // The retry reads the failed record; before it writes, a provisioner (a restarted node re-queued
+  // and claimed) writes the record. The retry's write must lose, and say so.
+  const r = await afterFirstRead(id, { ...structuredClone(seeded.record), status: "in_progress", owner: "prov-a", current: "lock", log: ["claimed by prov-a"] }, () => state.retry([id], "alice"));
+  assert.deepEqual(r.changed, [id], "the retry says the node changed meanwhile");
+  assert.deepEqual(r.retried, []);
   const now = (await state.get(id))!.record;
   assert.deepEqual([now.status, now.owner, now.log.at(-1)], ["in_progress", "prov-a", "claimed by prov-a"], "the provisioner's write is intact");
 
@@ -175,25 +182,9 @@ test("decommission removes by compare-and-set: a write between its read and its 
   const id = "decom.test";
   const v = { record: { ...newRecord(id), status: "done" as const, stage: "notify" as const }, revision: 0 };
   assert.ok(await state.compareAndSet(v));
-  const bucket = state.bucket;
-  const realGet = bucket.get.bind(bucket);
-  let raced = false;
-  bucket.get = async (key) => {
-    const e = await realGet(key);
-    if (!raced && key === recordKey(id)) {
-      raced = true;
-      // a provisioner takes the node up again before the purge lands
-      const prov = { record: { ...structuredClone(v.record), status: "in_progress" as const, owner: "prov-b", log: ["claimed by prov-b"] }, revision: e!.revision };
-      assert.ok(await state.compareAndSet(prov), "the provisioner's write lands");
-    }
-    return e;
-  };
-  try {
-    const was = await state.remove(id);
-    assert.deepEqual([was?.status, was?.owner], ["in_progress", "prov-b"], "the record dropped is the provisioner's, not the stale one read first");
-  } finally {
-    bucket.get = realGet;
-  }
+  // a provisioner takes the node up again before the purge lands
+  const was = await afterFirstRead(id, { ...structuredClone(v.record), status: "in_progress", owner: "prov-b", log: ["claimed by prov-b"] }, () => state.remove(id));
+  assert.deepEqual([was?.status, was?.owner], ["in_progress", "prov-b"], "the record dropped is the provisioner's, not the stale one read first");
   assert.equal(await state.get(id), undefined, "removed");
   assert.equal(await state.remove(id), undefined, "nothing to remove twice");
 });
