@@ -48,7 +48,7 @@ let client: MusterClient;
 let store: ProvisionState;
 let provisioner: MusterProcess;
 let debNext: Promise<string>;
-/** Serious and critical accessibility findings on the pages visited (axe-core). */
+/** Every accessibility finding on the pages visited (axe-core), whatever its impact. */
 const a11y: string[] = [];
 
 const buildDeb = async (out: string, version?: string) => {
@@ -276,13 +276,23 @@ test("a machine loses its power during the bootstrap Puppet run: gone within 30 
   assert.equal(notified(C), 1, "provisioned exactly once: the admins told once");
 });
 
-test("reboot: the same node comes back with its certificate, classes and facts, and is not provisioned again", { skip: !root && "needs root" }, async () => {
+test("reboot: the same node comes back with its certificate, classes and facts, and is not provisioned again", { skip: !root && "needs root" }, async (t) => {
   const before = (await store.get(A))!;
   const cert = inMachine(A, "sha256sum", `/var/lib/puppet/ssl/certs/${A}.pem`);
-  const boots = () => readFileSync(join(node(A).machine!.dir, "boots.jsonl"), "utf8").trim().split("\n").length;
+  const dir = node(A).machine!.dir;
+  const boots = () => readFileSync(join(dir, "boots.jsonl"), "utf8").trim().split("\n").length;
   const n = boots();
-  machineExec(node(A).machine!.dir, ["systemctl", "reboot"]);
-  await eventually(async () => (boots() > n ? true : undefined), 120_000, "the machine booting again");
+  const t0 = Date.now();
+  const asked = machineExec(dir, ["systemctl", "reboot"]);
+  assert.equal(asked.status, 0, `systemctl reboot in ${A}: ${asked.stderr}`);
+  // A reboot takes 8-18 s here; once it took over 120 s while the site test booted its masters
+  // beside it, and nothing said why. The deadline is the site's own for a reboot (180 s, then some
+  // for the load); a miss names what the machine's console said (systemd's stop jobs, how nspawn ended).
+  await eventually(async () => (boots() > n ? true : undefined), 300_000, "the machine booting again").catch((e: unknown) => {
+    const console = readFileSync(join(dir, "console.log"), "utf8").split("\n").slice(-40).join("\n");
+    throw new Error(`${(e as Error).message}; the end of ${A}'s console.log:\n${console}`);
+  });
+  t.diagnostic(`systemctl reboot to booting again: ${((Date.now() - t0) / 1000).toFixed(1)} s`);
   await waitForNodes(lab.state, [A], 120_000);
   assert.equal(inMachine(A, "sha256sum", `/var/lib/puppet/ssl/certs/${A}.pem`), cert, "its certificate");
   const inv = await client.call("rpcutil", "inventory", {}, { nodes: [A], timeoutMs: 30_000 });
@@ -338,7 +348,7 @@ test("removed as a cloud would (power off, disk deleted), then decommissioned: c
   assert.equal(await store.get(C), undefined, "its provisioning record is dropped");
 });
 
-test("the lab's pages had no serious or critical accessibility finding", { skip: !root && "needs root" }, () => {
+test("the lab's pages had no accessibility finding (axe: WCAG A and AA, best practices)", { skip: !root && "needs root" }, () => {
   assert.deepEqual(a11y, []);
 });
 

@@ -168,7 +168,7 @@ test("the site: every role on a machine of its own, from the package, on Debian 
   for (const name of ["KV_muster_provision", "KV_muster-registry", "KV_muster_alive", "KV_muster_puppet_runs", "MUSTER_RUNALL", "MUSTER_AUDIT"]) assert.equal(s.find((x) => x.name === name)?.config?.num_replicas, 3, name);
 });
 
-test("a broker machine loses power while 4 nodes provision: each provisioned exactly once, ping answers; back, it rejoins and catches up", { skip: !root && "needs root" }, async () => {
+test("a broker machine loses power while 4 nodes provision: each provisioned exactly once, ping answers; back, it rejoins and catches up", { skip: !root && "needs root" }, async (t) => {
   assert.ok(brokerCut, "nats2.lab's power was cut as the masters came up");
   const cutAt = await brokerCut;
   // ping, through the three brokers this workstation knows, with one of them dark
@@ -228,6 +228,8 @@ test("a broker machine loses power while 4 nodes provision: each provisioned exa
   const members = [1, 2, 3] as const;
   const everyone = [...NODES, "console.lab", "puppet-eu.lab", "puppet-us.lab"];
   let short = "";
+  let first: string | undefined; // what the first look found short, if anything: how a rejoin looks
+  const t0 = Date.now();
   await eventually(
     async () => {
       const routes = await Promise.all(members.map(async (n) => [n, await routesOf(n)] as const));
@@ -236,6 +238,7 @@ test("a broker machine loses power while 4 nodes provision: each provisioned exa
         ...routes.flatMap(([n, to]) => members.filter((m) => m !== n && !to.has(`nats${m}`)).map((m) => `nats${n} has no route to nats${m}`)),
         ...found.flatMap(([n, ids]) => (everyone.some((id) => !ids.includes(id)) ? [`through nats${n} alone ${everyone.filter((id) => !ids.includes(id)).join(", ")} not found`] : [])),
       ].join("; ");
+      first ??= short;
       return short ? undefined : true;
     },
     120_000,
@@ -243,6 +246,7 @@ test("a broker machine loses power while 4 nodes provision: each provisioned exa
   ).catch((e: unknown) => {
     throw new Error(`${(e as Error).message}: ${short}`);
   });
+  t.diagnostic(first ? `whole ${((Date.now() - t0) / 1000).toFixed(1)} s after the streams caught up; first look: ${first}` : "whole at the first look after the streams caught up");
 });
 
 test("the README's seed-004 commands against the site", { skip: !root && "needs root" }, async () => {
