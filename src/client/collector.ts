@@ -6,13 +6,16 @@ import type { Reply } from "../protocol/types.js";
 // after an idle window following the last reply (broadcast discovery), or at the deadline. A
 // broadcast that knows which nodes should answer (`anticipate`: the last discovery's answer, the
 // registry's) stops as soon as they all did, without waiting out the idle window.
+// The idle window stretches to the time the first reply took: a fleet (or a client) that is slow
+// to answer at all is slow between answers too, and a fixed 250 ms then ends a discovery between
+// two of them (a loaded CI machine dropped a node of three that way).
 
 export interface CollectOptions {
   requestId: string;
   /** Identities we expect; collection completes as soon as all have replied. */
   expect?: Set<string>;
   timeoutMs: number;
-  /** Stop once this long passes without a reply (after at least one). */
+  /** Stop once this long passes without a reply (after at least one), or as long as the first reply took, if longer. */
   idleMs?: number;
   /**
    * Broadcast: the nodes expected to answer. Until each has answered, no silence ends collection
@@ -67,9 +70,11 @@ export function collectReplies(nc: NatsConnection, opts: CollectOptions): Collec
   let missing = anticipate?.size ?? 0; // anticipated nodes not heard from yet
   let surprised = false; // a node outside `anticipate` answered
   const settleMs = opts.settleMs ?? 20;
+  let startedAt: number | undefined;
+  let firstReplyAfter = 0; // from start() to the first reply that counted
   /** How long a silence ends collection now: the idle window, the settle time, or never (Infinity). */
   const quietWindow = (): number => {
-    const idleWindow = opts.idleMs || Infinity; // 0: no idle window
+    const idleWindow = opts.idleMs ? Math.max(opts.idleMs, firstReplyAfter) : Infinity; // 0: no idle window
     if (!anticipate) return idleWindow;
     if (missing > 0) return Infinity;
     return surprised ? idleWindow : settleMs;
@@ -78,6 +83,7 @@ export function collectReplies(nc: NatsConnection, opts: CollectOptions): Collec
     if (seen.has(r.sender)) return; // a node answers once; duplicates (e.g. redelivery) are dropped
     seen.add(r.sender);
     replies.push(r);
+    if (replies.length === 1 && startedAt !== undefined) firstReplyAfter = performance.now() - startedAt;
     opts.onReply?.(r);
     if (opts.expect && seen.size >= opts.expect.size) return finish();
     if (anticipate) {
@@ -146,6 +152,7 @@ export function collectReplies(nc: NatsConnection, opts: CollectOptions): Collec
     done,
     start() {
       started = true;
+      startedAt = performance.now();
       if (opts.expect && opts.expect.size === 0) return finish();
       deadline = setTimeout(finish, opts.timeoutMs);
       if (replies.length > 0) armIdle();

@@ -66,6 +66,24 @@ test("an expected node that answers after the idle window, within the timeout, i
   }
 });
 
+test("a fleet slow to answer at all: the idle window stretches to the time the first reply took, and a silence past it still ends discovery", async () => {
+  // a answers after 5 idle windows, b 3 windows after a: a fixed window would end between them
+  // (on a loaded machine a node of three was dropped so). late comes after a long silence.
+  const slow = await fleet({ a: 5 * IDLE, b: 8 * IDLE, late: 30 * IDLE });
+  try {
+    assert.deepEqual(await slow.client.discover({ timeoutMs: 60 * IDLE, idleMs: IDLE }), ["a", "b"]);
+  } finally {
+    slow.sub.unsubscribe();
+  }
+  // The stretch is the first reply's time, no more: a silence of 15 windows after a first reply at 2 ends it.
+  const bounded = await fleet({ a: 2 * IDLE, b: 17 * IDLE });
+  try {
+    assert.deepEqual(await bounded.client.discover({ timeoutMs: 60 * IDLE, idleMs: IDLE }), ["a"]);
+  } finally {
+    bounded.sub.unsubscribe();
+  }
+});
+
 test("nodes outside the expectation are found: before the last expected one, and within the idle window after it", async () => {
   // x answers at once (the expectation is stale); b, expected, answers late; y, unexpected, answers
   // after b within the idle window: the idle window, not the expectation, ends this discovery.
