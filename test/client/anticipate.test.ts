@@ -44,7 +44,10 @@ async function fleet(delays: Record<string, number>): Promise<{ client: MusterCl
       const req = decodeRequest(msg.data);
       for (const [sender, ms] of Object.entries(delays)) {
         const reply = encodeReply({ protocol: REPLY_PROTOCOL, requestid: req.id, sender, agent: "discovery", action: "ping", time: Date.now(), statuscode: 0, statusmsg: "OK", data: {} });
-        setTimeout(() => nodesNc.publish(msg.reply!, reply), ms);
+        // a late one may come after its test, even after the file's connection closed: it goes nowhere
+        setTimeout(() => {
+          if (!nodesNc.isClosed() && !nodesNc.isDraining()) nodesNc.publish(msg.reply!, reply);
+        }, ms);
       }
     },
   });
