@@ -70,7 +70,7 @@ export function collectReplies(nc: NatsConnection, opts: CollectOptions): Collec
   let missing = anticipate?.size ?? 0; // anticipated nodes not heard from yet
   let surprised = false; // a node outside `anticipate` answered
   const settleMs = opts.settleMs ?? 20;
-  let startedAt: number | undefined;
+  let startedAt: number | undefined; // when start() was called: the clocks run from then
   let firstReplyAfter = 0; // from start() to the first reply that counted
   /** How long a silence ends collection now: the idle window, the settle time, or never (Infinity). */
   const quietWindow = (): number => {
@@ -97,7 +97,7 @@ export function collectReplies(nc: NatsConnection, opts: CollectOptions): Collec
         idle = undefined;
       }
     }
-    if (started) armIdle();
+    if (startedAt !== undefined) armIdle();
   };
   // One idle timer, pushed back lazily: each reply only records its arrival time, and the timer,
   // when it fires, sleeps again for what is left of the window. Re-arming a timer per reply cost
@@ -146,12 +146,10 @@ export function collectReplies(nc: NatsConnection, opts: CollectOptions): Collec
       });
     },
   });
-  let started = false;
   return {
     inbox,
     done,
     start() {
-      started = true;
       startedAt = performance.now();
       if (opts.expect && opts.expect.size === 0) return finish();
       deadline = setTimeout(finish, opts.timeoutMs);
