@@ -113,29 +113,26 @@ const notified = (id: string) =>
     .split("\n")
     .filter((l) => l.trim() && (JSON.parse(l) as { subject?: string }).subject?.includes(id)).length;
 const finished = (r: NodeRecord) => r.status === "done" || r.status === "failed";
-const cliEnv = () => {
-  const cfg = join(dir, "client.yaml");
-  writeFileSync(cfg, toYaml({ brokers: site.state.site!.brokers, collective: site.state.collective, tls: site.state.tls.admin }));
+/** Where this workstation reaches one of the site's relays (host:port): a broker as natsN, its monitoring port as natsN-monitor. */
+const relay = (name: string) => site.state.machines!.relays.find((r) => r.name === name)!.listen;
+/** The CLI's environment: a client config naming these brokers (all three unless told). */
+const cliEnv = (brokers = site.state.site!.brokers, file = "client.yaml") => {
+  const cfg = join(dir, file);
+  writeFileSync(cfg, toYaml({ brokers, collective: site.state.collective, tls: site.state.tls.admin }));
   return { ...process.env, MUSTER_CONFIG: cfg, MUSTER_BROKER: "" };
 };
 const cli = (args: string[]) => runCli(args, { env: cliEnv(), timeoutMs: 180_000 });
 /** The CLI with one broker in its config: what a client of that member alone sees. */
-const cliVia = (n: 1 | 2 | 3, args: string[]) => {
-  const relay = site.state.machines!.relays.find((r) => r.name === `nats${n}`)!;
-  const cfg = join(dir, `client-nats${n}.yaml`);
-  writeFileSync(cfg, toYaml({ brokers: [`tls://${relay.listen}`], collective: site.state.collective, tls: site.state.tls.admin }));
-  return runCli(args, { env: { ...process.env, MUSTER_CONFIG: cfg, MUSTER_BROKER: "" }, timeoutMs: 180_000 });
-};
-/** A broker's JetStream report, through the relay to its monitoring port. */const jsz = async (n: 1 | 2 | 3) => {
-  const relay = site.state.machines!.relays.find((r) => r.name === `nats${n}-monitor`)!;
-  const res = await fetch(`http://${relay.listen}/jsz?streams=true&config=true`, { signal: AbortSignal.timeout(5000) });
+const cliVia = (n: 1 | 2 | 3, args: string[]) => runCli(args, { env: cliEnv([`tls://${relay(`nats${n}`)}`], `client-nats${n}.yaml`), timeoutMs: 180_000 });
+/** A broker's JetStream report, through the relay to its monitoring port. */
+const jsz = async (n: 1 | 2 | 3) => {
+  const res = await fetch(`http://${relay(`nats${n}-monitor`)}/jsz?streams=true&config=true`, { signal: AbortSignal.timeout(5000) });
   return (await res.json()) as { account_details?: { stream_detail?: { name: string; config?: { num_replicas?: number }; state: { messages: number; last_seq: number }; cluster?: { replicas?: { current: boolean; lag?: number }[] } }[] }[] };
 };
 const streams = async (n: 1 | 2 | 3) => (await jsz(n)).account_details?.flatMap((a) => a.stream_detail ?? []) ?? [];
 /** The members a broker has routes to (its /routez: their server names, nats1 to nats3). */
 const routesOf = async (n: 1 | 2 | 3) => {
-  const relay = site.state.machines!.relays.find((r) => r.name === `nats${n}-monitor`)!;
-  const res = await fetch(`http://${relay.listen}/routez`, { signal: AbortSignal.timeout(5000) });
+  const res = await fetch(`http://${relay(`nats${n}-monitor`)}/routez`, { signal: AbortSignal.timeout(5000) });
   return new Set(((await res.json()) as { routes?: { remote_name?: string }[] }).routes?.map((r) => r.remote_name ?? "?") ?? []);
 };
 
