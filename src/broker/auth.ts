@@ -154,9 +154,13 @@ export function bootstrapPermissions(provisioning: string, identity?: string): P
   // a node's own credential also writes its heartbeat and its audit records (subjects naming it);
   // a shared one may not: it could write any node's
   const own = identity ? [heartbeatSubject(identity), `muster.audit.${identity}`, "$JS.API.INFO", "$JS.API.STREAM.INFO.*"] : [];
+  // ...and reads the answers to its JetStream lookups on its own inbox (the prefix the node's
+  // connection uses, as in production: one node's cannot cover another's); a shared credential
+  // asks JetStream nothing
+  const inbox = identity ? [`${inboxPrefixFor(identity)}.>`] : [];
   return {
     publish: { allow: [subjects.registration(provisioning), "muster.lifecycle.>", "muster.event.provision.>", ...own] },
-    subscribe: { allow: [`${provisioning}.broadcast.agent.>`, identity ? subjects.node(provisioning, identity) : subjects.allNodes(provisioning), subjects.registrationSolicit(provisioning)] },
+    subscribe: { allow: [`${provisioning}.broadcast.agent.>`, identity ? subjects.node(provisioning, identity) : subjects.allNodes(provisioning), subjects.registrationSolicit(provisioning), ...inbox] },
     allow_responses: true,
   };
 }
