@@ -13,6 +13,8 @@ export interface StreamSettings {
   maxBytes?: number;
   /** Copies in a JetStream cluster; applies when the stream is made (an existing one keeps its own). */
   replicas?: number;
+  /** false: only find it; a missing stream is an error rather than a create the credential may not make. */
+  create?: boolean;
 }
 
 /** One stored message. */
@@ -62,6 +64,7 @@ export function streamsOn(nc: NatsConnection): Streams {
         await jsm.streams.info(s.name);
       } catch (e) {
         if (!(e instanceof JetStreamApiError && e.code === JetStreamApiCodes.StreamNotFound)) throw e;
+        if (s.create === false) throw new Error(`stream ${s.name} does not exist yet, and this connection does not create it (an admin does: the web console, or muster broker stores)`);
         await jsm.streams.add({ name: s.name, subjects: s.subjects, ...(s.maxAgeS ? { max_age: Math.round(s.maxAgeS * 1e9) } : {}), ...(s.maxBytes ? { max_bytes: s.maxBytes } : {}), ...(s.replicas ? { num_replicas: s.replicas } : {}) });
         created = true;
       }

@@ -51,8 +51,8 @@ export function nodeServerConfig(o: NodeConfigOptions): Record<string, unknown> 
     log: o.log ?? { level: "info" },
     // every request it handles is recorded in the fleet's audit stream (the console and
     // `muster broker stores` create it; docs/security.md#the-audit-trail), its own bootstrap
-    // credential included
-    audit: { stream: {} },
+    // credential included. A node's broker user may not create it: it only looks it up.
+    audit: { stream: { create: false } },
     ...(o.privilegedHelper ? { privileged_helper: o.privilegedHelper } : {}),
   };
 }
