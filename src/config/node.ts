@@ -1,5 +1,5 @@
 // The one generator of a waiting node's `muster server` config: the lab's nodes (src/lab) and the
-// cloud-init example (packaging/cloud-init.mjs renders examples/cloud-init/) both come from here,
+// cloud-init example (`muster user-data` renders examples/cloud-init/) both come from here,
 // so what the lab proves is what a cloud machine runs. Pure: paths and credentials come in, a
 // plain object (written as YAML by the caller) goes out.
 

@@ -18,6 +18,8 @@ import { NODE_KEY_CSR_OID } from "../protocol/node-keys.js";
 export interface CertificateAuthoritySettings {
   /** https://host:port of the puppetserver running the CA. */
   url: string;
+  /** The name its certificate must carry, when the URL reaches it by another (https://127.0.0.1:8140 on the master itself). */
+  servername?: string;
   /** CA certificate (PEM file) to verify the server. */
   caCertPath: string;
   /** Client certificate and key allowed to use certificate_status. */
@@ -265,6 +267,8 @@ export class CertificateAuthority {
         {
           host: this.base.hostname,
           port: this.base.port || 8140,
+          // the certificate is checked against this name rather than the URL's host
+          ...(this.settings.servername ? { servername: this.settings.servername } : {}),
           path,
           method,
           ...tls,

@@ -112,6 +112,11 @@ export const commands: Record<string, CommandEntry> = {
     description: "Signing keys: make one for a service (the provisioners' shared key) before rendering the machines that trust it",
     load: async () => (await import("./key.js")).keyCommand,
   },
+  "user-data": {
+    usage: "[options] [flags...]",
+    description: "Print cloud-init user-data for a machine of the site: a node waiting to be provisioned (default), or --role broker|master|provisioner|console",
+    load: async () => (await import("./user-data.js")).userDataCommand,
+  },
   doctor: {
     usage: "[options]",
     description: "Check what commands need: config and broker, TLS files and handshake, connection, signing key, discovery, and whether nodes trust the key",

@@ -16,7 +16,7 @@ export function keyCommand(): Command {
         `
 It never replaces a key: machines that trust the old one would refuse every request signed with
 the new. The .pub is what nodes trust: --provisioner-key "$(cat provisioner.pub)" or
---trusted-key "NAME=$(cat NAME.pub)" when rendering their user-data (packaging/cloud-init.mjs).
+--trusted-key "NAME=$(cat NAME.pub)" when rendering their user-data (muster user-data).
 
 Example:
   muster key create provisioner --dir keys/     keys/provisioner.pem, keys/provisioner.pub`,

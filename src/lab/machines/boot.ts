@@ -15,7 +15,7 @@ import type { LabMachinesState, LabNodeMachine, MachineNode } from "./state.js";
 import { prepareVmDisk } from "./vm.js";
 
 // Booting one machine into the lab the way a cloud boots an instance: its bootstrap credential, a
-// NoCloud seed whose user-data is what packaging/cloud-init.mjs renders, its disk, an ssh relay
+// NoCloud seed whose user-data is what `muster user-data` renders, its disk, an ssh relay
 // for the operator, then power on. From there nothing is special: cloud-init installs the package,
 // systemd starts muster-server, the provisioner finds the node waiting.
 
