@@ -107,6 +107,16 @@ export const commands: Record<string, CommandEntry> = {
     description: "nats-server configuration for a muster fleet (users and permissions, bootstrap credentials, the stores nodes write to)",
     load: async () => (await import("./broker.js")).brokerCommand,
   },
+  ca: {
+    usage: "",
+    description: "The site's CA: make it, and issue the brokers' and services' certificates (X.509 v3, with the extensions TLS checks)",
+    load: async () => (await import("./ca.js")).caCommand,
+  },
+  client: {
+    usage: "",
+    description: "This workstation as a client of a site: its client config, broker credential and signing key",
+    load: async () => (await import("./client.js")).clientCommand,
+  },
   key: {
     usage: "",
     description: "Signing keys: make one for a service (the provisioners' shared key) before rendering the machines that trust it",
