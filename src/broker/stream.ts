@@ -40,6 +40,8 @@ export interface StreamPublisher {
 
 /** Who opens streams (a daemon's connection). */
 export interface Streams {
+  /** Whether the stream exists (nothing is made). */
+  exists(name: string): Promise<boolean>;
   /** The stream, created when missing (`created` says so). */
   stream(s: StreamSettings): Promise<{ publisher: StreamPublisher; created: boolean }>;
   /**
@@ -56,6 +58,16 @@ export interface Streams {
 
 export function streamsOn(nc: NatsConnection): Streams {
   return {
+    async exists(name) {
+      const { jetstreamManager, JetStreamApiCodes, JetStreamApiError } = await import("@nats-io/jetstream");
+      try {
+        await (await jetstreamManager(nc)).streams.info(name);
+        return true;
+      } catch (e) {
+        if (e instanceof JetStreamApiError && e.code === JetStreamApiCodes.StreamNotFound) return false;
+        throw e;
+      }
+    },
     async stream(s) {
       const { jetstream, jetstreamManager, JetStreamApiCodes, JetStreamApiError } = await import("@nats-io/jetstream");
       const jsm = await jetstreamManager(nc);

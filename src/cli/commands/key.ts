@@ -92,13 +92,14 @@ Example:
   muster key enroll puppet-eu.example.net --key keys/puppet-eu.example.net.pub`,
       )
       .action(async (identity: string, o: { key: string; replace?: boolean; broker?: string; config?: string }) => {
-        const [{ MusterClient }, { enrollment, encodeNodeKeyEntry, nodeKeyName, parseNodeKeyEntry }, { DEFAULT_NODE_KEYS_BUCKET }, { loadClientConfig, resolveBrokerSettings }, { defaultCallerName }, { isValidIdentity }] = await Promise.all([
+        const [{ MusterClient }, { enrollment, encodeNodeKeyEntry, nodeKeyName, parseNodeKeyEntry }, { DEFAULT_NODE_KEYS_BUCKET }, { loadClientConfig, resolveBrokerSettings }, { defaultCallerName }, { isValidIdentity }, { NODE_KEYS_BUCKET }] = await Promise.all([
           import("../../client/client.js"),
           import("../../protocol/node-keys.js"),
           import("../../protocol/buckets.js"),
           import("../config.js"),
           import("../../security/keys.js"),
           import("../../protocol/subjects.js"),
+          import("../../fleet/stores.js"),
         ]);
         if (!isValidIdentity(identity)) throw new MusterError("MUSTER_USAGE", `not a node identity: ${JSON.stringify(identity)} (letters, digits, - _ . : @)`);
         let pubkey: string;
@@ -112,7 +113,7 @@ Example:
         const client = await MusterClient.connect({ brokers: b.servers, collective: cfg.collective, name: "muster-key-enroll", tls: b.tls, from: b.from });
         try {
           // made here if no provisioner made it yet (an admin may create streams)
-          const bucket = await client.bucket(DEFAULT_NODE_KEYS_BUCKET, { create: { history: 5 } });
+          const bucket = await client.bucket(DEFAULT_NODE_KEYS_BUCKET, { create: NODE_KEYS_BUCKET });
           const now = await bucket.get(nodeKeyName(identity));
           const parsed = now ? parseNodeKeyEntry(now.value, nodeKeyName(identity)) : undefined;
           const plan = enrollment(parsed?.ok ? parsed.entry : undefined, identity, pubkey, o.replace === true);
