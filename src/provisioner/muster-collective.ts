@@ -26,9 +26,12 @@ export class MusterCollective implements Collective {
     // A reply reaches us only once the client has checked its signature: `signedBy` below is then the key that signed it.
     if (!client.verifies) throw new Error("the provisioner's client must verify reply signatures (verify: true)");
     this.requireVerified = cfg.master.require_verified;
+
     this.clients = {
       target: client.withCollective(cfg.target.collective ?? cfg.collective),
-      master: client.withCollective(cfg.master.collective ?? cfg.collective),
+      // master.require_verified: a master's replies are checked against the key directory, which
+      // the provisioner's own client leaves out (it holds waiting nodes to its pins)
+      master: (cfg.master.require_verified ? client.withKeyDirectory() : client).withCollective(cfg.master.collective ?? cfg.collective),
       notify: client.withCollective(cfg.notify.collective ?? cfg.collective),
     };
   }
