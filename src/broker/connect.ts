@@ -151,7 +151,7 @@ function hint(e: Error, tls: TlsSettings | undefined): string {
   if (tls && !tls.cert && /timeout/i.test(m)) return `If the broker requires client certificates, set tls.cert and tls.key (or MUSTER_TLS_CERT and MUSTER_TLS_KEY); without one it refuses the TLS handshake and this looks like a timeout. ${running}`;
   // a certificate from a CA the broker does not hold in its clients-ca.pem (a Puppet CA not added
   // yet) is refused in the handshake after nats.js took it as done: a timeout here too
-  if (tls?.cert && /timeout/i.test(m)) return `If the broker does not trust the CA that signed ${tls.cert} (its clients-ca.pem: the site CA and every Puppet master's CA, docs/deploy.md#5-puppet-masters), it refuses the TLS handshake and this looks like a timeout. ${running}`;
+  if (tls?.cert && /timeout/i.test(m)) return `If the broker does not trust the CA that signed ${tls.cert} (its clients-ca.pem: the site CA and every Puppet master's CA, docs/deploy.md#4-puppet-masters), it refuses the TLS handshake and this looks like a timeout. ${running}`;
   return "Check that nats-server runs there and this machine reaches its port, or name the right broker: --broker URL, MUSTER_BROKER, or brokers: in the config.";
 }
 

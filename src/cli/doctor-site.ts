@@ -1,10 +1,18 @@
 import type { MusterClient } from "../client/client.js";
-import type { Check } from "./commands/doctor.js";
 
 // `muster doctor`'s checks of a site built by hand (docs/deploy.md): each names a step of the guide
 // that was skipped, and the section that does it. They run against a site's brokers (they map each
 // credential to a user, so they ask for authentication); a lab or a single open broker needs none
 // of these steps.
+
+export type CheckState = "ok" | "fail" | "skip";
+/** One check of `muster doctor`: ok, fail (with a fix) or skip (not applicable, or an earlier check failed). */
+export interface Check {
+  name: string;
+  state: CheckState;
+  detail: string;
+  fix?: string;
+}
 
 /** The guide's sections each check points at. */
 export const GUIDE = {

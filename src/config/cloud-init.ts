@@ -210,7 +210,7 @@ export interface MasterOptions extends CommonOptions {
 
 /** A node key the operator made (SITE_NODE_KEY, the muster user's to read), and what installs it. */
 function siteNodeKey(text: string | undefined): { files: WriteFile[]; chgrp: string[]; chmod: string[] } {
-  return text ? { files: [file(SITE_NODE_KEY, "0600", text)], chgrp: [SITE_NODE_KEY], chmod: [SITE_NODE_KEY] } : { files: [], chgrp: [], chmod: [] };
+  return text !== undefined ? { files: [file(SITE_NODE_KEY, "0600", text)], chgrp: [SITE_NODE_KEY], chmod: [SITE_NODE_KEY] } : { files: [], chgrp: [], chmod: [] };
 }
 
 export function masterUserData(o: MasterOptions): UserData {
@@ -378,11 +378,11 @@ export function consoleUserData(o: ConsoleOptions): UserData {
 // ------------------------------------------------------------------------------------- render
 
 const HEADERS: Record<SiteRole, string> = {
-  node: "a fresh Debian machine that waits to be provisioned (docs/deploy.md#4-nodes)",
+  node: "a fresh Debian machine that waits to be provisioned (docs/deploy.md#7-nodes)",
   broker: "a broker of the site's nats-server cluster (docs/deploy.md#3-the-broker)",
-  master: "a Puppet master with muster's puppetca agent (docs/deploy.md#5-puppet-masters)",
-  provisioner: "a provisioner (docs/deploy.md#6-provisioners-two-for-ha)",
-  console: "the registry and the web console (docs/deploy.md#7-the-registry-and-the-console)",
+  master: "a Puppet master with muster's puppetca agent (docs/deploy.md#4-puppet-masters)",
+  provisioner: "a provisioner (docs/deploy.md#5-provisioners-two-for-ha)",
+  console: "the registry and the web console (docs/deploy.md#6-the-registry-and-the-console)",
 };
 
 /** The user-data text: `#cloud-config`, a header saying what the machine becomes, the YAML. */

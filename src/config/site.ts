@@ -68,12 +68,15 @@ export function provisionerAdditions(o: { brokers: string[]; notifyTargets: stri
     tls: { ca: `${TLS_DIR}/ca.pem`, cert: `${TLS_DIR}/provisioner.pem`, key: `${TLS_DIR}/provisioner.key` },
     // the state survives the loss of a broker: three copies, one per member
     state_replicas: 3,
+    // the masters are enrolled in the key directory (muster key enroll): a reply that does not
+    // verify against it is not a master's, and signs or cleans nothing
+    master: { require_verified: true },
     notify: { targets: o.notifyTargets },
     metrics: { host: "127.0.0.1", port: o.metricsPort ?? 9464 },
   };
 }
 
-/** Where the console machine keeps its daemons' files (docs/deploy.md#7-the-registry-and-the-console). */
+/** Where the console machine keeps its daemons' files (docs/deploy.md#6-the-registry-and-the-console). */
 export const CONSOLE_FILES = {
   registryConfig: "/etc/muster/registry.yaml",
   registryToken: "/etc/muster/registry.token",

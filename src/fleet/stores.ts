@@ -1,5 +1,6 @@
 import type { MusterClient } from "../client/client.js";
 import { DEFAULT_ALIVE_BUCKET, DEFAULT_NODE_KEYS_BUCKET, DEFAULT_PUPPET_RUNS_BUCKET } from "../protocol/buckets.js";
+import { encodeNodeKeyEntry, enrollment, nodeKeyName, parseNodeKeyEntry } from "../protocol/node-keys.js";
 import { RUNALL_AGENT } from "../protocol/events.js";
 import { subjects } from "../protocol/subjects.js";
 import { AuditConfigSchema } from "../security/audit.js";
@@ -57,4 +58,18 @@ export async function missingFleetStores(client: MusterClient): Promise<string[]
   const buckets = await Promise.all([DEFAULT_ALIVE_BUCKET, DEFAULT_PUPPET_RUNS_BUCKET, DEFAULT_NODE_KEYS_BUCKET].map(async (b) => ((await client.bucketIfExists(b)) ? [] : [b])));
   const made = await Promise.all([RUNALL_STREAM.name, AUDIT_STREAM.name].map(async (s) => ((await streams.exists(s)) ? [] : [s])));
   return [...buckets, ...made].flat();
+}
+
+/**
+ * Enroll a site machine's node key in the key directory (`muster key enroll`, and the lab's site as
+ * it comes up): written, left as it is (the directory says so already), or refused (another key
+ * is there and `replace` is not set). Needs an admin's or a provisioner's credential.
+ */
+export async function enrollNodeKey(client: MusterClient, o: { identity: string; pubkey: string; by: string; replace?: boolean }): Promise<{ act: "write" | "same" | "refuse"; why: string }> {
+  const bucket = await client.bucket(DEFAULT_NODE_KEYS_BUCKET, { create: NODE_KEYS_BUCKET });
+  const now = await bucket.get(nodeKeyName(o.identity));
+  const parsed = now ? parseNodeKeyEntry(now.value, nodeKeyName(o.identity)) : undefined;
+  const plan = enrollment(parsed?.ok ? parsed.entry : undefined, o.identity, o.pubkey, o.replace === true);
+  if (plan.act === "write") await bucket.put(nodeKeyName(o.identity), encodeNodeKeyEntry({ identity: o.identity, pubkey: o.pubkey, source: "enrolled", time: Date.now(), by: o.by }));
+  return plan;
 }

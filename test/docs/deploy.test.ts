@@ -42,7 +42,7 @@ test("§5: the master's server.yaml and its setup commands are the generator's",
   const yaml = rendered("master-server");
   assert.equal(yaml.lang, "yaml");
   const example = { identity: "puppet-eu.example.net", brokers: EXAMPLE_BROKERS, collective: "muster", provisionerKey: "PROVISIONER_PUBLIC_KEY", trustedKeys: [{ name: "user=ops", key: "OPS_PUBLIC_KEY" }] };
-  assert.deepEqual(parseYaml(yaml.text), masterServerConfig(example));
+  assert.deepEqual(parseYaml(yaml.text), masterServerConfig({ ...example, nodeKey: true }));
   const u = masterUserData({
     ...example,
     source: { apt: { repo: "https://apt.example.net/muster", keyText: "", suite: "stable" } },
@@ -55,6 +55,7 @@ test("§5: the master's server.yaml and its setup commands are the generator's",
     puppetCodeUrl: "https://code.example.net/puppet-code.tar.gz",
     heap: "2g",
     javaArgs: ["-XX:TieredStopAtLevel=1"],
+    nodeKeyText: "",
   });
   assert.equal(rendered("master-runcmd").text, `${u.runcmd.map((c) => c.map(shellQuote).join(" ")).join("\n")}\n`);
 });
@@ -70,7 +71,7 @@ test("§7: the registry's and the console's configs are the generators'", () => 
 });
 
 test("every --role command in docs/deploy.md has the flags the lab renders that role's machines with", () => {
-  const creds = { ca: { cert: "/c/ca.pem" }, brokers: new Proxy({}, { get: () => ({ cert: "/c/b.pem", key: "/c/b.key" }) }), masters: new Proxy({}, { get: () => ({ cert: "/c/m.pem", key: "/c/m.key" }) }), provisioner: { cert: "/c/p.pem", key: "/c/p.key" }, registry: { cert: "/c/r.pem", key: "/c/r.key" }, console: { cert: "/c/c.pem", key: "/c/c.key" }, notifier: { cert: "/c/n.pem", key: "/c/n.key" }, https: { cert: "/c/h.pem", key: "/c/h.key" }, keys: { provisioner: { file: "/k/provisioner.pem", publicKey: "P" }, console: { file: "/k/console.pem", publicKey: "C" } } } as unknown as SiteCredentials;
+  const creds = { ca: { cert: "/c/ca.pem" }, brokers: new Proxy({}, { get: () => ({ cert: "/c/b.pem", key: "/c/b.key" }) }), masters: new Proxy({}, { get: () => ({ cert: "/c/m.pem", key: "/c/m.key" }) }), provisioner: { cert: "/c/p.pem", key: "/c/p.key" }, registry: { cert: "/c/r.pem", key: "/c/r.key" }, console: { cert: "/c/c.pem", key: "/c/c.key" }, notifier: { cert: "/c/n.pem", key: "/c/n.key" }, https: { cert: "/c/h.pem", key: "/c/h.key" }, keys: { provisioner: { file: "/k/provisioner.pem", publicKey: "P" }, console: { file: "/k/console.pem", publicKey: "C" } }, nodeKeys: new Proxy({}, { get: () => ({ file: "/k/node.pem", pub: "/k/node.pub", publicKey: "N" }) }) } as unknown as SiteCredentials;
   const ctx: SiteRenderContext = {
     creds,
     aptRepo: "http://10.77.0.1:8080/apt",

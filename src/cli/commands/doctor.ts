@@ -5,7 +5,7 @@ import type { SigningKey } from "../../protocol/signing.js";
 import type { BrokerSettings, ClientConfig } from "../config.js";
 import { addCommonOptions, type CommonOpts } from "../options.js";
 import { existsSync } from "node:fs";
-import { GUIDE } from "../doctor-site.js";
+import { GUIDE, type Check } from "../doctor-site.js";
 import { green, red, yellow } from "../style.js";
 
 // `muster doctor`: why does nothing answer? Checks, in order, what a command needs: its config and
@@ -21,13 +21,7 @@ import { green, red, yellow } from "../style.js";
 // (status 1, "caller ... is not trusted by this node"), so nodes that did not answer discovery are
 // asked directly: those named with -I, and those the registry knows (if one runs).
 
-export type CheckState = "ok" | "fail" | "skip";
-export interface Check {
-  name: string;
-  state: CheckState;
-  detail: string;
-  fix?: string;
-}
+export type { Check, CheckState } from "../doctor-site.js";
 
 interface DoctorOpts extends CommonOpts {
   identity?: string[];

@@ -123,7 +123,7 @@ export const commands: Record<string, CommandEntry> = {
     load: async () => (await import("./key.js")).keyCommand,
   },
   "user-data": {
-    usage: "[options] [flags...]",
+    usage: "[flags...]",
     description: "Print cloud-init user-data for a machine of the site: a node waiting to be provisioned (default), or --role broker|master|provisioner|console",
     load: async () => (await import("./user-data.js")).userDataCommand,
   },

@@ -92,10 +92,8 @@ Example:
   muster key enroll puppet-eu.example.net --key keys/puppet-eu.example.net.pub`,
       )
       .action(async (identity: string, o: { key: string; replace?: boolean; broker?: string; config?: string }) => {
-        const [{ MusterClient }, { enrollment, encodeNodeKeyEntry, nodeKeyName, parseNodeKeyEntry }, { DEFAULT_NODE_KEYS_BUCKET }, { loadClientConfig, resolveBrokerSettings }, { defaultCallerName }, { isValidIdentity }, { NODE_KEYS_BUCKET }] = await Promise.all([
+        const [{ MusterClient }, { loadClientConfig, resolveBrokerSettings }, { defaultCallerName }, { isValidIdentity }, { enrollNodeKey }] = await Promise.all([
           import("../../client/client.js"),
-          import("../../protocol/node-keys.js"),
-          import("../../protocol/buckets.js"),
           import("../config.js"),
           import("../../security/keys.js"),
           import("../../protocol/subjects.js"),
@@ -112,13 +110,9 @@ Example:
         const b = resolveBrokerSettings({ flag: o.broker, clientConfig: o.config });
         const client = await MusterClient.connect({ brokers: b.servers, collective: cfg.collective, name: "muster-key-enroll", tls: b.tls, from: b.from });
         try {
-          // made here if no provisioner made it yet (an admin may create streams)
-          const bucket = await client.bucket(DEFAULT_NODE_KEYS_BUCKET, { create: NODE_KEYS_BUCKET });
-          const now = await bucket.get(nodeKeyName(identity));
-          const parsed = now ? parseNodeKeyEntry(now.value, nodeKeyName(identity)) : undefined;
-          const plan = enrollment(parsed?.ok ? parsed.entry : undefined, identity, pubkey, o.replace === true);
+          // the directory is made here if no provisioner made it yet (an admin may create streams)
+          const plan = await enrollNodeKey(client, { identity, pubkey, by: defaultCallerName(), ...(o.replace ? { replace: true } : {}) });
           if (plan.act === "refuse") throw new MusterError("MUSTER_USAGE", plan.why);
-          if (plan.act === "write") await bucket.put(nodeKeyName(identity), encodeNodeKeyEntry({ identity, pubkey, source: "enrolled", time: Date.now(), by: defaultCallerName() }));
           process.stdout.write(`${plan.why}\n`);
         } catch (e) {
           if (/permission|authoriz/i.test((e as Error).message)) throw new MusterError("MUSTER_BROKER_REFUSED", `the broker refused writing the key directory: enrolling needs an admin's credential (listed under admins: in the broker spec): ${(e as Error).message}`);

@@ -69,6 +69,8 @@ export function siteRenderArgv(c: SiteRenderContext, m: SiteMachine): string[] {
         `country=${r.country}`,
         "--fact",
         `ec2_placement_region=${r.region}`,
+        "--node-key",
+        cr.nodeKeys[m.identity]!.file,
         "--alt-name",
         `IP:${m.address}`,
         "--registry-url",
@@ -123,6 +125,8 @@ export function siteRenderArgv(c: SiteRenderContext, m: SiteMachine): string[] {
         "--provisioner-key",
         cr.keys.provisioner.publicKey,
         ...operator,
+        "--node-key",
+        cr.nodeKeys[m.identity]!.file,
         ...c.notifyRecipients.flatMap((r) => ["--notify-recipient", r]),
         "--replicas",
         "3",
@@ -133,10 +137,10 @@ export function siteRenderArgv(c: SiteRenderContext, m: SiteMachine): string[] {
 
 /**
  * The site provisioners' /etc/muster/provisioner.yaml: the package's default (mcprovision's keys)
- * with the site's additions (docs/deploy.md#6-provisioners-two-for-ha) and the lab's pace.
+ * with the site's additions (docs/deploy.md#5-provisioners-two-for-ha) and the lab's pace.
  */
 export function siteProvisionerConfigText(packageDefault: Record<string, unknown>, notifyTargets: string[]): string {
   const additions = provisionerAdditions({ brokers: siteBrokerUrls(), notifyTargets });
-  const base = packageDefault as { notify?: Record<string, unknown> };
-  return toYaml({ ...packageDefault, ...additions, notify: { ...(base.notify ?? {}), ...(additions.notify as Record<string, unknown>) } });
+  const base = packageDefault as { notify?: Record<string, unknown>; master?: Record<string, unknown> };
+  return toYaml({ ...packageDefault, ...additions, notify: { ...(base.notify ?? {}), ...(additions.notify as Record<string, unknown>) }, master: { ...(base.master ?? {}), ...(additions.master as Record<string, unknown>) } });
 }
