@@ -10,6 +10,7 @@ import { siteMachines } from "../../src/lab/site/roles.js";
 import { siteRenderArgv, type SiteRenderContext } from "../../src/lab/site/render.js";
 import type { SiteCredentials } from "../../src/lab/site/credentials.js";
 import { repoRoot } from "../support/collective.js";
+import { textBlockLines } from "../support/doc-commands.js";
 
 // docs/deploy.md is what the site runs (issue 26): every config block it marks `<!-- rendered: ID -->`
 // is what the generator behind that file prints for the doc's example values, and every
@@ -88,7 +89,7 @@ test("every --role command in docs/deploy.md has the flags the lab renders that 
   };
   const squash = (flags: string[]) => flags.filter((f, i) => f !== flags[i - 1]);
   // every command line (continuations joined) of every text block that renders a role
-  const commands = [...doc.matchAll(/```text\n([\s\S]*?)```/g)].flatMap((b) => b[1]!.replace(/\\\n\s*/g, " ").split("\n")).flatMap((l) => {
+  const commands = textBlockLines(doc).flatMap((l) => {
     const m = /^muster user-data --role (\w+)(.*)$/.exec(l);
     return m ? [[l, m[1]!] as const] : [];
   });
