@@ -7,14 +7,6 @@ import { MusterError } from "../../errors.js";
 
 const collect = (v: string, prev: string[] = []) => [...prev, v];
 
-interface SetupOpts {
-  broker: string[];
-  ca: string;
-  cert?: string;
-  key?: string;
-  collective: string;
-  force?: boolean;
-}
 
 export function clientCommand(): Command {
   const client = new Command("client").description("This workstation as a client of a site: its client config, broker credential and signing key");
@@ -43,7 +35,7 @@ Example:
   muster client setup --broker tls://nats1.example.net:4222 --broker tls://nats2.example.net:4222 \\
     --broker tls://nats3.example.net:4222 --ca ca.pem --cert ops.pem --key ops.key`,
       )
-      .action(async (o: SetupOpts) => {
+      .action(async (o: import("../../config/client-setup.js").ClientSetup) => {
         const { setupClient } = await import("../../config/client-setup.js");
         if (!o.cert !== !o.key) throw new MusterError("MUSTER_USAGE", "--cert and --key go together: your broker credential's certificate and its key");
         const done = setupClient(o);
