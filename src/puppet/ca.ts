@@ -267,14 +267,15 @@ export class CertificateAuthority {
         {
           host: this.base.hostname,
           port: this.base.port || 8140,
-          // the certificate is checked against this name rather than the URL's host
+          // the certificate is checked against this name rather than the URL's host, and the request
+          // names it too: puppetserver (Jetty) refuses a Host header that does not match the SNI
           ...(this.settings.servername ? { servername: this.settings.servername } : {}),
           path,
           method,
           ...tls,
           agent: false,
           timeout: this.settings.timeoutMs ?? 30_000,
-          headers: { Accept: "application/json", ...(body !== undefined ? { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(body) } : {}) },
+          headers: { Accept: "application/json", ...(this.settings.servername ? { Host: `${this.settings.servername}:${this.base.port || 8140}` } : {}), ...(body !== undefined ? { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(body) } : {}) },
         },
         (res) => {
           let text = "";
