@@ -166,7 +166,6 @@ export async function ensureImage(cacheDir: string, spec: ImageSpec, progress: (
   const mirror = spec.mirror.length ? join(dir, "mirror", "repo") : undefined;
   const cached = (): MachineImage => ({ key, root, built: false, bytes: Number(readFileSync(join(dir, "done"), "utf8").trim()) || 0, ...(mirror ? { mirror } : {}) });
   if (existsSync(join(dir, "done"))) return cached();
-  requireTools({ mmdebstrap: "mmdebstrap" });
   mkdirSync(cacheDir, { recursive: true });
   // One build of a key at a time: a second process (the machine tests and the helper's hostile
   // suite want the same image) waits for the first's instead of building its own beside it.
@@ -222,6 +221,7 @@ async function buildImage(cacheDir: string, spec: ImageSpec, key: string, progre
   const dir = join(cacheDir, key);
   const root = join(dir, "root");
   const mirror = spec.mirror.length ? join(dir, "mirror", "repo") : undefined;
+  requireTools({ mmdebstrap: "mmdebstrap" });
   const t0 = Date.now();
   clearAbandonedBuilds(cacheDir);
   const work = join(cacheDir, `.${key}.${process.pid}`);
