@@ -67,6 +67,16 @@ export function rootTempDir(name: string): { path: string; remove(): void } {
   return { path, remove: () => rmSync(path, { recursive: true, force: true }) };
 }
 
+/** The daemon's stand-in: connects, sends one line, prints the reply (or the connection error). */
+const DAEMON_SCRIPT = `import { connect } from "node:net";
+const s = connect(process.argv[2]);
+let out = "";
+s.on("connect", () => s.write(process.argv[3] + "\\n"));
+s.on("data", (d) => (out += d));
+s.on("error", (e) => { process.stdout.write(JSON.stringify({ connectError: e.code })); process.exit(0); });
+s.on("close", () => process.stdout.write(out));
+`;
+
 /**
  * A helper on `<tmp>/privileged.sock` serving DAEMON_UID, with Puppet's directories under the
  * temp dir (rootTempDir) and the resource agent fenced to `files/` (`extraArgs`: more `privileged serve` flags).
@@ -98,19 +108,7 @@ export async function startRig(name: string, o: { extraArgs?: string[]; config?:
     chownSync(path("server.yaml"), 0, GROUP);
   };
   writeConfig(config);
-  // The stand-in daemon: connects, sends one line, prints the reply (or the connection error).
-  writeFileSync(
-    path("daemon.mjs"),
-    `import { connect } from "node:net";
-const s = connect(process.argv[2]);
-let out = "";
-s.on("connect", () => s.write(process.argv[3] + "\\n"));
-s.on("data", (d) => (out += d));
-s.on("error", (e) => { process.stdout.write(JSON.stringify({ connectError: e.code })); process.exit(0); });
-s.on("close", () => process.stdout.write(out));
-`,
-    { mode: 0o644 },
-  );
+  writeFileSync(path("daemon.mjs"), DAEMON_SCRIPT, { mode: 0o644 });
   const sock = path("privileged.sock");
   const helper = spawnMuster(["privileged", "serve", "--config", path("server.yaml"), "--socket", sock, "--client-user", String(DAEMON_UID), ...(o.extraArgs ?? [])], { env: cleanEnv(path("helper-home")) });
   await helper.waitForLine(new RegExp(`muster privileged helper ready \\(serving uid ${DAEMON_UID}\\)`), 30_000);
@@ -151,16 +149,6 @@ export function refusedWith(a: Answer, re: RegExp): void {
     throw new Error(`expected a refusal matching ${re}, got ${JSON.stringify(a)}`);
   }
 }
-
-/** The daemon's stand-in: connects, sends one line, prints the reply (or the connection error). */
-const DAEMON_SCRIPT = `import { connect } from "node:net";
-const s = connect(process.argv[2]);
-let out = "";
-s.on("connect", () => s.write(process.argv[3] + "\\n"));
-s.on("data", (d) => (out += d));
-s.on("error", (e) => { process.stdout.write(JSON.stringify({ connectError: e.code })); process.exit(0); });
-s.on("close", () => process.stdout.write(out));
-`;
 
 export interface TreeRig extends Rig {
   tree: Tree;
