@@ -245,8 +245,8 @@ export async function perform(req: Request, o: PerformOptions): Promise<unknown>
           const code = rootCodeRefusal(name.length > 1 ? name.replace(/\/+$/, "") : name, s.filePaths!, await puppetCodeDirs(puppetInvocations(v, s), { signal }));
           if (code) throw new Refusal(`file ${name}: ${code}`);
         }
-        if (type === "package") {
-          const ensure = properties.find(([k]) => k === "ensure")?.[1];
+        const ensure = properties.find(([k]) => k === "ensure")?.[1];
+        if (type === "package" && ensure !== undefined) {
           const refused = packageChangeRefusal(name, ensure, await packageState(name, ensure));
           if (refused) throw new Refusal(refused.message);
         }
@@ -440,10 +440,10 @@ export function serveHelper(listen: { path: string; group?: number } | { fd: num
         if (listen.group !== undefined) process.setegid!(listen.group);
         server.listen(listen.path, () => {
           const st = lstatSync(listen.path);
-          const group = listen.group ?? 0;
-          if (!st.isSocket() || st.uid !== 0 || st.gid !== group || (st.mode & 0o777) !== 0o660) {
+          const [uid, group] = [process.geteuid!(), listen.group ?? egid];
+          if (!st.isSocket() || st.uid !== uid || st.gid !== group || (st.mode & 0o777) !== 0o660) {
             server.close();
-            reject(new MusterError("MUSTER_USAGE", `${listen.path} came out ${st.isSocket() ? "a socket" : "not a socket"} owned ${st.uid}:${st.gid} mode ${(st.mode & 0o777).toString(8)}, not root:${group} 0660 (a set-group-ID directory gives its own group): put the socket in a directory root owns`));
+            reject(new MusterError("MUSTER_USAGE", `${listen.path} came out ${st.isSocket() ? "a socket" : "not a socket"} owned ${st.uid}:${st.gid} mode ${(st.mode & 0o777).toString(8)}, not ${uid}:${group} 0660 (something replaced it, or a set-group-ID directory gave its own group): put the socket in a directory root owns`));
             return;
           }
           ready();

@@ -45,7 +45,7 @@ export interface PuppetInvocation {
 
 interface Cached {
   settings: Record<string, string>;
-  /** puppet.conf as it was when printed: its identity and times, or absent. */
+  /** puppet.conf as it was when printed: its identity and times, or absent; "unknown" (printed again next time) if it changed around then. */
   stamp: string;
   conf: string;
 }
@@ -66,10 +66,11 @@ export async function puppetSettings(inv: PuppetInvocation, o: { signal?: AbortS
   const key = JSON.stringify([inv.puppetBin, inv.args, inv.env ?? {}]);
   const hit = cache.get(key);
   if (hit && stampOf(hit.conf) === hit.stamp) return hit.settings;
-  // the stamp before printing: a puppet.conf that changes while Puppet reads it is printed again next time
+  // puppet.conf before and after Puppet reads it: kept only if it did not change meanwhile (where
+  // it is, is known from --confdir or an earlier print; the first print of the defaults is not kept)
   const confArg = inv.args.indexOf("--confdir");
-  const guess = confArg >= 0 ? inv.args[confArg + 1]! : hit?.settings.confdir;
-  const before = guess ? stampOf(join(guess, "puppet.conf")) : "unknown";
+  const known = confArg >= 0 ? inv.args[confArg + 1] : hit?.settings.confdir;
+  const before = known ? stampOf(join(known, "puppet.conf")) : undefined;
   const r = await execCommand(inv.puppetBin, ["config", "print", ...PRINTED, "--section", "agent", ...inv.args, "--color", "false"], {
     env: { ...process.env, ...inv.env },
     ...(o.signal ? { signal: o.signal } : {}),
@@ -79,7 +80,8 @@ export async function puppetSettings(inv: PuppetInvocation, o: { signal?: AbortS
   const settings = parseConfigPrint(PRINTED, r.output);
   if (!settings.confdir || !settings.vardir || !settings.ssldir || !settings.certname) throw new MusterError("MUSTER_PUPPET_FAILED", `puppet config print named no confdir, vardir, ssldir or certname: ${tailLines(r.output, 5)}`);
   const conf = join(settings.confdir, "puppet.conf");
-  cache.set(key, { settings, conf, stamp: guess === settings.confdir ? before : "unknown" });
+  const after = stampOf(conf);
+  cache.set(key, { settings, conf, stamp: known === settings.confdir && before === after ? after : "unknown" });
   return settings;
 }
 
