@@ -4,7 +4,7 @@ import { Gauge, Registry } from "prom-client";
 import { puppetDDL } from "../agents/puppet/ddl.js";
 import type { MusterClient } from "../client/client.js";
 import { AdminNotifier } from "../fleet/admins.js";
-import { ProblemKinds, type NodeHealth } from "../fleet/health.js";
+import { ProblemKinds, type NodeHealth } from "../health/model.js";
 import type { FleetSources } from "../fleet/sources.js";
 import { asRunallEvent, parseNodeEvent, RUNALL_AGENT } from "../protocol/events.js";
 import { Status } from "../protocol/status.js";

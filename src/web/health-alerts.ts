@@ -1,10 +1,10 @@
 import type { Logger } from "pino";
 import type { AdminNotifier } from "../fleet/admins.js";
-import { alertsFor, type Alert, type AlertPolicy, type AlertState } from "../fleet/health-alerts.js";
-import type { HealthReport } from "../fleet/health.js";
+import { alertsFor, type Alert, type AlertPolicy, type AlertState } from "../health/alerts.js";
+import type { HealthReport } from "../health/model.js";
 
 // The console telling the admins about nodes' health (docs/fleet.md#alerts): the decisions are
-// fleet/health-alerts.ts, the delivery the notify agent's (deduplicated in its KV by key). Sent one
+// health/alerts.ts, the delivery the notify agent's (deduplicated in its KV by key). Sent one
 // at a time, in order; one that could not be delivered is tried again a minute later.
 
 const RETRY_MS = 60_000;

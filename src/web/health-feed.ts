@@ -1,15 +1,15 @@
 import { EventEmitter } from "node:events";
 import type { Logger } from "pino";
 import type { FleetSources } from "../fleet/sources.js";
-import type { Beat, Watching } from "../fleet/health-stores.js";
-import { healthReport, type HealthInputs, type HealthPolicy, type HealthReport } from "../fleet/health.js";
+import type { Beat, Watching } from "../health/stores.js";
+import { healthReport, type HealthInputs, type HealthPolicy, type HealthReport } from "../health/model.js";
 import type { PuppetRunRecord } from "../protocol/puppet-run.js";
 import type { BoardFeed } from "./live.js";
 
 // The fleet's health, live, for every open page at once (the landing page, /api/health, alerts,
 // the metrics): heartbeats and Puppet runs followed through watches on their buckets, the
 // provisioning records from the board's feed, the registry's nodes asked now and then. The report
-// (fleet/health.ts, the same as `muster health`) is recomputed every `tickMs`, since silence alone
+// (health/model.ts, the same as `muster health`) is recomputed every `tickMs`, since silence alone
 // makes a node unreachable; `report` is emitted when which nodes have which problems changes.
 
 const RUNS_KEPT = 10;

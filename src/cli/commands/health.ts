@@ -43,7 +43,7 @@ Examples:
     )
     .action(async (o: HealthOpts) => {
       const s = await openSession(o);
-      const [{ readFleetHealth }, { renderHealth }] = await Promise.all([import("../../fleet/health-read.js"), import("../health-render.js")]);
+      const [{ readFleetHealth }, { renderHealth }] = await Promise.all([import("../../health/read.js"), import("../health-render.js")]);
       try {
         const report = await readFleetHealth(s.client, {
           filter: s.filter,
