@@ -47,6 +47,16 @@ const nothingRan = () => assert.equal(existsSync(rig.host("attacker", "pwned")),
 /** Nothing landed in /victim, where every attack below points. */
 const victimUntouched = () => assert.deepEqual(readdirSync(rig.tree.host("/victim")), [], "nothing was written through a link to /victim");
 
+/** The control beside a refusal: in the same tree, under the same config, a plain write lands (so the refusal was the rule's). */
+async function aWriteLands(dir = rig.path("files")): Promise<void> {
+  const name = join(dir, `control-${Date.now()}`);
+  const a = await rig.ask(res("file", name, [["content", "a write that is allowed"], ["ensure", "file"]]));
+  assert.equal(a.ok, true, `the control write was refused: ${JSON.stringify(a)}`);
+  assert.equal(readFileSync(rig.tree.host(name), "utf8"), "a write that is allowed");
+  assert.equal(statSync(rig.tree.host(name)).uid, 0);
+  rmSync(rig.tree.host(name));
+}
+
 /** Sends each request on its own connection, all at once, from one attacker process. */
 async function many(requests: unknown[]): Promise<Answer[]> {
   const script = `import { connect } from "node:net";
@@ -221,6 +231,11 @@ test("file without file_paths is refused for any path; a file_paths directory an
       assert.match(a.error!, /each plugins\.resource\.file_paths directory, and everything in it, must be root's alone/);
       assert.equal(existsSync(rig.tree.host(join(d, "x"))), false);
     }
+    // a directory of root's beside them, 0755: the same write lands
+    const mine = rig.path("mine");
+    mkdirSync(rig.tree.host(mine), { mode: 0o755 });
+    rig.writeConfig({ ...rig.baseConfig, plugins: { ...plugins, resource: { ...plugins.resource, file_paths: [mine] } } });
+    await aWriteLands(mine);
   } finally {
     rig.writeConfig(rig.baseConfig);
   }
@@ -262,6 +277,7 @@ test("the symlink-swap race in a loop: in a directory the attacker can write, ev
   for (const a of answers) refusedWith(a, /shared belongs to uid 65534, not root/);
   assert.deepEqual(readdirSync(rig.host("outside")), [], "nothing was written outside");
   rmSync(rig.tree.host(shared), { recursive: true, force: true });
+  await aWriteLands();
 });
 
 test("the symlink-swap race in a loop against root's directory: the attacker's swaps all fail, the writes land inside, one Puppet at a time, nothing outside", async () => {
@@ -333,6 +349,8 @@ test("a file_paths directory that does not exist, in a sticky world-writable dir
     assert.ok(made > 0, "the attacker really made the link");
     for (const a of answers) refusedWith(a, /sticky is writable by others \(mode 1777\)/);
     assert.deepEqual(readdirSync(rig.host("outside")), [], "nothing was written outside");
+    rig.writeConfig(rig.baseConfig);
+    await aWriteLands();
   } finally {
     rig.writeConfig(rig.baseConfig);
     rmSync(rig.tree.host(sticky), { recursive: true, force: true });
