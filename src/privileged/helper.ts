@@ -129,8 +129,8 @@ function resourceChecks(s: ResourceSettingsView, type: string, name: string, pro
     const dir = s.filePaths!.find((d) => name.startsWith(`${d}/`))!;
     const unsafe = pathRefusal(path, dir);
     if (unsafe) throw new Refusal(`file ${name}: ${unsafe}`);
-    const dirNow = lstatOrUndefined(path)?.isDirectory() ?? false;
-    const tree = directoryRefusal(name, properties, dirNow);
+    const now = lstatOrUndefined(path);
+    const tree = directoryRefusal(name, properties, now?.isDirectory() ? { mode: now.mode } : undefined);
     if (tree) throw new Refusal(tree.message);
   }
   const managed = isManagedResource(readManagedResources(s.resourcesFile), type, name);

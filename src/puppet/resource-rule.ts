@@ -102,17 +102,21 @@ export const FILEBUCKET_CONTENT = /^\{\w+\}/m;
  * Why a `file` resource that is, or will be, a directory may not have these properties: the walk
  * (privileged/paths.ts) lets a write through only directories root owns and nobody else may
  * write, so the helper never makes one it would refuse next time: no owner but root, no write for
- * its group (others' write is refused for every file). `isDirectoryNow`: the path is a directory
- * already (a `mode` or `owner` without `ensure` changes it); only root can tell, so the helper
- * asks again in its turn.
+ * its group (others' write is refused for every file). `now`: the directory the path is already,
+ * with its mode (a `mode`, `owner` or `group` without `ensure` changes it, and a `group` gives
+ * whatever write its mode has); only root can tell, so the helper asks again in its turn.
  */
-export function directoryRefusal(name: string, properties: readonly (readonly [string, string])[], isDirectoryNow: boolean): RuleRefusal | undefined {
+export function directoryRefusal(name: string, properties: readonly (readonly [string, string])[], now?: { mode: number }): RuleRefusal | undefined {
   const props = new Map(properties);
   const ensure = props.get("ensure");
-  if (ensure !== "directory" && !(ensure === undefined && isDirectoryNow)) return undefined;
+  if (ensure !== "directory" && !(ensure === undefined && now)) return undefined;
   const mode = props.get("mode");
   if (mode !== undefined && /^0?[0-7]{3,4}$/.test(mode) && parseInt(mode, 8) & 0o020) {
     return { reason: "value_denied", message: `file ${name}: mode=${JSON.stringify(mode)} is not allowed on a directory; its group could then rename what is in it and lead a later write out (a directory's mode has no write for group or others)` };
+  }
+  const group = props.get("group");
+  if (group !== undefined && mode === undefined && now && now.mode & 0o020) {
+    return { reason: "value_denied", message: `file ${name}: group=${JSON.stringify(group)} is not allowed on this directory: its mode (${(now.mode & 0o7777).toString(8).padStart(4, "0")}) lets its group write, so that group could lead a later write out; give a mode without group write too` };
   }
   const owner = props.get("owner");
   if (owner !== undefined && owner !== "root" && owner !== "0") {
@@ -201,6 +205,6 @@ export function resourceRefusal(s: ResourceRuleSettings, type: string, name: str
     // a file's content is never echoed: it may be a secret (the helper logs it by digest only)
     if (want !== undefined) return { reason: "value_denied", message: `${type} ${name}: ${k}${k === "content" ? " (as given)" : `=${JSON.stringify(v)}`} is not allowed; ${k} must be ${want}` };
   }
-  if (type === "file") return directoryRefusal(name, properties, false);
+  if (type === "file") return directoryRefusal(name, properties);
   return undefined;
 }

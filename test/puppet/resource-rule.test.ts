@@ -99,13 +99,18 @@ test("a directory: no owner but root, no group write, whether ensure says direct
   // a file may still be its group's to write, and its owner's
   allowed("file", "/srv/files/f", [["ensure", "file"], ["mode", "0660"], ["owner", "www-data"]]);
   // without ensure, what the path is now decides: the helper looks (as root) in its turn
-  assert.match(directoryRefusal("/srv/files/d", [["mode", "0775"]], true)!.message, /mode="0775" is not allowed on a directory/);
-  assert.match(directoryRefusal("/srv/files/d", [["owner", "www-data"]], true)!.message, /owner="www-data" is not allowed on a directory/);
-  assert.equal(directoryRefusal("/srv/files/f", [["mode", "0775"]], false), undefined);
-  assert.equal(directoryRefusal("/srv/files/d", [["owner", "root"], ["mode", "0755"]], true), undefined);
-  assert.equal(directoryRefusal("/srv/files/d", [["owner", "0"]], true), undefined);
+  const dir = { mode: 0o40755 };
+  assert.match(directoryRefusal("/srv/files/d", [["mode", "0775"]], dir)!.message, /mode="0775" is not allowed on a directory/);
+  assert.match(directoryRefusal("/srv/files/d", [["owner", "www-data"]], dir)!.message, /owner="www-data" is not allowed on a directory/);
+  assert.equal(directoryRefusal("/srv/files/f", [["mode", "0775"]]), undefined);
+  assert.equal(directoryRefusal("/srv/files/d", [["owner", "root"], ["mode", "0755"]], dir), undefined);
+  assert.equal(directoryRefusal("/srv/files/d", [["owner", "0"]], dir), undefined);
+  // a group on a directory its group may write already hands the write to that group
+  assert.match(directoryRefusal("/srv/files/d", [["group", "www-data"]], { mode: 0o40775 })!.message, /group="www-data" is not allowed on this directory: its mode \(0775\) lets its group write/);
+  assert.equal(directoryRefusal("/srv/files/d", [["group", "www-data"], ["mode", "0750"]], { mode: 0o40775 }), undefined);
+  assert.equal(directoryRefusal("/srv/files/d", [["group", "www-data"]], dir), undefined);
   // ensure=file on a directory: Puppet refuses to replace it (no force), so it stays as it is
-  assert.equal(directoryRefusal("/srv/files/d", [["ensure", "file"], ["mode", "0664"]], true), undefined);
+  assert.equal(directoryRefusal("/srv/files/d", [["ensure", "file"], ["mode", "0664"]], dir), undefined);
 });
 
 test("package changes against dpkg's state: pins only upward on an installed package, nothing on a held one, no removal of Essential or Protected", () => {
