@@ -65,7 +65,7 @@ before(async () => {
   // are the machine's; the chrootless scripts run the machine's systemd-sysusers and -tmpfiles).
   for (const d of ["var/lib/dpkg/info", "var/lib/dpkg/updates", "etc/apt/sources.list.d", "etc/apt/keyrings", "etc/apt/trusted.gpg.d", "etc/apt/apt.conf.d", "etc/apt/preferences.d", "var/cache/apt/archives/partial", "var/lib/apt/lists/partial", "var/log/apt"]) mkdirSync(join(root, d), { recursive: true });
   let status = "";
-  for (const p of ["libc6", "libstdc++6", "libgcc-s1", "systemd", "init-system-helpers"]) {
+  for (const p of ["libc6", "libstdc++6", "libgcc-s1", "systemd", "init-system-helpers", "openssl"]) {
     const { stdout } = await run("dpkg-query", ["-W", "-f=${Version} ${Architecture}\t${Provides}", p]);
     const [versionArch, provides] = stdout.split("\t");
     const [version, arch] = versionArch!.split(" ");

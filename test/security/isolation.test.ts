@@ -127,12 +127,13 @@ test("generated users: one role per credential, node subjects confined to the no
   assert.equal(web1.permissions.allow_responses, true);
   assert.ok(!web1.permissions.publish.allow.some((s) => s.includes(".node.") || s.includes("broadcast")), "nodes never publish requests");
   const boot = users.find((u) => u.user === user("bootstrap"))!;
-  assert.ok(boot.permissions.subscribe.allow.every((s) => s.startsWith("provisioning.")));
+  // a waiting node hears only provisioning subjects, and its own inbox (replies to what it asks)
+  assert.ok(boot.permissions.subscribe.allow.every((s) => s.startsWith("provisioning.") || s.startsWith("_INBOX_")));
   const admin = users.find((u) => u.user === user("admin"))!;
   assert.ok(!admin.permissions.publish.allow.some((s) => s.startsWith("provisioning.")), "admins cannot reach waiting nodes");
   assert.throws(() => brokerUsers({ ...spec, admins: [user("provisioner")] }), /appears twice/);
   const confined = brokerUsers({ bootstrap: [{ user: "CN=boot-web9", identity: "web9.test" }] })[0]!;
-  assert.deepEqual(confined.permissions.subscribe.allow, ["provisioning.broadcast.agent.>", "provisioning.node.web9.test", "provisioning.registration.solicit"]);
+  assert.deepEqual(confined.permissions.subscribe.allow, ["provisioning.broadcast.agent.>", "provisioning.node.web9.test", "provisioning.registration.solicit", "_INBOX_776562392e74657374.>"], "its own inbox only: web9.test in hex, not _INBOX_.>");
 });
 
 test("muster broker users prints the same users for nats-server, and names a bad spec", async () => {

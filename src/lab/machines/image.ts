@@ -1,11 +1,12 @@
 import { execFileSync, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, watch, writeFileSync, type FSWatcher } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { MusterError } from "../../errors.js";
 import { isAlive } from "../processes.js";
 import { PACKAGE_PORT, RELAY_ADDRESS } from "./addresses.js";
 import { hostRelease, requireTools } from "./host.js";
+import { lockReleased, takeLock } from "./image-lock.js";
 import type { MachineKind } from "./machine.js";
 import { buildMirror, MIRROR_KEYRING, MIRROR_PACKAGES, mirrorSources, sourcesForRelease } from "./mirror.js";
 import { vmDisk, type VmImage } from "./vm.js";
@@ -181,40 +182,6 @@ export async function ensureImage(cacheDir: string, spec: ImageSpec, progress: (
   } finally {
     rmSync(lock, { recursive: true, force: true });
   }
-}
-
-/** Takes the build lock (a directory naming its owner's pid), or says another live process holds it. */
-function takeLock(lock: string): boolean {
-  try {
-    mkdirSync(lock);
-    writeFileSync(join(lock, "pid"), `${process.pid}\n`);
-    return true;
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e;
-    const pid = Number(readFileSync(join(lock, "pid"), { encoding: "utf8", flag: "a+" }).trim());
-    // its owner is gone (killed mid-build), or has not written its pid yet (then wait a moment)
-    if (pid && !isAlive(pid)) rmSync(lock, { recursive: true, force: true });
-    return false;
-  }
-}
-
-/** Resolves when the lock directory goes, or after a while to look whether its owner still lives. */
-function lockReleased(lock: string): Promise<void> {
-  return new Promise((resolve) => {
-    let watcher: FSWatcher | undefined;
-    const done = () => {
-      clearTimeout(timer);
-      watcher?.close();
-      resolve();
-    };
-    const timer = setTimeout(done, 5_000);
-    try {
-      watcher = watch(dirname(lock), (_e, name) => (name === basename(lock) && !existsSync(lock) ? done() : undefined));
-    } catch {
-      /* the timer alone */
-    }
-    if (!existsSync(lock)) done();
-  });
 }
 
 async function buildImage(cacheDir: string, spec: ImageSpec, key: string, progress: (line: string) => void): Promise<MachineImage> {

@@ -3,7 +3,7 @@
 // the files behind it are free to change.
 //
 //   host.ts        what the host must have (root, tools, overlayfs, namespaces)
-//   image.ts       the image machines boot (mmdebstrap, cached), vm.ts its QEMU disk
+//   image.ts       the image machines boot (mmdebstrap, cached; image-lock.ts one build at a time), vm.ts its QEMU disk
 //   packages.ts    what machines install: the .deb, the lab's signed apt repository, its server
 //   network.ts     the lab's network namespace and bridge; relay.ts the relays onto it
 //   ssh.ts         the operator's ssh key, config and known hosts for the machines
@@ -22,13 +22,12 @@ export { ensureImage, imageInfo, labImage, machineImageSpec, type MachineImage }
 export { decodeMountPath, machineExec, machineExecArgv, machineExecAsync, machineLeader, machineSupervisor, unmountUnder, type MachineKind } from "./machine.js";
 export { MIRROR_PATH } from "./mirror.js";
 export { labLinks, labRoutes, makeLabNetwork, netnsPath } from "./network.js";
-export { packageServerPort, packagingFile, publishToRepo, startLabPackages } from "./packages.js";
+export { packageServerPort, packagingFile, publishToRepo, startLabPackages, USER_DATA_COMMAND } from "./packages.js";
 export { startPackageServer } from "./package-server.js";
 export { destroyMachineDisk, powerOffMachine, powerOnMachine } from "./power.js";
 export { labRelaySpecs, startRelays, type RelaySpec } from "./relay.js";
 export { clearMachineRemains, teardownMachines } from "./remains.js";
 export type { BootMachineContext, MachinePlan } from "./seed.js";
-export { USER_DATA_COMMAND } from "./seed.js";
 export { labSshKey, writeSshConfig } from "./ssh.js";
 export { labMachinesState, machineWaiting, type LabMachinesState, type LabNodeMachine, type LabPackages, type MachineNode } from "./state.js";
 export { superviseMachine } from "./supervisor.js";

@@ -8,6 +8,9 @@ import { waitForPort } from "../nats.js";
 import { freePort } from "../ports.js";
 import { spawnMuster, type MusterProcess } from "../processes.js";
 import { PACKAGE_PORT, RELAY_ADDRESS } from "./addresses.js";
+
+/** The muster command operators render user-data with (docs/deploy.md): argv[0] of every render. */
+export const USER_DATA_COMMAND = "user-data";
 import type { LabPackages } from "./state.js";
 
 // What the machines install, as a cloud's apt mirror serves it: the .deb (built from this checkout

@@ -7,6 +7,7 @@ import type { LabRegion } from "../regions.js";
 import { roleFacts, type LabRole } from "../roles.js";
 import { LAB_NET } from "./addresses.js";
 import { MUSTER_BIN } from "../processes.js";
+import { USER_DATA_COMMAND } from "./packages.js";
 import type { LabMachinesState } from "./state.js";
 import type { MusterProcess } from "../processes.js";
 
@@ -16,8 +17,6 @@ import type { MusterProcess } from "../processes.js";
 
 const execFileP = promisify(execFile);
 
-/** The muster command operators render user-data with (docs/deploy.md): argv[0] of every render. */
-export const USER_DATA_COMMAND = "user-data";
 
 /** What booting machines into a lab needs (machineBootContext makes it). */
 export interface BootMachineContext {
