@@ -30,6 +30,7 @@ export function claimRecord(existing: Versioned | undefined, identity: string, o
     rec.finishedAt = undefined;
     noteRound(rec, { event: "started", by: owner }, now);
     delete rec.masterWait; // a new round chooses its master afresh
+    delete rec.masterFallback;
   }
   const previousOwner = rec.status === "in_progress" ? rec.owner : undefined;
   rec.status = "in_progress";

@@ -134,7 +134,7 @@ export class Driver {
             const facts = await this.inventory(identity);
             rec.nodeAddress = stringFact(facts, cfg.target.ipaddress_fact);
             if (!rec.nodeAddress) throw new StepError(`node has no '${cfg.target.ipaddress_fact}' fact (target.ipaddress_fact)`);
-            master = await masters.choose(identity, facts, rec.master, midRound);
+            master = await masters.choose(identity, facts, rec, midRound);
             rec.master = master.identity;
             rec.masterAddress = master.address;
           }
@@ -149,7 +149,7 @@ export class Driver {
           }
         } catch (e) {
           if (this.d.stopping.aborted) first = { type: "stopping" };
-          else if (e instanceof MasterAway) first = { type: "master-away", ...(e.master ? { master: e.master } : {}), looking: e.looking };
+          else if (e instanceof MasterAway) first = { type: "master-away", ...(e.master ? { master: e.master } : {}), looking: e.looking, ...(e.pick ? { criterion: e.pick.criterion, value: e.pick.value } : {}) };
           else first = { type: "prepare-failed", error: (e as Error).message };
         }
       }

@@ -40,6 +40,8 @@ export interface EnginePolicy {
   goneTimeoutS?: number;
   /** How long a node waits for a Puppet master that does not answer before it fails (config master_wait), s; 0: no limit. */
   masterWaitS?: number;
+  /** How long a node waits for the known master its criteria pick before it falls back (config known_master_wait), s. */
+  knownMasterWaitS?: number;
 }
 
 export type EngineAction =
@@ -69,8 +71,8 @@ export type EngineEvent =
   | { type: "begin" }
   /** Before the first step: the node's facts or its master could not be had. */
   | { type: "prepare-failed"; error: string }
-  /** Before the first step: its own `master` (its CSR and certificate are there) does not answer, or (none) no master does; `looking`: how masters are found. */
-  | { type: "master-away"; master?: string; looking: string }
+  /** Before the first step: its own `master` (its CSR and certificate are there), or (`criterion`) the known one its criteria pick, or (none) any, does not answer; `looking`: how masters are found. */
+  | { type: "master-away"; master?: string; looking: string; criterion?: string; value?: unknown }
   /** A gone node's run begun because it still did not answer (its wait may have ended): nothing was asked of it. */
   | { type: "still-gone" }
   | { type: "cert-probed"; hasCert: boolean }
@@ -127,7 +129,7 @@ export function decide(run: NodeRun, ev: EngineEvent, policy: EnginePolicy, now:
   if (ev.type === "lost") return finish(run, { type: "leave", reason: `state of ${rec.identity} was changed by someone else; leaving the node to them` });
   if (ev.type === "stopping") return abandon(run, "provisioner stopping", now);
   if (ev.type === "still-gone") return park(run, "node", markGone(rec, policy, now, "no answer"), policy, now);
-  if (ev.type === "master-away") return park(run, "master", markMasterWait(rec, policy, now, ev.master, ev.looking), policy, now);
+  if (ev.type === "master-away") return park(run, "master", markMasterWait(rec, policy, now, ev.master, ev.looking, ev.criterion ? { criterion: ev.criterion, value: ev.value } : undefined), policy, now);
   if (ev.type === "prepare-failed") {
     // No answer at all before the first step: the node is gone (it may come back), not broken.
     if (noReply(ev.error) && !pastDisable(rec)) return park(run, "node", markGone(rec, policy, now, "no answer before its next step"), policy, now);

@@ -59,13 +59,13 @@ export class Provisioner {
   ) {
     this.global = new Semaphore(cfg.concurrency);
     setMaxListeners(0, this.abort.signal); // every waiting node listens for shutdown
-    const policy: EnginePolicy = { stages: enabledStages(cfg.steps), attempts: cfg.retries.attempts, backoffS: cfg.retries.backoff, maxBackoffS: cfg.retries.max_backoff, puppetTimeoutS: cfg.puppet_timeout, lockLeaseS: cfg.lock_lease, notifyFailures: cfg.steps.notify, goneTimeoutS: cfg.gone.timeout, masterWaitS: cfg.master_wait };
+    const policy: EnginePolicy = { stages: enabledStages(cfg.steps), attempts: cfg.retries.attempts, backoffS: cfg.retries.backoff, maxBackoffS: cfg.retries.max_backoff, puppetTimeoutS: cfg.puppet_timeout, lockLeaseS: cfg.lock_lease, notifyFailures: cfg.steps.notify, goneTimeoutS: cfg.gone.timeout, masterWaitS: cfg.master_wait, knownMasterWaitS: cfg.known_master_wait };
     this.policy = policy;
     this.liveness = { checkS: cfg.gone.check_interval, checks: cfg.gone.checks };
     // Filters are parsed once at start: a bad one stops the daemon with a clear message.
     this.targetFilter = buildFilter({ select: cfg.target.filter ? [cfg.target.filter] : [], agent: [cfg.target.agent] });
     this.trust = new NodeTrust({ by: cfg.id, log, metrics, publish: collective.publishNodeKey?.bind(collective) });
-    this.masters = new Masters(cfg, collective, log, this.abort.signal);
+    this.masters = new Masters(cfg, collective, log, this.abort.signal, store.masters);
     const masterSlot = (m: string) => {
       let s = this.perMaster.get(m);
       if (!s) this.perMaster.set(m, (s = new Semaphore(cfg.per_master_limit)));
