@@ -47,6 +47,8 @@ export class SimulatedCA {
   notifications = 0;
   /** dedupe_keys already delivered (one fleet process: one notifier's memory). */
   readonly notified = new Set<string>();
+  /** What each delivered notice said, by dedupe_key: what the admins read. */
+  readonly notices = new Map<string, { subject: string; message: string }>();
   /** Certificates signed more than once (must stay 0). */
   get doubleSigned(): number {
     return [...this.certs.values()].filter((c) => c.signings > 1).length;
@@ -189,6 +191,7 @@ export function simulatedFactories(ca: SimulatedCA, opt: SimulationOptions): Rec
           const duplicate = i.dedupe_key !== undefined && ca.notified.has(i.dedupe_key);
           if (i.dedupe_key !== undefined) ca.notified.add(i.dedupe_key);
           if (!duplicate) ca.notifications++;
+          if (!duplicate && i.dedupe_key !== undefined) ca.notices.set(i.dedupe_key, { subject: i.subject, message: i.message });
           return { duplicate, delivered: duplicate ? 0 : (i.recipients ?? []).length || 1, failed: 0, results: [] };
         },
       },
