@@ -31,6 +31,8 @@ export interface SimulationOptions {
   signReplyDelayMs?: (certname: string) => number;
   /** Where a node's CSR goes when the CA lives in another process (default: this process's `ca`), as Puppet submits it over the network. */
   submitCsr?: (identity: string, fingerprint: string, nodeKey: string | undefined) => Promise<void> | void;
+  /** Called once a node's provisioning is disabled (its reply on its way), as a real node then leaves for production. */
+  onDisabled?: (identity: string) => void;
 }
 
 interface SimCert {
@@ -142,7 +144,11 @@ export function simulatedFactories(ca: SimulatedCA, opt: SimulationOptions): Rec
           return { unlocked: previous !== null, previous_owner: previous };
         },
         is_locked: () => ({ locked: !!lock && lock.expires > Date.now(), owner: lock?.owner ?? null, expires: lock?.expires ?? null }),
-        disable_provisioner: () => ((disabled = true), { disabled: true, disable_file: "(simulated)" }),
+        disable_provisioner: () => {
+          disabled = true;
+          if (opt.onDisabled) setImmediate(() => opt.onDisabled?.(d.identity)); // after this request, as a real server switches
+          return { disabled: true, disable_file: "(simulated)" };
+        },
         is_disabled: () => ({ disabled, since: null, reason: null }),
       },
     });

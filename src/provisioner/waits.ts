@@ -1,4 +1,5 @@
 import { appendLog, noteRound, type NodeRecord } from "../protocol/provision-record.js";
+import { disabledAlready } from "./stages.js";
 
 // What a parked node waits for, and for how long: the node itself, gone (docs/provisioner.md,
 // Machines that die), or its Puppet master, which does not answer (Masters that do not answer).
@@ -106,7 +107,11 @@ export function markMasterWait(rec: NodeRecord, policy: WaitPolicy, now: number,
 /** The run begins: whatever the node waited for is there (or not needed); the log says how long it waited. */
 export function clearWaits(rec: NodeRecord, now: number): void {
   const repeating = rec.current ? `; repeating ${rec.current}` : "";
-  if (rec.gone) {
+  if (rec.gone && disabledAlready(rec)) {
+    // a record an older provisioner parked: the node's stop was the restart disabling causes
+    appendLog(rec, `not waiting for the node: it switched provisioning off, and its stop (${rec.gone.reason}) was the restart that causes; what remains needs nothing of it`, now);
+    delete rec.gone;
+  } else if (rec.gone) {
     appendLog(rec, `the node is back after ${Math.round((now - rec.gone.since) / 1000)}s (it was gone: ${rec.gone.reason})${repeating}`, now);
     noteRound(rec, { event: "back", stage: rec.current }, now);
     delete rec.gone;
