@@ -7,7 +7,7 @@ import { Status } from "../protocol/status.js";
 import type { Filter } from "../protocol/types.js";
 import { callOne, type Collective } from "./collective.js";
 import type { ProvisionerConfig } from "./config.js";
-import type { KnownMaster } from "../protocol/known-masters.js";
+import { mergeSeen, type KnownMaster } from "../protocol/known-masters.js";
 import { appendLog, type NodeRecord } from "../protocol/provision-record.js";
 import { masterWaitReason, noteFallback, type MasterPick } from "./waits.js";
 import { chooseMaster, type MasterCandidate, type MasterDecision } from "./pick-master.js";
@@ -128,6 +128,8 @@ export class Masters {
   /** The masters that answered, remembered (a write only when one is new or its criterion facts changed); best effort. */
   private async remember(list: readonly MasterInfo[]): Promise<void> {
     if (!this.memory || this.cfg.master.criteria.length === 0) return;
+    // nothing new against what was last read: no round trip to the bucket
+    if (this.remembered && !mergeSeen(this.remembered.list, list, this.cfg.master.criteria, Date.now())) return;
     try {
       const written = await this.memory.remember(list, this.cfg.master.criteria);
       if (!written) return;
