@@ -20,14 +20,17 @@ export interface SettleOutcome {
   failed: { identity: string; why: string }[];
 }
 
+/** What settleLookups needs of a lab: its nodes, and how its operator reaches the broker (no TLS: a test's bare broker). */
+export type SettleReach = Pick<LabState, "broker" | "site" | "collective"> & { nodes: Pick<LabState["nodes"][number], "identity" | "role">[]; tls?: { admin?: LabState["tls"]["admin"] } };
+
 /** Runs Puppet again on the provisioned nodes whose lookups were made too early (`recs`: the nodes' provisioning records). */
-export async function settleLookups(s: LabState, recs: readonly NodeRecord[], progress: (line: string) => void = () => undefined): Promise<SettleOutcome> {
+export async function settleLookups(s: SettleReach, recs: readonly NodeRecord[], progress: (line: string) => void = () => undefined): Promise<SettleOutcome> {
   const stale = staleLookups(
     s.nodes.map((n) => ({ identity: n.identity, role: n.role })),
     new Map(recs.map((r) => [r.identity, r])),
   );
   if (!stale.length) return { ran: [], failed: [] };
-  const client = await MusterClient.connect({ brokers: labBrokers(s), collective: s.collective, name: "muster-lab-settle", tls: s.tls.admin });
+  const client = await MusterClient.connect({ brokers: labBrokers(s), collective: s.collective, name: "muster-lab-settle", tls: s.tls?.admin });
   try {
     // what they look up must be there first: each node in the registry with its role's classes
     const looked = [...new Set(stale.flatMap((x) => x.lookedUpEarly))];
