@@ -62,7 +62,7 @@ export function masterServerConfig(o: SiteServerOptions): Record<string, unknown
 
 
 /** What a site's provisioners add to the package's /etc/muster/provisioner.yaml (the same on both). */
-export function provisionerAdditions(o: { brokers: string[]; notifyTargets: string[]; metricsPort?: number }): Record<string, unknown> {
+export function provisionerAdditions(o: { brokers: string[]; notifyTargets: string[]; metricsPort?: number; masters: { identity: string; facts: Record<string, string> }[] }): Record<string, unknown> {
   return {
     broker: o.brokers,
     tls: { ca: `${TLS_DIR}/ca.pem`, cert: `${TLS_DIR}/provisioner.pem`, key: `${TLS_DIR}/provisioner.key` },
@@ -73,6 +73,8 @@ export function provisionerAdditions(o: { brokers: string[]; notifyTargets: stri
     master: { require_verified: true },
     notify: { targets: o.notifyTargets },
     metrics: { host: "127.0.0.1", port: o.metricsPort ?? 9464 },
+    // the masters start together on a new site: each region's nodes wait for their own, not the first to answer
+    known_masters: o.masters,
   };
 }
 

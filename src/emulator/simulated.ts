@@ -31,6 +31,8 @@ export interface SimulationOptions {
   signReplyDelayMs?: (certname: string) => number;
   /** Where a node's CSR goes when the CA lives in another process (default: this process's `ca`), as Puppet submits it over the network. */
   submitCsr?: (identity: string, fingerprint: string, nodeKey: string | undefined) => Promise<void> | void;
+  /** Called once a node's provisioning is disabled (its reply on its way), as a real node then leaves for production. */
+  onDisabled?: (identity: string) => void;
 }
 
 interface SimCert {
@@ -47,6 +49,8 @@ export class SimulatedCA {
   notifications = 0;
   /** dedupe_keys already delivered (one fleet process: one notifier's memory). */
   readonly notified = new Set<string>();
+  /** What each delivered notice said, by dedupe_key: what the admins read. */
+  readonly notices = new Map<string, { subject: string; message: string }>();
   /** Certificates signed more than once (must stay 0). */
   get doubleSigned(): number {
     return [...this.certs.values()].filter((c) => c.signings > 1).length;
@@ -140,7 +144,11 @@ export function simulatedFactories(ca: SimulatedCA, opt: SimulationOptions): Rec
           return { unlocked: previous !== null, previous_owner: previous };
         },
         is_locked: () => ({ locked: !!lock && lock.expires > Date.now(), owner: lock?.owner ?? null, expires: lock?.expires ?? null }),
-        disable_provisioner: () => ((disabled = true), { disabled: true, disable_file: "(simulated)" }),
+        disable_provisioner: () => {
+          disabled = true;
+          if (opt.onDisabled) setImmediate(() => opt.onDisabled?.(d.identity)); // after this request, as a real server switches
+          return { disabled: true, disable_file: "(simulated)" };
+        },
         is_disabled: () => ({ disabled, since: null, reason: null }),
       },
     });
@@ -189,6 +197,7 @@ export function simulatedFactories(ca: SimulatedCA, opt: SimulationOptions): Rec
           const duplicate = i.dedupe_key !== undefined && ca.notified.has(i.dedupe_key);
           if (i.dedupe_key !== undefined) ca.notified.add(i.dedupe_key);
           if (!duplicate) ca.notifications++;
+          if (!duplicate && i.dedupe_key !== undefined) ca.notices.set(i.dedupe_key, { subject: i.subject, message: i.message });
           return { duplicate, delivered: duplicate ? 0 : (i.recipients ?? []).length || 1, failed: 0, results: [] };
         },
       },

@@ -119,8 +119,10 @@ export async function decommission(client: MusterClient, names: string[], o: Dec
       if (!state) return { changed: false, detail: `no provisioning bucket ${o.stateBucket}: nothing to drop` };
       const was = await state.remove(identity);
       if (o.verify && (await state.get(identity))) throw new Error("the record is still there after dropping it");
-      if (!was) return { changed: false, detail: "no record: already gone" };
-      return { changed: true, detail: `dropped (was ${was.status}${was.master ? `, master ${was.master}` : ""})` };
+      // a Puppet master decommissioned: its region's new nodes no longer wait for it
+      const master = (await state.masters.forget(identity)) ? "; forgotten as a known master" : "";
+      if (!was) return { changed: master !== "", detail: `no record: already gone${master}` };
+      return { changed: true, detail: `dropped (was ${was.status}${was.master ? `, master ${was.master}` : ""})${master}` };
     });
 
     await run("certificate", async () => {

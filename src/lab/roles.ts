@@ -69,3 +69,42 @@ export function expectedMotd(identity: string, country: string, role: LabRole, s
     .sort((a, b) => (a.file < b.file ? -1 : a.file > b.file ? 1 : 0));
   return `${identity} is managed by Puppet (country ${country}, stage ${stage})\ncustomer ${role.customer}, environment ${role.environment}\nPuppet modules:\n${lines.map((l) => l.line).join("")}`;
 }
+
+/**
+ * Whether a node of role `reader` looks up nodes of role `other` while its production catalog is
+ * compiled (search_nodes in manifests.ts): a web node and a slave their database master (same
+ * customer and environment, MASTERDB_QUERY), a monitor every web and database node.
+ */
+export function looksUp(reader: LabRole, other: LabRole): boolean {
+  if (reader.role === "monitor") return other.role === "web" || other.role === "db";
+  const readsMaster = reader.role === "web" || (reader.role === "db" && reader.mysql === "slave");
+  return readsMaster && other.role === "db" && other.mysql === "master" && other.customer === reader.customer && other.environment === reader.environment;
+}
+
+/** What staleLookups needs of a node's provisioning record. */
+export interface ProvisionedAt {
+  status: string;
+  /** When its provisioning finished: it registers in the fleet, with its classes, at about that time. */
+  finishedAt?: number;
+  /** When each stage began: the production run's is when its lookups were made, at the earliest. */
+  stageTimes?: Partial<Record<string, { start: number; end?: number }>>;
+}
+
+/**
+ * The lab's nodes are provisioned together, in no order, so a node that looks others up may have
+ * compiled its production catalog before one of them was provisioned and registered: `database_host
+ * = none` in a web node's webapp.conf. Pure: the provisioned nodes that look up another whose
+ * provisioning finished after their own production run began, each with the nodes it must find
+ * registered before it runs Puppet again (the lab does so before `lab up` returns).
+ */
+export function staleLookups(nodes: readonly { identity: string; role: LabRole }[], recs: ReadonlyMap<string, ProvisionedAt>): { identity: string; lookedUpEarly: string[] }[] {
+  const done = (id: string) => recs.get(id)?.status === "done";
+  const out: { identity: string; lookedUpEarly: string[] }[] = [];
+  for (const r of nodes) {
+    const ranAt = recs.get(r.identity)?.stageTimes?.production?.start;
+    if (!done(r.identity) || ranAt === undefined) continue;
+    const early = nodes.filter((o) => o.identity !== r.identity && done(o.identity) && looksUp(r.role, o.role) && (recs.get(o.identity)!.finishedAt ?? Infinity) > ranAt).map((o) => o.identity);
+    if (early.length) out.push({ identity: r.identity, lookedUpEarly: early });
+  }
+  return out;
+}

@@ -80,7 +80,23 @@ export interface NodeRecord {
    * provisioner began waiting (ms epoch); `reason` is what status shows. Deleted when the master
    * answers. Absent in records written before it existed.
    */
-  masterWait?: { since: number; reason: string; master?: string };
+  masterWait?: {
+    since: number;
+    reason: string;
+    master?: string;
+    /**
+     * Set when `master` is not yet the node's own but the known master its criteria pick (this
+     * fact decided): past known_master_wait the node falls back to a master that answers rather
+     * than fail. Absent in records written before it existed.
+     */
+    criterion?: string;
+  };
+  /**
+   * This round stopped waiting for the master its criteria picked (`from`, which did not answer in
+   * time) and went by the usual rule; `reason` is what the log and the admins' notice say, `at` when.
+   * Cleared with a new round. Absent in records written before it existed.
+   */
+  masterFallback?: { from: string; reason: string; at: number };
   log: string[];
 }
 
@@ -176,7 +192,8 @@ const OPTIONAL: [keyof NodeRecord, (x: unknown) => boolean, string][] = [
   ["lastError", (x) => typeof x === "string", "a string"],
   ["gone", (x) => isObject(x) && isMs(x.since) && typeof x.reason === "string", "{since: ms, reason: string}"],
   ["history", (x) => Array.isArray(x) && x.length <= 1000 && x.every((e) => isObject(e) && isMs(e.at) && isCount(e.round) && (RoundEvents as readonly unknown[]).includes(e.event) && ["stage", "detail", "by"].every((k) => e[k] === undefined || typeof e[k] === "string")), "a list of {at, round, event, stage?, detail?, by?}"],
-  ["masterWait", (x) => isObject(x) && isMs(x.since) && typeof x.reason === "string" && (x.master === undefined || typeof x.master === "string"), "{since: ms, reason: string, master?: string}"],
+  ["masterWait", (x) => isObject(x) && isMs(x.since) && typeof x.reason === "string" && (x.master === undefined || typeof x.master === "string") && (x.criterion === undefined || typeof x.criterion === "string"), "{since: ms, reason: string, master?: string, criterion?: string}"],
+  ["masterFallback", (x) => isObject(x) && typeof x.from === "string" && typeof x.reason === "string" && isMs(x.at), "{from: string, reason: string, at: ms}"],
   ["stageTimes", (x) => isObject(x) && Object.entries(x).every(([k, t]) => isStage(k) && isObject(t) && isMs(t.start) && (t.end === undefined || isMs(t.end))), "stage: {start, end?} in ms"],
 ];
 

@@ -1,4 +1,5 @@
 import { appendLog, newRecord, noteRound, type NodeRecord } from "../protocol/provision-record.js";
+import { disabledAlready } from "./stages.js";
 import type { Versioned } from "./state.js";
 
 // Who may take a node: the claim rule, pure, so it is unit-tested. The runner writes the record
@@ -30,6 +31,7 @@ export function claimRecord(existing: Versioned | undefined, identity: string, o
     rec.finishedAt = undefined;
     noteRound(rec, { event: "started", by: owner }, now);
     delete rec.masterWait; // a new round chooses its master afresh
+    delete rec.masterFallback;
   }
   const previousOwner = rec.status === "in_progress" ? rec.owner : undefined;
   rec.status = "in_progress";
@@ -48,7 +50,8 @@ export function claimRecord(existing: Versioned | undefined, identity: string, o
 export function resumeVerdict(rec: NodeRecord, owner: string, now: number): "resume" | { waitUntil: number } | "wait-for-master" | undefined {
   if (rec.status !== "in_progress") return undefined;
   const live = (rec.claimExpires ?? 0) >= now;
-  if (rec.gone && live) return rec.owner === owner ? { waitUntil: rec.claimExpires! } : undefined;
+  // a node that switched provisioning off is not waited for (an older provisioner parked some): it is finished
+  if (rec.gone && live && !disabledAlready(rec)) return rec.owner === owner ? { waitUntil: rec.claimExpires! } : undefined;
   if (rec.masterWait && live) return rec.owner === owner ? "wait-for-master" : undefined;
   return rec.owner === owner || !live ? "resume" : undefined;
 }

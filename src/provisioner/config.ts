@@ -8,6 +8,7 @@ import { MusterError } from "../errors.js";
 import { dataPluginCatalogue } from "../agents/data-ddls.js";
 import { FilterError, parseCompound } from "../filter/index.js";
 import { DEFAULT_STATE_BUCKET } from "../protocol/buckets.js";
+import { isValidIdentity } from "../protocol/subjects.js";
 
 // mcprovision's YAML, accepted unchanged (logfile, loglevel, daemonize, sleeptime, steps, master,
 // target, notify), plus muster's additions, each with a safe default (docs/provisioner.md).
@@ -119,6 +120,18 @@ export const ProvisionerConfigSchema = strict("key", {
    * attempt (docs/provisioner.md#masters-that-do-not-answer).
    */
   master_wait: z.number().nonnegative().default(3600),
+  /**
+   * Seconds a node waits for a known master that its criteria pick but that does not answer (not
+   * started yet, rebooting, powered off) before it falls back to the masters that answer by the
+   * usual rule; 0: no wait, the first that answers (docs/provisioner.md#each-node-on-its-regions-master).
+   */
+  known_master_wait: z.number().nonnegative().default(600),
+  /**
+   * Masters to expect before this provisioner has seen them answer (a site's first start): each
+   * with the facts master.criteria match. Masters seen answering are known anyway, kept in the
+   * state bucket. None by default.
+   */
+  known_masters: z.array(strict("known_masters entry", { identity: z.string().refine(isValidIdentity, "not a valid identity"), facts: z.record(z.string(), z.union([z.string(), z.number(), z.boolean()])).default({}) })).optional(),
   /** Seconds SIGTERM waits for in-flight steps before abandoning them (locks are released either way). */
   shutdown_grace: z.number().nonnegative().default(30),
   /** Where DDLs of your own data plugins are (`<dir>/data/<name>.json`), for checking the role filters. */

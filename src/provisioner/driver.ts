@@ -8,12 +8,13 @@ import { claimRecord, writeWindowMs } from "./claim.js";
 import { callOne, type Collective } from "./collective.js";
 import type { ProvisionerConfig } from "./config.js";
 import { DeployLock } from "./deploy-lock.js";
-import { decide, newRun, pastDisable, type EngineAction, type EngineEvent, type EnginePolicy, type NodeRun } from "./engine.js";
+import { decide, newRun, type EngineAction, type EngineEvent, type EnginePolicy, type NodeRun } from "./engine.js";
 import { askAgain, type LivenessPolicy } from "./liveness.js";
 import { MasterAway, sleep, stringFact, type Masters } from "./masters.js";
 import type { ProvisionerMetrics } from "./metrics.js";
 import type { Semaphore } from "../semaphore.js";
-import { MASTER_STAGES, NODE_STAGES } from "./stages.js";
+import { StepsInFlight } from "./in-flight.js";
+import { MASTER_STAGES, NODE_STAGES, pastDisable } from "./stages.js";
 import { watchStep, type StepProbes } from "./step-watch.js";
 import type { ProvisionState, Versioned } from "./state.js";
 import { StepError, steps, type MasterInfo, type StepContext } from "./steps.js";
@@ -47,45 +48,14 @@ export interface DriverDeps {
 /** The target agent: the provision DDL, under the name the config gives it. */
 const provisionAgent = (cfg: ProvisionerConfig) => ({ ddl: provisionDDL, name: cfg.target.agent });
 
-/** A node's current step, while one is in flight: aborted when the node restarts or goes away, or its master does, so its wait ends at once. */
-interface InStep {
-  controller: AbortController;
-  /** Why the node counts as gone, when that ended the wait. */
-  gone?: string;
-  /** Why the node's master counts as away, when that ended the wait. */
-  masterAway?: string;
-}
-
 export class Driver {
   readonly lock: DeployLock;
-  /** Per node once its steps began (the last step's entry stays until the run ends). */
-  private readonly restarts = new Map<string, InStep>();
+  /** Each node's step in flight: what the scheduler's events end early (in-flight.ts). */
+  readonly inFlight = new StepsInFlight();
 
   constructor(private readonly d: DriverDeps) {
     const { cfg } = d;
     this.lock = new DeployLock({ enabled: cfg.steps.lock, owner: cfg.id, lockLeaseS: cfg.lock_lease, puppetTimeoutS: cfg.puppet_timeout }, (id, action, input, o) => this.ask(id, action, input, o?.timeoutMs, o?.quiet));
-  }
-
-  /** The node restarted: the step waiting on it stops waiting (the engine asks again). False when none is in flight. */
-  nodeRestarted(identity: string): boolean {
-    const c = this.restarts.get(identity);
-    if (!c) return false;
-    c.controller.abort();
-    return true;
-  }
-
-  /** The node went away (`reason`: how we know): the step waiting on it stops waiting (the engine parks it). */
-  nodeGone(identity: string, reason: string): boolean {
-    return this.endStep(identity, { gone: reason });
-  }
-
-  /** The step waiting on the node stops waiting, because the node (`gone`) or its master (`masterAway`) went away; false when none is in flight. */
-  private endStep(identity: string, why: Pick<InStep, "gone"> | Pick<InStep, "masterAway">): boolean {
-    const c = this.restarts.get(identity);
-    if (!c || c.controller.signal.aborted) return false;
-    Object.assign(c, why);
-    c.controller.abort();
-    return true;
   }
 
   /** One liveness check (rpcutil#ping, signed by the node's pinned key): resolves true when the node answered. */
@@ -134,7 +104,7 @@ export class Driver {
             const facts = await this.inventory(identity);
             rec.nodeAddress = stringFact(facts, cfg.target.ipaddress_fact);
             if (!rec.nodeAddress) throw new StepError(`node has no '${cfg.target.ipaddress_fact}' fact (target.ipaddress_fact)`);
-            master = await masters.choose(identity, facts, rec.master, midRound);
+            master = await masters.choose(identity, facts, rec, midRound);
             rec.master = master.identity;
             rec.masterAddress = master.address;
           }
@@ -149,13 +119,13 @@ export class Driver {
           }
         } catch (e) {
           if (this.d.stopping.aborted) first = { type: "stopping" };
-          else if (e instanceof MasterAway) first = { type: "master-away", ...(e.master ? { master: e.master } : {}), looking: e.looking };
+          else if (e instanceof MasterAway) first = { type: "master-away", ...(e.master ? { master: e.master } : {}), looking: e.looking, ...(e.pick ? { criterion: e.pick.criterion, value: e.pick.value } : {}) };
           else first = { type: "prepare-failed", error: (e as Error).message };
         }
       }
       return await this.drive(v, newRun(rec, this.d.policy), master, first);
     } finally {
-      this.restarts.delete(identity);
+      this.inFlight.delete(identity);
       held?.release();
       this.d.metrics?.inFlight.dec();
     }
@@ -246,8 +216,7 @@ export class Driver {
   private async runStep(stage: Stage, v: Versioned, master: MasterInfo): Promise<EngineEvent> {
     const rec = v.record;
     if (this.d.stopping.aborted) return { type: "stopping" };
-    const inStep: InStep = { controller: new AbortController() };
-    this.restarts.set(rec.identity, inStep);
+    const inStep = this.inFlight.start(rec, stage);
     const needsMaster = MASTER_STAGES.has(stage) && master.identity !== "";
     const probes: StepProbes = {
       ...(NODE_STAGES.has(stage) ? { node: () => this.answers(rec.identity, this.d.liveness.checkS * 1000) } : {}),
@@ -256,7 +225,7 @@ export class Driver {
       // short because the master's muster server alone stopped answering
       ...(needsMaster && !NODE_STAGES.has(stage) ? { master: { name: master.identity, answers: () => this.d.masters.answers(master.identity).catch(() => true) } } : {}),
     };
-    const stopWatching = watchStep(this.d.liveness, probes, (what, reason) => this.restarts.get(rec.identity) === inStep && this.endStep(rec.identity, what === "node" ? { gone: reason } : { masterAway: reason }));
+    const stopWatching = watchStep(this.d.liveness, probes, (what, reason) => this.inFlight.get(rec.identity) === inStep && this.inFlight.end(rec.identity, what === "node" ? { gone: reason } : { masterAway: reason }));
     const t0 = performance.now();
     try {
       const note = await steps[stage](this.stepContext(v, master));
@@ -267,12 +236,12 @@ export class Driver {
     } catch (e) {
       if (this.d.stopping.aborted) return { type: "stopping" };
       const busy = e instanceof StepError && e.data.retryable === true;
-      const nodeRestarted = inStep.controller.signal.aborted && !inStep.gone && !inStep.masterAway;
+      const nodeRestarted = inStep.controller.signal.aborted && !inStep.gone && !inStep.masterAway && !inStep.inFleet;
       // A step that needs the master failed: the master's doing if it no longer answers discovery
       // right after (or the watch already found it away), else the node's, as before.
       const masterAway = needsMaster && !inStep.gone && !nodeRestarted && !busy && (inStep.masterAway !== undefined || !(await this.d.masters.answers(master.identity, { fresh: true }).catch(() => true)));
       const error = inStep.masterAway ?? (e as Error).message;
-      return { type: "step-failed", error, busy, nodeRestarted, gone: inStep.gone, ...(masterAway ? { masterAway } : {}) };
+      return { type: "step-failed", error, busy, nodeRestarted, gone: inStep.gone, ...(masterAway ? { masterAway } : {}), ...(inStep.inFleet ? { inFleet: true } : {}) };
     } finally {
       stopWatching();
     }
@@ -283,7 +252,7 @@ export class Driver {
     const rec = v.record;
     const ca = { ddl: puppetcaDDL, name: cfg.master.agent };
     // the master's answers are waited for until the node restarts or goes away, or the master does
-    const inStep = this.restarts.get(rec.identity)?.controller.signal;
+    const inStep = this.inFlight.get(rec.identity)?.controller.signal;
     const signal = inStep ? AbortSignal.any([stopping, inStep]) : stopping;
     return {
       rec,
@@ -303,7 +272,7 @@ export class Driver {
    * (lock releases) do not, and their failures are not logged.
    */
   private ask<A extends ActionName<typeof provisionDDL>>(id: string, action: A, input: CallInput<typeof provisionDDL, A>, timeoutMs = this.d.cfg.step_timeout * 1000, quiet = false): Promise<ActionOutput<typeof provisionDDL, A>> {
-    const restart = this.restarts.get(id)?.controller.signal;
+    const restart = this.inFlight.get(id)?.controller.signal;
     const signal = quiet ? undefined : restart ? AbortSignal.any([this.d.stopping, restart]) : this.d.stopping;
     return callOne(this.d.collective, "target", provisionAgent(this.d.cfg), action, input, id, {
       timeoutMs,

@@ -1,6 +1,6 @@
-import { appendLog, noteRound, Stages, type NodeRecord, type Stage } from "../protocol/provision-record.js";
+import { appendLog, noteRound, type NodeRecord, type Stage } from "../protocol/provision-record.js";
 import { lockNeedsRenewal } from "./deploy-lock.js";
-import { backoffMs, CERT_STAGES, remainingStages, SLOW_STAGES } from "./stages.js";
+import { backoffMs, CERT_STAGES, disabledAlready, needsNothingOfNode, pastDisable, remainingStages, SLOW_STAGES } from "./stages.js";
 import { clearWaits, goneUntil, markGone, markMasterWait, masterWaitUntil, noReply, type WaitMark } from "./waits.js";
 
 // The provisioning engine for one node: what to do next, given its record and what just happened.
@@ -38,8 +38,9 @@ export interface EnginePolicy {
   notifyFailures?: boolean;
   /** How long a node that went away is waited for before it fails (config gone.timeout), s. */
   goneTimeoutS?: number;
-  /** How long a node waits for a Puppet master that does not answer before it fails (config master_wait), s; 0: no limit. */
+  /** How long a node waits for a Puppet master that does not answer before it fails (master_wait), s; 0: no limit; for the known master its criteria pick before it falls back (known_master_wait), s. */
   masterWaitS?: number;
+  knownMasterWaitS?: number;
 }
 
 export type EngineAction =
@@ -69,15 +70,15 @@ export type EngineEvent =
   | { type: "begin" }
   /** Before the first step: the node's facts or its master could not be had. */
   | { type: "prepare-failed"; error: string }
-  /** Before the first step: its own `master` (its CSR and certificate are there) does not answer, or (none) no master does; `looking`: how masters are found. */
-  | { type: "master-away"; master?: string; looking: string }
+  /** Before the first step: its own `master` (its CSR and certificate are there), or (`criterion`) the known one its criteria pick, or (none) any, does not answer; `looking`: how masters are found. */
+  | { type: "master-away"; master?: string; looking: string; criterion?: string; value?: unknown }
   /** A gone node's run begun because it still did not answer (its wait may have ended): nothing was asked of it. */
   | { type: "still-gone" }
   | { type: "cert-probed"; hasCert: boolean }
   | { type: "lock-renewed"; expires?: number }
   | { type: "persisted" }
   | { type: "step-ok"; ms: number; note?: string }
-  | { type: "step-failed"; error: string; /** the node answered that Puppet is busy */ busy: boolean; /** the node restarted while we waited */ nodeRestarted: boolean; /** the node went away while we waited: how we know */ gone?: string; /** the step needs the master, and the node's master did not answer discovery right after */ masterAway?: boolean }
+  | { type: "step-failed"; error: string; /** the node answered that Puppet is busy */ busy: boolean; /** the node restarted while we waited */ nodeRestarted: boolean; /** the node went away while we waited: how we know */ gone?: string; /** the step needs the master, and the node's master did not answer discovery right after */ masterAway?: boolean; /** the node announced itself in the fleet (on its certificate) while we waited */ inFleet?: boolean }
   | { type: "waited" }
   | { type: "lock-released" }
   | { type: "notified"; error?: string }
@@ -126,8 +127,9 @@ export function decide(run: NodeRun, ev: EngineEvent, policy: EnginePolicy, now:
   if (ev.type === "lost" && ev.error !== undefined) return finish(run, { type: "leave", reason: `the record of ${rec.identity} could not be written (${ev.error}); it is resumed from the last one written once the state bucket answers`, unwritten: true });
   if (ev.type === "lost") return finish(run, { type: "leave", reason: `state of ${rec.identity} was changed by someone else; leaving the node to them` });
   if (ev.type === "stopping") return abandon(run, "provisioner stopping", now);
-  if (ev.type === "still-gone") return park(run, "node", markGone(rec, policy, now, "no answer"), policy, now);
-  if (ev.type === "master-away") return park(run, "master", markMasterWait(rec, policy, now, ev.master, ev.looking), policy, now);
+  // still gone: a node that switched provisioning off never answers there again, and what remains needs nothing of it
+  if (ev.type === "still-gone") return disabledAlready(rec) ? decide(run, { type: "begin" }, policy, now, rand) : park(run, "node", markGone(rec, policy, now, "no answer"), policy, now);
+  if (ev.type === "master-away") return park(run, "master", markMasterWait(rec, policy, now, ev.master, ev.looking, ev.criterion ? { criterion: ev.criterion, value: ev.value } : undefined), policy, now);
   if (ev.type === "prepare-failed") {
     // No answer at all before the first step: the node is gone (it may come back), not broken.
     if (noReply(ev.error) && !pastDisable(rec)) return park(run, "node", markGone(rec, policy, now, "no answer before its next step"), policy, now);
@@ -160,6 +162,8 @@ export function decide(run: NodeRun, ev: EngineEvent, policy: EnginePolicy, now:
         return advance(run, policy, now);
       }
       if (run.phase === "after-failure") {
+        // A notice that cannot be sent does not undo a provisioned, disabled node (failed, it could never be retried).
+        if (run.attempt >= policy.attempts && stage === "notify") return noticeLost(run, policy, now);
         if (run.attempt >= policy.attempts) return failing(run, run.lastError ?? "failed", policy, now);
         run.phase = "backoff";
         return { type: "wait", ms: backoffMs(run.attempt, policy.backoffS, policy.maxBackoffS, rand), retry: { stage: stage!, attempt: run.attempt, error: run.lastError ?? "" } };
@@ -177,8 +181,10 @@ export function decide(run: NodeRun, ev: EngineEvent, policy: EnginePolicy, now:
       return { type: "persist", leaseS: policy.lockLeaseS };
     case "step-failed":
       if (run.phase !== "running" || !stage) break;
-      // The node went away: no attempt is spent on it, and no slot is held while it is gone.
-      if (ev.gone) {
+      // Back in the fleet on its certificate while disable ran: it took effect, its reply lost on the way.
+      if (ev.inFleet && stage === "disable") return decide(run, { type: "step-ok", ms: now - (rec.stageTimes?.[stage]?.start ?? now), note: "the node is back in the fleet: provisioning is off (its reply was lost)" }, policy, now, rand);
+      // The node went away (unless nothing more is asked of it): no attempt is spent, no slot held meanwhile.
+      if (ev.gone && !needsNothingOfNode(stage, rec)) {
         appendLog(rec, `${stage}: the node is gone (${ev.gone})`, now);
         return park(run, "node", markGone(rec, policy, now, ev.gone), policy, now);
       }
@@ -217,10 +223,13 @@ export function decide(run: NodeRun, ev: EngineEvent, policy: EnginePolicy, now:
   throw new Error(`engine: unexpected ${ev.type} for ${rec.identity} in phase ${run.phase}`);
 }
 
-function finish(run: NodeRun, a: EngineAction): EngineAction {
-  run.phase = "finished";
-  return a;
+function noticeLost(run: NodeRun, policy: EnginePolicy, now: number): EngineAction {
+  appendLog(run.rec, `provisioned, but the admins could not be told: ${run.lastError ?? "the notice failed"}`, now);
+  run.index++;
+  return advance(run, policy, now);
 }
+
+const finish = (run: NodeRun, a: EngineAction): EngineAction => ((run.phase = "finished"), a);
 
 /** A failure that ends the run: unlock first and tell the admins, then record it, so a node that reads "failed" is unlocked and its admins told. */
 function failing(run: NodeRun, error: string, policy: EnginePolicy, now: number): EngineAction {
@@ -287,9 +296,7 @@ function failed(run: NodeRun, error: string, now: number): EngineAction {
   return { type: "persist", leaseS: 0 };
 }
 
-function slowLease(policy: EnginePolicy): number {
-  return policy.lockLeaseS + policy.puppetTimeoutS;
-}
+const slowLease = (policy: EnginePolicy): number => policy.lockLeaseS + policy.puppetTimeoutS;
 
 /** To the next stage to run (skipping certificate steps of a node with a certificate), or done. */
 function advance(run: NodeRun, policy: EnginePolicy, now: number): EngineAction {
@@ -339,9 +346,4 @@ function advance(run: NodeRun, policy: EnginePolicy, now: number): EngineAction 
 function startStep(run: NodeRun): EngineAction {
   run.phase = "running";
   return { type: "run", stage: run.todo[run.index]!, first: true };
-}
-
-/** A node already disabled is provisioned: what remains (notify) needs nothing from it. */
-export function pastDisable(rec: NodeRecord): boolean {
-  return rec.stage !== undefined && Stages.indexOf(rec.stage) >= Stages.indexOf("disable") && rec.master !== undefined && rec.masterAddress !== undefined;
 }

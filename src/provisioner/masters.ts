@@ -7,8 +7,11 @@ import { Status } from "../protocol/status.js";
 import type { Filter } from "../protocol/types.js";
 import { callOne, type Collective } from "./collective.js";
 import type { ProvisionerConfig } from "./config.js";
-import { masterWaitReason } from "./waits.js";
-import { pickMaster } from "./pick-master.js";
+import { mergeSeen, type KnownMaster } from "../protocol/known-masters.js";
+import { appendLog, type NodeRecord } from "../protocol/provision-record.js";
+import { masterWaitReason, noteFallback, type MasterPick } from "./waits.js";
+import { chooseMaster, type MasterCandidate, type MasterDecision } from "./pick-master.js";
+import type { KnownMasterStore } from "./known-masters.js";
 import { StepError, type MasterInfo } from "./steps.js";
 
 // The Puppet masters and the notifiers, as the provisioner finds them: discovered (at most once a
@@ -16,17 +19,27 @@ import { StepError, type MasterInfo } from "./steps.js";
 // without a restart), each master's address and port read from its facts, a node's master chosen
 // by facts (pick-master.ts), and a notification sent to the first notifier found. A master "answers"
 // when this discovery finds it; one that does not makes its nodes wait (MasterAway), never fail.
+// The masters that answered are remembered in the state bucket (with the facts criteria match),
+// and with the config's known_masters they are the known masters a node's criteria may pick
+// while they do not answer.
 
-type Cfg = Pick<ProvisionerConfig, "master" | "notify" | "sleeptime" | "discovery_timeout" | "step_timeout">;
+type Cfg = Pick<ProvisionerConfig, "master" | "notify" | "sleeptime" | "discovery_timeout" | "step_timeout" | "known_master_wait" | "known_masters">;
 
-/** No master answers for a node: `master`, its own, or (undefined) none at all. The engine makes the node wait for it (its master-away event). */
+/** Where the masters seen are kept across restarts and shared by the provisioners (ProvisionState's `masters`). */
+export type MasterMemory = Pick<KnownMasterStore, "list" | "remember">;
+
+/**
+ * No master answers for a node: `master`, its own or (with `pick`) the known one its criteria
+ * pick, or (undefined) none at all. The engine makes the node wait for it (its master-away event).
+ */
 export class MasterAway extends Error {
   constructor(
     readonly master: string | undefined,
     /** How masters are found (agent, filter), for the reason shown. */
     readonly looking: string,
+    readonly pick?: MasterPick,
   ) {
-    super(masterWaitReason(master, looking));
+    super(masterWaitReason(master, looking, pick));
   }
 }
 
@@ -35,6 +48,8 @@ export class Masters {
   /** The discovery under way, shared by everyone who asks meanwhile; `at`: when it began. */
   private inFlight?: { at: number; list: Promise<MasterInfo[]> };
   private notifiers?: { at: number; list: string[] };
+  /** The masters remembered in the state bucket, as last read or written. */
+  private remembered?: { at: number; list: KnownMaster[] };
   private readonly masterFilter: Filter;
   private readonly notifyFilter: Filter;
 
@@ -43,6 +58,7 @@ export class Masters {
     private readonly collective: Collective,
     private readonly log: Logger,
     private readonly signal: AbortSignal,
+    private readonly memory?: MasterMemory,
   ) {
     // Parsed once at start: a bad filter stops the daemon with a clear message.
     this.masterFilter = buildFilter({ select: cfg.master.filter ? [cfg.master.filter] : [], agent: [cfg.master.agent] });
@@ -105,23 +121,79 @@ export class Masters {
     }
     // an empty answer is not kept: the next one asks again
     if (at >= (this.masters?.at ?? 0)) this.masters = list.length ? { at, list } : undefined;
+    if (list.length) void this.remember(list);
     return list;
   }
 
+  /** The masters that answered, remembered (a write only when one is new or its criterion facts changed); best effort. */
+  private async remember(list: readonly MasterInfo[]): Promise<void> {
+    if (!this.memory || this.cfg.master.criteria.length === 0) return;
+    // nothing new against what was last read: no round trip to the bucket
+    if (this.remembered && !mergeSeen(this.remembered.list, list, this.cfg.master.criteria, Date.now())) return;
+    try {
+      const written = await this.memory.remember(list, this.cfg.master.criteria);
+      if (!written) return;
+      this.remembered = { at: Date.now(), list: written };
+      this.log.info({ masters: written.map((m) => m.identity) }, "known masters updated in the state bucket");
+    } catch (e) {
+      if (!this.signal.aborted) this.log.warn({ err: (e as Error).message }, "could not remember the masters that answered in the state bucket; trying again at the next discovery");
+    }
+  }
+
+  /** The known masters: those remembered in the state bucket (read at most every few seconds), and the config's known_masters not among them. */
+  async known(): Promise<MasterCandidate[]> {
+    if (this.memory && (!this.remembered || Date.now() - this.remembered.at >= this.cacheMs)) {
+      try {
+        this.remembered = { at: Date.now(), list: await this.memory.list() };
+      } catch (e) {
+        // the bucket unreachable: what was read last (and the config) until it answers
+        this.log.debug({ err: (e as Error).message }, "could not read the known masters; using the last read");
+      }
+    }
+    const remembered = this.remembered?.list ?? [];
+    return [...remembered, ...(this.cfg.known_masters ?? []).filter((k) => !remembered.some((r) => r.identity === k.identity))];
+  }
+
   /**
-   * The node's master: the one it had when it answers, else picked by facts. `bound`: the node is
-   * mid-round with that master (its CSR or certificate may be there), so it is never moved: it
-   * waits for it. No master at all: it waits for any. Waiting is MasterAway, the engine's to decide.
+   * The node's master (pick-master.ts chooseMaster): the one it had when it answers, else picked by
+   * facts among the masters that answer and the known ones that do not. `bound`: the node is
+   * mid-round with its record's master (its CSR or certificate may be there), so it is never moved:
+   * it waits for it. A known master its criteria pick is waited for up to known_master_wait, then
+   * the node falls back, said on its record (waits.ts noteFallback). Waiting is MasterAway, the
+   * engine's to carry out.
    */
-  async choose(id: string, facts: Record<string, unknown>, previous: string | undefined, bound: boolean): Promise<MasterInfo> {
-    const masters = await this.discover();
-    const kept = previous ? masters.find((m) => m.identity === previous) : undefined;
-    if (kept) return kept;
-    if (bound && previous) throw new MasterAway(previous, this.looking);
-    const choice = pickMaster(this.cfg.master.criteria, facts, masters);
-    if (!choice) throw new MasterAway(undefined, this.looking);
-    this.log.info({ node: id, master: choice.master.identity, criterion: choice.criterion ?? "first master", value: choice.value }, "picked master");
-    return choice.master as MasterInfo;
+  async choose(id: string, facts: Record<string, unknown>, rec: NodeRecord, bound: boolean): Promise<MasterInfo> {
+    const d = await this.decide(id, facts, rec, bound);
+    if (d.type !== "wait" && d.fallback) noteFallback(rec, d.fallback, d.type === "use" ? d.master.identity : undefined, Date.now());
+    else if (d.type === "use" && rec.masterFallback?.from === d.master.identity) {
+      appendLog(rec, `${d.master.identity} answers after all: provisioned against it`);
+      delete rec.masterFallback;
+    }
+    if (d.type === "wait-any") throw new MasterAway(undefined, this.looking);
+    if (d.type === "wait") throw new MasterAway(d.master, this.looking, d.own ? undefined : { criterion: d.criterion, value: d.value });
+    return d.master;
+  }
+
+  private async decide(id: string, facts: Record<string, unknown>, rec: NodeRecord, bound: boolean): Promise<MasterDecision<MasterInfo>> {
+    const [answering, known] = await Promise.all([this.discover(), this.known()]);
+    const w = rec.masterWait;
+    const d = chooseMaster({
+      criteria: this.cfg.master.criteria,
+      facts,
+      answering,
+      known,
+      previous: rec.master,
+      bound,
+      ...(w?.criterion && w.master ? { waiting: { master: w.master, since: w.since } } : {}),
+      ...(rec.masterFallback ? { gaveUpOn: rec.masterFallback.from } : {}),
+      now: Date.now(),
+      waitMs: this.cfg.known_master_wait * 1000,
+    });
+    if (d.type === "use" && !d.kept) {
+      if (d.fallback) this.log.warn({ node: id, master: d.master.identity, wanted: d.fallback.from, criterion: d.criterion ?? "first master", value: d.value }, `fell back to master ${d.master.identity}: ${d.fallback.reason}`);
+      else this.log.info({ node: id, master: d.master.identity, criterion: d.criterion ?? "first master", value: d.value }, "picked master");
+    } else if (d.type === "wait-any" && d.fallback) this.log.warn({ node: id, wanted: d.fallback.from }, `stopped waiting for ${d.fallback.from}: ${d.fallback.reason}; no other master answers either`);
+    return d;
   }
 
   /**

@@ -59,13 +59,13 @@ export class Provisioner {
   ) {
     this.global = new Semaphore(cfg.concurrency);
     setMaxListeners(0, this.abort.signal); // every waiting node listens for shutdown
-    const policy: EnginePolicy = { stages: enabledStages(cfg.steps), attempts: cfg.retries.attempts, backoffS: cfg.retries.backoff, maxBackoffS: cfg.retries.max_backoff, puppetTimeoutS: cfg.puppet_timeout, lockLeaseS: cfg.lock_lease, notifyFailures: cfg.steps.notify, goneTimeoutS: cfg.gone.timeout, masterWaitS: cfg.master_wait };
+    const policy: EnginePolicy = { stages: enabledStages(cfg.steps), attempts: cfg.retries.attempts, backoffS: cfg.retries.backoff, maxBackoffS: cfg.retries.max_backoff, puppetTimeoutS: cfg.puppet_timeout, lockLeaseS: cfg.lock_lease, notifyFailures: cfg.steps.notify, goneTimeoutS: cfg.gone.timeout, masterWaitS: cfg.master_wait, knownMasterWaitS: cfg.known_master_wait };
     this.policy = policy;
     this.liveness = { checkS: cfg.gone.check_interval, checks: cfg.gone.checks };
     // Filters are parsed once at start: a bad one stops the daemon with a clear message.
     this.targetFilter = buildFilter({ select: cfg.target.filter ? [cfg.target.filter] : [], agent: [cfg.target.agent] });
     this.trust = new NodeTrust({ by: cfg.id, log, metrics, publish: collective.publishNodeKey?.bind(collective) });
-    this.masters = new Masters(cfg, collective, log, this.abort.signal);
+    this.masters = new Masters(cfg, collective, log, this.abort.signal, store.masters);
     const masterSlot = (m: string) => {
       let s = this.perMaster.get(m);
       if (!s) this.perMaster.set(m, (s = new Semaphore(cfg.per_master_limit)));
@@ -83,6 +83,7 @@ export class Provisioner {
       // A provisioned node announcing itself in the fleet is not a restart of a waiting node.
       const inTargets = !ev.collectives || ev.collectives.includes(this.collective.collectiveOf("target"));
       if (inTargets) void this.onNodeStartup(ev);
+      else this.onNodeInFleet(ev);
     });
     this.abort.signal.addEventListener("abort", () => stopListening(), { once: true });
     await this.resumeOwn();
@@ -127,11 +128,20 @@ export class Provisioner {
     }
   }
 
-  /** A node we are provisioning says it is stopping: the step waiting on it waits for nothing (fresh events signed by its pinned key only). */
+  /** A node we are provisioning says it is stopping (signed by its pinned key, fresh): its step waits for nothing, unless it is the restart disabling causes. */
   private onNodeShutdown(ev: NodeEvent): void {
     if (this.stopping || !this.running.has(ev.identity) || !this.trust.has(ev.identity)) return;
     if (!this.trust.takeStartup(ev, Date.now())) return;
-    if (this.driver.nodeGone(ev.identity, STOPPING_REASON)) this.log.warn({ node: ev.identity }, "node stopping while being provisioned; its step is abandoned until it is back");
+    const means = this.driver.inFlight.nodeStopping(ev.identity, STOPPING_REASON);
+    if (means === "gone") this.log.warn({ node: ev.identity }, "node stopping while being provisioned; its step is abandoned until it is back");
+    else if (means === "restart") this.log.info({ node: ev.identity }, "node restarting onto its Puppet certificate after disabling provisioning, as expected; provisioning goes on");
+  }
+
+  /** A node we are provisioning announced itself in the fleet (on its certificate): a disable step waiting on it took effect. */
+  private onNodeInFleet(ev: NodeEvent): void {
+    if (this.stopping || !this.running.has(ev.identity) || !this.trust.has(ev.identity)) return;
+    if (this.driver.inFlight.get(ev.identity)?.stage !== "disable" || !this.trust.takeStartup(ev, Date.now())) return;
+    if (this.driver.inFlight.nodeInFleet(ev.identity)) this.log.info({ node: ev.identity }, "node back in the fleet while its disable step waited: provisioning is off");
   }
 
   private async onNodeStartup(ev: NodeEvent): Promise<void> {
@@ -146,7 +156,7 @@ export class Provisioner {
     let verdict = onNodeStarted(v?.record, this.running.has(identity));
     if (verdict === "repeat-step") {
       // whatever the node was doing for us died with it (or, a Puppet run, carries on without it)
-      if (this.driver.nodeRestarted(identity)) return void this.log.warn({ node: identity }, "node restarted while being provisioned; repeating its current step");
+      if (this.driver.inFlight.nodeRestarted(identity)) return void this.log.warn({ node: identity }, "node restarted while being provisioned; repeating its current step");
       // no step waits on it: a discovery only looking at its record (a failed node: a CI run lost
       // its restart that way), or a run still preparing. Acted on as if nothing were in flight.
       verdict = onNodeStarted(v?.record, false);

@@ -1,4 +1,4 @@
-import { Stages, type Stage } from "../protocol/provision-record.js";
+import { Stages, type NodeRecord, type Stage } from "../protocol/provision-record.js";
 import type { ProvisionerConfig } from "./config.js";
 
 // Which of the record's stages (protocol/provision-record.ts) run, and how they are paced: pure
@@ -48,4 +48,32 @@ export function remainingStages(enabled: readonly Stage[], done: Stage | undefin
 export function backoffMs(attempt: number, baseSeconds: number, maxSeconds: number, rand = Math.random): number {
   const raw = Math.min(maxSeconds, baseSeconds * 2 ** (attempt - 1));
   return Math.round(raw * 1000 * (0.8 + 0.4 * rand()));
+}
+
+const DISABLE = Stages.indexOf("disable");
+
+/**
+ * The node switched provisioning off (its disable step completed): under provisioning isolation
+ * it restarts onto its Puppet certificate and leaves the provisioning collective for good, and
+ * what remains (notify) needs nothing of it.
+ */
+export function disabledAlready(rec: Pick<NodeRecord, "stage">): boolean {
+  return rec.stage !== undefined && Stages.indexOf(rec.stage) >= DISABLE;
+}
+
+/** A node already disabled (its master recorded) is provisioned: what remains (notify) needs nothing from it. */
+export const pastDisable = (rec: Pick<NodeRecord, "stage" | "master" | "masterAddress">): boolean => disabledAlready(rec) && rec.master !== undefined && rec.masterAddress !== undefined;
+
+/** Whether `stage` (after disable: notify) needs nothing of the node, or the node is disabled already: then it is never gone. */
+export function needsNothingOfNode(stage: Stage | undefined, rec: Pick<NodeRecord, "stage">): boolean {
+  return disabledAlready(rec) || (stage !== undefined && Stages.indexOf(stage) > DISABLE);
+}
+
+/**
+ * Whether the node stopping while `stage` runs is the restart its disable step causes, not the
+ * node going away: during disable (the node restarts right after its reply, and its shutdown
+ * event may overtake it) and after it. Such a node is never made gone by its own restart.
+ */
+export function restartExpected(stage: Stage | undefined, rec: Pick<NodeRecord, "stage">): boolean {
+  return stage === "disable" || needsNothingOfNode(stage, rec);
 }

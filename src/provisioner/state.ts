@@ -1,7 +1,9 @@
 import { isTransient, openTimedOut, retryTransient, RevisionConflict, type Bucket, type Buckets } from "../broker/bucket.js";
 import { DEFAULT_STATE_BUCKET } from "../protocol/buckets.js";
+import { KNOWN_MASTERS_KEY } from "../protocol/known-masters.js";
 import { decodeNodeRecord, encodeNodeRecord, recordKey, type NodeRecord } from "../protocol/provision-record.js";
 import { selectFailed, type RetrySelection } from "./failures.js";
+import { KnownMasterStore } from "./known-masters.js";
 import { applyRetry, forgetRefusal, retryRefusal } from "./record-rules.js";
 
 // ProvisionState: the one home of the provisioning record's operations. The provisioner claims and
@@ -12,7 +14,9 @@ import { applyRetry, forgetRefusal, retryRefusal } from "./record-rules.js";
 // can never both own a node, and a retry racing a provisioner's write never overwrites it: the
 // loser's write fails, and it backs off or says the node changed meanwhile.
 // A value that is not a record (the bucket is writable by admins) is skipped by readers and
-// counted; the provisioner overwrites it as if the node had none.
+// counted; the provisioner overwrites it as if the node had none. The masters the provisioners
+// have seen live here too, under a key no node can have (protocol/known-masters.ts), read and
+// written through `masters` (known-masters.ts): readers of records never see it.
 
 /** What a retry by name did: every name is in exactly one list. */
 export interface RetryOutcome {
@@ -51,11 +55,15 @@ const retrying = <T>(op: (attempt: number) => Promise<T>) => retryTransient(op, 
 export class ProvisionState {
   /** Values that were not records, skipped since this store was opened. */
   invalid = 0;
+  /** The masters the provisioners have seen, kept beside the records. */
+  readonly masters: KnownMasterStore;
 
   constructor(
     readonly bucket: Bucket,
     private readonly onInvalid: (key: string, reason: string) => void = () => undefined,
-  ) {}
+  ) {
+    this.masters = new KnownMasterStore(bucket, onInvalid);
+  }
 
   /** The bucket's options when it is created. */
   static readonly bucketOptions = { history: 5 } as const;
@@ -245,7 +253,7 @@ export class ProvisionState {
     async function* changes(): AsyncGenerator<StateChange> {
       for await (const c of w) {
         if (c.kind === "caught-up") yield { type: "caught-up" };
-        else {
+        else if (c.entry.key !== KNOWN_MASTERS_KEY) {
           const { key, value, operation } = c.entry;
           const record = operation === "PUT" && value.length > 0 ? decode(key, value) : undefined;
           yield record ? { type: "put", key, record } : { type: "removed", key };
@@ -265,12 +273,12 @@ export class ProvisionState {
     const { entries } = await retrying(() => this.bucket.values(TRANSIENT_MS));
     const out: NodeRecord[] = [];
     for (const e of entries) {
+      if (e.key === KNOWN_MASTERS_KEY) continue;
       const r = this.decode(e.key, e.value);
       if (r) out.push(r);
     }
     return out.sort((a, b) => byLocale.compare(a.identity, b.identity));
   }
-
 
   /**
    * Resolves with the latest record of each id once `done` holds for all of them (a watch:

@@ -107,6 +107,8 @@ export const steps: Record<Stage, Step> = {
   },
 
   async notify({ rec, master, notify }) {
-    await notify(`Provisioned ${rec.identity} against ${master.identity}`, `muster provisioned ${rec.identity} (${rec.nodeAddress}) against Puppet master ${master.identity} (${master.address}).`, `${rec.identity}#${rec.rounds}#provisioned`);
+    // a node that did not get the master its criteria picked says so, and why: the admins may want it moved
+    const fb = rec.masterFallback && rec.masterFallback.from !== master.identity ? `\nIt fell back to ${master.identity}: ${rec.masterFallback.reason}.` : "";
+    await notify(`Provisioned ${rec.identity} against ${master.identity}${fb ? ` (fell back from ${rec.masterFallback!.from})` : ""}`, `muster provisioned ${rec.identity} (${rec.nodeAddress}) against Puppet master ${master.identity} (${master.address}).${fb}`, `${rec.identity}#${rec.rounds}#provisioned`);
   },
 };

@@ -19,6 +19,10 @@ import { textBlockLines } from "../support/doc-commands.js";
 
 const doc = readFileSync(join(repoRoot, "docs", "deploy.md"), "utf8");
 const EXAMPLE_BROKERS = ["tls://nats1.example.net:4222", "tls://nats2.example.net:4222", "tls://nats3.example.net:4222"];
+const EXAMPLE_MASTERS = [
+  { identity: "puppet-eu.example.net", facts: { ec2_placement_region: "eu-central-1", country: "de" } },
+  { identity: "puppet-us.example.net", facts: { ec2_placement_region: "us-east-1", country: "us" } },
+];
 
 /** The block after `<!-- rendered: id -->`: its fence's language and its text. */
 function rendered(id: string): { lang: string; text: string } {
@@ -63,7 +67,7 @@ test("§5: the master's server.yaml and its setup commands are the generator's",
 
 test("§6: the provisioners' additions are the generator's", () => {
   const y = rendered("provisioner-additions");
-  assert.deepEqual(parseYaml(y.text), parseYaml(toYaml(provisionerAdditions({ brokers: EXAMPLE_BROKERS, notifyTargets: ["https://hooks.example.net/provisioning", "mailto:ops@example.net"] }))));
+  assert.deepEqual(parseYaml(y.text), parseYaml(toYaml(provisionerAdditions({ brokers: EXAMPLE_BROKERS, notifyTargets: ["https://hooks.example.net/provisioning", "mailto:ops@example.net"], masters: EXAMPLE_MASTERS }))));
 });
 
 test("§7: the registry's and the console's configs are the generators'", () => {

@@ -7,6 +7,8 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { MusterClient } from "../../src/client/client.js";
 import { MusterError } from "../../src/errors.js";
 import { decommission } from "../../src/fleet/decommission.js";
+import { startEmulator } from "../../src/emulator/emulator.js";
+import { SimulatedCA, simulatedFactories } from "../../src/emulator/simulated.js";
 import { silentLogger } from "../../src/log.js";
 import { newRecord } from "../../src/protocol/provision-record.js";
 import { ProvisionState } from "../../src/provisioner/state.js";
@@ -86,4 +88,19 @@ test("no master answering: nothing is changed, and the error says so", async () 
     await operator.close();
   }
   assert.equal((await store.get("web3.example"))?.record.status, "done", "the record is still there");
+});
+
+test("a Puppet master decommissioned is forgotten as a known master: its region's new nodes no longer wait for it", async () => {
+  const store = await ProvisionState.open(bucketsOn(nc), "prov_masters");
+  await store.masters.remember([{ identity: "puppet-old.example", facts: { country: "us" } }, { identity: "puppet-live.example", facts: { country: "de" } }], ["country"]);
+  // the masters answer (the decommission needs one); the old one is still running, as it may be
+  const emu = await startEmulator({ nc, nodes: ["puppet-old.example", "puppet-live.example"].map((identity) => ({ identity, facts: {}, classes: [], agents: ["puppetca"] })), collective: "muster", log: silentLogger, factories: simulatedFactories(new SimulatedCA(), { puppetRunMs: [1, 2], csrMs: 1 }) });
+  try {
+    const [out] = await decommission(client, ["puppet-old.example"], { stateBucket: "prov_masters", registryBucket: "drop", notify: false, discoveryTimeoutMs: 500 });
+    const step = out!.steps.find((s) => s.step === "provisioning")!;
+    assert.deepEqual({ ok: step.ok, changed: step.changed, detail: step.detail }, { ok: true, changed: true, detail: "no record: already gone; forgotten as a known master" });
+    assert.deepEqual((await store.masters.list()).map((m) => m.identity), ["puppet-live.example"]);
+  } finally {
+    await emu.stop();
+  }
 });

@@ -8,7 +8,7 @@ import { createInterface } from "node:readline";
 import { MusterClient } from "../../src/client/client.js";
 import { submitCsr, type SimulatedCA } from "../../src/emulator/simulated.js";
 import { silentLogger } from "../../src/log.js";
-import type { NodeRecord } from "../../src/protocol/provision-record.js";
+import { newRecord, type NodeRecord } from "../../src/protocol/provision-record.js";
 import { generateSigningKey } from "../../src/protocol/signing.js";
 import { ProvisionerConfigSchema } from "../../src/provisioner/config.js";
 import { STOPPING_REASON } from "../../src/provisioner/liveness.js";
@@ -59,14 +59,14 @@ after(async () => {
 });
 
 /** A node process; resolves once it serves. Its key file makes a restart the same node. */
-async function startNode(identity: string, csrMs: number): Promise<ChildProcess> {
+async function startNode(identity: string, csrMs: number, leaveOnDisable = false): Promise<ChildProcess> {
   const keyFile = join(dir, `${identity}.key`);
   try {
     writeFileSync(keyFile, generateSigningKey(identity).pem, { flag: "wx" });
   } catch {
     // the same node started again: its key stays
   }
-  const child = spawn(process.execPath, [simNode, nats.url, identity, String(csrMs), keyFile], { stdio: ["ignore", "pipe", "inherit"], env: process.env });
+  const child = spawn(process.execPath, [simNode, nats.url, identity, String(csrMs), keyFile, ...(leaveOnDisable ? ["leave"] : [])], { stdio: ["ignore", "pipe", "inherit"], env: process.env });
   children.add(child);
   const line = await new Promise<string>((resolve, reject) => {
     createInterface({ input: child.stdout! }).once("line", resolve);
@@ -83,7 +83,7 @@ function killed(child: ChildProcess, signal: NodeJS.Signals): Promise<void> {
   });
 }
 
-async function provisioner(id: string, gone: { timeout: number } = { timeout: 120 }): Promise<Provisioner> {
+async function provisioner(id: string, gone: { timeout: number } = { timeout: 120 }, settings: Record<string, unknown> = {}): Promise<Provisioner> {
   const cfg = ProvisionerConfigSchema.parse({
     id,
     steps: { lock: true, set_puppet_hostname: true, send_node_csr: true, sign_node_csr: true, puppet_bootstrap_stage: true, puppet_final_run: true, notify: true },
@@ -93,6 +93,7 @@ async function provisioner(id: string, gone: { timeout: number } = { timeout: 12
     discovery_timeout: 1,
     retries: { attempts: 2, backoff: 0.1, max_backoff: 0.2 },
     gone: { check_interval: 1, checks: 2, timeout: gone.timeout },
+    ...settings,
   });
   const p = new Provisioner(cfg, new MusterCollective(client, cfg, silentLogger), store, silentLogger);
   provisioners.push(p);
@@ -159,4 +160,43 @@ test("a node that never comes back is failed when its wait ends, and the admins 
   assert.match(failed.lastError!, /^gone for \d+s and not back \(no answer for 2s \(2 liveness checks\)\)$/);
   assert.equal(failed.current, "request_csr", "the step it was lost at");
   assert.ok(ca.notifications > notified, "a failure notice went out");
+});
+
+// Issue 40 §1: a node leaves the provisioning collective for production right after its disable
+// step; its shutdown event arrives while the provisioner is still at disable or at notify.
+
+test("a node that leaves for production right after its disable step, with no notifier answering the notice: done, never gone", async () => {
+  for (const p of provisioners.splice(0)) await p.stop();
+  const id = "leaves.test";
+  let shutdownSeen = false;
+  const sub = site.nc.subscribe("muster.lifecycle.shutdown.>", {
+    callback: (_e, m) => {
+      shutdownSeen ||= new TextDecoder().decode(m.data).includes(id);
+    },
+  });
+  const node = await startNode(id, 20, true);
+  const left = new Promise<number | null>((resolve) => node.once("exit", resolve));
+  // the notice finds no notifier: under the old rule the shutdown then made the node gone for good
+  await provisioner("prov-leave", { timeout: 120 }, { notify: { filter: "country=nowhere", targets: ["http://127.0.0.1:9/"] } });
+  const end = await until(id, (r) => r.status !== "in_progress" || r.gone !== undefined, "the node's run ended", 60_000);
+  assert.equal(await left, 0, "the node left (its process stopped) after its disable step");
+  sub.unsubscribe();
+  assert.ok(shutdownSeen, "its shutdown event went out");
+  assert.equal(end.gone, undefined, `never gone: ${end.log.join(" | ")}`);
+  assert.equal(end.status, "done", end.log.join("\n"));
+  assert.equal(end.stage, "disable", "provisioned and disabled; only its notice was lost");
+  assert.ok(end.log.some((l) => l.includes("provisioned, but the admins could not be told: no notifier found")), end.log.join("\n"));
+});
+
+test("a record an older provisioner left gone at notify after a successful final run: its provisioner, restarted, finishes it", async () => {
+  for (const p of provisioners.splice(0)) await p.stop();
+  const id = "stuck.test";
+  const since = Date.now() - 60_000;
+  await store.put({ ...newRecord(id), status: "in_progress", owner: "prov-old", rounds: 1, stage: "disable", current: "notify", master: "master-de.test", masterAddress: "127.3.0.1", nodeAddress: "127.4.0.9", gone: { since, reason: STOPPING_REASON }, claimExpires: since + 3_600_000, log: [] });
+  await provisioner("prov-old"); // the same id: its own record, resumed
+  const done = await until(id, (r) => r.status === "done", "finished, not waited on");
+  assert.equal(done.gone, undefined);
+  assert.equal(done.rounds, 1, "the same round");
+  assert.ok(done.log.some((l) => l.includes("not waiting for the node: it switched provisioning off")), done.log.join("\n"));
+  assert.ok(ca.notified.has(`${id}#1#provisioned`), "the admins were told");
 });

@@ -280,3 +280,62 @@ test("--once takes up its own nodes waiting for a master that answers again, and
   assert.equal(done.master, DE.identity);
   await powerOn(US);
 });
+
+// Each node on its region's master (docs/provisioner.md#each-node-on-its-regions-master).
+
+test("masters started staggered on a new site: with the us master configured, the eu one answering first, every node ends on its own region's master", async () => {
+  await powerCut(DE.identity);
+  await powerCut(US.identity);
+  // a new site: no master seen yet (the earlier tests' forgotten, as decommission does); the us master is in the config only
+  for (const m of [DE, US]) await store.masters.forget(m.identity);
+  await provisioner("prov-staggered", { known_masters: [{ identity: US.identity, facts: { country: "us" } }] });
+  const de = ["stag-de1.test", "stag-de2.test"];
+  const us = ["stag-us1.test", "stag-us2.test"];
+  await nodes(de, "de");
+  await nodes(us, "us");
+  await powerOn(DE); // the eu master answers first
+  const eu = await until(de, (r) => r.status === "done", "the de nodes provisioned on the master that answers");
+  for (const id of de) assert.equal(eu.get(id)!.master, DE.identity);
+  const waiting = await until(us, (r) => r.masterWait?.master === US.identity, "the us nodes waiting for their region's master");
+  for (const id of us) {
+    const r = waiting.get(id)!;
+    assert.equal(r.status, "in_progress");
+    assert.equal(r.master, undefined, "not sent to the master that answered");
+    assert.equal(r.masterWait!.criterion, "country");
+    assert.equal(r.masterWait!.reason, "waiting for master-us.test, the master its country us picks, which does not answer");
+    assert.equal(r.attempts, 0);
+  }
+
+  await powerOn(US); // nobody retries anything
+  const done = await until(us, (r) => r.status === "done", "the us nodes provisioned once their master answers");
+  for (const id of us) {
+    const r = done.get(id)!;
+    assert.equal(r.master, US.identity);
+    assert.equal(r.masterFallback, undefined);
+    assert.equal(r.rounds, 1);
+    assert.equal(ca.certs.get(id)?.signedBy, US.identity);
+    assert.ok(r.log.some((l) => /master-us\.test, the master its country picks, answers after \d+s of waiting$/.test(l)), r.log.join("\n"));
+  }
+  // both are remembered now, for the next restart
+  assert.deepEqual((await store.masters.list()).map((m) => [m.identity, m.facts.country]), [[DE.identity, "de"], [US.identity, "us"]]);
+});
+
+test("a master remembered from before (a restarted provisioner knows it) that stays off: its region's node waits known_master_wait, then falls back, and the log, the record and the notice say why", async () => {
+  // the masters the earlier tests' provisioners saw are in the state bucket
+  assert.ok((await store.masters.list()).some((m) => m.identity === US.identity && m.facts.country === "us"), "the us master is remembered");
+  await powerCut(US.identity);
+  await provisioner("prov-fallback", { known_master_wait: 2 }); // a new instance: it knows the us master only from the bucket
+  await nodes(["fb-us.test"], "us");
+  await until(["fb-us.test"], (r) => r.masterWait?.master === US.identity && r.masterWait.criterion === "country", "waiting for the remembered us master");
+  const r = (await until(["fb-us.test"], (x) => x.status === "done", "provisioned on the other master once the wait ended")).get("fb-us.test")!;
+  const why = "master-us.test (its country us) did not answer within 2s (known_master_wait)";
+
+  assert.equal(r.master, DE.identity);
+  assert.deepEqual({ from: r.masterFallback?.from, reason: r.masterFallback?.reason }, { from: US.identity, reason: why });
+  assert.ok(r.log.some((l) => l.endsWith(`fell back to ${DE.identity}: ${why}`)), r.log.join("\n"));
+  const notice = ca.notices.get("fb-us.test#1#provisioned");
+  assert.ok(notice, "the admins were told it is provisioned");
+  assert.equal(notice.subject, `Provisioned fb-us.test against ${DE.identity} (fell back from ${US.identity})`);
+  assert.ok(notice.message.endsWith(`It fell back to ${DE.identity}: ${why}.`), notice.message);
+  await powerOn(US);
+});

@@ -215,3 +215,35 @@ test("compare-and-set through a broker outage: tried again for as long as it is 
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test("known masters: remembered by two writers without losing either, kept beside the records but never read as one; a bad value ignored with a reason, then overwritten; a decommissioned master forgotten", async () => {
+  const known = await ProvisionState.open(bucketsOn(nc), "state_masters", { onInvalid: (key, reason) => invalid.push(`${key}: ${reason}`) });
+  await known.put({ ...newRecord("node1.test"), status: "done" });
+  // two provisioners seeing one master each at the same moment: both kept (compare-and-set, merged)
+  await Promise.all([known.masters.remember([{ identity: "puppet-eu.test", facts: { country: "de" } }], ["country"]), known.masters.remember([{ identity: "puppet-us.test", facts: { country: "us" } }], ["country"])]);
+  assert.deepEqual((await known.masters.list()).map((m) => [m.identity, m.facts]), [["puppet-eu.test", { country: "de" }], ["puppet-us.test", { country: "us" }]]);
+  assert.equal(await known.masters.remember([{ identity: "puppet-us.test", facts: { country: "us" } }], ["country"]), undefined, "nothing new: nothing written");
+  // readers of records never see it: list, watch
+  const before = known.invalid;
+  assert.deepEqual((await known.list()).map((r) => r.identity), ["node1.test"]);
+  const w = await known.watch();
+  const seen: StateChange[] = [];
+  for await (const c of w) {
+    seen.push(c);
+    if (c.type === "caught-up") break;
+  }
+  w.stop();
+  assert.deepEqual(seen.map((c) => (c.type === "put" ? c.record.identity : c.type)), ["node1.test", "caught-up"]);
+  assert.equal(known.invalid, before);
+  // decommission forgets one
+  assert.equal(await known.masters.forget("puppet-us.test"), true);
+  assert.equal(await known.masters.forget("puppet-us.test"), false);
+  assert.deepEqual((await known.masters.list()).map((m) => m.identity), ["puppet-eu.test"]);
+  // an admin writes garbage there: read as none (said why), and the next remembered master replaces it
+  const rawKnown = await bucketsOn(nc).bucket("state_masters");
+  await rawKnown.put("muster/known-masters", JSON.stringify({ masters: [{ identity: "x", facts: { country: ["de"] }, seen: 1 }] }));
+  assert.deepEqual(await known.masters.list(), []);
+  assert.match(invalid.at(-1)!, /^muster\/known-masters: masters\[0\]: a fact that is not text/);
+  await known.masters.remember([{ identity: "puppet-eu.test", facts: { country: "de" } }], ["country"]);
+  assert.deepEqual((await known.masters.list()).map((m) => m.identity), ["puppet-eu.test"]);
+});

@@ -4,7 +4,10 @@
 // (`test.csr.<identity>`, {fingerprint, nodeKey}), as Puppet submits a CSR over the network. It
 // signs with the key in KEYFILE, so a restart is the same node. Prints "ready" once it serves.
 //
-//   node dist/test/support/sim-node.js URL IDENTITY CSR_MS KEYFILE
+// With LEAVE, the node stops (its shutdown event goes out, its in-flight replies still do) and exits
+// right after its provisioning is disabled, as a real node leaves the provisioning collective then.
+//
+//   node dist/test/support/sim-node.js URL IDENTITY CSR_MS KEYFILE [LEAVE]
 import { readFileSync } from "node:fs";
 import { startEmulator } from "../../src/emulator/emulator.js";
 import { SimulatedCA, simulatedFactories } from "../../src/emulator/simulated.js";
@@ -12,7 +15,7 @@ import { silentLogger } from "../../src/log.js";
 import { signingKeyFromPem } from "../../src/protocol/signing.js";
 import { connectNats } from "./collective.js";
 
-const [url, identity, csrMs, keyFile] = process.argv.slice(2);
+const [url, identity, csrMs, keyFile, leave] = process.argv.slice(2);
 const key = signingKeyFromPem(identity!, readFileSync(keyFile!, "utf8"));
 const nc = await connectNats(url!);
 const enc = new TextEncoder();
@@ -23,12 +26,13 @@ const factories = simulatedFactories(new SimulatedCA(), {
     nc.publish(`test.csr.${id}`, enc.encode(JSON.stringify({ fingerprint, nodeKey })));
     await nc.flush();
   },
+  ...(leave ? { onDisabled: () => stop() } : {}),
 });
-const emu = await startEmulator({ nc, nodes: [{ identity: identity!, facts: { ipaddress: "127.4.0.1", country: "de" }, classes: [], agents: ["provision"] }], collective: "muster", log: silentLogger, nodeKey: () => key, factories });
-process.stdout.write("ready\n");
-process.once("SIGTERM", () => {
+const stop = () =>
   void emu
     .stop()
     .then(() => nc.drain())
     .finally(() => process.exit(0));
-});
+const emu = await startEmulator({ nc, nodes: [{ identity: identity!, facts: { ipaddress: "127.4.0.1", country: "de" }, classes: [], agents: ["provision"] }], collective: "muster", log: silentLogger, nodeKey: () => key, factories });
+process.stdout.write("ready\n");
+process.once("SIGTERM", stop);

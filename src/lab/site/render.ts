@@ -140,7 +140,10 @@ export function siteRenderArgv(c: SiteRenderContext, m: SiteMachine): string[] {
  * with the site's additions (docs/deploy.md#5-provisioners-two-for-ha) and the lab's pace.
  */
 export function siteProvisionerConfigText(packageDefault: Record<string, unknown>, notifyTargets: string[]): string {
-  const additions = provisionerAdditions({ brokers: siteBrokerUrls(), notifyTargets });
+  const masters = siteMachines()
+    .filter((m) => m.role === "master")
+    .map((m) => ({ identity: m.identity, facts: { ec2_placement_region: m.region!.region, country: m.region!.country } }));
+  const additions = provisionerAdditions({ brokers: siteBrokerUrls(), notifyTargets, masters });
   const base = packageDefault as { notify?: Record<string, unknown>; master?: Record<string, unknown> };
   return toYaml({ ...packageDefault, ...additions, notify: { ...(base.notify ?? {}), ...(additions.notify as Record<string, unknown>) }, master: { ...(base.master ?? {}), ...(additions.master as Record<string, unknown>) } });
 }
