@@ -491,11 +491,13 @@ already gone). Example:
       .action(async (o: { dir: string; host: string; port: string }) => {
         const { startPackageServer } = await labMachines();
         const srv = await startPackageServer({ dir: resolve(o.dir), host: o.host, port: Number(o.port), log: (l) => process.stdout.write(`${new Date().toISOString()} ${l}\n`) });
-        process.stdout.write(`package server on ${srv.url}: ready\n`);
-        await new Promise<void>((res) => {
+        // Handlers before the ready line: a supervisor may stop us the moment it reads it.
+        const stopping = new Promise<void>((res) => {
           process.once("SIGTERM", () => res());
           process.once("SIGINT", () => res());
         });
+        process.stdout.write(`package server on ${srv.url}: ready\n`);
+        await stopping;
         await srv.close();
       }),
     { hidden: true },
