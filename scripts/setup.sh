@@ -37,12 +37,24 @@ if command -v systemctl >/dev/null 2>&1; then
   done
 fi
 
-if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+# Whether DIR/node_modules holds every package DIR/package-lock.json pins, at its version (what npm
+# recorded installing, node_modules/.package-lock.json): by content, not by the files' times, which a
+# checkout changes without changing what is installed.
+installed() {
+  (cd "$1" && node -e '
+    const fs = require("fs");
+    const read = (f) => (fs.existsSync(f) ? JSON.parse(fs.readFileSync(f, "utf8")).packages ?? {} : undefined);
+    const want = read("package-lock.json"), have = read("node_modules/.package-lock.json");
+    const missing = have ? Object.entries(want ?? {}).filter(([k, p]) => k.startsWith("node_modules/") && !p.optional && have[k]?.version !== p.version) : [1];
+    process.exit(missing.length ? 1 : 0);
+  ')
+}
+if ! installed .; then
   echo "==> npm ci"
   npm ci --no-audit --no-fund --loglevel=error
 fi
 # The Node.js runtime the package ships (packaging/runtime: pinned in its own lock file).
-if [ ! -d packaging/runtime/node_modules ] || [ packaging/runtime/package-lock.json -nt packaging/runtime/node_modules/.package-lock.json ]; then
+if ! installed packaging/runtime; then
   echo "==> npm ci (the shipped Node.js runtime, packaging/runtime)"
   npm ci --prefix packaging/runtime --no-audit --no-fund --loglevel=error
 fi
