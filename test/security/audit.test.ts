@@ -87,9 +87,9 @@ test("stream: while JetStream is unavailable records wait (bounded), and closing
   try {
     const a = new Auditor(AuditConfigSchema.parse({ stream: {}, buffer: 10 }), { identity: "n1", log });
     a.connect(streamsOn(nc));
-    const t0 = performance.now();
-    for (let i = 0; i < 25; i++) a.record(entry(i));
-    assert.ok(performance.now() - t0 < 1000, "recording does not wait for the broker");
+    // recording does not wait for the broker: record() returns nothing to wait on, and by the time
+    // the 25 calls return the 10 the buffer holds are held and the other 15 counted
+    for (let i = 0; i < 25; i++) assert.equal(a.record(entry(i)), undefined);
     assert.equal(a.stats.audit_dropped, 15);
     await a.close(100);
     assert.deepEqual(a.stats, { audit_written: 0, audit_published: 0, audit_dropped: 25 });
