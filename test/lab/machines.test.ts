@@ -334,7 +334,8 @@ test("`lab add --machines 2`, then `lab remove` and `decommission --wait`: two m
   assert.match((await docs.run("muster lab remove node05.eu.lab")).stdout, /node05\.eu\.lab: powered off, its disk .* deleted/);
   assert.ok(!existsSync(disk), "its disk is gone");
   await docs.run("muster decommission --wait node05.eu.lab");
-  const crl = (await execFileP("openssl", ["crl", "-in", join(masterDir(EU), "ca", "ca_crl.pem"), "-noout", "-text"])).stdout;
+  // every CRL the CA keeps (its chain's, in one file)
+  const crl = (await execFileP("openssl", ["storeutl", "-noout", "-text", "-crls", join(masterDir(EU), "ca", "ca_crl.pem")])).stdout;
   const revoked = [...crl.matchAll(/Serial Number: ([0-9A-Fa-f]+)/g)].map((m) => BigInt(`0x${m[1]}`));
   assert.ok(revoked.includes(serial), `serial ${serial} on ${EU}'s CRL: ${revoked.join(", ")}`);
   assert.ok(!existsSync(join(masterDir(EU), "ca", "signed", `${C}.pem`)), "its signed certificate cleaned from the CA");
