@@ -9,6 +9,7 @@ import { machineLeader } from "../src/lab/machines/index.js";
 import { spawnMuster } from "../src/lab/processes.js";
 import type { NodeRecord } from "../src/protocol/provision-record.js";
 import { ProvisionState } from "../src/provisioner/state.js";
+import { measureDetection, type Detection } from "./detection.js";
 import { repoRoot as REPO } from "./paths.js";
 
 export const imageCache = join(REPO, ".muster", "images");
@@ -74,9 +75,11 @@ export interface LabRun {
   provisioner_to_all_done_s: number;
   provisioned: number;
   per_node: { identity: string; power_on_to_waiting_s?: number; power_on_to_provisioned_s?: number; provisioning_s: number; machine_mb?: number; [daemon: `${string}_mb`]: number | undefined }[];
+  /** With `detection`: how long the fleet takes to see a machine die (bench/detection.ts). */
+  detection?: Detection;
 }
 
-export async function runLab(kind: LabRun["kind"], n: number): Promise<LabRun> {
+export async function runLab(kind: LabRun["kind"], n: number, o: { detection?: boolean } = {}): Promise<LabRun> {
   const dir = mkdtempSync(join(tmpdir(), `muster-bench-machines-${kind}-`));
   process.env.MUSTER_CONFIG_DIR = join(dir, "keys");
   const t0 = Date.now();
@@ -103,7 +106,7 @@ export async function runLab(kind: LabRun["kind"], n: number): Promise<LabRun> {
           ...(leader ? machineRss(leader, kind) : {}),
         };
       });
-      return {
+      const run: LabRun = {
         kind,
         nodes: n,
         start_to_all_waiting_s: +((waited - t0) / 1000).toFixed(1),
@@ -111,6 +114,12 @@ export async function runLab(kind: LabRun["kind"], n: number): Promise<LabRun> {
         provisioned: [...latest.values()].filter((r) => r.status === "done").length,
         per_node,
       };
+      if (o.detection) {
+        say("detection: a provisioned machine's power cut and back, then one cut during its bootstrap");
+        run.detection = await measureDetection(lab, store);
+        say(`detection: ${JSON.stringify(run.detection)}`);
+      }
+      return run;
     } finally {
       await prov.stop();
       await client.close();

@@ -1,6 +1,6 @@
 // `npm run bench:machines`: what a lab machine costs, against process nodes in the same run.
 //
-//   node dist/bench/machines.js [--machines 4,8] [--vm] [--cold-image] [--out bench/results/machines.json]
+//   node dist/bench/machines.js [--machines 4,8] [--vm] [--cold-image] [--detection] [--out bench/results/machines.json]
 //
 // For each N: a lab of N process nodes (the floor: the same provisioning, no machine under it), then
 // a lab of N systemd-nspawn machines; with --vm, one lab of one QEMU machine. For each lab: the time
@@ -9,6 +9,9 @@
 // and power-on to provisioned; its RSS as the host sees it (every process in its PID namespace, or
 // qemu's) and muster-server's inside it. --cold-image builds the image into an empty cache first,
 // for the image's build time and size (otherwise they come from the cache's build.json).
+// --detection: on the first lab of machines, once provisioned, how long the fleet takes to see one
+// die (bench/detection.ts): a power cut to unreachable in `muster health`, the console and the
+// admins' alert, and back; a power cut during a bootstrap Puppet run to marked gone.
 // Runs under the heavy-work lock when called through npm: nothing else may run meanwhile.
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -17,7 +20,7 @@ import { parseArgs } from "node:util";
 import { ensureImage, hostRelease, imageInfo, machineImageSpec } from "../src/lab/machines/index.js";
 import { imageCache, runLab, say, type LabRun } from "./machine-runs.js";
 
-const { values: a } = parseArgs({ options: { machines: { type: "string", default: "4,8" }, vm: { type: "boolean", default: false }, "cold-image": { type: "boolean", default: false }, out: { type: "string" } } });
+const { values: a } = parseArgs({ options: { machines: { type: "string", default: "4,8" }, vm: { type: "boolean", default: false }, "cold-image": { type: "boolean", default: false }, detection: { type: "boolean", default: false }, out: { type: "string" } } });
 const sizes = a.machines.split(",").map(Number);
 
 const results: Record<string, unknown> = { at: new Date().toISOString(), host: { cores: (await import("node:os")).cpus().length } };
@@ -37,7 +40,7 @@ results.image ??= { key: img.key, build_s: info?.buildSeconds, mb: +((info?.byte
 const runs: LabRun[] = [];
 for (const n of sizes) {
   runs.push(await runLab("process", n));
-  runs.push(await runLab("nspawn", n));
+  runs.push(await runLab("nspawn", n, { detection: a.detection && n === sizes[0] }));
   const [floor, m] = runs.slice(-2) as [LabRun, LabRun];
   say(`${n} machines: provisioned in ${m.provisioner_to_all_done_s} s against ${floor.provisioner_to_all_done_s} s for ${n} process nodes (${(m.provisioner_to_all_done_s / floor.provisioner_to_all_done_s).toFixed(2)}x)`);
 }

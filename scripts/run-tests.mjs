@@ -36,6 +36,12 @@ const rank = (f) => {
 const SLOTS = 2;
 const LIGHT_SLOTS = 1;
 const HEAVY = /test\/(lab\/(site-faults|machines)\.test|agents\/provision|docs\/commands|fleet\/puppet-real|packaging\/|privileged\/hostile|provisioner\/e2e|puppet\/csr-binding|web\/(api|browser|gone|scale))/;
+/**
+ * Every skipped test's reason, from the spec reporter's lines (`﹣ name (1.2ms) # reason`; the TAP
+ * form `# SKIP reason` too): the summary lists them by reason, so a skip CI should not take shows.
+ */
+const skipReasons = (text) =>
+  [...text.matchAll(/^\s*﹣ .* \([\d.]+m?s\) # (?:SKIP\s*)?(.*)$/gm), ...text.matchAll(/^\s*(?:not )?ok \d+ .* # SKIP\s*(.*)$/gm)].map((m) => m[1].trim() || "(no reason given)");
 /** The spec reporter's "failing tests" section (each failure with its error), at most 8 KB of it. */
 const failures = (text) => {
   const at = text.indexOf("✖ failing tests:");
@@ -63,6 +69,8 @@ try {
   const running = new Set();
   const failed = [];
   const totals = { tests: 0, pass: 0, fail: 0, skipped: 0 };
+  /** reason -> how many tests, and the files they are in */
+  const skips = new Map();
   let stopping = false;
   const runOne = (file) =>
     new Promise((resolve) => {
@@ -79,6 +87,12 @@ try {
         const text = Buffer.concat(out).toString();
         for (const k of Object.keys(totals)) totals[k] += Number(new RegExp(`^ℹ ${k} (\\d+)$`, "m").exec(text)?.[1] ?? 0);
         if (code !== 0) failed.push({ file, why: failures(text) });
+        for (const why of skipReasons(text)) {
+          const k = skips.get(why) ?? { n: 0, files: new Set() };
+          k.n++;
+          k.files.add(file.replace(/^dist\//, "").replace(/\.test\.js$/, ""));
+          skips.set(why, k);
+        }
         // the file's own summary lines go: the run's totals come at the end
         process.stdout.write(text.replace(/^ℹ (tests|suites|pass|fail|cancelled|skipped|todo|duration_ms) .*\n/gm, ""));
         process.stdout.write(`${code === 0 ? "✔" : "✖"} ${file} (${((Date.now() - started) / 1000).toFixed(1)} s)\n`);
@@ -101,6 +115,10 @@ try {
   });
   await Promise.all([...Array.from({ length: SLOTS }, () => slot(false)), ...Array.from({ length: LIGHT_SLOTS }, () => slot(true))]);
   process.stdout.write(`ℹ files ${files.length}\nℹ tests ${totals.tests}\nℹ pass ${totals.pass}\nℹ fail ${totals.fail}\nℹ skipped ${totals.skipped}\nℹ duration_ms ${Date.now() - t0}\n`);
+  if (skips.size) {
+    process.stdout.write("ℹ skipped, by reason:\n");
+    for (const [why, k] of [...skips].sort((a, b) => b[1].n - a[1].n || a[0].localeCompare(b[0]))) process.stdout.write(`  ${String(k.n).padStart(3)}  ${why}  (${[...k.files].join(", ")})\n`);
+  }
   // a failing file's reasons again, last: in a long run its own output has scrolled far away
   for (const f of failed) process.stdout.write(`\n✖ ${f.file}, why:\n${f.why}\n`);
   if (failed.length) process.stdout.write(`✖ failing files:\n${failed.map((f) => `  ${f.file}`).join("\n")}\n`);

@@ -62,10 +62,9 @@ test("stream yields replies as they arrive and returns the summary", async () =>
   assert.equal(new Set(seen).size, want);
 });
 
-test("breaking out of a stream early stops waiting", async () => {
+// A stream that waited for its ten-minute timeout after the break would hang the test past its deadline.
+test("breaking out of a stream early stops waiting", { timeout: 120_000 }, async () => {
   let n = 0;
-  const t0 = performance.now();
-  for await (const _ of client.stream("rpcutil", "ping", {}, { timeoutMs: 30_000 })) if (++n === 3) break;
+  for await (const _ of client.stream("rpcutil", "ping", {}, { timeoutMs: 600_000 })) if (++n === 3) break;
   assert.equal(n, 3);
-  assert.ok(performance.now() - t0 < 20_000, "did not wait for the 30 s timeout");
 });

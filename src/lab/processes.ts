@@ -107,8 +107,13 @@ export async function stopChild(child: ChildProcess, signal: NodeJS.Signals = "S
     /* already gone */
   }
   const t = setTimeout(() => child.exitCode === null && child.signalCode === null && child.kill("SIGKILL"), graceMs);
+  // A detached child is unref'd: past the timer nothing else may hold the event loop, and `lab up`
+  // stopping what it started after a failed step exited 13 (an unsettled await) before the exit
+  // came, its error unsaid. This holds the loop until it does.
+  const hold = setInterval(() => undefined, 1000);
   await gone;
   clearTimeout(t);
+  clearInterval(hold);
 }
 
 /**

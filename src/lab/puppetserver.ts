@@ -4,7 +4,7 @@ import { request } from "node:https";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { freePort } from "./ports.js";
-import { isAlive } from "./processes.js";
+import { isAlive, stopChild } from "./processes.js";
 import { writeEnvironment, writePuppetserverConfig, type EnvironmentFiles } from "./puppetserver-config.js";
 
 export { writeEnvironment, type EnvironmentFiles } from "./puppetserver-config.js";
@@ -161,17 +161,8 @@ export async function startPuppetserver(opts: StartPuppetserverOptions): Promise
     if (stopped) return;
     stopped = true;
     process.removeListener("exit", killNow);
-    if (child.exitCode === null && child.signalCode === null && isAlive(pid)) {
-      const gone = new Promise((r) => child.once("exit", r));
-      try {
-        process.kill(pid, "SIGTERM");
-      } catch {
-        /* raced with exit */
-      }
-      const t = setTimeout(() => killNow(), 20_000);
-      await gone;
-      clearTimeout(t);
-    }
+    // SIGKILL after 20 s; stopChild holds the event loop until the exit arrives (a detached JVM is unref'd)
+    if (isAlive(pid)) await stopChild(child, "SIGTERM", 20_000);
     if (watchdog?.pid !== undefined) {
       try {
         process.kill(-watchdog.pid, "SIGKILL");

@@ -10,11 +10,13 @@ export function receiverCommand(): Command {
     .action(async (o: { file: string; host: string; port: string }) => {
       const { startWebhookReceiver } = await import("./receivers.js"); // fastify: not for `muster lab --help`
       const r = await startWebhookReceiver({ host: o.host, port: Number(o.port), file: o.file });
-      process.stdout.write(`receiver listening on ${r.url}: ready\n`);
-      await new Promise<void>((resolve) => {
+      // Handlers before the ready line: a supervisor may stop us the moment it reads it.
+      const stopping = new Promise<void>((resolve) => {
         process.once("SIGTERM", () => resolve());
         process.once("SIGINT", () => resolve());
       });
+      process.stdout.write(`receiver listening on ${r.url}: ready\n`);
+      await stopping;
       await r.close();
     });
 }

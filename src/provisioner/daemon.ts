@@ -65,12 +65,14 @@ export async function runProvisioner(cfg: ProvisionerConfig, log: Logger, opts: 
       log.info({ failed, waiting }, `one cycle done (--once)${also.length ? `: ${also.join(", ")}, see muster provision status` : ""}`);
       code = failed ? 2 : 0;
     } else {
-      await p.start();
-      log.info({ id: cfg.id, concurrency: cfg.concurrency, per_master_limit: cfg.per_master_limit }, "provisioner running");
-      await new Promise<void>((resolve) => {
+      // Handlers before the running line: a supervisor may stop us the moment it reads it.
+      const stopping = new Promise<void>((resolve) => {
         process.once("SIGTERM", () => resolve());
         process.once("SIGINT", () => resolve());
       });
+      await p.start();
+      log.info({ id: cfg.id, concurrency: cfg.concurrency, per_master_limit: cfg.per_master_limit }, "provisioner running");
+      await stopping;
       log.info("stopping: no new nodes; finishing or abandoning current steps");
       await p.stop();
     }

@@ -58,10 +58,9 @@ test("discover returns the matching identities, sorted, and reports each as foun
   assert.deepEqual(await client.discover({ filter: buildFilter({ fact: ["country=zz"] }), timeoutMs: 500 }), []);
 });
 
-test("discovery ends after a quiet window once replies stop, not at the timeout", async () => {
-  const t0 = Date.now();
-  assert.deepEqual(await client.discover({ timeoutMs: 60_000, idleMs: 200 }), ids);
-  assert.ok(Date.now() - t0 < 30_000, "discovery waited for its upper bound");
+// A timeout of ten minutes, and the test's deadline of two: waiting it out is a hang, caught there.
+test("discovery ends after a quiet window once replies stop, not at the timeout", { timeout: 120_000 }, async () => {
+  assert.deepEqual(await client.discover({ timeoutMs: 600_000, idleMs: 200 }), ids);
 });
 
 test("call discovers, addresses every node directly and summarises", async () => {
@@ -81,11 +80,10 @@ test("call discovers, addresses every node directly and summarises", async () =>
   for (const x of r.replies) assert.equal(x.data.value, fleet.find((n) => n.identity === x.sender)!.facts.country);
 });
 
-test("a directed call completes as soon as every node answered, and names the ones that did not", async () => {
-  const t0 = Date.now();
-  const ok = await client.call("rpcutil", "ping", {}, { nodes: ids.slice(0, 3), timeoutMs: 60_000 });
+// The same deadline: a call that waited for its ten-minute timeout would hang the test.
+test("a directed call completes as soon as every node answered, and names the ones that did not", { timeout: 120_000 }, async () => {
+  const ok = await client.call("rpcutil", "ping", {}, { nodes: ids.slice(0, 3), timeoutMs: 600_000 });
   assert.equal(ok.stats.responded, 3);
-  assert.ok(Date.now() - t0 < 30_000, "the call waited for its timeout although every node had answered");
   const partial = await client.call("rpcutil", "ping", {}, { nodes: [ids[0]!, "ghost.example.net"], timeoutMs: 1000 });
   assert.equal(partial.stats.responded, 1);
   assert.deepEqual(partial.stats.noResponse, ["ghost.example.net"]);

@@ -63,27 +63,17 @@ after(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-/** Most runs going at once on the nodes, and the mean over [first start, last start]. */
-function concurrencyProfile(runs: SimulatedRun[]): { max: number; meanWhileQueued: number } {
+/** Most runs going at once on the nodes, by the runs' own start and end times. */
+function mostAtOnce(runs: SimulatedRun[]): number {
   const edges = runs.flatMap((r) => [
     { t: r.startedAt, d: +1 },
     { t: r.finishedAt ?? Infinity, d: -1 },
   ]);
   edges.sort((a, b) => a.t - b.t || a.d - b.d); // an end before a start at the same instant
-  const first = Math.min(...runs.map((r) => r.startedAt));
-  const last = Math.max(...runs.map((r) => r.startedAt));
   let cur = 0;
   let max = 0;
-  let area = 0;
-  let prev = first;
-  for (const e of edges) {
-    const t = Math.min(Math.max(e.t, first), last);
-    area += cur * (t - prev);
-    prev = t;
-    cur += e.d;
-    max = Math.max(max, cur);
-  }
-  return { max, meanWhileQueued: last > first ? area / (last - first) : cur };
+  for (const e of edges) max = Math.max(max, (cur += e.d));
+  return max;
 }
 
 describe("runall on a simulated fleet", () => {
@@ -94,15 +84,21 @@ describe("runall on a simulated fleet", () => {
     assert.deepEqual(unverified, [...ids].sort(), "no key directory yet: every node's replies and events are unproven, and said to be");
     const runs = sim.runs.slice(before);
     assert.equal(runs.length, N - disabled.size, "every enabled node ran once");
-    const profile = concurrencyProfile(runs);
-    assert.equal(profile.max, 3, "never more than N at once on the nodes");
-    assert.ok(profile.meanWhileQueued > 2.5, `slots refilled as runs ended (mean ${profile.meanWhileQueued.toFixed(2)} going while nodes were queued)`);
+    assert.ok(mostAtOnce(runs) <= 3, "never more than N at once on the nodes");
     assert.equal(report.maxConcurrency, 3);
-    // the scheduler's own account: the first three fill the slots, and a start only ever goes into
-    // a free slot. (How promptly slots refill is timing: meanWhileQueued above, and bench:runall.)
+    // The scheduler's own account, whatever the machine's speed: the first three fill the slots, a
+    // start only ever goes into a free slot, and each burst of starts fills every free slot while
+    // nodes are queued: a slot freed by a run's end is refilled before anything else is heard.
+    // (How promptly, in time, is bench:runall's to measure.)
     const startsSeen = events.filter((e) => e.type === "start").map((e) => (e as { running: number }).running);
     assert.deepEqual(startsSeen.slice(0, 3), [0, 1, 2]);
     assert.ok(startsSeen.every((r) => r >= 0 && r <= 2), `every start takes a free slot: ${startsSeen.join(",")}`);
+    events.forEach((e, i) => {
+      const next = events[i + 1];
+      if (e.type !== "start" || next?.type === "start") return; // the last start of a burst
+      assert.ok(e.running === 2 || e.queued === 0, `after a burst of starts every slot is taken while nodes wait: ${e.identity} started with ${e.running} going and ${e.queued} queued`);
+    });
+    assert.equal(events.filter((e) => e.type === "start").length, N - disabled.size, "every enabled node started once");
     // longest last run first (the nodes have a history)
     const enabledOrder = order.filter((id) => !disabled.has(id));
     assert.deepEqual(enabledOrder, [...enabledOrder].sort((a, b) => runMs.get(b)! - runMs.get(a)!));
@@ -206,7 +202,8 @@ describe("muster puppet commands on a simulated fleet", () => {
   it("a node file naming a node that is not there: listed as vanished, exit 2", async () => {
     const file = join(dir, "nodes.txt");
     writeFileSync(file, "sim00.test\nnot-there.test\n");
-    const r = await runCli(["puppet", "runall", "2", "--broker", nats.url, "--nodes", file, "--start-timeout", "1"], { env, timeoutMs: 60_000 });
+    // a start timeout that only the node that is not there runs out: sim00 answers whatever the load
+    const r = await runCli(["puppet", "runall", "2", "--broker", nats.url, "--nodes", file, "--start-timeout", "15"], { env, timeoutMs: 120_000 });
     assert.equal(r.code, 2, r.stderr + r.stdout);
     assert.match(r.stdout, /Not heard from \(1\):\n {3}not-there\.test {2}no answer to status/);
   });

@@ -64,7 +64,7 @@ function waitFor(want: string[], done: (r: NodeRecord) => boolean, timeoutMs = 6
   return store.waitFor(want, done, timeoutMs);
 }
 
-test("two provisioners at once provision every node exactly once; a broken node fails and is notified", async () => {
+test("two provisioners at once, against emulated nodes and a simulated CA: every node provisioned once (signed once, the admins told once); a broken node fails and is notified", async () => {
   failing.add(ids[7]!);
   const metricsPort = await freePort();
   provisioner("prov-a", { metrics: { host: "127.0.0.1", port: metricsPort } });

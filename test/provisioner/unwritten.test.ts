@@ -64,7 +64,8 @@ test("writes refused past the claim: the node is left unwritten, taken up again 
     },
     create: { value: (k: string, v: Uint8Array | string) => (gate.closed ? refuse() : real.create(k, v)) },
   });
-  const log = pino({ level: "info" }, new Writable({ write: (chunk: Buffer, _enc, done) => (lines.push(chunk.toString()), done()) }));
+  // debug: every discovery cycle is logged, and the resume is counted in cycles below
+  const log = pino({ level: "debug" }, new Writable({ write: (chunk: Buffer, _enc, done) => (lines.push(chunk.toString()), done()) }));
   // lock_lease 40: a write is tried for the 20 s minimum (the claim's 40 s less a 30 s margin is shorter)
   const cfg = ProvisionerConfigSchema.parse({
     id: "prov-unwritten",
@@ -86,10 +87,15 @@ test("writes refused past the claim: the node is left unwritten, taken up again 
   gate.closed = false;
   const rec = (await site.store.waitFor([id], (r) => r.status === "done" || r.status === "failed", 90_000)).get(id)!;
   assert.equal(rec.status, "done", rec.lastError);
-  // taken up at the next cycle (1 s), not at the next resume scan (due 40 s after the start)
-  const resumed = lines.map((l) => JSON.parse(l) as { time: number; msg: string }).find((l) => l.msg === "resuming unfinished provisioning");
-  assert.ok(resumed, "resumed by the scan");
-  assert.ok(resumed.time - leftAt < 6_000, `resumed ${resumed.time - leftAt} ms after the write was given up`);
+  // Taken up at the next cycle, not at the next resume scan (due 40 s after the start, several
+  // cycles on): counted in discovery cycles, which a loaded machine slows all alike. The cycle under
+  // way when it was left may log its discovery first; the scan opens the one after.
+  const entries = lines.map((l) => JSON.parse(l) as { msg: string });
+  const left = entries.findIndex((l) => l.msg.includes("could not be written"));
+  const resumed = entries.findIndex((l, i) => i > left && l.msg === "resuming unfinished provisioning");
+  assert.ok(resumed > left, "resumed by the scan after it was left");
+  const cycles = entries.slice(left, resumed).filter((l) => l.msg.startsWith("discovery of nodes waiting to be provisioned")).length;
+  assert.ok(cycles <= 1, `resumed at the first cycle after it was left, not ${cycles} cycles later`);
   assert.equal(rec.rounds, 1, "the same round, resumed");
   assert.equal(site.ca.doubleSigned, 0, "no certificate signed twice");
   assert.ok(!rec.log.some((l) => /failed:/.test(l)), `never failed: ${rec.log.join(" | ")}`);

@@ -72,7 +72,7 @@ test("file: a path that cannot be opened is a config error at start-up", () => {
   }
 });
 
-test("file: a full disk (/dev/full) keeps records in memory up to the buffer, counts the rest, never throws", { skip: !existsSync("/dev/full") }, async () => {
+test("file: a full disk (/dev/full) keeps records in memory up to the buffer, counts the rest, never throws", { skip: !existsSync("/dev/full") && "no /dev/full on this machine: it is what makes a write fail as a full disk does" }, async () => {
   const a = new Auditor(AuditConfigSchema.parse({ file: "/dev/full", buffer: 10 }), { identity: "n1", log });
   for (let i = 0; i < 50; i++) a.record(entry(i));
   await eventually(async () => (a.stats.audit_dropped >= 40 ? true : undefined), 5000, "drops counted");
@@ -87,9 +87,9 @@ test("stream: while JetStream is unavailable records wait (bounded), and closing
   try {
     const a = new Auditor(AuditConfigSchema.parse({ stream: {}, buffer: 10 }), { identity: "n1", log });
     a.connect(streamsOn(nc));
-    const t0 = performance.now();
-    for (let i = 0; i < 25; i++) a.record(entry(i));
-    assert.ok(performance.now() - t0 < 1000, "recording does not wait for the broker");
+    // recording does not wait for the broker: record() returns nothing to wait on, and by the time
+    // the 25 calls return the 10 the buffer holds are held and the other 15 counted
+    for (let i = 0; i < 25; i++) assert.equal(a.record(entry(i)), undefined);
     assert.equal(a.stats.audit_dropped, 15);
     await a.close(100);
     assert.deepEqual(a.stats, { audit_written: 0, audit_published: 0, audit_dropped: 25 });

@@ -120,7 +120,7 @@ describe("rpcutil", () => {
     const r = await call(N1.identity, "ping");
     assert.equal(r.statuscode, Status.OK);
     assert.equal(r.sender, N1.identity);
-    assert.ok(typeof r.data.pong === "number" && r.data.pong >= t0 - 60_000);
+    assert.ok(typeof r.data.pong === "number" && r.data.pong >= t0 && r.data.pong <= Date.now(), `pong ${String(r.data.pong)}: the node's clock (this machine's) while the call ran`);
   });
 
   test("inventory lists agents, facts, classes, collectives and data plugins", async () => {

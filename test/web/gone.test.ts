@@ -13,13 +13,16 @@ import { freePort } from "../support/index.js";
 import { writeSimulatedProvisionerConfig } from "../support/provisioner.js";
 import { startLabBroker, type LabBroker } from "./lab-broker.js";
 
-// End to end: a node removed while the provisioner works on it shows as gone on the board within
-// 30 s: the provisioner's dead-node detection sets `gone` on its record (docs/provisioner.md,
-// Machines that die), and the board shows it.
+// The real provisioner, the real console and chromium, against emulated nodes whose CA and Puppet
+// are simulated (src/emulator/simulated.ts; the lab's machine test does it with real ones): a node
+// removed while the provisioner works on it shows as gone on the board. The provisioner's dead-node
+// detection sets `gone` on its record (docs/provisioner.md, Machines that die), and the board shows
+// it. The deadline only catches a hang; how long detection takes is printed, and measured against
+// machines in bench/machines.ts.
 
 test(
-  "a node removed mid-step shows as gone on the board within 30 s",
-  { timeout: 180_000 },
+  "provisioner, console and browser against emulated nodes (simulated CA and Puppet): a node removed mid-step shows as gone on the board",
+  { timeout: 360_000 },
   async () => {
     const tmp = tempDir("web-gone");
     const configDir = join(tmp.path, "config");
@@ -56,7 +59,7 @@ test(
       await nodeEmu.stop(); // the node is gone: no more answers, no shutdown event
       nodeEmu = undefined;
       const t0 = Date.now();
-      await page.waitForSelector(`${row}[data-gone="true"]`, { timeout: 30_000 });
+      await page.waitForSelector(`${row}[data-gone="true"]`, { timeout: 180_000 });
       process.stdout.write(`# node removed -> gone on the board: ${Date.now() - t0} ms\n`);
       assert.match((await page.locator(`.attention[data-identity="${VANISH}"]`).textContent()) ?? "", /gone/);
     } finally {

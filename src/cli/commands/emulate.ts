@@ -44,11 +44,13 @@ export function emulateCommand(): Command {
         if (attempt >= 5) throw new MusterError("MUSTER_TIMEOUT", `${missing.length} emulated nodes did not answer discovery (first: ${missing[0]})`);
       }
       await client.close();
-      process.stdout.write(`emulating ${nodes.length} nodes in collective ${collective}: ready\n`);
-      await new Promise<void>((resolve) => {
+      // Handlers before the ready line: a supervisor may stop us the moment it reads it.
+      const stopping = new Promise<void>((resolve) => {
         process.once("SIGTERM", () => resolve());
         process.once("SIGINT", () => resolve());
       });
+      process.stdout.write(`emulating ${nodes.length} nodes in collective ${collective}: ready\n`);
+      await stopping;
       await emu.stop();
       await closeConnection(nc);
     });

@@ -33,7 +33,8 @@ const running = (s: LabState): boolean => labRunning(s);
 /** Live progress of these nodes' provisioning until each is done or failed; `since`: ignore records older than this (an earlier machine's). */
 async function followProvisioning(s: LabState, ids: string[], timeoutMs: number, since = 0): Promise<NodeRecord[]> {
   const { MusterClient, ProvisionState } = await load();
-  const client = await MusterClient.connect({ brokers: labBrokers(s), collective: s.collective, name: "muster-lab-follow", tls: s.tls?.admin });
+  // persistent: following lasts minutes, and the lab's broker restarting meanwhile must not end it
+  const client = await MusterClient.connect({ brokers: labBrokers(s), collective: s.collective, name: "muster-lab-follow", tls: s.tls?.admin, persistent: true });
   const store = await ProvisionState.open(client, DEFAULT_STATE_BUCKET);
   const { progressBar } = await import("../output.js"); // a terminal's bar, only when following
   const bar = progressBar(true);
@@ -494,11 +495,13 @@ already gone). Example:
       .action(async (o: { dir: string; host: string; port: string }) => {
         const { startPackageServer } = await labMachines();
         const srv = await startPackageServer({ dir: resolve(o.dir), host: o.host, port: Number(o.port), log: (l) => process.stdout.write(`${new Date().toISOString()} ${l}\n`) });
-        process.stdout.write(`package server on ${srv.url}: ready\n`);
-        await new Promise<void>((res) => {
+        // Handlers before the ready line: a supervisor may stop us the moment it reads it.
+        const stopping = new Promise<void>((res) => {
           process.once("SIGTERM", () => res());
           process.once("SIGINT", () => res());
         });
+        process.stdout.write(`package server on ${srv.url}: ready\n`);
+        await stopping;
         await srv.close();
       }),
     { hidden: true },

@@ -43,11 +43,13 @@ listens; stops on SIGTERM/SIGINT. See docs/web.md.`,
       }
       const log = createLogger({ level: o.logLevel, name: "muster-web" });
       const web = await startWeb(cfg, log, { broker: o.broker, clientConfig: o.clientConfig });
-      process.stdout.write(`muster web console at ${web.url}/ : ready\n`);
-      await new Promise<void>((resolve) => {
+      // Handlers before the ready line: a supervisor may stop us the moment it reads it.
+      const stopping = new Promise<void>((resolve) => {
         process.once("SIGTERM", () => resolve());
         process.once("SIGINT", () => resolve());
       });
+      process.stdout.write(`muster web console at ${web.url}/ : ready\n`);
+      await stopping;
       await web.stop();
       log.flush();
     });
