@@ -5,7 +5,8 @@
 # the web console's browser tests and bench; for the lab's machines systemd-container (nspawn),
 # mmdebstrap (their image), socat (relays), iproute2 (their network), openssh-client, and for --vm
 # qemu-system-x86, qemu-utils and cloud-image-utils; lintian for the package test, apt-utils and gpg
-# for its signed apt repository, piuparts for `npm run piuparts`), node modules (npm ci), and the
+# for its signed apt repository, piuparts for `npm run piuparts`; puppetdb, its PostgreSQL and
+# puppet-terminus-puppetdb for the PuppetDB tests and bench), node modules (npm ci), and the
 # TypeScript build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,19 +14,25 @@ cd "$(dirname "$0")/.."
 need=()
 for pkg in nats-server puppetserver puppet-agent facter openssl monitoring-plugins-basic systemd dpkg passwd chromium \
   systemd-container mmdebstrap socat iproute2 openssh-client qemu-system-x86 qemu-utils cloud-image-utils \
-  lintian apt-utils gpg piuparts; do
+  lintian apt-utils gpg piuparts postgresql puppetdb puppet-terminus-puppetdb; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then
   echo "==> installing system packages: ${need[*]}"
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
+  # puppetdb's package would make its database in the machine's own PostgreSQL (dbconfig-common):
+  # the tests and the bench start clusters of their own (test/support/puppetdb.ts), so it is told not to
+  echo "puppetdb puppetdb/dbconfig-install boolean false" | $SUDO debconf-set-selections
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
-# Debian's puppetserver package enables a system service we never use; the lab and tests run their own.
-if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet puppetserver 2>/dev/null; then
-  systemctl stop puppetserver || true
-fi
+# Debian's puppetserver, puppetdb and postgresql packages enable system services we never use; the
+# lab and tests run their own (PuppetDB and PostgreSQL on free loopback ports, in temp dirs).
+for unit in puppetserver puppetdb postgresql; do
+  if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet "$unit" 2>/dev/null; then
+    systemctl stop "$unit" || true
+  fi
+done
 
 if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   echo "==> npm ci"
