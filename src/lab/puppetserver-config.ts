@@ -42,7 +42,18 @@ export function writeEnvironment(handle: { codedir: string }, name: string, file
   }
 }
 
-export function writePuppetserverConfig(dir: string, host: string, port: number, certname: string, altIps: string[]): Layout {
+/**
+ * A master sending facts, catalogs and reports to PuppetDB (puppet-terminus-puppetdb), as
+ * docs/deploy.md sets the site's masters up: puppetdb.conf, routes.yaml, and storeconfigs and the
+ * puppetdb report processor in puppet.conf. The terminus reads puppetdb.conf at its first use, so
+ * PuppetDB may start after the master.
+ */
+export function puppetDbTerminusFiles(confdir: string, urls: readonly string[]): void {
+  writeFileSync(join(confdir, "puppetdb.conf"), `[main]\nserver_urls = ${urls.join(",")}\n`);
+  writeFileSync(join(confdir, "routes.yaml"), "---\nserver:\n  facts:\n    terminus: puppetdb\n    cache: yaml\n");
+}
+
+export function writePuppetserverConfig(dir: string, host: string, port: number, certname: string, altIps: string[], puppetdb?: readonly string[]): Layout {
   const d = (...p: string[]) => join(dir, ...p);
   const l: Layout = {
     confdir: d("puppet"),
@@ -75,10 +86,12 @@ export function writePuppetserverConfig(dir: string, host: string, port: number,
       // Agents reach the master by IP, so its certificate must name the IP.
       `dns_alt_names = ${[certname, "localhost", ...[host, ...altIps].map((ip) => `IP:${ip}`)].join(",")}`,
       "environment_timeout = 0",
-      "reports = store",
+      puppetdb ? "reports = store,puppetdb" : "reports = store",
+      ...(puppetdb ? ["storeconfigs = true", "storeconfigs_backend = puppetdb"] : []),
       "",
     ].join("\n"),
   );
+  if (puppetdb) puppetDbTerminusFiles(l.confdir, puppetdb);
   writeFileSync(join(l.confdir, "hiera.yaml"), "---\nversion: 5\nhierarchy: []\n");
 
   writeFileSync(

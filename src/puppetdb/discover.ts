@@ -92,7 +92,8 @@ export async function discoverInPuppetDb(db: PuppetDbReader, filter: Filter, o: 
     const q = nodesQuery(c);
     return q === undefined ? [] : activeNodes(await ask(q));
   };
-  const [maybe, sure, unplaced] = await Promise.all([run(plan.maybe), plan.exact ? Promise.resolve(undefined) : run(plan.sure), count()]);
+  // only a filter that reads the muster fact (a collective, agents) misses nodes without it
+  const [maybe, sure, unplaced] = await Promise.all([run(plan.maybe), plan.exact ? Promise.resolve(undefined) : run(plan.sure), plan.facts.includes("muster") ? count() : Promise.resolve(0)]);
   const found = new Set(sure ?? maybe);
   // 4. the undecided, by muster's matcher on PuppetDB's data
   const undecided = sure ? maybe.filter((n) => !found.has(n)) : [];
@@ -123,7 +124,7 @@ export async function discoverInPuppetDb(db: PuppetDbReader, filter: Filter, o: 
       if (compiled.matches(m, registeredData(m))) found.add(m.identity);
     }
   }
-  const n = await unplaced;
+  const n = unplaced;
   const warnings =
     n > 0
       ? [`${n} active node${n === 1 ? "" : "s"} in PuppetDB ${n === 1 ? "has" : "have"} no muster fact (facts.muster: agents, collectives), so ${n === 1 ? "it is" : "they are"} in no collective as far as PuppetDB knows and cannot be selected; a node reports it at its first Puppet run with the muster module on the master's modulepath (docs/puppetdb.md)`]

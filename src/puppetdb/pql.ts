@@ -340,16 +340,21 @@ export function pqlPlan(filter: Filter, opts: TranslateOptions = {}): PqlPlan {
   return { sure, maybe, exact: JSON.stringify(sure) === JSON.stringify(maybe), facts: [...ctx.facts].sort(), classes: ctx.classes };
 }
 
-/** Every fact path the filter reads (fact_paths is asked for their types first). */
+/** Whether PuppetDB's types at the path change the translation: a comparison with a number. */
+function typesMatter(value: FilterValue): boolean {
+  return value.kind === "literal" && NUMBER.test(value.text);
+}
+
+/** The fact paths whose JSON types the translation needs (fact_paths is asked for them first). */
 export function factPaths(filter: Filter): string[] {
   const out = new Set<string>();
   const walk = (e: CompoundExpr): void => {
     if (e.kind === "and" || e.kind === "or") e.operands.forEach(walk);
     else if (e.kind === "not") walk(e.operand);
-    else if (e.kind === "fact") out.add(e.fact);
-    else if (e.kind === "data" && e.plugin === "fact" && e.argument && e.field.split(".")[0] === "value") out.add(`${e.argument}${e.field.slice(5)}`);
+    else if (e.kind === "fact" && typesMatter(e.value)) out.add(e.fact);
+    else if (e.kind === "data" && e.plugin === "fact" && e.argument && e.field.split(".")[0] === "value" && typesMatter(e.value)) out.add(`${e.argument}${e.field.slice(5)}`);
   };
-  for (const f of filter.fact) out.add(f.fact);
+  for (const f of filter.fact) if (typesMatter(checkFactFilter(f).value)) out.add(f.fact);
   for (const src of filter.compound) walk(parseCompound(src));
   return [...out].sort();
 }

@@ -116,8 +116,8 @@ test("regexes: PostgreSQL's spelling of what JavaScript means, or a refusal", ()
 });
 
 test("fact types: asked of fact_paths for the filter's paths, array elements counting for their array", () => {
-  const f = buildFilter({ fact: ["os.release.major>=11"], select: ["processors.count>2 or fact('role').value=web"] });
-  assert.deepEqual(factPaths(f), ["os.release.major", "processors.count", "role"]);
+  const f = buildFilter({ fact: ["os.release.major>=11", "country=de"], select: ["processors.count>2 or fact('role').value=web or fact('cores').value=8"] });
+  assert.deepEqual(factPaths(f), ["cores", "os.release.major", "processors.count"], "only where a number is compared do the types matter");
   assert.match(factTypesQuery(["role"])!, /^fact_paths\[path, type\] \{ path ~> \["role"\] or path ~> \["role", "\[0-9\]\+"\] \}$/);
   const got = factTypesFrom(["role", "os.release.major"], [{ path: ["role", 0], type: "string" }, { path: ["os", "release", "major"], type: "integer" }, { path: ["roles"], type: "float" }, "garbage", { path: "x" }]);
   assert.deepEqual(Object.fromEntries([...got].map(([k, v]) => [k, [...v]])), { role: ["string"], "os.release.major": ["integer"] });

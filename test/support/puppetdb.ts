@@ -161,8 +161,12 @@ export interface StartPuppetDbOptions {
   host?: string;
   /** Serve TLS too (the port puppet-terminus-puppetdb and muster's registry use off loopback). */
   tls?: PuppetDbTls;
+  /** The TLS port (default: a free one): a master's puppetdb.conf may name it before PuppetDB starts. */
+  sslPort?: number;
   /** JVM heap (default 256m). */
   heap?: string;
+  /** C1 only (default): the JVM starts sooner and a test's few queries do not need C2; a bench measures with both. */
+  quickJit?: boolean;
   /** More [database] settings (node-ttl, gc-interval, ...). */
   database?: Record<string, string>;
   readyTimeoutMs?: number;
@@ -226,7 +230,7 @@ export async function startPuppetDb(o: StartPuppetDbOptions = {}): Promise<Puppe
     await postgres.sql("create database puppetdb owner puppetdb encoding 'UTF8' template template0");
     await postgres.sql("create extension pg_trgm", "puppetdb");
     const port = await freePort(host);
-    const sslPort = o.tls ? await freePort(host) : undefined;
+    const sslPort = o.tls ? (o.sslPort ?? (await freePort(host))) : undefined;
     for (const d of ["conf.d", "var", "log", "tmp"]) mkdirSync(join(dir, d));
     const logfile = join(dir, "log", "puppetdb.log");
     writeFileSync(join(dir, "conf.d", "config.ini"), `[global]\nvardir = ${join(dir, "var")}\nlogging-config = ${join(dir, "logback.xml")}\n\n[command-processing]\nthreads = 2\n`);
@@ -245,7 +249,7 @@ export async function startPuppetDb(o: StartPuppetDbOptions = {}): Promise<Puppe
     try {
       child = spawn(
         "java",
-        [`-Xmx${o.heap ?? "256m"}`, "-XX:TieredStopAtLevel=1", `-Djava.io.tmpdir=${join(dir, "tmp")}`, "-cp", `${classes}:${JAR}`, "clojure.main", "-m", "puppetlabs.puppetdb.core", "services", "--config", join(dir, "conf.d"), "--bootstrap-config", BOOTSTRAP],
+        [`-Xmx${o.heap ?? "256m"}`, ...(o.quickJit === false ? [] : ["-XX:TieredStopAtLevel=1"]), `-Djava.io.tmpdir=${join(dir, "tmp")}`, "-cp", `${classes}:${JAR}`, "clojure.main", "-m", "puppetlabs.puppetdb.core", "services", "--config", join(dir, "conf.d"), "--bootstrap-config", BOOTSTRAP],
         { cwd: dir, stdio: ["ignore", out, out] },
       );
     } finally {
@@ -291,4 +295,40 @@ export async function startPuppetDb(o: StartPuppetDbOptions = {}): Promise<Puppe
     await stop().catch(() => undefined);
     throw e;
   }
+}
+
+/** What a node is, for PuppetDB: its facts and the classes of its catalog. */
+export interface PuppetDbNode {
+  identity: string;
+  facts: Record<string, unknown>;
+  classes?: string[];
+  /** producer_timestamp of its facts and catalog (default now): an old one lets PuppetDB expire the node. */
+  at?: Date;
+}
+
+/** A Puppet class's catalog resource, as puppetserver compiles it. */
+function classResource(name: string): Record<string, unknown> {
+  const title = name
+    .split("::")
+    .map((s) => s.charAt(0).toUpperCase() + s.slice(1))
+    .join("::");
+  return { type: "Class", title, exported: false, tags: ["class", name, ...name.split("::")], parameters: {} };
+}
+
+/**
+ * A node's facts and catalog through PuppetDB's command API (what a master's puppet-terminus-puppetdb
+ * sends after compiling), each answered once PuppetDB processed it.
+ */
+export async function storeNode(db: PuppetDb, n: PuppetDbNode): Promise<void> {
+  const at = (n.at ?? new Date()).toISOString();
+  const facts = await db.command("replace facts", 5, n.identity, { certname: n.identity, environment: "production", producer_timestamp: at, producer: "muster-test", values: n.facts }, { waitSeconds: 60 });
+  const uuid = () => crypto.randomUUID();
+  const catalog = await db.command(
+    "replace catalog",
+    9,
+    n.identity,
+    { certname: n.identity, version: "1", environment: "production", transaction_uuid: uuid(), catalog_uuid: uuid(), producer_timestamp: at, producer: "muster-test", code_id: null, job_id: null, resources: (n.classes ?? []).map(classResource), edges: [] },
+    { waitSeconds: 60 },
+  );
+  if (!facts.processed || !catalog.processed) throw new Error(`PuppetDB did not process ${n.identity}'s facts and catalog within 60 s`);
 }

@@ -1,0 +1,359 @@
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import type { NatsConnection } from "@nats-io/transport-node";
+import { MusterClient } from "../../src/client/client.js";
+import { startEmulator, type RunningEmulator } from "../../src/emulator/emulator.js";
+import type { FleetNode } from "../../src/emulator/fleet.js";
+import { buildFilter, type FilterOptions } from "../../src/filter/index.js";
+import { shippedModule } from "../../src/lab/manifests.js";
+import { startPuppetserver, type PuppetserverHandle } from "../../src/lab/puppetserver.js";
+import { silentLogger } from "../../src/log.js";
+import { CertificateAuthority, PuppetAgent, caSettingsFromSsldir } from "../../src/puppet/index.js";
+import { PuppetDb } from "../../src/puppetdb/http.js";
+import { RegistryConfigSchema } from "../../src/registry/config.js";
+import { startRegistry, type RunningRegistry } from "../../src/registry/daemon.js";
+import { ensureCA, issueCert, signCertificate } from "../../src/security/pki.js";
+import { cleanEnv, connectNats, eventually, runCli, tempDir } from "../support/collective.js";
+import { freePort, startNats, type NatsHandle } from "../support/index.js";
+import { startPuppetDb, storeNode, type PuppetDbHandle } from "../support/puppetdb.js";
+
+// --dm puppetdb, search_nodes and decommission against one real PuppetDB (Debian's package, its own
+// PostgreSQL), shared by every test of this file: a real puppetserver sends it facts, catalogs and
+// reports (puppet-terminus-puppetdb, over TLS with the master's certificate), and the registry
+// daemon asks it over TLS with a certificate of another CA PuppetDB trusts, as on the site. The
+// fleet's nodes are emulated (they answer broadcast discovery); the same facts and classes reach
+// PuppetDB through its command API, so every filter can be asked both ways and compared.
+
+const host = "127.0.0.74";
+const tmp = tempDir("puppetdb");
+process.env.MUSTER_CONFIG_DIR = join(tmp.path, "keys");
+const env = cleanEnv(process.env.MUSTER_CONFIG_DIR);
+const token = "puppetdb-test-token-0123456789abcdef";
+const tokenFile = join(tmp.path, "registry.token");
+
+let nats: NatsHandle;
+let nc: NatsConnection;
+let master: PuppetserverHandle;
+let pdb: PuppetDbHandle;
+let registry: RunningRegistry;
+let emu: RunningEmulator;
+let client: MusterClient;
+/** PuppetDB's TLS files and the registry's credential (another CA PuppetDB trusts). */
+let tls: { puppetCa: string; registryCert: string; registryKey: string; strangerCert: string; strangerKey: string };
+
+// Facts of every JSON type PuppetDB keeps apart, numbers as strings among them (os.release.major is
+// a string from facter: "12" >= 11 is true for muster), arrays, structures, a flat dotted name.
+const COUNTRIES = ["de", "uk", "us", "fr"];
+function fleetNode(i: number): FleetNode & { collectives: string[] } {
+  const id = `node${String(i).padStart(2, "0")}.${i % 2 ? "eu" : "us"}.lab`;
+  const role = i % 3 === 0 ? "db" : i % 3 === 1 ? "web" : "app";
+  const agents = ["nrpe", ...(i % 2 ? ["puppet"] : [])];
+  const collectives = i === 17 ? ["other"] : ["muster"];
+  const facts: Record<string, unknown> = {
+    country: COUNTRIES[i % 4],
+    role: i % 5 === 0 ? [role, "cache"] : role,
+    customer: i % 4 < 2 ? "acme" : "globex",
+    environment: i % 2 ? "development" : "production",
+    os: { family: i % 6 === 0 ? "RedHat" : "Debian", release: { major: String(9 + (i % 5)) } },
+    processorcount: i === 7 ? "16" : [2, 4, 8][i % 3],
+    memorysize_mb: i % 4 === 0 ? 8192.0 : i % 4 === 1 ? "8192" : 4096,
+    is_virtual: i % 3 !== 0,
+    disks: [{ name: i % 2 ? "sda" : "vda", size: 100 * i }],
+    // what every muster node's fact says (the muster module's lib/facter/muster.rb)
+    muster: { agents: ["discovery", "rpcutil", ...agents].sort(), collectives },
+  };
+  if (i === 4) facts["os.name"] = "Debian GNU/Linux";
+  const classes = ["base", `role::${role}`, ...(role === "db" ? [i % 2 ? "mysql::master" : "mysql::slave"] : []), ...(role === "web" && i % 2 ? ["apache", "apache::mod::ssl"] : [])];
+  return { identity: id, facts, classes, agents, collectives };
+}
+const fleet = Array.from({ length: 24 }, (_, i) => fleetNode(i + 1));
+
+before(async () => {
+  mkdirSync(process.env.MUSTER_CONFIG_DIR!, { recursive: true });
+  writeFileSync(tokenFile, `${token}\n`);
+  nats = await startNats();
+  nc = await connectNats(nats.url);
+  // PuppetDB's port is known before the master starts: its puppetdb.conf names it
+  const sslPort = await freePort(host);
+  const pdbUrl = `https://${host}:${sslPort}`;
+  master = await startPuppetserver({ host, puppetdb: [pdbUrl], environments: { production: { manifest: SITE, modules: { muster: shippedModule("muster"), ...SITE_MODULES } } }, readyTimeoutMs: 300_000 });
+  console.log(`# puppetserver ready in ${master.startMs} ms`);
+  // PuppetDB's certificate from the master's CA (the terminus checks it against the master's CA);
+  // the registry's from muster's own CA, which PuppetDB trusts beside the Puppet CA
+  const puppetCa = { cert: join(master.cadir, "ca_crt.pem"), key: join(master.cadir, "ca_key.pem") };
+  const server = signCertificate(puppetCa, "/CN=puppetdb.test", { usage: "server", ips: [host] });
+  const musterCa = ensureCA(join(tmp.path, "muster-ca"), "/O=muster/CN=muster test CA");
+  const reg = issueCert(musterCa, { name: "registry", subject: "/O=muster/OU=service/CN=registry", usage: "client" });
+  const stranger = issueCert(ensureCA(join(tmp.path, "stranger-ca"), "/CN=a CA PuppetDB does not trust"), { name: "stranger", subject: "/CN=registry", usage: "client" });
+  const files = join(tmp.path, "puppetdb-tls");
+  mkdirSync(files);
+  const w = (name: string, text: string) => (writeFileSync(join(files, name), text, { mode: 0o600 }), join(files, name));
+  const caBundle = w("ca-bundle.pem", readFileSync(puppetCa.cert, "utf8") + readFileSync(musterCa.cert, "utf8"));
+  tls = { puppetCa: puppetCa.cert, registryCert: reg.cert, registryKey: reg.key, strangerCert: stranger.cert, strangerKey: stranger.key };
+  pdb = await startPuppetDb({
+    host,
+    sslPort,
+    tls: { cert: w("puppetdb.pem", server.cert), key: w("puppetdb.key", server.key), ca: caBundle },
+    // a node silent for an hour is expired, and the expiry runs every 1.2 s (instead of hourly)
+    database: { "node-ttl": "1h", "gc-interval-expire-nodes": "0.02" },
+  });
+  console.log(`# PuppetDB running in ${pdb.startMs} ms (its JVM's resident memory ${Math.round(pdb.rssKb() / 1024)} MiB)`);
+  registry = await startRegistry(
+    RegistryConfigSchema.parse({
+      collectives: ["muster"],
+      flush_interval: 0.05,
+      http: { host: "127.0.0.1", port: 0, token_file: tokenFile },
+      puppetdb: { url: pdbUrl, ca: tls.puppetCa, cert: tls.registryCert, key: tls.registryKey },
+      log: { level: "silent" },
+    }),
+    silentLogger,
+    { nc },
+  );
+  emu = await startEmulator({ nc, nodes: fleet, collective: "muster", log: silentLogger, registration: { interval: 3600, splay: true } });
+  await Promise.all(fleet.map((n) => storeNode(pdb.db, { identity: n.identity, facts: n.facts, classes: n.classes })));
+  client = await MusterClient.connect({ nc });
+});
+
+after(async () => {
+  await client?.close();
+  await emu?.stop();
+  await registry?.stop();
+  await nc?.drain().catch(() => undefined);
+  await nats?.stop();
+  await pdb?.stop();
+  await master?.stop();
+  tmp.remove();
+});
+
+const cli = (args: string[], timeoutMs = 60_000) => runCli([...args, "--broker", nats.url], { env, timeoutMs });
+const puppetdbSource = () => client.source({ method: "puppetdb" });
+
+async function both(o: FilterOptions): Promise<{ broadcast: string[]; puppetdb: string[] }> {
+  const filter = buildFilter(o);
+  const [broadcast, puppetdb] = await Promise.all([client.discover({ filter, timeoutMs: 5000, anticipate: undefined }), client.discover({ filter, source: await puppetdbSource(), timeoutMs: 30_000 })]);
+  return { broadcast, puppetdb };
+}
+
+test("--dm puppetdb selects what broadcast discovery selects, filter by filter", async () => {
+  const filters: FilterOptions[] = [
+    {},
+    { fact: ["country=de"] },
+    { fact: ["country!=de"] },
+    { fact: ["processorcount>4"] },
+    { fact: ["processorcount<=4"] },
+    { fact: ["os.release.major>=11"] },
+    { fact: ["os.release.major<10"] },
+    { fact: ["memorysize_mb=8192"] },
+    { fact: ["is_virtual=true"] },
+    { fact: ["role=web"] },
+    { fact: ["role!=web"] },
+    { fact: ["role=/^ca/"] },
+    { fact: ["disks.0.name=sda"] },
+    { fact: ["os.name=~Deb"] },
+    { fact: ["customer>b"] },
+    { class: ["mysql::master"] },
+    { class: ["/^apache/"] },
+    { class: ["/::M/"] },
+    { class: ["Apache"] },
+    { agent: ["puppet"] },
+    { agent: ["/^nr/"] },
+    { identity: ["node03.eu.lab", "/^node1\\d\\.us/"] },
+    { with: ["environment=development customer=acme mysql::master"] },
+    { select: ["(country=de or country=uk) and not role=db"] },
+    { select: ["not os.release.major>=11 and processorcount>=4"] },
+    { select: ["fact('os').value.family=RedHat or agent('puppet').present=true"] },
+    { select: ["agent('puppet').present=false and not /^role::w/"] },
+    { fact: ["country=de"], class: ["base"], agent: ["nrpe"], select: ["memorysize_mb>=8192 or is_virtual=false"] },
+  ];
+  const answers = await Promise.all(filters.map(both));
+  filters.forEach((f, i) => {
+    const r = answers[i]!;
+    assert.deepEqual(r.puppetdb, r.broadcast, `${JSON.stringify(f)}: PuppetDB found ${r.puppetdb.join(" ")}; broadcast ${r.broadcast.join(" ")}`);
+  });
+  assert.ok(new Set(answers.map((a) => a.broadcast.join(" "))).size > filters.length / 2, "the filters select different sets");
+  // not vacuous: the filters select different, non-empty sets
+  assert.equal((await both({})).puppetdb.length, fleet.length - 1, "every node but the one in another collective");
+  assert.deepEqual((await both({ with: ["environment=development customer=acme mysql::master"] })).puppetdb, ["node09.eu.lab", "node21.eu.lab"].filter((n) => fleet.find((x) => x.identity === n)!.facts.customer === "acme"));
+});
+
+test("the CLI: `muster find --dm puppetdb` prints what PuppetDB found; a -S PuppetDB cannot answer is refused before anything is asked", async () => {
+  const r = await cli(["find", "--dm", "puppetdb", "-W", "environment=development customer=acme mysql::master"]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(r.stdout, `${(await both({ with: ["environment=development customer=acme mysql::master"] })).broadcast.join("\n")}\n`);
+  const refused = await cli(["find", "--dm", "puppetdb", "-S", "country=de and provision().locked=false"]);
+  assert.equal(refused.code, 1);
+  assert.match(refused.stderr, /-S\[0\]: the data plugin provision\(\) runs on the node, and PuppetDB holds facts, classes and reports only; use broadcast discovery \(--dm broadcast\)/);
+  const regex = await cli(["find", "--dm", "puppetdb", "-F", "country=~/(?<c>de)/"]);
+  assert.equal(regex.code, 1);
+  assert.match(regex.stderr, /PostgreSQL \(PuppetDB\) reads differently/);
+});
+
+test("pql: identities: PuppetDB's own queries, ORed with the other identities; the nodes are called without them", async () => {
+  const q = 'pql:inventory[certname] { facts.country = "de" }';
+  const viaPql = await cli(["find", "--dm", "puppetdb", "-I", q]);
+  assert.equal(viaPql.code, 0, viaPql.stderr);
+  assert.equal(viaPql.stdout, `${(await both({ fact: ["country=de"] })).broadcast.join("\n")}\n`);
+  const or = await cli(["find", "--dm", "puppetdb", "-I", q, "-I", "node02.us.lab", "-C", "base", "--json"]);
+  assert.deepEqual(JSON.parse(or.stdout), [...(await both({ fact: ["country=de"] })).broadcast, "node02.us.lab"].sort());
+  // the call reaches the nodes, which could not evaluate a pql: identity themselves
+  const ping = await cli(["rpc", "rpcutil", "ping", "--dm", "puppetdb", "-I", q, "--json"]);
+  assert.equal(ping.code, 0, ping.stderr + ping.stdout);
+  const res = JSON.parse(ping.stdout) as { replies: { sender: string; statuscode: number }[] };
+  assert.deepEqual(res.replies.map((x) => [x.sender, x.statuscode]).sort(), (await both({ fact: ["country=de"] })).broadcast.map((n) => [n, 0]));
+  for (const dm of ["broadcast", "registry"]) {
+    const other = await cli(["find", "--dm", dm, "-I", q]);
+    assert.equal(other.code, 1);
+    assert.match(other.stderr, /a pql: identity is a PuppetDB query: discover with --dm puppetdb/);
+  }
+  const bad = await cli(["find", "--dm", "puppetdb", "-I", "pql:nodes[certname] { facts.x ==== 1 }"]);
+  assert.equal(bad.code, 1);
+  assert.match(bad.stderr, /PuppetDB refused the pql: query: .*PQL parse error/s);
+  const rows = await cli(["find", "--dm", "puppetdb", "-I", "pql:fact_paths[path] {}"]);
+  assert.equal(rows.code, 1);
+  assert.match(rows.stderr, /rows carry no certname; ask for certnames/);
+});
+
+test("a node PuppetDB lists that does not answer is reported by the call, as --dm registry does", async () => {
+  const ghost = fleetNode(40);
+  ghost.identity = "ghost.eu.lab";
+  await storeNode(pdb.db, { identity: ghost.identity, facts: { ...ghost.facts, country: "nl" }, classes: ghost.classes });
+  const r = await cli(["rpc", "rpcutil", "ping", "--dm", "puppetdb", "-F", "country=nl"], 90_000);
+  assert.match(r.stdout + r.stderr, /No response from:\s+ghost\.eu\.lab/);
+  assert.equal(r.code, 3, "discovered, no responses");
+});
+
+test("deactivated and expired nodes are left out, though they still answer", async () => {
+  const retired = { identity: "retired.us.lab", facts: { country: "se", muster: { agents: ["discovery", "rpcutil"], collectives: ["muster"] } }, classes: ["base"], agents: [] };
+  const stale = { identity: "stale.us.lab", facts: { country: "se", muster: { agents: ["discovery", "rpcutil"], collectives: ["muster"] } }, classes: ["base"], agents: [] };
+  const more = await startEmulator({ nc, nodes: [retired, stale], collective: "muster", log: silentLogger, registration: { interval: 3600, splay: true } });
+  try {
+    await storeNode(pdb.db, retired);
+    assert.deepEqual((await both({ fact: ["country=se"] })).puppetdb, ["retired.us.lab"]);
+    await pdb.db.command("deactivate node", 3, retired.identity, { certname: retired.identity, producer_timestamp: new Date().toISOString() }, { waitSeconds: 30 });
+    // last heard of two days ago: PuppetDB's expiry (node-ttl 1h) takes it at its next pass
+    await storeNode(pdb.db, { ...stale, at: new Date(Date.now() - 2 * 86400_000) });
+    await eventually(async () => ((await pdb.db.get(`/pdb/query/v4/nodes/${stale.identity}`)) as { expired?: string | null } | undefined)?.expired ?? undefined, 60_000, "PuppetDB expiring stale.us.lab");
+    const r = await both({ fact: ["country=se"] });
+    assert.deepEqual(r.broadcast, ["retired.us.lab", "stale.us.lab"], "both still answer");
+    assert.deepEqual(r.puppetdb, [], "PuppetDB lists neither");
+  } finally {
+    await more.stop();
+  }
+});
+
+test("no registry with PuppetDB, or PuppetDB refusing the registry's certificate: an error that says what to do; hostile requests get a clear answer", async () => {
+  const none = await cli(["find", "--dm", "puppetdb", "--config", writeClientConfig("no-pdb", { registry_bucket: "nothing_here" })]);
+  assert.equal(none.code, 1);
+  assert.match(none.stderr, /MUSTER_PUPPETDB_UNAVAILABLE|--dm puppetdb asks the registry on muster\.registry\.nothing_here\.puppetdb: no registry daemon with a puppetdb: section answers there\. Start `muster registry serve` with puppetdb: in its config/);
+  const stranger = await startRegistry(
+    RegistryConfigSchema.parse({ bucket: "stranger", puppetdb: { url: pdb.sslUrl!, ca: tls.puppetCa, cert: tls.strangerCert, key: tls.strangerKey }, log: { level: "silent" }, fill_on_start: false }),
+    silentLogger,
+    { nc },
+  );
+  try {
+    const refused = await cli(["find", "--dm", "puppetdb", "--config", writeClientConfig("stranger", { registry_bucket: "stranger" })]);
+    assert.equal(refused.code, 1);
+    assert.match(refused.stderr, new RegExp(`the registry on muster\\.registry\\.stranger\\.puppetdb could not ask PuppetDB: cannot reach PuppetDB at ${pdb.sslUrl!.replace(/\./g, "\\.")}: `));
+  } finally {
+    await stranger.stop();
+  }
+  const ask = async (body: string) => JSON.parse(new TextDecoder().decode((await nc.request("muster.registry.muster-registry.puppetdb", new TextEncoder().encode(body), { timeout: 30_000 })).data)) as { error?: string; code?: string };
+  assert.deepEqual(await ask("not json"), { error: "request is not JSON", code: "bad_request" });
+  assert.equal((await ask('{"op":"drop tables"}')).code, "bad_request");
+  assert.equal((await ask('{"op":"discover","filter":{"fact":[{"fact":"x","operator":"===","value":"1"}]}}')).code, "MUSTER_FILTER_INVALID");
+  assert.equal((await ask('{"op":"discover","filter":{},"collective":"../x"}')).code, "bad_request");
+  assert.equal((await ask(JSON.stringify({ op: "discover", filter: {}, pad: "x".repeat(300 * 1024) }))).code, "bad_request");
+  // still answering after all that
+  assert.equal((await both({ fact: ["country=de"] })).puppetdb.length > 0, true);
+});
+
+function writeClientConfig(name: string, cfg: Record<string, unknown>): string {
+  const file = join(tmp.path, `${name}.client.yaml`);
+  writeFileSync(file, Object.entries(cfg).map(([k, v]) => `${k}: ${JSON.stringify(v)}\n`).join(""));
+  return file;
+}
+
+// The seed's database-master workflow: a web node's catalog asks search_nodes for the database
+// master of its customer and environment; with `source: puppetdb` the registry answers from PuppetDB,
+// where the master stored the database node's compiled catalog (its classes) and facts.
+const SITE = `
+node default {
+  case $facts['role'] {
+    'db':  { include mysql::master }
+    'web': { include webapp }
+    default: {}
+  }
+}
+`;
+const SITE_MODULES = {
+  mysql: { "manifests/master.pp": "class mysql::master { notify { 'a database master': } }\n" },
+  webapp: {
+    "manifests/init.pp": `class webapp {
+  $masterdb = search_nodes("customer=\${facts['customer']} environment=\${facts['environment']} mysql::master")
+  notify { "masterdb=\${masterdb.join(',')}": }
+}
+`,
+  },
+};
+
+test("search_nodes answers from PuppetDB: a web node's catalog finds the database master whose catalog the master compiled", async () => {
+  writeFileSync(join(master.confdir, "muster.yaml"), `registry_url: ${registry.httpAddress}\ntoken_file: ${tokenFile}\nsource: puppetdb\n`);
+  const ca = new CertificateAuthority(caSettingsFromSsldir(master.url, master.ssldir, master.certname));
+  const agent = async (certname: string) => {
+    const base = join(tmp.path, "agents", certname);
+    const d = { confdir: join(base, "conf"), vardir: join(base, "var"), ssldir: join(base, "ssl") };
+    for (const p of Object.values(d)) mkdirSync(p, { recursive: true });
+    const a = new PuppetAgent({ ...d, certname });
+    a.setPuppetHost(host, master.port);
+    const req = await a.requestCertificate({ timeoutMs: 120_000 });
+    await ca.sign(certname, req.fingerprint);
+    assert.equal(await a.downloadCert({ timeoutMs: 120_000 }), true);
+    return a;
+  };
+  const [db, other, web] = await Promise.all(["db1.acme.dev", "db1.globex.dev", "web1.acme.dev"].map(agent));
+  for (const [a, customer] of [[db!, "acme"], [other!, "globex"]] as const) {
+    const r = await a.run({ timeoutMs: 240_000, facts: { role: "db", customer, environment: "development" } });
+    assert.ok(r.success, r.output);
+  }
+  const r = await web!.run({ timeoutMs: 240_000, facts: { role: "web", customer: "acme", environment: "development" } });
+  assert.ok(r.success, r.output);
+  assert.match(r.output, /masterdb=db1\.acme\.dev\b/, "the master's catalog of db1.acme.dev, stored in PuppetDB, named it; globex's was not");
+  // what PuppetDB holds came from the master: the facts, the catalog's classes and the run's report
+  const stored = await pdb.db.query('nodes[certname, report_timestamp, catalog_timestamp, facts_timestamp] { certname = "db1.acme.dev" }');
+  assert.equal(stored.length, 1);
+  for (const k of ["report_timestamp", "catalog_timestamp", "facts_timestamp"]) assert.equal(typeof (stored[0] as Record<string, unknown>)[k], "string", k);
+});
+
+test("decommission deactivates the node in PuppetDB through the master's puppetca agent, and says so; again: already inactive", async () => {
+  // the master's muster server: the real puppetca agent, with the master's confdir (its puppetdb.conf)
+  const masters = await startEmulator({ nc, nodes: [{ identity: master.certname, facts: {}, classes: [], agents: ["puppetca"] }], collective: "muster", log: silentLogger, plugins: { puppetca: { confdir: master.confdir } } });
+  try {
+    const pdbUrl = pdb.sslUrl!.replace(/\./g, "\\.");
+    const r = await cli(["decommission", "--wait", "--no-notify", "db1.globex.dev"], 120_000);
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    assert.match(r.stdout, new RegExp(`db1\\.globex\\.dev\\s+puppetdb\\s+done\\s+deactivated in PuppetDB ${pdbUrl} \\(by ${master.certname}\\)`));
+    const node = (await pdb.db.get("/pdb/query/v4/nodes/db1.globex.dev")) as { deactivated: string | null };
+    assert.equal(typeof node.deactivated, "string", "PuppetDB lists it deactivated");
+    assert.deepEqual(await pdb.db.query('nodes[certname] { certname = "db1.globex.dev" }'), [], "and leaves it out of its answers");
+    const again = await cli(["decommission", "--json", "--no-notify", "db1.globex.dev"], 120_000);
+    const [out] = JSON.parse(again.stdout) as { steps: { step: string; ok: boolean; changed: boolean; detail: string }[] }[];
+    const step = out!.steps.find((s) => s.step === "puppetdb")!;
+    assert.deepEqual([step.ok, step.changed], [true, false]);
+    assert.match(step.detail, new RegExp(`already inactive in PuppetDB ${pdbUrl}`));
+    const unknown = await cli(["decommission", "--json", "--no-notify", "never.known.lab"], 120_000);
+    assert.match((JSON.parse(unknown.stdout) as { steps: { step: string; detail: string }[] }[])[0]!.steps.find((s) => s.step === "puppetdb")!.detail, /unknown to PuppetDB/);
+  } finally {
+    await masters.stop();
+  }
+});
+
+test("PuppetDB refuses a client whose certificate no CA of its trusts signed (the registry's credential is what admits it)", async () => {
+  const stranger = new PuppetDb({ url: pdb.sslUrl!, ca: tls.puppetCa, cert: tls.strangerCert, key: tls.strangerKey, timeoutMs: 10_000 });
+  await assert.rejects(stranger.query("nodes[certname] {}"), /cannot reach PuppetDB at/);
+  const noCert = new PuppetDb({ url: pdb.sslUrl!, ca: tls.puppetCa, timeoutMs: 10_000 });
+  await assert.rejects(noCert.query("nodes[certname] {}"), /cannot reach PuppetDB at|HTTP 4\d\d/);
+  const registryCred = new PuppetDb({ url: pdb.sslUrl!, ca: tls.puppetCa, cert: tls.registryCert, key: tls.registryKey });
+  assert.ok((await registryCred.query("nodes[certname] {}")).length > 0);
+});
