@@ -172,7 +172,7 @@ export function adminPermissions(collectives: string[], buckets: string[]): Perm
   return {
     // runall events: `muster puppet runall` and the web console announce their runs' progress
     // (protocol/events.ts); only that pseudo-agent, so an admin cannot forge a node's events
-    publish: { allow: [...collectives.flatMap((c) => [`${c}.broadcast.agent.>`, subjects.allNodes(c)]), "muster.registry.*.query", subjects.event(RUNALL_AGENT, "*"), ...JS_CLIENT, ...buckets.map((b) => `$KV.${b}.>`)] },
+    publish: { allow: [...collectives.flatMap((c) => [`${c}.broadcast.agent.>`, subjects.allNodes(c)]), "muster.registry.*.query", "muster.registry.*.puppetdb", subjects.event(RUNALL_AGENT, "*"), ...JS_CLIENT, ...buckets.map((b) => `$KV.${b}.>`)] },
     subscribe: { allow: ["_INBOX.>", "muster.lifecycle.>", "muster.event.>", ...collectives.map((c) => subjects.registration(c))] },
   };
 }
@@ -180,7 +180,8 @@ export function adminPermissions(collectives: string[], buckets: string[]): Perm
 export function registryPermissions(collectives: string[], bucket: string): Permissions {
   return {
     publish: { allow: [...JS_CLIENT, `$KV.${bucket}.>`, ...collectives.map((c) => subjects.registrationSolicit(c))] },
-    subscribe: { allow: ["_INBOX.>", ...collectives.map((c) => subjects.registration(c)), "muster.registry.*.query"] },
+    // the query subjects: its own store's, and PuppetDB's for the clients (registry/puppetdb.ts)
+    subscribe: { allow: ["_INBOX.>", ...collectives.map((c) => subjects.registration(c)), "muster.registry.*.query", "muster.registry.*.puppetdb"] },
     allow_responses: true,
   };
 }
