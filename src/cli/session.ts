@@ -35,13 +35,14 @@ export interface Session {
 export async function openSession(o: FilterOpts, registrySource?: (client: MusterClient, cfg: ClientConfig) => NodeSource): Promise<Session> {
   const config = loadClientConfig(o.config);
   const filter = filterFromOpts(o, config);
-  const method = o.nodes ? "flatfile" : (o.dm ?? "broadcast");
+  const method = o.nodes ? "flatfile" : (o.dm ?? config.discovery_method ?? "broadcast");
   if ((method === "flatfile" || method === "file") && !o.nodes) throw new MusterError("MUSTER_USAGE", "--dm flatfile needs --nodes FILE");
   // The registry answers from registration data: a filter it cannot answer fails before connecting.
   // Loaded on demand so commands that never use it do not load JetStream KV.
   if (method === "registry" && !registrySource) (await import("../registry/select.js")).checkRegistryFilter(filter);
   // PuppetDB answers what the registry does and pql: identities too; every other way refuses them
   if (method !== "puppetdb" && filter.identity.some((i) => pqlQueryOf(i) !== undefined)) throw new FilterError("a pql: identity is a PuppetDB query: discover with --dm puppetdb", "", 0, "-I");
+  if (method === "puppetdb") (await import("../puppetdb/pql.js")).checkPuppetDbFilter(filter);
   const broker = resolveBrokerSettings({ flag: o.broker, clientConfig: o.config });
   const client = await MusterClient.connect({ brokers: broker.servers, collective: o.target ?? config.collective, name: "muster-cli", tls: broker.tls, from: broker.from });
   let source: NodeSource | undefined;

@@ -340,6 +340,15 @@ export function pqlPlan(filter: Filter, opts: TranslateOptions = {}): PqlPlan {
   return { sure, maybe, exact: JSON.stringify(sure) === JSON.stringify(maybe), facts: [...ctx.facts].sort(), classes: ctx.classes };
 }
 
+/**
+ * Throws the FilterError pqlPlan would, without PuppetDB: what a client checks before it sends
+ * anything (data plugins that run on the node, regexes PostgreSQL reads differently).
+ */
+export function checkPuppetDbFilter(filter: Filter): void {
+  const pql = new Map(filter.identity.flatMap((i) => (pqlQueryOf(i) === undefined ? [] : [[pqlQueryOf(i)!, [] as string[]] as const])));
+  pqlPlan(filter, { pql });
+}
+
 /** Whether PuppetDB's types at the path change the translation: a comparison with a number. */
 function typesMatter(value: FilterValue): boolean {
   return value.kind === "literal" && NUMBER.test(value.text);

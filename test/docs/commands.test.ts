@@ -39,6 +39,9 @@ import { generateSigningKey, signingKeyFromPem } from "../../src/protocol/signin
 
 /** Doc commands another test runs (it needs real puppetservers, changes the machine, ...). */
 const COVERED_ELSEWHERE: Record<string, string> = {
+  'muster find --dm puppetdb -W "environment=development customer=acme mysql::master"': "test/puppetdb/puppetdb.test.ts: needs PuppetDB (a JVM and its own PostgreSQL) and a registry asking it; the test runs this command against a real one",
+  "muster find --dm puppetdb -I 'pql:inventory[certname] { facts.country = \"de\" }'": "test/puppetdb/puppetdb.test.ts: needs PuppetDB and a registry asking it; the test runs this command against a real one",
+  "muster rpc rpcutil ping --dm puppetdb -F country=nl": "test/puppetdb/puppetdb.test.ts: needs PuppetDB listing a node that does not answer; the test runs this command and reads its `No response from:`",
   "./scripts/lab.sh": "test/provisioner/e2e.test.ts: the lab (startLab) provisioned end to end against real puppetservers; minutes and the heavy lock",
   "./scripts/test.sh": "scripts/run-tests.mjs: the whole suite",
   "muster lab status": "test/provisioner/e2e.test.ts: needs a running lab (minutes, two puppetservers); the e2e test starts one with startLab and reads the connz and state `lab status` prints",
