@@ -9,8 +9,8 @@
 //   raw     the reads health is made of, side by side: every heartbeat (alive bucket; each carries
 //           its node's last Puppet run), every provisioning record; nothing computed (the floor)
 //   read    `muster health`'s work in this process: the same reads, the registry asked, the
-//           failing nodes' run history, and the model over every node (fleet/health-read.ts)
-//   model   the model alone over the inputs read (fleet/health.ts healthReport)
+//           failing nodes' run history, and the model over every node (health/read.ts)
+//   model   the model alone over the inputs read (health/model.ts healthReport)
 //   cli     `muster health --json` as a process: start, connect, read, compute, print
 //   served  GET /api/health from a running `muster web` (kept live from watches): the request to
 //           the last byte of N nodes' JSON
@@ -22,9 +22,9 @@ import { cpus, loadavg, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { parseArgs } from "node:util";
 import { MusterClient } from "../src/client/client.js";
-import { DEFAULT_HEALTH_POLICY, healthReport } from "../src/fleet/health.js";
-import { readHealthInputs } from "../src/fleet/health-read.js";
-import { AliveStore, PuppetRunStore } from "../src/fleet/health-stores.js";
+import { DEFAULT_HEALTH_POLICY, healthReport } from "../src/health/model.js";
+import { readHealthInputs } from "../src/health/read.js";
+import { AliveStore, PuppetRunStore } from "../src/health/stores.js";
 import { ensureFleetStores } from "../src/fleet/stores.js";
 import { startNats } from "../src/lab/nats.js";
 import { freePort } from "../src/lab/ports.js";

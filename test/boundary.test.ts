@@ -331,3 +331,8 @@ test("the console opens no bucket or stream itself: it holds the handles fleet/s
   const found = offences((rel) => rel.startsWith("web/"), (l) => /\.bucket\(|bucketIfExists\(|openExisting\(|\b(ProvisionState|AliveStore|PuppetRunStore)\.open\(|\.streams\(\)|streamsOn\(/.test(l));
   assert.deepEqual(found, [], `ask the store's owner through FleetSources (src/fleet/sources.ts):\n${found.join("\n")}`);
 });
+
+test("health decides and the front ends call it: src/health/ imports no front end (web/, cli/, lab/) and not fleet/", () => {
+  const found = arrows("health", ["web", "cli", "lab", "fleet"]);
+  assert.deepEqual(found, [], `declare what health needs as an interface in src/health/ and let the front end hand it in (docs/decisions/0012-health-room.md):\n${found.join("\n")}`);
+});

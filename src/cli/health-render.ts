@@ -1,4 +1,4 @@
-import type { HealthReport, HealthSummary, NodeHealth, ProblemKind } from "../fleet/health.js";
+import type { HealthReport, HealthSummary, NodeHealth, ProblemKind } from "../health/model.js";
 import { green, red, yellow } from "./style.js";
 
 // `muster health` as people read it: unhealthy nodes first, each problem on its own line with why,

@@ -4,7 +4,7 @@ import { buildFilter } from "../filter/index.js";
 import { Status } from "../protocol/status.js";
 import { dropRegistryEntry } from "../registry/bucket.js";
 import { ProvisionState } from "../provisioner/state.js";
-import { AliveStore, PuppetRunStore } from "./health-stores.js";
+import { AliveStore, PuppetRunStore } from "../health/stores.js";
 
 // Taking a node out of the fleet for good, as an ordinary client of the public API: the masters'
 // puppetca agents revoke and clean its certificate and deactivate it in their PuppetDB (as `puppet

@@ -2,11 +2,11 @@ import type { MusterClient } from "../client/client.js";
 import type { StreamFollow } from "../broker/stream.js";
 import { DEFAULT_STATE_BUCKET } from "../protocol/buckets.js";
 import { ProvisionState } from "../provisioner/state.js";
-import { AliveStore, PuppetRunStore } from "./health-stores.js";
+import { AliveStore, PuppetRunStore } from "../health/stores.js";
 import { ensureFleetStores, RUNALL_STREAM, type StoresMade } from "./stores.js";
 
 // What a long-running reader of the fleet (the web console) reads, opened through each store's
-// owner: the provisioning records (ProvisionState), heartbeats and Puppet runs (health-stores.ts),
+// owner: the provisioning records (ProvisionState), heartbeats and Puppet runs (src/health/stores.ts),
 // the runall history stream (stores.ts). The console holds these handles and opens no bucket or
 // stream itself. A store that does not exist yet is looked for again on the next call.
 

@@ -3,7 +3,7 @@ import { DEFAULT_ALIVE_BUCKET, DEFAULT_PUPPET_RUNS_BUCKET } from "../protocol/bu
 import { RUNALL_AGENT } from "../protocol/events.js";
 import { subjects } from "../protocol/subjects.js";
 import { AuditConfigSchema } from "../security/audit.js";
-import { AliveStore, PuppetRunStore } from "./health-stores.js";
+import { AliveStore, PuppetRunStore } from "../health/stores.js";
 
 // What the fleet keeps in JetStream beyond the daemons' own buckets, made in one place: the alive
 // and Puppet runs buckets (written by nodes: health and Puppet history), the runall history stream

@@ -4,7 +4,7 @@ import { parseNodeValue } from "./node-value.js";
 // Heartbeats: every `interval` seconds (default 10) a node writes its heartbeat to its own key of
 // the alive bucket (DEFAULT_ALIVE_BUCKET), with a plain publish on the key's subject, and once
 // more when it stops (state "stopping"). The bucket keeps the latest per node, stamped with the
-// broker's clock: fleet health (src/fleet/health.ts) says a node is unreachable when its latest
+// broker's clock: fleet health (src/health/model.ts) says a node is unreachable when its latest
 // heartbeat is older than a threshold, from what nodes send anyway, without asking any node.
 //
 // A heartbeat also carries the values of the node's own data plugins named in its config (by

@@ -1,10 +1,13 @@
 import { hostname } from "node:os";
 import type { Logger } from "pino";
-import { Gauge, Registry } from "prom-client";
+import { Registry } from "prom-client";
 import { puppetDDL } from "../agents/puppet/ddl.js";
 import type { MusterClient } from "../client/client.js";
 import { AdminNotifier } from "../fleet/admins.js";
-import { ProblemKinds, type NodeHealth } from "../fleet/health.js";
+import { HealthAlerts } from "../health/alerter.js";
+import { HealthFeed } from "../health/feed.js";
+import { healthGauges } from "../health/metrics.js";
+import type { NodeHealth } from "../health/model.js";
 import type { FleetSources } from "../fleet/sources.js";
 import { asRunallEvent, parseNodeEvent, RUNALL_AGENT } from "../protocol/events.js";
 import { Status } from "../protocol/status.js";
@@ -14,8 +17,6 @@ import { Auditor, parseAuditLines } from "../security/audit.js";
 import { ConsoleActions } from "./actions.js";
 import { auditRow, type AuditRow } from "./audit-view.js";
 import type { WebConfig } from "./config.js";
-import { HealthAlerts } from "./health-alerts.js";
-import { HealthFeed } from "./health-feed.js";
 import { ApiError } from "./http.js";
 import { Insights } from "./insights.js";
 import { BoardFeed, type ConsoleStatus } from "./live.js";
@@ -64,12 +65,9 @@ export class ConsoleBackend {
     this.health = new HealthFeed(this.feed, { policy: { unreachableAfterS: cfg.health.unreachable_after, ...(cfg.health.stale_after !== undefined ? { puppetStaleAfterS: cfg.health.stale_after } : {}) }, registered: () => this.registered() }, log);
     this.actions = new ConsoleActions({ cfg, log, auditor: this.auditor, me, feed: this.feed, insights: this.insights, connected: () => this.connected() });
     this.alerts = new HealthAlerts({ unreachableAfterS: cfg.alerts.unreachable_after, puppetFailures: cfg.alerts.puppet_failures }, () => this.notifier, log);
-    const nodes = new Gauge({ name: "muster_health_nodes", help: "Nodes known to fleet health, by whether they are healthy", labelNames: ["state"], registers: [this.metrics] });
-    const problems = new Gauge({ name: "muster_health_problems", help: "Nodes with each problem (a node may have several)", labelNames: ["problem"], registers: [this.metrics] });
+    const gauges = healthGauges(this.metrics);
     this.health.on("tick", (r) => {
-      nodes.set({ state: "healthy" }, r.summary.healthy);
-      nodes.set({ state: "unhealthy" }, r.summary.unhealthy);
-      for (const k of ProblemKinds) problems.set({ problem: k }, r.summary[k]);
+      gauges(r);
       if (cfg.alerts.enabled && this.health.ready) this.alerts.onReport(r);
     });
   }

@@ -6,7 +6,7 @@ import type { ProvisionState } from "../provisioner/state.js";
 
 // The console's live state: the provisioner's records followed through a ProvisionState watch (one
 // for the whole process, fanned out to every browser), and whether the console reaches the broker
-// and the registry (its status; the fleet's health is health-feed.ts).
+// and the registry (its status; the fleet's health is src/health/feed.ts).
 
 export interface ConsoleStatus {
   broker: { ok: boolean; error?: string };

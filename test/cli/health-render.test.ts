@@ -1,12 +1,12 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { renderHealth } from "../../src/cli/health-render.js";
-import { DEFAULT_HEALTH_POLICY, healthReport, type HealthInputs } from "../../src/fleet/health.js";
+import { DEFAULT_HEALTH_POLICY, healthReport, type HealthInputs } from "../../src/health/model.js";
 import type { Heartbeat } from "../../src/protocol/heartbeat.js";
 import { newRecord } from "../../src/protocol/provision-record.js";
 
 // `muster health` as people read it (src/cli/health-render.ts), from a report the model made
-// (src/fleet/health.ts) at a fixed clock: unhealthy nodes first, each problem on its own line with
+// (src/health/model.ts) at a fixed clock: unhealthy nodes first, each problem on its own line with
 // why, then the healthy ones, then the summary.
 
 const NOW = Date.parse("2026-03-01T12:00:00Z");

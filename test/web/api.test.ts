@@ -21,7 +21,7 @@ import { CSP } from "../../src/web/server.js";
 import { startWeb, type WebHandle } from "../../src/web/daemon.js";
 import { WebConfigSchema } from "../../src/web/config.js";
 import { DEFAULT_REGISTRY_BUCKET, DEFAULT_STATE_BUCKET } from "../../src/protocol/buckets.js";
-import { ProblemKinds, type HealthSummary } from "../../src/fleet/health.js";
+import { ProblemKinds, type HealthSummary } from "../../src/health/model.js";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { inboxPrefixFor } from "../../src/broker/connect.js";
 import { Auditor } from "../../src/security/audit.js";

@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { bucketsOn } from "../../src/broker/bucket.js";
-import { AliveStore } from "../../src/fleet/health-stores.js";
+import { AliveStore } from "../../src/health/stores.js";
 import { silentLogger } from "../../src/log.js";
 import { DEFAULT_STATE_BUCKET } from "../../src/protocol/buckets.js";
 import { encodeHeartbeat, heartbeatSubject } from "../../src/protocol/heartbeat.js";

@@ -43,7 +43,7 @@ Examples:
     )
     .action(async (o: HealthOpts) => {
       const s = await openSession(o);
-      const [{ readFleetHealth }, { renderHealth }] = await Promise.all([import("../../fleet/health-read.js"), import("../health-render.js")]);
+      const [{ readFleetHealth }, { healthExitCode }, { renderHealth }] = await Promise.all([import("../../health/read.js"), import("../../health/model.js"), import("../health-render.js")]);
       try {
         const report = await readFleetHealth(s.client, {
           filter: s.filter,
@@ -54,10 +54,8 @@ Examples:
         });
         if (o.json) process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
         else if (report.nodes.length) process.stdout.write(`${renderHealth(report, { problemsOnly: o.problems })}\n`);
-        if (report.nodes.length === 0) {
-          if (!o.json) process.stderr.write("no nodes known: none has sent a heartbeat, registered or been provisioned (or none matches the filters)\n");
-          process.exitCode = 1;
-        } else process.exitCode = report.summary.unhealthy > 0 ? 2 : 0;
+        if (report.nodes.length === 0 && !o.json) process.stderr.write("no nodes known: none has sent a heartbeat, registered or been provisioned (or none matches the filters)\n");
+        process.exitCode = healthExitCode(report);
       } finally {
         await s.client.close();
       }

@@ -82,7 +82,7 @@ export function localTime(ms) {
   return new Date(ms).toLocaleString([], { year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit", timeZoneName: "short" });
 }
 
-/** Problem kinds of fleet health (src/fleet/health.ts), worst first, as the landing page names them. */
+/** Problem kinds of fleet health (src/health/model.ts), worst first, as the landing page names them. */
 export const HEALTH_KINDS = [
   { kind: "unreachable", label: "Unreachable", one: "unreachable" },
   { kind: "gone", label: "Gone", one: "gone" },

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from "fastify";
-import type { HealthReport } from "../../fleet/health.js";
+import type { HealthReport } from "../../health/model.js";
 import { openStream } from "../http.js";
 import type { RouteContext } from "./context.js";
 

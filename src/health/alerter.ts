@@ -1,13 +1,17 @@
 import type { Logger } from "pino";
-import type { AdminNotifier } from "../fleet/admins.js";
-import { alertsFor, type Alert, type AlertPolicy, type AlertState } from "../fleet/health-alerts.js";
-import type { HealthReport } from "../fleet/health.js";
+import { alertsFor, type Alert, type AlertPolicy, type AlertState } from "./alerts.js";
+import type { HealthReport } from "./model.js";
 
 // The console telling the admins about nodes' health (docs/fleet.md#alerts): the decisions are
-// fleet/health-alerts.ts, the delivery the notify agent's (deduplicated in its KV by key). Sent one
-// at a time, in order; one that could not be delivered is tried again a minute later.
+// alerts.ts, the delivery the notify agent's (deduplicated in its KV by key). Sent one at a time,
+// in order; one that could not be delivered is tried again a minute later.
 
 const RETRY_MS = 60_000;
+
+/** Who delivers an alert (the console's AdminNotifier, src/fleet/admins.ts): resolves once told, rejects saying why not. */
+export interface AlertSender {
+  send(subject: string, message: string, dedupeKey: string): Promise<{ notifier: string; duplicate: boolean }>;
+}
 
 export class HealthAlerts {
   private readonly state: AlertState = new Map();
@@ -19,7 +23,7 @@ export class HealthAlerts {
 
   constructor(
     private readonly policy: AlertPolicy,
-    private readonly notifier: () => AdminNotifier | undefined,
+    private readonly notifier: () => AlertSender | undefined,
     private readonly log: Logger,
   ) {}
 

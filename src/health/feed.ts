@@ -1,18 +1,32 @@
 import { EventEmitter } from "node:events";
 import type { Logger } from "pino";
-import type { FleetSources } from "../fleet/sources.js";
-import type { Beat, Watching } from "../fleet/health-stores.js";
-import { healthReport, type HealthInputs, type HealthPolicy, type HealthReport } from "../fleet/health.js";
+import type { NodeRecord } from "../protocol/provision-record.js";
 import type { PuppetRunRecord } from "../protocol/puppet-run.js";
-import type { BoardFeed } from "./live.js";
+import { healthReport, type HealthInputs, type HealthPolicy, type HealthReport } from "./model.js";
+import type { AliveStore, Beat, PuppetRunStore, Watching } from "./stores.js";
 
 // The fleet's health, live, for every open page at once (the landing page, /api/health, alerts,
 // the metrics): heartbeats and Puppet runs followed through watches on their buckets, the
-// provisioning records from the board's feed, the registry's nodes asked now and then. The report
-// (fleet/health.ts, the same as `muster health`) is recomputed every `tickMs`, since silence alone
-// makes a node unreachable; `report` is emitted when which nodes have which problems changes.
+// provisioning records from whoever follows them (the console's board), the registry's nodes asked
+// now and then. The report (model.ts, the same as `muster health`) is recomputed every `tickMs`,
+// since silence alone makes a node unreachable; `report` is emitted when which nodes have which
+// problems changes.
 
 const RUNS_KEPT = 10;
+
+/** Where the feed finds the nodes' buckets (the console's FleetSources); undefined while a bucket does not exist. */
+export interface HealthSources {
+  alive(): Promise<AliveStore | undefined>;
+  puppetRuns(): Promise<PuppetRunStore | undefined>;
+}
+
+/** The provisioning records, kept live by their follower (the console's board feed). */
+export interface ProvisioningRecords {
+  /** Every record has been read once. */
+  readonly ready: boolean;
+  record(identity: string): NodeRecord | undefined;
+  allRecords(): Iterable<NodeRecord>;
+}
 
 export interface HealthFeedOptions {
   policy: HealthPolicy;
@@ -38,7 +52,7 @@ export class HealthFeed extends EventEmitter {
   problem: string | undefined = "not connected to the broker yet";
 
   constructor(
-    private readonly board: BoardFeed,
+    private readonly board: ProvisioningRecords,
     private readonly o: HealthFeedOptions,
     private readonly log: Logger,
   ) {
@@ -52,7 +66,7 @@ export class HealthFeed extends EventEmitter {
   }
 
   /** (Re)starts following the sources (after the broker came back, too). */
-  async start(sources: FleetSources): Promise<void> {
+  async start(sources: HealthSources): Promise<void> {
     this.stopWatches();
     const gen = ++this.generation;
     const follow = async <C>(what: string, open: () => Promise<Watching<C> | undefined>, apply: (c: C) => void) => {

@@ -245,3 +245,9 @@ export function healthReport(inputs: Iterable<HealthInputs>, policy: HealthPolic
   nodes.sort(healthOrder);
   return { time: iso(now), nodes, summary: summarise(nodes) };
 }
+
+/** `muster health`'s exit code: 1 when no node is known (or matched), 2 when any is unhealthy, else 0. */
+export function healthExitCode(r: HealthReport): 0 | 1 | 2 {
+  if (r.nodes.length === 0) return 1;
+  return r.summary.unhealthy > 0 ? 2 : 0;
+}

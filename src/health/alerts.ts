@@ -1,5 +1,5 @@
-import type { HealthReport, NodeHealth } from "./health.js";
-import { span } from "./health.js";
+import type { HealthReport, NodeHealth } from "./model.js";
+import { span } from "./model.js";
 
 // When the admins are told about a node's health (docs/fleet.md#alerts): once when it has been
 // unreachable past a threshold, once when Puppet has failed N runs in a row, and once more when

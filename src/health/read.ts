@@ -6,13 +6,14 @@ import type { NodeRecord } from "../protocol/provision-record.js";
 import type { PuppetRunRecord } from "../protocol/puppet-run.js";
 import { emptyFilter, type Filter } from "../protocol/types.js";
 import { ProvisionState } from "../provisioner/state.js";
-import { DEFAULT_HEALTH_POLICY, healthReport, type HealthInputs, type HealthPolicy, type HealthReport } from "./health.js";
-import { AliveStore, PuppetRunStore, type Beat } from "./health-stores.js";
+import { DEFAULT_HEALTH_POLICY, healthReport, type HealthInputs, type HealthPolicy, type HealthReport } from "./model.js";
+import { AliveStore, PuppetRunStore, type Beat } from "./stores.js";
 
 // Fleet health read once (`muster health`): every heartbeat (each carries its node's last Puppet
 // run), the provisioning records and the registry's answer to the filter, read side by side, the
-// kept runs of the nodes whose last run failed, then the pure model (health.ts). No node is asked anything. The console keeps the same inputs live instead
-// (web/health-feed.ts) and computes the same report from them.
+// kept runs of the nodes whose last run failed, then the pure model (model.ts). No node is asked
+// anything. The console keeps the same inputs live instead (web/health-feed.ts) and computes the
+// same report from them.
 
 export interface HealthReadOptions {
   filter?: Filter;

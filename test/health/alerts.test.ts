@@ -1,11 +1,11 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { alertsFor, type AlertState } from "../../src/fleet/health-alerts.js";
-import { DEFAULT_HEALTH_POLICY, healthReport, type HealthInputs } from "../../src/fleet/health.js";
+import { alertsFor, type AlertState } from "../../src/health/alerts.js";
+import { DEFAULT_HEALTH_POLICY, healthReport, type HealthInputs } from "../../src/health/model.js";
 import type { Heartbeat } from "../../src/protocol/heartbeat.js";
 import type { PuppetRunRecord } from "../../src/protocol/puppet-run.js";
 
-// When the admins are told (src/fleet/health-alerts.ts, pure): once per trouble, once per recovery,
+// When the admins are told (src/health/alerts.ts, pure): once per trouble, once per recovery,
 // with keys every console computes the same, so the notifier sends each once.
 
 const T0 = Date.parse("2026-03-01T12:00:00Z");

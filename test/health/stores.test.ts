@@ -5,7 +5,7 @@ import { bucketsOn } from "../../src/broker/bucket.js";
 import { coreAgentFactories } from "../../src/agents/builtin.js";
 import { startEmulator } from "../../src/emulator/emulator.js";
 import { SimulatedPuppetFleet } from "../../src/emulator/simulated-puppet.js";
-import { AliveStore, PuppetRunStore } from "../../src/fleet/health-stores.js";
+import { AliveStore, PuppetRunStore } from "../../src/health/stores.js";
 import { silentLogger } from "../../src/log.js";
 import { bucketKey, DEFAULT_ALIVE_BUCKET } from "../../src/protocol/buckets.js";
 import { heartbeatSubject } from "../../src/protocol/heartbeat.js";
@@ -13,7 +13,7 @@ import { startNats, type NatsHandle } from "../support/index.js";
 import { connectNats, eventually } from "../support/collective.js";
 
 // Nodes' heartbeats and Puppet runs through the real node pipeline (NodeHost, server/heartbeat.ts)
-// into real KV buckets, read back by their one reader (src/fleet/health-stores.ts): what a node
+// into real KV buckets, read back by their one reader (src/health/stores.ts): what a node
 // sends, a clean stop, hostile values, forgetting.
 
 let nats: NatsHandle;

@@ -1,14 +1,14 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { DEFAULT_HEALTH_POLICY, failuresInARow, healthReport, nodeHealth, type HealthInputs } from "../../src/fleet/health.js";
-import { inScope } from "../../src/fleet/health-read.js";
+import { DEFAULT_HEALTH_POLICY, failuresInARow, healthReport, nodeHealth, type HealthInputs } from "../../src/health/model.js";
+import { inScope } from "../../src/health/read.js";
 import { encodeHeartbeat, parseHeartbeat, type Heartbeat } from "../../src/protocol/heartbeat.js";
 import { newRecord } from "../../src/protocol/provision-record.js";
 import { encodePuppetRun, parsePuppetRun, puppetRunFromStatus, summaryRunStatus, type PuppetRunRecord } from "../../src/protocol/puppet-run.js";
 import { emptyFilter } from "../../src/protocol/types.js";
 import { bucketKey } from "../../src/protocol/buckets.js";
 
-// The health model (src/fleet/health.ts) and the records it reads (protocol/heartbeat.ts,
+// The health model (src/health/model.ts) and the records it reads (protocol/heartbeat.ts,
 // protocol/puppet-run.ts): pure, so every rule is checked here against a fixed clock.
 
 const NOW = Date.parse("2026-03-01T12:00:00Z");
