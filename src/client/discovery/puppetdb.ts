@@ -1,7 +1,7 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { MusterError } from "../../errors.js";
 import { FilterError, pqlQueryOf } from "../../filter/index.js";
-import { checkDiscoverReply } from "../../protocol/puppetdb.js";
+import { checkDiscoverReply, checkNodesReply, checkRunsReply, type PuppetDbNodeStatus, type PuppetDbRun } from "../../protocol/puppetdb.js";
 import { subjects } from "../../protocol/subjects.js";
 import type { Filter } from "../../protocol/types.js";
 import { DEFAULT_BUCKET } from "../../registry/bucket.js";
@@ -27,6 +27,14 @@ export interface PuppetDbSourceOptions {
 const enc = new TextEncoder();
 const dec = new TextDecoder();
 
+/** No registry answers for PuppetDB on this broker: PuppetDB is not configured (health then does without it). */
+export class NoPuppetDb extends MusterError {
+  constructor(message: string) {
+    super("MUSTER_PUPPETDB_UNAVAILABLE", message);
+    this.name = "NoPuppetDb";
+  }
+}
+
 export class PuppetDbSource implements NodeSource {
   readonly name = "puppetdb";
   readonly bucket: string;
@@ -40,32 +48,58 @@ export class PuppetDbSource implements NodeSource {
     this.bucket = opts.bucket ?? DEFAULT_BUCKET;
   }
 
-  async discover(filter: Filter, opts: DiscoveryOptions): Promise<string[]> {
+  /** One request to the registry's PuppetDB subject, its answer parsed (MUSTER_PUPPETDB_UNAVAILABLE when none comes). */
+  private async ask(body: Record<string, unknown>, timeoutMs: number): Promise<unknown> {
     const subject = subjects.registryPuppetDb(this.bucket);
     let data: Uint8Array;
     try {
-      // PuppetDB may take a while on a large fleet: at least 30 s, whatever --dt says
-      const msg = await this.nc.request(subject, enc.encode(JSON.stringify({ op: "discover", filter, collective: this.opts.collective })), { timeout: Math.max(opts.timeoutMs, 30_000) });
-      data = msg.data;
+      data = (await this.nc.request(subject, enc.encode(JSON.stringify(body)), { timeout: timeoutMs })).data;
     } catch (e) {
-      const why = /no responders/i.test((e as Error).message) ? "no registry daemon with a puppetdb: section answers there" : (e as Error).message;
-      throw new MusterError("MUSTER_PUPPETDB_UNAVAILABLE", `--dm puppetdb asks the registry on ${subject}: ${why}. Start \`muster registry serve\` with puppetdb: in its config (docs/puppetdb.md), or use --dm broadcast`);
+      if (/no responders/i.test((e as Error).message)) throw new NoPuppetDb(`--dm puppetdb asks the registry on ${subject}: no registry daemon with a puppetdb: section answers there. Start \`muster registry serve\` with puppetdb: in its config (docs/puppetdb.md), or use --dm broadcast`);
+      throw new MusterError("MUSTER_PUPPETDB_UNAVAILABLE", `--dm puppetdb asks the registry on ${subject}: ${(e as Error).message}. Is \`muster registry serve\` with puppetdb: running (docs/puppetdb.md)? Or use --dm broadcast`);
     }
-    let body: unknown;
     try {
-      body = JSON.parse(dec.decode(data));
+      return JSON.parse(dec.decode(data));
     } catch {
-      body = undefined;
+      return undefined;
     }
-    const r = checkDiscoverReply(body);
-    if ("error" in r) {
-      if (r.code === "MUSTER_FILTER_INVALID") throw new FilterError(r.error, "", 0);
-      throw new MusterError("MUSTER_PUPPETDB_UNAVAILABLE", `the registry on ${subject} could not ask PuppetDB: ${r.error}`);
-    }
+  }
+
+  private failed(r: { error: string; code: string }): never {
+    if (r.code === "MUSTER_FILTER_INVALID") throw new FilterError(r.error, "", 0);
+    throw new MusterError("MUSTER_PUPPETDB_UNAVAILABLE", `the registry on ${subjects.registryPuppetDb(this.bucket)} could not ask PuppetDB: ${r.error}`);
+  }
+
+  async discover(filter: Filter, opts: DiscoveryOptions): Promise<string[]> {
+    // PuppetDB may take a while on a large fleet: at least 30 s, whatever --dt says
+    const r = checkDiscoverReply(await this.ask({ op: "discover", filter, collective: this.opts.collective }, Math.max(opts.timeoutMs, 30_000)));
+    if ("error" in r) this.failed(r);
     this.lastPuppetDb = r.puppetdb;
     for (const w of r.warnings) this.opts.onWarning?.(w);
     if (opts.onFound) for (const id of r.identities) opts.onFound(id);
     return r.identities;
+  }
+
+  /** Every node PuppetDB lists as active, with its latest report (fleet health's record of Puppet runs). */
+  async nodes(timeoutMs = 30_000): Promise<PuppetDbNodeStatus[]> {
+    const out: PuppetDbNodeStatus[] = [];
+    for (let offset = 0; ; ) {
+      const r = checkNodesReply(await this.ask({ op: "nodes", offset }, timeoutMs));
+      if ("error" in r) this.failed(r);
+      this.lastPuppetDb = r.puppetdb;
+      out.push(...r.nodes);
+      // a registry must move forward: a page that does not is the end
+      if (!r.more || r.next <= offset) return out;
+      offset = r.next;
+    }
+  }
+
+  /** A node's last `limit` runs as PuppetDB recorded them, newest first, with a failed run's failed events. */
+  async runs(certname: string, limit = 5, timeoutMs = 30_000): Promise<PuppetDbRun[]> {
+    const r = checkRunsReply(await this.ask({ op: "runs", certname, limit }, timeoutMs), certname);
+    if ("error" in r) this.failed(r);
+    this.lastPuppetDb = r.puppetdb;
+    return r.runs;
   }
 
   /** What the nodes are sent: without identities when a pql: one is among them (PuppetDB answered it). */
