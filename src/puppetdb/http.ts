@@ -3,6 +3,7 @@ import { request as httpRequest, type IncomingMessage } from "node:http";
 import { request as httpsRequest } from "node:https";
 import { MusterError } from "../errors.js";
 import { isLoopback } from "../security/loopback.js";
+import { Semaphore } from "../semaphore.js";
 
 // One PuppetDB over its HTTP API: PQL queries (/pdb/query/v4) and commands (/pdb/cmd/v1). The
 // only place muster opens a connection to PuppetDB. https with a client certificate signed by the
@@ -23,6 +24,12 @@ export interface PuppetDbSettings {
   timeoutMs?: number;
   /** Largest answer read (default 64 MiB). */
   maxBytes?: number;
+  /**
+   * Requests in flight at once (default 4); the rest wait their turn. PuppetDB serves queries from
+   * a small pool of database connections (25 by default) shared with everyone else who asks it:
+   * many discoveries at once must not drain it.
+   */
+  maxConcurrent?: number;
 }
 
 /** PuppetDB answered, but not 200: `status` and its message (a PQL error is a 400). */
@@ -70,6 +77,7 @@ export class PuppetDb implements PuppetDbReader {
   readonly url: string;
   private readonly base: URL;
   private readonly tls: { ca?: Buffer; cert?: Buffer; key?: Buffer };
+  private readonly slots: Semaphore;
 
   constructor(private readonly s: PuppetDbSettings) {
     const problem = puppetDbSettingsProblem(s);
@@ -77,6 +85,7 @@ export class PuppetDb implements PuppetDbReader {
     this.base = new URL(s.url);
     this.url = this.base.origin;
     this.tls = { ca: read(s.ca, "ca"), cert: read(s.cert, "cert"), key: read(s.key, "key") };
+    this.slots = new Semaphore(s.maxConcurrent ?? 4);
   }
 
   /** The rows of a PQL query (POST, so a long query of certnames fits). */
@@ -111,7 +120,16 @@ export class PuppetDb implements PuppetDbReader {
     return { uuid: body.uuid, processed: body.processed === true };
   }
 
-  private send(method: "GET" | "POST", path: string, body?: string): Promise<unknown> {
+  private async send(method: "GET" | "POST", path: string, body?: string): Promise<unknown> {
+    await this.slots.acquire();
+    try {
+      return await this.request(method, path, body);
+    } finally {
+      this.slots.release();
+    }
+  }
+
+  private request(method: "GET" | "POST", path: string, body?: string): Promise<unknown> {
     const url = new URL(path, this.base);
     const timeoutMs = this.s.timeoutMs ?? 30_000;
     const maxBytes = this.s.maxBytes ?? 64 * 1024 * 1024;

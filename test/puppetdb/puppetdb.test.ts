@@ -17,7 +17,9 @@ import { startRegistry, type RunningRegistry } from "../../src/registry/daemon.j
 import { ensureCA, issueCert, signCertificate } from "../../src/security/pki.js";
 import { cleanEnv, connectNats, eventually, runCli, tempDir } from "../support/collective.js";
 import { freePort, startNats, type NatsHandle } from "../support/index.js";
-import { startPuppetDb, storeNode, type PuppetDbHandle } from "../support/puppetdb.js";
+import { startPuppetDb, storeNode, storeReport, type PuppetDbHandle } from "../support/puppetdb.js";
+import { WebConfigSchema } from "../../src/web/config.js";
+import { startWeb } from "../../src/web/daemon.js";
 
 // --dm puppetdb, search_nodes and decommission against one real PuppetDB (Debian's package, its own
 // PostgreSQL), shared by every test of this file: a real puppetserver sends it facts, catalogs and
@@ -111,7 +113,10 @@ before(async () => {
     silentLogger,
     { nc },
   );
-  emu = await startEmulator({ nc, nodes: fleet, collective: "muster", log: silentLogger, registration: { interval: 3600, splay: true } });
+  // the alive bucket, as docs/fleet.md#health has a fleet without a console make it: heartbeats for health
+  const stores = await runCli(["broker", "stores", "--broker", nats.url], { env });
+  assert.equal(stores.code, 0, stores.stderr);
+  emu = await startEmulator({ nc, nodes: fleet, collective: "muster", log: silentLogger, registration: { interval: 3600, splay: true }, heartbeat: 1 });
   await Promise.all(fleet.map((n) => storeNode(pdb.db, { identity: n.identity, facts: n.facts, classes: n.classes })));
   client = await MusterClient.connect({ nc });
 });
@@ -280,6 +285,7 @@ function writeClientConfig(name: string, cfg: Record<string, unknown>): string {
 // where the master stored the database node's compiled catalog (its classes) and facts.
 const SITE = `
 node default {
+  if $facts['fail'] == 'yes' { exec { 'fail on purpose': command => '/bin/false' } }
   case $facts['role'] {
     'db':  { include mysql::master }
     'web': { include webapp }
@@ -356,4 +362,74 @@ test("PuppetDB refuses a client whose certificate no CA of its trusts signed (th
   await assert.rejects(noCert.query("nodes[certname] {}"), /cannot reach PuppetDB at|HTTP 4\d\d/);
   const registryCred = new PuppetDb({ url: pdb.sslUrl!, ca: tls.puppetCa, cert: tls.registryCert, key: tls.registryKey });
   assert.ok((await registryCred.query("nodes[certname] {}")).length > 0);
+});
+
+test("muster health: PuppetDB's reports are the record of runs; a node it lists active that does not answer, and one that answers with no report there, are flagged", async () => {
+  await storeReport(pdb.db, "node02.us.lab", { status: "changed" });
+  // a node powered off: it answered, reported, then stopped without a word; PuppetDB still lists it active
+  const off = { identity: "off.eu.lab", facts: { country: "be", muster: { agents: ["discovery", "rpcutil"], collectives: ["muster"] } }, classes: ["base"], agents: [] };
+  // its own connection, cut rather than closed: a machine without power says nothing on its way out
+  const wire = await connectNats(nats.url);
+  const machine = await startEmulator({ nc: wire, nodes: [off], collective: "muster", log: silentLogger, heartbeat: 1 });
+  await storeNode(pdb.db, off);
+  await storeReport(pdb.db, off.identity, { status: "unchanged" });
+  const report = async () => JSON.parse((await cli(["health", "--json", "--unreachable-after", "3"])).stdout) as { nodes: { identity: string; reachable: boolean; puppet: { source: string; status: string | null } | null; problems: { kind: string; why: string }[] }[] };
+  await eventually(async () => ((await report()).nodes.find((n) => n.identity === off.identity)?.reachable ? true : undefined), 30_000, "off.eu.lab heard from");
+  await wire.close(); // the power cut: no more heartbeats, and no last one saying it stops
+  after(() => machine.stop().catch(() => undefined));
+  const r = await eventually(async () => {
+    const r = await report();
+    return r.nodes.find((n) => n.identity === off.identity)?.reachable === false ? r : undefined;
+  }, 30_000, "off.eu.lab unreachable");
+  const by = new Map(r.nodes.map((n) => [n.identity, n]));
+  const kinds = (id: string) => by.get(id)?.problems.map((p) => p.kind);
+  assert.deepEqual(kinds(off.identity), ["unreachable", "puppetdb_active"]);
+  assert.match(by.get(off.identity)!.problems[1]!.why, /PuppetDB still lists it active, its last report \d+ s ago: if it is gone for good, `muster decommission off\.eu\.lab` deactivates it there/);
+  assert.deepEqual(kinds("ghost.eu.lab"), ["unreachable", "puppetdb_active"], "known to PuppetDB alone, never heard from");
+  assert.deepEqual([by.get("node02.us.lab")?.puppet?.source, by.get("node02.us.lab")?.puppet?.status, kinds("node02.us.lab")], ["puppetdb", "changed", []], "its report in PuppetDB is the record of its runs");
+  assert.deepEqual(kinds("node04.us.lab"), ["puppetdb_no_report"], "it answers, and PuppetDB has no report of it");
+  assert.equal(by.has("db1.globex.dev"), false, "deactivated by decommission: PuppetDB no longer lists it");
+  // as people read it
+  const text = await cli(["health", "--problems", "--unreachable-after", "3", "-I", off.identity, "-I", "node04.us.lab"]);
+  assert.equal(text.code, 2, text.stderr);
+  assert.match(text.stdout, /off\.eu\.lab\s+unreachable\s+no heartbeat for .*\n\s+PuppetDB: active\s+PuppetDB still lists it active/);
+  assert.match(text.stdout, /node04\.us\.lab\s+PuppetDB: no report\s+PuppetDB holds no report of it/);
+});
+
+test("the console: a node's page shows its last runs from PuppetDB, a failed run with the events that failed; health names PuppetDB's disagreements", async () => {
+  // web1.acme.dev's real agent fails a run: the master sends its report (with the failed event) to PuppetDB
+  const base = join(tmp.path, "agents", "web1.acme.dev");
+  const web1 = new PuppetAgent({ confdir: join(base, "conf"), vardir: join(base, "var"), ssldir: join(base, "ssl"), certname: "web1.acme.dev" });
+  const failed = await web1.run({ timeoutMs: 240_000, facts: { role: "web", customer: "acme", environment: "development", fail: "yes" } });
+  assert.equal(failed.success, false, failed.output);
+  const tokens = join(tmp.path, "web-tokens");
+  writeFileSync(tokens, "viewer-token-0123456789abcdefgh viewer bob\n");
+  const web = await startWeb(WebConfigSchema.parse({ listen: `127.0.0.1:${await freePort()}`, auth: { tokens_file: tokens }, registry: { url: registry.httpAddress, token_file: tokenFile }, health: { unreachable_after: 5 } }), silentLogger, { broker: nats.url, probeMs: 300 });
+  try {
+    const get = async (path: string) => (await fetch(`${web.url}${path}`, { headers: { authorization: "Bearer viewer-token-0123456789abcdefgh" } })).json() as Promise<Record<string, unknown>>;
+    const page = (await eventually(async () => {
+      const p = await get("/api/nodes/web1.acme.dev");
+      return Array.isArray(p.puppetdb_runs) && p.puppetdb_runs.length >= 2 ? p : undefined;
+    }, 30_000, "web1.acme.dev's page with its runs from PuppetDB")) as { puppetdb: string; puppetdb_runs: { status: string; time: number; resources: { changed: number; failed: number; total: number }; events: { type: string; title: string; message: string | null }[] }[] };
+    assert.equal(page.puppetdb, pdb.sslUrl);
+    const [last, before] = page.puppetdb_runs;
+    assert.equal(last!.status, "failed");
+    assert.ok(last!.resources.failed >= 1 && last!.resources.total > 0, JSON.stringify(last));
+    assert.deepEqual(last!.events.map((e) => [e.type, e.title]), [["Exec", "fail on purpose"]]);
+    assert.match(last!.events[0]!.message ?? "", /returned 1 instead of one of \[0\]/);
+    assert.ok(before!.status !== "failed" && before!.time < last!.time, "the run before, which did not fail");
+    // the landing page's health: web1.acme.dev runs no muster server, so PuppetDB's is the only word of it
+    const health = await eventually(async () => {
+      const h = (await get("/api/health")) as { nodes: { identity: string; puppet: { status: string; source: string } | null; problems: { kind: string }[] }[] };
+      const n = h.nodes.find((x) => x.identity === "web1.acme.dev");
+      return n?.problems.some((p) => p.kind === "puppetdb_active") ? n : undefined;
+    }, 30_000, "the console's health knowing web1.acme.dev from PuppetDB");
+    assert.deepEqual([health.puppet?.source, health.puppet?.status], ["puppetdb", "failed"]);
+    assert.deepEqual(health.problems.map((p) => p.kind), ["unreachable", "puppetdb_active", "puppet_failed"]);
+    // a node PuppetDB does not know: its page has no runs from PuppetDB to show, and says so
+    const none = (await get("/api/nodes/node04.us.lab")) as { puppetdb_runs: unknown[] };
+    assert.deepEqual(none.puppetdb_runs, []);
+  } finally {
+    await web.stop();
+  }
 });

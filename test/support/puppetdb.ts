@@ -332,3 +332,24 @@ export async function storeNode(db: PuppetDb, n: PuppetDbNode): Promise<void> {
   );
   if (!facts.processed || !catalog.processed) throw new Error(`PuppetDB did not process ${n.identity}'s facts and catalog within 60 s`);
 }
+
+/** A run's report through PuppetDB's command API, as a master's puppetdb report processor sends it. */
+export async function storeReport(db: PuppetDb, certname: string, r: { status: "changed" | "unchanged" | "failed"; at?: Date; resources?: { total: number; changed: number; failed: number }; failed?: { type: string; title: string; message: string }[] }): Promise<void> {
+  const at = (r.at ?? new Date()).toISOString();
+  const res = r.resources ?? { total: 10, changed: r.status === "changed" ? 1 : 0, failed: r.status === "failed" ? 1 : 0 };
+  const resources = (r.failed ?? []).map((f) => ({
+    skipped: false,
+    timestamp: at,
+    resource_type: f.type,
+    resource_title: f.title,
+    file: null,
+    line: null,
+    containment_path: ["Stage[main]", "Main", `${f.type}[${f.title}]`],
+    corrective_change: false,
+    events: [{ status: "failure", timestamp: at, property: "returns", new_value: "0", old_value: "notrun", message: f.message, corrective_change: false, name: null }],
+  }));
+  const metrics = [...Object.entries(res).map(([name, value]) => ({ category: "resources", name, value })), { category: "time", name: "total", value: 2.5 }];
+  const payload = { certname, environment: "production", puppet_version: "7", report_format: 10, configuration_version: "1", start_time: at, end_time: at, producer_timestamp: at, producer: "muster-test", corrective_change: false, noop: false, noop_pending: false, status: r.status, transaction_uuid: crypto.randomUUID(), catalog_uuid: crypto.randomUUID(), code_id: null, job_id: null, cached_catalog_status: "not_used", type: "agent", resources, metrics, logs: [] };
+  const done = await db.command("store report", 8, certname, payload, { waitSeconds: 60 });
+  if (!done.processed) throw new Error(`PuppetDB did not process ${certname}'s report within 60 s`);
+}
