@@ -1,5 +1,6 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
+import { puppetDbConfText, PUPPETDB_ROUTES_YAML, PUPPETDB_SERVER_SETTINGS } from "../config/puppetdb-site.js";
 
 // A lab puppetserver's own tree of configuration, written before its JVM starts (puppetserver.ts
 // starts it): puppet.conf, logback, trapperkeeper's conf.d (webserver, jruby-puppet, CA, routes,
@@ -44,13 +45,13 @@ export function writeEnvironment(handle: { codedir: string }, name: string, file
 
 /**
  * A master sending facts, catalogs and reports to PuppetDB (puppet-terminus-puppetdb), as
- * docs/deploy.md sets the site's masters up: puppetdb.conf, routes.yaml, and storeconfigs and the
- * puppetdb report processor in puppet.conf. The terminus reads puppetdb.conf at its first use, so
+ * docs/deploy.md sets the site's masters up (config/puppetdb-site.ts): puppetdb.conf, routes.yaml,
+ * and storeconfigs and the puppetdb report processor in puppet.conf. The terminus reads puppetdb.conf at its first use, so
  * PuppetDB may start after the master.
  */
 export function puppetDbTerminusFiles(confdir: string, urls: readonly string[]): void {
-  writeFileSync(join(confdir, "puppetdb.conf"), `[main]\nserver_urls = ${urls.join(",")}\n`);
-  writeFileSync(join(confdir, "routes.yaml"), "---\nserver:\n  facts:\n    terminus: puppetdb\n    cache: yaml\n");
+  writeFileSync(join(confdir, "puppetdb.conf"), puppetDbConfText(urls));
+  writeFileSync(join(confdir, "routes.yaml"), PUPPETDB_ROUTES_YAML);
 }
 
 export function writePuppetserverConfig(dir: string, host: string, port: number, certname: string, altIps: string[], puppetdb?: readonly string[]): Layout {
@@ -86,8 +87,7 @@ export function writePuppetserverConfig(dir: string, host: string, port: number,
       // Agents reach the master by IP, so its certificate must name the IP.
       `dns_alt_names = ${[certname, "localhost", ...[host, ...altIps].map((ip) => `IP:${ip}`)].join(",")}`,
       "environment_timeout = 0",
-      puppetdb ? "reports = store,puppetdb" : "reports = store",
-      ...(puppetdb ? ["storeconfigs = true", "storeconfigs_backend = puppetdb"] : []),
+      ...(puppetdb ? PUPPETDB_SERVER_SETTINGS.map(([k, v]) => `${k} = ${v}`) : ["reports = store"]),
       "",
     ].join("\n"),
   );

@@ -1,6 +1,8 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { request } from "node:https";
 import { join } from "node:path";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { MusterClient } from "../../src/client/client.js";
@@ -11,10 +13,11 @@ import { shippedModule } from "../../src/lab/manifests.js";
 import { startPuppetserver, type PuppetserverHandle } from "../../src/lab/puppetserver.js";
 import { silentLogger } from "../../src/log.js";
 import { CertificateAuthority, PuppetAgent, caSettingsFromSsldir } from "../../src/puppet/index.js";
-import { PuppetDb } from "../../src/puppetdb/http.js";
+import { PuppetDb, PuppetDbRefused } from "../../src/puppetdb/http.js";
 import { RegistryConfigSchema } from "../../src/registry/config.js";
 import { startRegistry, type RunningRegistry } from "../../src/registry/daemon.js";
 import { ensureCA, issueCert, signCertificate } from "../../src/security/pki.js";
+import { puppetDbTlsScript } from "../../src/config/puppetdb-site.js";
 import { cleanEnv, connectNats, eventually, runCli, tempDir } from "../support/collective.js";
 import { freePort, startNats, type NatsHandle } from "../support/index.js";
 import { startPuppetDb, storeNode, storeReport, type PuppetDbHandle } from "../support/puppetdb.js";
@@ -42,8 +45,10 @@ let pdb: PuppetDbHandle;
 let registry: RunningRegistry;
 let emu: RunningEmulator;
 let client: MusterClient;
+/** PuppetDB's TLS URL, by name (https://localhost:PORT), as the master and the registry reach it. */
+let pdbUrl: string;
 /** PuppetDB's TLS files and the registry's credential (another CA PuppetDB trusts). */
-let tls: { puppetCa: string; registryCert: string; registryKey: string; strangerCert: string; strangerKey: string };
+let tls: { puppetCa: string; musterCa: string; registryCert: string; registryKey: string; strangerCert: string; strangerKey: string; intruderCert: string; intruderKey: string };
 
 // Facts of every JSON type PuppetDB keeps apart, numbers as strings among them (os.release.major is
 // a string from facter: "12" >= 11 is true for muster), arrays, structures, a flat dotted name.
@@ -77,27 +82,44 @@ before(async () => {
   writeFileSync(tokenFile, `${token}\n`);
   nats = await startNats();
   nc = await connectNats(nats.url);
-  // PuppetDB's port is known before the master starts: its puppetdb.conf names it
-  const sslPort = await freePort(host);
-  const pdbUrl = `https://${host}:${sslPort}`;
+  // PuppetDB's port is known before the master starts: its puppetdb.conf names it. PuppetDB listens
+  // on 127.0.0.1, reached as localhost: a name, so clients ask for its certificate by name (SNI)
+  const sslPort = await freePort("127.0.0.1");
+  pdbUrl = `https://localhost:${sslPort}`;
   master = await startPuppetserver({ host, puppetdb: [pdbUrl], environments: { production: { manifest: SITE, modules: { muster: shippedModule("muster"), ...SITE_MODULES } } }, readyTimeoutMs: 300_000 });
   console.log(`# puppetserver ready in ${master.startMs} ms`);
-  // PuppetDB's certificate from the master's CA (the terminus checks it against the master's CA);
-  // the registry's from muster's own CA, which PuppetDB trusts beside the Puppet CA
+  // TLS as a site's (config/puppetdb-site.ts): PuppetDB holds a certificate from the master's CA
+  // (the terminus checks it against that CA) and one from muster's CA for another name, picked by
+  // the name a client asks for; it trusts both CAs' clients, and lets in the names it lists only
   const puppetCa = { cert: join(master.cadir, "ca_crt.pem"), key: join(master.cadir, "ca_key.pem") };
-  const server = signCertificate(puppetCa, "/CN=puppetdb.test", { usage: "server", ips: [host] });
   const musterCa = ensureCA(join(tmp.path, "muster-ca"), "/O=muster/CN=muster test CA");
+  const forMaster = signCertificate(puppetCa, "/CN=localhost", { usage: "server", dns: ["localhost"] });
+  const other = signCertificate(musterCa, "/CN=puppetdb-other.test", { usage: "server", dns: ["puppetdb-other.test"] });
   const reg = issueCert(musterCa, { name: "registry", subject: "/O=muster/OU=service/CN=registry", usage: "client" });
+  const intruder = issueCert(musterCa, { name: "intruder", subject: "/O=muster/OU=service/CN=intruder", usage: "client" });
   const stranger = issueCert(ensureCA(join(tmp.path, "stranger-ca"), "/CN=a CA PuppetDB does not trust"), { name: "stranger", subject: "/CN=registry", usage: "client" });
-  const files = join(tmp.path, "puppetdb-tls");
-  mkdirSync(files);
-  const w = (name: string, text: string) => (writeFileSync(join(files, name), text, { mode: 0o600 }), join(files, name));
-  const caBundle = w("ca-bundle.pem", readFileSync(puppetCa.cert, "utf8") + readFileSync(musterCa.cert, "utf8"));
-  tls = { puppetCa: puppetCa.cert, registryCert: reg.cert, registryKey: reg.key, strangerCert: stranger.cert, strangerKey: stranger.key };
+  tls = { puppetCa: puppetCa.cert, musterCa: musterCa.cert, registryCert: reg.cert, registryKey: reg.key, strangerCert: stranger.cert, strangerKey: stranger.key, intruderCert: intruder.cert, intruderKey: intruder.key };
+  const script = (etc: string, p: { host: string; plain: number; ssl: number }) =>
+    puppetDbTlsScript({
+      certs: [
+        { name: "localhost", ...forMaster },
+        { name: "puppetdb-other.test", ...other },
+      ],
+      cas: [readFileSync(puppetCa.cert, "utf8"), readFileSync(musterCa.cert, "utf8")],
+      allow: [master.certname, "registry"],
+      etc,
+      plain: { host: p.host, port: p.plain },
+      ssl: { host: p.host, port: p.ssl },
+      restart: false,
+    });
   pdb = await startPuppetDb({
-    host,
     sslPort,
-    tls: { cert: w("puppetdb.pem", server.cert), key: w("puppetdb.key", server.key), ca: caBundle },
+    tls: {
+      configure: async (etc, p) => {
+        const r = spawnSync("sh", ["-s"], { input: script(etc, p), encoding: "utf8" });
+        assert.equal(r.status, 0, `the site's PuppetDB TLS script: ${r.stderr}`);
+      },
+    },
     // a node silent for an hour is expired, and the expiry runs every 1.2 s (instead of hourly)
     database: { "node-ttl": "1h", "gc-interval-expire-nodes": "0.02" },
   });
@@ -253,14 +275,14 @@ test("no registry with PuppetDB, or PuppetDB refusing the registry's certificate
   assert.equal(none.code, 1);
   assert.match(none.stderr, /MUSTER_PUPPETDB_UNAVAILABLE|--dm puppetdb asks the registry on muster\.registry\.nothing_here\.puppetdb: no registry daemon with a puppetdb: section answers there\. Start `muster registry serve` with puppetdb: in its config/);
   const stranger = await startRegistry(
-    RegistryConfigSchema.parse({ bucket: "stranger", puppetdb: { url: pdb.sslUrl!, ca: tls.puppetCa, cert: tls.strangerCert, key: tls.strangerKey }, log: { level: "silent" }, fill_on_start: false }),
+    RegistryConfigSchema.parse({ bucket: "stranger", puppetdb: { url: pdbUrl, ca: tls.puppetCa, cert: tls.strangerCert, key: tls.strangerKey }, log: { level: "silent" }, fill_on_start: false }),
     silentLogger,
     { nc },
   );
   try {
     const refused = await cli(["find", "--dm", "puppetdb", "--config", writeClientConfig("stranger", { registry_bucket: "stranger" })]);
     assert.equal(refused.code, 1);
-    assert.match(refused.stderr, new RegExp(`the registry on muster\\.registry\\.stranger\\.puppetdb could not ask PuppetDB: cannot reach PuppetDB at ${pdb.sslUrl!.replace(/\./g, "\\.")}: `));
+    assert.match(refused.stderr, new RegExp(`the registry on muster\\.registry\\.stranger\\.puppetdb could not ask PuppetDB: cannot reach PuppetDB at ${pdbUrl.replace(/\./g, "\\.")}: `));
   } finally {
     await stranger.stop();
   }
@@ -336,10 +358,10 @@ test("decommission deactivates the node in PuppetDB through the master's puppetc
   // the master's muster server: the real puppetca agent, with the master's confdir (its puppetdb.conf)
   const masters = await startEmulator({ nc, nodes: [{ identity: master.certname, facts: {}, classes: [], agents: ["puppetca"] }], collective: "muster", log: silentLogger, plugins: { puppetca: { confdir: master.confdir } } });
   try {
-    const pdbUrl = pdb.sslUrl!.replace(/\./g, "\\.");
+    const pdbRe = pdbUrl.replace(/\./g, "\\.");
     const r = await cli(["decommission", "--wait", "--no-notify", "db1.globex.dev"], 120_000);
     assert.equal(r.code, 0, r.stdout + r.stderr);
-    assert.match(r.stdout, new RegExp(`db1\\.globex\\.dev\\s+puppetdb\\s+done\\s+deactivated in PuppetDB ${pdbUrl} \\(by ${master.certname}\\)`));
+    assert.match(r.stdout, new RegExp(`db1\\.globex\\.dev\\s+puppetdb\\s+done\\s+deactivated in PuppetDB ${pdbRe} \\(by ${master.certname}\\)`));
     const node = (await pdb.db.get("/pdb/query/v4/nodes/db1.globex.dev")) as { deactivated: string | null };
     assert.equal(typeof node.deactivated, "string", "PuppetDB lists it deactivated");
     assert.deepEqual(await pdb.db.query('nodes[certname] { certname = "db1.globex.dev" }'), [], "and leaves it out of its answers");
@@ -347,7 +369,7 @@ test("decommission deactivates the node in PuppetDB through the master's puppetc
     const [out] = JSON.parse(again.stdout) as { steps: { step: string; ok: boolean; changed: boolean; detail: string }[] }[];
     const step = out!.steps.find((s) => s.step === "puppetdb")!;
     assert.deepEqual([step.ok, step.changed], [true, false]);
-    assert.match(step.detail, new RegExp(`already inactive in PuppetDB ${pdbUrl}`));
+    assert.match(step.detail, new RegExp(`already inactive in PuppetDB ${pdbRe}`));
     const unknown = await cli(["decommission", "--json", "--no-notify", "never.known.lab"], 120_000);
     assert.match((JSON.parse(unknown.stdout) as { steps: { step: string; detail: string }[] }[])[0]!.steps.find((s) => s.step === "puppetdb")!.detail, /unknown to PuppetDB/);
   } finally {
@@ -355,13 +377,30 @@ test("decommission deactivates the node in PuppetDB through the master's puppetc
   }
 });
 
-test("PuppetDB refuses a client whose certificate no CA of its trusts signed (the registry's credential is what admits it)", async () => {
-  const stranger = new PuppetDb({ url: pdb.sslUrl!, ca: tls.puppetCa, cert: tls.strangerCert, key: tls.strangerKey, timeoutMs: 10_000 });
+test("PuppetDB's TLS, as a site sets it up: a client of a CA it does not trust is refused, one it trusts but does not list is forbidden, and each name gets its own certificate", async () => {
+  const stranger = new PuppetDb({ url: pdbUrl, ca: tls.puppetCa, cert: tls.strangerCert, key: tls.strangerKey, timeoutMs: 10_000 });
   await assert.rejects(stranger.query("nodes[certname] {}"), /cannot reach PuppetDB at/);
-  const noCert = new PuppetDb({ url: pdb.sslUrl!, ca: tls.puppetCa, timeoutMs: 10_000 });
+  const noCert = new PuppetDb({ url: pdbUrl, ca: tls.puppetCa, timeoutMs: 10_000 });
   await assert.rejects(noCert.query("nodes[certname] {}"), /cannot reach PuppetDB at|HTTP 4\d\d/);
-  const registryCred = new PuppetDb({ url: pdb.sslUrl!, ca: tls.puppetCa, cert: tls.registryCert, key: tls.registryKey });
+  // a certificate of a CA PuppetDB trusts, with a name its allowlist does not hold: no entry
+  const intruder = new PuppetDb({ url: pdbUrl, ca: tls.puppetCa, cert: tls.intruderCert, key: tls.intruderKey, timeoutMs: 10_000 });
+  await assert.rejects(intruder.query("nodes[certname] {}"), (e: unknown) => e instanceof PuppetDbRefused && e.status === 403);
+  await assert.rejects(intruder.command("deactivate node", 3, "node01.eu.lab", { certname: "node01.eu.lab", producer_timestamp: new Date().toISOString() }), (e: unknown) => e instanceof PuppetDbRefused && e.status === 403);
+  const registryCred = new PuppetDb({ url: pdbUrl, ca: tls.puppetCa, cert: tls.registryCert, key: tls.registryKey });
   assert.ok((await registryCred.query("nodes[certname] {}")).length > 0);
+  // the certificate a client gets is the one for the name it asked for, of the CA that client trusts
+  const served = (servername: string, ca: string) =>
+    new Promise<string>((resolve, reject) => {
+      const req = request({ host: "127.0.0.1", port: pdb.sslPort, path: "/status/v1/simple", servername, headers: { host: `${servername}:${pdb.sslPort}` }, ca: readFileSync(ca), cert: readFileSync(tls.registryCert), key: readFileSync(tls.registryKey) }, (res) => {
+        resolve(String((res.socket as import("node:tls").TLSSocket).getPeerCertificate().subject.CN));
+        res.resume();
+      });
+      req.on("error", reject);
+      req.end();
+    });
+  assert.equal(await served("localhost", tls.puppetCa), "localhost");
+  assert.equal(await served("puppetdb-other.test", tls.musterCa), "puppetdb-other.test");
+  await assert.rejects(served("puppetdb-other.test", tls.puppetCa), /self-signed|unable to verify|certificate/i, "that name's certificate is not the Puppet CA's");
 });
 
 test("muster health: PuppetDB's reports are the record of runs; a node it lists active that does not answer, and one that answers with no report there, are flagged", async () => {
@@ -411,7 +450,7 @@ test("the console: a node's page shows its last runs from PuppetDB, a failed run
       const p = await get("/api/nodes/web1.acme.dev");
       return Array.isArray(p.puppetdb_runs) && p.puppetdb_runs.length >= 2 ? p : undefined;
     }, 30_000, "web1.acme.dev's page with its runs from PuppetDB")) as { puppetdb: string; puppetdb_runs: { status: string; time: number; resources: { changed: number; failed: number; total: number }; events: { type: string; title: string; message: string | null }[] }[] };
-    assert.equal(page.puppetdb, pdb.sslUrl);
+    assert.equal(page.puppetdb, pdbUrl);
     const [last, before] = page.puppetdb_runs;
     assert.equal(last!.status, "failed");
     assert.ok(last!.resources.failed >= 1 && last!.resources.total > 0, JSON.stringify(last));

@@ -150,17 +150,14 @@ export async function startPostgres(o: { host?: string } = {}): Promise<Postgres
   return { host, port, dir, sql, stop };
 }
 
-export interface PuppetDbTls {
-  /** PEM files: PuppetDB's certificate and key, and the CA whose client certificates it accepts. */
-  cert: string;
-  key: string;
-  ca: string;
-}
-
 export interface StartPuppetDbOptions {
   host?: string;
-  /** Serve TLS too (the port puppet-terminus-puppetdb and muster's registry use off loopback). */
-  tls?: PuppetDbTls;
+  /**
+   * Serve TLS too (the port puppet-terminus-puppetdb and muster's registry use off loopback), set up
+   * as a site's is: `configure` gets PuppetDB's config directory and its ports before the JVM
+   * starts, and runs the site's script there (config/puppetdb-site.ts puppetDbTlsScript).
+   */
+  tls?: { configure(etc: string, ports: { host: string; plain: number; ssl: number }): Promise<void> };
   /** The TLS port (default: a free one): a master's puppetdb.conf may name it before PuppetDB starts. */
   sslPort?: number;
   /** JVM heap (default 256m). */
@@ -236,9 +233,9 @@ export async function startPuppetDb(o: StartPuppetDbOptions = {}): Promise<Puppe
     writeFileSync(join(dir, "conf.d", "config.ini"), `[global]\nvardir = ${join(dir, "var")}\nlogging-config = ${join(dir, "logback.xml")}\n\n[command-processing]\nthreads = 2\n`);
     const database = { subname: `//${host}:${postgres.port}/puppetdb`, username: "puppetdb", password, ...o.database };
     writeFileSync(join(dir, "conf.d", "database.ini"), `[database]\n${Object.entries(database).map(([k, v]) => `${k} = ${v}`).join("\n")}\n`);
-    const ssl = o.tls && sslPort ? `ssl-host = ${host}\nssl-port = ${sslPort}\nssl-cert = ${o.tls.cert}\nssl-key = ${o.tls.key}\nssl-ca-cert = ${o.tls.ca}\n` : "";
-    writeFileSync(join(dir, "conf.d", "jetty.ini"), `[jetty]\nhost = ${host}\nport = ${port}\n${ssl}`);
+    writeFileSync(join(dir, "conf.d", "jetty.ini"), `[jetty]\nhost = ${host}\nport = ${port}\n`);
     writeFileSync(join(dir, "conf.d", "auth.conf"), readFileSync(AUTH_CONF, "utf8"));
+    if (o.tls && sslPort) await o.tls.configure(dir, { host, plain: port, ssl: sslPort });
     writeFileSync(
       join(dir, "logback.xml"),
       `<configuration>\n  <appender name="F1" class="ch.qos.logback.core.FileAppender">\n    <file>${logfile}</file>\n    <encoder><pattern>%d %-5p [%c{2}] %m%n</pattern></encoder>\n  </appender>\n  <root level="info"><appender-ref ref="F1"/></root>\n</configuration>\n`,

@@ -1,0 +1,112 @@
+import { TLS_DIR } from "./site.js";
+
+// PuppetDB on a site (docs/deploy.md#10-puppetdb), as text for the machines: what a master adds so
+// puppet-terminus-puppetdb sends PuppetDB its facts, catalogs and reports, and the script that
+// gives Debian's PuppetDB its TLS port. Pure; the lab renders and runs exactly these, and so does
+// an operator following the doc.
+//
+// Each master has a Puppet CA of its own and trusts only it (its localcacert). So PuppetDB holds one
+// certificate per master, each issued by that master's CA for a name of its own
+// (puppetdb-<region>.example.net), all in one keystore: Jetty picks the one the master asked for by
+// name (SNI), and each master checks it against its own CA. PuppetDB accepts the masters' client
+// certificates (their CAs in its truststore), and of those only the names in its allowlist.
+
+/** Where a master's terminus settings live (Debian's confdir). */
+export const PUPPETDB_TERMINUS_FILES = { conf: "/etc/puppet/puppetdb.conf", routes: "/etc/puppet/routes.yaml" } as const;
+
+/** Where a master keeps the certificate its CA issued for PuppetDB, for the operator to carry over. */
+export const PUPPETDB_CERT_FILES = { cert: `${TLS_DIR}/puppetdb.pem`, key: `${TLS_DIR}/puppetdb.key` } as const;
+
+/** PuppetDB's ports: TLS for the masters, plain HTTP on loopback for the registry on its machine. */
+export const PUPPETDB_PORTS = { ssl: 8081, plain: 8080 } as const;
+
+/**
+ * puppetdb.conf: where the terminus sends. A PuppetDB that cannot be reached does not fail the
+ * fleet's Puppet runs (soft_write_failure): its data catches up at each node's next run.
+ */
+export function puppetDbConfText(urls: readonly string[], o: { softWriteFailure?: boolean } = {}): string {
+  return `[main]\nserver_urls = ${urls.join(",")}\n${o.softWriteFailure === false ? "" : "soft_write_failure = true\n"}`;
+}
+
+/** routes.yaml: the master stores the facts it receives in PuppetDB (and keeps a local copy). */
+export const PUPPETDB_ROUTES_YAML = "---\nserver:\n  facts:\n    terminus: puppetdb\n    cache: yaml\n";
+
+/** puppet.conf settings ([server]) that send catalogs (storeconfigs) and reports to PuppetDB. */
+export const PUPPETDB_SERVER_SETTINGS: readonly [string, string][] = [
+  ["storeconfigs", "true"],
+  ["storeconfigs_backend", "puppetdb"],
+  ["reports", "store,puppetdb"],
+];
+
+export interface PuppetDbTlsOptions {
+  /** One certificate per master's CA: its name (the SNI name that master uses), PEM certificate and key. */
+  certs: { name: string; cert: string; key: string }[];
+  /** The CAs whose client certificates PuppetDB accepts (the masters' Puppet CAs). */
+  cas: string[];
+  /** The client certificates' names PuppetDB lets in (certificate-allowlist). */
+  allow: string[];
+  /** PuppetDB's config directory (default /etc/puppetdb) and its ports. */
+  etc?: string;
+  plain?: { host: string; port: number };
+  ssl?: { host: string; port: number };
+  /** Restart Debian's unit at the end (default true). */
+  restart?: boolean;
+}
+
+const q = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
+
+/**
+ * A shell script (for `sh -s` on PuppetDB's machine, as root) that writes the keystore (every
+ * master's certificate for PuppetDB), the truststore (the masters' CAs), the allowlist and
+ * jetty.ini, then restarts PuppetDB. Run again with other certificates, it replaces them.
+ */
+export function puppetDbTlsScript(o: PuppetDbTlsOptions): string {
+  const etc = o.etc ?? "/etc/puppetdb";
+  const plain = o.plain ?? { host: "localhost", port: PUPPETDB_PORTS.plain };
+  const ssl = o.ssl ?? { host: "0.0.0.0", port: PUPPETDB_PORTS.ssl };
+  const lines = [
+    "set -eu",
+    "umask 077",
+    `etc=${q(etc)}`,
+    'ssl="$etc/ssl"',
+    'work=$(mktemp -d)',
+    'trap \'rm -rf "$work"\' EXIT',
+    'install -d -m 0750 "$ssl"',
+    // a fresh password each time: it only guards the stores against nobody but PuppetDB's own user
+    'pw=$(openssl rand -hex 16)',
+    'rm -f "$ssl/keystore.p12.new" "$ssl/truststore.p12.new"',
+  ];
+  o.certs.forEach((c, i) => {
+    lines.push(`cat > "$work/${i}.pem" <<'PEM'\n${c.cert.trim()}\nPEM`, `cat > "$work/${i}.key" <<'PEM'\n${c.key.trim()}\nPEM`);
+    lines.push(`openssl pkcs12 -export -in "$work/${i}.pem" -inkey "$work/${i}.key" -name ${q(c.name)} -out "$work/${i}.p12" -passout "pass:$pw"`);
+    lines.push(`keytool -importkeystore -noprompt -srckeystore "$work/${i}.p12" -srcstoretype PKCS12 -srcstorepass "$pw" -destkeystore "$ssl/keystore.p12.new" -deststoretype PKCS12 -deststorepass "$pw" >/dev/null`);
+  });
+  o.cas.forEach((ca, i) => {
+    lines.push(`cat > "$work/ca${i}.pem" <<'PEM'\n${ca.trim()}\nPEM`);
+    lines.push(`keytool -importcert -noprompt -alias ca${i} -file "$work/ca${i}.pem" -keystore "$ssl/truststore.p12.new" -storetype PKCS12 -storepass "$pw" >/dev/null`);
+  });
+  lines.push(
+    'mv "$ssl/keystore.p12.new" "$ssl/keystore.p12"',
+    'mv "$ssl/truststore.p12.new" "$ssl/truststore.p12"',
+    `printf '%s\\n' ${o.allow.map(q).join(" ")} > "$etc/certificate-allowlist"`,
+    `cat > "$etc/conf.d/jetty.ini" <<EOF
+[jetty]
+# plain HTTP, unauthenticated: loopback only (the registry on this machine)
+host = ${plain.host}
+port = ${plain.port}
+# TLS for the masters: one certificate per master's CA, picked by the name it asks for (SNI)
+ssl-host = ${ssl.host}
+ssl-port = ${ssl.port}
+keystore = $ssl/keystore.p12
+key-password = $pw
+truststore = $ssl/truststore.p12
+trust-password = $pw
+EOF`,
+    `printf '[puppetdb]\\ncertificate-allowlist = %s\\n' "$etc/certificate-allowlist" > "$etc/conf.d/allowlist.ini"`,
+    // PuppetDB's user reads what it serves with; nobody else
+    'chmod 0644 "$etc/conf.d/allowlist.ini"',
+    'if getent group puppetdb >/dev/null; then chgrp -R puppetdb "$ssl" "$etc/conf.d/jetty.ini" "$etc/certificate-allowlist"; chmod 0640 "$ssl"/*.p12 "$etc/conf.d/jetty.ini" "$etc/certificate-allowlist"; else chmod 0644 "$ssl"/*.p12 "$etc/conf.d/jetty.ini" "$etc/certificate-allowlist"; chmod 0755 "$ssl"; fi',
+  );
+  if (o.restart !== false) lines.push("systemctl restart puppetdb.service");
+  return `${lines.join("\n")}\n`;
+}
