@@ -49,6 +49,9 @@ Every role:
   [--puppet-code URL]         a tarball of environments/..., unpacked into /etc/puppet/code
   [--puppetserver-heap SIZE]  puppetserver's JVM heap, e.g. 768m
   [--puppetserver-java-arg ARG]...   more JVM options (-XX:TieredStopAtLevel=1: a small master starts faster)
+  [--puppetdb-url URL]        PuppetDB by the name this master reaches it under
+                              (https://puppetdb-eu.example.net:8081): it sends PuppetDB its facts,
+                              catalogs and reports, and its CA issues PuppetDB's certificate for that name
 
 --role provisioner: muster-provisioner (two of them share the state; only their ids differ)
   --config FILE               /etc/muster/provisioner.yaml
@@ -66,6 +69,7 @@ Every role:
   --provisioner-key PUBLIC_KEY [--trusted-key NAME=PUBLIC_KEY]...   whom the notifier obeys
   [--notify-recipient URL]... who the notifier tells (webhooks, mailto:)
   [--replicas N]              copies of the registry's bucket (3 on a 3-broker cluster)
+  [--puppetdb local]          PuppetDB and its PostgreSQL on this machine too; the registry asks it
 
 --trusted-key: another caller whose signed requests the machine obeys (an operator's key), besides
 the provisioner's. --fact: a fact the instance starts with, in /etc/facter/facts.d/muster.yaml
@@ -114,6 +118,8 @@ const FLAGS = {
   "web-tokens": ["console"],
   "notify-recipient": ["console"],
   replicas: ["console"],
+  "puppetdb-url": ["master"],
+  puppetdb: ["console"],
 };
 const REPEATED = ["broker", "trusted-key", "fact", "plugin", "ssh-authorized-key", "alt-name", "notify-recipient", "puppetserver-java-arg"];
 const o = { broker: [], "trusted-key": [], fact: [], plugin: [], "ssh-authorized-key": [], "alt-name": [], "notify-recipient": [], "puppetserver-java-arg": [], collective: "muster", "provisioning-collective": "provisioning", "apt-suite": "stable", role: "node" };
@@ -173,6 +179,8 @@ for (const k of o["ssh-authorized-key"]) if (!/^(ssh|ecdsa|sk)-[a-z0-9@.-]+ [A-Z
 for (const a of o["alt-name"]) if (!/^(IP:[0-9A-Fa-f:.]+|DNS:[A-Za-z0-9.-]+)$/.test(a)) usage(`--alt-name takes IP:ADDRESS or DNS:NAME, got ${JSON.stringify(a)}`);
 for (const a of o["puppetserver-java-arg"]) if (!/^-[A-Za-z0-9:+=._-]+$/.test(a)) usage(`--puppetserver-java-arg takes one JVM option such as -XX:TieredStopAtLevel=1, got ${JSON.stringify(a)}`);
 if (o["puppetserver-heap"] && !/^\d+[mg]$/.test(o["puppetserver-heap"])) usage(`--puppetserver-heap takes a JVM size such as 768m or 2g, got ${JSON.stringify(o["puppetserver-heap"])}`);
+if (o["puppetdb-url"] && !/^https:\/\/[A-Za-z0-9.-]+:\d+$/.test(o["puppetdb-url"])) usage(`--puppetdb-url takes https://NAME:PORT (the name PuppetDB's certificate from this master's CA carries), got ${JSON.stringify(o["puppetdb-url"])}`);
+if (o.puppetdb !== undefined && o.puppetdb !== "local") usage(`--puppetdb takes local (PuppetDB on this machine), got ${JSON.stringify(o.puppetdb)}`);
 
 const read = (f, placeholder) => (f ? readFileSync(f, "utf8") : `${placeholder}\n`);
 const source = o["apt-repo"] ? { apt: { repo: o["apt-repo"], keyText: readFileSync(o["apt-key"], "utf8"), suite: o["apt-suite"] } } : { debUrl: o["deb-url"] ?? "https://APT.EXAMPLE.NET/muster_VERSION_amd64.deb" };
@@ -216,6 +224,7 @@ if (role === "node") {
     ...(o["puppet-code"] ? { puppetCodeUrl: o["puppet-code"] } : {}),
     ...(o["puppetserver-heap"] ? { heap: o["puppetserver-heap"] } : {}),
     ...(o["puppetserver-java-arg"].length ? { javaArgs: o["puppetserver-java-arg"] } : {}),
+    ...(o["puppetdb-url"] ? { puppetdbUrl: o["puppetdb-url"] } : {}),
   });
 } else if (role === "console") {
   need("identity", "broker", "ca", "registry-cert", "registry-key", "console-cert", "console-key", "notifier-cert", "notifier-key", "https-cert", "https-key", "registry-token", "web-tokens", "signing-key", "provisioner-key");
@@ -238,6 +247,7 @@ if (role === "node") {
     trustedKeys,
     recipients: o["notify-recipient"],
     replicas: Number(o.replicas ?? 1),
+    puppetdb: o.puppetdb === "local",
   });
 } else {
   need("config", "ca", "cert", "key", "signing-key");

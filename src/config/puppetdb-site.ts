@@ -49,8 +49,8 @@ export interface PuppetDbTlsOptions {
   etc?: string;
   plain?: { host: string; port: number };
   ssl?: { host: string; port: number };
-  /** Restart Debian's unit at the end (default true). */
-  restart?: boolean;
+  /** Restart Debian's unit at the end and wait until PuppetDB serves (default), only ask for it ("no-block"), or not. */
+  restart?: boolean | "no-block";
 }
 
 const q = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
@@ -62,7 +62,7 @@ const q = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
  */
 export function puppetDbTlsScript(o: PuppetDbTlsOptions): string {
   const etc = o.etc ?? "/etc/puppetdb";
-  const plain = o.plain ?? { host: "localhost", port: PUPPETDB_PORTS.plain };
+  const plain = o.plain ?? { host: "127.0.0.1", port: PUPPETDB_PORTS.plain };
   const ssl = o.ssl ?? { host: "0.0.0.0", port: PUPPETDB_PORTS.ssl };
   const lines = [
     "set -eu",
@@ -107,6 +107,6 @@ EOF`,
     'chmod 0644 "$etc/conf.d/allowlist.ini"',
     'if getent group puppetdb >/dev/null; then chgrp -R puppetdb "$ssl" "$etc/conf.d/jetty.ini" "$etc/certificate-allowlist"; chmod 0640 "$ssl"/*.p12 "$etc/conf.d/jetty.ini" "$etc/certificate-allowlist"; else chmod 0644 "$ssl"/*.p12 "$etc/conf.d/jetty.ini" "$etc/certificate-allowlist"; chmod 0755 "$ssl"; fi',
   );
-  if (o.restart !== false) lines.push("systemctl restart puppetdb.service");
+  if (o.restart !== false) lines.push(`systemctl ${o.restart === "no-block" ? "--no-block " : ""}restart puppetdb.service`);
   return `${lines.join("\n")}\n`;
 }

@@ -1,6 +1,6 @@
 import { stringify as toYaml } from "yaml";
 import { provisionerAdditions } from "../../config/site.js";
-import { SITE_PORTS, siteBrokerUrls, siteMachines, type SiteMachine } from "./roles.js";
+import { puppetDbUrl, SITE_PORTS, siteBrokerUrls, siteMachines, type SiteMachine } from "./roles.js";
 import type { SiteCredentials } from "./credentials.js";
 
 // The command lines that render each site machine's user-data: docs/deploy.md's commands, flag for
@@ -82,6 +82,8 @@ export function siteRenderArgv(c: SiteRenderContext, m: SiteMachine): string[] {
         // a lab master compiles few catalogs: C1 alone starts the JVM far sooner (as the host lab's masters do)
         "--puppetserver-java-arg",
         "-XX:TieredStopAtLevel=1",
+        "--puppetdb-url",
+        puppetDbUrl(r),
         ...ssh,
       ];
     }
@@ -126,6 +128,8 @@ export function siteRenderArgv(c: SiteRenderContext, m: SiteMachine): string[] {
         ...c.notifyRecipients.flatMap((r) => ["--notify-recipient", r]),
         "--replicas",
         "3",
+        "--puppetdb",
+        "local",
         ...ssh,
       ];
   }

@@ -11,7 +11,9 @@ import { rememberPid, writeLabState, type LabNode, type LabState, type SiteMachi
 import { waitForNodes, type LabReach } from "../waits.js";
 import { prepareSiteFiles, writeClientsCa, writePuppetCode, type SiteFiles } from "./files.js";
 import type { SiteShape, SiteStep } from "./plan.js";
-import { shortName, siteBrokerUrls, siteHostsLines, siteMachine, siteMachines, SITE_PORTS } from "./roles.js";
+import { puppetDbName, shortName, siteBrokerUrls, siteHostsLines, siteMachine, siteMachines, SITE_PORTS } from "./roles.js";
+import { PUPPETDB_CERT_FILES, PUPPETDB_PORTS, puppetDbTlsScript } from "../../config/puppetdb-site.js";
+import { caClientName, MASTER_FILES } from "../../config/site.js";
 import { siteRenderArgv } from "./render.js";
 import { machineUp, siteExec, waitForCluster, waitForConsole } from "./reach.js";
 import { linkMirror, pushToBrokers, readWhenThere, RECEIVER_RELAY_PORT, siteRenderContext } from "./operator.js";
@@ -207,13 +209,29 @@ export const SITE_STEPS: StepTable<SiteStep, SiteRun> = {
     // once it is in their clients-ca.pem and they reload, as docs/deploy.md section 5 says
     const files = need(run, "files");
     const cas: string[] = [];
+    const pdbCerts: { name: string; cert: string; key: string }[] = [];
     for (const id of masters) {
       const m = run.site.find((x) => x.identity === id)!;
-      cas.push(await readWhenThere(m, "/etc/muster/tls/puppet-ca.pem", timeoutMs, step.signal));
+      cas.push(await readWhenThere(m, MASTER_FILES.puppetCa, timeoutMs, step.signal));
+      // and PuppetDB's certificate from that CA, under the name the master reaches it by (section 10)
+      const cert = await readWhenThere(m, PUPPETDB_CERT_FILES.cert, timeoutMs, step.signal);
+      const key = await siteExec(m, ["cat", PUPPETDB_CERT_FILES.key]);
+      if (key.status !== 0) throw new MusterError("MUSTER_USAGE", `${id} made PuppetDB's certificate but not its key (${PUPPETDB_CERT_FILES.key}): ${key.stderr.trim()}`);
+      pdbCerts.push({ name: puppetDbName(siteMachine(id)!.region!), cert, key: key.stdout });
     }
+    // PuppetDB's TLS before the brokers let the masters in: no node is provisioned, so no catalog
+    // compiled, before PuppetDB can take what the masters send
+    const consoleMachine = run.site.find((x) => x.role === "console")!;
+    const allow = masters.flatMap((id) => [id, caClientName(id)]);
+    // PuppetDB takes a minute to start: it does while the brokers take the masters in
+    const tls = await siteExec(consoleMachine, ["sh", "-s"], puppetDbTlsScript({ certs: pdbCerts, cas, allow, restart: "no-block" }));
+    if (tls.status !== 0) throw new MusterError("MUSTER_USAGE", `PuppetDB's TLS on ${consoleMachine.identity} (docs/deploy.md#10-puppetdb): ${tls.stderr.trim()}`);
+    run.say(`PuppetDB on ${consoleMachine.identity} serves TLS with a certificate from each master's CA (${pdbCerts.map((c) => c.name).join(", ")}), for ${allow.join(", ")}`);
     writeClientsCa(files, cas);
     await pushToBrokers(run.site, files.clientsCa, "/etc/nats/clients-ca.pem");
     run.say(`the brokers trust the masters' Puppet CAs (${masters.join(", ")}): clients-ca.pem copied to each, nats-server reloaded`);
+    await waitForPuppetDb(consoleMachine, timeoutMs, step.signal);
+    run.say(`PuppetDB runs on ${consoleMachine.identity} (ports ${PUPPETDB_PORTS.plain} on loopback, ${PUPPETDB_PORTS.ssl} TLS)`);
   },
 
   async "wait-fleet"({ identities, timeoutMs }, step, run) {
@@ -233,6 +251,22 @@ export const SITE_STEPS: StepTable<SiteStep, SiteRun> = {
     await waitForNodes(siteReach(run), identities, timeoutMs, "provisioning", found, () => (step.signal.aborted ? "no longer waited for: the lab's start was abandoned" : undefined));
   },
 };
+
+/** Resolves once Debian's PuppetDB unit is active (its ExecStartPost waits until PuppetDB serves). */
+async function waitForPuppetDb(m: SiteMachineState, timeoutMs: number, signal: AbortSignal): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const r = await siteExec(m, ["systemctl", "is-active", "puppetdb.service"]);
+    if (r.stdout.trim() === "active") return;
+    if (r.stdout.trim() === "failed") {
+      const why = await siteExec(m, ["journalctl", "-u", "puppetdb", "-o", "cat", "--no-pager", "-n", "20"]);
+      throw new MusterError("MUSTER_USAGE", `PuppetDB on ${m.identity} failed to start:\n${why.stdout.trim()}`);
+    }
+    if (signal.aborted) throw new MusterError("MUSTER_USAGE", "no longer waited for: the lab's start was abandoned");
+    if (Date.now() > deadline) throw new MusterError("MUSTER_TIMEOUT", `PuppetDB on ${m.identity} is not running after ${Math.round(timeoutMs / 1000)} s (systemctl says ${r.stdout.trim()}); see \`muster lab exec ${m.identity} -- journalctl -u puppetdb\``);
+    await new Promise((res) => setTimeout(res, 2000)); // the unit's state, asked again: systemd offers no wait a remote shell can hold
+  }
+}
 
 /** lab.json for the site: what the steps made, in LabState's shape (host-only fields say there is none). */
 function siteState(run: SiteRun): LabState {
