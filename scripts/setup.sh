@@ -5,7 +5,8 @@
 # the web console's browser tests and bench; for the lab's machines systemd-container (nspawn),
 # mmdebstrap (their image), socat (relays), iproute2 (their network), openssh-client, and for --vm
 # qemu-system-x86, qemu-utils and cloud-image-utils; lintian for the package test, apt-utils and gpg
-# for its signed apt repository, piuparts for `npm run piuparts`; puppetdb, its PostgreSQL and
+# for its signed apt repository, piuparts for `npm run piuparts`, strace for the privileged helper's
+# hostile tests, which delay its chown to widen a race; puppetdb, its PostgreSQL and
 # puppet-terminus-puppetdb for the PuppetDB tests and bench), node modules (npm ci), and the
 # TypeScript build.
 set -euo pipefail
@@ -14,7 +15,7 @@ cd "$(dirname "$0")/.."
 need=()
 for pkg in nats-server puppetserver puppet-agent facter openssl monitoring-plugins-basic systemd dpkg passwd chromium \
   systemd-container mmdebstrap socat iproute2 openssh-client qemu-system-x86 qemu-utils cloud-image-utils \
-  lintian apt-utils gpg piuparts postgresql puppetdb puppet-terminus-puppetdb; do
+  lintian apt-utils gpg piuparts strace postgresql puppetdb puppet-terminus-puppetdb; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

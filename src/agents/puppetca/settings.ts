@@ -10,6 +10,8 @@ import { PuppetDb } from "../../puppetdb/http.js";
 //   confdir   "/etc/puppet"             the master's Puppet confdir; its puppet.conf ([main], then
 //                                       [server]) supplies certname, ssldir, server and serverport
 //   url       https://<server>:<port>   the CA's base URL (server defaults to certname, port to 8140)
+//   servername                          the name the CA's certificate must carry when url reaches it
+//                                       by another (https://127.0.0.1:8140 on the master itself)
 //   ssldir    from puppet.conf, else "/var/lib/puppet/ssl"
 //   certname  from puppet.conf, else ctx.identity: the client certificate used for the CA API
 //             (the master's own; it carries pp_cli_auth, which auth.conf requires)
@@ -35,9 +37,11 @@ function masterSettings(config: Record<string, unknown>, identity: string) {
   const certname = get("certname") ?? conf.certname ?? identity;
   const ssldir = get("ssldir") ?? conf.ssldir ?? "/var/lib/puppet/ssl";
   const timeout = Number(get("timeout") ?? 30);
+  const servername = get("servername");
   return {
     confdir,
     url: get("url") ?? `https://${conf.server ?? certname}:${conf.serverport ?? conf.masterport ?? "8140"}`,
+    servername,
     caCertPath: get("cacert") ?? join(ssldir, "certs", "ca.pem"),
     certPath: get("cert") ?? join(ssldir, "certs", `${certname}.pem`),
     keyPath: get("key") ?? join(ssldir, "private_keys", `${certname}.pem`),
@@ -48,7 +52,7 @@ function masterSettings(config: Record<string, unknown>, identity: string) {
 
 export function caFor(config: Record<string, unknown>, identity: string): CertificateAuthority {
   const m = masterSettings(config, identity);
-  return new CertificateAuthority({ url: m.url, caCertPath: m.caCertPath, certPath: m.certPath, keyPath: m.keyPath, timeoutMs: m.timeoutMs });
+  return new CertificateAuthority({ url: m.url, ...(m.servername ? { servername: m.servername } : {}), caCertPath: m.caCertPath, certPath: m.certPath, keyPath: m.keyPath, timeoutMs: m.timeoutMs });
 }
 
 /**
