@@ -98,7 +98,7 @@ try {
   const submit = async () => {
     while (next < fleet.length) {
       const n = fleet[next++]!;
-      const facts = { ...n.facts, muster: { agents: ["discovery", "rpcutil"], collectives: [COLLECTIVE] } };
+      const facts = { ...n.facts, muster: { agents: { discovery: true, rpcutil: true }, collectives: { [COLLECTIVE]: true } } };
       await pdb.db.command("replace facts", 5, n.identity, { certname: n.identity, environment: "production", producer_timestamp: at, producer: "bench", values: facts });
       const resources = n.classes.map((c) => ({ type: "Class", title: c.split("::").map((s) => s.charAt(0).toUpperCase() + s.slice(1)).join("::"), exported: false, tags: ["class", c, ...c.split("::")], parameters: {} }));
       await pdb.db.command("replace catalog", 9, n.identity, { certname: n.identity, version: "1", environment: "production", transaction_uuid: crypto.randomUUID(), catalog_uuid: crypto.randomUUID(), producer_timestamp: at, producer: "bench", code_id: null, job_id: null, resources, edges: [] });

@@ -39,10 +39,11 @@ export const PUPPETDB_SERVER_SETTINGS: readonly [string, string][] = [
 ];
 
 export interface PuppetDbTlsOptions {
-  /** One certificate per master's CA: its name (the SNI name that master uses), PEM certificate and key. */
-  certs: { name: string; cert: string; key: string }[];
-  /** The CAs whose client certificates PuppetDB accepts (the masters' Puppet CAs). */
-  cas: string[];
+  /**
+   * The name each master reaches PuppetDB by (its SNI name): the certificate that master's CA issued
+   * for it is <incoming>/<name>.pem with its key <name>.key. The masters' CAs are <incoming>/ca-*.pem.
+   */
+  names: string[];
   /** The client certificates' names PuppetDB lets in (certificate-allowlist). */
   allow: string[];
   /** PuppetDB's config directory (default /etc/puppetdb) and its ports. */
@@ -53,12 +54,15 @@ export interface PuppetDbTlsOptions {
   restart?: boolean | "no-block";
 }
 
-const q = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
+/** Where the operator copies the masters' files on PuppetDB's machine before running the script. */
+export const PUPPETDB_INCOMING = "/etc/puppetdb/ssl-incoming";
+
+const q = (s: string) => (/^[A-Za-z0-9_./:=@%+,-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`);
 
 /**
- * A shell script (for `sh -s` on PuppetDB's machine, as root) that writes the keystore (every
- * master's certificate for PuppetDB), the truststore (the masters' CAs), the allowlist and
- * jetty.ini, then restarts PuppetDB. Run again with other certificates, it replaces them.
+ * A shell script (`sh -s` on PuppetDB's machine, as root) that makes PuppetDB's keystore (every
+ * master's certificate for it), its truststore (the masters' CAs), its allowlist and jetty.ini from
+ * the files in <etc>/ssl-incoming, then restarts it. Run again with other files, it replaces them.
  */
 export function puppetDbTlsScript(o: PuppetDbTlsOptions): string {
   const etc = o.etc ?? "/etc/puppetdb";
@@ -68,45 +72,40 @@ export function puppetDbTlsScript(o: PuppetDbTlsOptions): string {
     "set -eu",
     "umask 077",
     `etc=${q(etc)}`,
-    'ssl="$etc/ssl"',
-    'work=$(mktemp -d)',
-    'trap \'rm -rf "$work"\' EXIT',
+    'in="$etc/ssl-incoming" ssl="$etc/ssl"',
     'install -d -m 0750 "$ssl"',
-    // a fresh password each time: it only guards the stores against nobody but PuppetDB's own user
-    'pw=$(openssl rand -hex 16)',
-    'rm -f "$ssl/keystore.p12.new" "$ssl/truststore.p12.new"',
-  ];
-  o.certs.forEach((c, i) => {
-    lines.push(`cat > "$work/${i}.pem" <<'PEM'\n${c.cert.trim()}\nPEM`, `cat > "$work/${i}.key" <<'PEM'\n${c.key.trim()}\nPEM`);
-    lines.push(`openssl pkcs12 -export -in "$work/${i}.pem" -inkey "$work/${i}.key" -name ${q(c.name)} -out "$work/${i}.p12" -passout "pass:$pw"`);
-    lines.push(`keytool -importkeystore -noprompt -srckeystore "$work/${i}.p12" -srcstoretype PKCS12 -srcstorepass "$pw" -destkeystore "$ssl/keystore.p12.new" -deststoretype PKCS12 -deststorepass "$pw" >/dev/null`);
-  });
-  o.cas.forEach((ca, i) => {
-    lines.push(`cat > "$work/ca${i}.pem" <<'PEM'\n${ca.trim()}\nPEM`);
-    lines.push(`keytool -importcert -noprompt -alias ca${i} -file "$work/ca${i}.pem" -keystore "$ssl/truststore.p12.new" -storetype PKCS12 -storepass "$pw" >/dev/null`);
-  });
-  lines.push(
+    // a fresh password each time: the stores are PuppetDB's user's alone anyway
+    "pw=$(openssl rand -hex 16)",
+    'rm -f "$ssl"/*.new "$in"/*.p12',
+    `for name in ${o.names.map(q).join(" ")}; do`,
+    '  openssl pkcs12 -export -in "$in/$name.pem" -inkey "$in/$name.key" -name "$name" -out "$in/$name.p12" -passout "pass:$pw"',
+    '  keytool -importkeystore -noprompt -srckeystore "$in/$name.p12" -srcstoretype PKCS12 -srcstorepass "$pw" -destkeystore "$ssl/keystore.p12.new" -deststoretype PKCS12 -deststorepass "$pw" >/dev/null',
+    "done",
+    'for ca in "$in"/ca-*.pem; do',
+    '  keytool -importcert -noprompt -alias "$(basename "$ca" .pem)" -file "$ca" -keystore "$ssl/truststore.p12.new" -storetype PKCS12 -storepass "$pw" >/dev/null',
+    "done",
+    'rm -f "$in"/*.p12',
     'mv "$ssl/keystore.p12.new" "$ssl/keystore.p12"',
     'mv "$ssl/truststore.p12.new" "$ssl/truststore.p12"',
     `printf '%s\\n' ${o.allow.map(q).join(" ")} > "$etc/certificate-allowlist"`,
-    `cat > "$etc/conf.d/jetty.ini" <<EOF
-[jetty]
-# plain HTTP, unauthenticated: loopback only (the registry on this machine)
-host = ${plain.host}
-port = ${plain.port}
-# TLS for the masters: one certificate per master's CA, picked by the name it asks for (SNI)
-ssl-host = ${ssl.host}
-ssl-port = ${ssl.port}
-keystore = $ssl/keystore.p12
-key-password = $pw
-truststore = $ssl/truststore.p12
-trust-password = $pw
-EOF`,
+    'cat > "$etc/conf.d/jetty.ini" <<EOF',
+    "[jetty]",
+    "# plain HTTP, unauthenticated: loopback only (the registry on this machine)",
+    `host = ${plain.host}`,
+    `port = ${plain.port}`,
+    "# TLS for the masters: one certificate per master's CA, picked by the name it asks for (SNI)",
+    `ssl-host = ${ssl.host}`,
+    `ssl-port = ${ssl.port}`,
+    "keystore = $ssl/keystore.p12",
+    "key-password = $pw",
+    "truststore = $ssl/truststore.p12",
+    "trust-password = $pw",
+    "EOF",
     `printf '[puppetdb]\\ncertificate-allowlist = %s\\n' "$etc/certificate-allowlist" > "$etc/conf.d/allowlist.ini"`,
     // PuppetDB's user reads what it serves with; nobody else
     'chmod 0644 "$etc/conf.d/allowlist.ini"',
-    'if getent group puppetdb >/dev/null; then chgrp -R puppetdb "$ssl" "$etc/conf.d/jetty.ini" "$etc/certificate-allowlist"; chmod 0640 "$ssl"/*.p12 "$etc/conf.d/jetty.ini" "$etc/certificate-allowlist"; else chmod 0644 "$ssl"/*.p12 "$etc/conf.d/jetty.ini" "$etc/certificate-allowlist"; chmod 0755 "$ssl"; fi',
-  );
+    'if getent group puppetdb >/dev/null; then chgrp -R puppetdb "$ssl" "$etc/conf.d/jetty.ini" "$etc/certificate-allowlist"; chmod 0640 "$ssl"/*.p12 "$etc/conf.d/jetty.ini" "$etc/certificate-allowlist"; fi',
+  ];
   if (o.restart !== false) lines.push(`systemctl ${o.restart === "no-block" ? "--no-block " : ""}restart puppetdb.service`);
   return `${lines.join("\n")}\n`;
 }

@@ -1,7 +1,7 @@
 import { compileFilter, FilterError, pqlQueryOf, registeredData } from "../filter/index.js";
 import type { Filter, NodeMetadata } from "../protocol/types.js";
 import { PuppetDbRefused, type PuppetDbReader } from "./http.js";
-import { factPaths, factTypesFrom, factTypesQuery, nodesQuery, pqlPlan, residualFilter, str } from "./pql.js";
+import { factPaths, factShapesFrom, factTypesQuery, nodesQuery, pqlPlan, residualFilter, str } from "./pql.js";
 
 // Discovery against PuppetDB: the plan of pql.ts run through a reader (http.ts, or a fake in unit
 // tests), in this order:
@@ -35,6 +35,12 @@ function certnames(rows: readonly unknown[], what: string): string[] {
   return out;
 }
 
+/** The names the muster fact lists as present ({agents: {puppet: true}, ...}). */
+export function musterNames(muster: unknown, list: "agents" | "collectives"): string[] {
+  const m = muster !== null && typeof muster === "object" ? (muster as Record<string, unknown>)[list] : undefined;
+  return m !== null && typeof m === "object" && !Array.isArray(m) ? Object.keys(m).filter((k) => (m as Record<string, unknown>)[k] === true) : [];
+}
+
 /** Active nodes of a nodes[certname, deactivated, expired] answer. */
 export function activeNodes(rows: readonly unknown[]): string[] {
   const out: string[] = [];
@@ -48,7 +54,7 @@ export function activeNodes(rows: readonly unknown[]): string[] {
 }
 
 /** Active nodes without the muster fact's collectives. */
-export const NO_MUSTER_FACT = `nodes[count()] { !(certname in fact_contents[certname] { path ~> [${str("^muster$")}, ${str("^collectives$")}, ${str("^[0-9]+$")}] }) }`;
+export const NO_MUSTER_FACT = "nodes[count()] { !(certname in inventory[certname] { facts.muster.collectives is not null }) }";
 
 const CHUNK = 1000;
 
@@ -77,12 +83,12 @@ export async function discoverInPuppetDb(db: PuppetDbReader, filter: Filter, o: 
       throw e;
     }
   }
-  // 2. fact types
+  // 2. what PuppetDB holds at the filter's fact paths: types, arrays
   const paths = factPaths(filter);
   const typesQuery = factTypesQuery(paths);
-  const factTypes = typesQuery ? factTypesFrom(paths, await ask(typesQuery)) : undefined;
+  const factShapes = typesQuery ? factShapesFrom(paths, await ask(typesQuery)) : undefined;
   // 3. the bounds (a FilterError here comes before any node query)
-  const plan = pqlPlan(filter, { collective: o.collective, pql, factTypes });
+  const plan = pqlPlan(filter, { collective: o.collective, pql, factShapes });
   const count = async (): Promise<number> => {
     const rows = await ask(NO_MUSTER_FACT);
     const n = (rows[0] as { count?: unknown } | undefined)?.count;
@@ -118,9 +124,7 @@ export async function discoverInPuppetDb(db: PuppetDbReader, filter: Filter, o: 
     }
     const compiled = compileFilter(residualFilter(filter));
     for (const m of md.values()) {
-      const muster = m.facts["muster"];
-      const agents = muster !== null && typeof muster === "object" ? (muster as { agents?: unknown }).agents : undefined;
-      m.agents = Array.isArray(agents) ? agents.filter((a): a is string => typeof a === "string") : [];
+      m.agents = musterNames(m.facts["muster"], "agents");
       if (compiled.matches(m, registeredData(m))) found.add(m.identity);
     }
   }

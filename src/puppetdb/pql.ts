@@ -132,6 +132,12 @@ export function topFacts(path: string): string[] {
 /** JSON types PuppetDB reports for a fact path (fact_paths' `type`). */
 export type FactType = "string" | "integer" | "float" | "boolean" | "null";
 
+/** What fact_paths says of a path across the fleet: the types of its values, and whether any node holds an array there. */
+export interface FactShape {
+  types: ReadonlySet<FactType>;
+  arrays: boolean;
+}
+
 /** A pair of conditions: sure ⊆ matching ⊆ maybe. */
 export interface Bounds {
   readonly sure: Cond;
@@ -154,8 +160,8 @@ export interface TranslateOptions {
   collective?: string;
   /** The certnames each `pql:` identity returned, by its query text (puppetdb/discover.ts runs them first). */
   pql?: ReadonlyMap<string, readonly string[]>;
-  /** The JSON types PuppetDB holds at each fact path the filter reads; a path missing here is of any type. */
-  factTypes?: ReadonlyMap<string, ReadonlySet<FactType>>;
+  /** What PuppetDB holds at each fact path the filter reads (fact_paths); a path missing here may hold anything. */
+  factShapes?: ReadonlyMap<string, FactShape>;
 }
 
 interface Ctx extends TranslateOptions {
@@ -163,10 +169,31 @@ interface Ctx extends TranslateOptions {
   classes: boolean;
 }
 
+/** `certname in inventory[certname] { ... }`: a lookup in each node's facts, far quicker than fact_contents. */
+const inventory = (cond: string) => atom(`certname in inventory[certname] { ${cond} }`);
+
+/** A dotted path as inventory spells it (quoted segments: a flat name with dots is one segment). */
+const inventoryField = (segs: readonly string[]) => `facts.${segs.map((s) => (/^[A-Za-z_][A-Za-z0-9_]*$/.test(s) ? s : str(s))).join(".")}`;
+
+/**
+ * The path's scalar value compared in inventory, with an array's elements in fact_contents where
+ * fact_paths says a node holds an array there. A path with an index segment (disks.0.name) stays in
+ * fact_contents, which reads indexes and keys alike.
+ */
+function scalarOrElements(path: string, shape: FactShape | undefined, cmp: (field: string) => string, elements: string): Cond {
+  const variants = pathVariants(path);
+  if (variants.some((segs) => segs.some((seg) => /^\d+$/.test(seg)))) return factContents(`${leaves(path)} and ${elements}`);
+  const scalar = or(...variants.map((segs) => inventory(cmp(inventoryField(segs)))));
+  if (shape && !shape.arrays) return scalar;
+  const items = variants.map((segs) => `path ~> [${[...segs.map(elem), ANY_INDEX].join(", ")}]`);
+  return or(scalar, factContents(`(${items.join(" or ")}) and ${elements}`));
+}
+
 /** A fact statement as bounds: `path OP value`, the rules of src/filter/match.ts. */
 function factBounds(ctx: Ctx, path: string, operator: FactOperator, value: FilterValue): Bounds {
   for (const f of topFacts(path)) ctx.facts.add(f);
   const onLeaves = (cond: string) => factContents(`${leaves(path)} and ${cond}`);
+  const shape = ctx.factShapes?.get(path);
   if (operator === "!=") {
     // present, and no leaf equal: a missing fact never matches, != included
     const eq = factBounds(ctx, path, "==", value);
@@ -174,27 +201,29 @@ function factBounds(ctx: Ctx, path: string, operator: FactOperator, value: Filte
     const presentMaybe = atom(`certname in facts[certname] { name in [${topFacts(path).map(str).join(", ")}] }`);
     return { sure: and(presentSure, not(eq.maybe)), maybe: and(presentMaybe, not(eq.sure)) };
   }
+  // inventory's regex reads a structure as its JSON text, which muster counts as missing: leaves only
   if (value.kind === "regex") return exact(onLeaves(`value ~ ${str(pgRegex(value.source))}`));
   const text = value.text;
   const num = NUMBER.test(text) ? Number(text) : undefined;
   const n = num !== undefined && Number.isFinite(num) ? num : undefined;
-  const types = ctx.factTypes?.get(path);
+  const types = shape?.types;
   const anyLeaf = factContents(leaves(path));
   const hasStrings = !types || types.has("string");
   const onlyNumbers = types !== undefined && [...types].every((t) => t === "integer" || t === "float");
   if (operator === "==" || operator === "=~") {
     if (n === undefined) {
-      // a string compares as a string; booleans by their string form
-      const bool = text === "true" || text === "false" ? [`value = ${text}`] : [];
-      return exact(onLeaves(bool.length ? `(value = ${str(text)} or ${bool[0]})` : `value = ${str(text)}`));
+      // a string compares as a string; booleans by their string form (equality on a structure is false, as for muster)
+      const bool = text === "true" || text === "false" ? [text] : [];
+      return exact(scalarOrElements(path, shape, (f) => (bool.length ? `(${f} = ${str(text)} or ${f} = ${bool[0]})` : `${f} = ${str(text)}`), bool.length ? `(value = ${str(text)} or value = ${bool[0]})` : `value = ${str(text)}`));
     }
     const lit = pqlNumber(n);
-    if (lit === undefined) return { sure: onLeaves(`value = ${str(text)}`), maybe: anyLeaf };
-    const sure = onLeaves(`(value = ${lit} or value = ${str(text)})`);
+    if (lit === undefined) return { sure: scalarOrElements(path, shape, (f) => `${f} = ${str(text)}`, `value = ${str(text)}`), maybe: anyLeaf };
+    const sure = scalarOrElements(path, shape, (f) => `(${f} = ${lit} or ${f} = ${str(text)})`, `(value = ${lit} or value = ${str(text)})`);
     // "08", "8.0" and "+8" equal 8 for muster: strings that read as numbers are checked on their value
     return hasStrings ? { sure, maybe: onLeaves(`(value = ${lit} or value ~ ${NUMERIC_STRING})`) } : exact(sure);
   }
-  // <, >, <=, >=: numbers when both sides are numbers, else strings (which PQL cannot order)
+  // <, >, <=, >=: numbers when both sides are numbers, else strings (which PQL cannot order).
+  // fact_contents compares numbers with numbers only (inventory orders a structure above any number)
   const lit = n === undefined ? undefined : pqlNumber(n);
   if (lit === undefined) return { sure: FALSE, maybe: anyLeaf };
   const sure = onLeaves(`value ${operator} ${lit}`);
@@ -223,11 +252,14 @@ function classBounds(ctx: Ctx, value: FilterValue): Bounds {
   return /[A-Z]/.test(value.source) ? { sure: FALSE, maybe: cond } : exact(cond);
 }
 
-/** A `muster` fact list (agents or collectives) holding a name or an element matching a regex. */
+/**
+ * The `muster` fact naming an agent or a collective: `{agents: {puppet: true, ...}, collectives:
+ * {muster: true}}`, maps so that a name is a lookup in inventory; a regex reads the names in fact_contents.
+ */
 function musterListBounds(ctx: Ctx, list: "agents" | "collectives", entry: FilterValue): Bounds {
   ctx.facts.add("muster");
-  const where = `path ~> [${elem("muster")}, ${elem(list)}, ${ANY_INDEX}]`;
-  return exact(factContents(`${where} and ${entry.kind === "regex" ? `value ~ ${str(pgRegex(entry.source))}` : `value = ${str(entry.text)}`}`));
+  if (entry.kind === "regex") return exact(factContents(`path ~> [${elem("muster")}, ${elem(list)}, ${str(pgRegex(entry.source))}] and value = true`));
+  return exact(inventory(`${inventoryField(["muster", list, entry.text])} = true`));
 }
 
 const asValue = (entry: string): FilterValue =>
@@ -349,21 +381,16 @@ export function checkPuppetDbFilter(filter: Filter): void {
   pqlPlan(filter, { pql });
 }
 
-/** Whether PuppetDB's types at the path change the translation: a comparison with a number. */
-function typesMatter(value: FilterValue): boolean {
-  return value.kind === "literal" && NUMBER.test(value.text);
-}
-
-/** The fact paths whose JSON types the translation needs (fact_paths is asked for them first). */
+/** Every fact path the filter reads (fact_paths is asked what PuppetDB holds there first). */
 export function factPaths(filter: Filter): string[] {
   const out = new Set<string>();
   const walk = (e: CompoundExpr): void => {
     if (e.kind === "and" || e.kind === "or") e.operands.forEach(walk);
     else if (e.kind === "not") walk(e.operand);
-    else if (e.kind === "fact" && typesMatter(e.value)) out.add(e.fact);
-    else if (e.kind === "data" && e.plugin === "fact" && e.argument && e.field.split(".")[0] === "value" && typesMatter(e.value)) out.add(`${e.argument}${e.field.slice(5)}`);
+    else if (e.kind === "fact") out.add(e.fact);
+    else if (e.kind === "data" && e.plugin === "fact" && e.argument && e.field.split(".")[0] === "value") out.add(`${e.argument}${e.field.slice(5)}`);
   };
-  for (const f of filter.fact) if (typesMatter(checkFactFilter(f).value)) out.add(f.fact);
+  for (const f of filter.fact) out.add(f.fact);
   for (const src of filter.compound) walk(parseCompound(src));
   return [...out].sort();
 }
@@ -381,18 +408,22 @@ export function factTypesQuery(paths: readonly string[]): string | undefined {
   return `fact_paths[path, type] { ${alts.join(" or ")} }`;
 }
 
-/** fact_paths rows -> types by muster path (array elements count for their array's path). */
-export function factTypesFrom(paths: readonly string[], rows: readonly unknown[]): Map<string, Set<FactType>> {
-  const out = new Map<string, Set<FactType>>(paths.map((p) => [p, new Set<FactType>()]));
+/** fact_paths rows -> what each muster path holds (an array's elements count for their array's path). */
+export function factShapesFrom(paths: readonly string[], rows: readonly unknown[]): Map<string, FactShape> {
+  const out = new Map(paths.map((p) => [p, { types: new Set<FactType>(), arrays: false }]));
   for (const row of rows) {
     if (row === null || typeof row !== "object") continue;
     const { path, type } = row as { path?: unknown; type?: unknown };
     if (!Array.isArray(path) || typeof type !== "string") continue;
     const segs = path.map(String);
     for (const p of paths) {
-      const matches = pathVariants(p).some((v) => sameSegs(v, segs) || (segs.length === v.length + 1 && /^\d+$/.test(segs.at(-1)!) && sameSegs(v, segs.slice(0, -1))));
-      // a type we do not know is taken as any: checked by muster's matcher
-      if (matches) out.get(p)!.add((["string", "integer", "float", "boolean", "null"].includes(type) ? type : "string") as FactType);
+      const variants = pathVariants(p);
+      const element = variants.some((v) => segs.length === v.length + 1 && /^\d+$/.test(segs.at(-1)!) && sameSegs(v, segs.slice(0, -1)));
+      if (!element && !variants.some((v) => sameSegs(v, segs))) continue;
+      const shape = out.get(p)!;
+      if (element) shape.arrays = true;
+      // a type we do not know is taken as a string: checked by muster's matcher
+      shape.types.add((["string", "integer", "float", "boolean", "null"].includes(type) ? type : "string") as FactType);
     }
   }
   return out;

@@ -215,7 +215,9 @@ function writeMusterFact(cfg: ServerConfig, agents: string[], log: Logger): void
   const file = join(configDir(), MUSTER_FACT_FILE);
   try {
     mkdirSync(configDir(), { recursive: true, mode: 0o700 });
-    writeFileSync(file, `${JSON.stringify({ identity: cfg.identity, agents: [...new Set(agents)].sort(), collectives: cfg.collectives })}\n`, { mode: 0o644 });
+    // maps of names, not lists: in PuppetDB a name is then a path (facts.muster.agents.puppet), which PQL finds fast
+    const names = (xs: readonly string[]) => Object.fromEntries([...new Set(xs)].sort().map((x) => [x, true]));
+    writeFileSync(file, `${JSON.stringify({ identity: cfg.identity, agents: names(agents), collectives: names(cfg.collectives) })}\n`, { mode: 0o644 });
   } catch (e) {
     log.warn({ file, err: (e as Error).message }, "cannot write the muster fact's file: PuppetDB will not know this node's agents and collectives");
   }

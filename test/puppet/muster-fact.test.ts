@@ -38,17 +38,18 @@ test("a muster server writes its production agents and collectives; facter repor
   const s = await startMusterServer({ identity: "web1.fact.test", broker: broker.url, config: { collectives: ["muster", "eu"], agents: { builtin: ["nrpe"] }, registration: { interval: 0 } } }, { dir: tmp.path, env });
   try {
     const file = join(keys, MUSTER_FACT_FILE);
-    const written = JSON.parse(readFileSync(file, "utf8")) as { agents: string[]; collectives: string[] };
-    assert.deepEqual(written, { identity: "web1.fact.test", agents: ["discovery", "nrpe", "rpcutil"], collectives: ["muster", "eu"] });
-    assert.deepEqual(await facter(file), { agents: ["discovery", "nrpe", "rpcutil"], collectives: ["muster", "eu"] });
+    const written = JSON.parse(readFileSync(file, "utf8")) as Record<string, unknown>;
+    const maps = { agents: { discovery: true, nrpe: true, rpcutil: true }, collectives: { eu: true, muster: true } };
+    assert.deepEqual(written, { identity: "web1.fact.test", ...maps });
+    assert.deepEqual(await facter(file), maps);
   } finally {
     await s.stop();
   }
 });
 
-test("no file, or one that does not hold lists of names: no fact, never a failed Facter run", async () => {
+test("no file, or one that does not hold maps of names: no fact, never a failed Facter run", async () => {
   assert.equal(await facter(join(tmp.path, "absent.json")), null);
-  const bad: [string, string][] = [["garbled", "{not json"], ["array", "[1]"], ["wrong", '{"agents":"rpcutil","collectives":["muster"]}'], ["numbers", '{"agents":[1],"collectives":["muster"]}']];
+  const bad: [string, string][] = [["garbled", "{not json"], ["array", "[1]"], ["wrong", '{"agents":"rpcutil","collectives":{"muster":true}}'], ["lists", '{"agents":["rpcutil"],"collectives":["muster"]}'], ["values", '{"agents":{"rpcutil":1},"collectives":{"muster":true}}']];
   for (const [name, text] of bad) {
     const f = join(tmp.path, `${name}.json`);
     writeFileSync(f, text);

@@ -53,6 +53,8 @@ let tls: { puppetCa: string; musterCa: string; registryCert: string; registryKey
 // Facts of every JSON type PuppetDB keeps apart, numbers as strings among them (os.release.major is
 // a string from facter: "12" >= 11 is true for muster), arrays, structures, a flat dotted name.
 const COUNTRIES = ["de", "uk", "us", "fr"];
+/** The fact muster's servers write (maps of names: src/server/server.ts), as the muster module reports it. */
+const musterFact = (agents: string[], collectives: string[]) => ({ agents: Object.fromEntries(agents.map((a) => [a, true])), collectives: Object.fromEntries(collectives.map((c) => [c, true])) });
 function fleetNode(i: number): FleetNode & { collectives: string[] } {
   const id = `node${String(i).padStart(2, "0")}.${i % 2 ? "eu" : "us"}.lab`;
   const role = i % 3 === 0 ? "db" : i % 3 === 1 ? "web" : "app";
@@ -69,7 +71,7 @@ function fleetNode(i: number): FleetNode & { collectives: string[] } {
     is_virtual: i % 3 !== 0,
     disks: [{ name: i % 2 ? "sda" : "vda", size: 100 * i }],
     // what every muster node's fact says (the muster module's lib/facter/muster.rb)
-    muster: { agents: ["discovery", "rpcutil", ...agents].sort(), collectives },
+    muster: musterFact(["discovery", "rpcutil", ...agents], collectives),
   };
   if (i === 4) facts["os.name"] = "Debian GNU/Linux";
   const classes = ["base", `role::${role}`, ...(role === "db" ? [i % 2 ? "mysql::master" : "mysql::slave"] : []), ...(role === "web" && i % 2 ? ["apache", "apache::mod::ssl"] : [])];
@@ -99,19 +101,19 @@ before(async () => {
   const intruder = issueCert(musterCa, { name: "intruder", subject: "/O=muster/OU=service/CN=intruder", usage: "client" });
   const stranger = issueCert(ensureCA(join(tmp.path, "stranger-ca"), "/CN=a CA PuppetDB does not trust"), { name: "stranger", subject: "/CN=registry", usage: "client" });
   tls = { puppetCa: puppetCa.cert, musterCa: musterCa.cert, registryCert: reg.cert, registryKey: reg.key, strangerCert: stranger.cert, strangerKey: stranger.key, intruderCert: intruder.cert, intruderKey: intruder.key };
-  const script = (etc: string, p: { host: string; plain: number; ssl: number }) =>
-    puppetDbTlsScript({
-      certs: [
-        { name: "localhost", ...forMaster },
-        { name: "puppetdb-other.test", ...other },
-      ],
-      cas: [readFileSync(puppetCa.cert, "utf8"), readFileSync(musterCa.cert, "utf8")],
-      allow: [master.certname, "registry"],
-      etc,
-      plain: { host: p.host, port: p.plain },
-      ssl: { host: p.host, port: p.ssl },
-      restart: false,
-    });
+  const script = (etc: string, p: { host: string; plain: number; ssl: number }) => {
+    // the masters' files where an operator copies them (docs/deploy.md section 10), then the site's script
+    const incoming = join(etc, "ssl-incoming");
+    mkdirSync(incoming, { recursive: true });
+    const put = (name: string, text: string) => writeFileSync(join(incoming, name), text, { mode: 0o600 });
+    put("localhost.pem", forMaster.cert);
+    put("localhost.key", forMaster.key);
+    put("puppetdb-other.test.pem", other.cert);
+    put("puppetdb-other.test.key", other.key);
+    put("ca-puppet.pem", readFileSync(puppetCa.cert, "utf8"));
+    put("ca-muster.pem", readFileSync(musterCa.cert, "utf8"));
+    return puppetDbTlsScript({ names: ["localhost", "puppetdb-other.test"], allow: [master.certname, "registry"], etc, plain: { host: p.host, port: p.plain }, ssl: { host: p.host, port: p.ssl }, restart: false });
+  };
   pdb = await startPuppetDb({
     sslPort,
     tls: {
@@ -252,8 +254,8 @@ test("a node PuppetDB lists that does not answer is reported by the call, as --d
 });
 
 test("deactivated and expired nodes are left out, though they still answer", async () => {
-  const retired = { identity: "retired.us.lab", facts: { country: "se", muster: { agents: ["discovery", "rpcutil"], collectives: ["muster"] } }, classes: ["base"], agents: [] };
-  const stale = { identity: "stale.us.lab", facts: { country: "se", muster: { agents: ["discovery", "rpcutil"], collectives: ["muster"] } }, classes: ["base"], agents: [] };
+  const retired = { identity: "retired.us.lab", facts: { country: "se", muster: musterFact(["discovery", "rpcutil"], ["muster"]) }, classes: ["base"], agents: [] };
+  const stale = { identity: "stale.us.lab", facts: { country: "se", muster: musterFact(["discovery", "rpcutil"], ["muster"]) }, classes: ["base"], agents: [] };
   const more = await startEmulator({ nc, nodes: [retired, stale], collective: "muster", log: silentLogger, registration: { interval: 3600, splay: true } });
   try {
     await storeNode(pdb.db, retired);
@@ -406,7 +408,7 @@ test("PuppetDB's TLS, as a site sets it up: a client of a CA it does not trust i
 test("muster health: PuppetDB's reports are the record of runs; a node it lists active that does not answer, and one that answers with no report there, are flagged", async () => {
   await storeReport(pdb.db, "node02.us.lab", { status: "changed" });
   // a node powered off: it answered, reported, then stopped without a word; PuppetDB still lists it active
-  const off = { identity: "off.eu.lab", facts: { country: "be", muster: { agents: ["discovery", "rpcutil"], collectives: ["muster"] } }, classes: ["base"], agents: [] };
+  const off = { identity: "off.eu.lab", facts: { country: "be", muster: musterFact(["discovery", "rpcutil"], ["muster"]) }, classes: ["base"], agents: [] };
   // its own connection, cut rather than closed: a machine without power says nothing on its way out
   const wire = await connectNats(nats.url);
   const machine = await startEmulator({ nc: wire, nodes: [off], collective: "muster", log: silentLogger, heartbeat: 1 });

@@ -15,7 +15,7 @@ import { waitForNodes, type LabReach } from "../waits.js";
 import { prepareSiteFiles, writeClientsCa, writePuppetCode, type SiteFiles } from "./files.js";
 import type { SiteShape, SiteStep } from "./plan.js";
 import { puppetDbName, shortName, siteBrokerUrls, siteHostsLines, siteMachine, siteMachines, SITE_PORTS } from "./roles.js";
-import { PUPPETDB_CERT_FILES, PUPPETDB_PORTS, puppetDbTlsScript } from "../../config/puppetdb-site.js";
+import { PUPPETDB_CERT_FILES, PUPPETDB_INCOMING, PUPPETDB_PORTS, puppetDbTlsScript } from "../../config/puppetdb-site.js";
 import { caClientName, MASTER_FILES } from "../../config/site.js";
 import { siteRenderArgv } from "./render.js";
 import { machineUp, siteExec, waitForCluster, waitForConsole } from "./reach.js";
@@ -243,8 +243,18 @@ export const SITE_STEPS: StepTable<SiteStep, SiteRun> = {
     // compiled, before PuppetDB can take what the masters send
     const consoleMachine = run.site.find((x) => x.role === "console")!;
     const allow = masters.flatMap((id) => [id, caClientName(id)]);
+    // the masters' files to PuppetDB's machine, as docs/deploy.md section 10 copies them, then its script
+    const put = async (name: string, text: string) => {
+      const w = await siteExec(consoleMachine, ["sh", "-c", `install -d -m 0700 ${PUPPETDB_INCOMING} && cat > ${PUPPETDB_INCOMING}/${name}`], text);
+      if (w.status !== 0) throw new MusterError("MUSTER_USAGE", `could not write ${PUPPETDB_INCOMING}/${name} on ${consoleMachine.identity}: ${w.stderr.trim()}`);
+    };
+    for (const [i, c] of pdbCerts.entries()) {
+      await put(`${c.name}.pem`, c.cert);
+      await put(`${c.name}.key`, c.key);
+      await put(`ca-${shortName(masters[i]!)}.pem`, cas[i]!);
+    }
     // PuppetDB takes a minute to start: it does while the brokers take the masters in
-    const tls = await siteExec(consoleMachine, ["sh", "-s"], puppetDbTlsScript({ certs: pdbCerts, cas, allow, restart: "no-block" }));
+    const tls = await siteExec(consoleMachine, ["sh", "-s"], puppetDbTlsScript({ names: pdbCerts.map((c) => c.name), allow, restart: "no-block" }));
     if (tls.status !== 0) throw new MusterError("MUSTER_USAGE", `PuppetDB's TLS on ${consoleMachine.identity} (docs/deploy.md#10-puppetdb): ${tls.stderr.trim()}`);
     run.say(`PuppetDB on ${consoleMachine.identity} serves TLS with a certificate from each master's CA (${pdbCerts.map((c) => c.name).join(", ")}), for ${allow.join(", ")}`);
     writeClientsCa(files, cas);
