@@ -2,7 +2,7 @@ import { stringify as toYaml } from "yaml";
 import { BROKER_PATHS } from "../broker/server-config.js";
 import { nodeServerConfig } from "./node.js";
 import { caClientName, CONSOLE_FILES, MASTER_FILES, masterServerConfig, notifierServerConfig, registryConfig, SITE_NODE_KEY, TLS_DIR, webClientConfig, webConfig } from "./site.js";
-import { PUPPETDB_CERT_FILES, puppetDbConfText, PUPPETDB_ROUTES_YAML, PUPPETDB_SERVER_SETTINGS, PUPPETDB_TERMINUS_FILES } from "./puppetdb-site.js";
+import { puppetDbCertCommand, puppetDbConfText, PUPPETDB_ROUTES_YAML, PUPPETDB_SERVER_SETTINGS, PUPPETDB_TERMINUS_FILES } from "./puppetdb-site.js";
 
 export { TLS_DIR };
 
@@ -232,14 +232,9 @@ export function masterUserData(o: MasterOptions): UserData {
   const pdbName = o.puppetdbUrl ? new URL(o.puppetdbUrl).hostname : undefined;
   const puppetdb = o.puppetdbUrl ? [file(PUPPETDB_TERMINUS_FILES.conf, "0644", puppetDbConfText([o.puppetdbUrl])), file(PUPPETDB_TERMINUS_FILES.routes, "0644", PUPPETDB_ROUTES_YAML)] : [];
   const puppetdbSettings = o.puppetdbUrl ? PUPPETDB_SERVER_SETTINGS.map(([k, v]) => ["puppet", "config", "set", "--section", "server", k, v]) : [];
-  // once the CA answers: a certificate for PuppetDB under the name this master reaches it by
-  const puppetdbCert = pdbName
-    ? [
-        ["puppetserver", "ca", "generate", "--certname", pdbName],
-        ["install", "-m", "0644", `${MASTER_FILES.ssldir}/certs/${pdbName}.pem`, PUPPETDB_CERT_FILES.cert],
-        ["install", "-m", "0600", `${MASTER_FILES.ssldir}/private_keys/${pdbName}.pem`, PUPPETDB_CERT_FILES.key],
-      ]
-    : [];
+  // PuppetDB's certificate, for the name this master reaches it by, from this master's CA, offline
+  // like muster's own (puppetserver's online `ca generate` would need the CA reachable by name)
+  const puppetdbCert = pdbName ? [["sh", "-c", puppetDbCertCommand(pdbName)]] : [];
   return withSsh(
     {
       write_files: [
@@ -272,6 +267,7 @@ export function masterUserData(o: MasterOptions): UserData {
         ["install", "-m", "0640", "-g", "muster", `${MASTER_FILES.ssldir}/certs/${client}.pem`, MASTER_FILES.caClientCert],
         ["install", "-m", "0640", "-g", "muster", `${MASTER_FILES.ssldir}/private_keys/${client}.pem`, MASTER_FILES.caClientKey],
         ["install", "-m", "0644", `${MASTER_FILES.ssldir}/certs/ca.pem`, MASTER_FILES.puppetCa],
+        ...puppetdbCert,
         // Debian ships an empty codedir: the production environment and the base modulepath
         ["mkdir", "-p", "/etc/puppet/code/environments/production", "/etc/puppet/code/modules"],
         ...code,
@@ -282,7 +278,6 @@ export function masterUserData(o: MasterOptions): UserData {
         ["chmod", "0640", `${TLS_DIR}/master.key`, ...nodeKey.chmod],
         ...puppetdbSettings,
         ["systemctl", "enable", "--now", "puppetserver.service", "muster-server.service"],
-        ...puppetdbCert,
       ],
     },
     o.sshAuthorizedKeys,

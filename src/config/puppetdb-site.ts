@@ -17,6 +17,26 @@ export const PUPPETDB_TERMINUS_FILES = { conf: "/etc/puppet/puppetdb.conf", rout
 /** Where a master keeps the certificate its CA issued for PuppetDB, for the operator to carry over. */
 export const PUPPETDB_CERT_FILES = { cert: `${TLS_DIR}/puppetdb.pem`, key: `${TLS_DIR}/puppetdb.key` } as const;
 
+/**
+ * The shell (for `sh -c`, as root, on a master once its CA exists) that issues PuppetDB a server
+ * certificate for `name` from the master's CA, offline: a P-256 key, subjectAltName and serverAuth,
+ * a random serial (never one of the CA's own), into PUPPETDB_CERT_FILES.
+ */
+export function puppetDbCertCommand(name: string): string {
+  if (!/^[A-Za-z0-9.-]+$/.test(name)) throw new Error(`not a host name: ${JSON.stringify(name)}`);
+  return [
+    "set -e",
+    "umask 077",
+    "ca=$(puppet config print cadir --section server)",
+    "d=$(mktemp -d)",
+    `printf 'basicConstraints=critical,CA:FALSE\\nkeyUsage=critical,digitalSignature,keyEncipherment\\nextendedKeyUsage=serverAuth\\nsubjectAltName=DNS:%s\\n' ${name} > "$d/ext"`,
+    `openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=${name} -keyout ${PUPPETDB_CERT_FILES.key} -out "$d/csr" 2>/dev/null`,
+    `openssl x509 -req -in "$d/csr" -CA "$ca/ca_crt.pem" -CAkey "$ca/ca_key.pem" -set_serial "0x$(openssl rand -hex 16)" -days 1825 -sha256 -extfile "$d/ext" -out ${PUPPETDB_CERT_FILES.cert} 2>/dev/null`,
+    `chmod 0644 ${PUPPETDB_CERT_FILES.cert}`,
+    'rm -rf "$d"',
+  ].join("; ");
+}
+
 /** PuppetDB's ports: TLS for the masters, plain HTTP on loopback for the registry on its machine. */
 export const PUPPETDB_PORTS = { ssl: 8081, plain: 8080 } as const;
 
