@@ -19,9 +19,8 @@
 
 import { fork, spawn, type ChildProcess } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { cpus, loadavg, tmpdir } from "node:os";
+import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { parseArgs } from "node:util";
 import { MusterClient } from "../src/client/client.js";
 import type { NodeSource } from "../src/client/discovery/source.js";
 import { generateFleet } from "../src/emulator/fleet.js";
@@ -29,26 +28,11 @@ import { buildFilter, type FilterOptions } from "../src/filter/index.js";
 import { startNats } from "../src/lab/nats.js";
 import { discoverInPuppetDb } from "../src/puppetdb/discover.js";
 import { startPuppetDb } from "../test/support/puppetdb.js";
-import { benchDir as here, cliPath, repoRoot } from "./paths.js";
+import { discoveryBenchArgs, reportHead, round2, stats } from "./discovery-args.js";
+import { benchDir as here, cliPath } from "./paths.js";
 
-const { values: args } = parseArgs({
-  options: {
-    nodes: { type: "string", default: "10000" },
-    rounds: { type: "string", default: "5" },
-    warmup: { type: "string", default: "1" },
-    "idle-ms": { type: "string", default: "250" },
-    heap: { type: "string", default: "1g" },
-    out: { type: "string", default: join(repoRoot, "bench", "results", "puppetdb-latest.json") },
-  },
-});
-const N = Number(args.nodes);
-const rounds = Number(args.rounds);
-const warmup = Number(args.warmup);
-const idleMs = Number(args["idle-ms"]);
-if (!Number.isInteger(N) || N < 1 || !Number.isInteger(rounds) || rounds < 1 || !Number.isInteger(warmup) || warmup < 0) {
-  process.stderr.write("bench:puppetdb: --nodes, --rounds, --warmup take whole numbers\n");
-  process.exit(64);
-}
+const { nodes: N, rounds, warmup, idleMs, out, extra } = discoveryBenchArgs("puppetdb", { heap: "1g" });
+const heap = extra.heap ?? "1g";
 
 const BUCKET = "bench-puppetdb";
 const COLLECTIVE = "muster";
@@ -61,13 +45,6 @@ const FILTERS: Record<string, FilterOptions> = {
   // the emulated fleet's release is the string "12": compared as a number, decided by muster's matcher
   numeric: { fact: ["os.release.major>=12", "environment=staging"] },
 };
-
-const round2 = (x: number) => Math.round(x * 100) / 100;
-function stats(samples: number[]): { median: number; p90: number; samples: number[] } {
-  const s = [...samples].sort((a, b) => a - b);
-  const q = (p: number) => s[Math.min(s.length - 1, Math.max(0, Math.ceil(p * s.length) - 1))] ?? NaN;
-  return { median: round2(q(0.5)), p90: round2(q(0.9)), samples: samples.map(round2) };
-}
 
 function waitReady(c: ChildProcess, what: string, via: "stdout" | "ipc"): Promise<void> {
   return new Promise<void>((ok, fail) => {
@@ -85,7 +62,7 @@ const children: ChildProcess[] = [];
 process.on("exit", () => children.forEach((c) => c.exitCode === null && c.kill("SIGKILL")));
 const nats = await startNats({});
 const t0 = performance.now();
-const pdb = await startPuppetDb({ heap: args.heap, quickJit: false, readyTimeoutMs: TIMEOUT_MS });
+const pdb = await startPuppetDb({ heap: heap, quickJit: false, readyTimeoutMs: TIMEOUT_MS });
 const pdbStartMs = Math.round(performance.now() - t0);
 const rssAtStart = Math.round(pdb.rssKb() / 1024);
 try {
@@ -161,29 +138,22 @@ try {
   await client.close();
 
   const report = {
-    bench: "puppetdb",
-    time: new Date().toISOString(),
-    nodes: N,
-    rounds,
-    warmup,
-    idleMs,
-    cpus: cpus().length,
-    loadavgAtStart: loadavg().map(round2),
-    puppetdb: { heap: args.heap, startMs: pdb.startMs, startWithPostgresMs: pdbStartMs, rssMiBAtStart: rssAtStart, rssMiBAfterLoad: rssAfterLoad, rssMiBAfterQueries: Math.round(pdb.rssKb() / 1024), loadMs, submittedMs },
+    ...reportHead("puppetdb", { nodes: N, rounds, warmup, idleMs }),
+    puppetdb: { heap: heap, startMs: pdb.startMs, startWithPostgresMs: pdbStartMs, rssMiBAtStart: rssAtStart, rssMiBAfterLoad: rssAfterLoad, rssMiBAfterQueries: Math.round(pdb.rssKb() / 1024), loadMs, submittedMs },
     filters: FILTERS,
     results,
     /** broadcast / puppetdb (how many times faster PuppetDB is), puppetdb / registry (how many times slower than the registry), puppetdb / puppetdb-direct (the registry hop) */
     ratios,
   };
-  mkdirSync(dirname(args.out!), { recursive: true });
-  writeFileSync(args.out!, `${JSON.stringify(report, null, 2)}\n`);
+  mkdirSync(dirname(out), { recursive: true });
+  writeFileSync(out, `${JSON.stringify(report, null, 2)}\n`);
   const pad = (s: string | number, n: number) => String(s).padEnd(n);
   process.stdout.write(`\n${N} nodes, ${rounds} rounds (+${warmup} warmup), broadcast idle window ${idleMs} ms, load ${report.loadavgAtStart.join(" ")} on ${report.cpus} cpus\n`);
   process.stdout.write(`${pad("filter", 10)}${pad("found", 7)}${pad("broadcast", 11)}${pad("registry", 10)}${pad("puppetdb", 10)}${pad("direct", 8)}${pad("bcast/pdb", 11)}${pad("pdb/reg", 9)}hop\n`);
   for (const [f, r] of Object.entries(results)) {
     process.stdout.write(`${pad(f, 10)}${pad(r["puppetdb"]!.found, 7)}${pad(r["broadcast"]!.ms.median, 11)}${pad(r["registry"]!.ms.median, 10)}${pad(r["puppetdb"]!.ms.median, 10)}${pad(r["puppetdb-direct"]!.ms.median, 8)}${pad(ratios[f]!.broadcastOverPuppetdb, 11)}${pad(ratios[f]!.puppetdbOverRegistry, 9)}${ratios[f]!.hop}\n`);
   }
-  process.stdout.write(`PuppetDB: resident ${report.puppetdb.rssMiBAfterQueries} MiB after the queries (heap ${args.heap})\nwritten to ${args.out}\n`);
+  process.stdout.write(`PuppetDB: resident ${report.puppetdb.rssMiBAfterQueries} MiB after the queries (heap ${heap})\nwritten to ${out}\n`);
 } finally {
   for (const c of children) {
     if (c.exitCode !== null) continue;
