@@ -17,35 +17,19 @@
 
 import { fork, spawn, type ChildProcess } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { cpus, loadavg, tmpdir } from "node:os";
+import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { parseArgs } from "node:util";
 import { MusterClient } from "../src/client/client.js";
 import { RegistrySource } from "../src/client/discovery/registry.js";
 import type { NodeSource } from "../src/client/discovery/source.js";
 import { buildFilter, type FilterOptions } from "../src/filter/index.js";
 import { startNats } from "../src/lab/nats.js";
 import { RegistryStore } from "../src/registry/store.js";
-import { benchDir as here, cliPath, repoRoot } from "./paths.js";
+import { discoveryBenchArgs, reportHead, round2, stats } from "./discovery-args.js";
+import { benchDir as here, cliPath } from "./paths.js";
 
 
-const { values: args } = parseArgs({
-  options: {
-    nodes: { type: "string", default: "10000" },
-    rounds: { type: "string", default: "5" },
-    warmup: { type: "string", default: "1" },
-    "idle-ms": { type: "string", default: "250" },
-    out: { type: "string", default: join(repoRoot, "bench", "results", "registry-latest.json") },
-  },
-});
-const N = Number(args.nodes);
-const rounds = Number(args.rounds);
-const warmup = Number(args.warmup);
-const idleMs = Number(args["idle-ms"]);
-if (!Number.isInteger(N) || N < 1 || !Number.isInteger(rounds) || rounds < 1 || !Number.isInteger(warmup) || warmup < 0) {
-  process.stderr.write("bench:registry: --nodes, --rounds, --warmup take whole numbers\n");
-  process.exit(64);
-}
+const { nodes: N, rounds, warmup, idleMs, out } = discoveryBenchArgs("registry");
 
 const BUCKET = "bench-registry";
 const COLLECTIVE = "muster";
@@ -60,15 +44,6 @@ const children = new Set<ChildProcess>();
 process.on("exit", () => {
   for (const c of children) if (c.exitCode === null) c.kill("SIGKILL");
 });
-
-function quantile(sorted: number[], q: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))] ?? NaN;
-}
-const round2 = (x: number) => Math.round(x * 100) / 100;
-function stats(samples: number[]): { median: number; p90: number; samples: number[] } {
-  const s = [...samples].sort((a, b) => a - b);
-  return { median: round2(quantile(s, 0.5)), p90: round2(quantile(s, 0.9)), samples: samples.map(round2) };
-}
 
 const tmp = mkdtempSync(join(tmpdir(), "muster-bench-registry-"));
 process.env.MUSTER_CONFIG_DIR = join(tmp, "keys");
@@ -164,22 +139,15 @@ try {
   await client.close();
 
   const report = {
-    bench: "registry",
-    time: new Date().toISOString(),
-    nodes: N,
-    rounds,
-    warmup,
-    idleMs,
-    cpus: cpus().length,
-    loadavgAtStart: loadavg().map(round2),
+    ...reportHead("registry", { nodes: N, rounds, warmup, idleMs }),
     fillMs: Math.round(fillMs),
     filters: Object.fromEntries(Object.entries(FILTERS).map(([k, v]) => [k, v])),
     results,
     /** broadcast median / registry median: how many times faster registry discovery is */
     ratios,
   };
-  mkdirSync(dirname(args.out!), { recursive: true });
-  writeFileSync(args.out!, `${JSON.stringify(report, null, 2)}\n`);
+  mkdirSync(dirname(out), { recursive: true });
+  writeFileSync(out, `${JSON.stringify(report, null, 2)}\n`);
 
   const pad = (s: string, n: number) => s.padEnd(n);
   process.stdout.write(`\n${N} nodes, ${rounds} rounds (+${warmup} warmup), broadcast idle window ${idleMs} ms, load ${report.loadavgAtStart.join(" ")} on ${report.cpus} cpus\n`);
@@ -189,7 +157,7 @@ try {
       `${pad(f, 10)}${pad(String(r["registry"]!.found), 7)}${pad(String(r["broadcast"]!.ms.median), 14)}${pad(String(r["registry"]!.ms.median), 13)}${pad(String(r["registry-bucket"]!.ms.median), 11)}${pad(String(ratios[f]!.registry), 10)}${pad(String(ratios[f]!.registryBucket), 12)}${r["broadcast"]!.nodesCpuMs.median}, ${r["registry"]!.nodesCpuMs.median}\n`,
     );
   }
-  process.stdout.write(`\nwritten to ${args.out}\n`);
+  process.stdout.write(`\nwritten to ${out}\n`);
 } finally {
   nodes?.send?.({ type: "stop" });
   registry?.kill("SIGTERM");

@@ -35,7 +35,7 @@ const rank = (f) => {
 // heavy file would starve the other two (measured: docs/bench.md#the-test-suite).
 const SLOTS = 2;
 const LIGHT_SLOTS = 1;
-const HEAVY = /test\/(lab\/(site-faults|machines)\.test|agents\/provision|docs\/commands|fleet\/puppet-real|packaging\/|privileged\/hostile|provisioner\/e2e|puppet\/csr-binding|web\/(api|browser|gone|scale))/;
+const HEAVY = /test\/(lab\/(site-faults|machines)\.test|agents\/provision|docs\/commands|fleet\/puppet-real|packaging\/|privileged\/hostile|provisioner\/e2e|puppet\/csr-binding|puppetdb\/puppetdb\.test|web\/(api|browser|gone|scale))/;
 /**
  * Every skipped test's reason, from the spec reporter's lines (`﹣ name (1.2ms) # reason`; the TAP
  * form `# SKIP reason` too): the summary lists them by reason, so a skip CI should not take shows.

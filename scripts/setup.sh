@@ -6,9 +6,10 @@
 # mmdebstrap (their image), socat (relays), iproute2 (their network), openssh-client, and for --vm
 # qemu-system-x86, qemu-utils and cloud-image-utils; lintian for the package test, apt-utils and gpg
 # for its signed apt repository, piuparts for `npm run piuparts`, strace for the privileged helper's
-# hostile tests, which delay its chown to widen a race), node modules (npm ci), and the TypeScript
-# build (skipped when dist/ is newer than every source: the test suite runs ./scripts/lab.sh while
-# its other files run from dist/, and tsc rewrites every file it emits).
+# hostile tests, which delay its chown to widen a race; puppetdb, its PostgreSQL and
+# puppet-terminus-puppetdb for the PuppetDB tests and bench), node modules (npm ci), and the
+# TypeScript build (skipped when dist/ is newer than every source: the test suite runs
+# ./scripts/lab.sh while its other files run from dist/, and tsc rewrites every file it emits).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,12 +17,15 @@ SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 need=()
 for pkg in nats-server puppetserver puppet-agent facter openssl monitoring-plugins-basic systemd dpkg passwd chromium \
   systemd-container mmdebstrap socat iproute2 openssh-client qemu-system-x86 qemu-utils cloud-image-utils \
-  lintian apt-utils gpg piuparts strace; do
+  lintian apt-utils gpg piuparts strace postgresql puppetdb puppet-terminus-puppetdb; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then
   echo "==> installing system packages: ${need[*]}"
   $SUDO apt-get update -qq
+  # puppetdb's package would make its database in the machine's own PostgreSQL (dbconfig-common):
+  # the tests and the bench start clusters of their own (test/support/puppetdb.ts), so it is told not to
+  echo "puppetdb puppetdb/dbconfig-install boolean false" | $SUDO debconf-set-selections
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 # Debian's puppetserver and nats-server packages enable system services we never use; the lab and
@@ -33,7 +37,8 @@ if command -v systemctl >/dev/null 2>&1; then
     $SUDO systemctl mask nats-server >/dev/null
     echo "==> masked the packaged nats-server service (muster's lab and tests start their own)"
   fi
-  for svc in nats-server puppetserver; do
+  # puppetdb and postgresql too: the PuppetDB tests and bench run their own on free loopback ports
+  for svc in nats-server puppetserver puppetdb postgresql; do
     if systemctl is-active --quiet "$svc" 2>/dev/null; then $SUDO systemctl stop "$svc" || true; fi
   done
 fi

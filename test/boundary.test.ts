@@ -23,9 +23,10 @@ const TRANSPORT: [RegExp, string][] = [
   [/^broker\//, "connections, buckets and streams are made here"],
   [/^client\/(client|collector|request)\.ts$/, "the client: publishes requests and collects replies"],
   [/^client\/discovery\/registry\.ts$/, "asks the registry daemon's query subject"],
+  [/^client\/discovery\/puppetdb\.ts$/, "asks the registry daemon's PuppetDB subject"],
   [/^server\/(host|server)\.ts$/, "the node daemon's transport: one connection per phase"],
   [/^emulator\/emulator\.ts$/, "the emulator's transport (one NodeHost for many nodes)"],
-  [/^registry\/(receiver|service|daemon)\.ts$/, "the registry daemon: registrations in, queries answered"],
+  [/^registry\/(receiver|service|daemon|puppetdb)\.ts$/, "the registry daemon: registrations in, queries answered"],
   [/^cli\/commands\/emulate\.ts$/, "hands the emulator its bare connection (from broker/connect.ts)"],
   [/^cli\/commands\/doctor\.ts$/, "diagnoses the connection itself (server, TLS handshake) before any client exists"],
 ];

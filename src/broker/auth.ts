@@ -179,7 +179,7 @@ export function adminPermissions(collectives: string[], buckets: string[]): Perm
     // (protocol/events.ts); only that pseudo-agent, so an admin cannot forge a node's events.
     // The node-key directory: an admin enrolls the machines no provisioner vouches for (masters,
     // the notifier: `muster key enroll`); it may already rewrite the provisioner's records and pins
-    publish: { allow: [...collectives.flatMap((c) => [`${c}.broadcast.agent.>`, subjects.allNodes(c)]), "muster.registry.*.query", subjects.event(RUNALL_AGENT, "*"), ...JS_CLIENT, ...buckets.map((b) => `$KV.${b}.>`), `$KV.${DEFAULT_NODE_KEYS_BUCKET}.>`] },
+    publish: { allow: [...collectives.flatMap((c) => [`${c}.broadcast.agent.>`, subjects.allNodes(c)]), "muster.registry.*.query", "muster.registry.*.puppetdb", subjects.event(RUNALL_AGENT, "*"), ...JS_CLIENT, ...buckets.map((b) => `$KV.${b}.>`), `$KV.${DEFAULT_NODE_KEYS_BUCKET}.>`] },
     subscribe: { allow: ["_INBOX.>", "muster.lifecycle.>", "muster.event.>", ...collectives.map((c) => subjects.registration(c))] },
   };
 }
@@ -187,7 +187,8 @@ export function adminPermissions(collectives: string[], buckets: string[]): Perm
 export function registryPermissions(collectives: string[], bucket: string): Permissions {
   return {
     publish: { allow: [...JS_CLIENT, `$KV.${bucket}.>`, ...collectives.map((c) => subjects.registrationSolicit(c))] },
-    subscribe: { allow: ["_INBOX.>", ...collectives.map((c) => subjects.registration(c)), "muster.registry.*.query"] },
+    // the query subjects: its own store's, and PuppetDB's for the clients (registry/puppetdb.ts)
+    subscribe: { allow: ["_INBOX.>", ...collectives.map((c) => subjects.registration(c)), "muster.registry.*.query", "muster.registry.*.puppetdb"] },
     allow_responses: true,
   };
 }

@@ -6,16 +6,18 @@ import { green, red, yellow } from "./style.js";
 
 export const PROBLEM_LABELS: Record<ProblemKind, string> = {
   unreachable: "unreachable",
+  puppetdb_active: "PuppetDB: active",
   gone: "gone",
   provisioning_failed: "provisioning failed",
   puppet_failed: "Puppet failed",
   puppet_disabled: "Puppet disabled",
+  puppetdb_no_report: "PuppetDB: no report",
   puppet_stale: "Puppet stale",
 };
 
 function healthyLine(n: NodeHealth): string {
   const parts = [n.seen_s_ago !== null ? `seen ${n.seen_s_ago} s ago` : "registered (no heartbeats)"];
-  if (n.puppet?.status) parts.push(`Puppet ${n.puppet.status === "unchanged" ? "no changes" : n.puppet.status} ${n.puppet.age_s ?? 0} s ago`);
+  if (n.puppet?.status) parts.push(`Puppet ${n.puppet.status === "unchanged" ? "no changes" : n.puppet.status} ${n.puppet.age_s ?? 0} s ago${n.puppet.source === "puppetdb" ? " (PuppetDB)" : ""}`);
   if (n.provisioning && n.provisioning.status !== "done") parts.push(`provisioning ${n.provisioning.status}${n.provisioning.stage ? ` at ${n.provisioning.stage}` : ""}`);
   return parts.join(", ");
 }
@@ -36,7 +38,7 @@ export function renderHealth(r: HealthReport, o: { problemsOnly?: boolean } = {}
   }
   const w0 = Math.max(4, ...rows.map((r) => r[0].length));
   const w1 = Math.max(6, ...rows.map((r) => r[1].length));
-  const paint = (label: string, s: string) => (label === "ok" ? green(s) : label.startsWith("Puppet stale") || label.startsWith("Puppet disabled") ? yellow(s) : red(s));
+  const paint = (label: string, s: string) => (label === "ok" ? green(s) : label.startsWith("Puppet stale") || label.startsWith("Puppet disabled") || label.startsWith("PuppetDB: no report") ? yellow(s) : red(s));
   const lines = rows.map(([id, label, why]) => `${id.padEnd(w0)}  ${paint(label, label.padEnd(w1))}  ${why}`.trimEnd());
   if (rows.length) lines.unshift(`${"NODE".padEnd(w0)}  ${"HEALTH".padEnd(w1)}  WHY`);
   if (o.problemsOnly && r.summary.healthy > 0) lines.push(`(and ${r.summary.healthy} healthy node${r.summary.healthy === 1 ? "" : "s"})`);

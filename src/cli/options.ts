@@ -36,7 +36,7 @@ export function addCommonOptions(cmd: Command): Command {
 export function addFilterOptions(cmd: Command): Command {
   return addFilterFlags(addCommonOptions(cmd))
     .option("--dt <seconds>", "discovery timeout (upper bound; broadcast ends sooner once replies stop)", positiveNumber("--dt"))
-    .addOption(new Option("--dm <method>", "discovery method").choices(["broadcast", "mc", "flatfile", "file", "registry"]))
+    .addOption(new Option("--dm <method>", "discovery method (default: discovery_method in the client config, else broadcast)").choices(["broadcast", "mc", "flatfile", "file", "registry", "puppetdb"]))
     .option("--nodes <file>", "identities, one per line (implies --dm flatfile)");
 }
 

@@ -1,5 +1,5 @@
 import { dataPluginCatalogue } from "../agents/data-ddls.js";
-import { buildFilter } from "../filter/index.js";
+import { buildFilter, FilterError, pqlQueryOf } from "../filter/index.js";
 import type { NodeSource } from "../client/discovery/source.js";
 import { MusterClient } from "../client/client.js";
 import { MusterError } from "../errors.js";
@@ -35,18 +35,21 @@ export interface Session {
 export async function openSession(o: FilterOpts, registrySource?: (client: MusterClient, cfg: ClientConfig) => NodeSource): Promise<Session> {
   const config = loadClientConfig(o.config);
   const filter = filterFromOpts(o, config);
-  const method = o.nodes ? "flatfile" : (o.dm ?? "broadcast");
+  const method = o.nodes ? "flatfile" : (o.dm ?? config.discovery_method ?? "broadcast");
   if ((method === "flatfile" || method === "file") && !o.nodes) throw new MusterError("MUSTER_USAGE", "--dm flatfile needs --nodes FILE");
   // The registry answers from registration data: a filter it cannot answer fails before connecting.
   // Loaded on demand so commands that never use it do not load JetStream KV.
   if (method === "registry" && !registrySource) (await import("../registry/select.js")).checkRegistryFilter(filter);
+  // PuppetDB answers what the registry does and pql: identities too; every other way refuses them
+  if (method !== "puppetdb" && filter.identity.some((i) => pqlQueryOf(i) !== undefined)) throw new FilterError("a pql: identity is a PuppetDB query: discover with --dm puppetdb", "", 0, "-I");
+  if (method === "puppetdb") (await import("../puppetdb/pql.js")).checkPuppetDbFilter(filter);
   const broker = resolveBrokerSettings({ flag: o.broker, clientConfig: o.config });
   const client = await MusterClient.connect({ brokers: broker.servers, collective: o.target ?? config.collective, name: "muster-cli", tls: broker.tls, from: broker.from });
   let source: NodeSource | undefined;
   if (method === "flatfile" || method === "file") source = await client.source({ method, file: o.nodes! });
   else if (method === "registry") {
     source = registrySource ? registrySource(client, config) : await client.source({ method, bucket: config.registry_bucket, onWarning: (m) => process.stderr.write(`warning: ${m}\n`) });
-  }
+  } else if (method === "puppetdb") source = await client.source({ method, bucket: config.registry_bucket, onWarning: (m) => process.stderr.write(`warning: ${m}\n`) });
   return { client, config, filter, source, discoveryTimeoutMs: (o.dt ?? config.discovery_timeout ?? 2) * 1000, broker };
 }
 

@@ -18,6 +18,7 @@ import { silentLogger } from "../log.js";
 import { collectReplies } from "./collector.js";
 import { BroadcastSource } from "./discovery/broadcast.js";
 import { FlatfileSource } from "./discovery/flatfile.js";
+import type { PuppetDbSource, PuppetDbSourceOptions } from "./discovery/puppetdb.js";
 import type { RegistrySource, RegistrySourceOptions } from "./discovery/registry.js";
 import type { DiscoveryOptions, NodeSource } from "./discovery/source.js";
 import { applyLimit } from "./limit.js";
@@ -196,7 +197,7 @@ export class MusterClient implements Buckets {
   /**
    * A discovery source by its name, as `--dm` spells it: `broadcast` (or `mc`), `flatfile` (or
    * `file`, with `file`), `registry` (loaded on demand, so callers that never use it do not load
-   * JetStream). Pass it as `discover({source})` or `call(..., {discovery: {source}})`.
+   * JetStream), `puppetdb` (through the registry daemon). Pass it as `discover({source})` or `call(..., {discovery: {source}})`.
    */
   async source(spec: SourceSpec): Promise<NodeSource> {
     switch (spec.method) {
@@ -211,6 +212,10 @@ export class MusterClient implements Buckets {
         const { method: _m, ...opts } = spec;
         return this.registry(opts);
       }
+      case "puppetdb": {
+        const { method: _m, ...opts } = spec;
+        return this.puppetdb(opts);
+      }
       default:
         throw new MusterError("MUSTER_USAGE", `unknown discovery method ${JSON.stringify((spec as { method: unknown }).method)}; known: ${DiscoveryMethods.join(", ")}`);
     }
@@ -220,6 +225,12 @@ export class MusterClient implements Buckets {
   async registry(opts: Omit<RegistrySourceOptions, "collective"> = {}): Promise<RegistrySource> {
     const { RegistrySource } = await import("./discovery/registry.js");
     return new RegistrySource(this.nc, { collective: this.collective, ...opts });
+  }
+
+  /** PuppetDB, through the registry daemon that holds its credential (docs/puppetdb.md): a discovery source. */
+  async puppetdb(opts: Omit<PuppetDbSourceOptions, "collective"> = {}): Promise<PuppetDbSource> {
+    const { PuppetDbSource } = await import("./discovery/puppetdb.js");
+    return new PuppetDbSource(this.nc, { collective: this.collective, ...opts });
   }
 
   /**
@@ -394,8 +405,11 @@ export class MusterClient implements Buckets {
     const t0 = performance.now();
     const input = opts.ddl ? validateInput(opts.ddl, action, data) : data;
     if (this.verification.enabled) void this.verification.directory(); // read while discovery runs
-    const filter = opts.filter ?? emptyFilter();
-    let discovered = opts.nodes ? [...new Set(opts.nodes)].sort() : await this.discover({ ...opts.discovery, filter: withAgent(opts.discovery?.filter ?? filter, agent) });
+    const given = opts.filter ?? emptyFilter();
+    // a source may have answered part of the filter that no node can (PuppetDB's pql: identities)
+    const source = opts.discovery?.source;
+    const filter = source?.requestFilter ? source.requestFilter(given) : given;
+    let discovered = opts.nodes ? [...new Set(opts.nodes)].sort() : await this.discover({ ...opts.discovery, filter: withAgent(opts.discovery?.filter ?? given, agent) });
     const t1 = performance.now();
     opts.onDiscovered?.(discovered);
     const targets = opts.limit ? applyLimit(discovered, opts.limit) : discovered;
@@ -537,13 +551,14 @@ function withAgent(filter: Filter, agent: string): Filter {
 }
 
 /** Discovery methods by name (`--dm`); `mc` and `file` are MCollective's spellings. */
-export const DiscoveryMethods = ["broadcast", "mc", "flatfile", "file", "registry"] as const;
+export const DiscoveryMethods = ["broadcast", "mc", "flatfile", "file", "registry", "puppetdb"] as const;
 export type DiscoveryMethod = (typeof DiscoveryMethods)[number];
 
 export type SourceSpec =
   | { method: "broadcast" | "mc" }
   | { method: "flatfile" | "file"; file: string }
-  | ({ method: "registry" } & Omit<RegistrySourceOptions, "collective">);
+  | ({ method: "registry" } & Omit<RegistrySourceOptions, "collective">)
+  | ({ method: "puppetdb" } & Omit<PuppetDbSourceOptions, "collective">);
 
 /** A live event subscription. */
 export interface EventSubscription {

@@ -19,6 +19,8 @@ export const clientConfigSchema = lazySchema((z) =>
       collective: z.string().default("muster"),
       ddl_directories: z.array(z.string()).default([]),
       discovery_timeout: z.number().positive().optional(),
+      /** The discovery --dm defaults to (Choria's default_discovery_method): e.g. puppetdb where PuppetDB is the inventory. */
+      discovery_method: z.enum(["broadcast", "mc", "registry", "puppetdb"]).optional(),
       registry_bucket: z.string().optional(),
       /** TLS to the broker: ca, and cert/key for a broker that maps client certificates to users. */
       tls: tlsConfigSchema(z).optional(),

@@ -2,6 +2,7 @@ import { stringify as toYaml } from "yaml";
 import { BROKER_PATHS } from "../broker/server-config.js";
 import { nodeServerConfig } from "./node.js";
 import { caClientName, CONSOLE_FILES, MASTER_FILES, masterServerConfig, notifierServerConfig, registryConfig, SITE_NODE_KEY, TLS_DIR, webClientConfig, webConfig } from "./site.js";
+import { puppetDbCertCommand, puppetDbConfText, PUPPETDB_ROUTES_YAML, PUPPETDB_SERVER_SETTINGS, PUPPETDB_TERMINUS_FILES } from "./puppetdb-site.js";
 
 export { TLS_DIR };
 
@@ -206,6 +207,12 @@ export interface MasterOptions extends CommonOptions {
   javaArgs?: string[];
   /** Its muster server's node key (PEM), made by the operator so it can be enrolled before the machine boots. */
   nodeKeyText?: string;
+  /**
+   * PuppetDB, by the name this master reaches it under (https://puppetdb-eu.example.net:8081): the
+   * master sends it facts, catalogs and reports, and its CA issues PuppetDB a certificate for that
+   * name, which the operator carries to PuppetDB (docs/deploy.md#10-puppetdb).
+   */
+  puppetdbUrl?: string;
 }
 
 /** A node key the operator made (SITE_NODE_KEY, the muster user's to read), and what installs it. */
@@ -222,6 +229,12 @@ export function masterUserData(o: MasterOptions): UserData {
     ? [file(MASTER_FILES.searchNodes, "0644", toYaml({ registry_url: o.registry.url, token_file: MASTER_FILES.registryToken, timeout: 10 })), file(MASTER_FILES.registryToken, "0600", o.registry.tokenText)]
     : [];
   const nodeKey = siteNodeKey(o.nodeKeyText);
+  const pdbName = o.puppetdbUrl ? new URL(o.puppetdbUrl).hostname : undefined;
+  const puppetdb = o.puppetdbUrl ? [file(PUPPETDB_TERMINUS_FILES.conf, "0644", puppetDbConfText([o.puppetdbUrl])), file(PUPPETDB_TERMINUS_FILES.routes, "0644", PUPPETDB_ROUTES_YAML)] : [];
+  const puppetdbSettings = o.puppetdbUrl ? PUPPETDB_SERVER_SETTINGS.map(([k, v]) => ["puppet", "config", "set", "--section", "server", k, v]) : [];
+  // PuppetDB's certificate, for the name this master reaches it by, from this master's CA, offline
+  // like muster's own (puppetserver's online `ca generate` would need the CA reachable by name)
+  const puppetdbCert = pdbName ? [["sh", "-c", puppetDbCertCommand(pdbName)]] : [];
   return withSsh(
     {
       write_files: [
@@ -236,10 +249,11 @@ export function masterUserData(o: MasterOptions): UserData {
         ...nodeKey.files,
         ...factsFile(o.facts),
         ...registry,
+        ...puppetdb,
         ...sourceFiles(o.source),
       ],
       runcmd: [
-        ...installCmds(o.source, ["puppetserver", "muster"]),
+        ...installCmds(o.source, ["puppetserver", ...(o.puppetdbUrl ? ["puppet-terminus-puppetdb"] : []), "muster"]),
         ...heap,
         ...java,
         // Its certname is its identity, whatever host name the cloud gave the machine (Puppet's
@@ -253,6 +267,7 @@ export function masterUserData(o: MasterOptions): UserData {
         ["install", "-m", "0640", "-g", "muster", `${MASTER_FILES.ssldir}/certs/${client}.pem`, MASTER_FILES.caClientCert],
         ["install", "-m", "0640", "-g", "muster", `${MASTER_FILES.ssldir}/private_keys/${client}.pem`, MASTER_FILES.caClientKey],
         ["install", "-m", "0644", `${MASTER_FILES.ssldir}/certs/ca.pem`, MASTER_FILES.puppetCa],
+        ...puppetdbCert,
         // Debian ships an empty codedir: the production environment and the base modulepath
         ["mkdir", "-p", "/etc/puppet/code/environments/production", "/etc/puppet/code/modules"],
         ...code,
@@ -261,6 +276,7 @@ export function masterUserData(o: MasterOptions): UserData {
         ...(o.registry ? [["chgrp", "puppet", MASTER_FILES.registryToken], ["chmod", "0640", MASTER_FILES.registryToken]] : []),
         ["chgrp", "muster", "/etc/muster/server.yaml", `${TLS_DIR}/master.key`, ...nodeKey.chgrp],
         ["chmod", "0640", `${TLS_DIR}/master.key`, ...nodeKey.chmod],
+        ...puppetdbSettings,
         ["systemctl", "enable", "--now", "puppetserver.service", "muster-server.service"],
       ],
     },
@@ -334,6 +350,8 @@ export interface ConsoleOptions extends CommonOptions {
   replicas: number;
   /** The notifier's node key (PEM), made by the operator so it can be enrolled before the machine boots. */
   nodeKeyText?: string;
+  /** PuppetDB on this machine too (Debian's package, its PostgreSQL): the registry asks it on loopback. */
+  puppetdb?: boolean;
 }
 
 /** The console machine: the registry, the web console and the notifier, each its own daemon and user. */
@@ -344,7 +362,7 @@ export function consoleUserData(o: ConsoleOptions): UserData {
   return withSsh(
     {
       write_files: [
-        file(CONSOLE_FILES.registryConfig, "0640", toYaml(registryConfig({ ...cfg, replicas: o.replicas }))),
+        file(CONSOLE_FILES.registryConfig, "0640", toYaml(registryConfig({ ...cfg, replicas: o.replicas, puppetdb: o.puppetdb }))),
         file(CONSOLE_FILES.webConfig, "0640", toYaml(webConfig({ ...cfg, replicas: o.replicas }))),
         file("/etc/muster/server.yaml", "0640", toYaml(notifierServerConfig({ ...cfg, identity: o.identity, provisionerKey: o.provisionerKey, trustedKeys: o.trustedKeys, recipients: o.recipients, nodeKey: o.nodeKeyText !== undefined }))),
         file(`${TLS_DIR}/ca.pem`, "0644", o.caText),
@@ -363,6 +381,11 @@ export function consoleUserData(o: ConsoleOptions): UserData {
       ],
       runcmd: [
         ...installCmds(o.source, ["muster"]),
+        // PostgreSQL first, running, so PuppetDB's package makes its database there (dbconfig-common:
+        // the role, the database, pg_trgm, a read-only role); PuppetDB then serves on loopback, and
+        // its TLS port once the operator gave it the masters' certificates (docs/deploy.md#10-puppetdb)
+        // (masked while it installs: it starts once, with its TLS, rather than twice)
+        ...(o.puppetdb ? [["sh", "-c", `${APT_INSTALL} postgresql`], ["systemctl", "mask", "puppetdb.service"], ["sh", "-c", `${APT_INSTALL} puppetdb`], ["systemctl", "unmask", "puppetdb.service"], ["systemctl", "enable", "postgresql.service", "puppetdb.service"]] : []),
         // each daemon reads its own files, and no other's: the package made their users
         ["chgrp", "muster-registry", CONSOLE_FILES.registryConfig, CONSOLE_FILES.registryToken, `${TLS_DIR}/registry.key`],
         ["chgrp", "muster-web", CONSOLE_FILES.webConfig, CONSOLE_FILES.webTokens, CONSOLE_FILES.webRegistryToken, `${TLS_DIR}/console.key`, `${TLS_DIR}/web-https.key`],
@@ -382,7 +405,7 @@ const HEADERS: Record<SiteRole, string> = {
   broker: "a broker of the site's nats-server cluster (docs/deploy.md#3-the-broker)",
   master: "a Puppet master with muster's puppetca agent (docs/deploy.md#4-puppet-masters)",
   provisioner: "a provisioner (docs/deploy.md#5-provisioners-two-for-ha)",
-  console: "the registry and the web console (docs/deploy.md#6-the-registry-and-the-console)",
+  console: "the registry and the web console (docs/deploy.md#6-the-registry-and-the-console), with PuppetDB where asked (#10-puppetdb)",
 };
 
 /** The user-data text: `#cloud-config`, a header saying what the machine becomes, the YAML. */

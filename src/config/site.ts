@@ -94,7 +94,7 @@ export const CONSOLE_FILES = {
 export const SITE_HTTP = { registry: 8089, web: 8443 } as const;
 
 /** The registry on the console machine: the site's brokers, its own credential, served to the masters with a token. */
-export function registryConfig(o: { brokers: string[]; collective: string; replicas: number }): Record<string, unknown> {
+export function registryConfig(o: { brokers: string[]; collective: string; replicas: number; puppetdb?: boolean }): Record<string, unknown> {
   return {
     brokers: o.brokers,
     tls: { ca: `${TLS_DIR}/ca.pem`, cert: `${TLS_DIR}/registry.pem`, key: `${TLS_DIR}/registry.key` },
@@ -103,6 +103,8 @@ export function registryConfig(o: { brokers: string[]; collective: string; repli
     max_age: 900,
     // the masters' search_nodes ask it over the network: every request carries the bearer token
     http: { host: "0.0.0.0", port: SITE_HTTP.registry, token_file: CONSOLE_FILES.registryToken },
+    // PuppetDB on this machine: its plain port on loopback (docs/puppetdb.md)
+    ...(o.puppetdb ? { puppetdb: { url: "http://127.0.0.1:8080" } } : {}),
     log: { level: "info" },
   };
 }

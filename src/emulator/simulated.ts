@@ -176,6 +176,8 @@ export function simulatedFactories(ca: SimulatedCA, opt: SimulationOptions): Rec
           ca.certs.delete(i.certname);
           return { certname: i.certname, cleaned: c !== undefined, revoked: c?.state === "signed", previous_state: c?.state ?? null };
         },
+        // a simulated master sends to no PuppetDB, as a master without puppetdb.conf
+        deactivate: (i) => ({ certname: i.certname, puppetdb: null, deactivated: false, previous_state: null }),
         revoke: (i) => {
           const c = ca.certs.get(i.certname);
           const was = c?.state ?? null;

@@ -20,6 +20,7 @@
 // Compiled compound expressions and regexes are cached by source text (LRU), so evaluating one
 // request's filter on 10,000 emulated nodes compiles it once.
 
+import { lookupFact } from "../protocol/facts.js";
 import type { FactOperator, Filter, NodeMetadata } from "../protocol/types.js";
 import { FilterError } from "./error.js";
 import { Lru } from "./lru.js";
@@ -239,5 +240,21 @@ export function compileFilter(filter: Filter): CompiledFilter {
       for (const p of predicates) if (!p(md, data)) return false;
       return true;
     },
+  };
+}
+
+/**
+ * fact() and agent() answered from what a node registered (or PuppetDB holds), as the node's own
+ * plugins would: the two data plugins a source other than the node can answer.
+ */
+export function registeredData(md: Pick<NodeMetadata, "facts" | "agents">): DataLookup {
+  return (plugin, argument) => {
+    if (!argument) return undefined;
+    if (plugin === "fact") {
+      const value = lookupFact(md.facts, argument);
+      return value === undefined ? undefined : { value };
+    }
+    if (plugin === "agent") return { present: md.agents.includes(argument), name: argument };
+    return undefined;
   };
 }

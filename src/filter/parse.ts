@@ -10,6 +10,7 @@ import type { FactFilter, FactOperator } from "../protocol/types.js";
 import { FilterError } from "./error.js";
 import { compileRegex } from "./regex.js";
 import { nearest } from "../suggest.js";
+import { checkPqlIdentity } from "./pql-identity.js";
 
 export const FilterLimits = {
   /** Longest filter text (one -F, -S, ... value, or one wire string). */
@@ -346,10 +347,10 @@ export function parseClassFilter(text: string): string {
   return parseNameAt(text, 0, text.length, "class");
 }
 
-/** Parses a -I identity: a name or /regex/. */
+/** Parses a -I identity: a name or /regex/, or `pql:QUERY` for --dm puppetdb (pql-identity.ts). */
 export function parseIdentityFilter(text: string): string {
   checkLength(text);
-  return parseNameAt(text, 0, text.length, "identity");
+  return checkPqlIdentity(text) ?? parseNameAt(text, 0, text.length, "identity");
 }
 
 /** Parses a -A agent: a name or /regex/. */

@@ -7,7 +7,8 @@ import { ProvisionState } from "../provisioner/state.js";
 import { AliveStore, PuppetRunStore } from "../health/stores.js";
 
 // Taking a node out of the fleet for good, as an ordinary client of the public API: the masters'
-// puppetca agents revoke and clean its certificate, its provisioning and registry records (and its
+// puppetca agents revoke and clean its certificate and deactivate it in their PuppetDB (as `puppet
+// node deactivate` does, with the master's certificate), its provisioning and registry records (and its
 // heartbeat and Puppet runs) are dropped from their KV buckets, and the notify agent tells the admins. The node itself is never
 // asked: it may be gone already (an auto-scaler terminated it), and a node cannot vouch for its
 // own removal anyway. Every step is idempotent, so running it twice, or after a partial failure,
@@ -16,7 +17,7 @@ import { AliveStore, PuppetRunStore } from "../health/stores.js";
 // Order: the provisioning record goes first, so a provisioner still working on the node loses its
 // next compare-and-set and leaves it before the certificates are cleaned under it.
 
-export const DecommissionSteps = ["provisioning", "certificate", "registry", "notify"] as const;
+export const DecommissionSteps = ["provisioning", "certificate", "puppetdb", "registry", "notify"] as const;
 export type DecommissionStep = (typeof DecommissionSteps)[number];
 
 export interface StepResult {
@@ -149,6 +150,30 @@ export async function decommission(client: MusterClient, names: string[], o: Dec
         parts.push(`verified: unknown to ${masters.length} master(s)`);
       }
       return { changed, detail: changed ? parts.join(", ") : `no certificate on ${masters.length} master(s): already gone${o.verify ? " (verified)" : ""}` };
+    });
+
+    await run("puppetdb", async () => {
+      // every master deactivates it in the PuppetDB of its puppetdb.conf (masters may share one,
+      // or each have their own); a master with none says so, and nothing is left to do there
+      const res = await client.call(masterAgent, "deactivate", { certname: identity }, { nodes: masters, timeoutMs });
+      const failed: string[] = [];
+      const by = new Map<string, { done: string[]; was: string[] }>();
+      for (const m of masters) {
+        const r = res.replies.find((x) => x.sender === m);
+        if (!r) failed.push(`${m}: no reply within ${Math.round(timeoutMs / 1000)}s`);
+        else if (r.statuscode === Status.UnknownAction) failed.push(`${m}: its muster server has no puppetca#deactivate (an older muster): upgrade it, or run \`puppet node deactivate ${identity}\` there`);
+        else if (r.statuscode !== Status.OK) failed.push(`${m}: ${r.statusmsg}`);
+        else if (typeof r.data.puppetdb === "string") {
+          const e = by.get(r.data.puppetdb) ?? by.set(r.data.puppetdb, { done: [], was: [] }).get(r.data.puppetdb)!;
+          if (r.data.deactivated === true) e.done.push(m);
+          else e.was.push(String(r.data.previous_state));
+        }
+      }
+      const parts = [...by].map(([url, e]) => (e.done.length ? `deactivated in PuppetDB ${url} (by ${e.done.join(", ")})` : e.was.includes("unknown") ? `unknown to PuppetDB ${url}` : `already inactive in PuppetDB ${url}`));
+      if (failed.length) throw new Error(`not deactivated everywhere: ${failed.join("; ")}${parts.length ? ` (${parts.join(", ")})` : ""}`);
+      if (!by.size) return { changed: false, detail: `no master sends to a PuppetDB (no puppetdb.conf on ${masters.length} master(s)): nothing to deactivate` };
+      // the masters read the node back from PuppetDB before answering: verified either way
+      return { changed: [...by.values()].some((e) => e.done.length > 0), detail: parts.join(", ") };
     });
 
     await run("registry", async () => {

@@ -2,13 +2,14 @@ import { EventEmitter } from "node:events";
 import type { Logger } from "pino";
 import type { NodeRecord } from "../protocol/provision-record.js";
 import type { PuppetRunRecord } from "../protocol/puppet-run.js";
-import { healthReport, type HealthInputs, type HealthPolicy, type HealthReport } from "./model.js";
+import type { PuppetDbNodeStatus } from "../protocol/puppetdb.js";
+import { healthReport, puppetDbView, type HealthInputs, type HealthPolicy, type HealthReport } from "./model.js";
 import type { AliveStore, Beat, PuppetRunStore, Watching } from "./stores.js";
 
 // The fleet's health, live, for every open page at once (the landing page, /api/health, alerts,
 // the metrics): heartbeats and Puppet runs followed through watches on their buckets, the
-// provisioning records from whoever follows them (the console's board), the registry's nodes asked
-// now and then. The report (model.ts, the same as `muster health`) is recomputed every `tickMs`,
+// provisioning records from whoever follows them (the console's board), the registry's nodes and
+// PuppetDB's record of the nodes (where the registry reaches one) asked now and then. The report (model.ts, the same as `muster health`) is recomputed every `tickMs`,
 // since silence alone makes a node unreachable; `report` is emitted when which nodes have which
 // problems changes.
 
@@ -32,6 +33,10 @@ export interface HealthFeedOptions {
   policy: HealthPolicy;
   /** The registry's nodes (identities), or undefined when it cannot say. */
   registered: () => Promise<Set<string> | undefined>;
+  /** PuppetDB's active nodes with their latest reports, or undefined where no PuppetDB is configured. */
+  puppetdb?: () => Promise<Map<string, PuppetDbNodeStatus> | undefined>;
+  /** A failing node's last runs from PuppetDB (its streak). */
+  puppetdbRuns?: (identity: string) => Promise<PuppetRunRecord[] | undefined>;
   tickMs?: number;
   registryEveryMs?: number;
 }
@@ -40,6 +45,9 @@ export class HealthFeed extends EventEmitter {
   private readonly beats = new Map<string, Beat>();
   private readonly runs = new Map<string, PuppetRunRecord[]>();
   private registered: Set<string> | undefined;
+  private puppetdb: Map<string, PuppetDbNodeStatus> | undefined;
+  /** Failing nodes' PuppetDB runs, read when their latest report changed. */
+  private readonly pdbRuns = new Map<string, PuppetRunRecord[]>();
   private watches: Watching<unknown>[] = [];
   private timers: NodeJS.Timeout[] = [];
   private generation = 0;
@@ -105,10 +113,12 @@ export class HealthFeed extends EventEmitter {
       } else this.runs.delete(c.identity);
     });
     const ask = async () => {
-      const r = await this.o.registered().catch(() => undefined);
+      const [r, pdb] = await Promise.all([this.o.registered().catch(() => undefined), this.o.puppetdb?.().catch(() => undefined)]);
       if (gen !== this.generation) return;
       this.registered = r;
+      this.puppetdb = pdb;
       this.registryAsked = true;
+      if (pdb && this.o.puppetdbRuns) await this.readStreaks(pdb, gen);
     };
     await ask();
     this.timers.push(setInterval(() => void ask(), this.o.registryEveryMs ?? 30_000));
@@ -133,14 +143,30 @@ export class HealthFeed extends EventEmitter {
     return this.runs.get(identity) ?? [];
   }
 
+  /** Failing nodes' streaks from PuppetDB: read again only when a node's latest report changed. */
+  private async readStreaks(pdb: Map<string, PuppetDbNodeStatus>, gen: number): Promise<void> {
+    const stale = [...pdb.values()].filter((n) => n.status === "failed" && this.pdbRuns.get(n.certname)?.[0]?.time !== n.report_at).map((n) => n.certname);
+    for (const id of this.pdbRuns.keys()) if (pdb.get(id)?.status !== "failed") this.pdbRuns.delete(id);
+    let next = 0;
+    const worker = async () => {
+      while (next < stale.length && gen === this.generation) {
+        const id = stale[next++]!;
+        const runs = await this.o.puppetdbRuns!(id).catch(() => undefined);
+        if (runs && gen === this.generation) this.pdbRuns.set(id, runs);
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(8, stale.length) }, worker));
+  }
+
   private inputs(): HealthInputs[] {
-    const ids = new Set<string>([...this.beats.keys(), ...this.runs.keys(), ...(this.registered ?? [])]);
+    const ids = new Set<string>([...this.beats.keys(), ...this.runs.keys(), ...(this.registered ?? []), ...(this.puppetdb?.keys() ?? [])]);
     for (const r of this.board.allRecords()) ids.add(r.identity);
     const out: HealthInputs[] = [];
     for (const id of ids) {
       const beat = this.beats.get(id);
       const rec = this.board.record(id);
-      out.push({ identity: id, ...(beat ? { beat } : {}), registered: this.registered?.has(id) ?? false, ...(rec ? { provisioning: rec } : {}), runs: this.runs.get(id) ?? [] });
+      const pdb = puppetDbView(this.puppetdb, id, this.pdbRuns.get(id));
+      out.push({ identity: id, ...(beat ? { beat } : {}), registered: this.registered?.has(id) ?? false, ...(rec ? { provisioning: rec } : {}), runs: this.runs.get(id) ?? [], ...(pdb ? { puppetdb: pdb } : {}) });
     }
     return out;
   }

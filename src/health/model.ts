@@ -2,6 +2,7 @@ import type { Heartbeat } from "../protocol/heartbeat.js";
 import type { NodeRecord } from "../protocol/provision-record.js";
 import { DEFAULT_RUNINTERVAL_S, puppetRunFromStatus, type PuppetRunRecord, type PuppetRunStatus } from "../protocol/puppet-run.js";
 import { failedStage } from "../provisioner/failures.js";
+import type { PuppetDbNodeStatus } from "../protocol/puppetdb.js";
 
 // Fleet health: one model, three faces (`muster health`, the console's landing page and
 // /api/health, the admins' alerts). Pure: what is known of each node (its latest heartbeat as the
@@ -28,6 +29,28 @@ export function staleAfterS(policy: HealthPolicy, puppet: Record<string, unknown
   return 2 * (typeof ri === "number" && Number.isFinite(ri) && ri > 0 ? ri : DEFAULT_RUNINTERVAL_S);
 }
 
+/**
+ * What PuppetDB says of a node, where one is configured: then PuppetDB's reports are the record
+ * of Puppet runs (docs/puppetdb.md#fleet-health). A node PuppetDB does not list is `{active: false,
+ * report_at: null, status: null}`.
+ */
+export interface PuppetDbView {
+  /** PuppetDB lists it active (not deactivated, not expired). */
+  active: boolean;
+  /** Its latest report: when it was made (ms epoch) and how the run went; null when none. */
+  report_at: number | null;
+  status: PuppetRunStatus | null;
+  /** Its last runs from PuppetDB, newest first, when they were read (a failing node's, for its streak). */
+  runs?: readonly PuppetRunRecord[];
+}
+
+/** What PuppetDB says of a node, from its active nodes' latest reports (undefined: no PuppetDB configured). */
+export function puppetDbView(nodes: ReadonlyMap<string, PuppetDbNodeStatus> | undefined, id: string, runs?: readonly PuppetRunRecord[]): PuppetDbView | undefined {
+  if (!nodes) return undefined;
+  const n = nodes.get(id);
+  return n ? { active: true, report_at: n.report_at, status: n.status, ...(runs ? { runs } : {}) } : { active: false, report_at: null, status: null };
+}
+
 /** What is known of one node. */
 export interface HealthInputs {
   identity: string;
@@ -38,9 +61,13 @@ export interface HealthInputs {
   provisioning?: NodeRecord;
   /** Its recent Puppet runs, newest first (each run once). */
   runs?: readonly PuppetRunRecord[];
+  /** What PuppetDB says of it; absent when no PuppetDB is configured (or it could not be read). */
+  puppetdb?: PuppetDbView;
 }
 
-export const ProblemKinds = ["unreachable", "gone", "provisioning_failed", "puppet_failed", "puppet_disabled", "puppet_stale"] as const;
+// puppetdb_active: unreachable, yet PuppetDB lists it active; puppetdb_no_report: it answers, but
+// PuppetDB has no report of it within the stale threshold (the two disagreements of the witnesses)
+export const ProblemKinds = ["unreachable", "puppetdb_active", "gone", "provisioning_failed", "puppet_failed", "puppet_disabled", "puppetdb_no_report", "puppet_stale"] as const;
 export type ProblemKind = (typeof ProblemKinds)[number];
 
 export interface Problem {
@@ -52,6 +79,8 @@ export interface Problem {
 }
 
 export interface PuppetHealth {
+  /** Whose record of runs this is: PuppetDB's reports where one is configured, else what the node sends. */
+  source: "puppetdb" | "node";
   /** How the last run went; null when Puppet has not run. */
   status: PuppetRunStatus | null;
   /** When the last run ended (ISO). */
@@ -132,20 +161,36 @@ export function failuresInARow(runs: readonly PuppetRunRecord[]): number {
   return n;
 }
 
+/** The last run by PuppetDB's record: its latest report, with the counts of its run when they were read. */
+function puppetDbRuns(i: HealthInputs): PuppetRunRecord[] {
+  const p = i.puppetdb!;
+  if (p.report_at === null || p.status === null) return [];
+  const runs = [...(p.runs ?? [])].sort((a, b) => b.time - a.time);
+  if (runs[0]?.time === p.report_at) return runs;
+  return [{ identity: i.identity, time: p.report_at, status: p.status, resources: { total: 0, changed: 0, failed: 0 }, duration_s: null, config_version: null }, ...runs.filter((r) => r.time < p.report_at!)];
+}
+
 function puppetHealth(i: HealthInputs, policy: HealthPolicy, now: number): PuppetHealth | null {
   const v = i.beat?.heartbeat.status.puppet;
-  const latest = v ? puppetRunFromStatus(i.identity, v) : i.runs?.[0];
-  if (!v && !latest) return null;
-  // the runs history may already hold a newer run than the heartbeat said (or the other way round)
-  const runs = (i.runs ?? []).filter((r) => r.time !== latest?.time);
-  if (latest) runs.push(latest);
-  runs.sort((a, b) => b.time - a.time);
+  let runs: PuppetRunRecord[];
+  if (i.puppetdb) runs = puppetDbRuns(i);
+  else {
+    const latest = v ? puppetRunFromStatus(i.identity, v) : i.runs?.[0];
+    if (!v && !latest) return null;
+    // the runs history may already hold a newer run than the heartbeat said (or the other way round)
+    runs = (i.runs ?? []).filter((r) => r.time !== latest?.time);
+    if (latest) runs.push(latest);
+    runs.sort((a, b) => b.time - a.time);
+  }
   const last = runs[0];
   const age = last ? secondsSince(last.time, now) : null;
   const disabled = v ? v.enabled === false || v.disabled === true : false;
   const since = v && typeof v.disabled_since === "number" && v.disabled_since > 0 ? iso(v.disabled_since) : null;
   const staleAfter = staleAfterS(policy, v);
+  // PuppetDB's latest report says when and how; its counts only when its runs were read
+  const known = !i.puppetdb || (last !== undefined && (i.puppetdb.runs ?? []).some((r) => r.time === last.time));
   return {
+    source: i.puppetdb ? "puppetdb" : "node",
     status: last?.status ?? null,
     last_run: last ? iso(last.time) : null,
     age_s: age,
@@ -156,7 +201,7 @@ function puppetHealth(i: HealthInputs, policy: HealthPolicy, now: number): Puppe
     disabled_since: disabled ? since : null,
     failures_in_a_row: failuresInARow(runs),
     failing_since: failuresInARow(runs) > 0 ? iso(runs[failuresInARow(runs) - 1]!.time) : null,
-    resources: last ? { ...last.resources } : null,
+    resources: last && known ? { ...last.resources } : null,
   };
 }
 
@@ -194,6 +239,12 @@ export function nodeHealth(i: HealthInputs, policy: HealthPolicy, now: number): 
     problems.push({ kind: "unreachable", why: "never heard from: no heartbeat, and the registry does not know it" });
   }
 
+  const pdb = i.puppetdb;
+  if (pdb?.active && !reachable) {
+    const last = pdb.report_at !== null ? `, its last report ${span(secondsSince(pdb.report_at, now))} ago` : "";
+    problems.push({ kind: "puppetdb_active", why: `PuppetDB still lists it active${last}: if it is gone for good, \`muster decommission ${i.identity}\` deactivates it there` });
+  }
+
   const prov = i.provisioning ? provisioningHealth(i.provisioning) : null;
   if (prov?.gone) problems.push({ kind: "gone", why: `the provisioner found it gone: ${prov.gone.reason}`, since: prov.gone.since });
   if (prov?.status === "failed") problems.push({ kind: "provisioning_failed", why: `provisioning failed at ${prov.stage || "its first stage"}${prov.last_error ? `: ${prov.last_error.replace(/\s+/g, " ").slice(0, 300)}` : ""}`, ...(i.provisioning!.finishedAt ? { since: iso(i.provisioning!.finishedAt) } : {}) });
@@ -207,7 +258,15 @@ export function nodeHealth(i: HealthInputs, policy: HealthPolicy, now: number): 
     }
     if (puppet.disabled) problems.push({ kind: "puppet_disabled", why: `Puppet is disabled${puppet.disabled_since ? ` since ${puppet.disabled_since}` : ""}: ${puppet.disabled_message ?? "no message given"}`, ...(puppet.disabled_since ? { since: puppet.disabled_since } : {}) });
     // a node that is not heard from is the problem; its Puppet going stale follows from it
-    if (puppet.stale && reachable && !puppet.disabled) problems.push({ kind: "puppet_stale", why: `Puppet has not run for ${span(puppet.age_s ?? 0)} (stale after ${span(puppet.stale_after_s)})`, ...(puppet.last_run ? { since: puppet.last_run } : {}) });
+    if (puppet.source === "node" && puppet.stale && reachable && !puppet.disabled) problems.push({ kind: "puppet_stale", why: `Puppet has not run for ${span(puppet.age_s ?? 0)} (stale after ${span(puppet.stale_after_s)})`, ...(puppet.last_run ? { since: puppet.last_run } : {}) });
+    // PuppetDB's record: a node in the fleet that answers, with no report there within the threshold
+    if (puppet.source === "puppetdb" && (puppet.age_s === null || puppet.stale) && reachable && !puppet.disabled && beat?.heartbeat.phase !== "waiting") {
+      const own = i.beat?.heartbeat.status.puppet ? puppetRunFromStatus(i.identity, i.beat.heartbeat.status.puppet) : undefined;
+      const ownAge = own ? secondsSince(own.time, now) : null;
+      const said = ownAge !== null && ownAge <= puppet.stale_after_s ? `, though the node says its Puppet ran ${span(ownAge)} ago: its reports do not reach PuppetDB (its master's reports setting, puppetdb.conf)` : "";
+      const report = puppet.age_s === null ? "PuppetDB holds no report of it" : `PuppetDB's last report of it is ${span(puppet.age_s)} old`;
+      problems.push({ kind: "puppetdb_no_report", why: `${report} (stale after ${span(puppet.stale_after_s)})${said}`, ...(puppet.last_run ? { since: puppet.last_run } : {}) });
+    }
   }
   problems.sort((a, b) => ProblemKinds.indexOf(a.kind) - ProblemKinds.indexOf(b.kind));
   return {

@@ -6,12 +6,14 @@ import type { NodeRecord } from "../protocol/provision-record.js";
 import type { PuppetRunRecord } from "../protocol/puppet-run.js";
 import { emptyFilter, type Filter } from "../protocol/types.js";
 import { ProvisionState } from "../provisioner/state.js";
-import { DEFAULT_HEALTH_POLICY, healthReport, type HealthInputs, type HealthPolicy, type HealthReport } from "./model.js";
+import { DEFAULT_HEALTH_POLICY, healthReport, puppetDbView, type HealthInputs, type HealthPolicy, type HealthReport } from "./model.js";
+import type { PuppetDbNodeStatus } from "../protocol/puppetdb.js";
 import { AliveStore, PuppetRunStore, type Beat } from "./stores.js";
 
 // Fleet health read once (`muster health`): every heartbeat (each carries its node's last Puppet
-// run), the provisioning records and the registry's answer to the filter, read side by side, the
-// kept runs of the nodes whose last run failed, then the pure model (model.ts). No node is asked
+// run), the provisioning records, the registry's answer to the filter and, where the registry
+// reaches a PuppetDB, every active node's latest report there, read side by side; the kept runs of
+// the nodes whose last run failed; then the pure model (model.ts). No node is asked
 // anything. The console keeps the same inputs live instead (web/health-feed.ts) and computes the
 // same report from them.
 
@@ -75,8 +77,39 @@ async function streaks(runs: PuppetRunStore, beats: Map<string, Beat>, ids: Iter
 export interface HealthInputsRead {
   inputs: HealthInputs[];
   /** Sources that answered (for diagnostics). */
-  sources: { alive: boolean; runs: boolean; provisioning: boolean; registry: boolean };
+  sources: { alive: boolean; runs: boolean; provisioning: boolean; registry: boolean; puppetdb: boolean };
 }
+
+/** PuppetDB's record of the nodes (through the registry), or undefined where none is configured. */
+export async function readPuppetDbNodes(client: MusterClient, o: { registryBucket?: string; timeoutMs?: number }, warn: (m: string) => void): Promise<Map<string, PuppetDbNodeStatus> | undefined> {
+  const { NoPuppetDb } = await import("../client/discovery/puppetdb.js");
+  try {
+    const source = await client.puppetdb(o.registryBucket ? { bucket: o.registryBucket } : {});
+    return new Map((await source.nodes(o.timeoutMs)).map((n) => [n.certname, n]));
+  } catch (e) {
+    if (!(e instanceof NoPuppetDb)) warn(`PuppetDB: ${(e as Error).message}`);
+    return undefined;
+  }
+}
+
+/** A failing node's last runs from PuppetDB, for its streak: those few are read, not every node's. */
+async function puppetDbStreaks(client: MusterClient, nodes: Map<string, PuppetDbNodeStatus>, ids: Iterable<string>, bucket: string | undefined): Promise<Map<string, PuppetRunRecord[]>> {
+  const failing = [...ids].filter((id) => nodes.get(id)?.status === "failed");
+  const out = new Map<string, PuppetRunRecord[]>();
+  if (!failing.length) return out;
+  const source = await client.puppetdb(bucket ? { bucket } : {});
+  let next = 0;
+  const worker = async () => {
+    while (next < failing.length) {
+      const id = failing[next++]!;
+      const runs = await source.runs(id, 10).catch(() => undefined);
+      if (runs) out.set(id, runs);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(16, failing.length) }, worker));
+  return out;
+}
+
 
 /** Everything health needs, read once. */
 export async function readHealthInputs(client: MusterClient, o: HealthReadOptions = {}): Promise<HealthInputsRead> {
@@ -101,7 +134,7 @@ export async function readHealthInputs(client: MusterClient, o: HealthReadOption
     for (const [id, v] of await Promise.all(named!.map(async (id) => [id, await read(id)] as const))) if (v !== undefined) out.set(id, v);
     return out;
   };
-  const [beats, records, registered] = await Promise.all([
+  const [beats, records, registered, puppetdb] = await Promise.all([
     alive ? soft("reading heartbeats", named ? few((id) => alive.get(id))() : alive.latest(timeoutMs)) : undefined,
     state ? soft("reading provisioning records", named ? few(async (id) => (await state.get(id))?.record)().then((m) => [...m.values()]) : state.list()) : undefined,
     registry
@@ -110,20 +143,27 @@ export async function readHealthInputs(client: MusterClient, o: HealthReadOption
           .then((ids) => new Set(ids))
           .catch((e: unknown) => void registryWarn(`asking the registry: ${(e as Error).message}`))
       : undefined,
+    readPuppetDbNodes(client, { registryBucket: o.registryBucket, timeoutMs }, warn),
   ]);
   if (!alive) warn("no alive bucket yet: nodes' heartbeats are kept once the console (muster web) has created it (docs/fleet.md#health)");
   if (!identityOnly(filter) && !registered) throw new MusterError("MUSTER_REGISTRY_UNAVAILABLE", "filters on facts, classes or agents are answered from the registry, and none answered: run `muster registry serve`, or filter by identity (-I)");
   const byId = new Map<string, NodeRecord>((records ?? []).map((r) => [r.identity, r]));
-  const known = new Set<string>([...(beats?.keys() ?? []), ...byId.keys()]);
+  // a node PuppetDB lists is known too: one that never answered is what PuppetDB's witness is for
+  const known = new Set<string>([...(beats?.keys() ?? []), ...byId.keys(), ...(puppetdb?.keys() ?? [])]);
   const ids = inScope(known, filter, registered);
-  const history = runStore && beats ? await streaks(runStore, beats, ids) : new Map<string, PuppetRunRecord[]>();
+  // PuppetDB's reports are the record of runs where it is configured: its streaks, else the nodes'
+  const [history, pdbHistory] = await Promise.all([
+    !puppetdb && runStore && beats ? streaks(runStore, beats, ids) : new Map<string, PuppetRunRecord[]>(),
+    puppetdb ? puppetDbStreaks(client, puppetdb, ids, o.registryBucket) : new Map<string, PuppetRunRecord[]>(),
+  ]);
   const inputs: HealthInputs[] = [];
   for (const id of ids) {
     const beat: Beat | undefined = beats?.get(id);
     const rec = byId.get(id);
-    inputs.push({ identity: id, ...(beat ? { beat } : {}), registered: registered?.has(id) ?? false, ...(rec ? { provisioning: rec } : {}), runs: history.get(id) ?? [] });
+    const pdb = puppetDbView(puppetdb, id, pdbHistory.get(id));
+    inputs.push({ identity: id, ...(beat ? { beat } : {}), registered: registered?.has(id) ?? false, ...(rec ? { provisioning: rec } : {}), runs: history.get(id) ?? [], ...(pdb ? { puppetdb: pdb } : {}) });
   }
-  return { inputs, sources: { alive: beats !== undefined, runs: runStore !== undefined, provisioning: records !== undefined, registry: registered !== undefined } };
+  return { inputs, sources: { alive: beats !== undefined, runs: runStore !== undefined, provisioning: records !== undefined, registry: registered !== undefined, puppetdb: puppetdb !== undefined } };
 }
 
 /** The fleet's health, read once. */

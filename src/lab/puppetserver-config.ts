@@ -1,5 +1,6 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
+import { puppetDbConfText, PUPPETDB_ROUTES_YAML, PUPPETDB_SERVER_SETTINGS } from "../config/puppetdb-site.js";
 
 // A lab puppetserver's own tree of configuration, written before its JVM starts (puppetserver.ts
 // starts it): puppet.conf, logback, trapperkeeper's conf.d (webserver, jruby-puppet, CA, routes,
@@ -42,7 +43,18 @@ export function writeEnvironment(handle: { codedir: string }, name: string, file
   }
 }
 
-export function writePuppetserverConfig(dir: string, host: string, port: number, certname: string, altIps: string[]): Layout {
+/**
+ * A master sending facts, catalogs and reports to PuppetDB (puppet-terminus-puppetdb), as
+ * docs/deploy.md sets the site's masters up (config/puppetdb-site.ts): puppetdb.conf, routes.yaml,
+ * and storeconfigs and the puppetdb report processor in puppet.conf. The terminus reads puppetdb.conf at its first use, so
+ * PuppetDB may start after the master.
+ */
+export function puppetDbTerminusFiles(confdir: string, urls: readonly string[]): void {
+  writeFileSync(join(confdir, "puppetdb.conf"), puppetDbConfText(urls));
+  writeFileSync(join(confdir, "routes.yaml"), PUPPETDB_ROUTES_YAML);
+}
+
+export function writePuppetserverConfig(dir: string, host: string, port: number, certname: string, altIps: string[], puppetdb?: readonly string[]): Layout {
   const d = (...p: string[]) => join(dir, ...p);
   const l: Layout = {
     confdir: d("puppet"),
@@ -75,10 +87,11 @@ export function writePuppetserverConfig(dir: string, host: string, port: number,
       // Agents reach the master by IP, so its certificate must name the IP.
       `dns_alt_names = ${[certname, "localhost", ...[host, ...altIps].map((ip) => `IP:${ip}`)].join(",")}`,
       "environment_timeout = 0",
-      "reports = store",
+      ...(puppetdb ? PUPPETDB_SERVER_SETTINGS.map(([k, v]) => `${k} = ${v}`) : ["reports = store"]),
       "",
     ].join("\n"),
   );
+  if (puppetdb) puppetDbTerminusFiles(l.confdir, puppetdb);
   writeFileSync(join(l.confdir, "hiera.yaml"), "---\nversion: 5\nhierarchy: []\n");
 
   writeFileSync(

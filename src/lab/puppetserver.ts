@@ -49,6 +49,8 @@ export interface StartPuppetserverOptions {
   port?: number;
   /** Give up waiting for it to answer: stop it and reject (the lab's start was abandoned). */
   signal?: AbortSignal;
+  /** PuppetDB's URLs: the master sends it facts, catalogs and reports (puppet-terminus-puppetdb). */
+  puppetdb?: string[];
 }
 
 export interface PuppetserverHandle {
@@ -85,7 +87,7 @@ export async function startPuppetserver(opts: StartPuppetserverOptions): Promise
   const host = opts.host;
   const certname = opts.certname ?? "puppet";
   const port = opts.port ?? (await freePort(host));
-  const layout = writePuppetserverConfig(dir, host, port, certname, opts.altIps ?? []);
+  const layout = writePuppetserverConfig(dir, host, port, certname, opts.altIps ?? [], opts.puppetdb);
   for (const [name, files] of Object.entries(opts.environments ?? { production: { manifest: "" } })) {
     writeEnvironment(layout, name, files);
   }

@@ -30,6 +30,8 @@ export const subjects = {
   registrationSolicit: (collective: string) => `${collective}.registration.solicit`,
   /** Queries answered by `muster registry serve` from its in-memory copy of the bucket. */
   registryQuery: (bucket: string) => `muster.registry.${bucket}.query`,
+  /** PuppetDB read through the registry daemon (protocol/puppetdb.ts): the registry is the PuppetDB client. */
+  registryPuppetDb: (bucket: string) => `muster.registry.${bucket}.puppetdb`,
   lifecycle: (event: string, component: string) => `muster.lifecycle.${event}.${component}`,
   allLifecycle: () => "muster.lifecycle.>",
   /** Events agents publish about their node (ActionContext.emit). */

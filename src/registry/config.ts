@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { puppetDbConfigSchema } from "../config/puppetdb.js";
 import { tlsConfigSchema } from "../config/tls.js";
 import { loadConfigFile, validateConfig } from "../config/load.js";
 import { isValidCollective } from "../protocol/subjects.js";
@@ -44,6 +45,8 @@ export const RegistryConfigSchema = z
         path: ["token_file"],
       })
       .optional(),
+    /** PuppetDB: with it the registry answers --dm puppetdb and source=puppetdb over HTTP (docs/puppetdb.md). */
+    puppetdb: puppetDbConfigSchema(z).optional(),
     log: z
       .object({
         level: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),

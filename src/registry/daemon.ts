@@ -11,6 +11,9 @@ import { readToken, serveHttp } from "./http.js";
 import { subjects } from "../protocol/subjects.js";
 import { RegistrationReceiver } from "./receiver.js";
 import { serveQueries } from "./service.js";
+import { puppetDbSettings } from "../config/puppetdb.js";
+import { PuppetDb } from "../puppetdb/http.js";
+import { servePuppetDb } from "./puppetdb.js";
 import { RegistryStore } from "./store.js";
 
 // `muster registry serve`: the bucket (created or its expiry brought in line with the config), the
@@ -29,15 +32,18 @@ export async function startRegistry(cfg: RegistryConfig, log: Logger, opts: { br
   const startedAt = Date.now();
   // a bad token file is a config error: refuse before touching the broker
   const token = cfg.http?.token_file ? readToken(cfg.http.token_file) : undefined;
+  const puppetdb = cfg.puppetdb ? new PuppetDb(puppetDbSettings(cfg.puppetdb)) : undefined;
   const broker = opts.nc ? undefined : resolveBrokerSettings({ flag: opts.broker, own: { file: "the registry config", brokers: configuredBrokers(cfg), tls: cfg.tls } });
   const nc = opts.nc ?? (await connectBroker({ servers: broker!.servers, from: broker!.from, name: "muster-registry", log, persistent: true, tls: broker!.tls }));
   const owns = !opts.nc;
   let store: RegistryStore | undefined;
   let receiver: RegistrationReceiver | undefined;
   let querySub: Subscription | undefined;
+  let puppetDbSub: Subscription | undefined;
   let http: { app: FastifyInstance; address: string } | undefined;
   const stop = async () => {
     querySub?.unsubscribe();
+    puppetDbSub?.unsubscribe();
     await http?.app.close();
     await receiver?.stop();
     store?.stop();
@@ -63,11 +69,12 @@ export async function startRegistry(cfg: RegistryConfig, log: Logger, opts: { br
     });
     receiver.start();
     querySub = serveQueries(nc, store, log, startedAt);
+    if (puppetdb) puppetDbSub = servePuppetDb(nc, cfg.bucket, puppetdb, log);
     await nc.flush();
     // Receiving first, then asking: the answers (spread over a couple of seconds) find us listening.
     if (cfg.fill_on_start) for (const c of cfg.collectives) nc.publish(subjects.registrationSolicit(c), new TextEncoder().encode(JSON.stringify({ bucket: cfg.bucket, time: Date.now() })));
-    if (cfg.http) http = await serveHttp(store, receiver, { host: cfg.http.host, port: cfg.http.port, token, startedAt });
-    log.info({ bucket: cfg.bucket, collectives: cfg.collectives, nodes: store.size, max_age_s: cfg.max_age, refresh_ms: t.refreshMs, http: http?.address, http_auth: token ? "bearer" : "none", fill_on_start: cfg.fill_on_start }, "registry serving");
+    if (cfg.http) http = await serveHttp(store, receiver, { host: cfg.http.host, port: cfg.http.port, token, startedAt, puppetdb });
+    log.info({ bucket: cfg.bucket, collectives: cfg.collectives, nodes: store.size, max_age_s: cfg.max_age, refresh_ms: t.refreshMs, http: http?.address, http_auth: token ? "bearer" : "none", fill_on_start: cfg.fill_on_start, puppetdb: puppetdb?.url }, "registry serving");
   } catch (e) {
     await stop().catch(() => undefined);
     throw e;

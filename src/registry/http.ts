@@ -8,6 +8,9 @@ import type { RegistrationReceiver } from "./receiver.js";
 import { MusterError } from "../errors.js";
 import { nodeView } from "./record.js";
 import { registryWarning } from "./select.js";
+import { discoverInPuppetDb } from "../puppetdb/discover.js";
+import type { PuppetDb } from "../puppetdb/http.js";
+import { str } from "../puppetdb/pql.js";
 import type { RegistryStore } from "./store.js";
 
 // The registry over HTTP (read only). With http.token_file set, every route but /healthz wants
@@ -20,11 +23,13 @@ import type { RegistryStore } from "./store.js";
 //               "registry": {nodes, newest_seen, started_at, expire_after_ms}, "warning"?: "empty / filling / stale ..."}
 //       -> 400 {"error": "MUSTER_FILTER_INVALID", "message": "..."} for a filter that does not parse
 //          or that the registry cannot answer (data plugins other than fact() and agent())
+//       source=puppetdb: the same filter answered from PuppetDB (docs/puppetdb.md): {count, nodes: [{identity}],
+//       puppetdb, warning?}, with each node's facts too when full=true; 502 when PuppetDB cannot answer
 //   GET /nodes/<identity>  -> 200 one node, 404 when unknown or expired
 //   GET /healthz           -> 200 {"ok": true, "bucket", "nodes", "received", "accepted", "rejected", "written", ...}
 //   GET /metrics           -> Prometheus text
 
-const FILTER_PARAMS = ["fact", "class", "identity", "agent", "with", "select", "collective"] as const;
+const FILTER_PARAMS = ["fact", "class", "identity", "agent", "with", "select", "collective", "source", "full"] as const;
 
 function list(v: unknown): string[] | undefined {
   if (v === undefined) return undefined;
@@ -87,6 +92,8 @@ export interface HttpOptions {
   token?: string;
   /** When the daemon started (ms epoch), to say when it is still filling. */
   startedAt?: number;
+  /** PuppetDB, for `source=puppetdb`. */
+  puppetdb?: PuppetDb;
 }
 
 export async function serveHttp(store: RegistryStore, receiver: RegistrationReceiver, o: HttpOptions): Promise<{ app: FastifyInstance; address: string }> {
@@ -111,8 +118,25 @@ export async function serveHttp(store: RegistryStore, receiver: RegistrationRece
     if (unknown.length) return reply.code(400).send({ error: "MUSTER_USAGE", message: `unknown parameter ${unknown.map((k) => JSON.stringify(k.slice(0, 40))).join(", ")}; use ${FILTER_PARAMS.join(", ")}` });
     const collective = list(q["collective"]);
     if (collective && (collective.length !== 1 || !isValidCollective(collective[0]!))) return reply.code(400).send({ error: "MUSTER_USAGE", message: "collective takes one collective name" });
+    const source = list(q["source"]) ?? ["registry"];
+    if (source.length !== 1 || !["registry", "puppetdb"].includes(source[0]!)) return reply.code(400).send({ error: "MUSTER_USAGE", message: "source is registry (the default) or puppetdb" });
     try {
       const filter = buildFilter({ fact: list(q["fact"]), class: list(q["class"]), identity: list(q["identity"]), agent: list(q["agent"]), with: list(q["with"]), select: list(q["select"]) });
+      if (source[0] === "puppetdb") {
+        if (!o.puppetdb) return reply.code(400).send({ error: "MUSTER_PUPPETDB_UNAVAILABLE", message: "this registry has no PuppetDB: add a puppetdb: section to its config (docs/puppetdb.md)" });
+        const found = await discoverInPuppetDb(o.puppetdb, filter, { collective: collective?.[0] });
+        const full = list(q["full"])?.[0] === "true";
+        const facts = new Map<string, unknown>();
+        for (let i = 0; full && i < found.identities.length; i += 1000) {
+          const part = found.identities.slice(i, i + 1000);
+          for (const row of await o.puppetdb.query(`inventory[certname, facts] { certname in [${part.map(str).join(", ")}] }`)) {
+            const r = (row ?? {}) as { certname?: unknown; facts?: unknown };
+            if (typeof r.certname === "string") facts.set(r.certname, r.facts);
+          }
+        }
+        const nodes = found.identities.map((identity) => (full ? { identity, facts: facts.get(identity) ?? {} } : { identity }));
+        return { count: nodes.length, nodes, puppetdb: o.puppetdb.url, ...(found.warnings.length ? { warning: found.warnings.join("; ") } : {}) };
+      }
       const now = Date.now();
       const nodes = store.select(filter, collective?.[0], now).map((r) => nodeView(r, now));
       const status = store.status(collective?.[0], o.startedAt, now);
@@ -120,6 +144,7 @@ export async function serveHttp(store: RegistryStore, receiver: RegistrationRece
       return { count: nodes.length, nodes, registry: status, ...(warning ? { warning } : {}) };
     } catch (e) {
       if (e instanceof FilterError) return reply.code(400).send({ error: e.code, message: e.message });
+      if (e instanceof MusterError && e.code === "MUSTER_PUPPETDB_UNAVAILABLE") return reply.code(502).send({ error: e.code, message: e.message });
       throw e;
     }
   });

@@ -1,5 +1,4 @@
-import { compileFilter, FilterError, parseCompound, type CompoundExpr, type DataLookup } from "../filter/index.js";
-import { lookupFact } from "../protocol/facts.js";
+import { compileFilter, FilterError, parseCompound, pqlQueryOf, registeredData, type CompoundExpr } from "../filter/index.js";
 import type { Filter } from "../protocol/types.js";
 import type { RegistryRecord } from "./record.js";
 
@@ -47,22 +46,10 @@ function checkExpr(expr: CompoundExpr): void {
 
 /** Throws a FilterError (before any I/O) when the registry cannot answer the filter faithfully. */
 export function checkRegistryFilter(filter: Filter): void {
+  if (filter.identity.some((i) => pqlQueryOf(i) !== undefined)) throw new FilterError("a pql: identity is a PuppetDB query: discover with --dm puppetdb", "", 0, "-I");
   for (const source of filter.compound) checkExpr(parseCompound(source));
 }
 
-
-/** fact() and agent() answered from a record, as the node's own plugins would. */
-export function registryData(r: RegistryRecord): DataLookup {
-  return (plugin, argument) => {
-    if (!argument) return undefined;
-    if (plugin === "fact") {
-      const value = lookupFact(r.facts, argument);
-      return value === undefined ? undefined : { value };
-    }
-    if (plugin === "agent") return { present: r.agents.includes(argument), name: argument };
-    return undefined;
-  };
-}
 
 export interface SelectOptions {
   /** Only nodes that belong to this collective (the client's -T / configured collective). */
@@ -87,7 +74,7 @@ export function selectNodes(records: Iterable<RegistryRecord>, filter: Filter, o
   for (const r of records) {
     if (!isCurrent(r, opts.now, opts.expireAfterMs)) continue;
     if (opts.collective !== undefined && !r.collectives.includes(opts.collective)) continue;
-    if (compiled.matches(r, usesData ? registryData(r) : undefined)) out.push(r);
+    if (compiled.matches(r, usesData ? registeredData(r) : undefined)) out.push(r);
   }
   return out.sort((a, b) => (a.identity < b.identity ? -1 : a.identity > b.identity ? 1 : 0));
 }

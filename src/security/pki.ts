@@ -93,12 +93,23 @@ export function issueCert(ca: CA, o: IssueOptions): CertFiles {
  * an instance's cloud-init. A random serial, so nothing is written next to the CA.
  */
 export function signClientCertificate(ca: CertFiles, subject: string, o: { days?: number } = {}): { cert: string; key: string } {
+  return signCertificate(ca, subject, { ...o, usage: "client" });
+}
+
+/**
+ * A certificate signed by another CA's files (e.g. a Puppet CA's ca_crt.pem and ca_key.pem, for a
+ * PuppetDB the masters must trust), returned as PEM text; a random serial, nothing written beside the CA.
+ */
+export function signCertificate(ca: CertFiles, subject: string, o: { days?: number; usage?: IssueOptions["usage"]; dns?: string[]; ips?: string[] } = {}): { cert: string; key: string } {
   for (const [what, f] of [["CA certificate", ca.cert], ["CA key", ca.key]] as const) {
     if (!existsSync(f)) throw new MusterError("MUSTER_PKI_FAILED", `${what} ${f} does not exist`);
   }
+  const usage = o.usage ?? "client";
+  const eku = usage === "server" ? "serverAuth" : usage === "client" ? "clientAuth" : "serverAuth,clientAuth";
+  const san = [...(o.dns ?? []).map((d) => `DNS:${d}`), ...(o.ips ?? []).map((i) => `IP:${i}`)];
   const work = mkdtempSync(join(tmpdir(), "muster-pki-"));
   try {
-    writeFileSync(join(work, "ext"), "basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n");
+    writeFileSync(join(work, "ext"), `basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=${eku}\n${san.length ? `subjectAltName=${san.join(",")}\n` : ""}`);
     openssl(["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", "c.key"], work);
     openssl(["req", "-new", "-key", "c.key", "-subj", subject, "-out", "c.csr"], work);
     const serial = `0x${randomBytes(16).toString("hex")}`;

@@ -202,6 +202,27 @@ async function phaseCredential(cfg: ServerConfig, agents: AgentCatalogue, phase:
   return resolveTls(cfg.tls && (cfg.tls.ca || cfg.tls.cert) ? { ca, cert: cfg.tls.cert, key: cfg.tls.key } : undefined);
 }
 
+/** Where the node keeps the `muster` fact's data: read by the muster Puppet module's lib/facter/muster.rb. */
+export const MUSTER_FACT_FILE = "muster-fact.json";
+
+/**
+ * What this node is to muster once in production (the agents it hosts and its collectives), for
+ * Puppet to report as the fact `muster`, so PuppetDB can answer --dm puppetdb's -A and -T
+ * (docs/puppetdb.md). The production view even while the node waits to be provisioned: the fact is
+ * how the fleet finds it afterwards. A file nobody can write is logged, not fatal.
+ */
+function writeMusterFact(cfg: ServerConfig, agents: string[], log: Logger): void {
+  const file = join(configDir(), MUSTER_FACT_FILE);
+  try {
+    mkdirSync(configDir(), { recursive: true, mode: 0o700 });
+    // maps of names, not lists: in PuppetDB a name is then a path (facts.muster.agents.puppet), which PQL finds fast
+    const names = (xs: readonly string[]) => Object.fromEntries([...new Set(xs)].sort().map((x) => [x, true]));
+    writeFileSync(file, `${JSON.stringify({ identity: cfg.identity, agents: names(agents), collectives: names(cfg.collectives) })}\n`, { mode: 0o644 });
+  } catch (e) {
+    log.warn({ file, err: (e as Error).message }, "cannot write the muster fact's file: PuppetDB will not know this node's agents and collectives");
+  }
+}
+
 /**
  * Whether a waiting node's credential is its own (CN=<identity>), not a bootstrap certificate
  * shared by many nodes; without one (a broker without users) nothing is confined anyway.
@@ -256,6 +277,7 @@ export async function startServer(cfg: ServerConfig, log: Logger, opts: StartSer
     for (const e of errors) log.error(e);
     extra.push(...agents);
   }
+  writeMusterFact(cfg, [...agents.always, ...(cfg.agents.builtin ?? []), ...extra.map((a) => a.ddl.metadata.name)], log);
   const intakeStats = newIntakeStats();
   const policySources = mergePolicies(cfg.policies, cfg.policy_dir);
   const policies = compilePolicies(policySources);

@@ -8,6 +8,9 @@ import { HealthAlerts } from "../health/alerter.js";
 import { HealthFeed } from "../health/feed.js";
 import { healthGauges } from "../health/metrics.js";
 import type { NodeHealth } from "../health/model.js";
+import { readPuppetDbNodes } from "../health/read.js";
+import { NoPuppetDb } from "../client/discovery/puppetdb.js";
+import type { PuppetDbNodeStatus, PuppetDbRun } from "../protocol/puppetdb.js";
 import type { FleetSources } from "../fleet/sources.js";
 import { asRunallEvent, parseNodeEvent, RUNALL_AGENT } from "../protocol/events.js";
 import { Status } from "../protocol/status.js";
@@ -62,7 +65,16 @@ export class ConsoleBackend {
     this.insights = new Insights(this.feed);
     this.registry = new RegistryHttp(cfg.registry.url, o.registryToken);
     this.status = { broker: { ok: false, error: `connecting to the broker at ${o.brokerWhere}` }, registry: { ok: false, error: "not checked yet" } };
-    this.health = new HealthFeed(this.feed, { policy: { unreachableAfterS: cfg.health.unreachable_after, ...(cfg.health.stale_after !== undefined ? { puppetStaleAfterS: cfg.health.stale_after } : {}) }, registered: () => this.registered() }, log);
+    this.health = new HealthFeed(
+      this.feed,
+      {
+        policy: { unreachableAfterS: cfg.health.unreachable_after, ...(cfg.health.stale_after !== undefined ? { puppetStaleAfterS: cfg.health.stale_after } : {}) },
+        registered: () => this.registered(),
+        puppetdb: () => this.puppetdbNodes(),
+        puppetdbRuns: async (id) => (await this.puppetdbRuns(id, 10))?.runs,
+      },
+      log,
+    );
     this.actions = new ConsoleActions({ cfg, log, auditor: this.auditor, me, feed: this.feed, insights: this.insights, connected: () => this.connected() });
     this.alerts = new HealthAlerts({ unreachableAfterS: cfg.alerts.unreachable_after, puppetFailures: cfg.alerts.puppet_failures }, () => this.notifier, log);
     const gauges = healthGauges(this.metrics);
@@ -147,6 +159,25 @@ export class ConsoleBackend {
     if (!this.client) return undefined;
     const src = await this.client.registry({ via: "service", serviceTimeoutMs: 2000 });
     return new Set(await src.discover(emptyFilter(), { timeoutMs: 2000, idleMs: 0 }));
+  }
+
+  /** PuppetDB's active nodes and their latest reports, through the registry (health); undefined where none is configured. */
+  private async puppetdbNodes(): Promise<Map<string, PuppetDbNodeStatus> | undefined> {
+    if (!this.client) return undefined;
+    return readPuppetDbNodes(this.client, {}, (m) => this.log.warn(m));
+  }
+
+  /** A node's last runs as PuppetDB recorded them (node page, health's streaks); null where no PuppetDB answers. */
+  async puppetdbRuns(identity: string, limit = 5): Promise<{ puppetdb: string; runs: PuppetDbRun[] } | null> {
+    if (!this.client || !this.status.broker.ok || !isValidIdentity(identity)) return null;
+    const source = await this.client.puppetdb();
+    try {
+      const runs = await source.runs(identity, limit, 10_000);
+      return { puppetdb: source.lastPuppetDb ?? "", runs };
+    } catch (e) {
+      if (e instanceof NoPuppetDb) return null;
+      throw e;
+    }
   }
 
   /** Asks one node's puppet agent (node page); null when it does not answer. */

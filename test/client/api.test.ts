@@ -187,5 +187,6 @@ test("source: discovery methods by their --dm names", async () => {
   assert.deepEqual(await client.discover({ source: await client.source({ method: "mc" }), timeoutMs: 5000 }), nodes);
   const registry = await client.source({ method: "registry", bucket: "client_api_registry", via: "bucket" });
   assert.equal(registry.name, "registry");
-  await assert.rejects(client.source({ method: "puppetdb" } as never), (e) => e instanceof MusterError && /unknown discovery method "puppetdb"; known: broadcast, mc, flatfile, file, registry/.test(e.message));
+  assert.equal((await client.source({ method: "puppetdb" })).name, "puppetdb");
+  await assert.rejects(client.source({ method: "inventory" } as never), (e) => e instanceof MusterError && /unknown discovery method "inventory"; known: broadcast, mc, flatfile, file, registry, puppetdb/.test(e.message));
 });

@@ -5,7 +5,8 @@ import { join } from "node:path";
 import { parse as parseYaml, stringify as toYaml } from "yaml";
 import { brokerServerConfig } from "../../src/broker/server-config.js";
 import { masterUserData } from "../../src/config/cloud-init.js";
-import { masterServerConfig, provisionerAdditions, registryConfig, webConfig } from "../../src/config/site.js";
+import { caClientName, masterServerConfig, provisionerAdditions, registryConfig, webConfig } from "../../src/config/site.js";
+import { puppetDbTlsScript } from "../../src/config/puppetdb-site.js";
 import { siteMachines } from "../../src/lab/site/roles.js";
 import { siteRenderArgv, type SiteRenderContext } from "../../src/lab/site/render.js";
 import type { SiteCredentials } from "../../src/lab/site/credentials.js";
@@ -61,6 +62,7 @@ test("§5: the master's server.yaml and its setup commands are the generator's",
     heap: "2g",
     javaArgs: ["-XX:TieredStopAtLevel=1"],
     nodeKeyText: "",
+    puppetdbUrl: "https://puppetdb-eu.example.net:8081",
   });
   assert.equal(rendered("master-runcmd").text, `${u.runcmd.map((c) => c.map(shellQuote).join(" ")).join("\n")}\n`);
 });
@@ -71,8 +73,16 @@ test("§6: the provisioners' additions are the generator's", () => {
 });
 
 test("§7: the registry's and the console's configs are the generators'", () => {
-  assert.deepEqual(parseYaml(rendered("registry-config").text), registryConfig({ brokers: EXAMPLE_BROKERS, collective: "muster", replicas: 3 }));
+  assert.deepEqual(parseYaml(rendered("registry-config").text), registryConfig({ brokers: EXAMPLE_BROKERS, collective: "muster", replicas: 3, puppetdb: true }));
   assert.deepEqual(parseYaml(rendered("web-config").text), webConfig({ brokers: EXAMPLE_BROKERS, collective: "muster" }));
+});
+
+test("§10: PuppetDB's TLS script is the generator's, for the doc's two masters", () => {
+  const names = ["puppetdb-eu.example.net", "puppetdb-us.example.net"];
+  const allow = ["puppet-eu.example.net", "puppet-us.example.net"].flatMap((m) => [m, caClientName(m)]);
+  assert.equal(rendered("puppetdb-tls").text, puppetDbTlsScript({ names, allow }));
+  // and the names the copying commands give the files are the ones the script reads
+  for (const n of names) assert.match(doc, new RegExp(`puppetdb-tls/${n.replace("eu", "\\$r").replace("us", "\\$r").replace(/\./g, "\\.")}\\.(pem|key)`));
 });
 
 test("every --role command in docs/deploy.md has the flags the lab renders that role's machines with", () => {

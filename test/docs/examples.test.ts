@@ -127,3 +127,18 @@ test("schemaKeyPaths walks objects, arrays, records, defaults and pipes; hasPath
   assert.equal(hasPath({ list: [{}] }, "list[].x"), false);
   assert.equal(hasPath({ rec: {} }, "rec.*.y"), false);
 });
+
+test("docs/puppetdb.md's configs load with the real loaders: the registry's puppetdb section, the client's discovery_method", async () => {
+  const { clientConfigSchema } = await import("../../src/config/client.js");
+  const blocks = [...readFileSync(join(repoRoot, "docs/puppetdb.md"), "utf8").matchAll(/```yaml\n([\s\S]*?)```/g)].map((m) => parseYaml(m[1]!) as Record<string, unknown>);
+  const registry = blocks.find((b) => "puppetdb" in b);
+  assert.ok(registry, "a registry.yaml block with puppetdb:");
+  const parsed = RegistryConfigSchema.parse(registry);
+  assert.equal(parsed.puppetdb?.url, "https://puppetdb.example.net:8081");
+  assert.deepEqual(Object.keys(parsed.puppetdb!).sort(), ["ca", "cert", "key", "timeout", "url"], "every key of the section is shown");
+  const client = blocks.find((b) => "discovery_method" in b);
+  assert.equal(clientConfigSchema().parse(client).discovery_method, "puppetdb");
+  // and what the docs say is refused is refused
+  assert.throws(() => RegistryConfigSchema.parse({ puppetdb: { url: "http://puppetdb.example.net:8080" } }), /plain http port has no authentication/);
+  assert.throws(() => RegistryConfigSchema.parse({ puppetdb: { url: "https://puppetdb.example.net:8081", cert: "/x.pem" } }), /cert and key go together/);
+});

@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { DEFAULT_HEALTH_POLICY, failuresInARow, healthReport, nodeHealth, type HealthInputs } from "../../src/health/model.js";
+import { DEFAULT_HEALTH_POLICY, failuresInARow, healthReport, nodeHealth, puppetDbView, type HealthInputs } from "../../src/health/model.js";
 import { inScope } from "../../src/health/read.js";
 import { encodeHeartbeat, parseHeartbeat, type Heartbeat } from "../../src/protocol/heartbeat.js";
 import { newRecord } from "../../src/protocol/provision-record.js";
@@ -134,4 +134,60 @@ test("hostile heartbeats and runs are refused with a reason, and one stored unde
   assert.equal(parsePuppetRun(encodePuppetRun(run(1, "failed")), bucketKey("web1")).ok, true);
   assert.equal(parsePuppetRun(enc({ ...run(1, "failed"), status: "maybe" })).ok, false);
   assert.equal(parsePuppetRun(enc({ ...run(1, "failed"), resources: { total: -1, changed: 0, failed: 0 } })).ok, false);
+});
+
+// PuppetDB as the second witness (docs/puppetdb.md#fleet-health): its reports are the record of
+// Puppet runs where one is configured, and the two disagreements are flagged.
+const ranAgo = (s: number, status = "unchanged") => ({ puppet: { enabled: true, lastrun: (NOW - s * 1000) / 1000, total_resources: 10, changed_resources: 0, failed_resources: 0, last_run_status: status } });
+const inPdb = (reportAgoS: number | null, status: PuppetRunRecord["status"] | null = "unchanged") => ({ active: true, report_at: reportAgoS === null ? null : NOW - reportAgoS * 1000, status: reportAgoS === null ? null : status });
+
+test("PuppetDB: a node it lists active that has not answered past the threshold is flagged, with what to do", () => {
+  const gone = nodeHealth({ ...seen(60), puppetdb: inPdb(600) }, P, NOW);
+  assert.deepEqual(gone.problems.map((p) => p.kind), ["unreachable", "puppetdb_active"]);
+  assert.match(gone.problems[1]!.why, /PuppetDB still lists it active, its last report 10 min ago: if it is gone for good, `muster decommission web1` deactivates it there/);
+  // deactivated (or never known) in PuppetDB: unreachable only
+  assert.deepEqual(nodeHealth({ ...seen(60), puppetdb: { active: false, report_at: null, status: null } }, P, NOW).problems.map((p) => p.kind), ["unreachable"]);
+  // known to PuppetDB alone, never heard from: both
+  const only = nodeHealth({ identity: "ghost", puppetdb: inPdb(3600) }, P, NOW);
+  assert.deepEqual(only.problems.map((p) => p.kind), ["unreachable", "puppetdb_active"]);
+  assert.match(only.problems[0]!.why, /never heard from/);
+  // answering and active in PuppetDB: nothing to say
+  assert.deepEqual(nodeHealth({ ...seen(1, { status: ranAgo(60) }), puppetdb: inPdb(60) }, P, NOW).problems, []);
+});
+
+test("PuppetDB: a node that answers with no report there within the stale threshold is flagged; PuppetDB's record of runs wins", () => {
+  const none = nodeHealth({ ...seen(1, { status: ranAgo(60) }), puppetdb: { active: false, report_at: null, status: null } }, P, NOW);
+  assert.deepEqual(none.problems.map((p) => p.kind), ["puppetdb_no_report"]);
+  assert.match(none.problems[0]!.why, /^PuppetDB holds no report of it \(stale after 60 min\), though the node says its Puppet ran 60 s ago: its reports do not reach PuppetDB/);
+  assert.equal(none.puppet?.source, "puppetdb");
+  assert.equal(none.puppet?.status, null, "PuppetDB's record, not the node's");
+  const old = nodeHealth({ ...seen(1, { status: ranAgo(5 * 3600) }), puppetdb: inPdb(5 * 3600) }, P, NOW);
+  assert.deepEqual(old.problems.map((p) => p.kind), ["puppetdb_no_report"], "stale by PuppetDB's record, not puppet_stale twice");
+  assert.match(old.problems[0]!.why, /^PuppetDB's last report of it is 5 h old \(stale after 60 min\)$/);
+  // a node waiting to be provisioned, or one with Puppet disabled, is not expected to report
+  assert.deepEqual(nodeHealth({ ...seen(1, { phase: "waiting" }), puppetdb: { active: false, report_at: null, status: null } }, P, NOW).problems, []);
+  assert.deepEqual(nodeHealth({ ...seen(1, { status: { puppet: { ...ranAgo(60).puppet, enabled: false, disabled: true, disable_message: "x" } } }), puppetdb: inPdb(null) }, P, NOW).problems.map((p) => p.kind), ["puppet_disabled"]);
+  // the node says its last run failed, PuppetDB's report says changed: PuppetDB's is the record
+  const differ = nodeHealth({ ...seen(1, { status: ranAgo(60, "failed") }), puppetdb: inPdb(30, "changed") }, P, NOW);
+  assert.equal(differ.puppet?.status, "changed");
+  assert.deepEqual(differ.problems, []);
+});
+
+test("PuppetDB: a failed run's streak and counts come from PuppetDB's runs when they were read", () => {
+  const runs = [run(120, "failed"), run(1920, "failed"), run(3720, "unchanged")];
+  const h = nodeHealth({ ...seen(1), puppetdb: { active: true, report_at: NOW - 120_000, status: "failed", runs } }, P, NOW);
+  assert.equal(h.puppet?.failures_in_a_row, 2);
+  assert.deepEqual(h.puppet?.resources, { total: 10, changed: 0, failed: 1 });
+  assert.match(h.problems.find((p) => p.kind === "puppet_failed")!.why, /1 failed resource, 2 runs in a row/);
+  // not read: the report's time and status, counts unknown
+  const bare = nodeHealth({ ...seen(1), puppetdb: inPdb(120, "failed") }, P, NOW);
+  assert.equal(bare.puppet?.resources, null);
+  assert.equal(bare.puppet?.failures_in_a_row, 1);
+});
+
+test("puppetDbView: a node PuppetDB lists, one it does not, and no PuppetDB at all", () => {
+  const nodes = new Map([["a", { certname: "a", report_at: NOW, status: "changed" as const, noop: false }]]);
+  assert.deepEqual(puppetDbView(nodes, "a"), { active: true, report_at: NOW, status: "changed" });
+  assert.deepEqual(puppetDbView(nodes, "b"), { active: false, report_at: null, status: null });
+  assert.equal(puppetDbView(undefined, "a"), undefined);
 });

@@ -451,6 +451,7 @@ test("decommission of a terminated node and a running one: certificates revoked 
   assert.equal(crlSerials("us").length, usCrlBefore.length + 1, "one more serial on the us CRL");
   assert.match(r.stdout, /provisioning\s+done\s+dropped \(was done, master puppet-eu\.lab\)/);
   assert.match(r.stdout, /certificate\s+done\s+revoked and cleaned on puppet-eu\.lab, none on puppet-us\.lab, verified: unknown to 2 master/);
+  assert.match(r.stdout, /puppetdb\s+ok\s+no master sends to a PuppetDB \(no puppetdb\.conf on 2 master\(s\)\): nothing to deactivate/);
   assert.match(r.stdout, /registry\s+(ok|done)/);
   assert.match(r.stdout, /notify\s+done\s+admins told by notifier\.lab/);
   assert.equal(crlSerials("eu").length, crlBefore.length + 1, "one more serial on the eu CRL");
@@ -462,7 +463,7 @@ test("decommission of a terminated node and a running one: certificates revoked 
   assert.equal(again.code, 0, `${again.stdout}\n${again.stderr}`);
   const [out] = JSON.parse(again.stdout) as { ok: boolean; steps: { step: string; ok: boolean; changed: boolean; detail: string }[] }[];
   assert.equal(out!.ok, true);
-  assert.deepEqual(out!.steps.map((st) => [st.step, st.ok, st.changed]), [["provisioning", true, false], ["certificate", true, false], ["registry", true, false]]);
+  assert.deepEqual(out!.steps.map((st) => [st.step, st.ok, st.changed]), [["provisioning", true, false], ["certificate", true, false], ["puppetdb", true, false], ["registry", true, false]]);
   assert.match(out!.steps[1]!.detail, /already gone/);
 });
 

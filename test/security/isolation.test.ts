@@ -325,3 +325,23 @@ test("a registry started after a node asks it to register, within the broker's p
     await reg?.stop();
   }
 });
+
+test("PuppetDB through the registry: an admin may ask (muster.registry.*.puppetdb); a node's credential may not", async () => {
+  // a PuppetDB nobody listens on: the registry's answer (an error naming it) is proof enough that the request reached it
+  const reg = await startRegistry(RegistryConfigSchema.parse({ brokers: [nats.url], tls: tlsOf(svc.registry), log: { level: "silent" }, fill_on_start: false, puppetdb: { url: "http://127.0.0.1:9", timeout: 5 } }), createLogger({ level: "silent", name: "registry" }));
+  const admin = await client("admin", "muster");
+  const n = nodeDir("web6.test");
+  puppetCert("web6.test", n.ssldir);
+  spec.nodes!.push({ identity: "web6.test" });
+  nats.reload(authorizationConfig(spec));
+  const node = await raw({ cert: join(n.ssldir, "certs", "web6.test.pem"), key: join(n.ssldir, "private_keys", "web6.test.pem") });
+  try {
+    await assert.rejects((await admin.puppetdb()).discover(emptyFilter(), { timeoutMs: 10_000, idleMs: 200 }), /could not ask PuppetDB: cannot reach PuppetDB at http:\/\/127\.0\.0\.1:9/);
+    node.nc.publish("muster.registry.muster-registry.puppetdb", new TextEncoder().encode('{"op":"discover","filter":{}}'));
+    await node.saw(/permissions violation.*muster\.registry\.muster-registry\.puppetdb/i);
+  } finally {
+    await node.nc.close();
+    await admin.close();
+    await reg.stop();
+  }
+});

@@ -51,6 +51,14 @@ export const RUN_ELSEWHERE: Record<string, { has: string; commands: readonly str
       "muster decommission --json old1.example.net",
     ],
   },
+  "test/puppetdb/puppetdb.test.ts": {
+    has: "a real PuppetDB (its own PostgreSQL) fed by a real puppetserver, and a registry daemon asking it",
+    commands: [
+      'muster find --dm puppetdb -W "environment=development customer=acme mysql::master"',
+      "muster find --dm puppetdb -I 'pql:inventory[certname] { facts.country = \"de\" }'",
+      "muster rpc rpcutil ping --dm puppetdb -F country=nl",
+    ],
+  },
   "test/fleet/puppet-real.test.ts": {
     has: "a real puppetserver and three nodes with real Puppet agents",
     commands: ["muster puppet runall 10 -C webserver", 'muster puppet runall 4 -S "puppet().since_lastrun>3600"'],

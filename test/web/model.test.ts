@@ -188,7 +188,7 @@ test("health on the page: problems grouped by kind worst first, the title with t
     { identity: "b", problems: [{ kind: "unreachable", why: "no heartbeat for 30 s", since: "2026-01-01T00:00:00Z" }, { kind: "puppet_stale", why: "y" }] },
   ];
   const g = m.healthGroups(nodes);
-  assert.deepEqual(g.map((x) => x.kind), ["unreachable", "gone", "provisioning_failed", "puppet_failed", "puppet_disabled", "puppet_stale"]);
+  assert.deepEqual(g.map((x) => x.kind), ["unreachable", "puppetdb_active", "gone", "provisioning_failed", "puppet_failed", "puppet_disabled", "puppetdb_no_report", "puppet_stale"]);
   assert.deepEqual(g[0]!.nodes, [{ identity: "b", why: "no heartbeat for 30 s", since: "2026-01-01T00:00:00Z" }]);
   assert.deepEqual(g.find((x) => x.kind === "puppet_stale")!.nodes.map((n: { identity: string }) => n.identity), ["b"]);
   assert.equal(m.titleWithProblems("Health · muster", 2), "(2) Health · muster");

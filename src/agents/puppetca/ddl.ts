@@ -19,7 +19,7 @@ const certOutputs = {
 export const puppetcaDDL = {
   metadata: {
     name: "puppetca",
-    description: "Lists, signs (after checking the CSR), revokes, cleans and inspects certificates of the Puppet CA on this master",
+    description: "Lists, signs (after checking the CSR), revokes, cleans and inspects certificates of the Puppet CA on this master, and deactivates nodes in its PuppetDB",
     author: "muster",
     license: "Apache-2.0",
     version: "0.1.0",
@@ -74,6 +74,20 @@ export const puppetcaDDL = {
         revoked: { description: "Whether a signed certificate was revoked by this request", display_as: "Revoked", type: "boolean" },
         previous_state: { description: "requested, signed or revoked before, or null when the CA knows nothing of it", display_as: "Was", type: "string" },
         serial: { description: "The certificate's serial number, or null", display_as: "Serial", type: "integer" },
+      },
+    },
+    deactivate: {
+      description:
+        "Deactivate a node in the PuppetDB this master sends its data to (its puppetdb.conf), as `puppet node deactivate` does: PuppetDB's deactivate node command, with the master's certificate, confirmed by reading the node back",
+      display: "failed",
+      input: {
+        certname: { prompt: "Certname", description: "The node to deactivate", type: "string", validation: CERTNAME, maxlength: 255, optional: false },
+      },
+      output: {
+        certname: { description: "The certname", display_as: "Certname", type: "string" },
+        puppetdb: { description: "The PuppetDB asked (its URL), or null when this master sends to none", display_as: "PuppetDB", type: "string" },
+        deactivated: { description: "Whether this request deactivated the node (false: it was unknown or inactive already)", display_as: "Deactivated", type: "boolean" },
+        previous_state: { description: "active, deactivated, expired, or unknown when PuppetDB knows nothing of it; null without PuppetDB", display_as: "Was", type: "string" },
       },
     },
     status: {

@@ -3,6 +3,7 @@ import { join } from "node:path";
 import { MusterError, RpcError } from "../../errors.js";
 import { Status } from "../../protocol/status.js";
 import { CertificateAuthority, readIniSection, SignRefusedError, type CertInfo } from "../../puppet/index.js";
+import { PuppetDb } from "../../puppetdb/http.js";
 
 // Settings of the puppetca agent (`plugins.puppetca`, passed as ctx.config). Every key optional:
 //
@@ -15,9 +16,11 @@ import { CertificateAuthority, readIniSection, SignRefusedError, type CertInfo }
 //   certname  from puppet.conf, else ctx.identity: the client certificate used for the CA API
 //             (the master's own; it carries pp_cli_auth, which auth.conf requires)
 //   cacert, cert, key   explicit PEM paths, overriding the ssldir-derived ones
-//   timeout   30        seconds per CA request
+//   timeout   30        seconds per CA (and PuppetDB) request
+//   puppetdb_conf  <confdir>/puppetdb.conf   where the master's PuppetDB is (deactivate)
 
-export function caFor(config: Record<string, unknown>, identity: string): CertificateAuthority {
+/** The master's confdir and credential, from the settings and its puppet.conf. */
+function masterSettings(config: Record<string, unknown>, identity: string) {
   const get = (k: string): string | undefined => {
     const v = config[k];
     if (v === undefined || v === null || v === "") return undefined;
@@ -33,17 +36,39 @@ export function caFor(config: Record<string, unknown>, identity: string): Certif
   }
   const certname = get("certname") ?? conf.certname ?? identity;
   const ssldir = get("ssldir") ?? conf.ssldir ?? "/var/lib/puppet/ssl";
-  const url = get("url") ?? `https://${conf.server ?? certname}:${conf.serverport ?? conf.masterport ?? "8140"}`;
   const timeout = Number(get("timeout") ?? 30);
   const servername = get("servername");
-  return new CertificateAuthority({
-    url,
-    ...(servername ? { servername } : {}),
+  return {
+    confdir,
+    url: get("url") ?? `https://${conf.server ?? certname}:${conf.serverport ?? conf.masterport ?? "8140"}`,
+    servername,
     caCertPath: get("cacert") ?? join(ssldir, "certs", "ca.pem"),
     certPath: get("cert") ?? join(ssldir, "certs", `${certname}.pem`),
     keyPath: get("key") ?? join(ssldir, "private_keys", `${certname}.pem`),
     timeoutMs: Number.isFinite(timeout) && timeout > 0 ? timeout * 1000 : 30_000,
-  });
+    puppetdbConf: get("puppetdb_conf") ?? join(confdir, "puppetdb.conf"),
+  };
+}
+
+export function caFor(config: Record<string, unknown>, identity: string): CertificateAuthority {
+  const m = masterSettings(config, identity);
+  return new CertificateAuthority({ url: m.url, ...(m.servername ? { servername: m.servername } : {}), caCertPath: m.caCertPath, certPath: m.certPath, keyPath: m.keyPath, timeoutMs: m.timeoutMs });
+}
+
+/**
+ * The PuppetDB this master sends its facts, catalogs and reports to (server_urls of the
+ * puppetdb.conf puppet-terminus-puppetdb reads), with the master's own certificate, as `puppet
+ * node deactivate` run on the master reaches it; undefined when the master has no puppetdb.conf.
+ */
+export function puppetDbFor(config: Record<string, unknown>, identity: string): PuppetDb[] | undefined {
+  const m = masterSettings(config, identity);
+  if (!existsSync(m.puppetdbConf)) return undefined;
+  const urls = (readIniSection(readFileSync(m.puppetdbConf, "utf8"), "main").server_urls ?? "")
+    .split(",")
+    .map((u) => u.trim())
+    .filter(Boolean);
+  if (!urls.length) throw new RpcError(Status.Aborted, `${m.puppetdbConf} names no server_urls`);
+  return urls.map((url) => new PuppetDb({ url: url.replace(/\/+$/, ""), ca: m.caCertPath, cert: m.certPath, key: m.keyPath, timeoutMs: m.timeoutMs }));
 }
 
 export function certReply(name: string, c: CertInfo | undefined): Record<string, unknown> {

@@ -29,9 +29,9 @@ function seconds(name: string, v: string | undefined, dflt: number): number {
 
 export function decommissionCommand(): Command {
   return addCommonOptions(new Command("decommission"))
-    .description("Take nodes out of the fleet for good: revoke and clean their certificates on every master, drop their registry and provisioning records, tell the admins")
+    .description("Take nodes out of the fleet for good: revoke and clean their certificates on every master, deactivate them in PuppetDB, drop their registry and provisioning records, tell the admins")
     .argument("<identity...>", "node identities (their Puppet certnames)")
-    .option("--wait", "report each step as it completes, and check it took effect (the CA no longer knows the name, the records read back absent)")
+    .option("--wait", "report each step as it completes, and check it took effect (the CA no longer knows the name, PuppetDB lists it inactive, the records read back absent)")
     .option("--masters <filter>", "compound filter narrowing the masters (default: every node with the puppetca agent)")
     .option("--no-notify", "do not tell the admins")
     .option("--notify-to <url>", "recipient for the notification (repeatable; default: the notifier's own)", collect)
@@ -45,6 +45,9 @@ export function decommissionCommand(): Command {
 What it does, per node, in this order (docs/provisioner.md#decommissioning):
   provisioning  drops the provisioner's record (a provisioner still working on it leaves it)
   certificate   asks every master's puppetca agent to revoke and clean the certname
+  puppetdb      asks every master's puppetca agent to deactivate it in the PuppetDB of the
+                master's puppetdb.conf, as \`puppet node deactivate\` does (nothing to do
+                without one)
   registry      drops the node's registry record
   notify        tells the admins through the notify agent
 The node itself is never asked: it may be gone already. Every step is idempotent: running it

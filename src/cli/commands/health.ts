@@ -34,6 +34,11 @@ kept per node. Puppet is stale when its last run is older than twice the node's 
 (puppet.conf; 30 minutes when unset), or than --stale-after for every node. Filters other than
 -I are answered by the registry. Nothing is sent to the nodes.
 
+Where a registry answers for PuppetDB (docs/puppetdb.md), PuppetDB's reports are the record of
+Puppet runs, and two disagreements are flagged: a node PuppetDB lists active that has not answered
+(PuppetDB: active), and one that answers with no report in PuppetDB past the stale threshold
+(PuppetDB: no report).
+
 Exit codes: 0 every node healthy, 2 some node unhealthy, 1 no node known (or matched).
 
 Examples:

@@ -69,7 +69,7 @@ export const commands: Record<string, CommandEntry> = {
   },
   decommission: {
     usage: "[options] <identity...>",
-    description: "Take nodes out of the fleet for good: revoke and clean their certificates on every master, drop their registry and provisioning records, tell the admins",
+    description: "Take nodes out of the fleet for good: revoke and clean their certificates on every master, deactivate them in PuppetDB, drop their registry and provisioning records, tell the admins",
     load: async () => (await import("./decommission.js")).decommissionCommand,
   },
   lab: {

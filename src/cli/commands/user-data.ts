@@ -45,6 +45,9 @@ Every role:
   [--puppet-code URL]         a tarball of environments/..., unpacked into /etc/puppet/code
   [--puppetserver-heap SIZE]  puppetserver's JVM heap, e.g. 768m
   [--puppetserver-java-arg ARG]...   more JVM options (-XX:TieredStopAtLevel=1: a small master starts faster)
+  [--puppetdb-url URL]        PuppetDB by the name this master reaches it under
+                              (https://puppetdb-eu.example.net:8081): it sends PuppetDB its facts,
+                              catalogs and reports, and its CA issues PuppetDB a certificate for that name
 
 --role provisioner: muster-provisioner (two of them share the state; only their ids differ)
   --config FILE               /etc/muster/provisioner.yaml
@@ -63,6 +66,7 @@ Every role:
   [--node-key FILE]           the notifier's node key (muster key create NAME), as for a master
   [--notify-recipient URL]... who the notifier tells (webhooks, mailto:)
   [--replicas N]              copies of the registry's bucket (3 on a 3-broker cluster)
+  [--puppetdb local]          PuppetDB and its PostgreSQL on this machine too; the registry asks it
 
 --trusted-key: another caller whose signed requests the machine obeys (an operator's key: muster
 key show prints yours as NAME=PUBLIC_KEY), besides the provisioner's. --fact: a fact the instance
@@ -123,6 +127,8 @@ const FLAGS: Record<string, "*" | Role[]> = {
   "web-tokens": ["console"],
   "notify-recipient": ["console"],
   replicas: ["console"],
+  "puppetdb-url": ["master"],
+  puppetdb: ["console"],
 };
 const REPEATED = ["broker", "trusted-key", "fact", "plugin", "ssh-authorized-key", "alt-name", "notify-recipient", "puppetserver-java-arg"] as const;
 
@@ -191,6 +197,8 @@ export async function renderUserDataFromFlags(argv: string[]): Promise<string> {
   for (const a of many["alt-name"]) if (!/^(IP:[0-9A-Fa-f:.]+|DNS:[A-Za-z0-9.-]+)$/.test(a)) usage(`--alt-name takes IP:ADDRESS or DNS:NAME, got ${JSON.stringify(a)}`);
   for (const a of many["puppetserver-java-arg"]) if (!/^-[A-Za-z0-9:+=._-]+$/.test(a)) usage(`--puppetserver-java-arg takes one JVM option such as -XX:TieredStopAtLevel=1, got ${JSON.stringify(a)}`);
   if (o["puppetserver-heap"] && !/^\d+[mg]$/.test(o["puppetserver-heap"])) usage(`--puppetserver-heap takes a JVM size such as 768m or 2g, got ${JSON.stringify(o["puppetserver-heap"])}`);
+  if (o["puppetdb-url"] && !/^https:\/\/[A-Za-z0-9.-]+:\d+$/.test(o["puppetdb-url"])) usage(`--puppetdb-url takes https://NAME:PORT (the name PuppetDB's certificate from this master's CA carries), got ${JSON.stringify(o["puppetdb-url"])}`);
+  if (o.puppetdb !== undefined && o.puppetdb !== "local") usage(`--puppetdb takes local (PuppetDB on this machine), got ${JSON.stringify(o.puppetdb)}`);
   if (o.identity !== undefined && !/^[A-Za-z0-9][A-Za-z0-9._-]*$/.test(o.identity)) usage(`--identity takes a host name (letters, digits, . _ -), got ${JSON.stringify(o.identity)}`);
 
   const readFile = (flag: string, f: string): string => {
@@ -251,6 +259,7 @@ export async function renderUserDataFromFlags(argv: string[]): Promise<string> {
           ...(o["puppet-code"] ? { puppetCodeUrl: o["puppet-code"] } : {}),
           ...(o["puppetserver-heap"] ? { heap: o["puppetserver-heap"] } : {}),
           ...(many["puppetserver-java-arg"].length ? { javaArgs: many["puppetserver-java-arg"] } : {}),
+          ...(o["puppetdb-url"] ? { puppetdbUrl: o["puppetdb-url"] } : {}),
         }),
       );
     case "console": {
@@ -277,6 +286,7 @@ export async function renderUserDataFromFlags(argv: string[]): Promise<string> {
           ...nodeKey,
           recipients: many["notify-recipient"],
           replicas: Number(o.replicas ?? 1),
+          puppetdb: o.puppetdb === "local",
         }),
       );
     }

@@ -18,7 +18,7 @@ const execFileP = promisify(execFile);
 const REPO = fileURLToPath(new URL("../../../../", import.meta.url));
 
 /** Debian packages some site role installs at first boot (not in the image): they are in the mirror. */
-export const MIRROR_PACKAGES = ["nats-server", "puppetserver"] as const;
+export const MIRROR_PACKAGES = ["nats-server", "puppetserver", "puppet-terminus-puppetdb", "postgresql", "puppetdb"] as const;
 
 /** Where the mirrors are served on the package server (debian/<release>), and where its key lives in the image. */
 export const MIRROR_PATH = "debian";

@@ -15,7 +15,8 @@ import { SITE_ROLES, siteMachines, type SiteRoleName } from "./roles.js";
 // network is made; every machine powers on as soon as the relays are up, brokers first (the others
 // retry until they answer, as they would in a cloud); each machine is up when cloud-init is done and
 // its role's units run; the brokers form their cluster, and the operator makes the fleet's stores and
-// enrolls the site machines' node keys; once the masters have made their CAs the
+// enrolls the site machines' node keys; once the masters have made their CAs (and issued PuppetDB its
+// certificates) PuppetDB on the console's machine serves them TLS and the
 // brokers trust them (clients-ca.pem, a reload); then the fleet answers: the masters' and the
 // notifier's muster servers, the registry and the console, the nodes waiting to be provisioned. The
 // provisioners start on their own as soon as they are up.
@@ -144,7 +145,9 @@ export function planSite(o: SiteShape): SitePlan {
   const mastersUp = machines.filter((m) => m.role === "master").map((m) => `up ${m.identity}`);
   step("wait-brokers", "wait-brokers", brokersUp, { timeoutMs: SITE_ROLE_READY.broker.withinMs });
   step("site-stores", "site-stores", ["wait-brokers"], { enroll: machines.filter((m) => m.role === "master" || m.role === "console").map((m) => m.identity) });
-  step("trust-masters", "trust-masters", ["wait-brokers", ...mastersUp], { masters: machines.filter((m) => m.role === "master").map((m) => m.identity), timeoutMs: SITE_ROLE_READY.master.withinMs });
+  // the masters' CAs (and the certificates they issued PuppetDB) go to the brokers and to PuppetDB on the console's machine
+  const consoleUp = machines.filter((m) => m.role === "console").map((m) => `up ${m.identity}`);
+  step("trust-masters", "trust-masters", ["wait-brokers", ...mastersUp, ...consoleUp], { masters: machines.filter((m) => m.role === "master").map((m) => m.identity), timeoutMs: SITE_ROLE_READY.master.withinMs });
   const inFleet = machines.filter((m) => m.role === "master" || m.role === "console").map((m) => m.identity);
   step("wait-fleet", "wait-fleet", ["trust-masters", ...up], { identities: inFleet, timeoutMs: SITE_ROLE_READY.master.withinMs });
   step("wait-console", "wait-console", up.filter((u) => machines.find((m) => `up ${m.identity}` === u)?.role === "console"), { timeoutMs: SITE_ROLE_READY.console.withinMs });

@@ -1,7 +1,7 @@
 import { stringify as toYaml } from "yaml";
 import { provisionerAdditions } from "../../config/site.js";
 import { USER_DATA_COMMAND } from "../machines/index.js";
-import { SITE_PORTS, siteBrokerUrls, siteMachines, type SiteMachine } from "./roles.js";
+import { puppetDbUrl, SITE_PORTS, siteBrokerUrls, siteMachines, type SiteMachine } from "./roles.js";
 import type { SiteCredentials } from "./credentials.js";
 
 // The command lines that render each site machine's user-data: docs/deploy.md's commands, flag for
@@ -84,6 +84,8 @@ export function siteRenderArgv(c: SiteRenderContext, m: SiteMachine): string[] {
         // a lab master compiles few catalogs: C1 alone starts the JVM far sooner (as the host lab's masters do)
         "--puppetserver-java-arg",
         "-XX:TieredStopAtLevel=1",
+        "--puppetdb-url",
+        puppetDbUrl(r),
         ...ssh,
       ];
     }
@@ -130,6 +132,8 @@ export function siteRenderArgv(c: SiteRenderContext, m: SiteMachine): string[] {
         ...c.notifyRecipients.flatMap((r) => ["--notify-recipient", r]),
         "--replicas",
         "3",
+        "--puppetdb",
+        "local",
         ...ssh,
       ];
   }

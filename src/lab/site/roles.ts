@@ -22,9 +22,10 @@ export interface SiteRole {
 
 export const SITE_ROLES: Record<SiteRoleName, SiteRole> = {
   broker: { role: "broker", what: "a nats-server cluster member with JetStream", packages: ["nats-server"], units: ["nats-server.service"], section: "3-the-broker" },
-  master: { role: "master", what: "puppetserver and muster-server hosting puppetca", packages: ["puppetserver", "muster"], units: ["puppetserver.service", "muster-server.service"], section: "4-puppet-masters" },
+  master: { role: "master", what: "puppetserver (sending PuppetDB its facts, catalogs and reports) and muster-server hosting puppetca", packages: ["puppetserver", "puppet-terminus-puppetdb", "muster"], units: ["puppetserver.service", "muster-server.service"], section: "4-puppet-masters" },
   provisioner: { role: "provisioner", what: "muster-provisioner, one of two sharing the state", packages: ["muster"], units: ["muster-provisioner.service"], section: "5-provisioners-two-for-ha" },
-  console: { role: "console", what: "muster-registry, the web console and the notifier", packages: ["muster"], units: ["muster-registry.service", "muster-web.service", "muster-server.service"], section: "6-the-registry-and-the-console" },
+  // PuppetDB shares the console's machine: the registry asks it on loopback (docs/deploy.md#10-puppetdb)
+  console: { role: "console", what: "muster-registry, the web console and the notifier; PuppetDB and its PostgreSQL", packages: ["muster", "postgresql", "puppetdb"], units: ["muster-registry.service", "muster-web.service", "muster-server.service"], section: "6-the-registry-and-the-console" },
 };
 
 export interface SiteMachine {
@@ -73,7 +74,14 @@ export function siteMachines(): SiteMachine[] {
 export const siteMachine = (identity: string): SiteMachine | undefined => siteMachines().find((m) => m.identity === identity);
 
 /** Site ports. */
-export const SITE_PORTS = { nats: 4222, natsRoute: 6222, natsMonitor: 8222, puppet: 8140, registry: 8089, web: 8443 } as const;
+export const SITE_PORTS = { nats: 4222, natsRoute: 6222, natsMonitor: 8222, puppet: 8140, registry: 8089, web: 8443, puppetdb: 8081 } as const;
+
+/**
+ * The name a region's master reaches PuppetDB by (on the console's machine): one per master, since
+ * each master's CA issues PuppetDB a certificate for its own name (config/puppetdb-site.ts).
+ */
+export const puppetDbName = (region: LabRegion) => `puppetdb-${region.name}.lab`;
+export const puppetDbUrl = (region: LabRegion) => `https://${puppetDbName(region)}:${SITE_PORTS.puppetdb}`;
 
 /** The brokers as every muster process of the site names them. */
 export function siteBrokerUrls(): string[] {
@@ -103,7 +111,7 @@ export function siteRoutes(): string[] {
 export function siteHostsLines(): string {
   return siteMachines()
     .map((m) => {
-      const line = `${m.address} ${m.identity} ${shortName(m.identity)}`;
+      const line = `${m.address} ${m.identity} ${shortName(m.identity)}${m.role === "console" ? ` ${LAB_REGIONS.map(puppetDbName).join(" ")}` : ""}`;
       return m.hostname ? `{% if hostname != "${m.hostname}" %}${line}{% endif %}` : line;
     })
     .join("\n");

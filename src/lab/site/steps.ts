@@ -14,9 +14,12 @@ import { rememberPid, writeLabState, type LabNode, type LabState, type SiteMachi
 import { waitForNodes, type LabReach } from "../waits.js";
 import { prepareSiteFiles, writeClientsCa, writePuppetCode, type SiteFiles } from "./files.js";
 import type { SiteShape, SiteStep } from "./plan.js";
-import { shortName, siteBrokerUrls, siteHostsLines, siteMachine, siteMachines, SITE_PORTS } from "./roles.js";
+import { puppetDbName, shortName, siteBrokerUrls, siteHostsLines, siteMachine, siteMachines, SITE_PORTS } from "./roles.js";
+import { PUPPETDB_CERT_FILES, PUPPETDB_PORTS } from "../../config/puppetdb-site.js";
+import { MASTER_FILES } from "../../config/site.js";
 import { siteRenderArgv } from "./render.js";
 import { machineUp, siteExec, waitForCluster, waitForConsole } from "./reach.js";
+import { placePuppetDbTls, waitForPuppetDb } from "./puppetdb.js";
 import { linkMirror, pushToBrokers, readWhenThere, RECEIVER_RELAY_PORT, siteRenderContext } from "./operator.js";
 
 // One implementation per kind of step of the site's plan (site/plan.ts), run by runner.ts: the
@@ -227,13 +230,26 @@ export const SITE_STEPS: StepTable<SiteStep, SiteRun> = {
     // once it is in their clients-ca.pem and they reload, as docs/deploy.md section 4 says
     const files = need(run, "files");
     const cas: string[] = [];
+    const pdbCerts: { name: string; cert: string; key: string }[] = [];
     for (const id of masters) {
       const m = run.site.find((x) => x.identity === id)!;
-      cas.push(await readWhenThere(m, "/etc/muster/tls/puppet-ca.pem", timeoutMs, step.signal));
+      cas.push(await readWhenThere(m, MASTER_FILES.puppetCa, timeoutMs, step.signal));
+      // and PuppetDB's certificate from that CA, under the name the master reaches it by (section 10)
+      const cert = await readWhenThere(m, PUPPETDB_CERT_FILES.cert, timeoutMs, step.signal);
+      const key = await siteExec(m, ["cat", PUPPETDB_CERT_FILES.key]);
+      if (key.status !== 0) throw new MusterError("MUSTER_USAGE", `${id} made PuppetDB's certificate but not its key (${PUPPETDB_CERT_FILES.key}): ${key.stderr.trim()}`);
+      pdbCerts.push({ name: puppetDbName(siteMachine(id)!.region!), cert, key: key.stdout });
     }
+    // PuppetDB's TLS before the brokers let the masters in: no node is provisioned, so no catalog
+    // compiled, before PuppetDB can take what the masters send
+    const consoleMachine = run.site.find((x) => x.role === "console")!;
+    const allow = await placePuppetDbTls(consoleMachine, masters, pdbCerts, cas);
+    run.say(`PuppetDB on ${consoleMachine.identity} serves TLS with a certificate from each master's CA (${pdbCerts.map((c) => c.name).join(", ")}), for ${allow.join(", ")}`);
     writeClientsCa(files, cas);
     await pushToBrokers(run.site, files.clientsCa, "/etc/nats/clients-ca.pem");
     run.say(`the brokers trust the masters' Puppet CAs (${masters.join(", ")}): clients-ca.pem copied to each, nats-server reloaded`);
+    await waitForPuppetDb(consoleMachine, timeoutMs, step.signal);
+    run.say(`PuppetDB runs on ${consoleMachine.identity} (ports ${PUPPETDB_PORTS.plain} on loopback, ${PUPPETDB_PORTS.ssl} TLS)`);
   },
 
   async "wait-fleet"({ identities, timeoutMs }, step, run) {

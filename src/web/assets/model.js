@@ -85,10 +85,12 @@ export function localTime(ms) {
 /** Problem kinds of fleet health (src/health/model.ts), worst first, as the landing page names them. */
 export const HEALTH_KINDS = [
   { kind: "unreachable", label: "Unreachable", one: "unreachable" },
+  { kind: "puppetdb_active", label: "Unreachable, active in PuppetDB", one: "active in PuppetDB" },
   { kind: "gone", label: "Gone", one: "gone" },
   { kind: "provisioning_failed", label: "Provisioning failed", one: "provisioning failed" },
   { kind: "puppet_failed", label: "Puppet failed", one: "Puppet failed" },
   { kind: "puppet_disabled", label: "Puppet disabled", one: "Puppet disabled" },
+  { kind: "puppetdb_no_report", label: "No report in PuppetDB", one: "no report in PuppetDB" },
   { kind: "puppet_stale", label: "Puppet stale", one: "Puppet stale" },
 ];
 

@@ -2,8 +2,8 @@
 // record (status, gone or stuck, the stage timeline, its rounds with who retried, the log tail;
 // retry for a failed or gone node, forget for a gone one), its last Puppet run as people read it
 // (status, when, how long, resource counts, failed and changed resources with their messages) and
-// its last runs, then its classes, agents, collectives and facts (grouped, searchable) from the
-// registry. `?section=puppet` (the runall page's links) brings the Puppet run into view.
+// its last runs, its runs as PuppetDB recorded them (with a failed run's failed events), then its
+// classes, agents, collectives and facts (grouped, searchable) from the registry. `?section=puppet` (the runall page's links) brings the Puppet run into view.
 import { html, render } from "/vendor/lit-html/lit-html.js";
 import { api } from "./api.js";
 import { confirmAction } from "./dialog.js";
@@ -57,6 +57,33 @@ function runsTable(runs) {
         ${runs.map((r) => html`<tr data-status=${r.status}><td>${when(r.time)}</td><td><span class=${`badge ${r.status === "unchanged" ? "ok" : r.status}`}>${r.status === "unchanged" ? "no changes" : r.status}</span></td><td class="num">${r.resources.changed}</td><td class="num">${r.resources.failed}</td><td class="num">${r.resources.total}</td><td class="num">${r.duration_s == null ? "" : formatDuration(r.duration_s)}</td></tr>`)}
       </tbody>
     </table>`;
+}
+
+// Its last runs as PuppetDB recorded them (where the registry reaches a PuppetDB): the record of
+// Puppet runs fleet health keeps then; a failed run with the events that failed.
+function puppetdbSection(n) {
+  if (n.puppetdb_error) return html`<h2 id="puppetdb">Runs in PuppetDB</h2><p class="error">PuppetDB could not be asked: ${n.puppetdb_error}</p>`;
+  if (n.puppetdb_runs == null) return html``;
+  return html`<h2 id="puppetdb">Runs in PuppetDB</h2>
+    ${n.puppetdb_runs.length
+      ? html`<table class="data puppetdb-runs">
+          <caption class="visually-hidden">The node's last Puppet runs as PuppetDB recorded them, newest first</caption>
+          <thead><tr><th scope="col">ended</th><th scope="col">status</th><th scope="col" class="num">changed</th><th scope="col" class="num">failed</th><th scope="col" class="num">resources</th><th scope="col">failed events</th></tr></thead>
+          <tbody>
+            ${n.puppetdb_runs.map(
+              (r) => html`<tr data-status=${r.status}>
+                <td>${when(r.time)}</td>
+                <td><span class=${`badge ${r.status === "unchanged" ? "ok" : r.status}`}>${r.status === "unchanged" ? "no changes" : r.status}</span>${r.noop ? html` <span class="muted">noop</span>` : ""}</td>
+                <td class="num">${r.resources.changed}</td>
+                <td class="num">${r.resources.failed}</td>
+                <td class="num">${r.resources.total}</td>
+                <td>${r.events.length ? html`<ul class="failed-events">${r.events.map((e) => html`<li><code>${e.type}[${e.title}]</code>${e.property ? html` <span class="muted">${e.property}</span>` : ""}${e.message ? html`: <span class="err">${e.message}</span>` : ""}</li>`)}</ul>` : ""}</td>
+              </tr>`,
+            )}
+          </tbody>
+        </table>`
+      : html`<p class="muted">PuppetDB holds no report of this node.</p>`}
+    <p class="muted">From ${n.puppetdb}.</p>`;
 }
 
 function factsSection(facts, find, onFind) {
@@ -187,6 +214,7 @@ export function mount(el, ctx, route) {
             <h2 id="puppet">Last Puppet run</h2>
             ${puppetSection(n)}
             ${runsTable(n.puppet_runs)}
+            ${puppetdbSection(n)}
             <h2>Classes</h2>
             ${list(n.classes, "classes")}
             <h2>Agents</h2>

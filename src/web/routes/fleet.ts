@@ -5,7 +5,8 @@ import { ApiError, checkFilter, intParam } from "../http.js";
 import type { RouteContext } from "./context.js";
 
 // The fleet explorer (the registry's answer to a filter, paged, counted) and a node's page: what the
-// registry, the provisioner, fleet health, the node's Puppet runs and its puppet agent say of it.
+// registry, the provisioner, fleet health, the node's Puppet runs, its puppet agent and PuppetDB
+// (its runs as PuppetDB recorded them) say of it.
 
 export function fleetRoutes(app: FastifyInstance, { backend }: RouteContext): void {
   app.get("/api/nodes", async (req) => {
@@ -36,7 +37,12 @@ export function fleetRoutes(app: FastifyInstance, { backend }: RouteContext): vo
     // As /api/board: a console just started (or back from a broker outage) reads the bucket first,
     // so a node it has not caught up on yet is not reported unknown.
     const runs = async () => (await (await backend.sources?.puppetRuns())?.runs(id)) ?? [];
-    const [node, summary, status, report, history] = await Promise.all([soft(backend.registry.node(id)), soft(backend.puppet(id, "last_run_summary")), soft(backend.puppet(id, "status")), soft(backend.puppet(id, "last_run_report")), soft(runs()), backend.feed.whenReady(5000)]);
+    // PuppetDB's record of its runs, where the registry reaches one: null without, an error said
+    const pdb = backend.puppetdbRuns(id).then(
+      (r) => ({ runs: r, error: null }),
+      (e: unknown) => ({ runs: null, error: (e as Error).message }),
+    );
+    const [node, summary, status, report, history, fromPuppetDb] = await Promise.all([soft(backend.registry.node(id)), soft(backend.puppet(id, "last_run_summary")), soft(backend.puppet(id, "status")), soft(backend.puppet(id, "last_run_report")), soft(runs()), pdb, backend.feed.whenReady(5000)]);
     const r = backend.feed.record(id);
     const health = backend.nodeHealth(id);
     if (!node && !r && !health) throw new ApiError(404, "not_found", `neither the registry, the provisioner nor fleet health knows ${JSON.stringify(id.slice(0, 253))}`);
@@ -51,6 +57,9 @@ export function fleetRoutes(app: FastifyInstance, { backend }: RouteContext): vo
       health: health ?? null,
       provisioning: r ? boardNode(r) : null,
       puppet_runs: history ?? [],
+      puppetdb: fromPuppetDb.runs?.puppetdb ?? null,
+      puppetdb_runs: fromPuppetDb.runs?.runs ?? null,
+      puppetdb_error: fromPuppetDb.error,
       last_run_summary: summary,
       puppet_status: status,
       last_run_report: report,

@@ -4,7 +4,6 @@ import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, 
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { stringify as toYaml } from "yaml";
 import { MUSTER_BIN } from "../../../src/lab/processes.js";
 import { siteCredentials } from "../../../src/lab/site/credentials.js";
 import { siteMachines } from "../../../src/lab/site/roles.js";
@@ -12,6 +11,7 @@ import type { Site } from "../../../src/lab/site/index.js";
 import { ProvisionState } from "../../../src/provisioner/state.js";
 import { repoRoot, runCli } from "../../support/collective.js";
 import { textBlockLines } from "../../support/doc-commands.js";
+import { siteOperatorEnv } from "../../support/site.js";
 
 // Issue 40 and issue 35's keys on the site (`muster lab up --site`): what an operator meets who
 // builds a site from docs/deploy.md alone. One master (puppet-us.lab) boots with only a short host
@@ -26,17 +26,6 @@ import { textBlockLines } from "../../support/doc-commands.js";
 const execFileP = promisify(execFile);
 const GUIDE_NODE = "node42.example.net";
 const SHORT_MASTER = siteMachines().find((m) => m.hostname)!;
-
-/** An environment for the CLI as the site's operator: the site's brokers (the relays), the admin credential, the key every machine trusts. */
-function operatorEnv(site: Site, dir: string): NodeJS.ProcessEnv {
-  const s = site.state;
-  const file = join(dir, "client.yaml");
-  writeFileSync(file, toYaml({ brokers: s.site!.brokers, collective: s.collective, tls: s.tls.admin }));
-  const env: NodeJS.ProcessEnv = { ...process.env, MUSTER_CONFIG: file, NO_COLOR: "1" };
-  // the client config says it all; the test run's own broker and credential would come first
-  for (const k of ["MUSTER_BROKER", "MUSTER_TLS_CA", "MUSTER_TLS_CERT", "MUSTER_TLS_KEY"]) delete env[k];
-  return env;
-}
 
 /**
  * Boot node42.example.net from docs/deploy.md's own commands: the bootstrap credential
@@ -113,13 +102,13 @@ export async function checkShortNamedMaster(site: Site): Promise<void> {
 export async function checkEverySenderVerified(site: Site): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "muster-guide-cli-"));
   try {
-    const r = await runCli(["rpc", "rpcutil", "ping", "--json", "--dt", "3"], { env: operatorEnv(site, dir), timeoutMs: 120_000 });
+    const r = await runCli(["rpc", "rpcutil", "ping", "--json", "--dt", "3"], { env: siteOperatorEnv(site, dir), timeoutMs: 120_000 });
     assert.equal(r.code, 0, r.stderr);
     const replies = (JSON.parse(r.stdout) as { replies: { sender: string; verified: boolean }[] }).replies;
     const senders = replies.map((x) => x.sender);
     for (const m of siteMachines().filter((x) => x.role === "master" || x.role === "console")) assert.ok(senders.includes(m.identity), `${m.identity} answered`);
     assert.deepEqual(replies.filter((x) => !x.verified).map((x) => x.sender), [], "every reply verified against the key directory");
-    const human = await runCli(["rpc", "rpcutil", "ping", "--dt", "3"], { env: operatorEnv(site, dir), timeoutMs: 120_000 });
+    const human = await runCli(["rpc", "rpcutil", "ping", "--dt", "3"], { env: siteOperatorEnv(site, dir), timeoutMs: 120_000 });
     assert.doesNotMatch(human.stdout + human.stderr, /unverified/);
   } finally {
     rmSync(dir, { recursive: true, force: true });
@@ -130,7 +119,7 @@ export async function checkEverySenderVerified(site: Site): Promise<void> {
 export async function checkDoctorClean(site: Site): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "muster-guide-doctor-"));
   try {
-    const r = await runCli(["doctor", "--json", "--dt", "3"], { env: operatorEnv(site, dir), timeoutMs: 180_000 });
+    const r = await runCli(["doctor", "--json", "--dt", "3"], { env: siteOperatorEnv(site, dir), timeoutMs: 180_000 });
     const rep = JSON.parse(r.stdout) as { ok: boolean; checks: { name: string; state: string; detail: string }[] };
     for (const name of ["stores", "replies verified", "masters", "puppet CAs"]) assert.equal(rep.checks.find((c) => c.name === name)?.state, "ok", `${name}: ${JSON.stringify(rep.checks.find((c) => c.name === name))}`);
     assert.equal(rep.ok, true, JSON.stringify(rep.checks.filter((c) => c.state === "fail")));

@@ -23,6 +23,8 @@ require 'yaml'
 #   token_file: /etc/puppet/muster-registry.token   # its http.token_file
 #   timeout: 10                             # seconds (optional)
 #   ca_file: /path/ca.pem                   # for an https:// registry (optional)
+#   source: puppetdb                        # answer from PuppetDB, through the registry (optional;
+#                                           # default registry): classes from compiled catalogs
 #
 # Any failure (no configuration, registry unreachable, token refused, a filter the registry
 # rejects) fails the catalog with a Puppet::Error naming the registry URL: a catalog built on a
@@ -70,6 +72,8 @@ Puppet::Functions.create_function(:search_nodes) do
 
     cfg = settings(options['config'])
     uri = URI.join(cfg[:url].end_with?('/') ? cfg[:url] : "#{cfg[:url]}/", 'nodes')
+    params += [['source', 'puppetdb']] if cfg[:source] == 'puppetdb'
+    params += [%w[full true]] if cfg[:source] == 'puppetdb' && options['full'] == true
     uri.query = URI.encode_www_form(params)
     body = fetch(uri, cfg)
     Puppet.warning("search_nodes: #{body['warning']}") if body['warning'].is_a?(String)
@@ -107,7 +111,10 @@ Puppet::Functions.create_function(:search_nodes) do
     timeout = raw.fetch('timeout', 10)
     raise Puppet::Error, "search_nodes: #{file}: timeout must be a positive number of seconds" unless timeout.is_a?(Numeric) && timeout.positive?
 
-    { url: url, token: token, token_file: raw['token_file'], timeout: timeout, ca_file: raw['ca_file'], file: file }
+    source = raw.fetch('source', 'registry')
+    raise Puppet::Error, "search_nodes: #{file}: source is registry or puppetdb, got #{source.inspect}" unless %w[registry puppetdb].include?(source)
+
+    { url: url, token: token, token_file: raw['token_file'], timeout: timeout, ca_file: raw['ca_file'], file: file, source: source }
   end
 
   def fetch(uri, cfg)
