@@ -18,6 +18,9 @@ import { puppetDbName, shortName, siteBrokerUrls, siteHostsLines, siteMachine, s
 import { PUPPETDB_CERT_FILES, PUPPETDB_PORTS } from "../../config/puppetdb-site.js";
 import { MASTER_FILES } from "../../config/site.js";
 import { siteRenderArgv } from "./render.js";
+import { need, siteReach, siteState, siteTls, type SiteReach, type SiteRun } from "./run.js";
+
+export type { SiteRun } from "./run.js";
 import { machineUp, siteExec, waitForCluster, waitForConsole } from "./reach.js";
 import { placePuppetDbTls, waitForPuppetDb } from "./puppetdb.js";
 import { linkMirror, pushToBrokers, readWhenThere, RECEIVER_RELAY_PORT, siteRenderContext } from "./operator.js";
@@ -27,57 +30,11 @@ import { linkMirror, pushToBrokers, readWhenThere, RECEIVER_RELAY_PORT, siteRend
 // its role's user-data. Each notes what it started, so a failure anywhere stops exactly that.
 
 
-export interface SiteRun {
-  dir: string;
-  o: SiteShape & { detached: boolean };
-  say: (line: string) => void;
-  /** Each machine's power supervisor, by identity. */
-  servers: Map<string, MusterProcess>;
-  files?: SiteFiles;
-  image?: { image: MachineImage; vm?: VmImage };
-  network?: { netns: string; socketDir: string };
-  packages?: LabPackages;
-  receiver?: LabState["receiver"];
-  relays?: LabMachinesState["relays"];
-  /** The loopback ports this workstation reaches the site on (the relays). */
-  reach?: SiteReach;
-  machines?: LabMachinesState;
-  boot?: BootMachineContext;
-  site: SiteMachineState[];
-  nodes: LabNode[];
-  state?: LabState;
-}
-
-export interface SiteReach {
-  brokers: { identity: string; client: string; monitor: string }[];
-  web: string;
-  registry: string;
-}
-
-function need<K extends keyof SiteRun>(run: SiteRun, what: K): NonNullable<SiteRun[K]> {
-  const v = run[what];
-  if (v === undefined || v === null) throw new Error(`a site step ran before ${String(what)} was made: its plan lacks a dependency (site/plan.ts SITE_STEP_NEEDS)`);
-  return v as NonNullable<SiteRun[K]>;
-}
-
 function keep(run: SiteRun, step: StepRun, name: string, p: MusterProcess, o: { machine?: string; graceMs?: number } = {}): void {
   rememberPid(run.dir, p.pid);
   if (o.machine) run.servers.set(o.machine, p);
   step.started(name, () => p.stop("SIGTERM", o.graceMs));
 }
-
-/** What waiting for the site's servers needs (before lab.json exists, from what the steps made). */
-export const siteReach = (run: SiteRun): LabReach => ({
-  broker: need(run, "reach").brokers[0]!.client,
-  site: { machines: [], brokers: need(run, "reach").brokers.map((b) => b.client), suite: run.o.suite, files: { dir: need(run, "files").dir, users: need(run, "files").users, clientsCa: need(run, "files").clientsCa } },
-  collective: LAB_COLLECTIVE,
-  provisioningCollective: LAB_PROVISIONING_COLLECTIVE,
-  tls: siteTls(need(run, "files")),
-  provisionerEnv: { MUSTER_CONFIG_DIR: need(run, "files").dir, MUSTER_CALLER: "provisioner" },
-  ...(run.machines ? { machines: run.machines } : {}),
-});
-
-const siteTls = (f: SiteFiles): LabState["tls"] => ({ ca: f.creds.ca.cert, admin: { ca: f.creds.ca.cert, ...f.creds.admin }, provisioner: { ca: f.creds.ca.cert, ...f.creds.provisioner } });
 
 export const SITE_STEPS: StepTable<SiteStep, SiteRun> = {
   "check-host": ({ kind }) => machines.checkMachineHost(kind),
@@ -269,37 +226,3 @@ export const SITE_STEPS: StepTable<SiteStep, SiteRun> = {
     await waitForNodes(siteReach(run), identities, timeoutMs, "provisioning", found, () => (step.signal.aborted ? "no longer waited for: the lab's start was abandoned" : undefined));
   },
 };
-
-/** lab.json for the site: what the steps made, in LabState's shape (host-only fields say there is none). */
-function siteState(run: SiteRun): LabState {
-  const files = need(run, "files");
-  const reach = need(run, "reach");
-  const consoleMachine = siteMachines().find((m) => m.role === "console")!;
-  return {
-    version: 1,
-    dir: run.dir,
-    collective: LAB_COLLECTIVE,
-    provisioningCollective: LAB_PROVISIONING_COLLECTIVE,
-    broker: reach.brokers[0]!.client,
-    natsPid: 0,
-    masters: [],
-    nodes: run.nodes,
-    notifier: { identity: consoleMachine.identity, pid: 0 },
-    receiver: need(run, "receiver"),
-    registry: { pid: 0, url: reach.registry, token_file: files.registryToken, config: "/etc/muster/registry.yaml on console.lab", log: "journalctl -u muster-registry on console.lab" },
-    web: { pid: 0, url: reach.web, tokens_file: files.webTokens, config: "/etc/muster/web.yaml on console.lab", log: "journalctl -u muster-web on console.lab" },
-    startedAt: Date.now(),
-    tls: siteTls(files),
-    provisionerEnv: { MUSTER_CONFIG_DIR: files.dir, MUSTER_CALLER: "provisioner" },
-    monitor: reach.brokers[0]!.monitor,
-    services: siteMachines()
-      .filter((m) => m.role === "master" || m.role === "console")
-      .map((m) => m.identity),
-    nodeSerial: run.o.nodes,
-    // the site's nodes are machines, rendered with what they trust (site/render.ts): no process node's settings
-    nodeSecurity: {},
-    machines: need(run, "machines"),
-    site: { machines: run.site, brokers: reach.brokers.map((b) => b.client), suite: run.o.suite, files: { dir: files.dir, users: files.users, clientsCa: files.clientsCa } },
-  };
-}
-
