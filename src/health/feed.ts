@@ -3,14 +3,20 @@ import type { Logger } from "pino";
 import type { NodeRecord } from "../protocol/provision-record.js";
 import type { PuppetRunRecord } from "../protocol/puppet-run.js";
 import { healthReport, type HealthInputs, type HealthPolicy, type HealthReport } from "./model.js";
-import type { AliveStore, Beat, PuppetRunStore, Watching } from "./stores.js";
+import type { AliveStore, Beat, PuppetRunStore, ServiceSeen, ServiceStore, Watching } from "./stores.js";
+import { ViewKeeper } from "./view.js";
 
-// The fleet's health, live, for every open page at once (the landing page, /api/health, alerts,
-// the metrics): heartbeats and Puppet runs followed through watches on their buckets, the
-// provisioning records from whoever follows them (the console's board), the registry's nodes asked
-// now and then. The report (model.ts, the same as `muster health`) is recomputed every `tickMs`,
-// since silence alone makes a node unreachable; `report` is emitted when which nodes have which
-// problems changes.
+// The site's health, live, for every open page at once (the landing page, /api/health, alerts,
+// the metrics): heartbeats, service beats and Puppet runs followed through watches on their
+// buckets, the provisioning records from whoever follows them (the console's board), the
+// registry's nodes asked now and then. The report (model.ts, the same as `muster health`) is
+// recomputed every `tickMs`, since silence alone makes a node unreachable; `report` is emitted
+// when which nodes and services have which problems, or whether the view is degraded, changes.
+//
+// The feed also knows how far it can see (view.ts): every `probeMs` it writes a probe to the alive
+// bucket and watches it come back. While the last one to come back is older than `lagMs`, the view
+// is degraded (its connection, its watch or the store is behind): nobody is judged by the silence,
+// and the alerts wait. A watch that stays behind that long is opened afresh.
 
 const RUNS_KEPT = 10;
 
@@ -18,6 +24,7 @@ const RUNS_KEPT = 10;
 export interface HealthSources {
   alive(): Promise<AliveStore | undefined>;
   puppetRuns(): Promise<PuppetRunStore | undefined>;
+  services(): Promise<ServiceStore | undefined>;
 }
 
 /** The provisioning records, kept live by their follower (the console's board feed). */
@@ -32,12 +39,26 @@ export interface HealthFeedOptions {
   policy: HealthPolicy;
   /** The registry's nodes (identities), or undefined when it cannot say. */
   registered: () => Promise<Set<string> | undefined>;
+  /** This observer's name, on its probes (the console's host). */
+  observer: string;
+  /** Whether the connection to the broker is up now. */
+  connected: () => boolean;
   tickMs?: number;
   registryEveryMs?: number;
+  /** Between probes (default 2 s). */
+  probeMs?: number;
+  /** How old the last probe to come back may be before the view is degraded (default 6 s). */
+  lagMs?: number;
 }
+
+/** A watch behind this long is opened afresh (at most this often). */
+const REOPEN_AFTER_MS = 10_000;
+/** Blind stretches are kept this long: past it no node's silence reaches back into them. */
+const KEEP_BLIND_MS = 3_600_000;
 
 export class HealthFeed extends EventEmitter {
   private readonly beats = new Map<string, Beat>();
+  private readonly services = new Map<string, ServiceSeen>();
   private readonly runs = new Map<string, PuppetRunRecord[]>();
   private registered: Set<string> | undefined;
   private watches: Watching<unknown>[] = [];
@@ -48,6 +69,11 @@ export class HealthFeed extends EventEmitter {
   private signature = "";
   private aliveCaughtUp = false;
   private registryAsked = false;
+  private sources: HealthSources | undefined;
+  private reopenedAt = 0;
+  private readonly view: ViewKeeper;
+  /** Tells this process's probes from another's under the same name. */
+  private readonly nonce = `${process.pid}.${Math.random().toString(36).slice(2, 10)}`;
   /** Why health is incomplete (no alive bucket yet, a watch that stopped), for the page. */
   problem: string | undefined = "not connected to the broker yet";
 
@@ -58,6 +84,7 @@ export class HealthFeed extends EventEmitter {
   ) {
     super();
     this.setMaxListeners(0);
+    this.view = new ViewKeeper({ lagMs: o.lagMs ?? 6000, keepMs: KEEP_BLIND_MS });
   }
 
   /** Every source has been read once: a report now is the fleet's, not a partial one (alerts wait for it). */
@@ -67,6 +94,7 @@ export class HealthFeed extends EventEmitter {
 
   /** (Re)starts following the sources (after the broker came back, too). */
   async start(sources: HealthSources): Promise<void> {
+    this.sources = sources;
     this.stopWatches();
     const gen = ++this.generation;
     const follow = async <C>(what: string, open: () => Promise<Watching<C> | undefined>, apply: (c: C) => void) => {
@@ -92,7 +120,14 @@ export class HealthFeed extends EventEmitter {
     await follow("heartbeats", async () => alive?.watch(), (c) => {
       if (c.type === "caught-up") this.aliveCaughtUp = true;
       else if (c.type === "value") this.beats.set(c.identity, c.value);
-      else this.beats.delete(c.identity);
+      else if (c.type === "probe") {
+        if (c.observer === this.o.observer && c.nonce === this.nonce) this.view.seen(c.time);
+      } else this.beats.delete(c.identity);
+    });
+    const services = await sources.services();
+    await follow("service heartbeats", async () => services?.watch(), (c) => {
+      if (c.type === "value") this.services.set(c.identity, c.value);
+      else if (c.type === "removed") this.services.delete(c.identity);
     });
     const runs = await sources.puppetRuns();
     await follow("Puppet runs", async () => runs?.watch(), (c) => {
@@ -102,7 +137,7 @@ export class HealthFeed extends EventEmitter {
       } else if (c.type === "value") {
         const list = (this.runs.get(c.identity) ?? []).filter((r) => r.time !== c.value.time);
         this.runs.set(c.identity, [c.value, ...list].sort((a, b) => b.time - a.time).slice(0, RUNS_KEPT));
-      } else this.runs.delete(c.identity);
+      } else if (c.type === "removed") this.runs.delete(c.identity);
     });
     const ask = async () => {
       const r = await this.o.registered().catch(() => undefined);
@@ -111,6 +146,15 @@ export class HealthFeed extends EventEmitter {
       this.registryAsked = true;
     };
     await ask();
+    const probe = () => {
+      if (!alive) return;
+      alive.probe(this.o.observer, this.nonce).then(
+        () => this.view.put(),
+        (e: unknown) => this.view.put((e as Error).message),
+      );
+    };
+    probe();
+    this.timers.push(setInterval(probe, this.o.probeMs ?? 2000));
     this.timers.push(setInterval(() => void ask(), this.o.registryEveryMs ?? 30_000));
     this.timers.push(setInterval(() => this.compute(), this.o.tickMs ?? 1000));
     for (const t of this.timers) t.unref();
@@ -146,10 +190,20 @@ export class HealthFeed extends EventEmitter {
   }
 
   private compute(): HealthReport {
-    const r = healthReport(this.inputs(), this.o.policy, Date.now());
+    const now = Date.now();
+    const v = this.view.tick(now, this.o.connected());
+    // a watch that stays behind is opened afresh (its consumer may be stuck on a member that died)
+    const open = v.blind.find((b) => b.to === undefined);
+    if (open && this.o.connected() && this.sources && now - open.from > REOPEN_AFTER_MS && now - this.reopenedAt > REOPEN_AFTER_MS) {
+      this.reopenedAt = now;
+      this.log.warn({ why: open.why }, "the health view is behind: opening its watches afresh");
+      void this.start(this.sources).catch((e: unknown) => this.log.warn({ err: (e as Error).message }, "cannot reopen the health watches"));
+    }
+    const nodes = [...this.beats.entries()].map(([identity, beat]) => ({ identity, beat }));
+    const r = healthReport(this.inputs(), this.o.policy, now, { services: { beats: this.services.values(), nodes }, blind: v.blind, judgeUntil: v.judgeUntil, ...(v.freshAsOf !== undefined ? { freshAsOf: v.freshAsOf } : {}) });
     this.current = r;
     this.json = undefined;
-    const sig = JSON.stringify([r.summary, r.nodes.filter((n) => n.problems.length).map((n) => [n.identity, n.problems.map((p) => p.kind)])]);
+    const sig = JSON.stringify([r.view.degraded, r.view.why, r.summary, r.service_summary, r.services.map((s) => [s.role, s.name, s.problems.map((p) => p.kind), s.checks.map((c) => c.status)]), r.nodes.filter((n) => n.problems.length).map((n) => [n.identity, n.problems.map((p) => p.kind)])]);
     if (sig !== this.signature) {
       this.signature = sig;
       this.emit("report", r);
