@@ -14,7 +14,7 @@ import { ViewKeeper } from "./view.js";
 // when which nodes and services have which problems, or whether the view is degraded, changes.
 //
 // The feed also knows how far it can see (view.ts): every `probeMs` it writes a probe to the alive
-// bucket and watches it come back. While the last one to come back is older than `lagMs`, the view
+// and services buckets and watches each come back. While the last one to come back is older than `lagMs`, the view
 // is degraded (its connection, its watch or the store is behind): nobody is judged by the silence,
 // and the alerts wait. A watch that stays behind that long is opened afresh.
 
@@ -43,6 +43,8 @@ export interface HealthFeedOptions {
   observer: string;
   /** Whether the connection to the broker is up now. */
   connected: () => boolean;
+  /** Moves the connection to another broker member (after the watches could not be opened afresh through this one). */
+  reconnect?: () => Promise<void>;
   tickMs?: number;
   registryEveryMs?: number;
   /** Between probes (default 2 s). */
@@ -62,7 +64,7 @@ export class HealthFeed extends EventEmitter {
   private readonly runs = new Map<string, PuppetRunRecord[]>();
   private registered: Set<string> | undefined;
   private watches: Watching<unknown>[] = [];
-  private timers: NodeJS.Timeout[] = [];
+  private clock: NodeJS.Timeout[] = [];
   private generation = 0;
   private current: HealthReport | undefined;
   private json: string | undefined;
@@ -71,6 +73,7 @@ export class HealthFeed extends EventEmitter {
   private registryAsked = false;
   private sources: HealthSources | undefined;
   private reopenedAt = 0;
+  private reopenFailures = 0;
   private readonly view: ViewKeeper;
   /** Tells this process's probes from another's under the same name. */
   private readonly nonce = `${process.pid}.${Math.random().toString(36).slice(2, 10)}`;
@@ -92,9 +95,14 @@ export class HealthFeed extends EventEmitter {
     return this.aliveCaughtUp && this.registryAsked && this.board.ready;
   }
 
-  /** (Re)starts following the sources (after the broker came back, too). */
+  /**
+   * (Re)starts following the sources (after the broker came back, too). The clock that recomputes,
+   * probes and asks the registry starts with the first call and runs until stop(): a restart that
+   * fails leaves the view ageing where the page shows it, and tried again (compute()).
+   */
   async start(sources: HealthSources): Promise<void> {
     this.sources = sources;
+    this.startClock();
     this.stopWatches();
     const gen = ++this.generation;
     const follow = async <C>(what: string, open: () => Promise<Watching<C> | undefined>, apply: (c: C) => void) => {
@@ -121,13 +129,14 @@ export class HealthFeed extends EventEmitter {
       if (c.type === "caught-up") this.aliveCaughtUp = true;
       else if (c.type === "value") this.beats.set(c.identity, c.value);
       else if (c.type === "probe") {
-        if (c.observer === this.o.observer && c.nonce === this.nonce) this.view.seen(c.time);
+        if (c.observer === this.o.observer && c.nonce === this.nonce) this.view.seen("alive", c.time);
       } else this.beats.delete(c.identity);
     });
     const services = await sources.services();
     await follow("service heartbeats", async () => services?.watch(), (c) => {
       if (c.type === "value") this.services.set(c.identity, c.value);
       else if (c.type === "removed") this.services.delete(c.identity);
+      else if (c.type === "probe" && c.observer === this.o.observer && c.nonce === this.nonce) this.view.seen("services", c.time);
     });
     const runs = await sources.puppetRuns();
     await follow("Puppet runs", async () => runs?.watch(), (c) => {
@@ -139,26 +148,38 @@ export class HealthFeed extends EventEmitter {
         this.runs.set(c.identity, [c.value, ...list].sort((a, b) => b.time - a.time).slice(0, RUNS_KEPT));
       } else if (c.type === "removed") this.runs.delete(c.identity);
     });
-    const ask = async () => {
-      const r = await this.o.registered().catch(() => undefined);
-      if (gen !== this.generation) return;
-      this.registered = r;
-      this.registryAsked = true;
-    };
-    await ask();
-    const probe = () => {
-      if (!alive) return;
-      alive.probe(this.o.observer, this.nonce).then(
-        () => this.view.put(),
-        (e: unknown) => this.view.put((e as Error).message),
-      );
-    };
-    probe();
-    this.timers.push(setInterval(probe, this.o.probeMs ?? 2000));
-    this.timers.push(setInterval(() => void ask(), this.o.registryEveryMs ?? 30_000));
-    this.timers.push(setInterval(() => this.compute(), this.o.tickMs ?? 1000));
-    for (const t of this.timers) t.unref();
+    if (!this.registryAsked) await this.ask();
+    this.probe();
     this.compute();
+  }
+
+  /** The registry's nodes, asked again. */
+  private async ask(): Promise<void> {
+    const r = await this.o.registered().catch(() => undefined);
+    this.registered = r;
+    this.registryAsked = true;
+  }
+
+  /** A probe on each watched bucket: a watch can fall behind alone (seen: the services' stuck after failovers while the heartbeats' went on). */
+  private probe(): void {
+    const s = this.sources;
+    if (!s) return;
+    for (const [channel, open] of [["alive", () => s.alive()], ["services", () => s.services()]] as const) {
+      void open()
+        .then((store) => store?.probe(this.o.observer, this.nonce))
+        .then(
+          () => this.view.put(channel),
+          (e: unknown) => this.view.put(channel, (e as Error).message),
+        );
+    }
+  }
+
+  private startClock(): void {
+    if (this.clock.length) return;
+    this.clock.push(setInterval(() => this.probe(), this.o.probeMs ?? 2000));
+    this.clock.push(setInterval(() => void this.ask(), this.o.registryEveryMs ?? 30_000));
+    this.clock.push(setInterval(() => this.compute(), this.o.tickMs ?? 1000));
+    for (const t of this.clock) t.unref();
   }
 
   /** The latest report (computed now if none yet). */
@@ -192,12 +213,24 @@ export class HealthFeed extends EventEmitter {
   private compute(): HealthReport {
     const now = Date.now();
     const v = this.view.tick(now, this.o.connected());
-    // a watch that stays behind is opened afresh (its consumer may be stuck on a member that died)
+    // A watch that stays behind while connected is opened afresh: its consumer may have been on a
+    // member that died (seen: the library's ordered consumer took 40 s and more to come back by itself).
     const open = v.blind.find((b) => b.to === undefined);
     if (open && this.o.connected() && this.sources && now - open.from > REOPEN_AFTER_MS && now - this.reopenedAt > REOPEN_AFTER_MS) {
       this.reopenedAt = now;
       this.log.warn({ why: open.why }, "the health view is behind: opening its watches afresh");
-      void this.start(this.sources).catch((e: unknown) => this.log.warn({ err: (e as Error).message }, "cannot reopen the health watches"));
+      void this.start(this.sources).then(
+        () => (this.reopenFailures = 0),
+        (e: unknown) => {
+          // twice through this member in vain: the next member may answer the JetStream API
+          const move = ++this.reopenFailures >= 2 && this.o.reconnect;
+          this.log.warn({ err: (e as Error).message }, `cannot reopen the health watches${move ? "; moving to another broker member" : ""}`);
+          if (move) {
+            this.reopenFailures = 0;
+            void this.o.reconnect!().catch(() => undefined);
+          }
+        },
+      );
     }
     const nodes = [...this.beats.entries()].map(([identity, beat]) => ({ identity, beat }));
     const r = healthReport(this.inputs(), this.o.policy, now, { services: { beats: this.services.values(), nodes }, blind: v.blind, judgeUntil: v.judgeUntil, ...(v.freshAsOf !== undefined ? { freshAsOf: v.freshAsOf } : {}) });
@@ -216,11 +249,11 @@ export class HealthFeed extends EventEmitter {
     this.generation++;
     for (const w of this.watches) w.stop();
     this.watches = [];
-    for (const t of this.timers) clearInterval(t);
-    this.timers = [];
   }
 
   stop(): void {
     this.stopWatches();
+    for (const t of this.clock) clearInterval(t);
+    this.clock = [];
   }
 }

@@ -174,8 +174,12 @@ function provisioningHealth(r: NodeRecord): ProvisioningHealth {
   };
 }
 
-/** One node's health at `now`; silence during `blind` stretches (the observer could not see) does not count. */
-export function nodeHealth(i: HealthInputs, policy: HealthPolicy, now: number, blind: readonly Blind[] = []): NodeHealth {
+/**
+ * One node's health at `now`; silence during `blind` stretches (the observer could not see) does
+ * not count, and while `blindNow` (the observer cannot see now) a node never heard from is not
+ * called unreachable either: its heartbeats may be what cannot be read.
+ */
+export function nodeHealth(i: HealthInputs, policy: HealthPolicy, now: number, blind: readonly Blind[] = [], blindNow = false): NodeHealth {
   const problems: Problem[] = [];
   const beat = i.beat;
   let reachable: boolean;
@@ -191,6 +195,8 @@ export function nodeHealth(i: HealthInputs, policy: HealthPolicy, now: number, b
     } else reachable = true;
   } else if (i.registered) {
     reachable = true; // no heartbeats (an older muster, or heartbeat.interval 0): its registration vouches for it
+  } else if (blindNow) {
+    reachable = true; // not judged: what this view cannot see may be its heartbeats
   } else {
     reachable = false;
     problems.push({ kind: "unreachable", why: "never heard from: no heartbeat, and the registry does not know it" });
@@ -259,7 +265,8 @@ export function healthReport(inputs: Iterable<HealthInputs>, policy: HealthPolic
   const until = Math.min(x.judgeUntil ?? now, ...blind.filter((b) => b.to === undefined).map((b) => b.from));
   const unseen: Blind[] = [...blind.filter((b) => b.lost), ...(until < now ? [{ from: until, to: now, why: "" }] : [])];
   const nodes: NodeHealth[] = [];
-  for (const i of inputs) nodes.push(nodeHealth(i, policy, now, unseen));
+  const blindNow = blind.some((b) => b.to === undefined);
+  for (const i of inputs) nodes.push(nodeHealth(i, policy, now, unseen, blindNow));
   nodes.sort(healthOrder);
   const services = x.services ? servicesHealth(x.services, policy.unreachableAfterS, now, unseen) : [];
   return { time: iso(now), view: viewState(blind, x.freshAsOf, now), services, service_summary: summariseServices(services), nodes, summary: summarise(nodes) };

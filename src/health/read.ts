@@ -1,5 +1,6 @@
 import { hostname } from "node:os";
 import type { MusterClient } from "../client/client.js";
+import { retryTransient } from "../broker/bucket.js";
 import { MusterError } from "../errors.js";
 import { compileFilter } from "../filter/index.js";
 import { DEFAULT_STATE_BUCKET } from "../protocol/buckets.js";
@@ -84,6 +85,9 @@ export interface HealthInputsRead {
   sources: { alive: boolean; runs: boolean; provisioning: boolean; registry: boolean; services: boolean };
 }
 
+/** How long a read of the heartbeats is tried again (a broker failing over takes a few seconds). */
+const READ_AGAIN_MS = 15_000;
+
 /** Every `muster health` of this host probes under one name (one key in the alive bucket, overwritten). */
 const PROBE_NAME = `cli@${hostname()}`;
 
@@ -114,8 +118,11 @@ export async function readHealthInputs(client: MusterClient, o: HealthReadOption
       return undefined;
     });
   const [alive, runStore, state, serviceStore] = await Promise.all([soft("the alive bucket", AliveStore.open(client)), soft("the Puppet runs bucket", PuppetRunStore.open(client)), soft("the provisioning records", ProvisionState.openExisting(client, o.stateBucket ?? DEFAULT_STATE_BUCKET)), isEmpty(filter) ? ServiceStore.open(client).catch(() => undefined) : undefined]);
-  // the probe first: read after it, the heartbeats are the store's as of now (quiet: a viewer may not write it)
-  const probed = alive ? await alive.probe(PROBE_NAME).then(() => true, () => false) : false;
+  // The probe first: a read that holds it is the store's as of now (quiet: a viewer may not write it).
+  // A read without it came from a copy behind (seen after a broker's failover): read again.
+  const nonce = `${process.pid}.${Math.random().toString(36).slice(2, 10)}`;
+  const probed = alive ? await alive.probe(PROBE_NAME, nonce).then(() => true, () => false) : false;
+  const current = () => alive?.probes.get(PROBE_NAME)?.nonce === nonce;
   // the registry answers filters; without one it only adds nodes that send no heartbeats, so its absence is said only when a filter needs it
   const quiet = identityOnly(filter);
   const registryWarn = quiet ? () => undefined : warn;
@@ -129,7 +136,22 @@ export async function readHealthInputs(client: MusterClient, o: HealthReadOption
     return out;
   };
   const [beats, records, registered, serviceBeats] = await Promise.all([
-    alive ? soft("reading heartbeats", named ? few((id) => alive.get(id))() : alive.latest(timeoutMs)) : undefined,
+    // through a broker's failover a read may fail once: read again (a source not read would make every node look silent)
+    alive
+      ? soft(
+          "reading heartbeats",
+          retryTransient(
+            async () => {
+              if (named) return few((id) => alive.get(id))();
+              const all = await alive.latest(timeoutMs);
+              if (probed && !current()) throw new Error("the store answered from a copy that is behind (this read's own probe is not in it)");
+              return all;
+            },
+            READ_AGAIN_MS,
+            () => true,
+          ),
+        )
+      : undefined,
     state ? soft("reading provisioning records", named ? few(async (id) => (await state.get(id))?.record)().then((m) => [...m.values()]) : state.list()) : undefined,
     registry
       ? registry
@@ -152,7 +174,8 @@ export async function readHealthInputs(client: MusterClient, o: HealthReadOption
     inputs.push({ identity: id, ...(beat ? { beat } : {}), registered: registered?.has(id) ?? false, ...(rec ? { provisioning: rec } : {}), runs: history.get(id) ?? [] });
   }
   const policy = o.policy ?? DEFAULT_HEALTH_POLICY;
-  const view = readView(probed, alive?.newest ?? 0, beats?.size ?? 0, policy, Date.now());
+  // heartbeats that could not be read: nobody is judged by them (an open blind stretch)
+  const view = alive && !beats ? { blind: [{ from: Date.now(), why: "the nodes' heartbeats could not be read (see the warning above), so nobody is judged unreachable" }] } : readView(probed && (named !== undefined || current()), alive?.newest ?? 0, beats?.size ?? 0, policy, Date.now());
   const services = isEmpty(filter) ? { beats: [...(serviceBeats?.values() ?? [])], nodes: [...(beats ?? [])].map(([identity, beat]) => ({ identity, beat })) } : undefined;
   return { inputs, ...(services ? { services } : {}), view, sources: { alive: beats !== undefined, runs: runStore !== undefined, provisioning: records !== undefined, registry: registered !== undefined, services: serviceBeats !== undefined } };
 }

@@ -24,9 +24,10 @@ export interface Beat {
 export type NodeValueChange<V> = { type: "value"; identity: string; value: V } | { type: "removed"; identity: string } | { type: "probe"; observer: string; time: number; nonce: string } | { type: "caught-up" };
 
 /**
- * Where observers write their probes in the alive bucket (`=observer.<name>`): no node's key starts
- * with "=" (bucketKey never leaves one in an identity, which holds none). An observer that sees its
- * own probe come back through its watch knows its view is current up to the probe's time (view.ts).
+ * Where observers write their probes in a bucket they watch (`=observer.<name>`): no node's or
+ * service's key starts with "=" (bucketKey never leaves one in an identity, which holds none). An
+ * observer that sees its own probe come back through its watch knows the watch is current up to the
+ * probe's time (view.ts).
  */
 export const PROBE_PREFIX = "=observer.";
 
@@ -49,6 +50,8 @@ class NodeValues<V> {
   invalid = 0;
   /** When the broker stored the newest value `latest` read (probes included), ms epoch; 0 before a read. */
   newest = 0;
+  /** The observers' probes `latest` read, by observer: a reader finding its own knows the read is as new as its probe. */
+  readonly probes = new Map<string, { time: number; nonce: string }>();
 
   constructor(
     readonly bucket: Bucket,
@@ -67,6 +70,8 @@ class NodeValues<V> {
     const out = new Map<string, V>();
     for (const e of (await this.bucket.values(timeoutMs)).entries) {
       this.newest = Math.max(this.newest, e.created);
+      const p = e.key.startsWith(PROBE_PREFIX) ? parseProbe(e) : undefined;
+      if (p) this.probes.set(p.observer, p);
       const v = this.decode(e);
       if (v) out.set(v.identity, v.value);
     }
@@ -123,6 +128,14 @@ class NodeValues<V> {
     return out;
   }
 
+  /**
+   * Writes this observer's probe (an admin's credential may; a node's may not): resolves once
+   * stored. Its coming back through the observer's watch is what says the watch is current.
+   */
+  async probe(observer: string, nonce = "", time = Date.now()): Promise<void> {
+    await this.bucket.put(`${PROBE_PREFIX}${bucketKey(observer)}`, JSON.stringify({ observer, time, nonce }));
+  }
+
   /** Drops a node's values (decommission, forget): health stops reporting it. */
   async forget(identity: string): Promise<void> {
     await this.bucket.purge(bucketKey(identity));
@@ -144,14 +157,6 @@ export class AliveStore extends NodeValues<Beat> {
   static async open(buckets: Buckets, opts: StoreOpen = {}): Promise<AliveStore | undefined> {
     const b = await open(buckets, DEFAULT_ALIVE_BUCKET, AliveStore.bucketOptions, opts);
     return b && new AliveStore(b);
-  }
-
-  /**
-   * Writes this observer's probe (an admin's credential may; a node's may not): resolves once
-   * stored. Its coming back through the observer's watch is what says the watch is current.
-   */
-  async probe(observer: string, nonce = "", time = Date.now()): Promise<void> {
-    await this.bucket.put(`${PROBE_PREFIX}${bucketKey(observer)}`, JSON.stringify({ observer, time, nonce }));
   }
 
   private constructor(bucket: Bucket) {

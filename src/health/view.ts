@@ -78,61 +78,68 @@ export function viewState(blind: readonly Blind[], freshAsOf: number | undefined
 }
 
 /**
- * What an observer that probes (the console) knows of its own view, kept from events: its probes
- * stored or not, its probes come back through its watch, its connection. Each tick opens a blind
- * stretch when the last probe that came back is older than `lagMs` (from that probe's time: the
- * view was current up to it), and closes it at the time of the first probe to come back after.
- * An observer whose probes were never stored (a credential that may not write them) falls back
- * on its connection alone.
+ * What an observer that probes (the console) knows of its own view, kept from events: on each
+ * watched bucket (a channel: heartbeats, service heartbeats), its probes stored or not, and come
+ * back through its watch or not; and its connection. The view is current up to the oldest of the
+ * channels' last probes back. Each tick opens a blind stretch when that is older than `lagMs`
+ * (from that time: the view was current up to it), and closes it at the time the probes are back.
+ * A channel whose probes were never stored (a credential that may not write them) is left out; an
+ * observer with none falls back on its connection alone.
  */
 export class ViewKeeper {
-  private fresh: number | undefined;
-  private stored = false;
-  private putError: string | undefined;
+  private readonly fresh = new Map<string, number>();
+  private readonly stored = new Set<string>();
+  private readonly putError = new Map<string, string>();
   private blind: Blind[] = [];
 
   constructor(private readonly o: { lagMs: number; keepMs: number }) {}
 
-  /** A probe written at `time` (this process's clock) came back through the watch. */
-  seen(time: number): void {
-    this.fresh = Math.max(this.fresh ?? 0, time);
+  /** A probe written at `time` (this process's clock) came back through the watch of `channel`. */
+  seen(channel: string, time: number): void {
+    this.fresh.set(channel, Math.max(this.fresh.get(channel) ?? 0, time));
   }
 
-  /** The store took a probe (`error` undefined), or refused it. */
-  put(error?: string): void {
-    if (error === undefined) this.stored = true;
-    this.putError = error;
+  /** The store took a probe on `channel` (`error` undefined), or refused it. */
+  put(channel: string, error?: string): void {
+    if (error === undefined) {
+      this.stored.add(channel);
+      this.putError.delete(channel);
+    } else this.putError.set(channel, error);
   }
 
-  /** Up to when the view is known current; undefined before the first probe came back. */
+  /** Up to when the view is known current: the oldest channel's last probe back; undefined before every stored channel has one back. */
   get freshAsOf(): number | undefined {
-    return this.fresh;
+    const times = [...this.stored].map((c) => this.fresh.get(c));
+    return times.length && times.every((t) => t !== undefined) ? Math.min(...(times as number[])) : undefined;
   }
 
   /** The stretches to report at `now`, and up to when silence may be judged. */
   tick(now: number, connected: boolean): { blind: Blind[]; freshAsOf?: number; judgeUntil: number } {
     const open = blindNow(this.blind);
-    if (!this.stored || this.fresh === undefined) {
+    const fresh = this.freshAsOf;
+    if (fresh === undefined) {
       if (!connected && !open) this.blind.push({ from: now, why: "not connected to the broker: reconnecting" });
       else if (connected && open) open.to = now;
       this.blind = pruneBlind(this.blind, now, this.o.keepMs);
       return { blind: this.blind, judgeUntil: now };
     }
-    const lag = now - this.fresh;
+    const lag = now - fresh;
     if (lag > this.o.lagMs) {
+      const behind = [...this.stored].filter((c) => now - (this.fresh.get(c) ?? 0) > this.o.lagMs);
+      const refused = behind.map((c) => [c, this.putError.get(c)] as const).find(([, e]) => e !== undefined);
       const why = !connected
         ? "not connected to the broker: reconnecting"
-        : this.putError
-          ? `the alive store does not take writes: ${this.putError}`
-          : `the heartbeat watch is ${Math.round(lag / 1000)} s behind the store (its probe has not come back)`;
+        : refused
+          ? `the ${refused[0]} store does not take writes: ${refused[1]}`
+          : `the watch on ${behind.join(" and ") || "the stores"} is ${Math.round(lag / 1000)} s behind (its probe has not come back)`;
       // a probe refused while connected: the store, not this view, is behind, and heartbeats may be lost
-      const lost = connected && this.putError !== undefined;
+      const lost = connected && refused !== undefined;
       if (open) {
         open.why = why;
         open.lost ||= lost;
-      } else this.blind.push({ from: this.fresh, why, ...(lost ? { lost } : {}) });
-    } else if (open) open.to = Math.max(open.from, this.fresh);
+      } else this.blind.push({ from: fresh, why, ...(lost ? { lost } : {}) });
+    } else if (open) open.to = Math.max(open.from, fresh);
     this.blind = pruneBlind(this.blind, now, this.o.keepMs);
-    return { blind: this.blind, freshAsOf: this.fresh, judgeUntil: Math.min(now, this.fresh) };
+    return { blind: this.blind, freshAsOf: fresh, judgeUntil: Math.min(now, fresh) };
   }
 }

@@ -70,7 +70,7 @@ export class ConsoleBackend {
     this.insights = new Insights(this.feed);
     this.registry = new RegistryHttp(cfg.registry.url, o.registryToken);
     this.status = { broker: { ok: false, error: `connecting to the broker at ${o.brokerWhere}` }, registry: { ok: false, error: "not checked yet" } };
-    this.health = new HealthFeed(this.feed, { policy: { unreachableAfterS: cfg.health.unreachable_after, ...(cfg.health.stale_after !== undefined ? { puppetStaleAfterS: cfg.health.stale_after } : {}) }, registered: () => this.registered(), observer: `console@${me}`, connected: () => this.status.broker.ok }, log);
+    this.health = new HealthFeed(this.feed, { policy: { unreachableAfterS: cfg.health.unreachable_after, ...(cfg.health.stale_after !== undefined ? { puppetStaleAfterS: cfg.health.stale_after } : {}) }, registered: () => this.registered(), observer: `console@${me}`, connected: () => this.client?.connected ?? false, reconnect: async () => this.client?.reconnect() }, log);
     this.actions = new ConsoleActions({ cfg, log, auditor: this.auditor, me, feed: this.feed, insights: this.insights, connected: () => this.connected() });
     this.alerts = new HealthAlerts({ unreachableAfterS: cfg.alerts.unreachable_after, puppetFailures: cfg.alerts.puppet_failures }, () => this.notifier, log);
     const gauges = healthGauges(this.metrics);

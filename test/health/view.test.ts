@@ -55,8 +55,8 @@ test("the view keeper: current while its probes come back, blind from the last o
   assert.deepEqual(k.tick(T, true).blind, []);
   assert.equal(k.tick(T + 1000, false).blind[0]?.why, "not connected to the broker: reconnecting");
   assert.equal(k.tick(T + 2000, true).blind[0]?.to, T + 2000);
-  k.put();
-  k.seen(T + 3000);
+  k.put("alive");
+  k.seen("alive", T + 3000);
   let v = k.tick(T + 4000, true);
   assert.equal(v.judgeUntil, T + 3000);
   assert.equal(v.blind.filter((b) => b.to === undefined).length, 0);
@@ -65,19 +65,34 @@ test("the view keeper: current while its probes come back, blind from the last o
   const open = v.blind.find((b) => b.to === undefined)!;
   assert.equal(open.from, T + 3000);
   assert.equal(open.lost, undefined, "a watch behind loses nothing");
-  assert.match(open.why, /the heartbeat watch is 7 s behind the store/);
+  assert.match(open.why, /the watch on alive is 7 s behind/);
   // the store refusing probes says so
-  k.put("no responders available for request");
+  k.put("alive", "no responders available for request");
   const refused = k.tick(T + 12_000, true).blind.find((b) => b.to === undefined)!;
-  assert.match(refused.why, /does not take writes: no responders/);
+  assert.match(refused.why, /the alive store does not take writes: no responders/);
   assert.equal(refused.lost, true, "the store refusing writes: heartbeats may be lost");
   assert.match(k.tick(T + 13_000, false).blind.find((b) => b.to === undefined)!.why, /not connected/);
   // a probe back: closed at its time
-  k.put();
-  k.seen(T + 20_000);
+  k.put("alive");
+  k.seen("alive", T + 20_000);
   v = k.tick(T + 20_500, true);
   assert.equal(v.blind.find((b) => b.from === T + 3000)?.to, T + 20_000);
   assert.equal(v.blind.filter((b) => b.to === undefined).length, 0);
+});
+
+test("two watches: the view is as fresh as the one furthest behind, and one stuck alone makes it degraded, naming which", () => {
+  const k = new ViewKeeper({ lagMs: 6000, keepMs: 3_600_000 });
+  k.put("alive");
+  k.put("services");
+  k.seen("alive", T);
+  assert.equal(k.freshAsOf, undefined, "not current before every stored channel had a probe back");
+  k.seen("services", T + 1000);
+  assert.equal(k.freshAsOf, T);
+  k.seen("alive", T + 20_000);
+  const v = k.tick(T + 20_500, true);
+  const open = v.blind.find((b) => b.to === undefined)!;
+  assert.equal(open.from, T + 1000);
+  assert.match(open.why, /the watch on services is 20 s behind/);
 });
 
 test("a read: its own probe proves the store current; without one, a store quiet for longer than a node takes to count as unreachable is not trusted", () => {
