@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { stringify as toYaml } from "yaml";
 import { labWebToken } from "../../../src/lab/lab.js";
 import type { Site } from "../../../src/lab/site/index.js";
-import { runCli } from "../../support/collective.js";
+import { eventually as until, runCli } from "../../support/collective.js";
 
 // Issue 36 §1 and §2 on the site (`muster lab up --site`): the site's own services in health, and
 // no false alarms when a broker loses power. Each check takes the started Site and a directory of
@@ -58,22 +58,6 @@ function reach(site: Site, dir: string, name: string) {
 }
 
 const poll = () => new Promise((r) => setTimeout(r, 2000)); // the looks' pace, not a wait for an event
-
-/** Resolves once `probe` gives a value, or fails naming `what` at the deadline (a hang, not a timing). */
-async function until<T>(probe: () => Promise<T | undefined>, timeoutMs: number, what: string): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await probe();
-      if (v !== undefined) return v;
-    } catch (e) {
-      last = e;
-    }
-    if (Date.now() > deadline) throw new Error(`${what} did not happen within ${timeoutMs / 1000} s${last ? `: ${(last as Error).message}` : ""}`);
-    await poll();
-  }
-}
 
 const ROLES = ["broker", "broker", "broker", "master", "master", "provisioner", "provisioner", "registry", "console", "notifier"];
 
