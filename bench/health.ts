@@ -1,13 +1,17 @@
-// `npm run bench:health`: fleet health for N emulated nodes (default 10,000), computed and served,
-// as a ratio against reading the raw data it is made of, in the same run.
+// `npm run bench:health`: the site's health for N emulated nodes (default 10,000) and 12 services,
+// computed and served, as a ratio against reading the raw data it is made of, in the same run.
 //
 //   node dist/bench/health.js [--nodes 10000] [--rounds 5] [--out bench/results/health.json]
 //
 // One nats-server (JetStream). The stores are made as the console makes them; a child process
 // hosts N emulated nodes with a simulated Puppet agent, sending heartbeats every 10 s (1% with
-// Puppet disabled), and N provisioning records are seeded (1% failed). Then, in rounds:
+// Puppet disabled), and N provisioning records are seeded (1% failed). The site's services: the
+// console writes its own service heartbeat, and this process the other 11 a site has (3 brokers as
+// the console observes them, 2 masters, 2 provisioners, the registry, the notifier, and a second
+// registry's and console's worth of checks), every 10 s. Then, in rounds:
 //   raw     the reads health is made of, side by side: every heartbeat (alive bucket; each carries
-//           its node's last Puppet run), every provisioning record; nothing computed (the floor)
+//           its node's last Puppet run), every service heartbeat, every provisioning record;
+//           nothing computed (the floor)
 //   read    `muster health`'s work in this process: the same reads, the registry asked, the
 //           failing nodes' run history, and the model over every node (health/read.ts)
 //   model   the model alone over the inputs read (health/model.ts healthReport)
@@ -30,6 +34,8 @@ import { startNats } from "../src/lab/nats.js";
 import { freePort } from "../src/lab/ports.js";
 import { newRecord } from "../src/protocol/provision-record.js";
 import { ProvisionState } from "../src/provisioner/state.js";
+import { DEFAULT_SERVICES_BUCKET } from "../src/protocol/buckets.js";
+import { encodeServiceBeat, serviceKey, type ServiceBeat, type ServiceRole } from "../src/protocol/service.js";
 import { benchDir as here, cliPath, repoRoot } from "./paths.js";
 
 const { values: args } = parseArgs({
@@ -46,6 +52,8 @@ if (!Number.isInteger(N) || N < 1 || !Number.isInteger(rounds) || rounds < 1) {
   process.exit(64);
 }
 const unhealthy = Math.max(1, Math.round(N / 100));
+/** The console's own and the 11 this process writes. */
+const SERVICES = 12;
 
 const children = new Set<ChildProcess>();
 process.on("exit", () => {
@@ -83,6 +91,22 @@ try {
   }
   const alive = (await AliveStore.open(client))!;
   const runs = (await PuppetRunStore.open(client))!;
+  // 11 services besides the console, with the checks each writes on a site
+  const servicesBucket = (await client.bucketIfExists(DEFAULT_SERVICES_BUCKET))!;
+  const check = (name: string) => ({ name, status: "ok" as const, why: `${name}: as a site's says it, a line of about this length` });
+  const others: [ServiceRole, string, string[], ServiceBeat["observer"]?][] = [
+    ...[1, 2, 3].map((n): [ServiceRole, string, string[], ServiceBeat["observer"]] => ["broker", `nats${n}`, ["answers", "routes", "meta group", "streams"], { name: "console.example.net", answers: true }]),
+    ...["puppet-eu", "puppet-us"].map((m): [ServiceRole, string, string[]] => ["master", `${m}.example.net`, ["muster server", "puppetserver", "ca"]]),
+    ...[1, 2].map((n): [ServiceRole, string, string[]] => ["provisioner", `provisioner@provisioner${n}`, ["cycle", "claims"]]),
+    ["registry", "registry1.example.net", ["registrations", "bucket"]],
+    ["registry", "registry2.example.net", ["registrations", "bucket"]],
+    ["console", "console2.example.net", ["broker", "registry", "health view", "alerts"]],
+    ["notifier", "notifier.example.net", ["delivery"]],
+  ];
+  const writeServices = () =>
+    Promise.all(others.map(([role, name, checks, observer]) => servicesBucket.put(serviceKey(role, name), encodeServiceBeat({ name, role, time: Date.now(), interval: 10, version: "bench", state: "up", checks: checks.map(check), details: {}, ...(observer ? { observer } : {}) }))));
+  await writeServices();
+  const serviceBeats = setInterval(() => void writeServices().catch(() => undefined), 10_000);
   for (const deadline = Date.now() + 120_000; ; ) {
     const [a, r] = await Promise.all([alive.bucket.status(), runs.bucket.status()]);
     if (a.values >= N && r.values >= N) break;
@@ -103,19 +127,21 @@ try {
   const url = `http://127.0.0.1:${port}/api/health`;
   const get = async () => {
     const res = await fetch(url, { headers: { authorization: "Bearer bench-token-0123456789abcdef" } });
-    return (await res.json()) as { nodes: unknown[]; summary: { nodes: number; unhealthy: number } };
+    return (await res.json()) as { nodes: unknown[]; services: unknown[]; summary: { nodes: number; unhealthy: number } };
   };
-  for (const deadline = Date.now() + 60_000; (await get()).summary.nodes < N; ) {
-    if (Date.now() > deadline) throw new Error("the console did not see every node within 60 s");
+  for (const deadline = Date.now() + 60_000; ; ) {
+    const b = await get();
+    if (b.summary.nodes >= N && b.services.length >= SERVICES) break;
+    if (Date.now() > deadline) throw new Error("the console did not see every node and service within 60 s");
     await new Promise((res) => setTimeout(res, 500)); // its watches catching up
   }
 
   const samples = { raw: [] as number[], read: [] as number[], model: [] as number[], cli: [] as number[], served: [] as number[] };
   let last: { summary: { nodes: number; unhealthy: number } } | undefined;
   for (let r = 0; r < rounds + 1; r++) {
-    const [raw] = await timed(() => Promise.all([alive.bucket.values(), state.bucket.values()]));
+    const [raw] = await timed(() => Promise.all([alive.bucket.values(), servicesBucket.values(), state.bucket.values()]));
     const [read, inputs] = await timed(() => readHealthInputs(client, {}));
-    const [model, report] = await timed(async () => healthReport(inputs.inputs, DEFAULT_HEALTH_POLICY, Date.now()));
+    const [model, report] = await timed(async () => healthReport(inputs.inputs, DEFAULT_HEALTH_POLICY, Date.now(), { ...(inputs.services ? { services: inputs.services } : {}) }));
     const [cli] = await timed(
       () =>
         new Promise<void>((resolve, reject) => {
@@ -126,6 +152,7 @@ try {
     const [served, body] = await timed(get);
     last = body;
     if (report.summary.nodes !== N || body.nodes.length !== N) throw new Error(`counted ${report.summary.nodes} / served ${body.nodes.length} of ${N} nodes`);
+    if (report.services.length !== SERVICES || body.services.length !== SERVICES) throw new Error(`counted ${report.services.length} / served ${body.services.length} of ${SERVICES} services`);
     if (r === 0) continue; // warm-up
     samples.raw.push(raw);
     samples.read.push(read);
@@ -134,8 +161,10 @@ try {
     samples.served.push(served);
   }
   const m = Object.fromEntries(Object.entries(samples).map(([k, v]) => [k, median(v)])) as Record<keyof typeof samples, number>;
+  clearInterval(serviceBeats);
   const result = {
     nodes: N,
+    services: SERVICES,
     unhealthy: last!.summary.unhealthy,
     rounds,
     median_ms: m,
@@ -147,8 +176,8 @@ try {
   mkdirSync(dirname(args.out), { recursive: true });
   writeFileSync(args.out, `${JSON.stringify(result, null, 2)}\n`);
   process.stdout.write(
-    `fleet health, ${N} nodes (${result.unhealthy} unhealthy), median of ${rounds}:\n` +
-      `  raw reads      ${m.raw} ms  (every heartbeat and provisioning record)\n` +
+    `site health, ${N} nodes (${result.unhealthy} unhealthy) and ${SERVICES} services, median of ${rounds}:\n` +
+      `  raw reads      ${m.raw} ms  (every heartbeat, service heartbeat and provisioning record)\n` +
       `  read+compute   ${m.read} ms  (${result.ratio.read_over_raw}x raw; the model alone ${m.model} ms)\n` +
       `  muster health  ${m.cli} ms  (the whole process)\n` +
       `  GET /api/health ${m.served} ms (${result.ratio.served_over_raw}x raw)\n` +

@@ -1,5 +1,6 @@
 import type { Logger } from "pino";
 import type { AgentDDL, ActionInput, ActionName } from "../ddl/types.js";
+import type { ServiceStatus } from "../protocol/service.js";
 import type { NodeMetadata } from "../protocol/types.js";
 
 // An agent is `(request, context) -> reply`: it never touches NATS. The server owns transport,
@@ -75,6 +76,13 @@ export interface Agent<D extends AgentDDL = AgentDDL> {
   ddl: D;
   actions: Handlers<D>;
   dataPlugins?: DataPlugin[];
+  /**
+   * An agent that makes its node one of the site's services (puppetca: a master; notify: the
+   * notifier) says how that service is, check by check; the node's every heartbeat carries it
+   * (docs/fleet.md#the-sites-services). Called every heartbeat: answer from what is known, and
+   * look things up in the background.
+   */
+  service?(ctx: { identity: string; config: Record<string, unknown>; log: Logger }): ServiceStatus | Promise<ServiceStatus>;
   /**
    * Whether the node currently offers this agent (it shows in `agents` and answers `-A`).
    * The provision agent turns itself off once provisioning is disabled.

@@ -1,9 +1,10 @@
 import { z } from "zod";
 import { MusterError } from "../errors.js";
-import { DEFAULT_ALIVE_BUCKET, DEFAULT_NODE_KEYS_BUCKET, DEFAULT_NOTIFY_BUCKET, DEFAULT_PUPPET_RUNS_BUCKET, DEFAULT_REGISTRY_BUCKET, DEFAULT_STATE_BUCKET, kvStreamName } from "../protocol/buckets.js";
+import { DEFAULT_ALIVE_BUCKET, DEFAULT_NODE_KEYS_BUCKET, DEFAULT_NOTIFY_BUCKET, DEFAULT_PUPPET_RUNS_BUCKET, DEFAULT_REGISTRY_BUCKET, DEFAULT_SERVICES_BUCKET, DEFAULT_STATE_BUCKET, kvStreamName } from "../protocol/buckets.js";
 import { RUNALL_AGENT } from "../protocol/events.js";
 import { heartbeatSubject } from "../protocol/heartbeat.js";
 import { puppetRunSubject } from "../protocol/puppet-run.js";
+import { serviceRoleSubjects } from "../protocol/service.js";
 import { isValidCollective, isValidIdentity, subjects } from "../protocol/subjects.js";
 import { inboxPrefixFor } from "./connect.js";
 
@@ -23,11 +24,13 @@ import { inboxPrefixFor } from "./connect.js";
 //                node (user CN=<id>,OU=bootstrap,O=<org>): it subscribes to that node's direct subject
 //                only, so a stolen one reaches one node; it writes that node's heartbeat and audit
 //                records only. Single-use: a provisioned node's is left out.
-//   provisioner  requests to the provisioning collective and the fleet, its state bucket, events
+//   provisioner  requests to the provisioning collective and the fleet, its state bucket, events,
+//                provisioners' keys of the services bucket (its service heartbeat)
 //   admin        requests to the fleet (never to provisioning nodes), JetStream, KV, events; publishes
 //                runall progress events (muster.event.runall.*) and no other event; enrolls keys
 //                in the node-key directory
-//   registry     registrations in, queries answered, its bucket; asks nodes to register now
+//   registry     registrations in, queries answered, its bucket, registries' keys of the services
+//                bucket; asks nodes to register now
 //                (<collective>.registration.solicit), which nodes and bootstrap nodes subscribe to
 
 const dn = z.string().min(1).max(1024);
@@ -168,7 +171,8 @@ export function bootstrapPermissions(provisioning: string, identity?: string): P
 
 export function provisionerPermissions(collectives: string[], provisioning: string, bucket: string): Permissions {
   return {
-    publish: { allow: [`${provisioning}.broadcast.agent.>`, subjects.allNodes(provisioning), ...collectives.flatMap((c) => [`${c}.broadcast.agent.>`, subjects.allNodes(c)]), ...JS_CLIENT, `$KV.${bucket}.>`, `$KV.${DEFAULT_NODE_KEYS_BUCKET}.>`] }, // the node-key directory: only the provisioner vouches
+    // the node-key directory: only the provisioner vouches; its service heartbeat: provisioners' keys only
+    publish: { allow: [`${provisioning}.broadcast.agent.>`, subjects.allNodes(provisioning), ...collectives.flatMap((c) => [`${c}.broadcast.agent.>`, subjects.allNodes(c)]), ...JS_CLIENT, `$KV.${bucket}.>`, `$KV.${DEFAULT_NODE_KEYS_BUCKET}.>`, serviceRoleSubjects("provisioner")] },
     subscribe: { allow: ["_INBOX.>", "muster.lifecycle.>", "muster.event.>"] },
   };
 }
@@ -186,7 +190,7 @@ export function adminPermissions(collectives: string[], buckets: string[]): Perm
 
 export function registryPermissions(collectives: string[], bucket: string): Permissions {
   return {
-    publish: { allow: [...JS_CLIENT, `$KV.${bucket}.>`, ...collectives.map((c) => subjects.registrationSolicit(c))] },
+    publish: { allow: [...JS_CLIENT, `$KV.${bucket}.>`, ...collectives.map((c) => subjects.registrationSolicit(c)), serviceRoleSubjects("registry")] },
     // the query subjects: its own store's, and PuppetDB's for the clients (registry/puppetdb.ts)
     subscribe: { allow: ["_INBOX.>", ...collectives.map((c) => subjects.registration(c)), "muster.registry.*.query", "muster.registry.*.puppetdb"] },
     allow_responses: true,
@@ -204,7 +208,7 @@ export function brokerUsers(input: BrokerAuthSpec): BrokerUser[] {
     seen.add(user);
     out.push({ user, permissions });
   };
-  for (const u of spec.admins) add(u, adminPermissions(spec.collectives, [spec.state_bucket, spec.registry_bucket, DEFAULT_ALIVE_BUCKET, DEFAULT_PUPPET_RUNS_BUCKET]));
+  for (const u of spec.admins) add(u, adminPermissions(spec.collectives, [spec.state_bucket, spec.registry_bucket, DEFAULT_ALIVE_BUCKET, DEFAULT_PUPPET_RUNS_BUCKET, DEFAULT_SERVICES_BUCKET]));
   for (const u of spec.provisioners) add(u, provisionerPermissions(spec.collectives, spec.provisioning_collective, spec.state_bucket));
   for (const u of spec.registries) add(u, registryPermissions(spec.collectives, spec.registry_bucket));
   const retired = new Set(spec.provisioned);

@@ -129,8 +129,17 @@ export class MusterClient implements Buckets {
    */
   private readonly nc: NatsConnection;
 
+  /** Up, or reconnecting (a broker gone): followed from the connection's own status events. */
+  private linkUp = true;
+
   private constructor(nc: NatsConnection, readonly key: SigningKey, opts: ClientOptions, owns: boolean, verification?: Verification) {
     this.nc = nc;
+    void (async () => {
+      for await (const st of nc.status()) {
+        if (st.type === "disconnect" || st.type === "reconnecting") this.linkUp = false;
+        else if (st.type === "reconnect") this.linkUp = true;
+      }
+    })().catch(() => undefined);
     this.collective = opts.collective ?? "muster";
     if (!isValidCollective(this.collective)) throw new MusterError("MUSTER_USAGE", `invalid collective name ${JSON.stringify(this.collective)}`);
     this.ownsConnection = owns;
@@ -144,6 +153,20 @@ export class MusterClient implements Buckets {
   /** How many replies this client verified on its event loop and on its worker pool, and the pool's threads up (bench and tests). */
   get verifiedWhere(): { inline: number; workers: number; threads: number } {
     return { ...this.verification.pool.counts, threads: this.verification.pool.readyWorkers };
+  }
+
+  /** Whether the connection to the broker is up now (false while it reconnects, and once closed). */
+  get connected(): boolean {
+    return this.linkUp && !this.nc.isClosed();
+  }
+
+  /**
+   * Moves the connection to another member of the cluster. For a daemon whose member answers
+   * plain messages but no longer the JetStream API (seen on nats-server 2.9 right after members
+   * died and came back): the next member most likely does.
+   */
+  async reconnect(): Promise<void> {
+    await this.nc.reconnect();
   }
 
   /** Whether this client checks every reply's signature (a reply with a bad one never reaches its caller). */

@@ -120,7 +120,21 @@ export function webConfig(o: { brokers: string[]; collective: string; replicas?:
     broker: o.brokers,
     // the heartbeats, Puppet runs, runall history and audit it creates: as many copies as the registry's
     ...(o.replicas && o.replicas > 1 ? { store_replicas: o.replicas } : {}),
+    // the brokers in health: each member's monitoring port (`muster broker config` renders http: 0.0.0.0:8222)
+    health: { broker_monitoring: o.brokers.map(monitoringUrl) },
   };
+}
+
+/** A broker's monitoring port from its client URL: the same host, port 8222. */
+export function monitoringUrl(broker: string): string {
+  const host = (() => {
+    try {
+      return new URL(broker).hostname;
+    } catch {
+      return broker.replace(/^[a-z]+:\/\//, "").split(":")[0]!;
+    }
+  })();
+  return `http://${host}:8222`;
 }
 
 /** The console's client config: how it reaches the brokers, as itself (an admin of the broker). */

@@ -2,11 +2,11 @@ import type { MusterClient } from "../client/client.js";
 import type { StreamFollow } from "../broker/stream.js";
 import { DEFAULT_STATE_BUCKET } from "../protocol/buckets.js";
 import { ProvisionState } from "../provisioner/state.js";
-import { AliveStore, PuppetRunStore } from "../health/stores.js";
+import { AliveStore, PuppetRunStore, ServiceStore } from "../health/stores.js";
 import { ensureFleetStores, RUNALL_STREAM, type StoresMade } from "./stores.js";
 
 // What a long-running reader of the fleet (the web console) reads, opened through each store's
-// owner: the provisioning records (ProvisionState), heartbeats and Puppet runs (src/health/stores.ts),
+// owner: the provisioning records (ProvisionState), heartbeats, Puppet runs and service heartbeats (src/health/stores.ts),
 // the runall history stream (stores.ts). The console holds these handles and opens no bucket or
 // stream itself. A store that does not exist yet is looked for again on the next call.
 
@@ -15,6 +15,8 @@ export interface FleetSources {
   records(): Promise<ProvisionState | undefined>;
   alive(): Promise<AliveStore | undefined>;
   puppetRuns(): Promise<PuppetRunStore | undefined>;
+  /** The site's services' heartbeats (protocol/service.ts). */
+  services(): Promise<ServiceStore | undefined>;
   /** The runall history from `fromSeq` (default all kept), then live; undefined without the stream. */
   runallHistory(fromSeq?: number): Promise<StreamFollow | undefined>;
   /** Makes the stores nodes write to and history is kept in (the console's start). */
@@ -39,6 +41,7 @@ export function fleetSources(client: MusterClient, o: { stateBucket?: string; st
     records: once(() => ProvisionState.openExisting(client, o.stateBucket ?? DEFAULT_STATE_BUCKET)),
     alive: once(() => AliveStore.open(client)),
     puppetRuns: once(() => PuppetRunStore.open(client)),
+    services: once(() => ServiceStore.open(client)),
     runallHistory: async (fromSeq) => (await client.streams()).follow(RUNALL_STREAM.name, { ...(fromSeq ? { fromSeq } : {}) }),
     ensureStores: () => ensureFleetStores(client, { ...(o.storeReplicas ? { replicas: o.storeReplicas } : {}) }),
     probe: async () => void (await client.bucketIfExists(o.stateBucket ?? DEFAULT_STATE_BUCKET)),

@@ -1,13 +1,14 @@
 import type { MusterClient } from "../client/client.js";
-import { DEFAULT_ALIVE_BUCKET, DEFAULT_NODE_KEYS_BUCKET, DEFAULT_PUPPET_RUNS_BUCKET } from "../protocol/buckets.js";
+import { DEFAULT_ALIVE_BUCKET, DEFAULT_NODE_KEYS_BUCKET, DEFAULT_PUPPET_RUNS_BUCKET, DEFAULT_SERVICES_BUCKET } from "../protocol/buckets.js";
 import { encodeNodeKeyEntry, enrollment, nodeKeyName, parseNodeKeyEntry } from "../protocol/node-keys.js";
 import { RUNALL_AGENT } from "../protocol/events.js";
 import { subjects } from "../protocol/subjects.js";
 import { AuditConfigSchema } from "../security/audit.js";
-import { AliveStore, PuppetRunStore } from "../health/stores.js";
+import { AliveStore, PuppetRunStore, ServiceStore } from "../health/stores.js";
 
 // What the fleet keeps in JetStream beyond the daemons' own buckets, made in one place: the alive
-// and Puppet runs buckets (written by nodes: health and Puppet history), the runall history stream
+// and Puppet runs buckets (written by nodes: health and Puppet history), the services bucket
+// (the site's own services' heartbeats: src/protocol/service.ts), the runall history stream
 // (every run's events: who started it, its filter and concurrency, each node's result, how it
 // ended), the audit stream (nodes' records) and the node-key directory (clients verify replies
 // against it; the provisioner and `muster key enroll` write it). Nodes may not create them (broker
@@ -35,11 +36,12 @@ export interface StoresMade {
 export async function ensureFleetStores(client: MusterClient, o: { replicas?: number } = {}): Promise<StoresMade[]> {
   const r = o.replicas ? { replicas: o.replicas } : {};
   const streams = await client.streams();
-  const before = await Promise.all([DEFAULT_ALIVE_BUCKET, DEFAULT_PUPPET_RUNS_BUCKET, DEFAULT_NODE_KEYS_BUCKET].map(async (b) => (await client.bucketIfExists(b)) !== undefined));
-  const [alive, runs, , runall, audit] = await Promise.all([
+  const before = await Promise.all([DEFAULT_ALIVE_BUCKET, DEFAULT_PUPPET_RUNS_BUCKET, DEFAULT_NODE_KEYS_BUCKET, DEFAULT_SERVICES_BUCKET].map(async (b) => (await client.bucketIfExists(b)) !== undefined));
+  const [alive, runs, , services, runall, audit] = await Promise.all([
     AliveStore.open(client, { create: true, ...r }),
     PuppetRunStore.open(client, { create: true, ...r }),
     client.bucket(DEFAULT_NODE_KEYS_BUCKET, { create: { ...NODE_KEYS_BUCKET, ...r } }),
+    ServiceStore.open(client, { create: true, ...r }),
     streams.stream({ ...RUNALL_STREAM, ...r }),
     streams.stream({ ...AUDIT_STREAM, ...r }),
   ]);
@@ -47,6 +49,7 @@ export async function ensureFleetStores(client: MusterClient, o: { replicas?: nu
     { name: alive!.bucket.name, kind: "bucket", created: !before[0] },
     { name: runs!.bucket.name, kind: "bucket", created: !before[1] },
     { name: DEFAULT_NODE_KEYS_BUCKET, kind: "bucket", created: !before[2] },
+    { name: services!.bucket.name, kind: "bucket", created: !before[3] },
     { name: RUNALL_STREAM.name, kind: "stream", created: runall.created },
     { name: AUDIT_STREAM.name, kind: "stream", created: audit.created },
   ];

@@ -20,6 +20,10 @@ export class HealthAlerts {
   /** Alerts handed to the notifier, and those it could not deliver (for tests and the log). */
   readonly sent: Alert[] = [];
   failed = 0;
+  /** The last delivery tried, for the console's own health (its `alerts` check); undefined before the first. */
+  lastDelivery: { at: number; ok: boolean; error?: string; notifier?: string } | undefined;
+  /** Reports whose alerts were held because the view was degraded (view.ts), for tests and the log. */
+  held = 0;
 
   constructor(
     private readonly policy: AlertPolicy,
@@ -27,8 +31,16 @@ export class HealthAlerts {
     private readonly log: Logger,
   ) {}
 
-  /** A fresh report: what it calls for is sent. */
+  /**
+   * A fresh report: what it calls for is sent. A report made while the view is degraded calls for
+   * nothing: its silences are not judged, and what changed is decided once the view is back.
+   */
   onReport(report: HealthReport): void {
+    if (report.view.degraded) {
+      if (this.held++ === 0 || this.held % 60 === 0) this.log.warn({ why: report.view.why }, "alerts held: the health view is degraded");
+      return;
+    }
+    this.held = 0;
     const now = Date.now();
     for (const a of alertsFor(this.state, report, this.policy)) {
       if ((this.retryAt.get(a.dedupe_key) ?? 0) > now) {
@@ -50,10 +62,12 @@ export class HealthAlerts {
       if (!n) throw new Error("not connected to the broker");
       const r = await n.send(a.subject, a.message, a.dedupe_key);
       this.sent.push(a);
+      this.lastDelivery = { at: Date.now(), ok: true, notifier: r.notifier };
       this.retryAt.delete(a.dedupe_key);
       this.log.info({ alert: { identity: a.identity, kind: a.kind, event: a.event }, notifier: r.notifier, duplicate: r.duplicate }, "admins told");
     } catch (e) {
       this.failed++;
+      this.lastDelivery = { at: Date.now(), ok: false, error: (e as Error).message };
       this.retryAt.set(a.dedupe_key, Date.now() + RETRY_MS);
       this.forgetOpen(a);
       this.log.warn({ alert: { identity: a.identity, kind: a.kind, event: a.event }, err: (e as Error).message }, "could not tell the admins; trying again in a minute");

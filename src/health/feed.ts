@@ -4,14 +4,21 @@ import type { NodeRecord } from "../protocol/provision-record.js";
 import type { PuppetRunRecord } from "../protocol/puppet-run.js";
 import type { PuppetDbNodeStatus } from "../protocol/puppetdb.js";
 import { healthReport, puppetDbView, type HealthInputs, type HealthPolicy, type HealthReport } from "./model.js";
-import type { AliveStore, Beat, PuppetRunStore, Watching } from "./stores.js";
+import type { AliveStore, Beat, PuppetRunStore, ServiceSeen, ServiceStore, Watching } from "./stores.js";
+import { ViewKeeper } from "./view.js";
 
-// The fleet's health, live, for every open page at once (the landing page, /api/health, alerts,
-// the metrics): heartbeats and Puppet runs followed through watches on their buckets, the
-// provisioning records from whoever follows them (the console's board), the registry's nodes and
-// PuppetDB's record of the nodes (where the registry reaches one) asked now and then. The report (model.ts, the same as `muster health`) is recomputed every `tickMs`,
-// since silence alone makes a node unreachable; `report` is emitted when which nodes have which
-// problems changes.
+// The site's health, live, for every open page at once (the landing page, /api/health, alerts,
+// the metrics): heartbeats, service beats and Puppet runs followed through watches on their
+// buckets, the provisioning records from whoever follows them (the console's board), the
+// registry's nodes and PuppetDB's record of the nodes (where the registry reaches one) asked now
+// and then. The report (model.ts, the same as `muster health`) is
+// recomputed every `tickMs`, since silence alone makes a node unreachable; `report` is emitted
+// when which nodes and services have which problems, or whether the view is degraded, changes.
+//
+// The feed also knows how far it can see (view.ts): every `probeMs` it writes a probe to the alive
+// and services buckets and watches each come back. While the last one to come back is older than `lagMs`, the view
+// is degraded (its connection, its watch or the store is behind): nobody is judged by the silence,
+// and the alerts wait. A watch that stays behind that long is opened afresh.
 
 const RUNS_KEPT = 10;
 
@@ -19,6 +26,7 @@ const RUNS_KEPT = 10;
 export interface HealthSources {
   alive(): Promise<AliveStore | undefined>;
   puppetRuns(): Promise<PuppetRunStore | undefined>;
+  services(): Promise<ServiceStore | undefined>;
 }
 
 /** The provisioning records, kept live by their follower (the console's board feed). */
@@ -37,25 +45,47 @@ export interface HealthFeedOptions {
   puppetdb?: () => Promise<Map<string, PuppetDbNodeStatus> | undefined>;
   /** A failing node's last runs from PuppetDB (its streak). */
   puppetdbRuns?: (identity: string) => Promise<PuppetRunRecord[] | undefined>;
+  /** This observer's name, on its probes (the console's host). */
+  observer: string;
+  /** Whether the connection to the broker is up now. */
+  connected: () => boolean;
+  /** Moves the connection to another broker member (after the watches could not be opened afresh through this one). */
+  reconnect?: () => Promise<void>;
   tickMs?: number;
   registryEveryMs?: number;
+  /** Between probes (default 2 s). */
+  probeMs?: number;
+  /** How old the last probe to come back may be before the view is degraded (default 6 s). */
+  lagMs?: number;
 }
+
+/** A watch behind this long is opened afresh (at most this often). */
+const REOPEN_AFTER_MS = 10_000;
+/** Blind stretches are kept this long: past it no node's silence reaches back into them. */
+const KEEP_BLIND_MS = 3_600_000;
 
 export class HealthFeed extends EventEmitter {
   private readonly beats = new Map<string, Beat>();
+  private readonly services = new Map<string, ServiceSeen>();
   private readonly runs = new Map<string, PuppetRunRecord[]>();
   private registered: Set<string> | undefined;
   private puppetdb: Map<string, PuppetDbNodeStatus> | undefined;
   /** Failing nodes' PuppetDB runs, read when their latest report changed. */
   private readonly pdbRuns = new Map<string, PuppetRunRecord[]>();
   private watches: Watching<unknown>[] = [];
-  private timers: NodeJS.Timeout[] = [];
+  private clock: NodeJS.Timeout[] = [];
   private generation = 0;
   private current: HealthReport | undefined;
   private json: string | undefined;
   private signature = "";
   private aliveCaughtUp = false;
   private registryAsked = false;
+  private sources: HealthSources | undefined;
+  private reopenedAt = 0;
+  private reopenFailures = 0;
+  private readonly view: ViewKeeper;
+  /** Tells this process's probes from another's under the same name. */
+  private readonly nonce = `${process.pid}.${Math.random().toString(36).slice(2, 10)}`;
   /** Why health is incomplete (no alive bucket yet, a watch that stopped), for the page. */
   problem: string | undefined = "not connected to the broker yet";
 
@@ -66,6 +96,7 @@ export class HealthFeed extends EventEmitter {
   ) {
     super();
     this.setMaxListeners(0);
+    this.view = new ViewKeeper({ lagMs: o.lagMs ?? 6000, keepMs: KEEP_BLIND_MS });
   }
 
   /** Every source has been read once: a report now is the fleet's, not a partial one (alerts wait for it). */
@@ -73,8 +104,14 @@ export class HealthFeed extends EventEmitter {
     return this.aliveCaughtUp && this.registryAsked && this.board.ready;
   }
 
-  /** (Re)starts following the sources (after the broker came back, too). */
+  /**
+   * (Re)starts following the sources (after the broker came back, too). The clock that recomputes,
+   * probes and asks the registry starts with the first call and runs until stop(): a restart that
+   * fails leaves the view ageing where the page shows it, and tried again (compute()).
+   */
   async start(sources: HealthSources): Promise<void> {
+    this.sources = sources;
+    this.startClock();
     this.stopWatches();
     const gen = ++this.generation;
     const follow = async <C>(what: string, open: () => Promise<Watching<C> | undefined>, apply: (c: C) => void) => {
@@ -100,7 +137,15 @@ export class HealthFeed extends EventEmitter {
     await follow("heartbeats", async () => alive?.watch(), (c) => {
       if (c.type === "caught-up") this.aliveCaughtUp = true;
       else if (c.type === "value") this.beats.set(c.identity, c.value);
-      else this.beats.delete(c.identity);
+      else if (c.type === "probe") {
+        if (c.observer === this.o.observer && c.nonce === this.nonce) this.view.seen("alive", c.time);
+      } else this.beats.delete(c.identity);
+    });
+    const services = await sources.services();
+    await follow("service heartbeats", async () => services?.watch(), (c) => {
+      if (c.type === "value") this.services.set(c.identity, c.value);
+      else if (c.type === "removed") this.services.delete(c.identity);
+      else if (c.type === "probe" && c.observer === this.o.observer && c.nonce === this.nonce) this.view.seen("services", c.time);
     });
     const runs = await sources.puppetRuns();
     await follow("Puppet runs", async () => runs?.watch(), (c) => {
@@ -110,21 +155,58 @@ export class HealthFeed extends EventEmitter {
       } else if (c.type === "value") {
         const list = (this.runs.get(c.identity) ?? []).filter((r) => r.time !== c.value.time);
         this.runs.set(c.identity, [c.value, ...list].sort((a, b) => b.time - a.time).slice(0, RUNS_KEPT));
-      } else this.runs.delete(c.identity);
+      } else if (c.type === "removed") this.runs.delete(c.identity);
     });
-    const ask = async () => {
-      const [r, pdb] = await Promise.all([this.o.registered().catch(() => undefined), this.o.puppetdb?.().catch(() => undefined)]);
-      if (gen !== this.generation) return;
-      this.registered = r;
-      this.puppetdb = pdb;
-      this.registryAsked = true;
-      if (pdb && this.o.puppetdbRuns) await this.readStreaks(pdb, gen);
-    };
-    await ask();
-    this.timers.push(setInterval(() => void ask(), this.o.registryEveryMs ?? 30_000));
-    this.timers.push(setInterval(() => this.compute(), this.o.tickMs ?? 1000));
-    for (const t of this.timers) t.unref();
+    if (!this.registryAsked) await this.ask();
+    this.probe();
     this.compute();
+  }
+
+  /** The registry's nodes (and PuppetDB's, where it reaches one), asked again. */
+  private async ask(): Promise<void> {
+    const gen = this.generation;
+    const [r, pdb] = await Promise.all([this.o.registered().catch(() => undefined), this.o.puppetdb?.().catch(() => undefined)]);
+    this.registered = r;
+    this.puppetdb = pdb;
+    this.registryAsked = true;
+    if (pdb && this.o.puppetdbRuns) await this.readStreaks(pdb, gen);
+  }
+
+  /** Failing nodes' streaks from PuppetDB: read again only when a node's latest report changed. */
+  private async readStreaks(pdb: Map<string, PuppetDbNodeStatus>, gen: number): Promise<void> {
+    const stale = [...pdb.values()].filter((n) => n.status === "failed" && this.pdbRuns.get(n.certname)?.[0]?.time !== n.report_at).map((n) => n.certname);
+    for (const id of this.pdbRuns.keys()) if (pdb.get(id)?.status !== "failed") this.pdbRuns.delete(id);
+    let next = 0;
+    const worker = async () => {
+      while (next < stale.length && gen === this.generation) {
+        const id = stale[next++]!;
+        const runs = await this.o.puppetdbRuns!(id).catch(() => undefined);
+        if (runs && gen === this.generation) this.pdbRuns.set(id, runs);
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(8, stale.length) }, worker));
+  }
+
+  /** A probe on each watched bucket: a watch can fall behind alone (seen: the services' stuck after failovers while the heartbeats' went on). */
+  private probe(): void {
+    const s = this.sources;
+    if (!s) return;
+    for (const [channel, open] of [["alive", () => s.alive()], ["services", () => s.services()]] as const) {
+      void open()
+        .then((store) => store?.probe(this.o.observer, this.nonce))
+        .then(
+          () => this.view.put(channel),
+          (e: unknown) => this.view.put(channel, (e as Error).message),
+        );
+    }
+  }
+
+  private startClock(): void {
+    if (this.clock.length) return;
+    this.clock.push(setInterval(() => this.probe(), this.o.probeMs ?? 2000));
+    this.clock.push(setInterval(() => void this.ask(), this.o.registryEveryMs ?? 30_000));
+    this.clock.push(setInterval(() => this.compute(), this.o.tickMs ?? 1000));
+    for (const t of this.clock) t.unref();
   }
 
   /** The latest report (computed now if none yet). */
@@ -143,21 +225,6 @@ export class HealthFeed extends EventEmitter {
     return this.runs.get(identity) ?? [];
   }
 
-  /** Failing nodes' streaks from PuppetDB: read again only when a node's latest report changed. */
-  private async readStreaks(pdb: Map<string, PuppetDbNodeStatus>, gen: number): Promise<void> {
-    const stale = [...pdb.values()].filter((n) => n.status === "failed" && this.pdbRuns.get(n.certname)?.[0]?.time !== n.report_at).map((n) => n.certname);
-    for (const id of this.pdbRuns.keys()) if (pdb.get(id)?.status !== "failed") this.pdbRuns.delete(id);
-    let next = 0;
-    const worker = async () => {
-      while (next < stale.length && gen === this.generation) {
-        const id = stale[next++]!;
-        const runs = await this.o.puppetdbRuns!(id).catch(() => undefined);
-        if (runs && gen === this.generation) this.pdbRuns.set(id, runs);
-      }
-    };
-    await Promise.all(Array.from({ length: Math.min(8, stale.length) }, worker));
-  }
-
   private inputs(): HealthInputs[] {
     const ids = new Set<string>([...this.beats.keys(), ...this.runs.keys(), ...(this.registered ?? []), ...(this.puppetdb?.keys() ?? [])]);
     for (const r of this.board.allRecords()) ids.add(r.identity);
@@ -172,10 +239,32 @@ export class HealthFeed extends EventEmitter {
   }
 
   private compute(): HealthReport {
-    const r = healthReport(this.inputs(), this.o.policy, Date.now());
+    const now = Date.now();
+    const v = this.view.tick(now, this.o.connected());
+    // A watch that stays behind while connected is opened afresh: its consumer may have been on a
+    // member that died (seen: the library's ordered consumer took 40 s and more to come back by itself).
+    const open = v.blind.find((b) => b.to === undefined);
+    if (open && this.o.connected() && this.sources && now - open.from > REOPEN_AFTER_MS && now - this.reopenedAt > REOPEN_AFTER_MS) {
+      this.reopenedAt = now;
+      this.log.warn({ why: open.why }, "the health view is behind: opening its watches afresh");
+      void this.start(this.sources).then(
+        () => (this.reopenFailures = 0),
+        (e: unknown) => {
+          // twice through this member in vain: the next member may answer the JetStream API
+          const move = ++this.reopenFailures >= 2 && this.o.reconnect;
+          this.log.warn({ err: (e as Error).message }, `cannot reopen the health watches${move ? "; moving to another broker member" : ""}`);
+          if (move) {
+            this.reopenFailures = 0;
+            void this.o.reconnect!().catch(() => undefined);
+          }
+        },
+      );
+    }
+    const nodes = [...this.beats.entries()].map(([identity, beat]) => ({ identity, beat }));
+    const r = healthReport(this.inputs(), this.o.policy, now, { services: { beats: this.services.values(), nodes }, blind: v.blind, judgeUntil: v.judgeUntil, ...(v.freshAsOf !== undefined ? { freshAsOf: v.freshAsOf } : {}) });
     this.current = r;
     this.json = undefined;
-    const sig = JSON.stringify([r.summary, r.nodes.filter((n) => n.problems.length).map((n) => [n.identity, n.problems.map((p) => p.kind)])]);
+    const sig = JSON.stringify([r.view.degraded, r.view.why, r.summary, r.service_summary, r.services.map((s) => [s.role, s.name, s.problems.map((p) => p.kind), s.checks.map((c) => c.status)]), r.nodes.filter((n) => n.problems.length).map((n) => [n.identity, n.problems.map((p) => p.kind)])]);
     if (sig !== this.signature) {
       this.signature = sig;
       this.emit("report", r);
@@ -188,11 +277,11 @@ export class HealthFeed extends EventEmitter {
     this.generation++;
     for (const w of this.watches) w.stop();
     this.watches = [];
-    for (const t of this.timers) clearInterval(t);
-    this.timers = [];
   }
 
   stop(): void {
     this.stopWatches();
+    for (const t of this.clock) clearInterval(t);
+    this.clock = [];
   }
 }

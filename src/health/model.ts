@@ -3,12 +3,17 @@ import type { NodeRecord } from "../protocol/provision-record.js";
 import { DEFAULT_RUNINTERVAL_S, puppetRunFromStatus, type PuppetRunRecord, type PuppetRunStatus } from "../protocol/puppet-run.js";
 import { failedStage } from "../provisioner/failures.js";
 import type { PuppetDbNodeStatus } from "../protocol/puppetdb.js";
+import { servicesHealth, summariseServices, type ServiceHealth, type ServiceInputs, type ServiceSummary } from "./services.js";
+import { span, viewState, watchedSeconds, type Blind, type ViewState } from "./view.js";
+
+export { span };
 
 // Fleet health: one model, three faces (`muster health`, the console's landing page and
 // /api/health, the admins' alerts). Pure: what is known of each node (its latest heartbeat as the
 // broker stored it, whether the registry knows it, its provisioning record, its recent Puppet runs)
-// and the clock in, each node's health with the reasons for every problem out, unhealthy first.
-// docs/fleet.md#health.
+// and the clock in, each node's health with the reasons for every problem out, unhealthy first;
+// beside them the site's own services (services.ts), and how far the observer could see
+// (view.ts: silence it could not watch is held against nobody). docs/fleet.md#health.
 
 export interface HealthPolicy {
   /** Seconds without a heartbeat before a node counts as unreachable (at least 2.5 of its own intervals). */
@@ -130,6 +135,11 @@ export type HealthSummary = { nodes: number; healthy: number; unhealthy: number 
 export interface HealthReport {
   /** When it was computed (ISO). */
   time: string;
+  /** Whether the observer could see: degraded, nobody is judged by silence (view.ts). */
+  view: ViewState;
+  /** The site's own services, brokers first (services.ts); empty for a report narrowed by a filter. */
+  services: ServiceHealth[];
+  service_summary: ServiceSummary;
   nodes: NodeHealth[];
   summary: HealthSummary;
 }
@@ -137,14 +147,6 @@ export interface HealthReport {
 const iso = (ms: number) => new Date(ms).toISOString();
 const secondsSince = (ms: number, now: number) => Math.max(0, Math.round((now - ms) / 1000));
 const str = (v: unknown) => (typeof v === "string" && v ? v : null);
-
-/** "27 s", "4 min", "3.5 h", "2 days": how long, for reasons. */
-export function span(seconds: number): string {
-  if (seconds < 120) return `${Math.round(seconds)} s`;
-  if (seconds < 7200) return `${Math.round(seconds / 60)} min`;
-  if (seconds < 48 * 3600) return `${Math.round(seconds / 360) / 10} h`;
-  return `${Math.round(seconds / 86400)} days`;
-}
 
 /** The silence after which this node counts as unreachable, seconds: the policy's, or 2.5 of its own intervals if longer. */
 export function unreachableAfter(policy: HealthPolicy, interval: number | undefined): number {
@@ -217,8 +219,12 @@ function provisioningHealth(r: NodeRecord): ProvisioningHealth {
   };
 }
 
-/** One node's health at `now`. */
-export function nodeHealth(i: HealthInputs, policy: HealthPolicy, now: number): NodeHealth {
+/**
+ * One node's health at `now`; silence during `blind` stretches (the observer could not see) does
+ * not count, and while `blindNow` (the observer cannot see now) a node never heard from is not
+ * called unreachable either: its heartbeats may be what cannot be read.
+ */
+export function nodeHealth(i: HealthInputs, policy: HealthPolicy, now: number, blind: readonly Blind[] = [], blindNow = false): NodeHealth {
   const problems: Problem[] = [];
   const beat = i.beat;
   let reachable: boolean;
@@ -228,12 +234,14 @@ export function nodeHealth(i: HealthInputs, policy: HealthPolicy, now: number): 
     if (beat.heartbeat.state === "stopping") {
       reachable = false;
       problems.push({ kind: "unreachable", why: `stopped ${span(silent)} ago (its last heartbeat said it was stopping)`, since: iso(beat.at) });
-    } else if (silent > limit) {
+    } else if (watchedSeconds(beat.at, now, blind) > limit) {
       reachable = false;
       problems.push({ kind: "unreachable", why: `no heartbeat for ${span(silent)} (one is due every ${span(beat.heartbeat.interval)}; unreachable after ${span(limit)})`, since: iso(beat.at) });
     } else reachable = true;
   } else if (i.registered) {
     reachable = true; // no heartbeats (an older muster, or heartbeat.interval 0): its registration vouches for it
+  } else if (blindNow) {
+    reachable = true; // not judged: what this view cannot see may be its heartbeats
   } else {
     reachable = false;
     problems.push({ kind: "unreachable", why: "never heard from: no heartbeat, and the registry does not know it" });
@@ -298,15 +306,33 @@ export function summarise(nodes: readonly NodeHealth[]): HealthSummary {
   return s;
 }
 
-export function healthReport(inputs: Iterable<HealthInputs>, policy: HealthPolicy, now: number): HealthReport {
-  const nodes: NodeHealth[] = [];
-  for (const i of inputs) nodes.push(nodeHealth(i, policy, now));
-  nodes.sort(healthOrder);
-  return { time: iso(now), nodes, summary: summarise(nodes) };
+export interface ReportExtras {
+  /** The site's services (omitted: none listed, as for a report narrowed by a filter). */
+  services?: ServiceInputs;
+  /** Stretches the observer could not see (view.ts), the one it is in now included. */
+  blind?: readonly Blind[];
+  /** Up to when the observer's data is known current, ms epoch. */
+  freshAsOf?: number;
+  /** Silence is judged up to this moment (default `now`): the last one the observer knows it saw. */
+  judgeUntil?: number;
 }
 
-/** `muster health`'s exit code: 1 when no node is known (or matched), 2 when any is unhealthy, else 0. */
+export function healthReport(inputs: Iterable<HealthInputs>, policy: HealthPolicy, now: number, x: ReportExtras = {}): HealthReport {
+  const blind = x.blind ?? [];
+  // Silence is judged up to the last moment seen (judgeUntil), and not past the start of a blind
+  // stretch still open; stretches when the store may have lost writes never count (view.ts).
+  const until = Math.min(x.judgeUntil ?? now, ...blind.filter((b) => b.to === undefined).map((b) => b.from));
+  const unseen: Blind[] = [...blind.filter((b) => b.lost), ...(until < now ? [{ from: until, to: now, why: "" }] : [])];
+  const nodes: NodeHealth[] = [];
+  const blindNow = blind.some((b) => b.to === undefined);
+  for (const i of inputs) nodes.push(nodeHealth(i, policy, now, unseen, blindNow));
+  nodes.sort(healthOrder);
+  const services = x.services ? servicesHealth(x.services, policy.unreachableAfterS, now, unseen) : [];
+  return { time: iso(now), view: viewState(blind, x.freshAsOf, now), services, service_summary: summariseServices(services), nodes, summary: summarise(nodes) };
+}
+
+/** `muster health`'s exit code: 1 when nothing is known (or matched), 2 when any node or service is unhealthy, else 0. */
 export function healthExitCode(r: HealthReport): 0 | 1 | 2 {
-  if (r.nodes.length === 0) return 1;
-  return r.summary.unhealthy > 0 ? 2 : 0;
+  if (r.nodes.length === 0 && r.services.length === 0) return 1;
+  return r.summary.unhealthy + r.service_summary.unhealthy > 0 ? 2 : 0;
 }

@@ -1,4 +1,6 @@
+import { hostname } from "node:os";
 import type { MusterClient } from "../client/client.js";
+import { retryTransient } from "../broker/bucket.js";
 import { MusterError } from "../errors.js";
 import { compileFilter } from "../filter/index.js";
 import { DEFAULT_STATE_BUCKET } from "../protocol/buckets.js";
@@ -6,14 +8,15 @@ import type { NodeRecord } from "../protocol/provision-record.js";
 import type { PuppetRunRecord } from "../protocol/puppet-run.js";
 import { emptyFilter, type Filter } from "../protocol/types.js";
 import { ProvisionState } from "../provisioner/state.js";
-import { DEFAULT_HEALTH_POLICY, healthReport, puppetDbView, type HealthInputs, type HealthPolicy, type HealthReport } from "./model.js";
 import type { PuppetDbNodeStatus } from "../protocol/puppetdb.js";
-import { AliveStore, PuppetRunStore, type Beat } from "./stores.js";
+import { DEFAULT_HEALTH_POLICY, healthReport, puppetDbView, unreachableAfter, type HealthInputs, type HealthPolicy, type HealthReport } from "./model.js";
+import { AliveStore, PuppetRunStore, ServiceStore, type Beat, type ServiceSeen } from "./stores.js";
+import type { Blind } from "./view.js";
 
 // Fleet health read once (`muster health`): every heartbeat (each carries its node's last Puppet
-// run), the provisioning records, the registry's answer to the filter and, where the registry
-// reaches a PuppetDB, every active node's latest report there, read side by side; the kept runs of
-// the nodes whose last run failed; then the pure model (model.ts). No node is asked
+// run), the services' beats, the provisioning records, the registry's answer to the filter and,
+// where the registry reaches a PuppetDB, every active node's latest report there, read side by
+// side; the kept runs of the nodes whose last run failed; then the pure model (model.ts). No node is asked
 // anything. The console keeps the same inputs live instead (web/health-feed.ts) and computes the
 // same report from them.
 
@@ -76,8 +79,34 @@ async function streaks(runs: PuppetRunStore, beats: Map<string, Beat>, ids: Iter
 
 export interface HealthInputsRead {
   inputs: HealthInputs[];
+  /** The site's services' beats, and every node's heartbeat (masters and the notifier carry theirs); absent for a report narrowed by a filter. */
+  services?: { beats: ServiceSeen[]; nodes: { identity: string; beat: Beat }[] };
+  /** How far this read can vouch for silence (view.ts). */
+  view: { blind: Blind[]; freshAsOf?: number };
   /** Sources that answered (for diagnostics). */
-  sources: { alive: boolean; runs: boolean; provisioning: boolean; registry: boolean; puppetdb: boolean };
+  sources: { alive: boolean; runs: boolean; provisioning: boolean; registry: boolean; services: boolean; puppetdb: boolean };
+}
+
+/** How long a read of the heartbeats is tried again (a broker failing over takes a few seconds). */
+const READ_AGAIN_MS = 15_000;
+
+/** Every `muster health` of this host probes under one name (one key in the alive bucket, overwritten). */
+const PROBE_NAME = `cli@${hostname()}`;
+
+/**
+ * How far a read can vouch for silence. A probe this reader stored just before reading proves the
+ * store takes writes: silence is the nodes'. Without one (a credential that may not write it),
+ * the newest value stored (any node's heartbeat, any observer's probe) says when the store last
+ * took a write: if that is longer ago than a node takes to count as unreachable, every node went
+ * quiet at once, and a store that stopped taking writes cannot be told from a fleet that died, so
+ * nobody is judged by the silence since.
+ */
+export function readView(probed: boolean, newest: number, knownNodes: number, policy: HealthPolicy, now: number): { blind: Blind[]; freshAsOf?: number } {
+  if (probed) return { blind: [], freshAsOf: now };
+  if (newest <= 0 || knownNodes === 0) return { blind: [] };
+  const quietS = (now - newest) / 1000;
+  if (quietS <= unreachableAfter(policy, undefined)) return { blind: [], freshAsOf: newest };
+  return { blind: [{ from: newest, lost: true, why: `the alive bucket has taken no heartbeat from any node for ${Math.round(quietS)} s: the store may not be taking writes, so silence since is not judged (run muster health with an admin credential, which proves the store with a probe)` }], freshAsOf: newest };
 }
 
 /** PuppetDB's record of the nodes (through the registry), or undefined where none is configured. */
@@ -110,7 +139,6 @@ async function puppetDbStreaks(client: MusterClient, nodes: Map<string, PuppetDb
   return out;
 }
 
-
 /** Everything health needs, read once. */
 export async function readHealthInputs(client: MusterClient, o: HealthReadOptions = {}): Promise<HealthInputsRead> {
   const filter = o.filter ?? emptyFilter();
@@ -121,7 +149,12 @@ export async function readHealthInputs(client: MusterClient, o: HealthReadOption
       warn(`${what}: ${(e as Error).message}`);
       return undefined;
     });
-  const [alive, runStore, state] = await Promise.all([soft("the alive bucket", AliveStore.open(client)), soft("the Puppet runs bucket", PuppetRunStore.open(client)), soft("the provisioning records", ProvisionState.openExisting(client, o.stateBucket ?? DEFAULT_STATE_BUCKET))]);
+  const [alive, runStore, state, serviceStore] = await Promise.all([soft("the alive bucket", AliveStore.open(client)), soft("the Puppet runs bucket", PuppetRunStore.open(client)), soft("the provisioning records", ProvisionState.openExisting(client, o.stateBucket ?? DEFAULT_STATE_BUCKET)), isEmpty(filter) ? ServiceStore.open(client).catch(() => undefined) : undefined]);
+  // The probe first: a read that holds it is the store's as of now (quiet: a viewer may not write it).
+  // A read without it came from a copy behind (seen after a broker's failover): read again.
+  const nonce = `${process.pid}.${Math.random().toString(36).slice(2, 10)}`;
+  const probed = alive ? await alive.probe(PROBE_NAME, nonce).then(() => true, () => false) : false;
+  const current = () => alive?.probes.get(PROBE_NAME)?.nonce === nonce;
   // the registry answers filters; without one it only adds nodes that send no heartbeats, so its absence is said only when a filter needs it
   const quiet = identityOnly(filter);
   const registryWarn = quiet ? () => undefined : warn;
@@ -134,8 +167,23 @@ export async function readHealthInputs(client: MusterClient, o: HealthReadOption
     for (const [id, v] of await Promise.all(named!.map(async (id) => [id, await read(id)] as const))) if (v !== undefined) out.set(id, v);
     return out;
   };
-  const [beats, records, registered, puppetdb] = await Promise.all([
-    alive ? soft("reading heartbeats", named ? few((id) => alive.get(id))() : alive.latest(timeoutMs)) : undefined,
+  const [beats, records, registered, serviceBeats, puppetdb] = await Promise.all([
+    // through a broker's failover a read may fail once: read again (a source not read would make every node look silent)
+    alive
+      ? soft(
+          "reading heartbeats",
+          retryTransient(
+            async () => {
+              if (named) return few((id) => alive.get(id))();
+              const all = await alive.latest(timeoutMs);
+              if (probed && !current()) throw new Error("the store answered from a copy that is behind (this read's own probe is not in it)");
+              return all;
+            },
+            READ_AGAIN_MS,
+            () => true,
+          ),
+        )
+      : undefined,
     state ? soft("reading provisioning records", named ? few(async (id) => (await state.get(id))?.record)().then((m) => [...m.values()]) : state.list()) : undefined,
     registry
       ? registry
@@ -143,6 +191,7 @@ export async function readHealthInputs(client: MusterClient, o: HealthReadOption
           .then((ids) => new Set(ids))
           .catch((e: unknown) => void registryWarn(`asking the registry: ${(e as Error).message}`))
       : undefined,
+    serviceStore ? soft("reading the services' heartbeats", serviceStore.latest(timeoutMs)) : undefined,
     readPuppetDbNodes(client, { registryBucket: o.registryBucket, timeoutMs }, warn),
   ]);
   if (!alive) warn("no alive bucket yet: nodes' heartbeats are kept once the console (muster web) has created it (docs/fleet.md#health)");
@@ -163,11 +212,15 @@ export async function readHealthInputs(client: MusterClient, o: HealthReadOption
     const pdb = puppetDbView(puppetdb, id, pdbHistory.get(id));
     inputs.push({ identity: id, ...(beat ? { beat } : {}), registered: registered?.has(id) ?? false, ...(rec ? { provisioning: rec } : {}), runs: history.get(id) ?? [], ...(pdb ? { puppetdb: pdb } : {}) });
   }
-  return { inputs, sources: { alive: beats !== undefined, runs: runStore !== undefined, provisioning: records !== undefined, registry: registered !== undefined, puppetdb: puppetdb !== undefined } };
+  const policy = o.policy ?? DEFAULT_HEALTH_POLICY;
+  // heartbeats that could not be read: nobody is judged by them (an open blind stretch)
+  const view = alive && !beats ? { blind: [{ from: Date.now(), why: "the nodes' heartbeats could not be read (see the warning above), so nobody is judged unreachable" }] } : readView(probed && (named !== undefined || current()), alive?.newest ?? 0, beats?.size ?? 0, policy, Date.now());
+  const services = isEmpty(filter) ? { beats: [...(serviceBeats?.values() ?? [])], nodes: [...(beats ?? [])].map(([identity, beat]) => ({ identity, beat })) } : undefined;
+  return { inputs, ...(services ? { services } : {}), view, sources: { alive: beats !== undefined, runs: runStore !== undefined, provisioning: records !== undefined, registry: registered !== undefined, services: serviceBeats !== undefined, puppetdb: puppetdb !== undefined } };
 }
 
-/** The fleet's health, read once. */
+/** The site's health, read once: its services (unless a filter narrows it to nodes) and its nodes. */
 export async function readFleetHealth(client: MusterClient, o: HealthReadOptions = {}, now = Date.now): Promise<HealthReport> {
-  const { inputs } = await readHealthInputs(client, o);
-  return healthReport(inputs, o.policy ?? DEFAULT_HEALTH_POLICY, now());
+  const r = await readHealthInputs(client, o);
+  return healthReport(r.inputs, o.policy ?? DEFAULT_HEALTH_POLICY, now(), { ...(r.services ? { services: r.services } : {}), blind: r.view.blind, ...(r.view.freshAsOf !== undefined ? { freshAsOf: r.view.freshAsOf } : {}) });
 }

@@ -1,11 +1,13 @@
 import type { Bucket, BucketEntry, Buckets } from "../broker/bucket.js";
-import { bucketKey, DEFAULT_ALIVE_BUCKET, DEFAULT_PUPPET_RUNS_BUCKET } from "../protocol/buckets.js";
+import { bucketKey, DEFAULT_ALIVE_BUCKET, DEFAULT_PUPPET_RUNS_BUCKET, DEFAULT_SERVICES_BUCKET } from "../protocol/buckets.js";
 import { parseHeartbeat, type Heartbeat } from "../protocol/heartbeat.js";
 import { DEFAULT_PUPPET_RUN_HISTORY, parsePuppetRun, type PuppetRunRecord } from "../protocol/puppet-run.js";
+import { parseServiceBeat, type ServiceBeat } from "../protocol/service.js";
 
-// The readers' side of the two buckets nodes write (protocol/heartbeat.ts, protocol/puppet-run.ts):
-// the one place that opens, reads, watches and forgets them. Values that do not parse (the buckets
-// are writable by admins) are skipped and counted.
+// The readers' side of the two buckets nodes write (protocol/heartbeat.ts, protocol/puppet-run.ts)
+// and of the services bucket (protocol/service.ts; src/beacon.ts writes it): the one place that
+// opens, reads, watches and forgets them. Values that do not parse (the buckets are writable by admins) are
+// skipped and counted.
 
 /** How long a silent node's last heartbeat is kept (and the node reported unreachable): a week. */
 export const ALIVE_TTL_MS = 7 * 86_400_000;
@@ -18,8 +20,26 @@ export interface Beat {
   at: number;
 }
 
-/** A node's value written, or its key dropped, and once, `caught-up`. */
-export type NodeValueChange<V> = { type: "value"; identity: string; value: V } | { type: "removed"; identity: string } | { type: "caught-up" };
+/** A node's value written, or its key dropped, an observer's probe come back (the alive bucket), and once, `caught-up`. */
+export type NodeValueChange<V> = { type: "value"; identity: string; value: V } | { type: "removed"; identity: string } | { type: "probe"; observer: string; time: number; nonce: string } | { type: "caught-up" };
+
+/**
+ * Where observers write their probes in a bucket they watch (`=observer.<name>`): no node's or
+ * service's key starts with "=" (bucketKey never leaves one in an identity, which holds none). An
+ * observer that sees its own probe come back through its watch knows the watch is current up to the
+ * probe's time (view.ts).
+ */
+export const PROBE_PREFIX = "=observer.";
+
+/** A probe's value: who wrote it, when (its own clock, ms epoch), and which process (two on one host share the key). */
+function parseProbe(e: BucketEntry): { observer: string; time: number; nonce: string } | undefined {
+  try {
+    const v = JSON.parse(new TextDecoder().decode(e.value)) as { observer?: unknown; time?: unknown; nonce?: unknown };
+    return typeof v.observer === "string" && typeof v.time === "number" && Number.isFinite(v.time) ? { observer: v.observer, time: v.time, nonce: typeof v.nonce === "string" ? v.nonce : "" } : undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 export interface Watching<C> extends AsyncIterable<C> {
   stop(): void;
@@ -28,6 +48,10 @@ export interface Watching<C> extends AsyncIterable<C> {
 /** A bucket of per-node values: read, watched and forgotten through one decoder. */
 class NodeValues<V> {
   invalid = 0;
+  /** When the broker stored the newest value `latest` read (probes included), ms epoch; 0 before a read. */
+  newest = 0;
+  /** The observers' probes `latest` read, by observer: a reader finding its own knows the read is as new as its probe. */
+  readonly probes = new Map<string, { time: number; nonce: string }>();
 
   constructor(
     readonly bucket: Bucket,
@@ -35,6 +59,7 @@ class NodeValues<V> {
   ) {}
 
   private decode(e: BucketEntry): { identity: string; value: V } | undefined {
+    if (e.key.startsWith(PROBE_PREFIX)) return undefined; // an observer's, not a value: never counted invalid
     const v = e.operation === "PUT" && e.value.length > 0 ? this.parse(e) : undefined;
     if (!v && e.operation === "PUT" && e.value.length > 0) this.invalid++;
     return v;
@@ -44,6 +69,9 @@ class NodeValues<V> {
   async latest(timeoutMs?: number): Promise<Map<string, V>> {
     const out = new Map<string, V>();
     for (const e of (await this.bucket.values(timeoutMs)).entries) {
+      this.newest = Math.max(this.newest, e.created);
+      const p = e.key.startsWith(PROBE_PREFIX) ? parseProbe(e) : undefined;
+      if (p) this.probes.set(p.observer, p);
       const v = this.decode(e);
       if (v) out.set(v.identity, v.value);
     }
@@ -65,6 +93,11 @@ class NodeValues<V> {
       for await (const c of w) {
         if (c.kind === "caught-up") {
           yield { type: "caught-up" };
+          continue;
+        }
+        if (c.entry.key.startsWith(PROBE_PREFIX)) {
+          const p = c.entry.operation === "PUT" ? parseProbe(c.entry) : undefined;
+          if (p) yield { type: "probe", ...p };
           continue;
         }
         const v = decode(c.entry);
@@ -93,6 +126,14 @@ class NodeValues<V> {
       }
     }
     return out;
+  }
+
+  /**
+   * Writes this observer's probe (an admin's credential may; a node's may not): resolves once
+   * stored. Its coming back through the observer's watch is what says the watch is current.
+   */
+  async probe(observer: string, nonce = "", time = Date.now()): Promise<void> {
+    await this.bucket.put(`${PROBE_PREFIX}${bucketKey(observer)}`, JSON.stringify({ observer, time, nonce }));
   }
 
   /** Drops a node's values (decommission, forget): health stops reporting it. */
@@ -146,5 +187,29 @@ export class PuppetRunStore extends NodeValues<PuppetRunRecord> {
   async runs(identity: string): Promise<PuppetRunRecord[]> {
     const byTime = new Map((await this.history(identity)).map((r) => [r.time, r]));
     return [...byTime.values()].sort((a, b) => b.time - a.time);
+  }
+}
+
+/** A service's latest beat, and when the broker stored it. */
+export interface ServiceSeen {
+  beat: ServiceBeat;
+  /** When the broker stored it, ms epoch. */
+  at: number;
+}
+
+/** The services bucket: each service's latest beat, keyed `<role>.<name>` (values and changes name that key). */
+export class ServiceStore extends NodeValues<ServiceSeen> {
+  static readonly bucketOptions = { history: 1, ttlMs: ALIVE_TTL_MS };
+
+  static async open(buckets: Buckets, opts: StoreOpen = {}): Promise<ServiceStore | undefined> {
+    const b = await open(buckets, DEFAULT_SERVICES_BUCKET, ServiceStore.bucketOptions, opts);
+    return b && new ServiceStore(b);
+  }
+
+  private constructor(bucket: Bucket) {
+    super(bucket, (e) => {
+      const r = parseServiceBeat(e.value, e.key);
+      return r.ok ? { identity: e.key, value: { beat: r.beat, at: e.created } } : undefined;
+    });
   }
 }

@@ -37,6 +37,13 @@ export function bucketKey(s: string): string {
  */
 export const DEFAULT_ALIVE_BUCKET = "muster_alive";
 
+/**
+ * Each service of the site's latest heartbeat (protocol/service.ts): provisioners, the registry,
+ * the console write their own; the console writes what it sees of each broker. Keyed
+ * `<role>.<name>`, so a role's credential can be confined to its own keys.
+ */
+export const DEFAULT_SERVICES_BUCKET = "muster_services";
+
 /** Each node's last Puppet runs (protocol/puppet-run.ts), one value per run, written by the node. */
 export const DEFAULT_PUPPET_RUNS_BUCKET = "muster_puppet_runs";
 

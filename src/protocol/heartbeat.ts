@@ -1,5 +1,6 @@
 import { bucketKey, DEFAULT_ALIVE_BUCKET, kvSubject } from "./buckets.js";
 import { parseNodeValue } from "./node-value.js";
+import { parseServiceStatus, type ServiceStatus } from "./service.js";
 
 // Heartbeats: every `interval` seconds (default 10) a node writes its heartbeat to its own key of
 // the alive bucket (DEFAULT_ALIVE_BUCKET), with a plain publish on the key's subject, and once
@@ -33,6 +34,11 @@ export interface Heartbeat {
   state: "up" | "stopping";
   /** Data plugin values by plugin name (e.g. `puppet`). */
   status: Record<string, Record<string, unknown>>;
+  /**
+   * The site services this node is (protocol/service.ts), each with its checks: a master (the
+   * puppetca agent), the notifier (notify). Absent on an ordinary node.
+   */
+  services?: ServiceStatus[];
 }
 
 /** Where a node writes its heartbeat. */
@@ -62,5 +68,14 @@ export function parseHeartbeat(data: Uint8Array, key?: string): HeartbeatParse {
   if (!(HeartbeatPhases as readonly unknown[]).includes(v.phase)) return refuse(`phase must be ${HeartbeatPhases.join(" or ")}`);
   if (v.state !== "up" && v.state !== "stopping") return refuse("state must be up or stopping");
   if (!isObject(v.status) || !Object.values(v.status).every(isObject)) return refuse("status must map data plugin names to objects");
-  return { ok: true, heartbeat: { identity: v.identity, time: v.time, interval: v.interval, version: v.version, phase: v.phase as HeartbeatPhase, state: v.state, status: v.status as Heartbeat["status"] } };
+  const services: ServiceStatus[] = [];
+  if (v.services !== undefined) {
+    if (!Array.isArray(v.services) || v.services.length > 8) return refuse("services must be a list of at most 8");
+    for (const x of v.services) {
+      const p = parseServiceStatus(x);
+      if (!p.ok) return refuse(`services: ${p.reason}`);
+      services.push(p.status);
+    }
+  }
+  return { ok: true, heartbeat: { identity: v.identity, time: v.time, interval: v.interval, version: v.version, phase: v.phase as HeartbeatPhase, state: v.state, status: v.status as Heartbeat["status"], ...(services.length ? { services } : {}) } };
 }

@@ -1,6 +1,7 @@
 import { spawn } from "node:child_process";
 import { existsSync, readFileSync, unlinkSync, writeFileSync } from "node:fs";
 import type { Logger } from "pino";
+import { ServiceBeacon } from "../beacon.js";
 import { MusterClient } from "../client/client.js";
 import { resolveBrokerSettings } from "../config/client.js";
 import { MusterError } from "../errors.js";
@@ -8,6 +9,8 @@ import { undeliverableTargets, type ProvisionerConfig } from "./config.js";
 import { ProvisionerMetrics } from "./metrics.js";
 import { MusterCollective } from "./muster-collective.js";
 import { Provisioner } from "./scheduler.js";
+import { provisionerStatus } from "./service.js";
+import { VERSION } from "../version.js";
 import { ProvisionState } from "./state.js";
 
 // Process concerns of `muster provisioner`: detaching, pidfile, signals, metrics endpoint.
@@ -71,10 +74,14 @@ export async function runProvisioner(cfg: ProvisionerConfig, log: Logger, opts: 
         process.once("SIGINT", () => resolve());
       });
       await p.start();
+      // one of the site's services: alive, its claims, its queue and last cycle (docs/fleet.md#the-sites-services)
+      const beacon = new ServiceBeacon(client, { role: "provisioner", name: cfg.id, version: VERSION, log, status: () => provisionerStatus({ claims: p.claims(), ...(p.lastCycle ? { lastCycle: p.lastCycle } : {}), sleeptimeS: cfg.sleeptime, id: cfg.id }, Date.now()) });
+      beacon.start();
       log.info({ id: cfg.id, concurrency: cfg.concurrency, per_master_limit: cfg.per_master_limit }, "provisioner running");
       await stopping;
       log.info("stopping: no new nodes; finishing or abandoning current steps");
       await p.stop();
+      await beacon.stop();
     }
   } finally {
     await metrics.close();

@@ -36,6 +36,8 @@ export class Provisioner {
   private loopTimer?: NodeJS.Timeout;
   private wake?: () => void;
   private lastResumeScan = 0;
+  /** The last discovery cycle, for the provisioner's service heartbeat (src/health/). */
+  lastCycle: { at: number; tookMs: number; found: number; error?: string } | undefined;
   private readonly targetFilter: Filter;
   /** Nodes parked while gone: when their wait ends, and the timer of their next check. */
   private readonly parked = new Map<string, { until: number; timer: NodeJS.Timeout }>();
@@ -114,10 +116,13 @@ export class Provisioner {
         this.masters.forget(); // masters are discovered afresh every cycle
         // Records whose owner died after disabling a node are invisible to discovery: take them over
         // here. Claims expire only after lock_lease, so scanning every record more often is waste.
-        if (Date.now() - this.lastResumeScan >= (this.cfg.lock_lease * 1000) / 2) await this.resumeOwn();
-        await this.cycle();
+        const t0 = Date.now();
+        if (t0 - this.lastResumeScan >= (this.cfg.lock_lease * 1000) / 2) await this.resumeOwn();
+        const found = await this.cycle();
         await this.checkMasterWaits();
+        this.lastCycle = { at: Date.now(), tookMs: Date.now() - t0, found: found.length };
       } catch (e) {
+        this.lastCycle = { at: Date.now(), tookMs: 0, found: 0, error: (e as Error).message };
         this.log.warn({ err: (e as Error).message }, "discovery cycle failed; trying again next cycle");
       }
       if (this.stopping) break;
@@ -322,6 +327,11 @@ export class Provisioner {
 
   get inFlight(): number {
     return this.running.size;
+  }
+
+  /** The nodes it holds a claim on (provisioning, parked while gone, waiting for a master) and how many wait for a slot. */
+  claims(): { provisioning: string[]; queued: number; parked: string[]; waitingForMaster: string[] } {
+    return { provisioning: [...this.running.keys()], queued: this.global.waiting, parked: [...this.parked.keys()], waitingForMaster: [...this.waitingForMaster.keys()] };
   }
 
   /** Stop taking nodes; let current steps finish within the grace period, then abandon them safely. */

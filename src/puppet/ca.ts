@@ -1,3 +1,4 @@
+import { X509Certificate } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { request } from "node:https";
 import { join } from "node:path";
@@ -248,6 +249,26 @@ export class CertificateAuthority {
       if (r.status !== 204 && r.status !== 200 && r.status !== 404) throw this.httpError(`delete ${certname}`, r);
     }
     return { certname, cleaned: true, revoked: st.state === "signed", previousState: st.state };
+  }
+
+  /** puppetserver's own word on itself (the status API, open to anyone): "running", or what else it says. */
+  async serverStatus(): Promise<{ ok: boolean; state: string }> {
+    const r = await this.call("GET", "/status/v1/simple");
+    const state = r.body.trim().slice(0, 200) || `HTTP ${r.status}`;
+    return { ok: r.status === 200 && state === "running", state };
+  }
+
+  /** The CA's own certificate, as it serves it to nodes: when it expires. */
+  async caCertificate(): Promise<{ notAfter: string; subject: string }> {
+    const r = await this.call("GET", "/puppet-ca/v1/certificate/ca");
+    if (r.status !== 200) throw this.httpError("fetch the CA certificate", r);
+    let cert: X509Certificate;
+    try {
+      cert = new X509Certificate(r.body);
+    } catch (e) {
+      throw new MusterError("MUSTER_CA_ERROR", `the CA's certificate does not parse: ${(e as Error).message}`);
+    }
+    return { notAfter: new Date(cert.validTo).toISOString(), subject: cert.subject.replace(/\n/g, ", ") };
   }
 
   private httpError(what: string, r: { status: number; body: string }): MusterError {

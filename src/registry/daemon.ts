@@ -1,6 +1,8 @@
+import { hostname } from "node:os";
 import type { NatsConnection, Subscription } from "@nats-io/transport-node";
 import type { FastifyInstance } from "fastify";
 import type { Logger } from "pino";
+import { ServiceBeacon } from "../beacon.js";
 import { bucketsOn } from "../broker/bucket.js";
 import { closeConnection, connectBroker } from "../broker/connect.js";
 import { resolveBrokerSettings } from "../config/client.js";
@@ -15,6 +17,8 @@ import { puppetDbSettings } from "../config/puppetdb.js";
 import { PuppetDb } from "../puppetdb/http.js";
 import { servePuppetDb } from "./puppetdb.js";
 import { RegistryStore } from "./store.js";
+import { registryServiceStatus } from "./health.js";
+import { VERSION } from "../version.js";
 
 // `muster registry serve`: the bucket (created or its expiry brought in line with the config), the
 // in-memory store following it, the registration receiver, the query subject, and HTTP if asked.
@@ -41,7 +45,9 @@ export async function startRegistry(cfg: RegistryConfig, log: Logger, opts: { br
   let querySub: Subscription | undefined;
   let puppetDbSub: Subscription | undefined;
   let http: { app: FastifyInstance; address: string } | undefined;
+  let beacon: ServiceBeacon | undefined;
   const stop = async () => {
+    await beacon?.stop();
     querySub?.unsubscribe();
     puppetDbSub?.unsubscribe();
     await http?.app.close();
@@ -74,6 +80,21 @@ export async function startRegistry(cfg: RegistryConfig, log: Logger, opts: { br
     // Receiving first, then asking: the answers (spread over a couple of seconds) find us listening.
     if (cfg.fill_on_start) for (const c of cfg.collectives) nc.publish(subjects.registrationSolicit(c), new TextEncoder().encode(JSON.stringify({ bucket: cfg.bucket, time: Date.now() })));
     if (cfg.http) http = await serveHttp(store, receiver, { host: cfg.http.host, port: cfg.http.port, token, startedAt, puppetdb });
+    // one of the site's services (docs/fleet.md#the-sites-services): alive, and whether registrations reach it
+    let errorsBefore = 0;
+    const [st, rc] = [store, receiver];
+    beacon = new ServiceBeacon(buckets, {
+      role: "registry",
+      name: hostname(),
+      version: VERSION,
+      log,
+      status: () => {
+        const r = registryServiceStatus(st.status(undefined, startedAt), rc.stats, errorsBefore, Date.now());
+        errorsBefore = rc.stats.writeErrors;
+        return r;
+      },
+    });
+    beacon.start();
     log.info({ bucket: cfg.bucket, collectives: cfg.collectives, nodes: store.size, max_age_s: cfg.max_age, refresh_ms: t.refreshMs, http: http?.address, http_auth: token ? "bearer" : "none", fill_on_start: cfg.fill_on_start, puppetdb: puppetdb?.url }, "registry serving");
   } catch (e) {
     await stop().catch(() => undefined);

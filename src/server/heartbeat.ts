@@ -67,9 +67,11 @@ export class Heartbeats {
         this.o.log.debug({ plugin: p, err: (e as Error).message }, "data plugin failed; the heartbeat goes without it");
       }
     }
+    // a master or the notifier says how its service is (agent.service)
+    const services = await rt.serviceStatuses().catch(() => []);
     if (this.stopped && !last) return;
     try {
-      this.publish(heartbeatSubject(rt.identity), encodeHeartbeat({ identity: rt.identity, time: Date.now(), interval: this.o.interval, version: this.o.version, phase: this.o.phase, state, status }));
+      this.publish(heartbeatSubject(rt.identity), encodeHeartbeat({ identity: rt.identity, time: Date.now(), interval: this.o.interval, version: this.o.version, phase: this.o.phase, state, status, ...(services.length ? { services } : {}) }));
       const run = status.puppet && puppetRunFromStatus(rt.identity, status.puppet);
       // Sent again after a restart of the node (readers take a run once by its time).
       if (run && this.runSent.get(rt.identity) !== run.time) {

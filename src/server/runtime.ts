@@ -11,6 +11,7 @@ import { REPLY_PROTOCOL, type NodeMetadata, type Reply, type Request } from "../
 import type { AuditEntry } from "../security/audit.js";
 import { denialMessage, type CompiledPolicies, type Decision } from "../security/policy.js";
 import type { Agent, ActionContext, DataPlugin } from "../agent/agent.js";
+import type { ServiceStatus } from "../protocol/service.js";
 import { newNodeStats, type IntakeStats, type NodeStats } from "./stats.js";
 
 // One node's request pipeline after decode and verify: filter, authorise (action policies), validate,
@@ -127,6 +128,21 @@ export class NodeRuntime {
 
   metadata(): NodeMetadata {
     return { identity: this.identity, facts: this.opts.facts(), classes: this.opts.classes(), agents: this.activeAgentNames(), collectives: this.opts.collectives };
+  }
+
+  /** The site services this node's agents make it, each with its checks (its heartbeat carries them); an agent that throws says so as a failed check. */
+  async serviceStatuses(): Promise<ServiceStatus[]> {
+    const out: ServiceStatus[] = [];
+    for (const la of this.agents.values()) {
+      const svc = la.agent.service;
+      if (!svc) continue;
+      try {
+        out.push(await svc.call(la.agent, { identity: this.identity, config: la.config, log: la.log }));
+      } catch (e) {
+        la.log.warn({ err: (e as Error).message }, "the agent could not say how its service is");
+      }
+    }
+    return out;
   }
 
   /** Runs a data plugin for this node (compound filters and rpcutil get_data). */

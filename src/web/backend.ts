@@ -5,12 +5,15 @@ import { puppetDDL } from "../agents/puppet/ddl.js";
 import type { MusterClient } from "../client/client.js";
 import { AdminNotifier } from "../fleet/admins.js";
 import { HealthAlerts } from "../health/alerter.js";
+import { ServiceBeacon } from "../beacon.js";
+import { BrokerWatch } from "../health/broker-watch.js";
 import { HealthFeed } from "../health/feed.js";
 import { healthGauges } from "../health/metrics.js";
 import type { NodeHealth } from "../health/model.js";
 import { readPuppetDbNodes } from "../health/read.js";
 import { NoPuppetDb } from "../client/discovery/puppetdb.js";
 import type { PuppetDbNodeStatus, PuppetDbRun } from "../protocol/puppetdb.js";
+import type { ServiceCheck } from "../protocol/service.js";
 import type { FleetSources } from "../fleet/sources.js";
 import { asRunallEvent, parseNodeEvent, RUNALL_AGENT } from "../protocol/events.js";
 import { Status } from "../protocol/status.js";
@@ -26,6 +29,7 @@ import { BoardFeed, type ConsoleStatus } from "./live.js";
 import { RegistryHttp } from "./registry-http.js";
 import { RunTable, type RunResult, type RunView } from "./runs.js";
 import { tailLines } from "./tail.js";
+import { VERSION } from "../version.js";
 
 // The console's backend: what the routes (routes/*.ts) ask of it, as one object. It holds the live
 // state (the board's records, failure groups and progress, the fleet's health, the runs), asks the
@@ -52,6 +56,9 @@ export class ConsoleBackend {
   private readonly statusListeners = new Set<(s: ConsoleStatus) => void>();
   private readonly runListeners = new Set<(r: RunView) => void>();
   private runFollow: { stop(): void } | undefined;
+  private beacon: ServiceBeacon | undefined;
+  private brokers: BrokerWatch | undefined;
+  private readonly me: string;
   private stopped = false;
 
   constructor(
@@ -61,6 +68,7 @@ export class ConsoleBackend {
   ) {
     this.auditor = new Auditor(cfg.audit.file ? { file: cfg.audit.file, buffer: 10_000 } : undefined, { identity: hostname(), log });
     const me = isValidIdentity(hostname()) ? hostname() : "muster-web";
+    this.me = me;
     this.feed = new BoardFeed(cfg.state_bucket, log);
     this.insights = new Insights(this.feed);
     this.registry = new RegistryHttp(cfg.registry.url, o.registryToken);
@@ -72,6 +80,9 @@ export class ConsoleBackend {
         registered: () => this.registered(),
         puppetdb: () => this.puppetdbNodes(),
         puppetdbRuns: async (id) => (await this.puppetdbRuns(id, 10))?.runs,
+        observer: `console@${me}`,
+        connected: () => this.client?.connected ?? false,
+        reconnect: async () => this.client?.reconnect(),
       },
       log,
     );
@@ -95,6 +106,32 @@ export class ConsoleBackend {
     this.client = client;
     this.sources = sources;
     this.notifier = new AdminNotifier(client, { agent: this.cfg.alerts.notify.agent, select: this.cfg.alerts.notify.filter || undefined, recipients: this.cfg.alerts.notify.recipients });
+    // the console is one of the site's services, and the brokers' observer (src/health/)
+    this.beacon ??= new ServiceBeacon(client, { role: "console", name: this.me, version: VERSION, status: () => this.serviceStatus(), log: this.log });
+    this.beacon.start();
+    this.brokers ??= new BrokerWatch(client, { urls: this.cfg.health.broker_monitoring, observer: this.me, version: VERSION, log: this.log });
+    this.brokers.start();
+  }
+
+  /** The console's own checks, for its service heartbeat: its broker, its registry, its view of health, its alerts. */
+  private serviceStatus(): { checks: ServiceCheck[]; details: Record<string, unknown> } {
+    const s = this.status;
+    const r = this.health.report();
+    const d = this.alerts.lastDelivery;
+    const ago = (ms: number) => `${Math.max(0, Math.round((Date.now() - ms) / 1000))} s ago`;
+    const checks: ServiceCheck[] = [
+      s.broker.ok ? { name: "broker", status: "ok", why: "connected" } : { name: "broker", status: "fail", why: s.broker.error ?? "not connected" },
+      s.registry.ok ? { name: "registry", status: "ok", why: "answers" } : { name: "registry", status: "fail", why: s.registry.error ?? "does not answer" },
+      r.view.degraded ? { name: "health view", status: "fail", why: r.view.why ?? "degraded" } : { name: "health view", status: "ok", why: r.view.fresh_s_ago !== null ? `current (as of ${r.view.fresh_s_ago} s ago)` : "current" },
+      !this.cfg.alerts.enabled
+        ? { name: "alerts", status: "ok", why: "off (alerts.enabled: false)" }
+        : !d
+          ? { name: "alerts", status: "ok", why: "none sent since it started" }
+          : d.ok
+            ? { name: "alerts", status: "ok", why: `the last one reached ${d.notifier ?? "the notifier"} ${ago(d.at)}` }
+            : { name: "alerts", status: "fail", why: `the last one (${ago(d.at)}) was not delivered: ${d.error ?? "failed"}` },
+    ];
+    return { checks, details: { nodes: r.summary.nodes, unhealthy: r.summary.unhealthy, alerts_held: this.alerts.held > 0, brokers_watched: this.cfg.health.broker_monitoring.length } };
   }
 
   /** (Re)starts every follower (at connection, and when the broker is back). */
@@ -248,6 +285,8 @@ export class ConsoleBackend {
 
   async stop(): Promise<void> {
     this.stopped = true;
+    this.brokers?.stop();
+    await this.beacon?.stop().catch(() => undefined);
     this.feed.stop();
     this.insights.stop();
     this.health.stop();

@@ -81,9 +81,15 @@ export const WebConfigSchema = z
         unreachable_after: z.number().positive().max(86_400).default(25),
         /** Seconds since the last Puppet run; unset: twice each node's own runinterval. */
         stale_after: z.number().positive().optional(),
+        /**
+         * The brokers' monitoring ports (`http://nats1.example.net:8222`): the console watches each
+         * member there (answers, routes, meta group, stream copies) and health lists them as
+         * services (docs/fleet.md#the-sites-services). None by default: unlisted, no broker is watched.
+         */
+        broker_monitoring: z.array(z.string().url().refine((u) => /^https?:\/\//.test(u), "an http(s) URL")).max(16).default([]),
       })
       .strict()
-      .default({ unreachable_after: 25 }),
+      .default({ unreachable_after: 25, broker_monitoring: [] }),
     /** Telling the admins about nodes' health through the notify agent (docs/fleet.md#alerts). */
     alerts: z
       .object({

@@ -80,7 +80,7 @@ test("a value that is not a heartbeat, or stored under another node's key, is sk
   const ready = new Promise<void>((r) => (caughtUp = r));
   const done = (async () => {
     for await (const c of w) {
-      seen.push(c.type === "caught-up" ? "caught-up" : `${c.type} ${c.identity}`);
+      seen.push(c.type === "caught-up" ? "caught-up" : c.type === "probe" ? `probe ${c.observer}` : `${c.type} ${c.identity}`);
       if (c.type === "caught-up") caughtUp();
       if (c.type === "removed") break;
     }

@@ -6,13 +6,17 @@ import { connectNats } from "./collective.js";
 import { freePort, startNats, type NatsHandle } from "./index.js";
 
 // A 3-node nats-server cluster with JetStream on loopback, for resilience tests: each member has its
-// own store dir and fixed client/route ports, so a member killed with stop(i)/kill(i) comes back with
-// start(i) on the same address and the same JetStream state. Client ports use TLS with the test PKI
+// own store dir and fixed client/route/monitoring ports, so a member killed with stop(i)/kill(i)
+// comes back with start(i) on the same address and the same JetStream state. Client ports use TLS with the test PKI
 // (client certificates required), as every test broker does; routes between members stay plain TCP
 // on loopback.
 
 export interface NatsCluster {
   urls: string[];
+  /** Each member's monitoring port (/varz, /routez, /jsz), as the console watches brokers. */
+  monitorUrls: string[];
+  /** Each member's server_name (n0, n1, ...). */
+  names: string[];
   /** SIGKILL member i (a crash: no graceful shutdown, no lame-duck). */
   kill(i: number): Promise<void>;
   /** Start member i again on its ports with its store dir. */
@@ -26,12 +30,13 @@ export async function startCluster(size = 3, name = "muster-test"): Promise<Nats
   const root = mkdtempSync(join(tmpdir(), "muster-cluster-"));
   const host = "127.0.0.1";
   const all = new Set<number>();
-  while (all.size < size * 2) all.add(await freePort(host));
+  while (all.size < size * 3) all.add(await freePort(host));
   const ports = [...all].slice(0, size);
-  const routePorts = [...all].slice(size);
+  const routePorts = [...all].slice(size, size * 2);
+  const httpPorts = [...all].slice(size * 2);
   const members: (NatsHandle | undefined)[] = new Array(size).fill(undefined);
   const config = (i: number) =>
-    `server_name: "n${i}"\ncluster {\n  name: "${name}"\n  listen: "${host}:${routePorts[i]}"\n  routes: [${routePorts.map((p) => `"nats-route://${host}:${p}"`).join(", ")}]\n}\n`;
+    `server_name: "n${i}"\nhttp: "${host}:${httpPorts[i]}"\ncluster {\n  name: "${name}"\n  listen: "${host}:${routePorts[i]}"\n  routes: [${routePorts.map((p) => `"nats-route://${host}:${p}"`).join(", ")}]\n}\n`;
   const start = async (i: number) => {
     if (members[i]) throw new Error(`member ${i} is running`);
     members[i] = await startNats({ host, port: ports[i], dir: join(root, `n${i}`), config: config(i) });
@@ -39,6 +44,8 @@ export async function startCluster(size = 3, name = "muster-test"): Promise<Nats
   const urls = ports.map((p) => `nats://${host}:${p}`);
   const cluster: NatsCluster = {
     urls,
+    monitorUrls: httpPorts.map((p) => `http://${host}:${p}`),
+    names: ports.map((_, i) => `n${i}`),
     start,
     async kill(i) {
       const m = members[i];

@@ -495,6 +495,29 @@ test("the landing page is the fleet's health: a node whose power is cut shows un
   await page.close();
 });
 
+test("the landing page shows the site first: each service with its role, state, why and checks, then the nodes; how fresh the data is moves on by itself", async () => {
+  const page = await loggedIn(VIEWER, "bob", "");
+  // the registry and the console write their service heartbeats (src/beacon.ts) from their own processes
+  for (const role of ["registry", "console"]) await page.waitForSelector(`section.site tr.service[data-role="${role}"][data-state="ok"]`, { timeout: 30_000 });
+  const order = await page.evaluate(() => [...document.querySelectorAll("section.health-page h2")].map((h) => h.id));
+  assert.deepEqual(order.slice(0, 2), ["h-site", "h-nodes"], "the site comes before the nodes");
+  const row = page.locator('section.site tr.service[data-role="registry"]');
+  assert.equal(await row.locator("td").first().textContent(), "Registry");
+  await row.locator("details summary").click();
+  assert.match((await row.locator("details li").first().textContent()) ?? "", /registrations \(ok\): \d+ current nodes?/);
+  assert.match((await page.locator("#site-summary").textContent()) ?? "", /^\d+ services: \d+ healthy, \d+ unhealthy$/);
+  // the same services as /api/health and `muster health --json`
+  const api = (await (await fetch(`${url}/api/health`, { headers: { authorization: `Bearer ${VIEWER}` } })).json()) as { services: { role: string; name: string }[] };
+  const shown = await page.locator("section.site tr.service").evaluateAll((rows) => rows.map((r) => `${(r as HTMLElement).dataset.role}/${(r as HTMLElement).dataset.name}`));
+  assert.deepEqual(shown, api.services.map((x) => `${x.role}/${x.name}`));
+  // how fresh: the age the page shows moves on between reports, so a stalled feed would show
+  const age = async () => Number(await page.locator("#health-fresh").getAttribute("data-age"));
+  await page.waitForFunction(() => /^data as of \d+ s ago$/.test(document.getElementById("health-fresh")?.textContent ?? ""), undefined, { timeout: 10_000 });
+  assert.ok((await age()) < 15, "the console's view is current");
+  a11y.push(...(await a11yFindings(page, "health page with the site's services (viewer)")));
+  await page.close();
+});
+
 test("Puppet disabled or failing shows on the landing page with why", async () => {
   const page = await loggedIn(VIEWER, "bob", "");
   await page.waitForSelector("section.health-page", { timeout: 15_000 });
@@ -624,16 +647,32 @@ test("the page says when the registry is down, and recovers by itself when it is
   await page.close();
 });
 
-test("the page says when the broker is down, and comes back live by itself when it is back", async () => {
+test("the page says when the broker is down, and comes back live by itself when it is back; the health page says it cannot see, and marks nobody unreachable meanwhile", async () => {
   const page = await loggedIn(VIEWER, "bob");
   await page.waitForSelector("#board-live.on", { timeout: 15_000 });
   await page.evaluate(() => ((window as unknown as { marker: number }).marker = 9));
+  const health = await loggedIn(VIEWER, "bob", "");
+  await health.waitForSelector("#health-fresh", { timeout: 15_000 });
+  const unhealthyBefore = Number(await health.locator("section.health-page").getAttribute("data-unhealthy"));
   await lab.stop();
   await page.waitForSelector("#status:not([hidden])", { timeout: 30_000 });
   assert.match((await page.locator("#status").textContent()) ?? "", /broker/i);
+  // Heartbeats every second, unreachable after 3 s: a view that read its own silence as the
+  // fleet's would list every node now. It says it cannot see, on the health page and every page.
+  await health.waitForSelector("#health-degraded", { timeout: 30_000 });
+  assert.match((await health.locator("#health-degraded").textContent()) ?? "", /This view cannot see the fleet since .*: not connected to the broker: reconnecting\. Nobody is marked unreachable/);
+  await page.waitForFunction(() => /cannot see the fleet right now/.test(document.getElementById("status")?.textContent ?? ""), undefined, { timeout: 15_000 });
+  // The claim is about time passing: nobody turns unreachable however long the silence lasts.
+  // Past twice the 3 s threshold (the page's own clock), the count is what it was before the cut.
+  await health.waitForFunction((ms) => Date.now() - ms > 8000, Date.now(), { timeout: 20_000, polling: 1000 });
+  assert.equal(await health.locator("section.health-page").getAttribute("data-degraded"), "true");
+  assert.equal(Number(await health.locator("section.health-page").getAttribute("data-unhealthy")), unhealthyBefore, "no node became unhealthy while the view could not see");
+  a11y.push(...(await a11yFindings(health, "health page, degraded view (viewer)")));
   // The same port and store: every client, the console's included, reconnects by itself.
   await lab.start();
   await page.waitForSelector("#status[hidden]", { state: "attached", timeout: 60_000 });
+  await health.waitForSelector("#health-degraded", { state: "detached", timeout: 60_000 });
+  await health.close();
   // Live again: a record written now reaches the open board.
   const id = "late.test";
   const nc2 = await lab.connect("admin", "late-writer");

@@ -1,6 +1,7 @@
 import { defineAgent, type Agent, type AgentKvOpener } from "../../agent/agent.js";
 import { sendAction, type SendDeps } from "./actions/send.js";
 import { notifyDDL, type NotifyDDL } from "./ddl.js";
+import { DeliveryHealth } from "./delivery-health.js";
 
 // The notify agent delivers provisioning notifications to admins.
 //
@@ -41,9 +42,13 @@ export interface NotifyDeps {
 export type NotifyAgent = Agent<NotifyDDL>;
 
 export function createNotifyAgent(deps: NotifyDeps = {}): NotifyAgent {
-  const resolved: SendDeps = { now: deps.now ?? (() => new Date()), fetch: deps.fetch ?? globalThis.fetch, kv: deps.kv };
+  const now = deps.now ?? (() => new Date());
+  const health = new DeliveryHealth();
+  const resolved: SendDeps = { now, fetch: deps.fetch ?? globalThis.fetch, kv: deps.kv, delivered: (subject, results) => health.record({ at: now().getTime(), subject, results }) };
   return defineAgent({
     ddl: notifyDDL,
     actions: { send: sendAction(resolved) },
+    // the node hosting notify is the notifier: its heartbeat says whether its last delivery worked
+    service: () => health.status(now().getTime()),
   });
 }

@@ -6,6 +6,7 @@ import { revoke } from "./actions/revoke.js";
 import { sign } from "./actions/sign.js";
 import { status } from "./actions/status.js";
 import { puppetcaDDL, type PuppetcaDDL } from "./ddl.js";
+import { masterService } from "./service.js";
 import type { PuppetcaDeps } from "./settings.js";
 
 // The puppetca agent: the master side of provisioning. Settings are documented in settings.ts
@@ -20,5 +21,10 @@ export function createPuppetcaAgent(deps: PuppetcaDeps = {}): PuppetcaAgent {
   return defineAgent({
     ddl: puppetcaDDL,
     actions: { list: list(d), sign: sign(d), clean: clean(d), revoke: revoke(d), status: status(d), deactivate: deactivate(d) },
+    // the node hosting puppetca is a master: its heartbeat says whether puppetserver and the CA answer
+    service: (() => {
+      const svc = masterService();
+      return (ctx) => svc({ ...ctx, config: { ...(d.config ?? {}), ...ctx.config } });
+    })(),
   });
 }

@@ -2,8 +2,9 @@ import { Command } from "commander";
 import { MusterError } from "../../errors.js";
 import { addFilterOptions, openSession, type FilterOpts } from "../options.js";
 
-// `muster health`: the fleet's health at a glance (docs/fleet.md#health), from what nodes already
-// send (heartbeats, Puppet runs) and the provisioning records; no node is asked anything.
+// `muster health`: the site's health at a glance (docs/fleet.md#health): its own services, then its
+// nodes, from what they already send (heartbeats, service heartbeats, Puppet runs) and the
+// provisioning records; nothing is asked anything.
 
 interface HealthOpts extends FilterOpts {
   bucket?: string;
@@ -20,7 +21,7 @@ const seconds = (name: string) => (v: string) => {
 
 export function healthCommand(): Command {
   return addFilterOptions(new Command("health"))
-    .description("The fleet's health: unreachable nodes, Puppet failed, stale or disabled, provisioning failed or gone, each with why")
+    .description("The site's health: its services (brokers, masters, provisioners, registry, console, notifier), then its nodes (unreachable, Puppet failed, stale or disabled, provisioning failed or gone), each with why")
     .option("--problems", "list unhealthy nodes only")
     .option("--unreachable-after <seconds>", "silence before a node counts as unreachable (at least 2.5 of its heartbeat intervals)", seconds("--unreachable-after"), 25)
     .option("--stale-after <seconds>", "time since the last Puppet run before it counts as stale (default: twice each node's runinterval)", seconds("--stale-after"))
@@ -28,18 +29,27 @@ export function healthCommand(): Command {
     .addHelpText(
       "after",
       `
+The site's services come first: each broker member (as the console watching their monitoring
+ports sees it), master (puppetserver and its CA), provisioner, the registry, the console and the
+notifier, each alive by its own heartbeat, with every check that fails and why. A filter lists
+nodes only.
+
 A node is unreachable when its heartbeat (every 10 s by default) has not arrived for 25 s, or
 its last heartbeat said it was stopping. Puppet's state comes with each heartbeat; its runs are
 kept per node. Puppet is stale when its last run is older than twice the node's own runinterval
 (puppet.conf; 30 minutes when unset), or than --stale-after for every node. Filters other than
 -I are answered by the registry. Nothing is sent to the nodes.
 
+When this view cannot vouch for the silence (the alive store took no write from anyone for
+longer than a node takes to count as unreachable), it says so first, and nobody is marked
+unreachable for that silence: "I cannot see" is not "the node is gone".
+
 Where a registry answers for PuppetDB (docs/puppetdb.md), PuppetDB's reports are the record of
 Puppet runs, and two disagreements are flagged: a node PuppetDB lists active that has not answered
 (PuppetDB: active), and one that answers with no report in PuppetDB past the stale threshold
 (PuppetDB: no report).
 
-Exit codes: 0 every node healthy, 2 some node unhealthy, 1 no node known (or matched).
+Exit codes: 0 everything healthy, 2 some node or service unhealthy, 1 nothing known (or matched).
 
 Examples:
   muster health                       every node, unhealthy first, then a summary
@@ -57,9 +67,10 @@ Examples:
           policy: { unreachableAfterS: o.unreachableAfter ?? 25, ...(o.staleAfter !== undefined ? { puppetStaleAfterS: o.staleAfter } : {}) },
           onWarning: (m) => process.stderr.write(`warning: ${m}\n`),
         });
+        const known = report.nodes.length + report.services.length;
         if (o.json) process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
-        else if (report.nodes.length) process.stdout.write(`${renderHealth(report, { problemsOnly: o.problems })}\n`);
-        if (report.nodes.length === 0 && !o.json) process.stderr.write("no nodes known: none has sent a heartbeat, registered or been provisioned (or none matches the filters)\n");
+        else if (known) process.stdout.write(`${renderHealth(report, { problemsOnly: o.problems })}\n`);
+        if (known === 0 && !o.json) process.stderr.write("no nodes known: none has sent a heartbeat, registered or been provisioned (or none matches the filters)\n");
         process.exitCode = healthExitCode(report);
       } finally {
         await s.client.close();

@@ -34,7 +34,7 @@ export const commands: Record<string, CommandEntry> = {
   },
   health: {
     usage: "[options]",
-    description: "The fleet's health: unreachable nodes, Puppet failed, stale or disabled, provisioning failed or gone, each with why",
+    description: "The site's health: its services (brokers, masters, provisioners, registry, console, notifier), then its nodes (unreachable, Puppet failed, stale or disabled, provisioning failed or gone), each with why",
     load: async () => (await import("./health.js")).healthCommand,
   },
   inventory: {

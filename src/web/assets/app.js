@@ -30,7 +30,7 @@ const ctx = {
     return ctx.session?.role === "operator";
   },
   setStatus,
-  /** {time, summary, nodes (the unhealthy ones), problem} from /api/health/events; null until the first. */
+  /** {time, view, services, service_summary, summary, nodes (the unhealthy ones), problem} from /api/health/events; null until the first. */
   health: null,
   onHealth(fn) {
     healthListeners.add(fn);
@@ -52,9 +52,17 @@ let current = null;
 let currentTitle = "muster";
 let loggedOut = false;
 
+let lastStatus = null;
+let lastUnreachable;
+
 function setStatus(status, unreachable) {
+  lastStatus = status;
+  lastUnreachable = unreachable;
   const problems = [];
   if (unreachable) problems.push(`The console server is unreachable: ${unreachable}. Reconnecting…`);
+  // on every page: a view that cannot see says so, so no page passes its silence off as nodes gone
+  const view = ctx.health?.view;
+  if (view?.degraded) problems.push(`The console cannot see the fleet right now: ${view.why}. Nobody is marked unreachable meanwhile, and alerts are held.`);
   if (status?.broker && !status.broker.ok) problems.push(`The broker is down: ${status.broker.error ?? "not connected"}. Live updates resume when it is back.`);
   if (status?.registry && !status.registry.ok) problems.push(`The registry is unavailable: ${status.registry.error ?? "no answer"}. The fleet explorer will work again when it is back.`);
   statusEl.hidden = problems.length === 0;
@@ -71,12 +79,23 @@ async function pollStatus() {
 }
 
 function showTitle() {
-  document.title = titleWithProblems(currentTitle, ctx.health?.summary?.unhealthy ?? 0);
+  document.title = titleWithProblems(currentTitle, (ctx.health?.summary?.unhealthy ?? 0) + (ctx.health?.service_summary?.unhealthy ?? 0));
+}
+
+/** A freshness event: the view's state and time move on even when no problem changed. */
+function onFresh(f) {
+  if (!ctx.health) return;
+  const was = ctx.health.view?.degraded;
+  ctx.health = { ...ctx.health, time: f.time, view: f.view };
+  if (was !== f.view?.degraded) setStatus(lastStatus, lastUnreachable);
+  for (const fn of healthListeners) fn(ctx.health);
 }
 
 function onHealth(view) {
   const fresh = ctx.health ? newProblems(ctx.health.nodes, view.nodes) : [];
+  const was = ctx.health?.view?.degraded;
   ctx.health = view;
+  if (was !== view.view?.degraded) setStatus(lastStatus, lastUnreachable);
   showTitle();
   if (ctx.notifications.enabled()) {
     for (const p of fresh.slice(0, 5)) new Notification(`muster: ${p.identity}`, { body: p.why, tag: `muster-${p.identity}-${p.kind}` });
@@ -157,7 +176,7 @@ async function start() {
     }
   });
   window.addEventListener("hashchange", route);
-  liveStream("/api/health/events", { health: onHealth, status: (s) => setStatus(s) });
+  liveStream("/api/health/events", { health: onHealth, fresh: onFresh, status: (s) => setStatus(s) });
   route();
   pollStatus();
   // The status also arrives on the streams; polling covers a dead stream.

@@ -54,6 +54,10 @@ export const HEALTH_KINDS: HealthKind[];
 export interface HealthNodeLike { identity: string; problems?: { kind: string; why: string; since?: string }[] }
 export function healthGroups(nodes: HealthNodeLike[]): (HealthKind & { nodes: { identity: string; why: string; since: string | null }[] })[];
 export function titleWithProblems(title: string, unhealthy: number): string;
+export const SERVICE_ROLES: { role: string; label: string }[];
+export interface ServiceLike { name: string; role: string; observer?: string | null; last_seen?: string | null; checks?: { name: string; status: string; why: string }[]; problems?: { kind: string; why: string }[] }
+export function siteRows(services: ServiceLike[] | null | undefined): { name: string; role: string; roleLabel: string; state: string; why: string; observer: string | null; checks: { name: string; status: string; why: string }[]; lastSeen: string | null }[];
+export function freshSeconds(view: { fresh_as_of?: string | null } | null | undefined, time: string | null | undefined, now: number): number | null;
 export function newProblems(before: HealthNodeLike[] | null | undefined, after: HealthNodeLike[] | null | undefined): { identity: string; kind: string; why: string }[];
 export function flattenFacts(obj: Record<string, unknown> | null | undefined, prefix?: string, out?: Record<string, unknown>): Record<string, unknown>;
 export function factGroups(facts: Record<string, unknown> | null | undefined, find?: string): { name: string; entries: [string, unknown][] }[];

@@ -102,6 +102,37 @@ export function healthGroups(nodes) {
   }));
 }
 
+/** The site's roles as the landing page names them, in the order the site is built (src/protocol/service.ts). */
+export const SERVICE_ROLES = [
+  { role: "broker", label: "Broker" },
+  { role: "master", label: "Puppet master" },
+  { role: "provisioner", label: "Provisioner" },
+  { role: "registry", label: "Registry" },
+  { role: "console", label: "Console" },
+  { role: "notifier", label: "Notifier" },
+];
+
+/**
+ * One row per service of the site for the landing page: its state (ok, warn, down, unobserved,
+ * failing: the worst problem, else warn when a check warns), why in one line, and every check.
+ */
+export function siteRows(services) {
+  const label = Object.fromEntries(SERVICE_ROLES.map((r) => [r.role, r.label]));
+  return (services ?? []).map((s) => {
+    const p = s.problems?.[0];
+    const warns = (s.checks ?? []).filter((c) => c.status === "warn");
+    const state = p ? p.kind : warns.length ? "warn" : "ok";
+    const why = p ? (s.problems ?? []).map((x) => x.why).join("; ") : warns.length ? warns.map((c) => `${c.name}: ${c.why}`).join("; ") : (s.checks ?? []).map((c) => c.name).join(", ") || "alive";
+    return { name: s.name, role: s.role, roleLabel: label[s.role] ?? s.role, state, why, observer: s.observer ?? null, checks: s.checks ?? [], lastSeen: s.last_seen ?? null };
+  });
+}
+
+/** How fresh a health view is, in seconds: from the view's fresh_as_of (the last probe that came back), else its time. */
+export function freshSeconds(view, time, now) {
+  const at = Date.parse(view?.fresh_as_of ?? time ?? "");
+  return Number.isFinite(at) ? Math.max(0, Math.round((now - at) / 1000)) : null;
+}
+
 /** The tab's title: the number of nodes with problems first, when there are any. */
 export function titleWithProblems(title, unhealthy) {
   return unhealthy > 0 ? `(${unhealthy}) ${title}` : title;

@@ -30,6 +30,8 @@ export interface SendDeps {
   fetch: typeof globalThis.fetch;
   /** The server's KV buckets: delivered dedupe keys survive a restart of the notifier. */
   kv?: AgentKvOpener;
+  /** Told every delivery's results (the notifier's health, agents/notify/delivery-health.ts). */
+  delivered?: (subject: string, results: DeliveryResult[]) => void;
 }
 
 /** Hostile-input guard: one request fans out to at most this many deliveries. */
@@ -196,6 +198,7 @@ function sendOnce(deps: SendDeps): (input: SendInput, ctx: ActionContext) => Pro
     };
 
     const results = await Promise.all(parsed.map(attempt));
+    deps.delivered?.(input.subject, results);
     const failed = results.filter((r) => !r.ok);
     const reply: SendReply = { duplicate: false, delivered: results.length - failed.length, failed: failed.length, results };
     if (failed.length > 0) {

@@ -1,0 +1,106 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { DEFAULT_HEALTH_POLICY, healthReport, type HealthInputs } from "../../src/health/model.js";
+import { readView } from "../../src/health/read.js";
+import { ViewKeeper, watchedSeconds, type Blind } from "../../src/health/view.js";
+import type { Heartbeat } from "../../src/protocol/heartbeat.js";
+
+// "I cannot see" is not "the node is gone" (src/health/view.ts): silence the observer could not
+// watch counts against nobody, a degraded view says why, and a node silent while the observer
+// watched is still reported. At a fixed clock, pure.
+
+const T = Date.parse("2026-03-01T12:00:00Z");
+const hb = (identity: string): Heartbeat => ({ identity, time: T, interval: 10, version: "1", phase: "serving", state: "up", status: {} });
+const seen = (identity: string, at: number): HealthInputs => ({ identity, beat: { heartbeat: hb(identity), at } });
+
+test("watched time: blind stretches are taken out once, however they overlap, and only within [from, now]", () => {
+  assert.equal(watchedSeconds(T, T + 30_000, []), 30);
+  assert.equal(watchedSeconds(T, T + 30_000, [{ from: T + 10_000, to: T + 20_000, why: "" }]), 20);
+  assert.equal(watchedSeconds(T, T + 30_000, [{ from: T + 10_000, why: "" }]), 10, "an open stretch runs to now");
+  const overlapping: Blind[] = [{ from: T + 5_000, to: T + 15_000, why: "" }, { from: T + 10_000, to: T + 20_000, why: "" }, { from: T - 50_000, to: T + 2_000, why: "" }];
+  assert.equal(watchedSeconds(T, T + 30_000, overlapping), 30 - 15 - 2);
+  assert.equal(watchedSeconds(T, T + 30_000, [{ from: T + 40_000, why: "" }]), 30, "a stretch after now counts nothing");
+});
+
+test("a degraded view marks nobody unreachable for the silence it could not see, and says why and since when", () => {
+  // the watch stopped delivering at T+5: every node's beat then looks 40 s old at T+40
+  const inputs = [seen("a", T), seen("b", T + 3000), seen("dead-before", T - 60_000)];
+  const blind: Blind[] = [{ from: T + 5000, why: "the heartbeat watch is 35 s behind the store (its probe has not come back)" }];
+  const r = healthReport(inputs, DEFAULT_HEALTH_POLICY, T + 40_000, { blind, freshAsOf: T + 5000 });
+  assert.equal(r.view.degraded, true);
+  assert.match(r.view.why!, /behind the store/);
+  assert.equal(r.view.since, new Date(T + 5000).toISOString());
+  assert.equal(r.view.fresh_s_ago, 35);
+  assert.deepEqual(r.nodes.map((n) => [n.identity, n.reachable]), [["dead-before", false], ["a", true], ["b", true]], "only the node silent before the view went blind is unreachable");
+  // the view back (the stretch closed at T+45): the beats the store kept came in; one that really died in the window is reported at once
+  const closed: Blind[] = [{ ...blind[0]!, to: T + 45_000 }];
+  const after = healthReport([seen("a", T + 44_000), seen("b", T + 44_000), seen("died-in-window", T + 6000)], DEFAULT_HEALTH_POLICY, T + 46_000, { blind: closed, freshAsOf: T + 46_000 });
+  assert.equal(after.view.degraded, false);
+  assert.deepEqual(after.nodes.filter((n) => !n.reachable).map((n) => n.identity), ["died-in-window"]);
+  // a stretch when the store itself may have lost heartbeats never counts as silence: the same node is reported 25 s of watched time later
+  const lost: Blind[] = [{ ...closed[0]!, lost: true }];
+  assert.equal(healthReport([seen("died-in-window", T + 6000)], DEFAULT_HEALTH_POLICY, T + 60_000, { blind: lost }).nodes[0]!.reachable, true);
+  assert.equal(healthReport([seen("died-in-window", T + 6000)], DEFAULT_HEALTH_POLICY, T + 71_000, { blind: lost }).nodes[0]!.reachable, false);
+});
+
+test("silence is judged only up to the last moment the observer knows it saw (judgeUntil)", () => {
+  const r = healthReport([seen("a", T)], DEFAULT_HEALTH_POLICY, T + 27_000, { judgeUntil: T + 24_000 });
+  assert.equal(r.nodes[0]!.reachable, true, "27 s of wall time, 24 s of it seen: not yet past 25 s");
+  assert.equal(healthReport([seen("a", T)], DEFAULT_HEALTH_POLICY, T + 27_000).nodes[0]!.reachable, false);
+});
+
+test("the view keeper: current while its probes come back, blind from the last one when they stop, closed by the next", () => {
+  const k = new ViewKeeper({ lagMs: 6000, keepMs: 3_600_000 });
+  // before any probe is stored: only the connection counts
+  assert.deepEqual(k.tick(T, true).blind, []);
+  assert.equal(k.tick(T + 1000, false).blind[0]?.why, "not connected to the broker: reconnecting");
+  assert.equal(k.tick(T + 2000, true).blind[0]?.to, T + 2000);
+  k.put("alive");
+  k.seen("alive", T + 3000);
+  let v = k.tick(T + 4000, true);
+  assert.equal(v.judgeUntil, T + 3000);
+  assert.equal(v.blind.filter((b) => b.to === undefined).length, 0);
+  // probes stored but not coming back: behind, from the last one seen
+  v = k.tick(T + 10_000, true);
+  const open = v.blind.find((b) => b.to === undefined)!;
+  assert.equal(open.from, T + 3000);
+  assert.equal(open.lost, undefined, "a watch behind loses nothing");
+  assert.match(open.why, /the watch on alive is 7 s behind/);
+  // the store refusing probes says so
+  k.put("alive", "no responders available for request");
+  const refused = k.tick(T + 12_000, true).blind.find((b) => b.to === undefined)!;
+  assert.match(refused.why, /the alive store does not take writes: no responders/);
+  assert.equal(refused.lost, true, "the store refusing writes: heartbeats may be lost");
+  assert.match(k.tick(T + 13_000, false).blind.find((b) => b.to === undefined)!.why, /not connected/);
+  // a probe back: closed at its time
+  k.put("alive");
+  k.seen("alive", T + 20_000);
+  v = k.tick(T + 20_500, true);
+  assert.equal(v.blind.find((b) => b.from === T + 3000)?.to, T + 20_000);
+  assert.equal(v.blind.filter((b) => b.to === undefined).length, 0);
+});
+
+test("two watches: the view is as fresh as the one furthest behind, and one stuck alone makes it degraded, naming which", () => {
+  const k = new ViewKeeper({ lagMs: 6000, keepMs: 3_600_000 });
+  k.put("alive");
+  k.put("services");
+  k.seen("alive", T);
+  assert.equal(k.freshAsOf, undefined, "not current before every stored channel had a probe back");
+  k.seen("services", T + 1000);
+  assert.equal(k.freshAsOf, T);
+  k.seen("alive", T + 20_000);
+  const v = k.tick(T + 20_500, true);
+  const open = v.blind.find((b) => b.to === undefined)!;
+  assert.equal(open.from, T + 1000);
+  assert.match(open.why, /the watch on services is 20 s behind/);
+});
+
+test("a read: its own probe proves the store current; without one, a store quiet for longer than a node takes to count as unreachable is not trusted", () => {
+  const now = T + 100_000;
+  assert.deepEqual(readView(true, T, 5, DEFAULT_HEALTH_POLICY, now), { blind: [], freshAsOf: now });
+  assert.deepEqual(readView(false, now - 4000, 5, DEFAULT_HEALTH_POLICY, now), { blind: [], freshAsOf: now - 4000 });
+  const quiet = readView(false, now - 60_000, 5, DEFAULT_HEALTH_POLICY, now);
+  assert.equal(quiet.blind[0]!.from, now - 60_000);
+  assert.match(quiet.blind[0]!.why, /no heartbeat from any node for 60 s/);
+  assert.deepEqual(readView(false, 0, 0, DEFAULT_HEALTH_POLICY, now), { blind: [] });
+});

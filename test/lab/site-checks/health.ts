@@ -1,0 +1,192 @@
+import assert from "node:assert/strict";
+import { readFileSync, writeFileSync } from "node:fs";
+import { request, Agent } from "node:https";
+import { join } from "node:path";
+import { stringify as toYaml } from "yaml";
+import { labWebToken } from "../../../src/lab/lab.js";
+import type { Site } from "../../../src/lab/site/index.js";
+import { eventually as until, runCli } from "../../support/collective.js";
+
+// Issue 36 §1 and §2 on the site (`muster lab up --site`): the site's own services in health, and
+// no false alarms when a broker loses power. Each check takes the started Site and a directory of
+// its own for its client config, and touches only the machines it names, so the lead can run it
+// beside other cases; nodes other cases cut meanwhile are passed in `alsoDown` (a callback read at
+// every look) so they do not count as false alarms.
+//
+// When in the site's life:
+//   - siteServicesListed: once the site is up and its console answers (after the first nodes are
+//     provisioned is fine); a minute at most.
+//   - provisionerPowerCut: while no provisioning case needs that provisioner (the other one keeps
+//     provisioning); about 2 minutes with the power-on.
+//   - brokerPowerCutNoFalseAlarms: once per broker, each with a node to cut in the same window
+//     (a provisioned node no other case needs then); 120 s of watching plus the power-on and the
+//     member's catch-up (2 to 4 minutes). The windows of different brokers must not overlap (two
+//     of three members down is a lost quorum, not a failover); other work may run meanwhile.
+
+interface Report {
+  view: { degraded: boolean; why: string | null };
+  services: { name: string; role: string; up: boolean; problems: { kind: string; why: string }[] }[];
+  nodes: { identity: string; reachable: boolean; problems: { kind: string; why: string }[] }[];
+}
+
+/** How a check reaches the site: the CLI with the operator's credential, the console with a viewer's token over its HTTPS. */
+function reach(site: Site, dir: string, name: string) {
+  const cfg = join(dir, `health-${name}.yaml`);
+  writeFileSync(cfg, toYaml({ brokers: site.state.site!.brokers, collective: site.state.collective, tls: site.state.tls.admin }));
+  const env = { ...process.env, MUSTER_CONFIG: cfg, MUSTER_BROKER: "" };
+  const web = site.state.web!;
+  const token = labWebToken(web.tokens_file, "viewer")!;
+  const agent = new Agent({ ca: readFileSync(site.state.tls.ca) });
+  const cli = async (): Promise<{ code: number | null; report: Report; ms: number }> => {
+    const t0 = Date.now();
+    const r = await runCli(["health", "--json"], { env, timeoutMs: 120_000 });
+    return { code: r.code, report: JSON.parse(r.stdout) as Report, ms: Date.now() - t0 };
+  };
+  const api = () =>
+    new Promise<Report>((resolve, reject) => {
+      const req = request(new URL("api/health", web.url), { agent, headers: { authorization: `Bearer ${token}` }, timeout: 10_000 }, (res) => {
+        let body = "";
+        res.setEncoding("utf8");
+        res.on("data", (c: string) => (body += c));
+        res.on("end", () => (res.statusCode === 200 ? resolve(JSON.parse(body) as Report) : reject(new Error(`GET /api/health: HTTP ${res.statusCode}`))));
+      });
+      req.once("error", reject);
+      req.once("timeout", () => req.destroy(new Error("GET /api/health: no answer in 10 s")));
+      req.end();
+    });
+  return { env, cli, api };
+}
+
+const poll = () => new Promise((r) => setTimeout(r, 2000)); // the looks' pace, not a wait for an event
+
+const ROLES = ["broker", "broker", "broker", "master", "master", "provisioner", "provisioner", "registry", "console", "notifier"];
+
+/**
+ * Every service of the site is in `muster health` (services before nodes, exit 0 when all are
+ * healthy) and in the console's GET /api/health, with its role: three brokers, two masters, two
+ * provisioners, the registry, the console and the notifier.
+ */
+export async function siteServicesListed(site: Site, dir: string): Promise<void> {
+  const r = reach(site, dir, "listed");
+  const roles = (x: Report) => x.services.map((s) => s.role).join(",");
+  const cli = await until(async () => {
+    const c = await r.cli();
+    return roles(c.report) === ROLES.join(",") && c.report.services.every((s) => s.problems.length === 0) ? c : undefined;
+  }, 180_000, "muster health listing the site's ten services, all healthy");
+  assert.deepEqual(cli.report.services.filter((s) => s.role === "broker").map((s) => s.name), ["nats1", "nats2", "nats3"]);
+  const api = await until(async () => {
+    const a = await r.api();
+    return roles(a) === ROLES.join(",") && a.services.every((s) => s.problems.length === 0) ? a : undefined;
+  }, 120_000, "the console listing the site's ten services, all healthy");
+  assert.deepEqual(api.services.map((s) => `${s.role}/${s.name}`), cli.report.services.map((s) => `${s.role}/${s.name}`));
+  const text = await runCli(["health"], { env: r.env, timeoutMs: 120_000 });
+  assert.ok(text.stdout.indexOf("SERVICE") >= 0 && text.stdout.indexOf("SERVICE") < text.stdout.indexOf("NODE"), text.stdout);
+}
+
+/**
+ * A provisioner's power cut shows in `muster health` (its service down, exit 2) and on the
+ * console within `withinMs` (the issue asks 30 s; the default allows for a loaded host). `alerted`,
+ * when given, is awaited after: the alerts' own check (issue 36 §3). Then its power comes back and
+ * it is healthy again. Returns how long each face took to notice.
+ */
+export async function provisionerPowerCut(site: Site, dir: string, o: { machine?: "provisioner1.lab" | "provisioner2.lab"; withinMs?: number; alerted?: (service: string) => Promise<void> } = {}): Promise<{ cliMs: number; consoleMs: number }> {
+  const machine = o.machine ?? "provisioner2.lab";
+  const short = machine.split(".")[0]!;
+  const r = reach(site, dir, `prov-${short}`);
+  const mine = (x: Report) => x.services.find((s) => s.role === "provisioner" && s.name.includes(short));
+  await until(async () => (mine((await r.cli()).report)?.up ? true : undefined), 120_000, `${machine}'s provisioner healthy before the cut`);
+  const cut = Date.now();
+  await site.power("cut", machine);
+  try {
+    const within = o.withinMs ?? 90_000;
+    const [cliMs, consoleMs] = await Promise.all([
+      until(async () => {
+        const c = await r.cli();
+        if (mine(c.report)?.up !== false) return undefined;
+        assert.equal(c.code, 2, "a service down counts as a node down");
+        return Date.now() - cut;
+      }, within, `muster health showing ${machine}'s provisioner down`),
+      until(async () => (mine(await r.api())?.up === false ? Date.now() - cut : undefined), within, `the console showing ${machine}'s provisioner down`),
+    ]);
+    await o.alerted?.(machine);
+    return { cliMs, consoleMs };
+  } finally {
+    await site.power("on", machine);
+    await site.waitUp(machine);
+    await until(async () => (mine((await r.cli()).report)?.up ? true : undefined), 180_000, `${machine}'s provisioner healthy again`);
+  }
+}
+
+/**
+ * One broker's power cut (cut, 120 s, power on): throughout, neither `muster health` nor the
+ * console's /api/health reports a node unreachable that was reachable before (save `victim`, and
+ * what `alsoDown` names), and `muster ping` during the window answers for every such node; the
+ * victim, its power cut in the same window, is reported unreachable by both. Returns what was seen.
+ */
+export async function brokerPowerCutNoFalseAlarms(
+  site: Site,
+  dir: string,
+  o: { broker: "nats1.lab" | "nats2.lab" | "nats3.lab"; victim: string; windowMs?: number; alsoDown?: () => Iterable<string> },
+): Promise<{ falseUnreachable: string[]; victimCliMs: number | null; victimConsoleMs: number | null; pingMs: number; degradedSeen: string[] }> {
+  const r = reach(site, dir, `broker-${o.broker.split(".")[0]}`);
+  const before = await until(async () => {
+    const c = await r.cli();
+    return c.report.nodes.find((n) => n.identity === o.victim)?.reachable && !c.report.view.degraded ? c.report : undefined;
+  }, 120_000, `${o.victim} reachable before the cut`);
+  const watched = new Set(before.nodes.filter((n) => n.reachable && n.identity !== o.victim).map((n) => n.identity));
+  const falseUnreachable = new Set<string>();
+  const degradedSeen = new Set<string>();
+  const look = (who: string, x: Report) => {
+    if (x.view.degraded) degradedSeen.add(`${who}: ${x.view.why}`);
+    const excused = new Set(o.alsoDown?.() ?? []);
+    for (const n of x.nodes) if (!n.reachable && watched.has(n.identity) && !excused.has(n.identity)) falseUnreachable.add(`${who}: ${n.identity}: ${n.problems[0]?.why ?? "?"}`);
+  };
+  const start = Date.now();
+  await site.power("cut", o.broker);
+  let victimCut = 0;
+  let pingMs = 0;
+  const seen: { cli: number | null; console: number | null } = { cli: null, console: null };
+  try {
+    victimCut = Date.now();
+    await site.power("cut", o.victim);
+    const end = start + (o.windowMs ?? 120_000);
+    const victimDown = (x: Report) => x.nodes.find((n) => n.identity === o.victim)?.reachable === false;
+    await Promise.all([
+      (async () => {
+        while (Date.now() < end) {
+          const a = await r.api().catch(() => undefined);
+          if (a) {
+            look("console", a);
+            if (seen.console === null && victimDown(a)) seen.console = Date.now() - victimCut;
+          }
+          await poll();
+        }
+      })(),
+      (async () => {
+        while (Date.now() < end) {
+          const c = await r.cli();
+          look("cli", c.report);
+          if (seen.cli === null && victimDown(c.report)) seen.cli = Date.now() - victimCut;
+        }
+      })(),
+      (async () => {
+        // a call made while a member is dark costs a reconnect, not nodes reported as not answering
+        const t0 = Date.now();
+        const ping = await runCli(["ping"], { env: r.env, timeoutMs: 120_000 });
+        pingMs = Date.now() - t0;
+        const excused = new Set(o.alsoDown?.() ?? []);
+        const missing = [...watched].filter((id) => !excused.has(id) && !ping.stdout.includes(id));
+        assert.deepEqual(missing, [], `muster ping with ${o.broker} dark: reachable nodes that did not answer (exit ${ping.code}; ${ping.stderr.slice(0, 500)})`);
+      })(),
+    ]);
+  } finally {
+    await site.power("on", o.broker);
+    await site.waitUp(o.broker);
+    if (victimCut) await site.power("on", o.victim);
+  }
+  assert.deepEqual([...falseUnreachable], [], `${o.broker}'s power cut: nodes that were reachable reported unreachable`);
+  assert.ok(seen.cli !== null, `muster health never reported ${o.victim}, cut in the same window`);
+  assert.ok(seen.console !== null, `the console never reported ${o.victim}, cut in the same window`);
+  await until(async () => ((await r.cli()).report.nodes.find((n) => n.identity === o.victim)?.reachable ? true : undefined), 300_000, `${o.victim} back after its power came on`);
+  return { falseUnreachable: [...falseUnreachable], victimCliMs: seen.cli, victimConsoleMs: seen.console, pingMs, degradedSeen: [...degradedSeen] };
+}
