@@ -171,8 +171,10 @@ export function provisionerPermissions(collectives: string[], provisioning: stri
 export function adminPermissions(collectives: string[], buckets: string[]): Permissions {
   return {
     // runall events: `muster puppet runall` and the web console announce their runs' progress
-    // (protocol/events.ts); only that pseudo-agent, so an admin cannot forge a node's events
-    publish: { allow: [...collectives.flatMap((c) => [`${c}.broadcast.agent.>`, subjects.allNodes(c)]), "muster.registry.*.query", subjects.event(RUNALL_AGENT, "*"), ...JS_CLIENT, ...buckets.map((b) => `$KV.${b}.>`)] },
+    // (protocol/events.ts); only that pseudo-agent, so an admin cannot forge a node's events.
+    // The console and the CLI keep their own actions in the audit stream and alerts in their
+    // history (an admin may already rewrite any stream through the JetStream API).
+    publish: { allow: [...collectives.flatMap((c) => [`${c}.broadcast.agent.>`, subjects.allNodes(c)]), "muster.registry.*.query", subjects.event(RUNALL_AGENT, "*"), "muster.audit.>", "muster.alerts.>", ...JS_CLIENT, ...buckets.map((b) => `$KV.${b}.>`)] },
     subscribe: { allow: ["_INBOX.>", "muster.lifecycle.>", "muster.event.>", ...collectives.map((c) => subjects.registration(c))] },
   };
 }

@@ -75,6 +75,8 @@ const COVERED_ELSEWHERE: Record<string, string> = {
   "muster decommission node07.eu.lab": "test/provisioner/e2e.test.ts: needs Puppet masters (puppetca on real puppetservers); the e2e test runs `muster decommission` against the lab (test/fleet/decommission.test.ts: the record drops on a real broker)",
   "muster decommission --wait web3.example.net web4.example.net": "test/provisioner/e2e.test.ts: needs Puppet masters (puppetca on real puppetservers); the e2e test runs `muster decommission` against the lab (test/fleet/decommission.test.ts: the record drops on a real broker)",
   "muster decommission --json old1.example.net": "test/provisioner/e2e.test.ts: needs Puppet masters (puppetca on real puppetservers); the e2e test runs `muster decommission` against the lab (test/fleet/decommission.test.ts: the record drops on a real broker)",
+  'muster alerts ack node05.eu.lab --note "on it"': "test/health/alert-delivery.test.ts: needs an open alert (a node the console alerted about); that test acknowledges one through `muster alerts ack` against a real notifier and history",
+  "muster alerts test": "test/health/alert-delivery.test.ts: needs a notifier (a muster server hosting notify) and a receiver; that test sends one through `muster alerts test` to a real HTTP receiver and SMTP server",
   "npm run bench": "bench/run.ts: a benchmark, minutes of both cores (docs/bench.md)",
   "npm run bench:health": "bench/health.ts: a benchmark (10,000 emulated nodes; docs/bench.md#fleet-health)",
   "muster health": "test/lab/machines.test.ts: the lab's health (a machine's power cut and back); here web2's Puppet is disabled, so it exits 2 (docs/fleet.md#health runs it with -I web2.example.net)",
