@@ -28,6 +28,15 @@ export class AlertHistory {
     return new AlertHistory(streams, publisher);
   }
 
+  /**
+   * The book as the stream has it, without making the stream (a reader such as `muster health`);
+   * undefined when there is no history yet.
+   */
+  static async read(streams: Streams, timeoutMs = 10_000): Promise<AlertBook | undefined> {
+    const lines = await streams.tail(ALERT_STREAM.name, READ_BACK, timeoutMs);
+    return lines && foldLines(lines).book;
+  }
+
   /** Resolves with the event as kept (with its id) once the stream kept it. */
   async append(e: AlertEvent, timeoutMs = 5000): Promise<AlertEvent> {
     const kept = { ...e, id: e.id ?? randomUUID() };
@@ -43,8 +52,9 @@ export class AlertHistory {
 
   /** The book as the stream has it now (`muster alerts`). */
   async book(timeoutMs = 10_000): Promise<AlertBook> {
-    const lines = (await this.streams.tail(ALERT_STREAM.name, READ_BACK, timeoutMs)) ?? [];
-    return new AlertBook(lines.flatMap((l) => this.decode(l) ?? []));
+    const { book, invalid } = foldLines((await this.streams.tail(ALERT_STREAM.name, READ_BACK, timeoutMs)) ?? []);
+    this.invalid += invalid;
+    return book;
   }
 
   /** Every kept event, then each new one as it is kept (the console); undefined without the stream. */
@@ -62,4 +72,16 @@ export class AlertHistory {
     })();
     return { stop: () => f.stop(), done };
   }
+}
+
+/** Kept events (text) folded into a book; the ones that do not parse are skipped and counted. */
+function foldLines(lines: readonly string[]): { book: AlertBook; invalid: number } {
+  const events: AlertEvent[] = [];
+  let invalid = 0;
+  for (const l of lines) {
+    const p = parseAlertEvent(l);
+    if (p.ok) events.push(p.event);
+    else invalid++;
+  }
+  return { book: new AlertBook(events), invalid };
 }

@@ -191,7 +191,7 @@ test("a silenced node's alert is kept, not sent, and is told once the silence en
   await told("muster: web3.test unreachable");
 });
 
-test("muster alerts: a test alert reaches the admins; ack, silence and unsilence are kept; each action and each refusal is in the audit stream; exit 2 while deliveries fail", async () => {
+test("muster alerts: a test alert reaches the admins; ack, silence and unsilence are kept; each action and each refusal is in the audit stream; while deliveries fail it exits 2 and muster health warns", async () => {
   const cli = (...args: string[]) => runCli(["alerts", ...args], { env: cliEnv, timeoutMs: 60_000 });
   const t = await cli("test", "--note", "checking the pager");
   assert.equal(t.code, 0, t.stderr);
@@ -228,6 +228,9 @@ test("muster alerts: a test alert reaches the admins; ack, silence and unsilence
     const s = await cli();
     assert.equal(s.code, 2);
     assert.match(s.stdout, /Delivery: FAILING since .*HTTP 500/);
+    // `muster health` says it too: the notifier's health is its last delivery
+    const h = await runCli(["health"], { env: cliEnv, timeoutMs: 60_000 });
+    assert.match(h.stderr, /warning: alerts are not reaching the admins \(since .*\): .*HTTP 500 Internal Server Error; see `muster alerts`/);
   } finally {
     await refusing.close();
   }
