@@ -603,6 +603,8 @@ test("audit: operators see the console's actions and refusals, newest first, fil
   assert.deepEqual(rows.map((r) => r.time), rows.map((r) => r.time).sort().reverse(), "newest first");
   await op.selectOption("#audit-action", "runall");
   await op.waitForFunction(() => [...document.querySelectorAll(".audit-table tbody tr")].every((t) => t.getAttribute("data-action") === "runall") && location.hash.includes("action=runall"), undefined, { timeout: 10_000 });
+  await op.check("#audit-reads");
+  await op.waitForFunction(() => location.hash.includes("reads=1"), undefined, { timeout: 10_000 });
   a11y.push(...(await a11yFindings(op, "audit page")));
   const viewer = await loggedIn(VIEWER, "bob");
   assert.equal(await viewer.locator('#nav a[data-view="audit"]').isHidden(), true);
