@@ -17,6 +17,14 @@ export interface AlertPolicy {
 
 export const DEFAULT_ALERT_POLICY: AlertPolicy = { unreachableAfterS: 0, puppetFailures: 3 };
 
+/**
+ * Seconds of silence before an unreachable node is reported whatever made it unreachable: a node
+ * whose last heartbeat said it was stopping is unreachable at once, and a restart (its switch to
+ * production when it is provisioned, an upgrade) is back within seconds; that is no outage to page
+ * anyone about. A power cut is reported at the 25 s the silence takes anyway.
+ */
+export const RESTART_GRACE_S = 20;
+
 export type AlertKind = "unreachable" | "puppet_failing";
 
 export interface Alert {
@@ -36,7 +44,7 @@ export type AlertState = Map<string, Map<AlertKind, string>>;
 function trouble(n: NodeHealth, kind: AlertKind, policy: AlertPolicy): { since: string; why: string } | undefined {
   if (kind === "unreachable") {
     const p = n.problems.find((x) => x.kind === "unreachable");
-    if (!p || (n.seen_s_ago ?? Infinity) < policy.unreachableAfterS) return undefined;
+    if (!p || (n.seen_s_ago ?? Infinity) < Math.max(policy.unreachableAfterS, RESTART_GRACE_S)) return undefined;
     return { since: p.since ?? "never", why: p.why };
   }
   const pp = n.puppet;

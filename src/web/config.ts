@@ -92,7 +92,7 @@ export const WebConfigSchema = z
     alerts: z
       .object({
         enabled: z.boolean().default(true),
-        /** Seconds since its last heartbeat before an unreachable node is reported (0: as soon as it is unreachable). */
+        /** Seconds since its last heartbeat before an unreachable node is reported (0: as soon as it is unreachable; never before 20 s of silence, health/alerts.ts RESTART_GRACE_S). */
         unreachable_after: z.number().nonnegative().default(0),
         /** Failed Puppet runs in a row that are reported (0: none). */
         puppet_failures: z.number().int().nonnegative().default(3),
