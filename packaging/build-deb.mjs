@@ -282,8 +282,12 @@ writeFileSync(
     // postinst: systemd's where it is installed (it provides systemd-sysusers), else the
     // standalone one, so a minimal system or container does not get all of systemd (and its
     // tmpfiles' leftovers) for a CLI. init-system-helpers gives deb-systemd-invoke for the
-    // restart on upgrade.
-    "Depends: libc6 (>= 2.28), libstdc++6 (>= 10), libgcc-s1, systemd-standalone-sysusers | systemd-sysusers, init-system-helpers (>= 1.52)",
+    // restart on upgrade. openssl: the site's CA and its certificates (muster ca, muster broker
+    // bootstrap-credential) are made with it, on a workstation too.
+    "Depends: libc6 (>= 2.28), libstdc++6 (>= 10), libgcc-s1, systemd-standalone-sysusers | systemd-sysusers, init-system-helpers (>= 1.52), openssl",
+    // Every node runs Puppet, so it is recommended (apt installs it by default); an operator's
+    // workstation installs with --no-install-recommends and gets no Puppet, Facter or Ruby
+    // (docs/deploy.md#the-workstation): one package for both, no second runtime to ship.
     "Recommends: puppet-agent | puppet, facter",
     "Suggests: nats-server, monitoring-plugins-basic",
     "Section: admin",

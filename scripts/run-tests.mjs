@@ -35,7 +35,7 @@ const rank = (f) => {
 // heavy file would starve the other two (measured: docs/bench.md#the-test-suite).
 const SLOTS = 2;
 const LIGHT_SLOTS = 1;
-const HEAVY = /test\/(lab\/(site-faults|machines)\.test|agents\/provision|docs\/commands|fleet\/puppet-real|packaging\/|provisioner\/e2e|puppet\/csr-binding|web\/(api|browser|gone|scale))/;
+const HEAVY = /test\/(lab\/(site-faults|machines)\.test|agents\/provision|docs\/commands|fleet\/puppet-real|packaging\/|privileged\/hostile|provisioner\/e2e|puppet\/csr-binding|web\/(api|browser|gone|scale))/;
 /** The spec reporter's "failing tests" section (each failure with its error), at most 8 KB of it. */
 const failures = (text) => {
   const at = text.indexOf("✖ failing tests:");

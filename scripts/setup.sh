@@ -5,15 +5,16 @@
 # the web console's browser tests and bench; for the lab's machines systemd-container (nspawn),
 # mmdebstrap (their image), socat (relays), iproute2 (their network), openssh-client, and for --vm
 # qemu-system-x86, qemu-utils and cloud-image-utils; lintian for the package test, apt-utils and gpg
-# for its signed apt repository, piuparts for `npm run piuparts`), node modules (npm ci), and the
-# TypeScript build.
+# for its signed apt repository, piuparts for `npm run piuparts`, strace for the privileged helper's
+# hostile tests, which delay its chown to widen a race), node modules (npm ci), and the TypeScript
+# build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need=()
 for pkg in nats-server puppetserver puppet-agent facter openssl monitoring-plugins-basic systemd dpkg passwd chromium \
   systemd-container mmdebstrap socat iproute2 openssh-client qemu-system-x86 qemu-utils cloud-image-utils \
-  lintian apt-utils gpg piuparts; do
+  lintian apt-utils gpg piuparts strace; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

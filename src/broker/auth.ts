@@ -25,7 +25,8 @@ import { inboxPrefixFor } from "./connect.js";
 //                records only. Single-use: a provisioned node's is left out.
 //   provisioner  requests to the provisioning collective and the fleet, its state bucket, events
 //   admin        requests to the fleet (never to provisioning nodes), JetStream, KV, events; publishes
-//                runall progress events (muster.event.runall.*) and no other event
+//                runall progress events (muster.event.runall.*) and no other event; enrolls keys
+//                in the node-key directory
 //   registry     registrations in, queries answered, its bucket; asks nodes to register now
 //                (<collective>.registration.solicit), which nodes and bootstrap nodes subscribe to
 
@@ -154,9 +155,13 @@ export function bootstrapPermissions(provisioning: string, identity?: string): P
   // a node's own credential also writes its heartbeat and its audit records (subjects naming it);
   // a shared one may not: it could write any node's
   const own = identity ? [heartbeatSubject(identity), `muster.audit.${identity}`, "$JS.API.INFO", "$JS.API.STREAM.INFO.*"] : [];
+  // ...and reads the answers to its JetStream lookups on its own inbox (the prefix the node's
+  // connection uses, as in production: one node's cannot cover another's); a shared credential
+  // asks JetStream nothing
+  const inbox = identity ? [`${inboxPrefixFor(identity)}.>`] : [];
   return {
     publish: { allow: [subjects.registration(provisioning), "muster.lifecycle.>", "muster.event.provision.>", ...own] },
-    subscribe: { allow: [`${provisioning}.broadcast.agent.>`, identity ? subjects.node(provisioning, identity) : subjects.allNodes(provisioning), subjects.registrationSolicit(provisioning)] },
+    subscribe: { allow: [`${provisioning}.broadcast.agent.>`, identity ? subjects.node(provisioning, identity) : subjects.allNodes(provisioning), subjects.registrationSolicit(provisioning), ...inbox] },
     allow_responses: true,
   };
 }
@@ -172,9 +177,11 @@ export function adminPermissions(collectives: string[], buckets: string[]): Perm
   return {
     // runall events: `muster puppet runall` and the web console announce their runs' progress
     // (protocol/events.ts); only that pseudo-agent, so an admin cannot forge a node's events.
+    // The node-key directory: an admin enrolls the machines no provisioner vouches for (masters,
+    // the notifier: `muster key enroll`); it may already rewrite the provisioner's records and pins.
     // The console and the CLI keep their own actions in the audit stream and alerts in their
     // history (an admin may already rewrite any stream through the JetStream API).
-    publish: { allow: [...collectives.flatMap((c) => [`${c}.broadcast.agent.>`, subjects.allNodes(c)]), "muster.registry.*.query", subjects.event(RUNALL_AGENT, "*"), "muster.audit.>", "muster.alerts.>", ...JS_CLIENT, ...buckets.map((b) => `$KV.${b}.>`)] },
+    publish: { allow: [...collectives.flatMap((c) => [`${c}.broadcast.agent.>`, subjects.allNodes(c)]), "muster.registry.*.query", subjects.event(RUNALL_AGENT, "*"), "muster.audit.>", "muster.alerts.>", ...JS_CLIENT, ...buckets.map((b) => `$KV.${b}.>`), `$KV.${DEFAULT_NODE_KEYS_BUCKET}.>`] },
     subscribe: { allow: ["_INBOX.>", "muster.lifecycle.>", "muster.event.>", ...collectives.map((c) => subjects.registration(c))] },
   };
 }

@@ -147,8 +147,12 @@ function hint(e: Error, tls: TlsSettings | undefined): string {
   if (/tls|certificate|self.signed|handshake/i.test(m)) return tls?.ca ? `Check that ${tls.ca} is the CA that signed the broker's certificate.` : "The broker requires TLS: set tls.ca (or MUSTER_TLS_CA) to its CA, and a client certificate if it asks for one.";
   // A broker that requires a client certificate and gets none refuses the TLS handshake after
   // nats.js has taken it as done (TLS 1.3), so what surfaces is a timeout.
-  if (tls && !tls.cert && /timeout/i.test(m)) return "If the broker requires client certificates, set tls.cert and tls.key (or MUSTER_TLS_CERT and MUSTER_TLS_KEY); without one it refuses the TLS handshake and this looks like a timeout. Otherwise start one (muster lab up), or name it with --broker URL or MUSTER_BROKER.";
-  return "Start one (muster lab up), or name it with --broker URL or MUSTER_BROKER.";
+  const running = "Otherwise check that nats-server runs there and this machine reaches its port, or name the right broker (--broker URL, MUSTER_BROKER, brokers: in the config).";
+  if (tls && !tls.cert && /timeout/i.test(m)) return `If the broker requires client certificates, set tls.cert and tls.key (or MUSTER_TLS_CERT and MUSTER_TLS_KEY); without one it refuses the TLS handshake and this looks like a timeout. ${running}`;
+  // a certificate from a CA the broker does not hold in its clients-ca.pem (a Puppet CA not added
+  // yet) is refused in the handshake after nats.js took it as done: a timeout here too
+  if (tls?.cert && /timeout/i.test(m)) return `If the broker does not trust the CA that signed ${tls.cert} (its clients-ca.pem: the site CA and every Puppet master's CA, docs/deploy.md#4-puppet-masters), it refuses the TLS handshake and this looks like a timeout. ${running}`;
+  return "Check that nats-server runs there and this machine reaches its port, or name the right broker: --broker URL, MUSTER_BROKER, or brokers: in the config.";
 }
 
 /**

@@ -13,6 +13,8 @@ export interface StreamSettings {
   maxBytes?: number;
   /** Copies in a JetStream cluster; applies when the stream is made (an existing one keeps its own). */
   replicas?: number;
+  /** false: only find it; a missing stream is an error rather than a create the credential may not make. */
+  create?: boolean;
 }
 
 /** One stored message. */
@@ -38,6 +40,8 @@ export interface StreamPublisher {
 
 /** Who opens streams (a daemon's connection). */
 export interface Streams {
+  /** Whether the stream exists (nothing is made). */
+  exists(name: string): Promise<boolean>;
   /** The stream, created when missing (`created` says so). */
   stream(s: StreamSettings): Promise<{ publisher: StreamPublisher; created: boolean }>;
   /**
@@ -54,6 +58,16 @@ export interface Streams {
 
 export function streamsOn(nc: NatsConnection): Streams {
   return {
+    async exists(name) {
+      const { jetstreamManager, JetStreamApiCodes, JetStreamApiError } = await import("@nats-io/jetstream");
+      try {
+        await (await jetstreamManager(nc)).streams.info(name);
+        return true;
+      } catch (e) {
+        if (e instanceof JetStreamApiError && e.code === JetStreamApiCodes.StreamNotFound) return false;
+        throw e;
+      }
+    },
     async stream(s) {
       const { jetstream, jetstreamManager, JetStreamApiCodes, JetStreamApiError } = await import("@nats-io/jetstream");
       const jsm = await jetstreamManager(nc);
@@ -62,6 +76,7 @@ export function streamsOn(nc: NatsConnection): Streams {
         await jsm.streams.info(s.name);
       } catch (e) {
         if (!(e instanceof JetStreamApiError && e.code === JetStreamApiCodes.StreamNotFound)) throw e;
+        if (s.create === false) throw new Error(`stream ${s.name} does not exist yet, and this connection does not create it (an admin does: the web console, or muster broker stores)`);
         await jsm.streams.add({ name: s.name, subjects: s.subjects, ...(s.maxAgeS ? { max_age: Math.round(s.maxAgeS * 1e9) } : {}), ...(s.maxBytes ? { max_bytes: s.maxBytes } : {}), ...(s.replicas ? { num_replicas: s.replicas } : {}) });
         created = true;
       }

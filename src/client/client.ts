@@ -171,6 +171,15 @@ export class MusterClient implements Buckets {
     return new MusterClient(this.nc, this.key, { collective, ttl: this.ttl, log: this.log }, false, this.verification);
   }
 
+  /**
+   * The same connection, its replies checked against the node-key directory `bucket`: for a
+   * client made without one (the provisioner's, which holds waiting nodes to its own pins) that
+   * must know whether another party's reply is verified (a master's, master.require_verified).
+   */
+  withKeyDirectory(bucket = DEFAULT_NODE_KEYS_BUCKET): MusterClient {
+    return new MusterClient(this.nc, this.key, { collective: this.collective, ttl: this.ttl, log: this.log, keyBucket: bucket }, false);
+  }
+
   async close(): Promise<void> {
     if (!this.ownsConnection) return;
     await this.verification.close();

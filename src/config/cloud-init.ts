@@ -2,14 +2,14 @@ import { stringify as toYaml } from "yaml";
 import { BROKER_PATHS } from "../broker/server-config.js";
 import { signingKeyFromPem } from "../protocol/signing.js";
 import { nodeServerConfig } from "./node.js";
-import { caClientName, CONSOLE_FILES, MASTER_FILES, masterServerConfig, notifierServerConfig, registryConfig, TLS_DIR, webClientConfig, webConfig } from "./site.js";
+import { caClientName, CONSOLE_FILES, MASTER_FILES, masterServerConfig, notifierServerConfig, registryConfig, SITE_NODE_KEY, TLS_DIR, webClientConfig, webConfig } from "./site.js";
 
 export { TLS_DIR };
 
 // cloud-init user-data for every machine of a muster site (docs/deploy.md): a node waiting to be
 // provisioned, a broker, a Puppet master, a provisioner, the console. Pure: what the operator
-// gives (flags of packaging/cloud-init.mjs, files already read) in, the user-data text out. The
-// lab boots its machines with exactly this (muster lab up --site), so what the lab runs is what
+// gives (flags of `muster user-data`, files already read) in, the user-data text out. The lab
+// boots its machines with exactly this (muster lab up --site), so what the lab runs is what
 // docs/deploy.md tells an operator to run; test/packaging/cloud-init*.test.ts hold the two together.
 
 export const SITE_ROLES = ["node", "broker", "master", "provisioner", "console"] as const;
@@ -144,12 +144,20 @@ export interface BrokerOptions extends Omit<CommonOptions, "source"> {
   clientsCaText: string;
 }
 
+/**
+ * Debian's policy-rc.d: while it exists, a package's maintainer scripts start no service. nats-server's
+ * postinst would start it before the user-data gives the nats user its key, and its first start would
+ * fail on a key it cannot read: the service starts once, when everything it reads is in place.
+ */
+const NO_START = { path: "/usr/sbin/policy-rc.d", text: "#!/bin/sh\n# muster's user-data: no service starts while packages install (removed once they are)\nexit 101\n" };
+
 /** A broker machine: Debian's nats-server with muster's config; muster itself is not installed. */
 export function brokerUserData(o: BrokerOptions): UserData {
   const p = BROKER_PATHS;
   return withSsh(
     {
       write_files: [
+        file(NO_START.path, "0755", NO_START.text),
         // Debian's unit reads this file; written first, dpkg keeps it (--force-confold)
         file(p.config, "0644", o.natsConfigText),
         file(p.users, "0644", o.usersText),
@@ -161,12 +169,13 @@ export function brokerUserData(o: BrokerOptions): UserData {
       runcmd: [
         ["apt-get", "update"],
         ["sh", "-c", `${APT_INSTALL} nats-server`],
+        ["rm", "-f", NO_START.path],
         // the nats user exists now: its key, and JetStream's store, become its own
         ["chgrp", "nats", p.key],
         ["chmod", "0640", p.key],
         ["install", "-d", "-o", "nats", "-g", "nats", "-m", "0750", p.store.replace(/\/[^/]+$/, ""), p.store],
-        ["systemctl", "enable", "nats-server.service"],
-        ["systemctl", "restart", "nats-server.service"],
+        // its first start, with everything it reads in place
+        ["systemctl", "enable", "--now", "nats-server.service"],
       ],
     },
     o.sshAuthorizedKeys,
@@ -196,6 +205,13 @@ export interface MasterOptions extends CommonOptions {
   heap?: string;
   /** More JVM options for puppetserver (e.g. -XX:TieredStopAtLevel=1: a small master starts faster). */
   javaArgs?: string[];
+  /** Its muster server's node key (PEM), made by the operator so it can be enrolled before the machine boots. */
+  nodeKeyText?: string;
+}
+
+/** A node key the operator made (SITE_NODE_KEY, the muster user's to read), and what installs it. */
+function siteNodeKey(text: string | undefined): { files: WriteFile[]; chgrp: string[]; chmod: string[] } {
+  return text !== undefined ? { files: [file(SITE_NODE_KEY, "0600", text)], chgrp: [SITE_NODE_KEY], chmod: [SITE_NODE_KEY] } : { files: [], chgrp: [], chmod: [] };
 }
 
 export function masterUserData(o: MasterOptions): UserData {
@@ -206,10 +222,11 @@ export function masterUserData(o: MasterOptions): UserData {
   const registry = o.registry
     ? [file(MASTER_FILES.searchNodes, "0644", toYaml({ registry_url: o.registry.url, token_file: MASTER_FILES.registryToken, timeout: 10 })), file(MASTER_FILES.registryToken, "0600", o.registry.tokenText)]
     : [];
+  const nodeKey = siteNodeKey(o.nodeKeyText);
   return withSsh(
     {
       write_files: [
-        file("/etc/muster/server.yaml", "0640", toYaml(masterServerConfig(o))),
+        file("/etc/muster/server.yaml", "0640", toYaml(masterServerConfig({ ...o, nodeKey: o.nodeKeyText !== undefined }))),
         // its puppetca agent serves the CA only while puppetserver does: started after it (Debian's
         // unit is active once the server answers), stopped with it, so the fleet never sees a master
         // whose CA does not answer, and the provisioner waits for it instead (docs/provisioner.md)
@@ -217,6 +234,7 @@ export function masterUserData(o: MasterOptions): UserData {
         file(`${TLS_DIR}/ca.pem`, "0644", o.caText),
         file(`${TLS_DIR}/master.pem`, "0644", o.certText),
         file(`${TLS_DIR}/master.key`, "0600", o.keyText),
+        ...nodeKey.files,
         ...factsFile(o.facts),
         ...registry,
         ...sourceFiles(o.source),
@@ -225,6 +243,10 @@ export function masterUserData(o: MasterOptions): UserData {
         ...installCmds(o.source, ["puppetserver", "muster"]),
         ...heap,
         ...java,
+        // Its certname is its identity, whatever host name the cloud gave the machine (Puppet's
+        // default is the host's full name, and a short one would name its certificate): puppetserver
+        // reads it at every start
+        ["puppet", "config", "set", "--section", "main", "certname", o.identity],
         // The CA and the master's certificate (offline, before puppetserver first starts), then a
         // certificate of muster's own for the CA API: pp_cli_auth, which auth.conf admits
         ["puppetserver", "ca", "setup", "--certname", o.identity, "--subject-alt-names", ["puppet", o.identity, ...o.altNames].join(",")],
@@ -238,8 +260,8 @@ export function masterUserData(o: MasterOptions): UserData {
         // search_nodes, shipped in the package, in every environment's modulepath
         ["ln", "-sfn", "/usr/lib/muster/app/puppet/modules/muster", "/etc/puppet/code/modules/muster"],
         ...(o.registry ? [["chgrp", "puppet", MASTER_FILES.registryToken], ["chmod", "0640", MASTER_FILES.registryToken]] : []),
-        ["chgrp", "muster", "/etc/muster/server.yaml", `${TLS_DIR}/master.key`],
-        ["chmod", "0640", `${TLS_DIR}/master.key`],
+        ["chgrp", "muster", "/etc/muster/server.yaml", `${TLS_DIR}/master.key`, ...nodeKey.chgrp],
+        ["chmod", "0640", `${TLS_DIR}/master.key`, ...nodeKey.chmod],
         ["systemctl", "enable", "--now", "puppetserver.service", "muster-server.service"],
       ],
     },
@@ -314,6 +336,8 @@ export interface ConsoleOptions extends CommonOptions {
   recipients: string[];
   /** Copies of the registry's bucket (3 on a 3-member cluster). */
   replicas: number;
+  /** The notifier's node key (PEM), made by the operator so it can be enrolled before the machine boots. */
+  nodeKeyText?: string;
 }
 
 /**
@@ -330,17 +354,19 @@ function consolePublicKey(pem: string): string {
 export function consoleUserData(o: ConsoleOptions): UserData {
   const cfg = { brokers: o.brokers, collective: o.collective };
   const key = (name: string, c: { certText: string; keyText: string }) => [file(`${TLS_DIR}/${name}.pem`, "0644", c.certText), file(`${TLS_DIR}/${name}.key`, "0600", c.keyText)];
+  const nodeKey = siteNodeKey(o.nodeKeyText);
   return withSsh(
     {
       write_files: [
         file(CONSOLE_FILES.registryConfig, "0640", toYaml(registryConfig({ ...cfg, replicas: o.replicas }))),
         file(CONSOLE_FILES.webConfig, "0640", toYaml(webConfig({ ...cfg, replicas: o.replicas }))),
-        file("/etc/muster/server.yaml", "0640", toYaml(notifierServerConfig({ ...cfg, identity: o.identity, provisionerKey: o.provisionerKey, consoleKey: consolePublicKey(o.signingKeyText), trustedKeys: o.trustedKeys, recipients: o.recipients }))),
+        file("/etc/muster/server.yaml", "0640", toYaml(notifierServerConfig({ ...cfg, identity: o.identity, provisionerKey: o.provisionerKey, consoleKey: consolePublicKey(o.signingKeyText), trustedKeys: o.trustedKeys, recipients: o.recipients, nodeKey: o.nodeKeyText !== undefined }))),
         file(`${TLS_DIR}/ca.pem`, "0644", o.caText),
         ...key("registry", o.registry),
         ...key("console", o.console),
         ...key("notifier", o.notifier),
         ...key("web-https", o.https),
+        ...nodeKey.files,
         file(CONSOLE_FILES.registryToken, "0600", o.registryTokenText),
         file(CONSOLE_FILES.webRegistryToken, "0600", o.registryTokenText),
         file(CONSOLE_FILES.webTokens, "0600", o.webTokensText),
@@ -354,8 +380,8 @@ export function consoleUserData(o: ConsoleOptions): UserData {
         // each daemon reads its own files, and no other's: the package made their users
         ["chgrp", "muster-registry", CONSOLE_FILES.registryConfig, CONSOLE_FILES.registryToken, `${TLS_DIR}/registry.key`],
         ["chgrp", "muster-web", CONSOLE_FILES.webConfig, CONSOLE_FILES.webTokens, CONSOLE_FILES.webRegistryToken, `${TLS_DIR}/console.key`, `${TLS_DIR}/web-https.key`],
-        ["chgrp", "muster", "/etc/muster/server.yaml", `${TLS_DIR}/notifier.key`],
-        ["chmod", "0640", CONSOLE_FILES.registryToken, CONSOLE_FILES.webTokens, CONSOLE_FILES.webRegistryToken, `${TLS_DIR}/registry.key`, `${TLS_DIR}/console.key`, `${TLS_DIR}/web-https.key`, `${TLS_DIR}/notifier.key`],
+        ["chgrp", "muster", "/etc/muster/server.yaml", `${TLS_DIR}/notifier.key`, ...nodeKey.chgrp],
+        ["chmod", "0640", CONSOLE_FILES.registryToken, CONSOLE_FILES.webTokens, CONSOLE_FILES.webRegistryToken, `${TLS_DIR}/registry.key`, `${TLS_DIR}/console.key`, `${TLS_DIR}/web-https.key`, `${TLS_DIR}/notifier.key`, ...nodeKey.chmod],
         ["systemctl", "enable", "--now", "muster-registry.service", "muster-web.service", "muster-server.service"],
       ],
     },
@@ -366,19 +392,19 @@ export function consoleUserData(o: ConsoleOptions): UserData {
 // ------------------------------------------------------------------------------------- render
 
 const HEADERS: Record<SiteRole, string> = {
-  node: "a fresh Debian machine that waits to be provisioned (docs/deploy.md#4-nodes)",
+  node: "a fresh Debian machine that waits to be provisioned (docs/deploy.md#7-nodes)",
   broker: "a broker of the site's nats-server cluster (docs/deploy.md#3-the-broker)",
-  master: "a Puppet master with muster's puppetca agent (docs/deploy.md#5-puppet-masters)",
-  provisioner: "a provisioner (docs/deploy.md#6-provisioners-two-for-ha)",
-  console: "the registry and the web console (docs/deploy.md#7-the-registry-and-the-console)",
+  master: "a Puppet master with muster's puppetca agent (docs/deploy.md#4-puppet-masters)",
+  provisioner: "a provisioner (docs/deploy.md#5-provisioners-two-for-ha)",
+  console: "the registry and the web console (docs/deploy.md#6-the-registry-and-the-console)",
 };
 
 /** The user-data text: `#cloud-config`, a header saying what the machine becomes, the YAML. */
 export function renderUserData(role: SiteRole, u: UserData): string {
   const origin =
     role === "node"
-      ? "# Rendered by packaging/cloud-init.mjs from the generator the lab's nodes use (src/config/node.ts);"
-      : "# Rendered by packaging/cloud-init.mjs (src/config/cloud-init.ts), as the lab's site machines are;";
+      ? "# Rendered by `muster user-data` from the generator the lab's nodes use (src/config/node.ts);"
+      : "# Rendered by `muster user-data` (src/config/cloud-init.ts), as the lab's site machines are;";
   return `#cloud-config
 # muster: ${HEADERS[role]}.
 ${origin}

@@ -1,5 +1,5 @@
 // The one generator of a waiting node's `muster server` config: the lab's nodes (src/lab) and the
-// cloud-init example (packaging/cloud-init.mjs renders examples/cloud-init/) both come from here,
+// cloud-init example (`muster user-data` renders examples/cloud-init/) both come from here,
 // so what the lab proves is what a cloud machine runs. Pure: paths and credentials come in, a
 // plain object (written as YAML by the caller) goes out.
 
@@ -51,8 +51,8 @@ export function nodeServerConfig(o: NodeConfigOptions): Record<string, unknown> 
     log: o.log ?? { level: "info" },
     // every request it handles is recorded in the fleet's audit stream (the console and
     // `muster broker stores` create it; docs/security.md#the-audit-trail), its own bootstrap
-    // credential included
-    audit: { stream: {} },
+    // credential included. A node's broker user may not create it: it only looks it up.
+    audit: { stream: { create: false } },
     ...(o.privilegedHelper ? { privileged_helper: o.privilegedHelper } : {}),
   };
 }

@@ -19,7 +19,26 @@ export const MASTER_FILES = {
 /** The name of the certificate muster's puppetca agent uses for the CA API on a master. */
 export const caClientName = (master: string) => `muster-puppetca.${master}`;
 
-export function masterServerConfig(o: { identity: string; brokers: string[]; collective: string; provisionerKey: string; trustedKeys: { name: string; key: string }[] }): Record<string, unknown> {
+/**
+ * Where a site machine's muster server keeps its node key when the operator made it on the
+ * workstation (muster key create): known before the machine boots, so it is in the key directory
+ * (muster key enroll) by the time the machine answers, and its replies verify.
+ */
+export const SITE_NODE_KEY = `${TLS_DIR}/node.key`;
+
+interface SiteServerOptions {
+  identity: string;
+  brokers: string[];
+  collective: string;
+  provisionerKey: string;
+  trustedKeys: { name: string; key: string }[];
+  /** The operator made its node key (written to SITE_NODE_KEY); else the server makes one itself. */
+  nodeKey?: boolean;
+}
+
+const siteSecurity = (o: SiteServerOptions) => ({ trusted_keys: [{ name: "provisioner", key: o.provisionerKey }, ...o.trustedKeys], ...(o.nodeKey ? { node_key: SITE_NODE_KEY } : {}) });
+
+export function masterServerConfig(o: SiteServerOptions): Record<string, unknown> {
   return {
     identity: o.identity,
     collectives: [o.collective],
@@ -28,13 +47,17 @@ export function masterServerConfig(o: { identity: string; brokers: string[]; col
     facts: { facter: true, extra: { role: "puppetmaster" } },
     agents: { builtin: ["puppetca"] },
     plugins: {
-      // the CA API, with a credential of its own made on the master (not the master's host key)
-      puppetca: { url: `https://${o.identity}:8140`, cacert: MASTER_FILES.puppetCa, cert: MASTER_FILES.caClientCert, key: MASTER_FILES.caClientKey },
+      // the CA API, with a credential of its own made on the master (not the master's host key),
+      // on this machine: by loopback, which needs no name service (a cloud may give the machine a
+      // short host name its full name does not resolve to), and the master's certificate checked
+      // for its identity (servername)
+      puppetca: { url: "https://127.0.0.1:8140", servername: o.identity, cacert: MASTER_FILES.puppetCa, cert: MASTER_FILES.caClientCert, key: MASTER_FILES.caClientKey },
     },
     tls: { ca: `${TLS_DIR}/ca.pem`, cert: `${TLS_DIR}/master.pem`, key: `${TLS_DIR}/master.key` },
-    security: { trusted_keys: [{ name: "provisioner", key: o.provisionerKey }, ...o.trustedKeys] },
-    // every request it handles (a certificate signed, cleaned) in the site's audit stream, as nodes do
-    audit: { stream: {} },
+    security: siteSecurity(o),
+    // every request it handles (a certificate signed, cleaned) in the site's audit stream, as nodes
+    // do; like theirs, its broker user only looks the stream up
+    audit: { stream: { create: false } },
     registration: { interval: 300, splay: true },
     log: { level: "info" },
   };
@@ -48,12 +71,15 @@ export function provisionerAdditions(o: { brokers: string[]; notifyTargets: stri
     tls: { ca: `${TLS_DIR}/ca.pem`, cert: `${TLS_DIR}/provisioner.pem`, key: `${TLS_DIR}/provisioner.key` },
     // the state survives the loss of a broker: three copies, one per member
     state_replicas: 3,
+    // the masters are enrolled in the key directory (muster key enroll): a reply that does not
+    // verify against it is not a master's, and signs or cleans nothing
+    master: { require_verified: true },
     notify: { targets: o.notifyTargets },
     metrics: { host: "127.0.0.1", port: o.metricsPort ?? 9464 },
   };
 }
 
-/** Where the console machine keeps its daemons' files (docs/deploy.md#7-the-registry-and-the-console). */
+/** Where the console machine keeps its daemons' files (docs/deploy.md#6-the-registry-and-the-console). */
 export const CONSOLE_FILES = {
   registryConfig: "/etc/muster/registry.yaml",
   registryToken: "/etc/muster/registry.token",
@@ -111,7 +137,7 @@ export const CONSOLE_CALLER = "console";
  * admins. It obeys the provisioners (their notices), the console (its health alerts, signed with
  * `consoleKey`: the console's own signing key) and the operators.
  */
-export function notifierServerConfig(o: { identity: string; brokers: string[]; collective: string; provisionerKey: string; consoleKey: string; trustedKeys: { name: string; key: string }[]; recipients: string[] }): Record<string, unknown> {
+export function notifierServerConfig(o: SiteServerOptions & { consoleKey: string; recipients: string[] }): Record<string, unknown> {
   return {
     identity: o.identity,
     collectives: [o.collective],
@@ -120,9 +146,9 @@ export function notifierServerConfig(o: { identity: string; brokers: string[]; c
     agents: { builtin: ["notify"] },
     plugins: { notify: { recipients: o.recipients } },
     tls: { ca: `${TLS_DIR}/ca.pem`, cert: `${TLS_DIR}/notifier.pem`, key: `${TLS_DIR}/notifier.key` },
-    security: { trusted_keys: [{ name: "provisioner", key: o.provisionerKey }, { name: CONSOLE_CALLER, key: o.consoleKey }, ...o.trustedKeys] },
+    security: siteSecurity({ ...o, trustedKeys: [{ name: CONSOLE_CALLER, key: o.consoleKey }, ...o.trustedKeys] }),
     // every notification asked for (by whom, how it went) in the site's audit stream
-    audit: { stream: {} },
+    audit: { stream: { create: false } },
     registration: { interval: 300, splay: true },
     log: { level: "info" },
   };

@@ -19,10 +19,11 @@ import { labNrpeConfig } from "./nrpe.js";
 //   bootstrap-aware: both environments carry the same code and leave them out while
 //   $facts['lifecycle_stage'] is 'bootstrap', as the CoreOS two-stage bootstrap does.
 //
-// On a process node everything is written under the node's own directory (fact muster_node_dir),
-// so many lab nodes share one host without touching each other or it; without that fact the
-// catalog fails rather than write to /. On a machine (fact muster_lab_kind=machine) the same
-// classes manage the real system: /etc/motd, /etc/webapp/webapp.conf, and each server role's
+// On a process node (fact muster_lab) everything is written under the node's own directory (fact
+// muster_node_dir), so many lab nodes share one host without touching each other or it; without
+// that fact the catalog fails rather than write to /. On a machine (a lab machine, or one booted
+// from docs/deploy.md's own user-data, which knows nothing of the lab) the same classes manage the
+// real system: /etc/motd, /etc/webapp/webapp.conf, and each server role's
 // user and systemd service, which Puppet installs and keeps running. lab::paths says where.
 // Which node has which role is data: roles.ts.
 
@@ -33,7 +34,7 @@ const NODE_DIR_GUARD = "if !$facts['muster_node_dir'] { fail('fact muster_node_d
 
 /** Machine: the system's own paths. Process node: its directory on the shared host. */
 const LAB_PATHS = `class lab::paths {
-  if $facts['muster_lab_kind'] == 'machine' {
+  if !$facts['muster_lab'] {
     $machine      = true
     $motd         = '/etc/motd'
     $motd_dir     = '/etc/muster-lab/motd.d'
@@ -205,7 +206,8 @@ const ROLE_MONITOR = `class role::monitor {
 export const MASTERDB_QUERY = "customer=${facts['customer']} environment=${facts['environment']} mysql::master";
 
 const WEBAPP = `class webapp {
-  $masterdb = search_nodes("${MASTERDB_QUERY}")
+  # a web node that names no customer and environment (one made from docs/deploy.md's example) has no database to find
+  $masterdb = if $facts['customer'] and $facts['environment'] { search_nodes("${MASTERDB_QUERY}") } else { [] }
   if $masterdb.length > 1 { warning("webapp: more than one mysql::master for \${facts['customer']} \${facts['environment']}: \${masterdb.join(', ')}; using the first") }
   $db = if $masterdb.empty { 'none' } else { $masterdb[0] }
   motd::register { 'web application (webapp)': order => 20 }

@@ -16,6 +16,8 @@ export interface NatsHandle {
   tls?: NatsTls;
   /** Re-read nats.conf (SIGHUP): TLS files and users change without dropping connections. */
   reload(config?: string): void;
+  /** What nats-server has logged so far (its last megabyte; detached: see <dir>/nats.log). */
+  log(): string;
   stop(): Promise<void>;
 }
 
@@ -69,7 +71,7 @@ export async function startNats(opts: StartNatsOptions = {}): Promise<NatsHandle
     throw new Error(`cannot start nats-server (apt-get install nats-server): ${String(e)}`);
   }
   let stderr = "";
-  child.stderr?.on("data", (d: Buffer) => (stderr += d.toString()));
+  child.stderr?.on("data", (d: Buffer) => (stderr = (stderr + d.toString()).slice(-(1 << 20))));
   const exited = new Promise<never>((_, reject) => {
     child.once("error", (e) => reject(new Error(`nats-server failed to start (is it installed? apt-get install nats-server): ${e.message}`)));
     child.once("exit", (code) => reject(new Error(`nats-server exited early with ${code}: ${stderr.slice(-2000)}`)));
@@ -100,6 +102,7 @@ export async function startNats(opts: StartNatsOptions = {}): Promise<NatsHandle
       if (config !== undefined) writeFileSync(conf, render(config));
       process.kill(pid, "SIGHUP");
     },
+    log: () => stderr,
     async stop() {
       if (stopped) return;
       stopped = true;

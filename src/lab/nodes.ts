@@ -28,7 +28,8 @@ export function provisionPluginConfig(nodeDir: string): Record<string, unknown> 
     lock_file: join(nodeDir, "provision.lock"),
     disable_file: join(nodeDir, "provision.disabled"),
     hosts_file: join(nodeDir, "hosts"),
-    export_facts: ["country", "ec2_placement_region", "ipaddress", "muster_node_dir", ...ROLE_FACT_NAMES],
+    // muster_lab: the lab's Puppet code writes under muster_node_dir on such a node (lab::paths), never the host's /etc
+    export_facts: ["country", "ec2_placement_region", "ipaddress", "muster_node_dir", "muster_lab", ...ROLE_FACT_NAMES],
     bootstrap_environment: "bootstrap",
     production_environment: "production",
     // Several nodes share this machine, so not Facter's system directory: a custom fact on this

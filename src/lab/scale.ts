@@ -4,7 +4,7 @@ import { MusterError } from "../errors.js";
 import { isValidIdentity } from "../protocol/subjects.js";
 import { reloadBrokerUsers } from "./broker.js";
 import { provisionerKey } from "./credentials.js";
-import { bootLabMachine, destroyMachineDisk, machineBootContext, machineWaiting, writeSshConfig } from "./machines/index.js";
+import { bootLabMachine, bootMachine, destroyMachineDisk, freshMachineDir, machineBootContext, machineDir, machineWaiting, nodeSlot, writeSshConfig } from "./machines/index.js";
 import { nodeIdentity } from "./names.js";
 import { labNodeContext, startLabNode } from "./nodes.js";
 import { isAlive, type MusterProcess } from "./processes.js";
@@ -29,6 +29,12 @@ export interface AddNodesOptions {
   identities?: string[];
   /** A site's machines only: their Debian release when not the site's (a fleet mid-upgrade). */
   suite?: string;
+  /**
+   * One machine (one identity) booted from this user-data, made as an operator made it (the
+   * guide's own command, say), instead of the lab's render. It makes its broker user as any
+   * other; the user-data carries its credential and everything else.
+   */
+  userData?: string;
   progress?: (line: string) => void;
 }
 
@@ -52,6 +58,15 @@ export function labRegionFor(country: string): LabRegion {
 function highestSerial(s: LabState): number {
   const used = s.nodes.map((n) => Number(NODE_NAME.exec(n.identity)?.[1] ?? 0));
   return Math.max(s.nodeSerial ?? 0, 0, ...used);
+}
+
+/** A node machine from user-data the caller made: a cloud's instance, booted as bootLabMachine boots the lab's. */
+async function bootFromUserData(boot: Parameters<typeof bootLabMachine>[0], p: { identity: string; region: LabRegion; serial: number }, userData: string): ReturnType<typeof bootLabMachine> {
+  const dir = machineDir(boot.labDir, p.identity);
+  await freshMachineDir(boot.ms, dir, p.identity);
+  const slot = nodeSlot(p.serial);
+  const { machine, proc } = await bootMachine(boot, { identity: p.identity, slot, userData });
+  return { node: { identity: p.identity, country: p.region.country, region: p.region.region, ipaddress: slot.address, dir, pid: proc.pid, role: labRole(p.serial - 1), machine }, proc };
 }
 
 /** Who the new nodes are: identities, regions, and the number that gives each its address. */
@@ -102,8 +117,9 @@ export async function addLabNodes(s: LabState, o: AddNodesOptions & Spawning): P
     // A machine lab grows by machines, booted through cloud-init like the first ones.
     const track = (name: string, p: MusterProcess) => o.track?.(name, p);
     const boot = s.site ? await siteBootContext(s, o.suite, o.detached, say, track) : await machineBootContext(s.dir, s.machines, { cert: s.tls.ca, key: ctx.caKey }, provisionerKey(s.dir).key.publicKey, o.detached, track);
+    if (o.userData !== undefined && (plan.length !== 1 || !o.identities?.length)) throw new MusterError("MUSTER_USAGE", "a node booted from given user-data is one node, named by its identity");
     for (const p of plan) {
-      const { node, proc } = await bootLabMachine(boot, { identity: p.identity, region: p.region, serial: p.serial, role: labRole(p.serial - 1) });
+      const { node, proc } = o.userData !== undefined ? await bootFromUserData(boot, p, o.userData) : await bootLabMachine(boot, { identity: p.identity, region: p.region, serial: p.serial, role: labRole(p.serial - 1) });
       o.track?.(p.identity, proc, { node: p.identity });
       added.push(node);
       s.nodes.push(node);

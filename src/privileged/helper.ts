@@ -1,21 +1,25 @@
 import { createHash } from "node:crypto";
 import { execFileSync } from "node:child_process";
-import { chmodSync, chownSync, existsSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, lstatSync, readFileSync, rmSync } from "node:fs";
+import { join } from "node:path";
 import { createServer, type Server, type Socket } from "node:net";
 import type { Logger } from "pino";
 import type { NodeOps, PuppetTarget, PuppetUser } from "../agent/node-ops.js";
 import { MusterError, RpcError } from "../errors.js";
-import { PuppetAgent } from "../puppet/agent.js";
+import { PuppetAgent, type PuppetAgentSettings } from "../puppet/agent.js";
+import { puppetCodeDirs, puppetSettings, type PuppetInvocation } from "../puppet/code-dirs.js";
 import { readIniSection, updatePuppetConf } from "../puppet/conf.js";
+import { packageState } from "../puppet/dpkg.js";
 import { directOps } from "../puppet/node-ops.js";
 import { isManagedResource, readManagedResources } from "../puppet/resource.js";
-import { resourceRefusal } from "../puppet/resource-rule.js";
+import { directoryRefusal, packageChangeRefusal, resourceRefusal } from "../puppet/resource-rule.js";
+import { rootCodeRefusal } from "../puppet/root-code.js";
 import { parseServer } from "../puppet/server-address.js";
 import { Semaphore } from "../semaphore.js";
 import { MAX_REQUEST_BYTES, parseRequest, peerAllowed, type Reply, type Request } from "./operations.js";
 import { pathRefusal } from "./paths.js";
 import { peerCredentials, type PeerCredentials } from "./peer.js";
-import type { NodeSettings, NodeSettingsReader } from "./settings.js";
+import type { NodeSettings, NodeSettingsReader, ResourceSettingsView } from "./settings.js";
 
 // The privileged helper (docs/decisions/privileged-helper.md): root's side of the node daemon's
 // operations. Per connection: a free slot (at most maxConnections at once), the peer's uid from
@@ -111,6 +115,63 @@ async function inTurn<T>(slot: Semaphore, signal: AbortSignal, fn: () => Promise
   }
 }
 
+/**
+ * The resource rule, the walk of a file's directories, what a directory may become, and whether
+ * the catalog manages it: everything about a `puppet.resource` request the helper can check at
+ * once, without a process. Returns whether the catalog manages the resource.
+ */
+function resourceChecks(s: ResourceSettingsView, type: string, name: string, properties: [string, string][]): boolean {
+  const refused = resourceRefusal(s, type, name, properties);
+  if (refused) throw new Refusal(refused.message);
+  if (type === "file") {
+    // the rule put the path under one of them; now make sure nobody but root can move it
+    const path = name.length > 1 ? name.replace(/\/+$/, "") : name;
+    const dir = s.filePaths!.find((d) => name.startsWith(`${d}/`))!;
+    const unsafe = pathRefusal(path, dir);
+    if (unsafe) throw new Refusal(`file ${name}: ${unsafe}`);
+    const now = lstatOrUndefined(path);
+    const tree = directoryRefusal(name, properties, now?.isDirectory() ? { mode: now.mode } : undefined);
+    if (tree) throw new Refusal(tree.message);
+  }
+  const managed = isManagedResource(readManagedResources(s.resourcesFile), type, name);
+  if (properties.length > 0 && !s.allowManaged && managed) {
+    throw new Refusal(`${type}[${name}] is managed by this node's Puppet catalog (${s.resourcesFile}); plugins.resource.allow_managed is not set`);
+  }
+  return managed;
+}
+
+function lstatOrUndefined(p: string) {
+  try {
+    return lstatSync(p);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Every way the node runs Puppet as root, for where each loads code from: `puppet resource`, the
+ * puppet and provision agents' runs, the facts, and Puppet's own defaults (puppet.service).
+ */
+function puppetInvocations(v: NodeSettings, s: ResourceSettingsView): PuppetInvocation[] {
+  const ofAgent = (a: PuppetAgentSettings): PuppetInvocation => ({ puppetBin: a.puppetBin ?? "puppet", args: new PuppetAgent(a).commonArgs(), ...(a.env ? { env: a.env } : {}) });
+  return [
+    { puppetBin: s.puppetBin, args: ["--confdir", s.confdir, "--vardir", s.vardir] },
+    ofAgent(v.puppet("puppet").settings),
+    ofAgent(v.puppet("provision").settings),
+    { puppetBin: s.puppetBin, args: [] },
+  ];
+}
+
+/**
+ * The certificate Puppet itself holds, by its own settings: certname and ssldir as `puppet config
+ * print` resolves them with this confdir (puppet.conf may name others than muster's), or undefined.
+ */
+async function puppetOwnCertificate(a: PuppetAgentSettings, signal: AbortSignal): Promise<string | undefined> {
+  const own = await puppetSettings({ puppetBin: a.puppetBin ?? "puppet", args: ["--confdir", a.confdir], ...(a.env ? { env: a.env } : {}) }, { signal });
+  const cert = join(own.ssldir!, "certs", `${own.certname}.pem`);
+  return existsSync(cert) ? cert : undefined;
+}
+
 /** The operation's own rules, then the operation. */
 export async function perform(req: Request, o: PerformOptions): Promise<unknown> {
   const v = o.settings();
@@ -149,12 +210,15 @@ export async function perform(req: Request, o: PerformOptions): Promise<unknown>
       const agent = new PuppetAgent(t.settings);
       // Provisioning points Puppet at the master the provisioner chose. Once the node holds its
       // certificate, that master is the one it trusts: only it, on its port, is accepted, and
-      // nothing is written (server_list and the rest of puppet.conf stay as they are).
-      if (agent.hasCert()) {
+      // nothing is written (server_list and the rest of puppet.conf stay as they are). Certified
+      // by muster's settings or by Puppet's own: puppet.conf may name another certname or ssldir,
+      // and the agent Puppet runs by itself (puppet.service) goes by those.
+      const cert = agent.hasCert() ? agent.certPath : await inTurn(o.reads, signal, () => puppetOwnCertificate(t.settings, signal));
+      if (cert) {
         const now = configuredMaster(agent, s.useHostsFile, s.hostsFile);
         const port = req.args.port ?? 8140;
         if (now.host !== req.args.host || port !== now.port) {
-          throw new Refusal(`the node holds its Puppet certificate (${agent.certPath}) and its master is ${now.host ?? "not set"}:${now.port}; pointing it at ${req.args.host}:${port} would take root on the node`);
+          throw new Refusal(`the node holds its Puppet certificate (${cert}) and its master is ${now.host ?? "not set"}:${now.port}; pointing it at ${req.args.host}:${port} would take root on the node`);
         }
         shareReadableState(agent.puppetConfPath);
         return { server: s.useHostsFile ? "puppet" : now.host, puppetConf: agent.puppetConfPath, hostsFile: s.useHostsFile ? s.hostsFile : null, unchanged: true };
@@ -171,20 +235,27 @@ export async function perform(req: Request, o: PerformOptions): Promise<unknown>
       requireAgent(v, "resource");
       const { type, name, properties } = req.args;
       const s = v.resource();
-      const refused = resourceRefusal(s, type, name, properties);
-      if (refused) throw new Refusal(refused.message);
-      if (type === "file") {
-        // the rule put the path under one of them; now make sure nobody but root can move it
-        const dir = s.filePaths!.find((d) => name.startsWith(`${d}/`))!;
-        const unsafe = pathRefusal(name.length > 1 ? name.replace(/\/+$/, "") : name, dir);
-        if (unsafe) throw new Refusal(`file ${name}: ${unsafe}`);
-      }
-      const managed = isManagedResource(readManagedResources(s.resourcesFile), type, name);
-      if (properties.length > 0 && !s.allowManaged && managed) {
-        throw new Refusal(`${type}[${name}] is managed by this node's Puppet catalog (${s.resourcesFile}); plugins.resource.allow_managed is not set`);
-      }
-      const r = await inTurn(o.puppet, signal, () => ops.puppetResource({ puppetBin: s.puppetBin, confdir: s.confdir, vardir: s.vardir, type, name, properties, signal, timeoutMs: s.timeoutMs }));
-      return { ...r, managed };
+      // On arrival, for an early answer; then again in its turn, just before Puppet starts: a
+      // request waits behind others, and what they did (or root did) meanwhile counts, not what
+      // was there when it came.
+      resourceChecks(s, type, name, properties);
+      return inTurn(o.puppet, signal, async () => {
+        if (type === "file") {
+          // where root's Puppet and Facter load code from, as Puppet itself reports it now
+          const code = rootCodeRefusal(name.length > 1 ? name.replace(/\/+$/, "") : name, s.filePaths!, await puppetCodeDirs(puppetInvocations(v, s), { signal }));
+          if (code) throw new Refusal(`file ${name}: ${code}`);
+        }
+        const ensure = properties.find(([k]) => k === "ensure")?.[1];
+        if (type === "package" && ensure !== undefined) {
+          const refused = packageChangeRefusal(name, ensure, await packageState(name, ensure));
+          if (refused) throw new Refusal(refused.message);
+        }
+        // Synchronous from here to Puppet's start: the walk holds until root changes the tree, and
+        // no other Puppet process of the helper's runs while this one holds the turn.
+        const managed = resourceChecks(s, type, name, properties);
+        const r = await ops.puppetResource({ puppetBin: s.puppetBin, confdir: s.confdir, vardir: s.vardir, type, name, properties, signal, timeoutMs: s.timeoutMs });
+        return { ...r, managed };
+      });
     }
     case "provision.persist_stage": {
       requireAgent(v, "provision");
@@ -358,12 +429,29 @@ export function serveHelper(listen: { path: string; group?: number } | { fd: num
     if ("fd" in listen) server.listen({ fd: listen.fd }, ready);
     else {
       rmSync(listen.path, { force: true });
-      server.listen(listen.path, () => {
-        // As the socket unit makes it: root and the client's group may connect, nobody else.
-        if (listen.group !== undefined) chownSync(listen.path, 0, listen.group);
-        chmodSync(listen.path, 0o660);
-        ready();
-      });
+      // As the socket unit makes it: root and the client's group may connect, nobody else. The
+      // socket is made with that owner and mode (umask 0117, the group as the effective gid while
+      // it binds; Node.js binds within listen()), never changed by path afterwards: a chown or
+      // chmod by path follows a link someone who may write the directory put there in between,
+      // and Linux cannot change a socket file's mode through the listening descriptor.
+      const umask = process.umask(0o117);
+      const egid = process.getegid!();
+      try {
+        if (listen.group !== undefined) process.setegid!(listen.group);
+        server.listen(listen.path, () => {
+          const st = lstatSync(listen.path);
+          const [uid, group] = [process.geteuid!(), listen.group ?? egid];
+          if (!st.isSocket() || st.uid !== uid || st.gid !== group || (st.mode & 0o777) !== 0o660) {
+            server.close();
+            reject(new MusterError("MUSTER_USAGE", `${listen.path} came out ${st.isSocket() ? "a socket" : "not a socket"} owned ${st.uid}:${st.gid} mode ${(st.mode & 0o777).toString(8)}, not ${uid}:${group} 0660 (something replaced it, or a set-group-ID directory gave its own group): put the socket in a directory root owns`));
+            return;
+          }
+          ready();
+        });
+      } finally {
+        process.setegid!(egid);
+        process.umask(umask);
+      }
     }
   });
 }

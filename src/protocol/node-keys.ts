@@ -1,6 +1,7 @@
 // The node-key directory (bucket DEFAULT_NODE_KEYS_BUCKET): one entry per node identity naming the
 // ed25519 key that node signs its replies and events with. The provisioner writes an entry when it
-// pins a waiting node's key and again, `certified`, once the node's certificate is signed for it;
+// pins a waiting node's key and again, `certified`, once the node's certificate is signed for it; an
+// admin enrolls the machines the provisioner does not provision (masters, the notifier);
 // clients read the bucket to tell a reply really from `sender` apart from one merely signed.
 
 /**
@@ -11,8 +12,12 @@
  */
 export const NODE_KEY_CSR_OID = "1.3.6.1.4.1.34380.1.2.1301";
 
-/** How the key came to be known: pinned from the node's first signed reply, or bound to its signed certificate. */
-export const NodeKeySources = ["pinned", "certified"] as const;
+/**
+ * How the key came to be known: pinned from the node's first signed reply, bound to its signed
+ * certificate, or enrolled by an admin for a machine muster does not provision (a master, the
+ * notifier), whose key was made before it was installed (`muster key enroll`).
+ */
+export const NodeKeySources = ["pinned", "certified", "enrolled"] as const;
 export type NodeKeySource = (typeof NodeKeySources)[number];
 
 export interface NodeKeyEntry {
@@ -22,7 +27,7 @@ export interface NodeKeyEntry {
   source: NodeKeySource;
   /** When the provisioner wrote the entry (ms since the epoch). */
   time: number;
-  /** The provisioner that vouches for it (its id). */
+  /** Who vouches for it: the provisioner's id, or the admin's caller name that enrolled it. */
   by: string;
   /** The SHA-256 fingerprint of the certificate signed for the node, once `certified`. */
   fingerprint?: string;
@@ -60,4 +65,17 @@ export function parseNodeKeyEntry(data: Uint8Array, key?: string): { ok: true; e
 
 export function encodeNodeKeyEntry(e: NodeKeyEntry): Uint8Array {
   return new TextEncoder().encode(JSON.stringify(e));
+}
+
+/**
+ * What enrolling `pubkey` for `identity` does, given the directory's current entry (pure): write
+ * it, nothing (the directory says so already), or refuse to replace another key without `replace`
+ * (every reply signed by the old one would be dropped from then on).
+ */
+export function enrollment(current: NodeKeyEntry | undefined, identity: string, pubkey: string, replace: boolean): { act: "write" | "same" | "refuse"; why: string } {
+  if (!B64_32.test(pubkey)) return { act: "refuse", why: `not an ed25519 public key (base64 of 32 bytes, as in a .pub file): ${JSON.stringify(pubkey.slice(0, 60))}` };
+  if (!current) return { act: "write", why: `${identity} enrolled` };
+  if (current.pubkey === pubkey) return { act: "same", why: `${identity} is enrolled with this key already (${current.source}, by ${current.by})` };
+  if (!replace) return { act: "refuse", why: `the directory names another key for ${identity} (${current.source} by ${current.by}): --replace to put this one in its place (replies signed by the old key are dropped from then on)` };
+  return { act: "write", why: `${identity}'s key replaced (it was ${current.source} by ${current.by})` };
 }

@@ -68,7 +68,16 @@ export const ProvisionerConfigSchema = strict("key", {
   daemonize: z.boolean().default(false),
   sleeptime: z.number().positive().default(5),
   steps: Steps.prefault({}),
-  master: strict("master key", { ...role({ filter: "", agent: "puppetca" }), criteria: z.array(z.string()).default([]) }).prefault({}),
+  master: strict("master key", {
+    ...role({ filter: "", agent: "puppetca" }),
+    criteria: z.array(z.string()).default([]),
+    /**
+     * muster addition: act on a master's reply (its facts, a certificate signed or cleaned) only
+     * when the node-key directory names the key that signed it. Off by default: a master installed
+     * before its key was enrolled still works; a site whose masters are enrolled turns it on.
+     */
+    require_verified: z.boolean().default(false),
+  }).prefault({}),
   target: strict("target key", role({ filter: "provision().disabled=false and provision().locked=false", agent: "provision" })).prefault({}),
   notify: strict("notify key", { collective: collectiveName.optional(), filter: z.string().default(""), agent: z.string().default("notify"), targets: z.array(z.string()).default([]) }).prefault({}),
 

@@ -18,6 +18,8 @@ import { NODE_KEY_CSR_OID } from "../protocol/node-keys.js";
 export interface CertificateAuthoritySettings {
   /** https://host:port of the puppetserver running the CA. */
   url: string;
+  /** The name its certificate must carry, when the URL reaches it by another (https://127.0.0.1:8140 on the master itself). */
+  servername?: string;
   /** CA certificate (PEM file) to verify the server. */
   caCertPath: string;
   /** Client certificate and key allowed to use certificate_status. */
@@ -265,12 +267,15 @@ export class CertificateAuthority {
         {
           host: this.base.hostname,
           port: this.base.port || 8140,
+          // the certificate is checked against this name rather than the URL's host, and the request
+          // names it too: puppetserver (Jetty) refuses a Host header that does not match the SNI
+          ...(this.settings.servername ? { servername: this.settings.servername } : {}),
           path,
           method,
           ...tls,
           agent: false,
           timeout: this.settings.timeoutMs ?? 30_000,
-          headers: { Accept: "application/json", ...(body !== undefined ? { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(body) } : {}) },
+          headers: { Accept: "application/json", ...(this.settings.servername ? { Host: `${this.settings.servername}:${this.base.port || 8140}` } : {}), ...(body !== undefined ? { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(body) } : {}) },
         },
         (res) => {
           let text = "";

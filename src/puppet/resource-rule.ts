@@ -1,4 +1,5 @@
 import { isAbsolute, resolve } from "node:path";
+import { rootCodeRefusal } from "./root-code.js";
 
 // What `puppet resource` may be asked on a node (docs/decisions/privileged-helper.md): for each
 // type muster knows, the titles it takes and every property with the values it may have. Any
@@ -6,7 +7,9 @@ import { isAbsolute, resolve } from "node:path";
 // because it is known to be harmless, never because it is not known to be harmful (`service
 // start=`, `package provider=`, `file ensure=<target>` run commands or escape a directory).
 // Pure: the resource agent checks it before it runs Puppet, and the privileged helper again, as
-// root, with root's settings (and then walks the file's directories: privileged/paths.ts).
+// root, with root's settings (and then walks the file's directories: privileged/paths.ts, and
+// adds what only root can read: Puppet's own directories, whether a path is a directory now, the
+// dpkg database).
 
 /** The types a node may allow (plugins.resource.allowed_types); any other is refused. */
 export const RULED_TYPES = ["file", "package", "service"] as const;
@@ -39,12 +42,86 @@ const oneOf =
 const DEBIAN_VERSION = /^(?:[0-9]+:)?[0-9][A-Za-z0-9.+~-]{0,127}$/;
 const PACKAGE_ENSURE = ["present", "installed", "absent", "purged", "latest"];
 
+/** `ensure` names a version rather than a state. */
+export function isVersionPin(ensure: string): boolean {
+  return !PACKAGE_ENSURE.includes(ensure);
+}
+
+/** What dpkg's database says of a package, as the helper reads it in its turn (src/puppet/dpkg.ts). */
+export interface PackageState {
+  /** The versions installed (one per architecture); none: not installed (config files alone are not). */
+  installed: string[];
+  /** dpkg's selection is `hold` (apt-mark hold). */
+  held: boolean;
+  essential: boolean;
+  protected: boolean;
+  /** With a version pin and the package installed: the pin is at least every installed version (dpkg's order). */
+  pinNotLower?: boolean;
+}
+
+/**
+ * Why this `package` change may not be made to a package in this state, or undefined. A version
+ * pin only upward: Puppet's apt provider installs `name=version --force-yes` (which downgrades) and
+ * unholds a held package first, so a pin down would bring back an old, fixed version, muster's own
+ * helper included (build/apt keeps old versions). A pin moves an installed package up, or leaves
+ * it; a package not installed takes present or latest (apt's candidate, never below what is
+ * installed), never a pin: removing it first and pinning an old version is a downgrade in two
+ * steps. A held package is the operator's: no change at all. Essential and Protected packages are
+ * not removed. Showing (no ensure) is always allowed.
+ */
+export function packageChangeRefusal(name: string, ensure: string | undefined, st: PackageState): RuleRefusal | undefined {
+  if (ensure === undefined) return undefined;
+  const deny = (why: string): RuleRefusal => ({ reason: "value_denied", message: `package ${name}: ensure=${JSON.stringify(ensure)} is not allowed; ${why}` });
+  if (st.held) return deny(`${name} is held (dpkg selection hold, apt-mark hold): the operator keeps it where it is, and Puppet would unhold it`);
+  if ((ensure === "absent" || ensure === "purged") && (st.essential || st.protected)) return deny(`${name} is ${st.essential ? "Essential" : "Protected"}: the system needs it`);
+  if (isVersionPin(ensure)) {
+    if (st.installed.length === 0) return deny(`${name} is not installed, and a version pin only moves an installed package up: use ensure=present or latest`);
+    if (st.pinNotLower !== true) return deny(`${name} ${st.installed.join(", ")} is installed, and a version pin never goes down (a downgrade brings back what an upgrade fixed)`);
+  }
+  return undefined;
+}
+
 /** File modes: octal only, no setuid, setgid or sticky bit, nothing writable by others. */
 export function fileModeProblem(v: string): string | undefined {
   if (!/^0?[0-7]{3,4}$/.test(v)) return "an octal mode such as 0644 (no symbolic modes)";
   const m = parseInt(v, 8);
   if (m & 0o7000) return "a mode without setuid, setgid or sticky bit";
   if (m & 0o002) return "a mode that others cannot write";
+  return undefined;
+}
+
+/**
+ * Puppet reads a file's `content` that looks like `{sha256}<sum>` (any `{word}` prefix: Puppet 7
+ * takes 3 to 10 word characters, another Puppet may take others) as a checksum and copies what
+ * its filebucket holds under that sum: old contents of any file Puppet ever replaced, root-only
+ * ones too (`puppet.last_run_report` shows the sums). Such content is refused, on any line.
+ */
+export const FILEBUCKET_CONTENT = /^\{\w+\}/m;
+
+/**
+ * Why a `file` resource that is, or will be, a directory may not have these properties: the walk
+ * (privileged/paths.ts) lets a write through only directories root owns and nobody else may
+ * write, so the helper never makes one it would refuse next time: no owner but root, no write for
+ * its group (others' write is refused for every file). `now`: the directory the path is already,
+ * with its mode (a `mode`, `owner` or `group` without `ensure` changes it, and a `group` gives
+ * whatever write its mode has); only root can tell, so the helper asks again in its turn.
+ */
+export function directoryRefusal(name: string, properties: readonly (readonly [string, string])[], now?: { mode: number }): RuleRefusal | undefined {
+  const props = new Map(properties);
+  const ensure = props.get("ensure");
+  if (ensure !== "directory" && !(ensure === undefined && now)) return undefined;
+  const mode = props.get("mode");
+  if (mode !== undefined && /^0?[0-7]{3,4}$/.test(mode) && parseInt(mode, 8) & 0o020) {
+    return { reason: "value_denied", message: `file ${name}: mode=${JSON.stringify(mode)} is not allowed on a directory; its group could then rename what is in it and lead a later write out (a directory's mode has no write for group or others)` };
+  }
+  const group = props.get("group");
+  if (group !== undefined && mode === undefined && now && now.mode & 0o020) {
+    return { reason: "value_denied", message: `file ${name}: group=${JSON.stringify(group)} is not allowed on this directory: its mode (${(now.mode & 0o7777).toString(8).padStart(4, "0")}) lets its group write, so that group could lead a later write out; give a mode without group write too` };
+  }
+  const owner = props.get("owner");
+  if (owner !== undefined && owner !== "root" && owner !== "0") {
+    return { reason: "value_denied", message: `file ${name}: owner=${JSON.stringify(owner)} is not allowed on a directory; its owner could then rename what is in it and lead a later write out (a directory's owner is root)` };
+  }
   return undefined;
 }
 
@@ -74,7 +151,7 @@ const RULES: Record<(typeof RULED_TYPES)[number], TypeRule> = {
     title: (name, s) => filePathProblem(name, s),
     properties: {
       ensure: oneOf("file", "directory", "absent"),
-      content: () => undefined,
+      content: (v) => (FILEBUCKET_CONTENT.test(v) ? "text that does not start with {word} (Puppet would read {sha256}<sum> as a checksum and copy that content out of its filebucket)" : undefined),
       mode: fileModeProblem,
       owner: (v, s) => (s.fileOwners.includes(v) ? undefined : `one of plugins.resource.file_owners (${s.fileOwners.join(", ") || "none"})`),
       group: (v, s) => (s.fileGroups.includes(v) ? undefined : `one of plugins.resource.file_groups (${s.fileGroups.join(", ") || "none"})`),
@@ -93,7 +170,8 @@ function filePathProblem(name: string, s: ResourceRuleSettings): RuleRefusal | u
   if (!s.filePaths.some((d) => path.startsWith(`${d}/`))) {
     return { reason: "path_denied", message: `file ${name}: outside the directories this node allows (plugins.resource.file_paths: ${s.filePaths.join(", ")})` };
   }
-  return undefined;
+  const code = rootCodeRefusal(path, s.filePaths);
+  return code ? { reason: "path_denied", message: `file ${name}: ${code}` } : undefined;
 }
 
 /** Why `type` is not one the node may use, or undefined. */
@@ -124,7 +202,9 @@ export function resourceRefusal(s: ResourceRuleSettings, type: string, name: str
   for (const [k, v] of properties) {
     if (!Object.hasOwn(rule.properties, k)) return { reason: "property_denied", message: `${type} ${name}: property ${k} is not allowed; ${type} takes only ${known.join(", ")}` };
     const want = rule.properties[k]!(v, s);
-    if (want !== undefined) return { reason: "value_denied", message: `${type} ${name}: ${k}=${JSON.stringify(v)} is not allowed; ${k} must be ${want}` };
+    // a file's content is never echoed: it may be a secret (the helper logs it by digest only)
+    if (want !== undefined) return { reason: "value_denied", message: `${type} ${name}: ${k}${k === "content" ? " (as given)" : `=${JSON.stringify(v)}`} is not allowed; ${k} must be ${want}` };
   }
+  if (type === "file") return directoryRefusal(name, properties);
   return undefined;
 }

@@ -18,8 +18,8 @@ import type { SigningKey } from "../protocol/signing.js";
  * broker/ (broker/stream.ts streamsOn is one).
  */
 export interface AuditStreams {
-  /** The stream, created when missing (`created` says so). */
-  stream(s: { name: string; subjects: string[]; maxAgeS?: number }): Promise<{ publisher: AuditPublisher; created: boolean }>;
+  /** The stream, created when missing (`created` says so) unless `create` is false: then a missing one is an error. */
+  stream(s: { name: string; subjects: string[]; maxAgeS?: number; create?: boolean }): Promise<{ publisher: AuditPublisher; created: boolean }>;
   /** The last `limit` messages as text, oldest first; undefined when the stream does not exist. */
   tail(name: string, limit: number, timeoutMs: number): Promise<string[] | undefined>;
 }
@@ -79,6 +79,12 @@ export const AuditConfigSchema = z
         subject: z.string().regex(SUBJECT, "a NATS subject without wildcards").optional(),
         /** Seconds a record is kept, used only when this node creates the stream (default: forever). */
         max_age: z.number().positive().optional(),
+        /**
+         * false: only look the stream up, and wait for it while it is missing. A node whose broker
+         * user may not create streams (a site's: the console or `muster broker stores` makes it)
+         * asks only for what it may.
+         */
+        create: z.boolean().default(true),
       })
       .strict()
       .optional(),
@@ -259,7 +265,7 @@ class StreamSink implements Sink {
   private async connect(backoff: number): Promise<void> {
     if (this.closed) return;
     try {
-      const { publisher, created } = await this.streams.stream({ name: this.cfg.name, subjects: this.cfg.subjects, maxAgeS: this.cfg.max_age });
+      const { publisher, created } = await this.streams.stream({ name: this.cfg.name, subjects: this.cfg.subjects, maxAgeS: this.cfg.max_age, create: this.cfg.create });
       if (created) this.log.info({ stream: this.cfg.name, subjects: this.cfg.subjects }, "created the audit stream");
       this.js = publisher;
       if (this.warned) this.log.warn({ stream: this.cfg.name }, "audit stream reachable again");

@@ -20,8 +20,10 @@ export interface CA extends CertFiles {
 }
 
 export interface IssueOptions {
-  /** File stem in the CA's directory: <name>.pem and <name>.key. */
+  /** File stem: <name>.pem and <name>.key, in the CA's directory unless `dir` says where. */
   name: string;
+  /** Where the certificate and key go (default: the CA's directory). */
+  dir?: string;
   /** Subject in openssl's form, e.g. "/O=muster/OU=service/CN=provisioner". */
   subject: string;
   dns?: string[];
@@ -42,20 +44,21 @@ function openssl(args: string[], cwd: string): void {
 }
 
 /** The CA in `dir` (ca.pem, ca.key), created on first use. Safe to call again: an existing CA is kept. */
-export function ensureCA(dir: string, subject = "/O=muster/CN=muster CA"): CA {
+export function ensureCA(dir: string, subject = "/O=muster/CN=muster CA", days = 3650): CA {
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const ca = { dir, cert: join(dir, "ca.pem"), key: join(dir, "ca.key") };
   if (existsSync(ca.cert) && existsSync(ca.key)) return ca;
   openssl(["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", "ca.key"], dir);
   chmodSync(ca.key, 0o600); // openssl writes keys with the umask's mode
-  openssl(["req", "-x509", "-new", "-key", "ca.key", "-sha256", "-days", "3650", "-subj", subject, "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign", "-out", "ca.pem"], dir);
+  openssl(["req", "-x509", "-new", "-key", "ca.key", "-sha256", "-days", String(days), "-subj", subject, "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign", "-out", "ca.pem"], dir);
   return ca;
 }
 
 /** A certificate signed by `ca`, kept if it exists already (the same name always means the same identity). */
 export function issueCert(ca: CA, o: IssueOptions): CertFiles {
   if (!/^[A-Za-z0-9_.-]+$/.test(o.name)) throw new MusterError("MUSTER_USAGE", `certificate file name ${JSON.stringify(o.name)}: letters, digits, . _ - only`);
-  const out = { cert: join(ca.dir, `${o.name}.pem`), key: join(ca.dir, `${o.name}.key`) };
+  const dir = resolve(o.dir ?? ca.dir);
+  const out = { cert: join(dir, `${o.name}.pem`), key: join(dir, `${o.name}.key`) };
   if (existsSync(out.cert) && existsSync(out.key)) return out;
   const usage = o.usage ?? "both";
   const eku = usage === "server" ? "serverAuth" : usage === "client" ? "clientAuth" : "serverAuth,clientAuth";
@@ -64,16 +67,19 @@ export function issueCert(ca: CA, o: IssueOptions): CertFiles {
     "basicConstraints=critical,CA:FALSE",
     "keyUsage=critical,digitalSignature,keyEncipherment",
     `extendedKeyUsage=${eku}`,
+    "subjectKeyIdentifier=hash",
+    "authorityKeyIdentifier=keyid",
     ...(san.length ? [`subjectAltName=${san.join(",")}`] : []),
   ].join("\n");
-  const extFile = join(ca.dir, `${o.name}.ext`);
-  const csr = join(ca.dir, `${o.name}.csr`);
+  const extFile = join(dir, `${o.name}.ext`);
+  const csr = join(dir, `${o.name}.csr`);
+  mkdirSync(dir, { recursive: true });
   writeFileSync(extFile, `${ext}\n`);
   try {
-    openssl(["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", `${o.name}.key`], ca.dir);
+    openssl(["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", out.key], ca.dir);
     chmodSync(out.key, 0o600);
-    openssl(["req", "-new", "-key", `${o.name}.key`, "-subj", o.subject, "-out", `${o.name}.csr`], ca.dir);
-    openssl(["x509", "-req", "-in", `${o.name}.csr`, "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-days", String(o.days ?? 825), "-sha256", "-extfile", `${o.name}.ext`, "-out", `${o.name}.pem`], ca.dir);
+    openssl(["req", "-new", "-key", out.key, "-subj", o.subject, "-out", csr], ca.dir);
+    openssl(["x509", "-req", "-in", csr, "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-days", String(o.days ?? 825), "-sha256", "-extfile", extFile, "-out", out.cert], ca.dir);
   } finally {
     rmSync(extFile, { force: true });
     rmSync(csr, { force: true });

@@ -78,7 +78,7 @@ export class ConsoleBackend {
   ) {
     const me = isValidIdentity(hostname()) ? hostname() : "muster-web";
     // its own records go where the nodes' go (replicated with them), on a subject of its own
-    const stream = cfg.audit.stream ? { stream: { name: "MUSTER_AUDIT", subjects: ["muster.audit.>"], subject: OPERATOR_AUDIT_SUBJECTS.console, max_age: 90 * 86_400 } } : {};
+    const stream = cfg.audit.stream ? { stream: { name: "MUSTER_AUDIT", subjects: ["muster.audit.>"], subject: OPERATOR_AUDIT_SUBJECTS.console, max_age: 90 * 86_400, create: false } } : {};
     this.auditor = new Auditor({ ...(cfg.audit.file ? { file: cfg.audit.file } : {}), ...stream, buffer: 10_000 }, { identity: me, log });
     this.feed = new BoardFeed(cfg.state_bucket, log);
     this.insights = new Insights(this.feed);

@@ -10,10 +10,11 @@ import { siteMachines } from "../../src/lab/site/roles.js";
 import { siteRenderArgv, type SiteRenderContext } from "../../src/lab/site/render.js";
 import type { SiteCredentials } from "../../src/lab/site/credentials.js";
 import { repoRoot } from "../support/collective.js";
+import { textBlockLines } from "../support/doc-commands.js";
 
 // docs/deploy.md is what the site runs (issue 26): every config block it marks `<!-- rendered: ID -->`
 // is what the generator behind that file prints for the doc's example values, and every
-// `node packaging/cloud-init.mjs --role R` command it shows has the flags the lab's site machines
+// `muster user-data --role R` command it shows has the flags the lab's site machines
 // of that role are rendered with (`muster lab up --site`).
 
 const doc = readFileSync(join(repoRoot, "docs", "deploy.md"), "utf8");
@@ -42,7 +43,7 @@ test("§5: the master's server.yaml and its setup commands are the generator's",
   const yaml = rendered("master-server");
   assert.equal(yaml.lang, "yaml");
   const example = { identity: "puppet-eu.example.net", brokers: EXAMPLE_BROKERS, collective: "muster", provisionerKey: "PROVISIONER_PUBLIC_KEY", trustedKeys: [{ name: "user=ops", key: "OPS_PUBLIC_KEY" }] };
-  assert.deepEqual(parseYaml(yaml.text), masterServerConfig(example));
+  assert.deepEqual(parseYaml(yaml.text), masterServerConfig({ ...example, nodeKey: true }));
   const u = masterUserData({
     ...example,
     source: { apt: { repo: "https://apt.example.net/muster", keyText: "", suite: "stable" } },
@@ -55,6 +56,7 @@ test("§5: the master's server.yaml and its setup commands are the generator's",
     puppetCodeUrl: "https://code.example.net/puppet-code.tar.gz",
     heap: "2g",
     javaArgs: ["-XX:TieredStopAtLevel=1"],
+    nodeKeyText: "",
   });
   assert.equal(rendered("master-runcmd").text, `${u.runcmd.map((c) => c.map(shellQuote).join(" ")).join("\n")}\n`);
 });
@@ -70,9 +72,8 @@ test("§7: the registry's and the console's configs are the generators'", () => 
 });
 
 test("every --role command in docs/deploy.md has the flags the lab renders that role's machines with", () => {
-  const creds = { ca: { cert: "/c/ca.pem" }, brokers: new Proxy({}, { get: () => ({ cert: "/c/b.pem", key: "/c/b.key" }) }), masters: new Proxy({}, { get: () => ({ cert: "/c/m.pem", key: "/c/m.key" }) }), provisioner: { cert: "/c/p.pem", key: "/c/p.key" }, registry: { cert: "/c/r.pem", key: "/c/r.key" }, console: { cert: "/c/c.pem", key: "/c/c.key" }, notifier: { cert: "/c/n.pem", key: "/c/n.key" }, https: { cert: "/c/h.pem", key: "/c/h.key" }, keys: { provisioner: { file: "/k/provisioner.pem", publicKey: "P" }, console: { file: "/k/console.pem", publicKey: "C" } } } as unknown as SiteCredentials;
+  const creds = { ca: { cert: "/c/ca.pem" }, brokers: new Proxy({}, { get: () => ({ cert: "/c/b.pem", key: "/c/b.key" }) }), masters: new Proxy({}, { get: () => ({ cert: "/c/m.pem", key: "/c/m.key" }) }), provisioner: { cert: "/c/p.pem", key: "/c/p.key" }, registry: { cert: "/c/r.pem", key: "/c/r.key" }, console: { cert: "/c/c.pem", key: "/c/c.key" }, notifier: { cert: "/c/n.pem", key: "/c/n.key" }, https: { cert: "/c/h.pem", key: "/c/h.key" }, keys: { provisioner: { file: "/k/provisioner.pem", publicKey: "P" }, console: { file: "/k/console.pem", publicKey: "C" } }, nodeKeys: new Proxy({}, { get: () => ({ file: "/k/node.pem", pub: "/k/node.pub", publicKey: "N" }) }) } as unknown as SiteCredentials;
   const ctx: SiteRenderContext = {
-    renderer: "packaging/cloud-init.mjs",
     creds,
     aptRepo: "http://10.77.0.1:8080/apt",
     aptKey: "/lab/key.asc",
@@ -88,8 +89,8 @@ test("every --role command in docs/deploy.md has the flags the lab renders that 
   };
   const squash = (flags: string[]) => flags.filter((f, i) => f !== flags[i - 1]);
   // every command line (continuations joined) of every text block that renders a role
-  const commands = [...doc.matchAll(/```text\n([\s\S]*?)```/g)].flatMap((b) => b[1]!.replace(/\\\n\s*/g, " ").split("\n")).flatMap((l) => {
-    const m = /^node packaging\/cloud-init\.mjs --role (\w+)(.*)$/.exec(l);
+  const commands = textBlockLines(doc).flatMap((l) => {
+    const m = /^muster user-data --role (\w+)(.*)$/.exec(l);
     return m ? [[l, m[1]!] as const] : [];
   });
   const roles = new Set<string>();

@@ -5,14 +5,14 @@ import { request } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parse as parseYaml } from "yaml";
-import { imageKey, machineImageSpec, mmdebstrapArgv, removeMatching } from "../../src/lab/machines/image.js";
+import { ensureImage, imageKey, machineImageSpec, mmdebstrapArgv, removeMatching } from "../../src/lab/machines/image.js";
 import { decodeMountPath, isMounted, leaderFile, machineLeader, machineSupervisor, supervisorFile, type MachineConfig } from "../../src/lab/machines/machine.js";
 import { afterBoot, bootArgv } from "../../src/lab/machines/supervisor.js";
 import { isAlive, stopPid } from "../../src/lab/processes.js";
 import { servedPath, startPackageServer } from "../../src/lab/machines/package-server.js";
 import { labNetnsName, machineAddress, machineMac, machineName, machineSshAlias, masterRelayAddress, RELAY_ADDRESS } from "../../src/lab/machines/addresses.js";
 import { relayArgv } from "../../src/lab/machines/relay.js";
-import { CLOUD_INIT_RENDERER, instanceId, machineFacts, metaData, networkConfig, renderArgv, type BootMachineContext } from "../../src/lab/machines/seed.js";
+import { USER_DATA_COMMAND, instanceId, machineFacts, metaData, networkConfig, renderArgv, type BootMachineContext } from "../../src/lab/machines/seed.js";
 import { sshConfigText } from "../../src/lab/machines/ssh.js";
 import { labRole } from "../../src/lab/roles.js";
 import { LAB_REGIONS } from "../../src/lab/regions.js";
@@ -78,6 +78,31 @@ test("the image's cache key changes with anything that goes into it, and only th
   assert.deepEqual(argv.slice(0, 2), ["mmdebstrap", "--variant=minbase"]);
   assert.ok(argv.includes(`--include=${base.packages.join(",")}`));
   assert.deepEqual(argv.slice(-3), ["bookworm", "/tmp/root", "/tmp/s.sources"]);
+});
+
+test("an image another live process is building: this one waits for that build and takes its image, building none", async () => {
+  const cache = mkdtempSync(join(tmpdir(), "muster-image-lock-"));
+  const other = spawn("sleep", ["600"], { stdio: "ignore" });
+  try {
+    const spec = machineImageSpec({ release: "bookworm", sources: "deb http://deb.debian.org/debian bookworm main\n" });
+    const key = imageKey(spec);
+    mkdirSync(join(cache, `.${key}.lock`));
+    writeFileSync(join(cache, `.${key}.lock`, "pid"), `${other.pid}\n`);
+    let told!: () => void;
+    const waiting = new Promise<void>((r) => (told = r));
+    const lines: string[] = [];
+    const got = ensureImage(cache, spec, (l) => (lines.push(l), /waiting for another process's build/.test(l) ? told() : undefined));
+    await waiting;
+    // the other build finishes: its image in place, its lock gone
+    mkdirSync(join(cache, key, "root"), { recursive: true });
+    writeFileSync(join(cache, key, "done"), "1234\n");
+    rmSync(join(cache, `.${key}.lock`), { recursive: true });
+    assert.deepEqual(await got, { key, root: join(cache, key, "root"), built: false, bytes: 1234 });
+    assert.deepEqual(lines, [`waiting for another process's build of the machine image ${key}`], "nothing built here");
+  } finally {
+    other.kill();
+    rmSync(cache, { recursive: true, force: true });
+  }
 });
 
 test("relays: the listener in the namespace it serves, socat's separators escaped inside EXEC", () => {
@@ -154,9 +179,9 @@ test("machines' user-data comes from docs/deploy.md's render command, flag for f
     const ctx = { ms, provisionerKey: "P".repeat(43) + "=", trusted: [{ name: "user=root", key: "K".repeat(43) + "=" }] } as BootMachineContext;
     const plan = { identity: "node01.eu.lab", region: LAB_REGIONS[0]!, serial: 1, role: labRole(0) };
     const argv = renderArgv(ctx, plan, { ca: "/c/ca.pem", cert: "/c/b.pem", key: "/c/b.key" }, "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHop muster-lab");
-    assert.equal(argv[0], CLOUD_INIT_RENDERER);
+    assert.equal(argv[0], USER_DATA_COMMAND);
     const doc = readFileSync(join(repoRoot, "docs", "deploy.md"), "utf8");
-    const block = /```text\n(node packaging\/cloud-init\.mjs[\s\S]*?)```/.exec(doc)?.[1];
+    const block = /```text\n(muster user-data --apt-repo[\s\S]*?)```/.exec(doc)?.[1];
     assert.ok(block, "docs/deploy.md shows the render command");
     const squash = (flags: string[]) => flags.filter((f, i) => f !== flags[i - 1]);
     const docFlags = squash([...block.matchAll(/(?:^|\s)(--[a-z-]+)/g)].map((m) => m[1]!));

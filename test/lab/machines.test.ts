@@ -18,7 +18,7 @@ import { eventually, repoRoot, runCli } from "../support/collective.js";
 
 // Real machines from first boot (issue 19): whole Debian systems booted with systemd-nspawn from
 // the lab's cached image, on the lab's own network namespace, seeded through cloud-init with the
-// user-data packaging/cloud-init.mjs renders. cloud-init installs the .deb built here and systemd
+// user-data `muster user-data` renders. cloud-init installs the .deb built here and systemd
 // starts muster-server.service; the provisioner takes them from there against two real
 // puppetservers. What only machines can show, in order:
 //   1. first boot to provisioned, with the broker stopped for 30 s while they are provisioning;
@@ -119,7 +119,7 @@ test("the machines are whole systems on a network of their own: hostname, addres
     assert.equal(inMachine(id, "stat", "-c", "%a", "/var", "/var/lib", "/var/lib/cloud/seed/nocloud").trim(), "755\n755\n700");
     assert.match(inMachine(id, "systemctl", "is-active", "muster-server.service"), /^active/);
     // the user-data is the renderer's, as docs/deploy.md gives it
-    assert.match(readFileSync(join(node(id).machine!.dir, "render.sh"), "utf8"), /packaging\/cloud-init\.mjs .*--apt-repo/s);
+    assert.match(readFileSync(join(node(id).machine!.dir, "render.sh"), "utf8"), /^muster user-data .*--apt-repo/ms);
   }
   t.diagnostic(`checked in ${Date.now() - t0} ms`);
 });

@@ -11,14 +11,14 @@ import { labNodeSpec } from "../../src/lab/lab.js";
 import { generateSigningKey } from "../../src/protocol/signing.js";
 import { loadServerConfig } from "../../src/server/config.js";
 import { testPki } from "../support/index.js";
-import { cleanEnv, repoRoot, spawnMuster, startBroker, tempDir, type Broker, type MusterProcess } from "../support/collective.js";
+import { cleanEnv, cliPath, repoRoot, spawnMuster, startBroker, tempDir, type Broker, type MusterProcess } from "../support/collective.js";
 
-// examples/cloud-init/user-data.yaml is packaging/cloud-init.mjs's output, whose server config
+// examples/cloud-init/user-data.yaml is `muster user-data`'s output, whose server config
 // comes from the generator the lab's nodes use (src/config/node.ts). Rendered for a real broker
 // and credential, it makes a muster server that waits isolated and answers the provisioner.
 
 const run = promisify(execFile);
-const render = (...args: string[]) => run(process.execPath, [join(repoRoot, "packaging", "cloud-init.mjs"), ...args], { cwd: repoRoot }).then((r) => r.stdout);
+const render = (...args: string[]) => run(process.execPath, [cliPath, "user-data", ...args], { cwd: repoRoot }).then((r) => r.stdout);
 const tmp = tempDir("cloud-init");
 
 interface UserData {
@@ -38,7 +38,7 @@ after(async () => {
   tmp.remove();
 });
 
-test("the checked-in example is exactly what the generator renders (re-render it: node packaging/cloud-init.mjs > examples/cloud-init/user-data.yaml)", async () => {
+test("the checked-in example is exactly what the generator renders (re-render it: muster user-data > examples/cloud-init/user-data.yaml)", async () => {
   assert.equal(readFileSync(join(repoRoot, "examples", "cloud-init", "user-data.yaml"), "utf8"), await render());
 });
 
@@ -69,7 +69,7 @@ test("--apt-repo: the node adds the signed repository (one sources line, one key
   const cmds = u.runcmd.map((c) => c.join(" "));
   assert.ok(!cmds.some((c) => c.includes("curl")), "nothing downloaded outside apt");
   assert.ok(cmds.indexOf("apt-get update") >= 0 && cmds.indexOf("apt-get update") < cmds.findIndex((c) => /apt-get install .*--force-confold muster$/.test(c)));
-  const bad = (args: string[]) => run(process.execPath, [join(repoRoot, "packaging", "cloud-init.mjs"), ...args], { cwd: repoRoot }).then(() => assert.fail(`accepted ${args.join(" ")}`), (e: { code: number; stderr: string }) => e);
+  const bad = (args: string[]) => run(process.execPath, [cliPath, "user-data", ...args], { cwd: repoRoot }).then(() => assert.fail(`accepted ${args.join(" ")}`), (e: { code: number; stderr: string }) => e);
   const both = await bad(["--apt-repo", "https://x", "--apt-key", key, "--deb-url", "https://x/m.deb"]);
   assert.equal(both.code, 64);
   assert.match(both.stderr, /two ways to install: give one/);

@@ -63,6 +63,9 @@ test("npm run package's last line is the path of muster_<version>_<arch>.deb", a
   // No nodejs: the package carries its runtime; only what that node binary links against.
   assert.doesNotMatch(await field("Depends"), /node/);
   assert.match(await field("Depends"), /libc6/);
+  // a workstation installs without recommends and gets no Puppet, Facter or Ruby; nodes get them
+  assert.doesNotMatch(await field("Depends"), /puppet|facter|ruby/);
+  assert.match(await field("Recommends"), /puppet-agent \| puppet, facter/);
 });
 
 test("dpkg-deb: the launcher, the runtime, the app without dev dependencies, units, conffiles, maintainer scripts", async () => {

@@ -8,7 +8,7 @@ import { DAEMON_UID, GROUP, rootTempDir } from "./rig.js";
 // The helper's walk (src/privileged/paths.ts) over real directories: which trees let only root
 // change where a `file` resource's path leads, and which would let someone else redirect the write.
 // Root makes each tree (chown needs root; the file's walk runs as root in the helper too), under
-// /run, so that nothing above them is writable by another user.
+// /var/lib, so that nothing above them is writable by another user.
 
 const root = process.getuid?.() === 0;
 const skip = !root && "needs root: the walk accepts only root's directories";

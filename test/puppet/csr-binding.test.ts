@@ -9,7 +9,11 @@ import { NODE_KEY_CSR_OID } from "../../src/protocol/node-keys.js";
 import { generateSigningKey } from "../../src/protocol/signing.js";
 import { CertificateAuthority, PuppetAgent, SignRefusedError, caSettingsFromSsldir } from "../../src/puppet/index.js";
 import { extensionString, parseCsr } from "../../src/puppet/csr.js";
-import { tempDir } from "../support/collective.js";
+import { stringify as toYaml } from "yaml";
+import { MusterClient } from "../../src/client/client.js";
+import { mastersCheck } from "../../src/cli/doctor-site.js";
+import { MusterError } from "../../src/errors.js";
+import { cleanEnv, spawnMuster, startBroker, tempDir, type MusterProcess } from "../support/collective.js";
 
 // Issue 13: the node's key is bound into its CSR (csr_attributes.yaml extension_requests, made by
 // the real puppet agent) and a real puppetserver's CA is asked to sign only a CSR naming the key
@@ -69,4 +73,56 @@ test("the CA signs only a CSR naming the pinned key: another key and no key are 
   const r2 = await agent(bare).requestCertificate({ timeoutMs: 120_000 });
   await assert.rejects(ca.sign(bare, r2.fingerprint, node), (e: unknown) => e instanceof SignRefusedError && e.reason === "node_key_mismatch" && /does not name the node's key/.test(e.message));
   assert.equal((await ca.status(bare))?.state, "requested", "still unsigned");
+});
+
+test("reached by an address, the CA's certificate is checked for the name it must carry (servername): its own name passes, another is refused", async () => {
+  const settings = caSettingsFromSsldir(master!.url, master!.ssldir, master!.certname);
+  const own = new CertificateAuthority({ ...settings, servername: master!.certname });
+  assert.ok(Array.isArray((await own.list()).signed));
+  const elsewhere = new CertificateAuthority({ ...settings, servername: "puppet-eu.elsewhere.test" });
+  await assert.rejects(elsewhere.list(), (e: unknown) => e instanceof MusterError && /altnames|does not match/i.test(e.message));
+});
+
+test("muster doctor's masters check: a master whose CA answers on a certificate for its identity passes; one whose CA's certificate names another fails, saying so", async () => {
+  const broker = await startBroker();
+  const keys = join(tmp.path, "doctor-keys");
+  const servers: MusterProcess[] = [];
+  // a muster server hosting puppetca for this puppetserver, as a site's master does (loopback, servername its identity)
+  const master_ = (identity: string) => {
+    const d = join(tmp.path, `doctor-${identity}`);
+    mkdirSync(d, { recursive: true });
+    const cfg = {
+      identity,
+      collectives: ["muster"],
+      brokers: [broker.url],
+      facts: { facter: false },
+      agents: { builtin: ["puppetca"] },
+      plugins: { puppetca: { url: master!.url, servername: identity, cacert: join(master!.ssldir, "certs", "ca.pem"), cert: join(master!.ssldir, "certs", `${master!.certname}.pem`), key: join(master!.ssldir, "private_keys", `${master!.certname}.pem`) } },
+      registration: { interval: 0, splay: false },
+    };
+    writeFileSync(join(d, "server.yaml"), toYaml(cfg));
+    const p = spawnMuster(["server", "--config", join(d, "server.yaml")], { env: cleanEnv(keys) });
+    servers.push(p);
+    return p.waitForLine(/ready/, 30_000);
+  };
+  const before_ = process.env.MUSTER_CONFIG_DIR;
+  process.env.MUSTER_CONFIG_DIR = keys; // the servers trust this user's key (trust_local_user)
+  let client: MusterClient | undefined;
+  try {
+    await master_(master!.certname);
+    client = await MusterClient.connect({ brokers: [broker.url] });
+    const good = await mastersCheck(client, 2000);
+    assert.equal(good.state, "ok", good.detail);
+    await master_("puppet-eu.elsewhere.test");
+    const bad = await mastersCheck(client, 2000);
+    assert.equal(bad.state, "fail");
+    assert.match(bad.detail, /puppet-eu\.elsewhere\.test: its CA's certificate does not carry its identity/);
+    assert.doesNotMatch(bad.detail, new RegExp(`${master!.certname.replace(/\./g, "\\.")}:`), "the master with its own name is not named");
+    assert.match(bad.fix!, /certname .*docs\/deploy\.md#4-puppet-masters/);
+  } finally {
+    await client?.close();
+    process.env.MUSTER_CONFIG_DIR = before_;
+    await Promise.all(servers.map((s) => s.stop()));
+    await broker.dispose();
+  }
 });

@@ -8,6 +8,7 @@ import { connect } from "@nats-io/transport-node";
 import { stringify as toYaml } from "yaml";
 import { authorizationConfig, bootstrapUser, brokerUsers, type BrokerAuthSpec } from "../../src/broker/auth.js";
 import { issueBootstrapCredential, writeBootstrapCredential } from "../../src/broker/bootstrap.js";
+import { inboxPrefixFor } from "../../src/broker/connect.js";
 import { MusterClient } from "../../src/client/client.js";
 import { labBrokerSpec } from "../../src/lab/lab.js";
 import { nodeServerConfig } from "../../src/config/node.js";
@@ -16,6 +17,7 @@ import { spawnMuster, type MusterProcess } from "../../src/lab/processes.js";
 import { generateSigningKey, type SigningKey } from "../../src/protocol/signing.js";
 import { newRecord } from "../../src/protocol/provision-record.js";
 import { ProvisionState } from "../../src/provisioner/state.js";
+import { AUDIT_STREAM, ensureFleetStores } from "../../src/fleet/stores.js";
 import { ensureCA, issueCert, type CA, type CertFiles } from "../../src/security/pki.js";
 import { cleanEnv, eventually, rawConnection, runCli, tempDir } from "../support/collective.js";
 
@@ -29,6 +31,8 @@ import { cleanEnv, eventually, rawConnection, runCli, tempDir } from "../support
 const tmp = tempDir("bootcreds");
 const A = "nodea.test";
 const B = "nodeb.test";
+/** A waiting node nothing else in this file touches: what it asks the broker for is its own doing. */
+const C = "nodec.test";
 const SERVICES = ["notifier.test"];
 let nats: NatsHandle;
 let ca: CA;
@@ -46,11 +50,11 @@ before(async () => {
     svc[n] = issueCert(ca, { name: n, subject: `/O=muster/OU=service/CN=${n}`, usage: "client" });
     keys[n] = generateSigningKey(n).key;
   }
-  for (const id of [A, B]) boot[id] = writeBootstrapCredential(issueBootstrapCredential(ca, id), join(tmp.path, "nodes", id, "bootstrap"));
+  for (const id of [A, B, C]) boot[id] = writeBootstrapCredential(issueBootstrapCredential(ca, id), join(tmp.path, "nodes", id, "bootstrap"));
   const server = issueCert(ca, { name: "nats", subject: "/O=muster/CN=nats", ips: ["127.0.0.1"], dns: ["localhost"], usage: "server" });
   const bundle = join(tmp.path, "clients-ca.pem");
   writeFileSync(bundle, readFileSync(ca.cert, "utf8") + readFileSync(puppetCA.cert, "utf8"));
-  spec = labBrokerSpec([A, B], SERVICES);
+  spec = labBrokerSpec([A, B, C], SERVICES);
   nats = await startNats({ tls: { ...server, ca: bundle, clients: "map" }, config: authorizationConfig(spec) });
 });
 
@@ -120,7 +124,8 @@ test("each node's bootstrap user reaches its own provisioning subject and collid
     assert.equal(u.user, `CN=${id},OU=bootstrap,O=muster`);
     assert.notEqual(u.user, `CN=${id}`, "never the node's Puppet certificate user");
     assert.deepEqual(u.permissions.subscribe.allow.filter((s) => s.includes(".node.")), [`provisioning.node.${id}`]);
-    assert.ok(u.permissions.subscribe.allow.every((s) => s.startsWith("provisioning.")));
+    // the provisioning collective's subjects, and its own inbox (JetStream's answers) and no other's
+    assert.deepEqual(u.permissions.subscribe.allow.filter((s) => !s.startsWith("provisioning.")), [`${inboxPrefixFor(id)}.>`]);
     // no requests; of JetStream only its own heartbeat key and audit subject (plain publishes) and the stream lookup the audit needs
     const own = [heartbeatSubject(id), `muster.audit.${id}`, "$JS.API.INFO", "$JS.API.STREAM.INFO.*"];
     assert.ok(!u.permissions.publish.allow.some((s) => s.includes(".node.") || s.includes("broadcast") || ((s.startsWith("$KV") || s.startsWith("$JS")) && !own.includes(s))), "no requests, no JetStream but its own heartbeat");
@@ -187,6 +192,35 @@ test("node A's bootstrap credential cannot subscribe to, receive or answer the p
     assert.ok(!impostor.nc.isClosed(), "a refused operation is logged, the connection stays (and keeps being refused)");
   } finally {
     await Promise.all([prov.close(), impostor.nc.close(), provRaw.nc.close()]);
+  }
+});
+
+test("a waiting node asks only for what its own bootstrap credential permits: its audit records reach the stream, and neither side logs a permissions violation", async () => {
+  // the fleet's stores exist (an admin made them), as on a site built in docs/deploy.md's order
+  const admin = await client("admin", "muster");
+  const prov = await client("provisioner", "provisioning");
+  try {
+    await ensureFleetStores(admin);
+    startNode(C);
+    await present(prov, C).catch((e: Error) => {
+      throw new Error(`${e.message}; ${C} log: ${tail(C)}`);
+    });
+    const r = await prov.call("provision", "is_disabled", {}, { nodes: [C], timeoutMs: 10_000 });
+    assert.equal(r.replies[0]?.statuscode, 0, r.replies[0]?.statusmsg);
+    // the node looked the stream up and published its record on its own credential: each JetStream
+    // answer (the lookup, the publish's acknowledgement) came back on the node's own inbox
+    const streams = await admin.streams();
+    const records = await eventually(async () => {
+      const all = (await streams.tail(AUDIT_STREAM.name, 50, 5000)) ?? [];
+      const mine = all.filter((l) => l.includes(`"identity":"${C}"`) && l.includes('"action":"is_disabled"'));
+      return mine.length ? mine : undefined;
+    }, 30_000, `${C}'s audit record of is_disabled in ${AUDIT_STREAM.name}`);
+    assert.equal(records.length, 1);
+    const violations = (text: string, ...about: string[]) => text.split("\n").filter((l) => /violation/i.test(l) && (!about.length || about.some((a) => l.includes(a))));
+    assert.deepEqual(violations(nats.log(), C, inboxPrefixFor(C)), [], "the broker refused the node nothing");
+    assert.deepEqual(violations(readFileSync(join(nodeDir(C).dir, "server.log"), "utf8")), [], "the node was refused nothing");
+  } finally {
+    await Promise.all([admin.close(), prov.close()]);
   }
 });
 

@@ -101,7 +101,7 @@ function inNameOfB(m: Msg): Uint8Array {
   return encodeReply(signMessage<Reply>({ protocol: REPLY_PROTOCOL, requestid: req.id, sender: B, agent: req.agent, action: req.action, time: Date.now(), statuscode: Status.OK, statusmsg: "OK", data: { has_cert: false, certname: B, fingerprint: null } }, mallory));
 }
 
-test("A's bootstrap credential cannot read B's directed requests, so B's own key answers them; only the provisioner writes the key directory, admins read it, and B's replies verify against it", async () => {
+test("A's bootstrap credential cannot read B's directed requests, so B's own key answers them; a bootstrap credential cannot write the key directory (the provisioner vouches, admins enroll), admins read it, and B's replies verify against it", async () => {
   const imp = await rawAs("bootstrap-a");
   const seen: string[] = [];
   // what it may not read: B's direct subject

@@ -151,3 +151,12 @@ export function matchOutput(expected: string[], actual: string): string | undefi
   }
   return `the command printed more than shown:\n${got.slice(g).join("\n")}`;
 }
+
+/**
+ * The lines of a document's ```text blocks (operators' commands shown, not run here: docs/deploy.md's
+ * renders and set-up), each command whole (continuation lines joined). test/docs/deploy.test.ts
+ * holds them to the lab's, and the site's guide check runs the node's as written.
+ */
+export function textBlockLines(markdown: string): string[] {
+  return [...markdown.matchAll(/```text\n([\s\S]*?)```/g)].flatMap((b) => b[1]!.replace(/\\\n\s*/g, " ").split("\n"));
+}

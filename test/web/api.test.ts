@@ -386,7 +386,7 @@ test("the audit: the console's records and the nodes' audit stream (requests fro
   const jsm = await jetstreamManager(nc);
   await eventually(async () => (await jsm.streams.info("MUSTER_AUDIT").then(() => true, () => undefined)), 10_000, "the console creating the audit stream");
   const nodeNc = await lab.connect("emulator", "audit-node", { inboxPrefix: inboxPrefixFor(ids[0]!) });
-  const node = new Auditor({ stream: { name: "MUSTER_AUDIT", subjects: ["muster.audit.>"] }, buffer: 100 }, { identity: ids[0]!, log: silentLogger });
+  const node = new Auditor({ stream: { name: "MUSTER_AUDIT", subjects: ["muster.audit.>"], create: false }, buffer: 100 }, { identity: ids[0]!, log: silentLogger });
   try {
     node.connect(streamsOn(nodeNc));
     const t = Date.now();
@@ -529,7 +529,7 @@ test("alerts: an operator acknowledges an open alert, silences a node for a stat
 test("the audit: the console's own records come back from the audit stream; reads (readonly actions) are left out unless asked, a refused read always shows", async () => {
   // a node's records of reads and of an action, as a node's Auditor publishes them
   const nodeNc = await lab.connect("emulator", "audit-reads", { inboxPrefix: inboxPrefixFor(ids[1]!) });
-  const node = new Auditor({ stream: { name: "MUSTER_AUDIT", subjects: ["muster.audit.>"] }, buffer: 100 }, { identity: ids[1]!, log: silentLogger });
+  const node = new Auditor({ stream: { name: "MUSTER_AUDIT", subjects: ["muster.audit.>"], create: false }, buffer: 100 }, { identity: ids[1]!, log: silentLogger });
   try {
     node.connect(streamsOn(nodeNc));
     const t = Date.now();

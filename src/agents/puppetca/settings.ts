@@ -9,6 +9,8 @@ import { CertificateAuthority, readIniSection, SignRefusedError, type CertInfo }
 //   confdir   "/etc/puppet"             the master's Puppet confdir; its puppet.conf ([main], then
 //                                       [server]) supplies certname, ssldir, server and serverport
 //   url       https://<server>:<port>   the CA's base URL (server defaults to certname, port to 8140)
+//   servername                          the name the CA's certificate must carry when url reaches it
+//                                       by another (https://127.0.0.1:8140 on the master itself)
 //   ssldir    from puppet.conf, else "/var/lib/puppet/ssl"
 //   certname  from puppet.conf, else ctx.identity: the client certificate used for the CA API
 //             (the master's own; it carries pp_cli_auth, which auth.conf requires)
@@ -33,8 +35,10 @@ export function caFor(config: Record<string, unknown>, identity: string): Certif
   const ssldir = get("ssldir") ?? conf.ssldir ?? "/var/lib/puppet/ssl";
   const url = get("url") ?? `https://${conf.server ?? certname}:${conf.serverport ?? conf.masterport ?? "8140"}`;
   const timeout = Number(get("timeout") ?? 30);
+  const servername = get("servername");
   return new CertificateAuthority({
     url,
+    ...(servername ? { servername } : {}),
     caCertPath: get("cacert") ?? join(ssldir, "certs", "ca.pem"),
     certPath: get("cert") ?? join(ssldir, "certs", `${certname}.pem`),
     keyPath: get("key") ?? join(ssldir, "private_keys", `${certname}.pem`),

@@ -4,25 +4,24 @@ import type { MusterClient } from "../../client/client.js";
 import type { SigningKey } from "../../protocol/signing.js";
 import type { BrokerSettings, ClientConfig } from "../config.js";
 import { addCommonOptions, type CommonOpts } from "../options.js";
+import { existsSync } from "node:fs";
+import { GUIDE, type Check } from "../doctor-site.js";
 import { green, red, yellow } from "../style.js";
 
 // `muster doctor`: why does nothing answer? Checks, in order, what a command needs: its config and
 // broker, the TLS files and handshake, the connection, the signing key, a discovery, and whether
-// nodes trust the key. Each check is ok, fail (with a fix) or skip (not applicable, or an earlier
-// check failed). Exit 0 when nothing failed, 1 otherwise.
+// nodes trust the key; on a site (a broker that maps each credential to a user), the steps of
+// docs/deploy.md too (doctor-site.ts): the fleet's stores, replies verified against the key
+// directory, each master's certificate carrying its identity, the brokers trusting the masters'
+// Puppet CAs. Each check is ok, fail (with a fix) or skip (not applicable, or an earlier check
+// failed). Exit 0 when nothing failed, 1 otherwise.
 //
 // Trust is the hard one: a node drops a broadcast signed by a key it does not trust without a word,
 // so discovery alone cannot tell "untrusted" from "no nodes". A *direct* request does get an answer
 // (status 1, "caller ... is not trusted by this node"), so nodes that did not answer discovery are
 // asked directly: those named with -I, and those the registry knows (if one runs).
 
-export type CheckState = "ok" | "fail" | "skip";
-export interface Check {
-  name: string;
-  state: CheckState;
-  detail: string;
-  fix?: string;
-}
+export type { Check, CheckState } from "../doctor-site.js";
 
 interface DoctorOpts extends CommonOpts {
   identity?: string[];
@@ -65,7 +64,7 @@ export async function runDoctor(o: DoctorOpts): Promise<Check[]> {
     add({ name: "config", state: "ok", detail: `${path ? `client config ${path}` : "no client config file (defaults)"}; broker ${broker.servers.join(", ")} (from ${broker.from}); collective ${o.target ?? config.collective}` });
   } catch (e) {
     add({ name: "config", state: "fail", detail: (e as Error).message, fix: "fix the file it names (keys: brokers, collective, tls, registry_bucket, ddl_directories, discovery_timeout), or point --config / MUSTER_CONFIG at a good one" });
-    skipRest(["tls files", "signing key", "broker", "tls handshake", "discovery", "trust"], "the config did not load");
+    skipRest(["tls files", "signing key", "broker", "tls handshake", "discovery", "trust", ...SITE_CHECKS], "the config did not load");
     return checks;
   }
   const collective = o.target ?? config.collective;
@@ -83,11 +82,15 @@ export async function runDoctor(o: DoctorOpts): Promise<Check[]> {
     }
   }
 
+
   // 3. the signing key
   let key: SigningKey | undefined;
+  let keyMadeNow = false;
+  let keyCheck: Check | undefined;
   try {
+    keyMadeNow = !existsSync(signingKeyFile());
     key = loadOrCreateSigningKey();
-    add({ name: "signing key", state: "ok", detail: `caller ${key.name}, key ${signingKeyFile(key.name)}, public key ${key.publicKey}` });
+    keyCheck = add({ name: "signing key", state: "ok", detail: `caller ${key.name}, key ${signingKeyFile(key.name)}, public key ${key.publicKey}${keyMadeNow ? " (made now)" : ""}` });
   } catch (e) {
     add({ name: "signing key", state: "fail", detail: (e as Error).message, fix: "check the permissions of the keys directory, or set MUSTER_CONFIG_DIR" });
   }
@@ -99,7 +102,7 @@ export async function runDoctor(o: DoctorOpts): Promise<Check[]> {
 
   // 4. the connection, and with it the TLS handshake
   if (!tlsOk) {
-    skipRest(["broker", "tls handshake", "discovery", "trust"], "the TLS files are not readable");
+    skipRest(["broker", "tls handshake", "discovery", "trust", ...SITE_CHECKS], "the TLS files are not readable");
     return checks;
   }
   let nc: BrokerConnection;
@@ -111,14 +114,24 @@ export async function runDoctor(o: DoctorOpts): Promise<Check[]> {
     add({ name: "broker", state: "fail", detail: msg, fix: "start the broker or name the right one: --broker URL, MUSTER_BROKER, brokers: in the client config" });
     if (broker.tls && TLS_ERROR.test(cause)) add({ name: "tls handshake", state: "fail", detail: cause, fix: broker.tls.ca ? `check that ${broker.tls.ca} signed the broker's certificate, and that the broker accepts this client certificate` : "set tls.ca to the broker's CA" });
     else add({ name: "tls handshake", state: "skip", detail: broker.tls ? "no connection to test it on" : "no TLS configured" });
-    skipRest(["discovery", "trust"], "no broker connection");
+    skipRest(["discovery", "trust", ...SITE_CHECKS], "no broker connection");
     return checks;
   }
+  // a site's brokers map each credential to a user (they ask for authentication): then the site's
+  // own steps are checked too
+  const site = nc.info?.auth_required === true;
+  // on a site, a key made just now is one no machine was told to obey
+  if (site && keyMadeNow && key && keyCheck)
+    Object.assign(keyCheck, {
+      state: "fail",
+      detail: `there was no signing key for caller ${key.name}: made one now (${keyCheck.detail.replace(/ \(made now\)$/, "")}); no machine of the site names it`,
+      fix: `machines obey the callers their user-data names: render them with --trusted-key "$(muster key show)" run as this user (or run muster as the user they name: your commands sign as user=<login>, or $MUSTER_CALLER) (${GUIDE.credentials})`,
+    });
   try {
     add({ name: "broker", state: "ok", detail: `connected to ${nc.getServer()}${nc.info?.version ? ` (nats-server ${nc.info.version})` : ""}` });
     add(broker.tls ? { name: "tls handshake", state: "ok", detail: `the broker's certificate verified${broker.tls.cert ? ", our client certificate accepted" : ""}` } : { name: "tls handshake", state: "skip", detail: "no TLS configured" });
     if (!key) {
-      skipRest(["discovery", "trust"], "no signing key");
+      skipRest(["discovery", "trust", ...SITE_CHECKS], "no signing key");
       return checks;
     }
 
@@ -133,7 +146,9 @@ export async function runDoctor(o: DoctorOpts): Promise<Check[]> {
     const registered = await registryIdentities(client, config);
     const quiet = [...new Set([...named, ...registered])].filter((id) => !discovered.includes(id)).slice(0, MAX_PROBES);
     const pub = signingKeyFile(key.name).replace(/\.pem$/, ".pub");
-    const trustFix = `copy ${pub} to each node's security.trusted_keys_dir as ${key.name}.pub (or list it in security.trusted_keys) and restart it (docs/security.md#keys-and-the-trust-store)`;
+    const trustFix = site
+      ? `the machines obey the callers their user-data names: render them with --trusted-key "$(muster key show)" (prints ${key.name}=...), or add ${pub} to each one's security.trusted_keys and restart it (${GUIDE.credentials})`
+      : `copy ${pub} to each node's security.trusted_keys_dir as ${key.name}.pub (or list it in security.trusted_keys) and restart it (docs/security.md#keys-and-the-trust-store)`;
     let untrusted: string[] = [];
     let silent: string[] = [];
     if (quiet.length) {
@@ -152,12 +167,23 @@ export async function runDoctor(o: DoctorOpts): Promise<Check[]> {
         detail: "cannot tell: no node answered discovery and there is no node to ask directly (a node drops a broadcast from an untrusted key without a word)",
         fix: `name a node you expect with -I IDENTITY: a direct request is answered even when the key is untrusted. If it should trust this key: ${trustFix}`,
       });
+    // 7. the site's own steps (docs/deploy.md), each failure naming the section that does it
+    if (site) {
+      const { mastersCheck, puppetCaCheck, storesCheck, verifiedCheck } = await import("../doctor-site.js");
+      add(await storesCheck(client));
+      add(await verifiedCheck(client, discovered));
+      add(await mastersCheck(client, (o.dt ?? config.discovery_timeout ?? 2) * 1000));
+      add(await puppetCaCheck(client, discovered, config.provision_bucket as string | undefined));
+    } else skipRest(SITE_CHECKS, "not a site: the broker asks for no credential (a site's maps each to a user), so no site's steps to check");
     await client.close();
   } finally {
     await closeConnection(nc);
   }
   return checks;
 }
+
+/** The checks of a site built by hand (doctor-site.ts). */
+const SITE_CHECKS = ["stores", "replies verified", "masters", "puppet CAs"];
 
 /** Identities the registry knows in the client's collective, if a registry bucket exists (else none). */
 async function registryIdentities(client: MusterClient, config: ClientConfig): Promise<string[]> {
@@ -196,6 +222,13 @@ export function doctorCommand(): Command {
       "after",
       `
 Each check prints ok, FAIL (with a fix) or skip. Exit 0 when none failed, 1 otherwise.
+
+On a site (its brokers map each credential to a user: muster client setup names yours) it checks the
+steps of docs/deploy.md too, each failure naming the section that does it: the fleet's stores
+exist (muster broker stores), your key existed before (machines obey the callers their user-data
+names), every reply verifies against the key directory (masters and the notifier enrolled), each
+master's CA answers on a certificate for its identity, and nodes on their Puppet certificates reach
+the brokers (each master's Puppet CA in their clients-ca.pem).
 
 Nodes drop broadcasts signed by a key they do not trust without answering, so an untrusted key
 looks like an empty fleet. A direct request is answered ("not trusted by this node"), so nodes

@@ -112,10 +112,25 @@ export const commands: Record<string, CommandEntry> = {
     description: "nats-server configuration for a muster fleet (users and permissions, bootstrap credentials, the stores nodes write to)",
     load: async () => (await import("./broker.js")).brokerCommand,
   },
+  ca: {
+    usage: "",
+    description: "The site's CA: make it, and issue the brokers' and services' certificates (X.509 v3, with the extensions TLS checks)",
+    load: async () => (await import("./ca.js")).caCommand,
+  },
+  client: {
+    usage: "",
+    description: "This workstation as a client of a site: its client config, broker credential and signing key",
+    load: async () => (await import("./client.js")).clientCommand,
+  },
   key: {
     usage: "",
     description: "Signing keys: make one for a service (the provisioners' shared key) before rendering the machines that trust it",
     load: async () => (await import("./key.js")).keyCommand,
+  },
+  "user-data": {
+    usage: "[flags...]",
+    description: "Print cloud-init user-data for a machine of the site: a node waiting to be provisioned (default), or --role broker|master|provisioner|console",
+    load: async () => (await import("./user-data.js")).userDataCommand,
   },
   doctor: {
     usage: "[options]",

@@ -150,7 +150,7 @@ says so and runs process nodes.
 With --site the host keeps only what an operator's workstation has (./.muster/client.yaml, the
 site's credentials in .muster/lab/site), the package server with the lab's Debian mirror, the
 relays and the admins' webhook receiver: every service is a machine, booted through cloud-init
-with the user-data packaging/cloud-init.mjs renders for its role.
+with the user-data \`muster user-data\` renders for its role.
 
 Examples:
   muster lab up                      4 machines booted through cloud-init (process nodes if this host cannot)

@@ -23,8 +23,9 @@ Operations (nothing else is accepted; settings come from --config, never from th
   puppet.request_certificate, puppet.set_server, puppet.tls_credential, puppet.resource,
   provision.persist_stage; read-only: puppet.facts, puppet.read_state, puppet.last_run_report
 puppet.resource takes only what muster's rule lists for file, package and service (no
-property that runs a command or leaves plugins.resource.file_paths), and a file only
-through directories root alone can change.
+property that runs a command or leaves plugins.resource.file_paths; no file where root
+runs code; no package pinned down, held, or Essential removed), and a file only through
+directories root alone can change, checked again just before its Puppet starts.
 
 Each connection's peer uid is read from the kernel (SO_PEERCRED); another uid is refused.
 One Puppet process runs at a time (a run, puppet resource, a certificate request); the

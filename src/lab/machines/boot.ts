@@ -15,7 +15,7 @@ import type { LabMachinesState, LabNodeMachine, MachineNode } from "./state.js";
 import { prepareVmDisk } from "./vm.js";
 
 // Booting one machine into the lab the way a cloud boots an instance: its bootstrap credential, a
-// NoCloud seed whose user-data is what packaging/cloud-init.mjs renders, its disk, an ssh relay
+// NoCloud seed whose user-data is what `muster user-data` renders, its disk, an ssh relay
 // for the operator, then power on. From there nothing is special: cloud-init installs the package,
 // systemd starts muster-server, the provisioner finds the node waiting.
 
@@ -58,14 +58,16 @@ export async function freshMachineDir(ms: LabMachinesState, dir: string, identit
  * user-data from the renderer), its disk, an ssh relay for the operator, then power on. The caller
  * keeps `proc`, the machine's power; its ssh relay goes to `c.track`.
  */
-export async function bootMachine(c: BootMachineContext, o: { identity: string; slot: MachineSlot; argv: string[] }): Promise<{ machine: LabNodeMachine; proc: MusterProcess }> {
+export async function bootMachine(c: BootMachineContext, o: { identity: string; slot: MachineSlot; argv?: string[]; userData?: string; hostname?: string }): Promise<{ machine: LabNodeMachine; proc: MusterProcess }> {
   const { ms } = c;
   const { slot } = o;
   const dir = join(resolve(c.labDir), "machines", o.identity);
   mkdirSync(join(dir, "seed"), { recursive: true, mode: 0o700 });
-  writeFileSync(join(dir, "render.sh"), renderScript(o.argv), { mode: 0o700 });
-  const userData = await renderUserData(o.identity, o.argv);
-  const seed = { "meta-data": metaData(o.identity, instanceId(o.identity, Date.now())), "network-config": networkConfig(slot.address, ms.kind === "vm" ? { mac: slot.mac } : {}), "user-data": userData };
+  if (o.argv) writeFileSync(join(dir, "render.sh"), renderScript(o.argv), { mode: 0o700 });
+  // user-data rendered here from the renderer's command line, or given whole (made as an operator made it)
+  const userData = o.userData ?? (await renderUserData(o.identity, o.argv ?? []));
+  // the host name its "cloud" gives it: its identity, unless the cloud gives a short one
+  const seed = { "meta-data": metaData(o.hostname ?? o.identity, instanceId(o.identity, Date.now())), "network-config": networkConfig(slot.address, ms.kind === "vm" ? { mac: slot.mac } : {}), "user-data": userData };
   for (const [f, text] of Object.entries(seed)) writeFileSync(join(dir, "seed", f), text, { mode: 0o600 });
 
   const cfg: MachineConfig = {

@@ -1,6 +1,6 @@
 import { execFileSync, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, watch, writeFileSync, type FSWatcher } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { MusterError } from "../../errors.js";
 import { isAlive } from "../processes.js";
@@ -156,18 +156,73 @@ export function duBytes(path: string): number {
 
 /**
  * The image for `spec`, from the cache or built now. A build goes to a private directory and is
- * renamed into place whole, so a build cut short leaves nothing that looks finished, and two
- * builds at once (a test and the lab) both end with one good image.
+ * renamed into place whole, so a build cut short leaves nothing that looks finished; a second
+ * process that wants the same image meanwhile waits for the first's build (a lock beside it).
  */
 export async function ensureImage(cacheDir: string, spec: ImageSpec, progress: (line: string) => void = () => undefined): Promise<MachineImage> {
   const key = imageKey(spec);
   const dir = join(cacheDir, key);
   const root = join(dir, "root");
   const mirror = spec.mirror.length ? join(dir, "mirror", "repo") : undefined;
-  if (existsSync(join(dir, "done"))) return { key, root, built: false, bytes: Number(readFileSync(join(dir, "done"), "utf8").trim()) || 0, ...(mirror ? { mirror } : {}) };
+  const cached = (): MachineImage => ({ key, root, built: false, bytes: Number(readFileSync(join(dir, "done"), "utf8").trim()) || 0, ...(mirror ? { mirror } : {}) });
+  if (existsSync(join(dir, "done"))) return cached();
+  mkdirSync(cacheDir, { recursive: true });
+  // One build of a key at a time: a second process (the machine tests and the helper's hostile
+  // suite want the same image) waits for the first's instead of building its own beside it.
+  const lock = join(cacheDir, `.${key}.lock`);
+  for (let told = false; !takeLock(lock); told = true) {
+    if (!told) progress(`waiting for another process's build of the machine image ${key}`);
+    await lockReleased(lock);
+    if (existsSync(join(dir, "done"))) return cached();
+  }
+  try {
+    if (existsSync(join(dir, "done"))) return cached();
+    return await buildImage(cacheDir, spec, key, progress);
+  } finally {
+    rmSync(lock, { recursive: true, force: true });
+  }
+}
+
+/** Takes the build lock (a directory naming its owner's pid), or says another live process holds it. */
+function takeLock(lock: string): boolean {
+  try {
+    mkdirSync(lock);
+    writeFileSync(join(lock, "pid"), `${process.pid}\n`);
+    return true;
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e;
+    const pid = Number(readFileSync(join(lock, "pid"), { encoding: "utf8", flag: "a+" }).trim());
+    // its owner is gone (killed mid-build), or has not written its pid yet (then wait a moment)
+    if (pid && !isAlive(pid)) rmSync(lock, { recursive: true, force: true });
+    return false;
+  }
+}
+
+/** Resolves when the lock directory goes, or after a while to look whether its owner still lives. */
+function lockReleased(lock: string): Promise<void> {
+  return new Promise((resolve) => {
+    let watcher: FSWatcher | undefined;
+    const done = () => {
+      clearTimeout(timer);
+      watcher?.close();
+      resolve();
+    };
+    const timer = setTimeout(done, 5_000);
+    try {
+      watcher = watch(dirname(lock), (_e, name) => (name === basename(lock) && !existsSync(lock) ? done() : undefined));
+    } catch {
+      /* the timer alone */
+    }
+    if (!existsSync(lock)) done();
+  });
+}
+
+async function buildImage(cacheDir: string, spec: ImageSpec, key: string, progress: (line: string) => void): Promise<MachineImage> {
+  const dir = join(cacheDir, key);
+  const root = join(dir, "root");
+  const mirror = spec.mirror.length ? join(dir, "mirror", "repo") : undefined;
   requireTools({ mmdebstrap: "mmdebstrap" });
   const t0 = Date.now();
-  mkdirSync(cacheDir, { recursive: true });
   clearAbandonedBuilds(cacheDir);
   const work = join(cacheDir, `.${key}.${process.pid}`);
   rmSync(work, { recursive: true, force: true });

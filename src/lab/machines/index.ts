@@ -28,6 +28,7 @@ export { destroyMachineDisk, powerOffMachine, powerOnMachine } from "./power.js"
 export { labRelaySpecs, startRelays, type RelaySpec } from "./relay.js";
 export { clearMachineRemains, teardownMachines } from "./remains.js";
 export type { BootMachineContext, MachinePlan } from "./seed.js";
+export { USER_DATA_COMMAND } from "./seed.js";
 export { labSshKey, writeSshConfig } from "./ssh.js";
 export { labMachinesState, machineWaiting, type LabMachinesState, type LabNodeMachine, type LabPackages, type MachineNode } from "./state.js";
 export { superviseMachine } from "./supervisor.js";

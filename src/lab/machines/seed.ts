@@ -6,18 +6,18 @@ import { MACHINE_FILES_DIR } from "../manifests.js";
 import type { LabRegion } from "../regions.js";
 import { roleFacts, type LabRole } from "../roles.js";
 import { LAB_NET } from "./addresses.js";
-import { packagingFile } from "./packages.js";
+import { MUSTER_BIN } from "../processes.js";
 import type { LabMachinesState } from "./state.js";
 import type { MusterProcess } from "../processes.js";
 
 // A machine's NoCloud seed, as a cloud makes it: meta-data and network-config from the "platform"
-// (pure), and user-data from the renderer operators use (packaging/cloud-init.mjs, the command
+// (pure), and user-data from the renderer operators use (`muster user-data`, the command
 // docs/deploy.md gives), run with the lab's values.
 
 const execFileP = promisify(execFile);
 
-/** The renderer operators use (docs/deploy.md#4-nodes). */
-export const CLOUD_INIT_RENDERER = packagingFile("cloud-init.mjs");
+/** The muster command operators render user-data with (docs/deploy.md): argv[0] of every render. */
+export const USER_DATA_COMMAND = "user-data";
 
 /** What booting machines into a lab needs (machineBootContext makes it). */
 export interface BootMachineContext {
@@ -68,10 +68,10 @@ export function machineFacts(p: MachinePlan): Record<string, string> {
   return { country: p.region.country, ec2_placement_region: p.region.region, ...roleFacts(p.role), muster_lab_kind: "machine" };
 }
 
-/** The renderer's command line for this machine (pure): docs/deploy.md's, with the lab's values. */
+/** The renderer's command line for this machine (pure): docs/deploy.md's `muster user-data ...`, with the lab's values. */
 export function renderArgv(c: BootMachineContext, p: MachinePlan, creds: { ca: string; cert: string; key: string }, sshPub: string): string[] {
   return [
-    CLOUD_INIT_RENDERER,
+    USER_DATA_COMMAND,
     "--apt-repo",
     c.ms.packages.url,
     "--apt-key",
@@ -103,14 +103,14 @@ const shellQuote = (a: string) => (/^[A-Za-z0-9_./:=@%+-]+$/.test(a) ? a : `'${a
 
 /** The script that shows how a machine's user-data was made (<machine>/render.sh). */
 export function renderScript(argv: string[]): string {
-  return `#!/bin/sh\n# how this machine's user-data was made (docs/deploy.md#4-nodes)\nnode ${argv.map(shellQuote).join(" \\\n  ")} > user-data\n`;
+  return `#!/bin/sh\n# how this machine's user-data was made (docs/deploy.md)\nmuster ${argv.map(shellQuote).join(" \\\n  ")} > user-data\n`;
 }
 
-/** Run the renderer: the machine's user-data. */
+/** Run the renderer (this muster, as an operator's workstation runs its own): the machine's user-data. */
 export async function renderUserData(identity: string, argv: string[]): Promise<string> {
   try {
-    return (await execFileP(process.execPath, argv, { maxBuffer: 4 << 20 })).stdout;
+    return (await execFileP(process.execPath, [MUSTER_BIN, ...argv], { maxBuffer: 4 << 20 })).stdout;
   } catch (e) {
-    throw new MusterError("MUSTER_USAGE", `packaging/cloud-init.mjs failed for ${identity}: ${(e as { stderr?: string }).stderr?.trim() || (e as Error).message}`);
+    throw new MusterError("MUSTER_USAGE", `muster ${USER_DATA_COMMAND} failed for ${identity}: ${(e as { stderr?: string }).stderr?.trim() || (e as Error).message}`);
   }
 }

@@ -39,14 +39,20 @@ export interface SiteCredentials {
   admin: Credential;
   /** Signing keys (PEM files and their public halves) of the provisioners and the console. */
   keys: { provisioner: { file: string; publicKey: string }; console: { file: string; publicKey: string } };
+  /**
+   * The node keys of the site's own muster servers (the masters', the notifier's), by identity:
+   * made here before the machines boot, so the key directory names them before they answer.
+   */
+  nodeKeys: Record<string, { file: string; pub: string; publicKey: string }>;
 }
 
-/** A signing key made once in `dir` and read back afterwards. */
-function keyOnce(dir: string, name: string): { file: string; publicKey: string } {
+/** A signing key made once in `dir` (muster key create NAME --dir DIR) and read back afterwards. */
+function keyOnce(dir: string, name: string): { file: string; pub: string; publicKey: string } {
   const file = join(dir, `${name}.pem`);
-  if (existsSync(file)) return { file, publicKey: readFileSync(join(dir, `${name}.pub`), "utf8").trim() };
+  const pub = join(dir, `${name}.pub`);
+  if (existsSync(file)) return { file, pub, publicKey: readFileSync(pub, "utf8").trim() };
   const made = createSigningKey(name, dir);
-  return { file: made.file, publicKey: made.key.publicKey };
+  return { file: made.file, pub: made.pub, publicKey: made.key.publicKey };
 }
 
 /** Make (or find) every credential of the site in `<dir>`. */
@@ -79,6 +85,7 @@ export function siteCredentials(dir: string): SiteCredentials {
     https: issueCert(ca, { name: `${c.identity}-https`, subject: `/O=${SITE_ORG}/OU=console/CN=${c.identity}`, dns: [c.identity], ips: [c.address, c.hostAlias], usage: "server" }),
     admin: client("admin", `/O=${SITE_ORG}/OU=service/CN=admin`),
     keys: { provisioner: keyOnce(join(dir, "keys"), "provisioner"), console: keyOnce(join(dir, "keys"), "console") },
+    nodeKeys: Object.fromEntries(siteMachines().filter((m) => m.role === "master" || m.role === "console").map((m) => [m.identity, keyOnce(join(dir, "keys"), m.identity)])),
   };
 }
 

@@ -29,7 +29,6 @@ export function linkMirror(packagesDir: string, release: string, mirror: string)
 
 export function siteRenderContext(ms: LabMachinesState, files: SiteFiles): SiteRenderContext {
   return {
-    renderer: machines.packagingFile("cloud-init.mjs"),
     creds: files.creds,
     aptRepo: ms.packages.url,
     aptKey: ms.packages.key,

@@ -14,7 +14,8 @@ import { SITE_ROLES, siteMachines, type SiteRoleName } from "./roles.js";
 // The overlap: the image (built once, with the lab's Debian mirror) and the package while the
 // network is made; every machine powers on as soon as the relays are up, brokers first (the others
 // retry until they answer, as they would in a cloud); each machine is up when cloud-init is done and
-// its role's units run; the brokers form their cluster; once the masters have made their CAs the
+// its role's units run; the brokers form their cluster, and the operator makes the fleet's stores and
+// enrolls the site machines' node keys; once the masters have made their CAs the
 // brokers trust them (clients-ca.pem, a reload); then the fleet answers: the masters' and the
 // notifier's muster servers, the registry and the console, the nodes waiting to be provisioned. The
 // provisioners start on their own as soon as they are up.
@@ -34,6 +35,7 @@ export const SITE_STEP_KINDS = [
   "save-state",
   "machine-up",
   "wait-brokers",
+  "site-stores",
   "trust-masters",
   "wait-fleet",
   "wait-console",
@@ -67,6 +69,8 @@ export interface SiteStepArgs {
   /** cloud-init done and the role's units active, inside the machine. */
   "machine-up": { identity: string; units: string[]; timeoutMs: number };
   "wait-brokers": { timeoutMs: number };
+  /** What the operator does once the brokers answer (docs/deploy.md#3-the-broker): the fleet's stores, the site machines' node keys enrolled. */
+  "site-stores": { enroll: string[] };
   "trust-masters": { masters: string[]; timeoutMs: number };
   "wait-fleet": { identities: string[]; timeoutMs: number };
   "wait-console": { timeoutMs: number };
@@ -92,6 +96,7 @@ export const SITE_STEP_NEEDS: Readonly<Record<SiteStepKind, readonly SiteStepKin
   "save-state": ["boot-site-machine", "boot-site-node", "ssh-config"],
   "machine-up": ["boot-site-machine"],
   "wait-brokers": ["site-files", "site-relays"],
+  "site-stores": ["wait-brokers"],
   "trust-masters": ["wait-brokers", "boot-site-machine"],
   "wait-fleet": ["trust-masters"],
   "wait-console": ["site-files", "site-relays"],
@@ -138,12 +143,13 @@ export function planSite(o: SiteShape): SitePlan {
   const brokersUp = machines.filter((m) => m.role === "broker").map((m) => `up ${m.identity}`);
   const mastersUp = machines.filter((m) => m.role === "master").map((m) => `up ${m.identity}`);
   step("wait-brokers", "wait-brokers", brokersUp, { timeoutMs: SITE_ROLE_READY.broker.withinMs });
+  step("site-stores", "site-stores", ["wait-brokers"], { enroll: machines.filter((m) => m.role === "master" || m.role === "console").map((m) => m.identity) });
   step("trust-masters", "trust-masters", ["wait-brokers", ...mastersUp], { masters: machines.filter((m) => m.role === "master").map((m) => m.identity), timeoutMs: SITE_ROLE_READY.master.withinMs });
   const inFleet = machines.filter((m) => m.role === "master" || m.role === "console").map((m) => m.identity);
   step("wait-fleet", "wait-fleet", ["trust-masters", ...up], { identities: inFleet, timeoutMs: SITE_ROLE_READY.master.withinMs });
   step("wait-console", "wait-console", up.filter((u) => machines.find((m) => `up ${m.identity}` === u)?.role === "console"), { timeoutMs: SITE_ROLE_READY.console.withinMs });
   step("wait-provisioning", "wait-provisioning", ["wait-brokers"], { identities: nodes.map((n) => n.identity), timeoutMs: SITE_ROLE_READY.node.withinMs });
-  step("state-up", "save-state", ["wait-fleet", "wait-console", "wait-provisioning"], {});
+  step("state-up", "save-state", ["wait-fleet", "wait-console", "wait-provisioning", "site-stores"], {});
   const problems = checkPlan(plan, SITE_STEP_NEEDS);
   if (problems.length) throw new Error(`the site's plan cannot run:\n${problems.join("\n")}`);
   return plan;

@@ -1,5 +1,6 @@
 import { stringify as toYaml } from "yaml";
 import { provisionerAdditions } from "../../config/site.js";
+import { USER_DATA_COMMAND } from "../machines/index.js";
 import { SITE_PORTS, siteBrokerUrls, siteMachines, type SiteMachine } from "./roles.js";
 import type { SiteCredentials } from "./credentials.js";
 
@@ -7,7 +8,6 @@ import type { SiteCredentials } from "./credentials.js";
 // flag, with the lab's values (test/docs/deploy.test.ts holds the two together). Pure.
 
 export interface SiteRenderContext {
-  renderer: string;
   creds: SiteCredentials;
   /** muster's apt repository as machines reach it, and its public key (a file). */
   aptRepo: string;
@@ -32,7 +32,7 @@ export interface SiteRenderContext {
 
 const brokerFlags = () => siteBrokerUrls().flatMap((b) => ["--broker", b]);
 
-/** The renderer's argv for one site machine (argv[0] is the renderer script). */
+/** The renderer's argv for one site machine: `muster user-data ...` (argv[0] is the subcommand). */
 export function siteRenderArgv(c: SiteRenderContext, m: SiteMachine): string[] {
   const apt = ["--apt-repo", c.aptRepo, "--apt-key", c.aptKey];
   const ssh = ["--ssh-authorized-key", c.sshPublicKey];
@@ -42,14 +42,14 @@ export function siteRenderArgv(c: SiteRenderContext, m: SiteMachine): string[] {
     case "broker": {
       const f = c.brokerFiles(m.identity);
       const b = cr.brokers[m.identity]!;
-      return [c.renderer, "--role", "broker", "--identity", m.identity, "--nats-config", f.natsConfig, "--users", f.users, "--cert", b.cert, "--key", b.key, "--ca", cr.ca.cert, "--clients-ca", f.clientsCa, ...ssh];
+      return [USER_DATA_COMMAND, "--role", "broker", "--identity", m.identity, "--nats-config", f.natsConfig, "--users", f.users, "--cert", b.cert, "--key", b.key, "--ca", cr.ca.cert, "--clients-ca", f.clientsCa, ...ssh];
     }
     case "master": {
       const mc = cr.masters[m.identity]!;
       const r = m.region!;
       const consoleMachine = siteMachines().find((x) => x.role === "console")!;
       return [
-        c.renderer,
+        USER_DATA_COMMAND,
         "--role",
         "master",
         "--identity",
@@ -69,6 +69,8 @@ export function siteRenderArgv(c: SiteRenderContext, m: SiteMachine): string[] {
         `country=${r.country}`,
         "--fact",
         `ec2_placement_region=${r.region}`,
+        "--node-key",
+        cr.nodeKeys[m.identity]!.file,
         "--alt-name",
         `IP:${m.address}`,
         "--registry-url",
@@ -86,10 +88,10 @@ export function siteRenderArgv(c: SiteRenderContext, m: SiteMachine): string[] {
       ];
     }
     case "provisioner":
-      return [c.renderer, "--role", "provisioner", "--identity", m.identity, ...apt, "--config", c.provisionerConfig, "--ca", cr.ca.cert, "--cert", cr.provisioner.cert, "--key", cr.provisioner.key, "--signing-key", cr.keys.provisioner.file, ...ssh];
+      return [USER_DATA_COMMAND, "--role", "provisioner", "--identity", m.identity, ...apt, "--config", c.provisionerConfig, "--ca", cr.ca.cert, "--cert", cr.provisioner.cert, "--key", cr.provisioner.key, "--signing-key", cr.keys.provisioner.file, ...ssh];
     case "console":
       return [
-        c.renderer,
+        USER_DATA_COMMAND,
         "--role",
         "console",
         "--identity",
@@ -123,6 +125,8 @@ export function siteRenderArgv(c: SiteRenderContext, m: SiteMachine): string[] {
         "--provisioner-key",
         cr.keys.provisioner.publicKey,
         ...operator,
+        "--node-key",
+        cr.nodeKeys[m.identity]!.file,
         ...c.notifyRecipients.flatMap((r) => ["--notify-recipient", r]),
         "--replicas",
         "3",
@@ -133,10 +137,10 @@ export function siteRenderArgv(c: SiteRenderContext, m: SiteMachine): string[] {
 
 /**
  * The site provisioners' /etc/muster/provisioner.yaml: the package's default (mcprovision's keys)
- * with the site's additions (docs/deploy.md#6-provisioners-two-for-ha) and the lab's pace.
+ * with the site's additions (docs/deploy.md#5-provisioners-two-for-ha) and the lab's pace.
  */
 export function siteProvisionerConfigText(packageDefault: Record<string, unknown>, notifyTargets: string[]): string {
   const additions = provisionerAdditions({ brokers: siteBrokerUrls(), notifyTargets });
-  const base = packageDefault as { notify?: Record<string, unknown> };
-  return toYaml({ ...packageDefault, ...additions, notify: { ...(base.notify ?? {}), ...(additions.notify as Record<string, unknown>) } });
+  const base = packageDefault as { notify?: Record<string, unknown>; master?: Record<string, unknown> };
+  return toYaml({ ...packageDefault, ...additions, notify: { ...(base.notify ?? {}), ...(additions.notify as Record<string, unknown>) }, master: { ...(base.master ?? {}), ...(additions.master as Record<string, unknown>) } });
 }

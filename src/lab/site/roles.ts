@@ -22,9 +22,9 @@ export interface SiteRole {
 
 export const SITE_ROLES: Record<SiteRoleName, SiteRole> = {
   broker: { role: "broker", what: "a nats-server cluster member with JetStream", packages: ["nats-server"], units: ["nats-server.service"], section: "3-the-broker" },
-  master: { role: "master", what: "puppetserver and muster-server hosting puppetca", packages: ["puppetserver", "muster"], units: ["puppetserver.service", "muster-server.service"], section: "5-puppet-masters" },
-  provisioner: { role: "provisioner", what: "muster-provisioner, one of two sharing the state", packages: ["muster"], units: ["muster-provisioner.service"], section: "6-provisioners-two-for-ha" },
-  console: { role: "console", what: "muster-registry, the web console and the notifier", packages: ["muster"], units: ["muster-registry.service", "muster-web.service", "muster-server.service"], section: "7-the-registry-and-the-console" },
+  master: { role: "master", what: "puppetserver and muster-server hosting puppetca", packages: ["puppetserver", "muster"], units: ["puppetserver.service", "muster-server.service"], section: "4-puppet-masters" },
+  provisioner: { role: "provisioner", what: "muster-provisioner, one of two sharing the state", packages: ["muster"], units: ["muster-provisioner.service"], section: "5-provisioners-two-for-ha" },
+  console: { role: "console", what: "muster-registry, the web console and the notifier", packages: ["muster"], units: ["muster-registry.service", "muster-web.service", "muster-server.service"], section: "6-the-registry-and-the-console" },
 };
 
 export interface SiteMachine {
@@ -40,21 +40,31 @@ export interface SiteMachine {
   n: number;
   /** Masters: the region whose nodes they provision. */
   region?: LabRegion;
+  /**
+   * The host name its "cloud" gives it (meta-data local-hostname), when that is not its identity:
+   * some clouds give a short name and no way to resolve the full one on the machine itself. The
+   * site has one such master, so the lab meets what they do (issue 40: its certname must still be
+   * its identity).
+   */
+  hostname?: string;
 }
 
 /** Where site machines sit on the lab network (nodes are on 10.77.1.0/24, relays on 10.77.0.0/24). */
 const SITE_BASE: Record<SiteRoleName, number> = { broker: 0, master: 10, provisioner: 20, console: 30 };
 
-function machine(role: SiteRoleName, identity: string, n: number, region?: LabRegion): SiteMachine {
+function machine(role: SiteRoleName, identity: string, n: number, region?: LabRegion, hostname?: string): SiteMachine {
   const slot = siteSlot(SITE_BASE[role] + n);
-  return { identity, role, address: slot.address, hostAlias: slot.sshAlias, slot, n, ...(region ? { region } : {}) };
+  return { identity, role, address: slot.address, hostAlias: slot.sshAlias, slot, n, ...(region ? { region } : {}), ...(hostname ? { hostname } : {}) };
 }
+
+/** The master whose cloud gives it only a short host name (its region's). */
+const SHORT_NAMED_REGION = "us";
 
 /** Every machine of the site besides its nodes, in the order they are described (brokers first). */
 export function siteMachines(): SiteMachine[] {
   return [
     ...[1, 2, 3].map((n) => machine("broker", `nats${n}.lab`, n)),
-    ...LAB_REGIONS.map((r, i) => machine("master", `puppet-${r.name}.lab`, i + 1, r)),
+    ...LAB_REGIONS.map((r, i) => machine("master", `puppet-${r.name}.lab`, i + 1, r, r.name === SHORT_NAMED_REGION ? `puppet-${r.name}` : undefined)),
     ...[1, 2].map((n) => machine("provisioner", `provisioner${n}.lab`, n)),
     machine("console", "console.lab", 1),
   ];
@@ -86,10 +96,15 @@ export function siteRoutes(): string[] {
 
 /**
  * The site's names for /etc/hosts: the lab network has no DNS server, so the image's hosts
- * template (cloud-init manage_etc_hosts) carries them, as a site's DNS would.
+ * template (cloud-init manage_etc_hosts, a Jinja template) carries them, as a site's DNS would. A
+ * machine given only a short host name does not get its own full name (the template leaves its
+ * line out on that machine): nothing there resolves it, as on the clouds it stands for.
  */
 export function siteHostsLines(): string {
   return siteMachines()
-    .map((m) => `${m.address} ${m.identity} ${shortName(m.identity)}`)
+    .map((m) => {
+      const line = `${m.address} ${m.identity} ${shortName(m.identity)}`;
+      return m.hostname ? `{% if hostname != "${m.hostname}" %}${line}{% endif %}` : line;
+    })
     .join("\n");
 }

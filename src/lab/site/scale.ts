@@ -77,7 +77,7 @@ export async function addSiteMachine(s: LabState, identity: string, o: { detache
   const boot = { ...(await machines.machineBootContext(s.dir, s.machines!, files.creds.ca, files.creds.keys.provisioner.publicKey, o.detached, o.track)) };
   const dir = machines.machineDir(s.dir, identity);
   await machines.freshMachineDir(s.machines!, dir, identity);
-  const { machine, proc } = await machines.bootMachine(boot, { identity, slot: m.slot, argv: siteRenderArgv(siteRenderContext(s.machines!, files), m) });
+  const { machine, proc } = await machines.bootMachine(boot, { identity, slot: m.slot, argv: siteRenderArgv(siteRenderContext(s.machines!, files), m), ...(m.hostname ? { hostname: m.hostname } : {}) });
   o.track(`machine ${identity}`, proc);
   const made: SiteMachineState = { identity, role: m.role, address: m.address, pid: proc.pid, machine };
   s.site!.machines.push(made);

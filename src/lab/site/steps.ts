@@ -1,6 +1,9 @@
 import { mkdirSync } from "node:fs";
 import { join, resolve } from "node:path";
+import { MusterClient } from "../../client/client.js";
 import { MusterError } from "../../errors.js";
+import { enrollNodeKey, ensureFleetStores } from "../../fleet/stores.js";
+import { defaultCallerName } from "../../security/keys.js";
 import { LAB_COLLECTIVE, LAB_PROVISIONING_COLLECTIVE } from "../names.js";
 import * as machines from "../machines/index.js";
 import type { BootMachineContext, LabMachinesState, LabPackages, MachineImage, VmImage } from "../machines/index.js";
@@ -153,7 +156,7 @@ export const SITE_STEPS: StepTable<SiteStep, SiteRun> = {
     const dir = machines.machineDir(run.dir, identity);
     await machines.freshMachineDir(boot.ms, dir, identity);
     const argv = siteRenderArgv(siteRenderContext(need(run, "machines"), files), m);
-    const { machine, proc } = await machines.bootMachine(boot, { identity, slot: m.slot, argv });
+    const { machine, proc } = await machines.bootMachine(boot, { identity, slot: m.slot, argv, ...(m.hostname ? { hostname: m.hostname } : {}) });
     keep(run, step, `machine ${identity}`, proc, { machine: identity, graceMs: 60_000 });
     run.site.push({ identity, role: m.role, address: m.address, pid: proc.pid, machine });
   },
@@ -202,9 +205,26 @@ export const SITE_STEPS: StepTable<SiteStep, SiteRun> = {
     run.say(`the brokers' cluster answers: ${need(run, "reach").brokers.map((b) => b.identity).join(", ")} with JetStream`);
   },
 
+  async "site-stores"({ enroll }, _step, run) {
+    // docs/deploy.md#3-the-broker, with the operator's admin credential: muster broker stores
+    // --replicas 3, then muster key enroll for each site machine whose node key the operator made
+    const files = need(run, "files");
+    const client = await MusterClient.connect({ brokers: need(run, "reach").brokers.map((b) => b.client), collective: LAB_COLLECTIVE, name: "muster-lab-site-stores", tls: siteTls(files).admin });
+    try {
+      await ensureFleetStores(client, { replicas: need(run, "reach").brokers.length });
+      for (const identity of enroll) {
+        const plan = await enrollNodeKey(client, { identity, pubkey: files.creds.nodeKeys[identity]!.publicKey, by: defaultCallerName() });
+        if (plan.act === "refuse") throw new MusterError("MUSTER_USAGE", `enrolling ${identity}: ${plan.why}`);
+      }
+    } finally {
+      await client.close();
+    }
+    run.say(`the fleet's stores made (3 copies each), node keys enrolled: ${enroll.join(", ")}`);
+  },
+
   async "trust-masters"({ masters, timeoutMs }, step, run) {
     // each master made its Puppet CA in its user-data (puppetserver ca setup); the brokers trust it
-    // once it is in their clients-ca.pem and they reload, as docs/deploy.md section 5 says
+    // once it is in their clients-ca.pem and they reload, as docs/deploy.md section 4 says
     const files = need(run, "files");
     const cas: string[] = [];
     for (const id of masters) {

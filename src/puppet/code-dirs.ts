@@ -1,0 +1,125 @@
+import { existsSync, readFileSync, statSync } from "node:fs";
+import { isAbsolute, join } from "node:path";
+import { MusterError } from "../errors.js";
+import { parseConfigPrint } from "./agent.js";
+import { execCommand, tailLines } from "./exec.js";
+
+// Puppet's own settings, as Puppet resolves them when it runs (`puppet config print`, run as
+// root): where it loads code from (factpath, plugins, modules, its confdir and vardir), and who it
+// is (certname, ssldir). The privileged helper asks here rather than trusting muster's view of
+// them: puppet.conf may move factpath to /srv/facts, or name a certname muster does not know.
+// Printing costs a Ruby process (about a second of CPU), so a result is kept for as long as the
+// puppet.conf it came from is the same file, unchanged.
+
+/** The settings that name a place Puppet loads code, facts, plugins or its identity from. */
+export const PUPPET_CODE_SETTINGS = [
+  "confdir",
+  "codedir",
+  "vardir",
+  "ssldir",
+  "rundir",
+  "factpath",
+  "libdir",
+  "plugindest",
+  "pluginfactdest",
+  "environmentpath",
+  "basemodulepath",
+  "vendormoduledir",
+  "hiera_config",
+  "clientbucketdir",
+  "statedir",
+  "publicdir",
+] as const;
+
+const PRINTED = [...PUPPET_CODE_SETTINGS, "certname"];
+
+/** Facter's configuration files (Debian's, then Puppet's own packages'): facter.conf may name more fact directories. */
+export const FACTER_CONFS = ["/etc/facter/facter.conf", "/etc/puppetlabs/facter/facter.conf"];
+
+export interface PuppetInvocation {
+  puppetBin: string;
+  /** The options the Puppet run gets (--confdir, --vardir, ...); none: Puppet's own defaults, as `puppet agent` on the node has them. */
+  args: string[];
+  env?: Record<string, string>;
+}
+
+interface Cached {
+  settings: Record<string, string>;
+  /** puppet.conf as it was when printed: its identity and times, or absent; "unknown" (printed again next time) if it changed around then. */
+  stamp: string;
+  conf: string;
+}
+
+const cache = new Map<string, Cached>();
+
+function stampOf(path: string): string {
+  try {
+    const st = statSync(path);
+    return `${st.dev}:${st.ino}:${st.size}:${st.mtimeMs}:${st.ctimeMs}`;
+  } catch {
+    return "absent";
+  }
+}
+
+/** Puppet's settings for this invocation, `--section agent`, printed by Puppet (kept while its puppet.conf is unchanged). */
+export async function puppetSettings(inv: PuppetInvocation, o: { signal?: AbortSignal; timeoutMs?: number } = {}): Promise<Record<string, string>> {
+  const key = JSON.stringify([inv.puppetBin, inv.args, inv.env ?? {}]);
+  const hit = cache.get(key);
+  if (hit && stampOf(hit.conf) === hit.stamp) return hit.settings;
+  // puppet.conf before and after Puppet reads it: kept only if it did not change meanwhile (where
+  // it is, is known from --confdir or an earlier print; the first print of the defaults is not kept)
+  const confArg = inv.args.indexOf("--confdir");
+  const known = confArg >= 0 ? inv.args[confArg + 1] : hit?.settings.confdir;
+  const before = known ? stampOf(join(known, "puppet.conf")) : undefined;
+  const r = await execCommand(inv.puppetBin, ["config", "print", ...PRINTED, "--section", "agent", ...inv.args, "--color", "false"], {
+    env: { ...process.env, ...inv.env },
+    ...(o.signal ? { signal: o.signal } : {}),
+    timeoutMs: o.timeoutMs ?? 120_000,
+  });
+  if (r.timedOut || r.code !== 0) throw new MusterError("MUSTER_PUPPET_FAILED", `puppet config print failed (${r.timedOut ? "timed out" : `exit ${r.code}`}), so the helper cannot tell where Puppet loads code from: ${tailLines(r.output, 5)}`);
+  const settings = parseConfigPrint(PRINTED, r.output);
+  if (!settings.confdir || !settings.vardir || !settings.ssldir || !settings.certname) throw new MusterError("MUSTER_PUPPET_FAILED", `puppet config print named no confdir, vardir, ssldir or certname: ${tailLines(r.output, 5)}`);
+  const conf = join(settings.confdir, "puppet.conf");
+  const after = stampOf(conf);
+  cache.set(key, { settings, conf, stamp: known === settings.confdir && before === after ? after : "unknown" });
+  return settings;
+}
+
+/** Every absolute path in these settings' values (path lists split on `:`). */
+export function settingPaths(settings: Record<string, string>): { path: string; why: string }[] {
+  const out: { path: string; why: string }[] = [];
+  for (const name of PUPPET_CODE_SETTINGS) {
+    for (const p of (settings[name] ?? "").split(":")) if (isAbsolute(p.trim())) out.push({ path: p.trim(), why: `Puppet's ${name}` });
+  }
+  return out;
+}
+
+/**
+ * Absolute paths a facter.conf names (external-dir, custom-dir, and anything else: a path there
+ * is taken as a place Facter may load from, which can only refuse more). HOCON, read loosely:
+ * comments dropped, every quoted or bare absolute path kept.
+ */
+export function facterConfPaths(text: string): string[] {
+  const body = text
+    .split("\n")
+    .map((l) => l.replace(/(^|\s)(#|\/\/).*$/, "$1"))
+    .join("\n");
+  return [...body.matchAll(/(?:^|[\s"'=:[,])(\/[^\s"',[\]{}]*)/g)].map((m) => m[1]!.replace(/(.)\/+$/, "$1"));
+}
+
+/**
+ * Where root's Puppet and Facter load code from, beyond the fixed list (src/puppet/root-code.ts):
+ * what each invocation's settings name, and what facter.conf names.
+ */
+export async function puppetCodeDirs(invocations: PuppetInvocation[], o: { signal?: AbortSignal } = {}): Promise<{ path: string; why: string }[]> {
+  const out: { path: string; why: string }[] = [];
+  const seen = new Set<string>();
+  for (const inv of invocations) {
+    const key = JSON.stringify(inv);
+    if (seen.has(key)) continue;
+    seen.add(key);
+    out.push(...settingPaths(await puppetSettings(inv, o)));
+  }
+  for (const f of FACTER_CONFS) if (existsSync(f)) for (const path of facterConfPaths(readFileSync(f, "utf8"))) out.push({ path, why: `named in ${f}` });
+  return out;
+}
