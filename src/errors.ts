@@ -32,6 +32,7 @@ export const ErrorCodes = {
   MUSTER_PRIVILEGED_BUSY: "the privileged helper was at its connection limit",
   MUSTER_BROKER_REFUSED: "the broker cluster refused a JetStream operation",
   MUSTER_PUPPETDB_UNAVAILABLE: "PuppetDB, or the registry that reaches it, could not answer",
+  MUSTER_NO_OPEN_ALERT: "an acknowledgement named no open alert",
 } as const;
 export type ErrorCode = keyof typeof ErrorCodes;
 

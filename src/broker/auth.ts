@@ -182,8 +182,10 @@ export function adminPermissions(collectives: string[], buckets: string[]): Perm
     // runall events: `muster puppet runall` and the web console announce their runs' progress
     // (protocol/events.ts); only that pseudo-agent, so an admin cannot forge a node's events.
     // The node-key directory: an admin enrolls the machines no provisioner vouches for (masters,
-    // the notifier: `muster key enroll`); it may already rewrite the provisioner's records and pins
-    publish: { allow: [...collectives.flatMap((c) => [`${c}.broadcast.agent.>`, subjects.allNodes(c)]), "muster.registry.*.query", "muster.registry.*.puppetdb", subjects.event(RUNALL_AGENT, "*"), ...JS_CLIENT, ...buckets.map((b) => `$KV.${b}.>`), `$KV.${DEFAULT_NODE_KEYS_BUCKET}.>`] },
+    // the notifier: `muster key enroll`); it may already rewrite the provisioner's records and pins.
+    // The console and the CLI keep their own actions in the audit stream and alerts in their
+    // history (an admin may already rewrite any stream through the JetStream API).
+    publish: { allow: [...collectives.flatMap((c) => [`${c}.broadcast.agent.>`, subjects.allNodes(c)]), "muster.registry.*.query", "muster.registry.*.puppetdb", subjects.event(RUNALL_AGENT, "*"), "muster.audit.>", "muster.alerts.>", ...JS_CLIENT, ...buckets.map((b) => `$KV.${b}.>`), `$KV.${DEFAULT_NODE_KEYS_BUCKET}.>`] },
     subscribe: { allow: ["_INBOX.>", "muster.lifecycle.>", "muster.event.>", ...collectives.map((c) => subjects.registration(c))] },
   };
 }

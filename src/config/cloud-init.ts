@@ -1,5 +1,6 @@
 import { stringify as toYaml } from "yaml";
 import { BROKER_PATHS } from "../broker/server-config.js";
+import { signingKeyFromPem } from "../protocol/signing.js";
 import { nodeServerConfig } from "./node.js";
 import { caClientName, CONSOLE_FILES, MASTER_FILES, masterServerConfig, notifierServerConfig, registryConfig, SITE_NODE_KEY, TLS_DIR, webClientConfig, webConfig } from "./site.js";
 import { puppetDbCertCommand, puppetDbConfText, PUPPETDB_ROUTES_YAML, PUPPETDB_SERVER_SETTINGS, PUPPETDB_TERMINUS_FILES } from "./puppetdb-site.js";
@@ -340,7 +341,10 @@ export interface ConsoleOptions extends CommonOptions {
   https: { certText: string; keyText: string };
   registryTokenText: string;
   webTokensText: string;
-  /** The console's signing key (PEM): runall from the console signs as `console`, which nodes trust. */
+  /**
+   * The console's signing key (PEM): runall from the console signs as `console`, which nodes
+   * trust; the notifier on this machine trusts its public half, so the console's alerts are obeyed.
+   */
   signingKeyText: string;
   provisionerKey: string;
   trustedKeys: { name: string; key: string }[];
@@ -354,6 +358,16 @@ export interface ConsoleOptions extends CommonOptions {
   puppetdb?: boolean;
 }
 
+/**
+ * The public half of the console's signing key, which its notifier trusts: without it the
+ * notifier ignores the console's discovery and its alerts reach nobody (issue 36). A placeholder
+ * (the example user-data) stays a placeholder.
+ */
+function consolePublicKey(pem: string): string {
+  if (!pem.includes("PRIVATE KEY")) return "CONSOLE_PUBLIC_KEY";
+  return signingKeyFromPem("console", pem).publicKey;
+}
+
 /** The console machine: the registry, the web console and the notifier, each its own daemon and user. */
 export function consoleUserData(o: ConsoleOptions): UserData {
   const cfg = { brokers: o.brokers, collective: o.collective };
@@ -364,7 +378,7 @@ export function consoleUserData(o: ConsoleOptions): UserData {
       write_files: [
         file(CONSOLE_FILES.registryConfig, "0640", toYaml(registryConfig({ ...cfg, replicas: o.replicas, puppetdb: o.puppetdb }))),
         file(CONSOLE_FILES.webConfig, "0640", toYaml(webConfig({ ...cfg, replicas: o.replicas }))),
-        file("/etc/muster/server.yaml", "0640", toYaml(notifierServerConfig({ ...cfg, identity: o.identity, provisionerKey: o.provisionerKey, trustedKeys: o.trustedKeys, recipients: o.recipients, nodeKey: o.nodeKeyText !== undefined }))),
+        file("/etc/muster/server.yaml", "0640", toYaml(notifierServerConfig({ ...cfg, identity: o.identity, provisionerKey: o.provisionerKey, consoleKey: consolePublicKey(o.signingKeyText), trustedKeys: o.trustedKeys, recipients: o.recipients, nodeKey: o.nodeKeyText !== undefined }))),
         file(`${TLS_DIR}/ca.pem`, "0644", o.caText),
         ...key("registry", o.registry),
         ...key("console", o.console),

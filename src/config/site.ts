@@ -55,6 +55,9 @@ export function masterServerConfig(o: SiteServerOptions): Record<string, unknown
     },
     tls: { ca: `${TLS_DIR}/ca.pem`, cert: `${TLS_DIR}/master.pem`, key: `${TLS_DIR}/master.key` },
     security: siteSecurity(o),
+    // every request it handles (a certificate signed, cleaned) in the site's audit stream, as nodes
+    // do; like theirs, its broker user only looks the stream up
+    audit: { stream: { create: false } },
     registration: { interval: 300, splay: true },
     log: { level: "info" },
   };
@@ -118,10 +121,12 @@ export function webConfig(o: { brokers: string[]; collective: string; replicas?:
     registry: { url: `http://127.0.0.1:${SITE_HTTP.registry}`, token_file: CONSOLE_FILES.webRegistryToken },
     collective: o.collective,
     broker: o.brokers,
-    // the heartbeats, Puppet runs, runall history and audit it creates: as many copies as the registry's
+    // the heartbeats, Puppet runs, runall history, audit and alerts' history it creates: as many copies as the registry's
     ...(o.replicas && o.replicas > 1 ? { store_replicas: o.replicas } : {}),
     // the brokers in health: each member's monitoring port (`muster broker config` renders http: 0.0.0.0:8222)
     health: { broker_monitoring: o.brokers.map(monitoringUrl) },
+    // its own actions and refusals in the audit stream beside the nodes' records (replicated with them)
+    audit: { stream: true },
   };
 }
 
@@ -142,8 +147,15 @@ export function webClientConfig(o: { brokers: string[]; collective: string }): R
   return { brokers: o.brokers, collective: o.collective, tls: { ca: `${TLS_DIR}/ca.pem`, cert: `${TLS_DIR}/console.pem`, key: `${TLS_DIR}/console.key` } };
 }
 
-/** The notifier on the console machine: a muster server hosting the notify agent, which tells the admins. */
-export function notifierServerConfig(o: SiteServerOptions & { recipients: string[] }): Record<string, unknown> {
+/** The caller name the console signs as (`MUSTER_CALLER` of muster-web.service). */
+export const CONSOLE_CALLER = "console";
+
+/**
+ * The notifier on the console machine: a muster server hosting the notify agent, which tells the
+ * admins. It obeys the provisioners (their notices), the console (its health alerts, signed with
+ * `consoleKey`: the console's own signing key) and the operators.
+ */
+export function notifierServerConfig(o: SiteServerOptions & { consoleKey: string; recipients: string[] }): Record<string, unknown> {
   return {
     identity: o.identity,
     collectives: [o.collective],
@@ -152,7 +164,9 @@ export function notifierServerConfig(o: SiteServerOptions & { recipients: string
     agents: { builtin: ["notify"] },
     plugins: { notify: { recipients: o.recipients } },
     tls: { ca: `${TLS_DIR}/ca.pem`, cert: `${TLS_DIR}/notifier.pem`, key: `${TLS_DIR}/notifier.key` },
-    security: siteSecurity(o),
+    security: siteSecurity({ ...o, trustedKeys: [{ name: CONSOLE_CALLER, key: o.consoleKey }, ...o.trustedKeys] }),
+    // every notification asked for (by whom, how it went) in the site's audit stream
+    audit: { stream: { create: false } },
     registration: { interval: 300, splay: true },
     log: { level: "info" },
   };

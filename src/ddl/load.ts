@@ -47,6 +47,7 @@ const actionSchema = z
   .strictObject({
     description: z.string(),
     display: z.enum(["ok", "failed", "always"]).optional(),
+    readonly: z.boolean().optional(),
     input: record(inputSchema).default({}),
     output: record(outputSchema).default({}),
     aggregate: z.array(aggregateSchema).optional(),

@@ -42,6 +42,8 @@ export interface ActionSpec {
   description: string;
   /** Which replies the CLI prints by default: only failed ones, only ok ones, or all. */
   display?: "ok" | "failed" | "always";
+  /** The action only reads (changes nothing on the node): the console's audit view leaves such requests out unless asked. */
+  readonly?: boolean;
   input: Record<string, InputSpec>;
   output: Record<string, OutputSpec>;
   aggregate?: readonly AggregateSpec[];

@@ -26,14 +26,15 @@ export class AdminNotifier {
     private readonly o: AdminNotifierOptions = {},
   ) {}
 
-  /** Resolves once the notifier delivered (or had delivered the key before); rejects saying why not. */
-  async send(subject: string, message: string, dedupeKey: string): Promise<{ notifier: string; duplicate: boolean }> {
+  /** Resolves once the notifier delivered (or had delivered the key before), with the recipients that accepted it; rejects saying why not. */
+  async send(subject: string, message: string, dedupeKey: string): Promise<{ notifier: string; duplicate: boolean; told: string[] }> {
     const agent = this.o.agent ?? "notify";
     if (!this.found || Date.now() - this.found.at > 60_000) {
       this.found = { at: Date.now(), list: await this.client.discover({ filter: buildFilter({ agent: [agent], select: this.o.select ? [this.o.select] : [] }), timeoutMs: 2000 }) };
     }
     const notifier = this.found.list[0];
-    if (!notifier) throw new Error(`no notifier answered discovery (agent ${agent}${this.o.select ? `, ${this.o.select}` : ""}): the admins were not told`);
+    // a notifier that does not trust the caller's key drops the discovery unanswered: say so
+    if (!notifier) throw new Error(`no notifier answered discovery (agent ${agent}${this.o.select ? `, ${this.o.select}` : ""}): the admins were not told. Check that a muster server hosts the ${agent} agent and trusts this caller's key (${this.client.key.name}) in its security.trusted_keys`);
     const res = await this.client.agent(notifyDDL, { name: agent }).call("send", { subject, message, dedupe_key: dedupeKey, ...(this.o.recipients?.length ? { recipients: this.o.recipients } : {}) }, { nodes: [notifier], timeoutMs: this.o.timeoutMs ?? 30_000 });
     const r = res.replies[0];
     if (!r) {
@@ -42,6 +43,10 @@ export class AdminNotifier {
     }
     if (r.statuscode !== Status.OK) throw new Error(`${notifier}: ${r.statusmsg}`);
     if ((r.data.failed ?? 0) > 0 && !r.data.delivered) throw new Error(`${notifier} could not deliver: ${JSON.stringify(r.data.results ?? []).slice(0, 500)}`);
-    return { notifier, duplicate: r.data.duplicate === true };
+    const told = (Array.isArray(r.data.results) ? r.data.results : []).flatMap((x) => {
+      const o = x as { recipient?: unknown; ok?: unknown };
+      return o.ok === true && typeof o.recipient === "string" ? [o.recipient] : [];
+    });
+    return { notifier, duplicate: r.data.duplicate === true, told };
   }
 }

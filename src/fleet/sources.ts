@@ -2,7 +2,9 @@ import type { MusterClient } from "../client/client.js";
 import type { StreamFollow } from "../broker/stream.js";
 import { DEFAULT_STATE_BUCKET } from "../protocol/buckets.js";
 import { ProvisionState } from "../provisioner/state.js";
+import { AlertHistory } from "../health/alert-history.js";
 import { AliveStore, PuppetRunStore, ServiceStore } from "../health/stores.js";
+import type { AuditStreams } from "../security/audit.js";
 import { ensureFleetStores, RUNALL_STREAM, type StoresMade } from "./stores.js";
 
 // What a long-running reader of the fleet (the web console) reads, opened through each store's
@@ -17,6 +19,10 @@ export interface FleetSources {
   puppetRuns(): Promise<PuppetRunStore | undefined>;
   /** The site's services' heartbeats (protocol/service.ts). */
   services(): Promise<ServiceStore | undefined>;
+  /** The alerts' history (made when missing, with the stores' copies). */
+  alertHistory(): Promise<AlertHistory>;
+  /** Where the console's own audit records go (the audit stream, made with the other stores). */
+  auditStreams(): Promise<AuditStreams>;
   /** The runall history from `fromSeq` (default all kept), then live; undefined without the stream. */
   runallHistory(fromSeq?: number): Promise<StreamFollow | undefined>;
   /** Makes the stores nodes write to and history is kept in (the console's start). */
@@ -42,6 +48,8 @@ export function fleetSources(client: MusterClient, o: { stateBucket?: string; st
     alive: once(() => AliveStore.open(client)),
     puppetRuns: once(() => PuppetRunStore.open(client)),
     services: once(() => ServiceStore.open(client)),
+    alertHistory: async () => AlertHistory.open(await client.streams(), o.storeReplicas ? { replicas: o.storeReplicas } : {}),
+    auditStreams: () => client.streams(),
     runallHistory: async (fromSeq) => (await client.streams()).follow(RUNALL_STREAM.name, { ...(fromSeq ? { fromSeq } : {}) }),
     ensureStores: () => ensureFleetStores(client, { ...(o.storeReplicas ? { replicas: o.storeReplicas } : {}) }),
     probe: async () => void (await client.bucketIfExists(o.stateBucket ?? DEFAULT_STATE_BUCKET)),

@@ -4,14 +4,16 @@ import { encodeNodeKeyEntry, enrollment, nodeKeyName, parseNodeKeyEntry } from "
 import { RUNALL_AGENT } from "../protocol/events.js";
 import { subjects } from "../protocol/subjects.js";
 import { AuditConfigSchema } from "../security/audit.js";
+import { ALERT_STREAM } from "../health/alert-history.js";
 import { AliveStore, PuppetRunStore, ServiceStore } from "../health/stores.js";
 
 // What the fleet keeps in JetStream beyond the daemons' own buckets, made in one place: the alive
 // and Puppet runs buckets (written by nodes: health and Puppet history), the services bucket
 // (the site's own services' heartbeats: src/protocol/service.ts), the runall history stream
 // (every run's events: who started it, its filter and concurrency, each node's result, how it
-// ended), the audit stream (nodes' records) and the node-key directory (clients verify replies
-// against it; the provisioner and `muster key enroll` write it). Nodes may not create them (broker
+// ended), the audit stream (nodes' records, and the console's and the CLI's own), the alerts'
+// history (health/alert-history.ts) and the node-key directory (clients verify replies against it;
+// the provisioner and `muster key enroll` write it). Nodes may not create them (broker
 // permissions): the console makes them when it starts, and `muster broker stores` does for a fleet
 // without one, with as many copies as the site has brokers.
 
@@ -37,13 +39,14 @@ export async function ensureFleetStores(client: MusterClient, o: { replicas?: nu
   const r = o.replicas ? { replicas: o.replicas } : {};
   const streams = await client.streams();
   const before = await Promise.all([DEFAULT_ALIVE_BUCKET, DEFAULT_PUPPET_RUNS_BUCKET, DEFAULT_NODE_KEYS_BUCKET, DEFAULT_SERVICES_BUCKET].map(async (b) => (await client.bucketIfExists(b)) !== undefined));
-  const [alive, runs, , services, runall, audit] = await Promise.all([
+  const [alive, runs, , services, runall, audit, alerts] = await Promise.all([
     AliveStore.open(client, { create: true, ...r }),
     PuppetRunStore.open(client, { create: true, ...r }),
     client.bucket(DEFAULT_NODE_KEYS_BUCKET, { create: { ...NODE_KEYS_BUCKET, ...r } }),
     ServiceStore.open(client, { create: true, ...r }),
     streams.stream({ ...RUNALL_STREAM, ...r }),
     streams.stream({ ...AUDIT_STREAM, ...r }),
+    streams.stream({ ...ALERT_STREAM, ...r }),
   ]);
   return [
     { name: alive!.bucket.name, kind: "bucket", created: !before[0] },
@@ -52,6 +55,7 @@ export async function ensureFleetStores(client: MusterClient, o: { replicas?: nu
     { name: services!.bucket.name, kind: "bucket", created: !before[3] },
     { name: RUNALL_STREAM.name, kind: "stream", created: runall.created },
     { name: AUDIT_STREAM.name, kind: "stream", created: audit.created },
+    { name: ALERT_STREAM.name, kind: "stream", created: alerts.created },
   ];
 }
 
@@ -59,7 +63,7 @@ export async function ensureFleetStores(client: MusterClient, o: { replicas?: nu
 export async function missingFleetStores(client: MusterClient): Promise<string[]> {
   const streams = await client.streams();
   const buckets = await Promise.all([DEFAULT_ALIVE_BUCKET, DEFAULT_PUPPET_RUNS_BUCKET, DEFAULT_NODE_KEYS_BUCKET].map(async (b) => ((await client.bucketIfExists(b)) ? [] : [b])));
-  const made = await Promise.all([RUNALL_STREAM.name, AUDIT_STREAM.name].map(async (s) => ((await streams.exists(s)) ? [] : [s])));
+  const made = await Promise.all([RUNALL_STREAM.name, AUDIT_STREAM.name, ALERT_STREAM.name].map(async (s) => ((await streams.exists(s)) ? [] : [s])));
   return [...buckets, ...made].flat();
 }
 

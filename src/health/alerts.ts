@@ -17,12 +17,22 @@ export interface AlertPolicy {
 
 export const DEFAULT_ALERT_POLICY: AlertPolicy = { unreachableAfterS: 0, puppetFailures: 3 };
 
+/**
+ * Seconds of silence before an unreachable node is reported whatever made it unreachable: a node
+ * whose last heartbeat said it was stopping is unreachable at once, and a restart (its switch to
+ * production when it is provisioned, an upgrade) is back within seconds; that is no outage to page
+ * anyone about. A power cut is reported at the 25 s the silence takes anyway.
+ */
+export const RESTART_GRACE_S = 20;
+
 export type AlertKind = "unreachable" | "puppet_failing";
 
 export interface Alert {
   identity: string;
   kind: AlertKind;
   event: "problem" | "recovered";
+  /** The alert a problem opens and its recovery ends: `health#<node>#<kind>#<since>` (the problem's dedupe key). */
+  alert: string;
   subject: string;
   message: string;
   dedupe_key: string;
@@ -34,7 +44,7 @@ export type AlertState = Map<string, Map<AlertKind, string>>;
 function trouble(n: NodeHealth, kind: AlertKind, policy: AlertPolicy): { since: string; why: string } | undefined {
   if (kind === "unreachable") {
     const p = n.problems.find((x) => x.kind === "unreachable");
-    if (!p || (n.seen_s_ago ?? Infinity) < policy.unreachableAfterS) return undefined;
+    if (!p || (n.seen_s_ago ?? Infinity) < Math.max(policy.unreachableAfterS, RESTART_GRACE_S)) return undefined;
     return { since: p.since ?? "never", why: p.why };
   }
   const pp = n.puppet;
@@ -62,14 +72,14 @@ export function alertsFor(state: AlertState, report: HealthReport, policy: Alert
       if (t && was === undefined) {
         if (!state.has(n.identity)) state.set(n.identity, new Map());
         state.get(n.identity)!.set(kind, t.since);
-        out.push({ identity: n.identity, kind, event: "problem", subject: `muster: ${n.identity} ${LABEL[kind][0]}`, message: `${n.identity}: ${t.why}${t.since !== "never" ? ` (since ${t.since})` : ""}.\n`, dedupe_key: `health#${n.identity}#${kind}#${t.since}` });
+        out.push({ identity: n.identity, kind, event: "problem", subject: `muster: ${n.identity} ${LABEL[kind][0]}`, message: `${n.identity}: ${t.why}${t.since !== "never" ? ` (since ${t.since})` : ""}.\n`, alert: `health#${n.identity}#${kind}#${t.since}`, dedupe_key: `health#${n.identity}#${kind}#${t.since}` });
       } else if (!t && was !== undefined) {
         // still unreachable but below a raised threshold is not a recovery: only a node heard again is
         if (kind === "unreachable" && !n.reachable) continue;
         open!.delete(kind);
         if (open!.size === 0) state.delete(n.identity);
         const lasted = was !== "never" && Number.isFinite(Date.parse(was)) ? ` after ${span(Math.max(0, (now - Date.parse(was)) / 1000))}` : "";
-        out.push({ identity: n.identity, kind, event: "recovered", subject: `muster: ${n.identity} ${LABEL[kind][1]}`, message: `${n.identity} is ${LABEL[kind][1]}${lasted}.\n`, dedupe_key: `health#${n.identity}#${kind}-recovered#${was}` });
+        out.push({ identity: n.identity, kind, event: "recovered", subject: `muster: ${n.identity} ${LABEL[kind][1]}`, message: `${n.identity} is ${LABEL[kind][1]}${lasted}.\n`, alert: `health#${n.identity}#${kind}#${was}`, dedupe_key: `health#${n.identity}#${kind}-recovered#${was}` });
       }
     }
   }

@@ -1,8 +1,11 @@
+import { sign } from "node:crypto";
 import { closeSync, mkdirSync, openSync, write } from "node:fs";
 import { dirname } from "node:path";
 import type { Logger } from "pino";
 import { z } from "zod";
 import { MusterError } from "../errors.js";
+import { canonicalJson } from "../protocol/canonical.js";
+import type { SigningKey } from "../protocol/signing.js";
 
 // The audit trail: one record per request a node handled (every reply of pipeline stages 9-15,
 // policy refusals and invalid input included), as JSON lines in a file and, optionally, in a
@@ -38,6 +41,25 @@ export interface AuditEntry {
   data: Record<string, unknown>; // the request's arguments as sent
   statuscode: number;
   statusmsg: string;
+}
+
+/**
+ * The records of operators' tools, beside the nodes' (`muster.audit.<identity>`): the web console's
+ * own actions and refusals, and the CLI's commands that act on no node (`muster alerts`). Their
+ * `agent` says which; a node's record names the agent that handled the request.
+ */
+export const OPERATOR_AUDIT_AGENTS = { console: "web", cli: "cli" } as const;
+export const OPERATOR_AUDIT_SUBJECTS = { console: "muster.audit.web", cli: "muster.audit.cli" } as const;
+
+/**
+ * An operator tool's record signed with its key (`data.signature` over the record's canonical
+ * JSON without it, `data.signer` the key's name), so an altered record shows: verify it with the
+ * signer's public key.
+ */
+export function signAuditEntry(e: AuditEntry, key: SigningKey | undefined): AuditEntry {
+  if (!key) return e;
+  const signature = sign(null, Buffer.from(canonicalJson(e)), key.privateKey).toString("base64");
+  return { ...e, data: { ...e.data, signature, signer: key.name } };
 }
 
 const STREAM_NAME = /^[A-Za-z0-9_-]+$/;

@@ -1,12 +1,14 @@
-import { randomUUID, sign } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
 import type { MusterClient } from "../client/client.js";
 import type { FleetSources } from "../fleet/sources.js";
 import { runAll } from "../fleet/runner.js";
-import { canonicalJson } from "../protocol/canonical.js";
+import { ackTargets, checkSilenceLength, parseSilenceLength, type AlertBook } from "../health/alert-book.js";
+import type { AlertEvent } from "../protocol/alert-event.js";
 import { Status } from "../protocol/status.js";
+import { isValidIdentity } from "../protocol/subjects.js";
 import { selectFailed, type RetrySelection } from "../provisioner/failures.js";
-import type { Auditor } from "../security/audit.js";
+import { OPERATOR_AUDIT_AGENTS, signAuditEntry, type Auditor } from "../security/audit.js";
 import type { Principal } from "./auth.js";
 import type { WebConfig } from "./config.js";
 import { explorerFilter } from "./explorer.js";
@@ -29,6 +31,34 @@ export interface ActionDeps {
   insights: Insights;
   /** The client and the fleet's stores once connected; throws 503 while the broker is down. */
   connected(): { client: MusterClient; sources: FleetSources };
+  /** The alerts: their book, keeping an operator's event, and a test alert through the alerter. */
+  alerts: {
+    book(): AlertBook;
+    record(e: AlertEvent): Promise<void>;
+    test(by: string, note?: string): Promise<{ notifier: string; told: string[] }>;
+  };
+}
+
+/** What an operator's alert action names (a POST body, checked). */
+export interface AlertActionBody {
+  alert?: string;
+  identity?: string;
+  kind?: string;
+  /** A silence's length: "2h", "30m", or minutes as a number. */
+  for?: string | number;
+  note?: string;
+}
+
+/** A POST body's alert fields, the hostile ones dropped (the routes check what each action needs). */
+export function alertActionBody(body: unknown): AlertActionBody {
+  const b = (body ?? {}) as Record<string, unknown>;
+  const out: AlertActionBody = {};
+  if (typeof b.alert === "string" && b.alert.length <= 600) out.alert = b.alert;
+  if (typeof b.identity === "string" && isValidIdentity(b.identity)) out.identity = b.identity;
+  if (typeof b.kind === "string" && /^[a-z_]{1,40}$/.test(b.kind)) out.kind = b.kind;
+  if ((typeof b.for === "string" && b.for.length <= 40) || (typeof b.for === "number" && Number.isFinite(b.for))) out.for = b.for;
+  if (typeof b.note === "string") out.note = b.note.slice(0, 500);
+  return out;
 }
 
 export class ConsoleActions {
@@ -36,7 +66,7 @@ export class ConsoleActions {
 
   /** One audit record (the node audit format, docs/security.md), signed with the console's key when it has one. */
   audit(who: Principal, what: string, target: string, data: Record<string, unknown>, statuscode: number, statusmsg: string): void {
-    const entry = { time: Date.now(), identity: target, requestid: randomUUID(), caller: `web:${who.name}`, sender: this.d.me, agent: "web", action: what, data: { ...data, role: who.role, via: who.via }, statuscode, statusmsg };
+    const entry = { time: Date.now(), identity: target, requestid: randomUUID(), caller: `web:${who.name}`, sender: this.d.me, agent: OPERATOR_AUDIT_AGENTS.console, action: what, data: { ...data, role: who.role, via: who.via }, statuscode, statusmsg };
     let key: MusterClient["key"] | undefined;
     try {
       key = this.d.connected().client.key;
@@ -44,8 +74,7 @@ export class ConsoleActions {
       key = undefined;
     }
     // Signed with the console's key, so a record cannot be altered unnoticed (verify with its public key).
-    const signature = key ? sign(null, Buffer.from(canonicalJson(entry)), key.privateKey).toString("base64") : undefined;
-    this.d.auditor.record({ ...entry, data: { ...entry.data, ...(signature ? { signature, signer: key!.name } : {}) } });
+    this.d.auditor.record(signAuditEntry(entry, key));
     this.d.log.info({ audit: { who: who.name, role: who.role, what, target, statuscode, statusmsg } }, "console action");
   }
 
@@ -142,5 +171,65 @@ export class ConsoleActions {
       },
     );
     return id;
+  }
+
+  /** Acknowledges open alerts (one by its id, or a node's): someone is on it. Audited. */
+  async ackAlert(b: AlertActionBody, who: Principal): Promise<string[]> {
+    this.d.connected();
+    const target = b.alert ?? b.identity ?? "";
+    let open;
+    try {
+      open = ackTargets(this.d.alerts.book(), b);
+    } catch (e) {
+      this.audit(who, "alerts.ack", target, { ...b }, Status.InvalidData, (e as Error).message);
+      throw new ApiError(b.alert || b.identity ? 404 : 400, b.alert || b.identity ? "not_found" : "bad_request", (e as Error).message);
+    }
+    for (const a of open) await this.d.alerts.record({ type: "acknowledged", time: Date.now(), by: `web:${who.name}`, identity: a.identity, kind: a.kind, alert: a.alert, ...(b.note ? { note: b.note } : {}) });
+    this.audit(who, "alerts.ack", target, { alerts: open.map((a) => a.alert), ...(b.note ? { note: b.note } : {}) }, Status.OK, `${open.length} acknowledged`);
+    return open.map((a) => a.alert);
+  }
+
+  /** Silences a node's alerts for a stated time (recorded, not sent; told when it ends if the trouble lasts). Audited. */
+  async silence(b: AlertActionBody, who: Principal): Promise<{ identity: string; until: string }> {
+    this.d.connected();
+    const target = b.identity ?? "";
+    let ms: number;
+    try {
+      if (!b.identity) throw new Error("name the node to silence (identity)");
+      if (b.for === undefined) throw new Error("say for how long (for: 30m, 2h, 1d)");
+      ms = typeof b.for === "number" ? checkSilenceLength(b.for * 60_000) : parseSilenceLength(b.for);
+    } catch (e) {
+      this.audit(who, "alerts.silence", target, { ...b }, Status.InvalidData, (e as Error).message);
+      throw new ApiError(400, "bad_request", (e as Error).message);
+    }
+    const until = Date.now() + ms;
+    await this.d.alerts.record({ type: "silenced", time: Date.now(), by: `web:${who.name}`, identity: b.identity!, until, ...(b.note ? { note: b.note } : {}) });
+    this.audit(who, "alerts.silence", target, { until: new Date(until).toISOString(), ...(b.note ? { note: b.note } : {}) }, Status.OK, `silenced until ${new Date(until).toISOString()}`);
+    return { identity: b.identity!, until: new Date(until).toISOString() };
+  }
+
+  /** Ends a node's silence now. Audited. */
+  async unsilence(b: AlertActionBody, who: Principal): Promise<void> {
+    this.d.connected();
+    if (!b.identity || !this.d.alerts.book().silenced(b.identity, Date.now())) {
+      const why = b.identity ? `${b.identity} is not silenced` : "name the node (identity)";
+      this.audit(who, "alerts.unsilence", b.identity ?? "", {}, Status.InvalidData, why);
+      throw new ApiError(b.identity ? 404 : 400, b.identity ? "not_found" : "bad_request", why);
+    }
+    await this.d.alerts.record({ type: "unsilenced", time: Date.now(), by: `web:${who.name}`, identity: b.identity });
+    this.audit(who, "alerts.unsilence", b.identity, {}, Status.OK, "silence ended");
+  }
+
+  /** A test alert to the admins, through the console's notifier. Audited with who was told. */
+  async testAlert(b: AlertActionBody, who: Principal): Promise<{ notifier: string; told: string[] }> {
+    this.d.connected();
+    try {
+      const r = await this.d.alerts.test(`web:${who.name}`, b.note);
+      this.audit(who, "alerts.test", "admins", { notifier: r.notifier, told: r.told }, Status.OK, `told ${r.told.join(", ") || "nobody"}`);
+      return r;
+    } catch (e) {
+      this.audit(who, "alerts.test", "admins", {}, Status.UnknownError, `not delivered: ${(e as Error).message}`);
+      throw new ApiError(502, "not_delivered", (e as Error).message);
+    }
   }
 }

@@ -1,9 +1,12 @@
 import { hostname } from "node:os";
 import type { Logger } from "pino";
 import { Registry } from "prom-client";
+import { builtinDDLs } from "../agents/ddls.js";
 import { puppetDDL } from "../agents/puppet/ddl.js";
 import type { MusterClient } from "../client/client.js";
 import { AdminNotifier } from "../fleet/admins.js";
+import { AlertBook, type AlertBookView, type DeliveryState } from "../health/alert-book.js";
+import type { AlertHistory } from "../health/alert-history.js";
 import { HealthAlerts } from "../health/alerter.js";
 import { ServiceBeacon } from "../beacon.js";
 import { BrokerWatch } from "../health/broker-watch.js";
@@ -19,9 +22,10 @@ import { asRunallEvent, parseNodeEvent, RUNALL_AGENT } from "../protocol/events.
 import { Status } from "../protocol/status.js";
 import { isValidIdentity } from "../protocol/subjects.js";
 import { emptyFilter } from "../protocol/types.js";
-import { Auditor, parseAuditLines } from "../security/audit.js";
+import type { AlertEvent } from "../protocol/alert-event.js";
+import { Auditor, OPERATOR_AUDIT_SUBJECTS, parseAuditLines, type StoredAuditEntry } from "../security/audit.js";
 import { ConsoleActions } from "./actions.js";
-import { auditRow, type AuditRow } from "./audit-view.js";
+import { auditRow, distinctRecords, type AuditRow } from "./audit-view.js";
 import type { WebConfig } from "./config.js";
 import { ApiError } from "./http.js";
 import { Insights } from "./insights.js";
@@ -38,6 +42,11 @@ import { VERSION } from "../version.js";
 
 /** How much of the end of the audit file the audit page reads. */
 const AUDIT_TAIL_BYTES = 4 * 1024 * 1024;
+/** The audit stream's records the audit page reads (the newest). */
+const AUDIT_STREAM_RECORDS = 5000;
+
+/** Whether a built-in agent's DDL marks the action readonly (the audit page leaves reads out). */
+const isReadAction = (agent: string, action: string) => builtinDDLs[agent]?.actions[action]?.readonly === true;
 
 export class ConsoleBackend {
   readonly feed: BoardFeed;
@@ -53,6 +62,17 @@ export class ConsoleBackend {
   client: MusterClient | undefined;
   sources: FleetSources | undefined;
   private notifier: AdminNotifier | undefined;
+  /** The alerts' history: where the alerter and operators' actions keep events, and the book they fold into. */
+  alertHistory: AlertHistory | undefined;
+  alertBook = new AlertBook();
+  private alertFollow: { stop(): void } | undefined;
+  /** Until the history is read, silences are unknown: alerts wait (undefined once read, or when it cannot be). */
+  private historyHeld: string | undefined = "reading the alerts' history";
+  /**
+   * Why the console's own view of the fleet cannot be trusted now (a reconnect, a failover), if
+   * so: alerts are held meanwhile. Set by whoever judges the view (health's degraded view).
+   */
+  viewHeld: () => string | undefined = () => undefined;
   private readonly statusListeners = new Set<(s: ConsoleStatus) => void>();
   private readonly runListeners = new Set<(r: RunView) => void>();
   private runFollow: { stop(): void } | undefined;
@@ -66,9 +86,11 @@ export class ConsoleBackend {
     readonly log: Logger,
     o: { registryToken?: string; brokerWhere: string },
   ) {
-    this.auditor = new Auditor(cfg.audit.file ? { file: cfg.audit.file, buffer: 10_000 } : undefined, { identity: hostname(), log });
     const me = isValidIdentity(hostname()) ? hostname() : "muster-web";
     this.me = me;
+    // its own records go where the nodes' go (replicated with them), on a subject of its own
+    const stream = cfg.audit.stream ? { stream: { name: "MUSTER_AUDIT", subjects: ["muster.audit.>"], subject: OPERATOR_AUDIT_SUBJECTS.console, max_age: 90 * 86_400, create: false } } : {};
+    this.auditor = new Auditor({ ...(cfg.audit.file ? { file: cfg.audit.file } : {}), ...stream, buffer: 10_000 }, { identity: me, log });
     this.feed = new BoardFeed(cfg.state_bucket, log);
     this.insights = new Insights(this.feed);
     this.registry = new RegistryHttp(cfg.registry.url, o.registryToken);
@@ -86,8 +108,25 @@ export class ConsoleBackend {
       },
       log,
     );
-    this.actions = new ConsoleActions({ cfg, log, auditor: this.auditor, me, feed: this.feed, insights: this.insights, connected: () => this.connected() });
-    this.alerts = new HealthAlerts({ unreachableAfterS: cfg.alerts.unreachable_after, puppetFailures: cfg.alerts.puppet_failures }, () => this.notifier, log);
+    this.actions = new ConsoleActions({
+      cfg,
+      log,
+      auditor: this.auditor,
+      me,
+      feed: this.feed,
+      insights: this.insights,
+      connected: () => this.connected(),
+      alerts: { book: () => this.alertBook, record: (e) => this.recordAlertEvent(e), test: (by, note) => this.alerts.test(by, note) },
+    });
+    this.alerts = new HealthAlerts({ unreachableAfterS: cfg.alerts.unreachable_after, puppetFailures: cfg.alerts.puppet_failures }, () => this.notifier, log, {
+      by: `console:${me}`,
+      record: async (e) => {
+        if (!this.alertHistory) throw new Error("the alerts' history is not open");
+        this.alertBook.apply(await this.alertHistory.append(e));
+      },
+      silenced: (identity, now) => this.alertBook.silenced(identity, now),
+      held: () => this.historyHeld ?? this.viewHeld(),
+    });
     const gauges = healthGauges(this.metrics);
     this.health.on("tick", (r) => {
       gauges(r);
@@ -111,6 +150,11 @@ export class ConsoleBackend {
     this.beacon.start();
     this.brokers ??= new BrokerWatch(client, { urls: this.cfg.health.broker_monitoring, observer: this.me, version: VERSION, log: this.log });
     this.brokers.start();
+    // after the stores are made (the stream with its copies): the auditor would make it bare
+    void sources.auditStreams().then(
+      (streams) => this.auditor.connect(streams),
+      (e: unknown) => this.log.warn({ err: (e as Error).message }, "cannot reach JetStream for the audit stream"),
+    );
   }
 
   /** The console's own checks, for its service heartbeat: its broker, its registry, its view of health, its alerts. */
@@ -147,6 +191,62 @@ export class ConsoleBackend {
     // throws, and an unhandled rejection would end `muster web` with status 1 (a CI run saw it).
     if (!this.runFollow) await this.followRuns(client, sources).catch((e: unknown) => this.stopped || this.log.warn({ err: (e as Error).message }, "cannot follow runall progress"));
     if (this.stopped) this.runFollow?.stop();
+    if (!this.alertFollow) await this.followAlerts(sources).catch((e: unknown) => this.stopped || this.log.warn({ err: (e as Error).message }, "cannot follow the alerts' history"));
+    if (this.stopped) this.alertFollow?.stop();
+  }
+
+  /** The alerts' history, read and then followed: silences, acknowledgements and deliveries from every console and the CLI. */
+  private async followAlerts(sources: FleetSources): Promise<void> {
+    let history: AlertHistory;
+    try {
+      history = await sources.alertHistory();
+    } catch (e) {
+      // without a history alerts still go out, unrecorded and unsilenced: better than none
+      this.historyHeld = undefined;
+      throw e;
+    }
+    this.alertHistory = history;
+    const book = (this.alertBook = new AlertBook());
+    const f = await history.follow(
+      (e) => book.apply(e),
+      () => (this.historyHeld = undefined),
+    );
+    if (!f) {
+      this.historyHeld = undefined;
+      return;
+    }
+    this.alertFollow = f;
+    void f.done.catch((e: unknown) => this.stopped || this.log.warn({ err: (e as Error).message }, "the alerts' history stopped")).finally(() => {
+      if (this.alertFollow === f) this.alertFollow = undefined;
+    });
+  }
+
+  /** The alerts as the history has them, newest events first. */
+  alertsView(historyLimit: number): AlertBookView & { enabled: boolean; held: string | null } {
+    return { ...this.alertBook.view(Date.now(), historyLimit), last_delivery: this.delivery(), enabled: this.cfg.alerts.enabled, held: this.alerts.holding ?? null };
+  }
+
+  /** How telling the admins last went: this console's own try, or the history's (another console, a test from the CLI), the newer. */
+  delivery(): DeliveryState | null {
+    const mine = this.alerts.delivery;
+    const kept = this.alertBook.lastDelivery();
+    if (!mine || !kept) return mine ?? kept;
+    return mine.at >= kept.at ? mine : kept;
+  }
+
+  /** The console's status line for alerts: present once a delivery was tried, not ok while the last one failed. */
+  alertStatus(): Pick<ConsoleStatus, "alerts"> {
+    const d = this.cfg.alerts.enabled ? this.delivery() : null;
+    if (!d) return {};
+    return { alerts: d.ok ? { ok: true } : { ok: false, error: d.error ?? "not delivered", ...(d.failing_since ? { since: d.failing_since } : {}) } };
+  }
+
+  /** Keeps an operator's alert event (acknowledged, silenced, unsilenced): 503 without the history. */
+  async recordAlertEvent(e: AlertEvent): Promise<void> {
+    this.connected();
+    if (!this.alertHistory) throw new ApiError(503, "alerts", "the alerts' history (stream MUSTER_ALERTS) is not open: the console could not create or read it");
+    // in the book at once, so the page shows it; the follow brings it again, and the book applies each id once
+    this.alertBook.apply(await this.alertHistory.append(e));
   }
 
   /** Runs from the runall history stream (every run kept, a restart loses none), else from live events only. */
@@ -254,33 +354,34 @@ export class ConsoleBackend {
     return one.results(id);
   }
 
-  /** The audit records the console can read: its own file and the nodes' audit stream. */
+  /** The audit records the console can read: the audit stream (the nodes', the CLI's and its own) and its own file when it keeps one. */
   async auditRecords(): Promise<{ rows: AuditRow[]; sources: { name: string; ok: boolean; records: number; error?: string }[] }> {
-    const rows: AuditRow[] = [];
+    const lists: StoredAuditEntry[][] = [];
     const sources: { name: string; ok: boolean; records: number; error?: string }[] = [];
     if (this.cfg.audit.file) {
       try {
         const recs = parseAuditLines(tailLines(this.cfg.audit.file, AUDIT_TAIL_BYTES));
-        rows.push(...recs.map((e) => auditRow(e, "console")));
+        lists.push(recs);
         sources.push({ name: `console file ${this.cfg.audit.file}`, ok: true, records: recs.length });
       } catch (e) {
         sources.push({ name: `console file ${this.cfg.audit.file}`, ok: false, records: 0, error: (e as Error).message });
       }
-    } else sources.push({ name: "console file", ok: false, records: 0, error: "audit.file is not set: the console's actions are only logged" });
+    }
     const stream = "audit stream MUSTER_AUDIT";
     if (this.client && this.status.broker.ok) {
       try {
-        const recs = await this.client.auditRecords("MUSTER_AUDIT", 2000);
+        const recs = await this.client.auditRecords("MUSTER_AUDIT", AUDIT_STREAM_RECORDS);
         if (recs === undefined) sources.push({ name: stream, ok: false, records: 0, error: "no such stream: the console creates it when it starts with an admin's credential (or `muster broker stores`); nodes publish their records there with audit.stream (docs/security.md)" });
         else {
-          rows.push(...recs.map((e) => auditRow(e, "node")));
+          lists.push(recs);
           sources.push({ name: stream, ok: true, records: recs.length });
         }
       } catch (e) {
         sources.push({ name: stream, ok: false, records: 0, error: (e as Error).message });
       }
     } else sources.push({ name: stream, ok: false, records: 0, error: "the broker is not reachable" });
-    return { rows, sources };
+    if (!this.cfg.audit.file && !this.cfg.audit.stream) sources.push({ name: "the console's own records", ok: false, records: 0, error: "audit.stream is off and audit.file is not set: the console's actions are only logged" });
+    return { rows: distinctRecords(lists).map((e) => auditRow(e, isReadAction)), sources };
   }
 
   async stop(): Promise<void> {
@@ -291,6 +392,7 @@ export class ConsoleBackend {
     this.insights.stop();
     this.health.stop();
     this.runFollow?.stop();
+    this.alertFollow?.stop();
     await this.auditor.close();
   }
 }

@@ -72,8 +72,12 @@ export const WebConfigSchema = z
       .object({ confirm_above: z.number().int().min(0).max(1_000_000).default(10) })
       .strict()
       .default({ confirm_above: 10 }),
-    /** Where the console's own actions (retry, runall) are recorded, as JSON lines. */
-    audit: z.object({ file: z.string().min(1).optional() }).strict().default({}),
+    /**
+     * Where the console's own actions (retry, runall, alerts) and refusals are recorded: the audit
+     * stream the nodes publish to (`stream`, on by default: `muster.audit.web`, replicated as the
+     * stream is), and a file of JSON lines too with `file`.
+     */
+    audit: z.object({ file: z.string().min(1).optional(), stream: z.boolean().default(true) }).strict().default({ stream: true }),
     /** Fleet health (docs/fleet.md#health): when a node counts as unreachable, and Puppet as stale. */
     health: z
       .object({
@@ -94,7 +98,7 @@ export const WebConfigSchema = z
     alerts: z
       .object({
         enabled: z.boolean().default(true),
-        /** Seconds since its last heartbeat before an unreachable node is reported (0: as soon as it is unreachable). */
+        /** Seconds since its last heartbeat before an unreachable node is reported (0: as soon as it is unreachable; never before 20 s of silence, health/alerts.ts RESTART_GRACE_S). */
         unreachable_after: z.number().nonnegative().default(0),
         /** Failed Puppet runs in a row that are reported (0: none). */
         puppet_failures: z.number().int().nonnegative().default(3),

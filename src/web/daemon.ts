@@ -74,7 +74,7 @@ export async function startWeb(cfg: WebConfig, log: Logger, opts: WebOptions = {
     if (n !== probes) return;
     // The state bucket may appear later (the first provisioner run): follow it once it does.
     if (b.ok && backend.feed.problem?.startsWith("no state bucket")) void backend.feed.start(() => sources!.records()).catch(() => undefined);
-    setStatus({ broker: b, registry: r });
+    setStatus({ broker: b, registry: r, ...backend.alertStatus() });
   };
   let timer: NodeJS.Timeout | undefined;
   const loop = () => {

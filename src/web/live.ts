@@ -11,6 +11,8 @@ import type { ProvisionState } from "../provisioner/state.js";
 export interface ConsoleStatus {
   broker: { ok: boolean; error?: string };
   registry: { ok: boolean; error?: string };
+  /** Telling the admins: not ok while the last delivery failed (why, since when); absent before any. */
+  alerts?: { ok: boolean; error?: string; since?: string };
 }
 
 /**
@@ -162,5 +164,5 @@ export async function probeBroker(ask: (() => Promise<unknown>) | undefined, whe
 }
 
 export function sameStatus(a: ConsoleStatus, b: ConsoleStatus): boolean {
-  return a.broker.ok === b.broker.ok && a.broker.error === b.broker.error && a.registry.ok === b.registry.ok && a.registry.error === b.registry.error;
+  return a.broker.ok === b.broker.ok && a.broker.error === b.broker.error && a.registry.ok === b.registry.ok && a.registry.error === b.registry.error && a.alerts?.ok === b.alerts?.ok && a.alerts?.error === b.alerts?.error;
 }

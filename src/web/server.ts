@@ -8,6 +8,7 @@ import { afterLogin, allowed, certificateRole, Csrf, SessionStore, type Principa
 import type { ConsoleBackend } from "./backend.js";
 import type { WebConfig } from "./config.js";
 import { ApiError, CSP, header } from "./http.js";
+import { alertRoutes } from "./routes/alerts.js";
 import { auditRoutes } from "./routes/audit.js";
 import { boardRoutes } from "./routes/board.js";
 import type { AuditedAction, RouteContext } from "./routes/context.js";
@@ -155,7 +156,7 @@ export async function buildApp(o: AppOptions): Promise<FastifyInstance> {
   });
 
   const ctx: RouteContext = { backend, cfg, need };
-  for (const group of [healthRoutes, boardRoutes, fleetRoutes, runallRoutes, auditRoutes]) group(app, ctx);
+  for (const group of [healthRoutes, boardRoutes, fleetRoutes, runallRoutes, auditRoutes, alertRoutes]) group(app, ctx);
 
   return app;
 }

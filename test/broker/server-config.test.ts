@@ -134,8 +134,8 @@ test("three members form a JetStream cluster over TLS routes: an R3 bucket keeps
   const env = adminEnv();
   const stores = await runCli(["broker", "stores", "--replicas", "3", "--json"], { env });
   assert.equal(stores.code, 0, stores.stderr);
-  assert.equal((JSON.parse(stores.stdout) as { created: boolean }[]).filter((x) => x.created).length, 6, stores.stdout);
-  for (const name of ["KV_muster_alive", "KV_muster_puppet_runs", "KV_muster_node_keys", "KV_muster_services", "MUSTER_RUNALL", "MUSTER_AUDIT"]) assert.equal((await jsm.streams.info(name)).config.num_replicas, 3, name);
+  assert.equal((JSON.parse(stores.stdout) as { created: boolean }[]).filter((x) => x.created).length, 7, stores.stdout);
+  for (const name of ["KV_muster_alive", "KV_muster_puppet_runs", "KV_muster_node_keys", "KV_muster_services", "MUSTER_RUNALL", "MUSTER_AUDIT", "MUSTER_ALERTS"]) assert.equal((await jsm.streams.info(name)).config.num_replicas, 3, name);
   // each member's /jsz as the lab's site reads it when the cluster refuses placement: one leader
   // that counts the other two, every member agreeing on it, nobody left out
   const views = await metaViews(monitorPorts.map((p, i) => ({ server: `nats${i + 1}`, monitor: `http://127.0.0.1:${p}/` })));
@@ -165,7 +165,7 @@ test("three members form a JetStream cluster over TLS routes: an R3 bucket keeps
   assert.equal(new TextDecoder().decode((await retryTransient(() => kv.get("node3"), until - Date.now(), openTimedOut))?.value), "3");
 });
 
-const REPLICATED = ["KV_muster_alive", "KV_muster_node_keys", "KV_muster_provision", "KV_muster_puppet_runs", "KV_muster_services", "MUSTER_AUDIT", "MUSTER_RUNALL"];
+const REPLICATED = ["KV_muster_alive", "KV_muster_node_keys", "KV_muster_provision", "KV_muster_puppet_runs", "KV_muster_services", "MUSTER_ALERTS", "MUSTER_AUDIT", "MUSTER_RUNALL"];
 
 test("a member back from a crash: `broker stores --rebuild` gives it a fresh copy of every replicated stream while writes go on", async () => {
   startMember(0); // killed above

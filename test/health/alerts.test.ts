@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { alertsFor, type AlertState } from "../../src/health/alerts.js";
+import { alertsFor, RESTART_GRACE_S, type AlertState } from "../../src/health/alerts.js";
 import { DEFAULT_HEALTH_POLICY, healthReport, type HealthInputs } from "../../src/health/model.js";
 import type { Heartbeat } from "../../src/protocol/heartbeat.js";
 import type { PuppetRunRecord } from "../../src/protocol/puppet-run.js";
@@ -45,4 +45,20 @@ test("a higher threshold waits longer; Puppet is reported after N failed runs in
   const fixed = alertsFor(state, report(at(T0, [run(-10, "changed"), ...three]), T0 + 20_000), policy);
   assert.deepEqual(fixed.map((a) => [a.kind, a.event, a.subject]), [["puppet_failing", "recovered", "muster: web1 Puppet runs again"]]);
   assert.deepEqual(alertsFor(new Map(), report(at(T0, three), T0 + 1000), { ...policy, puppetFailures: 0 }), [], "0 turns Puppet alerts off");
+});
+
+test("a restart is no outage: a node whose last heartbeat said it was stopping is reported only once it stays silent past the grace; back sooner, nobody is told either way", () => {
+  const stopping: Heartbeat = { ...hb, state: "stopping" };
+  const said = (lastSeen: number): HealthInputs => ({ identity: "web1", beat: { heartbeat: stopping, at: lastSeen }, runs: [] });
+  const state: AlertState = new Map();
+  // unreachable at once (it said it was stopping), not alerted within the grace
+  assert.equal(report(said(T0), T0 + 5000).nodes[0]!.reachable, false);
+  assert.deepEqual(alertsFor(state, report(said(T0), T0 + 5000), policy), []);
+  // back 8 s later (the server restarted into production): no alert, and no recovery either
+  assert.deepEqual(alertsFor(state, report(at(T0 + 8000), T0 + 9000), policy), []);
+  assert.equal(state.size, 0);
+  // a stop that lasts: told once the grace is over
+  const told = alertsFor(state, report(said(T0), T0 + (RESTART_GRACE_S + 1) * 1000), policy);
+  assert.deepEqual(told.map((a) => [a.event, a.subject]), [["problem", "muster: web1 unreachable"]]);
+  assert.match(told[0]!.message, /stopping/);
 });

@@ -59,6 +59,10 @@ export const RUN_ELSEWHERE: Record<string, { has: string; commands: readonly str
       "muster rpc rpcutil ping --dm puppetdb -F country=nl",
     ],
   },
+  "test/health/alert-delivery.test.ts": {
+    has: "a console's alerts kept in their history, an open alert of node05.eu.lab, a real notifier (muster server hosting notify) and its receivers",
+    commands: ["muster alerts test", 'muster alerts ack node05.eu.lab --note "on it"'],
+  },
   "test/fleet/puppet-real.test.ts": {
     has: "a real puppetserver and three nodes with real Puppet agents",
     commands: ["muster puppet runall 10 -C webserver", 'muster puppet runall 4 -S "puppet().since_lastrun>3600"'],

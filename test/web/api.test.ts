@@ -25,6 +25,9 @@ import { ProblemKinds, type HealthSummary } from "../../src/health/model.js";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { inboxPrefixFor } from "../../src/broker/connect.js";
 import { Auditor } from "../../src/security/audit.js";
+import { startWebhookReceiver, type WebhookReceiver } from "../../src/lab/receivers.js";
+import { encodePuppetRun } from "../../src/protocol/puppet-run.js";
+import { bucketKey, DEFAULT_PUPPET_RUNS_BUCKET } from "../../src/protocol/buckets.js";
 import { eventually } from "../support/collective.js";
 import { freePort } from "../support/index.js";
 import { waitRegistered } from "../support/registry.js";
@@ -47,6 +50,10 @@ let regNc: NatsConnection;
 let store: ProvisionState;
 let registry: RunningRegistry;
 let emu: RunningEmulator;
+/** The admins' notifier (the notify agent, emulated) and the receiver it posts to. */
+let notifierEmu: RunningEmulator;
+let hook: WebhookReceiver;
+const NOTIFIER = "notifier.test";
 let sim: SimulatedPuppetFleet;
 let web: WebHandle;
 let client: MusterClient;
@@ -59,7 +66,7 @@ const rec = (identity: string, status: NodeRecord["status"], extra: Partial<Node
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), "muster-web-"));
   process.env.MUSTER_CONFIG_DIR = join(dir, "keys");
-  lab = await startLabBroker({ dir, nodes: ids });
+  lab = await startLabBroker({ dir, nodes: [...ids, NOTIFIER] });
   // This process (the console, the test's client) is the lab's admin.
   const admin = lab.tls("admin");
   Object.assign(process.env, { MUSTER_TLS_CA: admin.ca, MUSTER_TLS_CERT: admin.cert, MUSTER_TLS_KEY: admin.key });
@@ -78,6 +85,9 @@ before(async () => {
   const enc = await lab.connect("emulator", "web-emulator");
   emu = await startEmulator({ nc: enc, nodes: fleet, collective: "muster", log: silentLogger, registration: { interval: 60, splay: false }, factories: { ...coreAgentFactories, puppet: sim.factory } });
   await waitRegistered(nc, ids, { bucket: DEFAULT_REGISTRY_BUCKET });
+  hook = await startWebhookReceiver();
+  const nenc = await lab.connect("emulator", "notifier-emulator");
+  notifierEmu = await startEmulator({ nc: nenc, nodes: [{ identity: NOTIFIER, facts: { role: "notifier" }, classes: [], agents: ["notify"] }], collective: "muster", log: silentLogger, registration: { interval: 0, splay: false }, plugins: { notify: { recipients: [hook.url], dedupe_bucket: false } } });
 
   writeFileSync(join(dir, "tokens"), `# the console's people\n${OPERATOR} operator alice\n${VIEWER} viewer bob\n`);
   auditFile = join(dir, "audit.jsonl");
@@ -99,6 +109,8 @@ after(async () => {
   sim?.stop();
   await client?.close();
   await emu?.stop();
+  await notifierEmu?.stop();
+  await hook?.close();
   await registry?.stop();
   await regNc?.drain().catch(() => undefined);
   await nc?.drain().catch(() => undefined);
@@ -450,6 +462,115 @@ test("fleet health: GET /api/health is the CLI's report, the health stream and t
   } finally {
     sse.close();
   }
+});
+
+type AlertsView = { open: { alert: string; identity: string; kind: string; delivery: string; told: string[]; acknowledged: { by: string; note?: string } | null }[]; silences: { identity: string; until: string; by: string }[]; last_delivery: { ok: boolean; told: string[]; notifier: string | null } | null; history: { type: string; by: string; identity?: string; told?: string[] }[] };
+const alertsView = async (token = VIEWER) => (await (await get("/api/alerts?history=500", bearer(token))).json()) as AlertsView;
+const opPost = async (path: string, body: unknown) => post(path, body, { ...bearer(OPERATOR), "x-csrf-token": await csrfOf(bearer(OPERATOR)) });
+
+test("alerts: the console tells the admins through the notifier, and keeps who was told; a test alert from the console arrives; a viewer's and a forged one are refused and audited", async () => {
+  // the records of nodes that never sent a heartbeat (busy.test, waiting.test) are unreachable: alerted
+  const open = await eventually(async () => {
+    const v = await alertsView();
+    return v.open.some((a) => a.identity === "busy.test" && a.delivery === "told") ? v : undefined;
+  }, 30_000, "the console's alert about busy.test told and kept");
+  const busy = open.open.find((a) => a.identity === "busy.test")!;
+  assert.deepEqual(busy.told, [hook.url]);
+  assert.ok(hook.received.some((b) => (b as { subject: string }).subject === "muster: busy.test unreachable"));
+  assert.equal(open.last_delivery?.ok, true);
+  assert.equal(open.last_delivery?.notifier, NOTIFIER);
+
+  const viewer = await post("/api/alerts/test", {}, { ...bearer(VIEWER), "x-csrf-token": await csrfOf(bearer(VIEWER)) });
+  assert.equal(viewer.status, 403);
+  const forged = await post("/api/alerts/test", {}, bearer(OPERATOR));
+  assert.equal(((await forged.json()) as { error: { code: string } }).error.code, "csrf");
+  const before = hook.received.length;
+  const ok = await opPost("/api/alerts/test", { note: "pager check" });
+  assert.equal(ok.status, 200, await ok.clone().text());
+  assert.deepEqual(await ok.json(), { notifier: NOTIFIER, told: [hook.url] });
+  assert.equal(hook.received.length, before + 1, "one test alert: a viewer's and a forged one sent nothing");
+  assert.match((hook.received.at(-1) as { subject: string; message: string }).message, /sent by web:alice: pager check/);
+  const h = (await alertsView()).history;
+  assert.ok(h.some((e) => e.type === "test" && e.by === "web:alice" && e.told?.[0] === hook.url), JSON.stringify(h.slice(0, 5)));
+  const audit = (await (await get("/api/audit?action=alerts.test", bearer(OPERATOR))).json()) as { rows: { user: string; ok: boolean; source: string }[] };
+  assert.deepEqual(audit.rows.map((r) => [r.user, r.ok, r.source]).sort(), [["web:alice", false, "console"], ["web:alice", true, "console"], ["web:bob", false, "console"]]);
+});
+
+test("alerts: an operator acknowledges an open alert, silences a node for a stated time and ends it; bad input is refused saying why; all audited", async () => {
+  const ack = await opPost("/api/alerts/ack", { identity: "busy.test", note: "looking" });
+  assert.equal(ack.status, 200, await ack.clone().text());
+  let v = await alertsView();
+  const acked = v.open.find((a) => a.identity === "busy.test")!.acknowledged;
+  assert.deepEqual([acked?.by, acked?.note], ["web:alice", "looking"]);
+  const none = await opPost("/api/alerts/ack", { identity: "web1.test" });
+  assert.equal(none.status, 404);
+  assert.match(((await none.json()) as { error: { message: string } }).error.message, /web1\.test has no open alert/);
+  const viewerSilence = await post("/api/alerts/silence", { identity: "web2.test", for: "2h" }, { ...bearer(VIEWER), "x-csrf-token": await csrfOf(bearer(VIEWER)) });
+  assert.equal(viewerSilence.status, 403);
+  for (const [body, re] of [[{ identity: "web2.test", for: "forever" }, /a length such as/], [{ identity: "web2.test", for: "10s" }, /at least a minute/], [{ identity: "web2.test" }, /for how long/], [{ identity: "not a name", for: "1h" }, /name the node/]] as const) {
+    const r = await opPost("/api/alerts/silence", body);
+    assert.equal(r.status, 400, JSON.stringify(body));
+    assert.match(((await r.json()) as { error: { message: string } }).error.message, re);
+  }
+  const sil = await opPost("/api/alerts/silence", { identity: "web2.test", for: "2h", note: "disk swap" });
+  assert.equal(sil.status, 200, await sil.clone().text());
+  const until = Date.parse(((await sil.json()) as { until: string }).until);
+  assert.ok(until > Date.now() + 7_100_000 && until <= Date.now() + 7_200_000, "two hours from now");
+  v = await alertsView();
+  assert.deepEqual(v.silences.map((s) => [s.identity, s.by]), [["web2.test", "web:alice"]]);
+  assert.equal((await opPost("/api/alerts/unsilence", { identity: "web2.test" })).status, 200);
+  assert.equal((await opPost("/api/alerts/unsilence", { identity: "web2.test" })).status, 404, "not silenced any more");
+  assert.deepEqual((await alertsView()).silences, []);
+  const rows = ((await (await get("/api/audit", bearer(OPERATOR))).json()) as { rows: { action: string; user: string; ok: boolean; target: string }[] }).rows.filter((r) => r.action.startsWith("alerts.") && r.action !== "alerts.test");
+  for (const want of [["alerts.ack", "web:alice", true, "busy.test"], ["alerts.ack", "web:alice", false, "web1.test"], ["alerts.silence", "web:bob", false, "web2.test"], ["alerts.silence", "web:alice", true, "web2.test"], ["alerts.unsilence", "web:alice", true, "web2.test"], ["alerts.unsilence", "web:alice", false, "web2.test"]])
+    assert.ok(rows.some((r) => JSON.stringify([r.action, r.user, r.ok, r.target]) === JSON.stringify(want)), `${JSON.stringify(want)} in ${JSON.stringify(rows)}`);
+});
+
+test("the audit: the console's own records come back from the audit stream; reads (readonly actions) are left out unless asked, a refused read always shows", async () => {
+  // a node's records of reads and of an action, as a node's Auditor publishes them
+  const nodeNc = await lab.connect("emulator", "audit-reads", { inboxPrefix: inboxPrefixFor(ids[1]!) });
+  const node = new Auditor({ stream: { name: "MUSTER_AUDIT", subjects: ["muster.audit.>"], create: false }, buffer: 100 }, { identity: ids[1]!, log: silentLogger });
+  try {
+    node.connect(streamsOn(nodeNc));
+    const t = Date.now();
+    const rec = (requestid: string, agent: string, action: string, statuscode = 0) => node.record({ time: t, identity: ids[1]!, requestid, caller: "console", sender: "console.test", agent, action, data: {}, statuscode, statusmsg: statuscode ? "denied by policy" : "OK" });
+    rec("read1", "puppet", "status");
+    rec("read2", "puppet", "last_run_summary");
+    rec("read3", "rpcutil", "inventory", 1);
+    rec("act1", "puppet", "runonce");
+    await eventually(async () => (node.stats.audit_published === 4 ? true : undefined), 10_000, "the node's records acknowledged");
+  } finally {
+    await node.close();
+    await nodeNc.drain().catch(() => undefined);
+  }
+  type Page = { rows: { action: string; target: string; read: boolean; ok: boolean; source: string }[]; reads_hidden: number; sources: { name: string; ok: boolean }[] };
+  const page = await eventually(async () => {
+    const p = (await (await get("/api/audit?limit=5000", bearer(OPERATOR))).json()) as Page;
+    return p.rows.some((r) => r.action === "puppet.runonce" && r.target === ids[1]) ? p : undefined;
+  }, 10_000, "the node's action on the audit page");
+  const mine = page.rows.filter((r) => r.target === ids[1] && r.source === "node").map((r) => [r.action, r.ok]);
+  assert.deepEqual(mine.sort(), [["puppet.runonce", true], ["rpcutil.inventory", false]], "reads left out; a refused read shown");
+  assert.ok(page.reads_hidden >= 2);
+  const all = (await (await get("/api/audit?limit=5000&reads=1", bearer(OPERATOR))).json()) as Page;
+  assert.deepEqual(all.rows.filter((r) => r.target === ids[1] && r.read).map((r) => r.action).sort(), ["puppet.last_run_summary", "puppet.status", "rpcutil.inventory"]);
+  // the console's own records are in the stream (on muster.audit.web), not only in its file
+  const fromStream = (await client.auditRecords("MUSTER_AUDIT", 5000)) ?? [];
+  assert.ok(fromStream.some((e) => e.agent === "web" && e.action === "alerts.silence" && e.caller === "web:alice"), "the console's records in the replicated stream");
+});
+
+test("a node page: a node health knows to be unreachable is not asked (the page does not wait on it), and shows the last Puppet run health knows", async () => {
+  // failed.test has a provisioning record and never sent a heartbeat: unreachable
+  const run = { identity: "failed.test", time: Date.now() - 600_000, status: "changed" as const, resources: { total: 12, changed: 2, failed: 0 }, duration_s: 4.2, config_version: "1700000000" };
+  await (await bucketsOn(nc).bucket(DEFAULT_PUPPET_RUNS_BUCKET)).put(bucketKey("failed.test"), encodePuppetRun(run));
+  const n = await eventually(async () => {
+    const b = (await (await get("/api/nodes/failed.test", bearer(VIEWER))).json()) as { agent_asked: boolean; health: { reachable: boolean }; puppet_runs: { status: string; time: number }[] };
+    return b.puppet_runs.length ? b : undefined;
+  }, 10_000, "the run in the node page");
+  assert.equal(n.health.reachable, false);
+  assert.equal(n.agent_asked, false, "its puppet agent was not asked");
+  assert.deepEqual(n.puppet_runs.map((r) => [r.status, r.time]), [["changed", run.time]]);
+  const reachable = (await (await get(`/api/nodes/${ids[0]}`, bearer(VIEWER))).json()) as { agent_asked: boolean };
+  assert.equal(reachable.agent_asked, true, "a reachable node is asked");
 });
 
 test("the broker refused nothing the console, its client or the fleet asked for (the lab's permissions)", () => {

@@ -20,6 +20,9 @@ import { eventually, runCli, spawnMuster, tempDir, type MusterProcess } from "..
 import { writeSimulatedProvisionerConfig } from "../support/provisioner.js";
 import { cutOff, focusProblems } from "../support/visible.js";
 import { waitRegistered } from "../support/registry.js";
+import { startWebhookReceiver, type WebhookReceiver } from "../../src/lab/receivers.js";
+import { encodePuppetRun } from "../../src/protocol/puppet-run.js";
+import { bucketKey, DEFAULT_PUPPET_RUNS_BUCKET } from "../../src/protocol/buckets.js";
 import { startLabBroker, type LabBroker } from "./lab-broker.js";
 
 // The web console in a real browser (Debian's Chromium, headless) against a real broker with the
@@ -51,6 +54,9 @@ const failing = new Set<string>([broken]);
 /** A node whose power is cut (its connection dropped, no last heartbeat) and that comes back. */
 const victim = "victim.test";
 const victimFleet: FleetNode[] = [{ identity: victim, facts: { country: "fr", os: "debian", role: "spare" }, classes: [], agents: [] }];
+/** The admins' notifier: the real notify agent (the waiting fleet's notifier.test is simulated and tells nobody), posting to `hook`. */
+const alertsNotifier: FleetNode[] = [{ identity: "alerts.test", facts: { role: "alerts" }, classes: [], agents: ["notify"] }];
+let alertsEmu: RunningEmulator | undefined;
 /** Managed nodes whose Puppet runs fail. */
 const puppetFailing = new Set<string>();
 let victimEmu: RunningEmulator | undefined;
@@ -66,6 +72,8 @@ let registry: MusterProcess;
 let web: MusterProcess;
 let provisioner: MusterProcess | undefined;
 let browser: Browser;
+/** Where the admins' alerts go (the emulated notifier posts there). */
+let hook: WebhookReceiver;
 let url = "";
 let registryUrl = "";
 const contexts: BrowserContext[] = [];
@@ -74,7 +82,7 @@ const problems: string[] = [];
 const a11y: string[] = [];
 
 before(async () => {
-  lab = await startLabBroker({ dir: tmp.path, nodes: [...fleet, ...managedFleet, ...victimFleet].map((n) => n.identity) });
+  lab = await startLabBroker({ dir: tmp.path, nodes: [...fleet, ...managedFleet, ...victimFleet, ...alertsNotifier].map((n) => n.identity) });
   nc = await lab.connect("admin");
   const regCfg = join(tmp.path, "registry.yaml");
   writeFileSync(regCfg, toYaml({ broker: lab.url, collectives: ["muster"], http: { host: "127.0.0.1", port: 0 }, log: { level: "warn" } }));
@@ -97,11 +105,13 @@ before(async () => {
   await waitRegistered(nc, [...fleet, ...managedFleet].map((n) => n.identity));
   store = await ProvisionState.open(bucketsOn(nc), "muster_provision");
 
+  hook = await startWebhookReceiver();
+  alertsEmu = await startEmulator({ nc: await lab.connect("emulator", "emulator-alerts"), nodes: alertsNotifier, collective: "muster", log: silentLogger, registration: { interval: 60, splay: false }, heartbeat: 1, plugins: { notify: { recipients: [hook.url], dedupe_bucket: false } } });
   const tokens = join(tmp.path, "tokens");
   writeFileSync(tokens, `# token role name\n${OPERATOR} operator alice\n${VIEWER} viewer bob\n`, { mode: 0o600 });
   const webCfg = join(tmp.path, "web.yaml");
   // heartbeats every second here: a node is unreachable after 3 s of silence
-  writeFileSync(webCfg, toYaml({ listen: "127.0.0.1:0", auth: { tokens_file: tokens }, registry: { url: registryUrl }, audit: { file: join(tmp.path, "audit.jsonl") }, runall: { confirm_above: 3 }, health: { unreachable_after: 3 } }));
+  writeFileSync(webCfg, toYaml({ listen: "127.0.0.1:0", auth: { tokens_file: tokens }, registry: { url: registryUrl }, audit: { file: join(tmp.path, "audit.jsonl") }, runall: { confirm_above: 3 }, health: { unreachable_after: 3 }, alerts: { notify: { filter: "role=alerts" } } }));
   await startConsole();
   browser = await launchChromium();
 });
@@ -115,6 +125,7 @@ async function startConsole(): Promise<void> {
 
 after(async () => {
   await victimEmu?.stop().catch(() => undefined);
+  await alertsEmu?.stop().catch(() => undefined);
   await browser?.close().catch(() => undefined);
   await provisioner?.stop();
   await web?.stop();
@@ -123,12 +134,13 @@ after(async () => {
   await puppetEmu?.stop();
   await nc?.drain().catch(() => undefined);
   await lab?.stop();
+  await hook?.close();
   tmp.remove();
 });
 
 /** A page logged in with the token through the login form, as a person would, then at `hash` (the board by default; "" stays on the landing page). */
-async function loggedIn(token: string, name: string, hash = "#/board"): Promise<Page> {
-  const ctx = await browser.newContext({ viewport: { width: 1400, height: 1000 } });
+async function loggedIn(token: string, name: string, hash = "#/board", viewport = { width: 1400, height: 1000 }): Promise<Page> {
+  const ctx = await browser.newContext({ viewport });
   contexts.push(ctx);
   const page = await ctx.newPage();
   watchPageProblems(page, problems);
@@ -619,6 +631,8 @@ test("audit: operators see the console's actions and refusals, newest first, fil
   assert.deepEqual(rows.map((r) => r.time), rows.map((r) => r.time).sort().reverse(), "newest first");
   await op.selectOption("#audit-action", "runall");
   await op.waitForFunction(() => [...document.querySelectorAll(".audit-table tbody tr")].every((t) => t.getAttribute("data-action") === "runall") && location.hash.includes("action=runall"), undefined, { timeout: 10_000 });
+  await op.check("#audit-reads");
+  await op.waitForFunction(() => location.hash.includes("reads=1"), undefined, { timeout: 10_000 });
   a11y.push(...(await a11yFindings(op, "audit page")));
   const viewer = await loggedIn(VIEWER, "bob");
   assert.equal(await viewer.locator('#nav a[data-view="audit"]').isHidden(), true);
@@ -723,6 +737,84 @@ test("a gone node: its badge shows whole on the board and its page, with the act
   } finally {
     await store.remove(id);
   }
+});
+
+test("a node provisioned long ago whose heartbeats stopped: the board says done and unreachable; its page opens without asking it, with the last Puppet run health knows", async () => {
+  // done in its record, never heard from since: health says unreachable, the record alone said "done" (issue 36 §6)
+  const id = "ghost.test";
+  const now = Date.now();
+  const rec: NodeRecord = { ...newRecord(id, now - 3_600_000), status: "done", stage: "notify", master: "master-de.test", rounds: 1, startedAt: now - 3_600_000, finishedAt: now - 3_500_000 };
+  assert.ok(await store.compareAndSet({ record: rec, revision: 0 }));
+  const runs = await bucketsOn(nc).bucket(DEFAULT_PUPPET_RUNS_BUCKET);
+  await runs.put(bucketKey(id), encodePuppetRun({ identity: id, time: now - 3_500_000, status: "changed", resources: { total: 40, changed: 3, failed: 0 }, duration_s: 12.5, config_version: "1700000000" }));
+  try {
+    const page = await loggedIn(VIEWER, "bob");
+    const badge = `${rowSel(id, "done")}[data-unreachable="true"] .status-cell .badge.unreachable`;
+    await page.waitForSelector(badge, { timeout: 20_000 });
+    assert.deepEqual([...(await cutOff(page, badge)), ...(await cutOff(page, `${rowSel(id)} .status-cell .badge.done`))], []);
+    assert.match((await page.locator("#board-summary").textContent()) ?? "", /\d+ unreachable now/);
+    a11y.push(...(await a11yFindings(page, "board with a done node that is unreachable")));
+    await page.evaluate((h) => (location.hash = h), `#/node/${id}`);
+    await page.waitForSelector(`section.node[data-identity="${id}"] .puppet-run[data-source="health"]`, { timeout: 15_000 });
+    assert.match((await page.locator("#puppet-known").textContent()) ?? "", /unreachable, so it was not asked/);
+    assert.equal(await page.locator(".puppet-run td[data-count=changed]").textContent(), "3");
+    assert.equal(await page.locator("text=No Puppet run reported").count(), 0);
+    a11y.push(...(await a11yFindings(page, "node page of an unreachable node")));
+    await page.close();
+  } finally {
+    await store.remove(id);
+    await runs.purge(bucketKey(id));
+  }
+});
+
+test("the Alerts page: an operator sends a test alert that reaches the receiver and silences a node, both in the history; a viewer sees the buttons unavailable and why", async () => {
+  const op = await loggedIn(OPERATOR, "alice", "#/alerts");
+  await op.waitForSelector("#alerts-delivery", { timeout: 15_000 });
+  const before = hook.received.length;
+  await op.click("#alerts-delivery button");
+  await op.waitForSelector("#alerts-message", { timeout: 30_000 });
+  assert.match((await op.locator("#alerts-message").textContent()) ?? "", /test alert delivered to http:\/\/127\.0\.0\.1:\d+\/ through alerts\.test/);
+  assert.equal(await op.locator("#alerts-message.ok").count(), 1);
+  assert.ok(hook.received.slice(before).some((b) => (b as { subject: string }).subject === "muster: test alert from web:alice"));
+  await op.waitForSelector('#alerts-delivery[data-ok="true"]', { timeout: 10_000 });
+  await op.fill("#silence-identity", victim);
+  await op.selectOption("#silence-for", "1h");
+  await op.fill("#silence-note", "moving racks");
+  await op.click('#silence-form button[type="submit"]');
+  await op.waitForSelector(`.silences li[data-identity="${victim}"]`, { timeout: 15_000 });
+  await op.waitForSelector(`.alerts-history tr[data-type="silenced"][data-identity="${victim}"]`, { timeout: 15_000 });
+  await op.waitForSelector('.alerts-history tr[data-type="test"]', { timeout: 15_000 });
+  a11y.push(...(await a11yFindings(op, "alerts page (operator)")));
+  await op.click(`.silences li[data-identity="${victim}"] button`);
+  await op.waitForSelector(`.silences li[data-identity="${victim}"]`, { state: "detached", timeout: 15_000 });
+  const viewer = await loggedIn(VIEWER, "bob", "#/alerts");
+  await viewer.waitForSelector("#alerts-role", { timeout: 15_000 });
+  assert.equal(await viewer.locator("#alerts-delivery button").isDisabled(), true);
+  assert.equal(await viewer.locator('#silence-form button[type="submit"]').isDisabled(), true);
+  a11y.push(...(await a11yFindings(viewer, "alerts page (viewer)")));
+  await viewer.close();
+  await op.close();
+});
+
+test("at 390 px wide the header's page links stay on one line (scrolling sideways), Log out shows whole on one line, and the header fits the screen", async () => {
+  const page = await loggedIn(OPERATOR, "alice", "#/board", { width: 390, height: 844 });
+  await page.waitForSelector("#logout:not([hidden])", { timeout: 15_000 });
+  await page.waitForSelector('#nav a[data-view="audit"]:not([hidden])', { timeout: 15_000 });
+  const layout = await page.evaluate(() => {
+    const links = [...document.querySelectorAll<HTMLElement>("#nav a:not([hidden])")];
+    const logout = document.getElementById("logout")!;
+    const header = document.querySelector<HTMLElement>("header.top")!;
+    return { tops: [...new Set(links.map((a) => Math.round(a.getBoundingClientRect().top)))], logoutLines: logout.getClientRects().length, logoutHeight: logout.getBoundingClientRect().height, lineHeight: parseFloat(getComputedStyle(logout).lineHeight) || parseFloat(getComputedStyle(logout).fontSize) * 1.4, headerWidth: header.scrollWidth, viewport: innerWidth };
+  });
+  assert.equal(layout.tops.length, 1, `the links on one line: ${JSON.stringify(layout)}`);
+  assert.ok(layout.logoutLines === 1 && layout.logoutHeight < layout.lineHeight * 1.6, `Log out on one line: ${JSON.stringify(layout)}`);
+  assert.ok(layout.headerWidth <= layout.viewport, `the header fits the screen: ${JSON.stringify(layout)}`);
+  assert.deepEqual([...(await cutOff(page, "#logout")), ...(await cutOff(page, ".top .brand"))], []);
+  // the last link, scrolled out of sight, comes into view when the keyboard reaches it
+  await page.focus('#nav a[data-view="audit"]');
+  assert.deepEqual(await cutOff(page, '#nav a[data-view="audit"]'), []);
+  a11y.push(...(await a11yFindings(page, "board at 390 px")));
+  await page.close();
 });
 
 test("the login page and the board have no accessibility finding", async () => {

@@ -299,3 +299,53 @@ test("the throughput chart's time labels: on the hour and half hour, anchored in
   assert.deepEqual(first[0], { i: 0, start: new Date(2026, 0, 1, 9, 30).getTime(), anchor: "start" });
   assert.deepEqual(first.at(-1), { i: 150, start: new Date(2026, 0, 1, 12, 0).getTime(), anchor: "middle" }, "away from the ends, centred");
 });
+
+test("the board: a node done long ago that health says is unreachable reads done, unreachable (issue 36: the board said done)", () => {
+  const health = [
+    { identity: "node05.eu.lab", reachable: false, problems: [{ kind: "unreachable", why: "no heartbeat for 40 s" }] },
+    { identity: "node06.eu.lab", reachable: true, problems: [{ kind: "puppet_failed", why: "..." }] },
+  ];
+  const down = m.unreachableSet(health);
+  assert.deepEqual([...down], ["node05.eu.lab"]);
+  assert.deepEqual(m.boardStatus({ identity: "node05.eu.lab", status: "done" }, down), { status: "done", unreachable: true, label: "done, unreachable" });
+  assert.deepEqual(m.boardStatus({ identity: "node06.eu.lab", status: "done" }, down), { status: "done", unreachable: false, label: "done" });
+  assert.equal(m.boardStatus({ identity: "x", status: "failed" }, null).unreachable, false, "no health yet: the record alone");
+  assert.deepEqual([...m.unreachableSet(undefined)], []);
+});
+
+test("the explorer's cells: the os fact as an operator says it, other structured facts as their dotted parts, never JSON", () => {
+  const trixie = { name: "Debian", family: "Debian", release: { full: "13.1", major: "13", minor: "1" }, distro: { codename: "trixie", description: "Debian GNU/Linux 13 (trixie)", id: "Debian" }, architecture: "amd64" };
+  assert.equal(m.factCellText("os", trixie), "Debian 13 (trixie)");
+  assert.equal(m.osText({ family: "RedHat", name: "Rocky", release: { major: "9" } }), "Rocky 9");
+  assert.equal(m.osText({ family: "Debian" }), "Debian");
+  assert.equal(m.osText("debian"), "debian", "a plain value stays itself");
+  assert.equal(m.factCellText("memory", { system: { total: "2 GiB", used: "1 GiB" } }), "system.total=2 GiB, system.used=1 GiB");
+  assert.equal(m.factCellText("country", "de"), "de");
+  assert.equal(m.factCellText("ips", ["10.0.0.1", "10.0.0.2"]), '["10.0.0.1","10.0.0.2"]', "lists stay whole");
+  assert.ok(!m.factCellText("os", trixie).includes("{"));
+});
+
+test("a node page's last run, when its agent was not asked or did not answer: the run health knows, marked as such", () => {
+  const at = Date.parse("2026-03-01T11:00:00Z");
+  const v = m.knownRunView({ status: "changed", time: at, resources: { total: 12, changed: 2, failed: 0 }, duration_s: 4.24, config_version: "1700" });
+  assert.equal(v?.known_only, true);
+  assert.deepEqual([v?.status, v?.label, v?.at, v?.duration_s, v?.config_version], ["changed", "changed", at, 4.2, "1700"]);
+  assert.deepEqual(v?.counts, [{ name: "resources", value: 12 }, { name: "changed", value: 2 }, { name: "failed", value: 0 }]);
+  // health's own Puppet view (its report): an ISO time, no duration
+  const h = m.knownRunView({ status: "unchanged", last_run: "2026-03-01T11:00:00.000Z", resources: { total: 5, changed: 0, failed: 0 } });
+  assert.deepEqual([h?.label, h?.at, h?.duration_s], ["no changes", at, null]);
+  assert.equal(m.knownRunView(null), null);
+  assert.equal(m.knownRunView({ status: null }), null);
+});
+
+test("the alerts' history in words: who was told, or why nobody was, or what failed", () => {
+  const t = Date.parse("2026-03-01T12:00:00Z");
+  assert.deepEqual(m.alertEventRow({ type: "fired", time: t, by: "console:c", identity: "node05.eu.lab", kind: "unreachable", told: ["http://hooks/ops"], notifier: "console.lab" }), { what: "fired", about: "node05.eu.lab unreachable", detail: "told http://hooks/ops (through console.lab)", ok: true });
+  assert.equal(m.alertEventRow({ type: "fired", time: t, by: "c", identity: "n", kind: "unreachable", told: [], held: "n is silenced until ..." }).detail, "nobody told: n is silenced until ...");
+  assert.deepEqual(m.alertEventRow({ type: "delivery_failed", of: "resolved", time: t, by: "c", identity: "n", kind: "puppet_failing", error: "no notifier answered" }), { what: "resolved not delivered", about: "n puppet failing", detail: "no notifier answered", ok: false });
+  assert.equal(m.alertEventRow({ type: "test", time: t, by: "web:alice", kind: "test", told: ["x"] }).about, "the admins");
+  const now = t + 120_000;
+  assert.equal(m.deliveryText(null, now), "No alert has been sent yet.");
+  assert.equal(m.deliveryText({ ok: true, at: new Date(t).toISOString(), notifier: "console.lab", told: ["http://hooks/ops"], error: null, failing_since: null }, now), "The last alert reached http://hooks/ops through console.lab, 2 min ago.");
+  assert.equal(m.deliveryText({ ok: false, at: new Date(t).toISOString(), notifier: null, told: [], error: "no notifier answered", failing_since: new Date(t - 600_000).toISOString() }, now), "Alerts are not reaching the admins, failing since 12 min ago: no notifier answered");
+});

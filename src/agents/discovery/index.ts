@@ -5,7 +5,7 @@ import type { AgentDDL } from "../../ddl/types.js";
 export const discoveryDDL = {
   metadata: { name: "discovery", description: "Answers discovery requests from nodes that match the filter", version: "1.0.0", timeout: 5 },
   actions: {
-    ping: { description: "Reply if this node matches", input: {}, output: { pong: { description: "Node time (ms since epoch)", display_as: "Pong" } } },
+    ping: { description: "Reply if this node matches", readonly: true, input: {}, output: { pong: { description: "Node time (ms since epoch)", display_as: "Pong" } } },
   },
 } as const satisfies AgentDDL;
 

@@ -44,6 +44,7 @@ export const provisionDDL = {
     },
     has_cert: {
       description: "Whether the node has a signed certificate (fetching it from the CA when a request of ours is pending)",
+      readonly: true,
       display: "always",
       input: {},
       output: {
@@ -118,6 +119,7 @@ export const provisionDDL = {
     },
     is_locked: {
       description: "Whether the deploy lock is held (an expired lock counts as free)",
+      readonly: true,
       display: "always",
       input: {},
       output: {
@@ -140,6 +142,7 @@ export const provisionDDL = {
     },
     is_disabled: {
       description: "Whether provisioning is disabled on this node",
+      readonly: true,
       display: "always",
       input: {},
       output: {

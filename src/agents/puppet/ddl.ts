@@ -53,6 +53,7 @@ export const puppetDDL = {
     },
     status: {
       description: "The Puppet agent's state: applying, enabled, daemon, idling, last run",
+      readonly: true,
       display: "always",
       input: {},
       output: statusOutputs,
@@ -66,6 +67,7 @@ export const puppetDDL = {
     },
     last_run_summary: {
       description: "Counts and times of the last Puppet run, from Puppet's own last_run_summary.yaml",
+      readonly: true,
       display: "always",
       input: {},
       output: {
@@ -96,6 +98,7 @@ export const puppetDDL = {
     },
     last_run_report: {
       description: "What the last Puppet run did resource by resource, from Puppet's last_run_report.yaml: changed and failed resources with their messages, and its warnings and errors",
+      readonly: true,
       display: "always",
       input: {},
       output: {

@@ -28,6 +28,7 @@ export const puppetcaDDL = {
   actions: {
     list: {
       description: "Pending requests, signed and revoked certificates",
+      readonly: true,
       display: "always",
       input: {},
       output: {
@@ -92,6 +93,7 @@ export const puppetcaDDL = {
     },
     status: {
       description: "State of one certificate or request",
+      readonly: true,
       display: "always",
       input: {
         certname: { prompt: "Certname", description: "The certificate to look up", type: "string", validation: CERTNAME, maxlength: 255, optional: false },

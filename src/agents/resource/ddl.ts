@@ -50,6 +50,7 @@ export const resourceDDL = {
     },
     show: {
       description: "The current state of a resource (`puppet resource TYPE NAME`)",
+      readonly: true,
       display: "always",
       input: { ...resourceInputs },
       output: {

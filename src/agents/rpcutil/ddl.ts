@@ -5,11 +5,13 @@ export const rpcutilDDL = {
   actions: {
     ping: {
       description: "Responds to requests with the node's time",
+      readonly: true,
       input: {},
       output: { pong: { description: "The node's time in ms since epoch", display_as: "Timestamp" } },
     },
     inventory: {
       description: "The node's agents, facts, classes, data plugins and collectives",
+      readonly: true,
       input: {},
       output: {
         agents: { description: "Agents this node offers", display_as: "Agents" },
@@ -23,22 +25,26 @@ export const rpcutilDDL = {
     },
     get_fact: {
       description: "The value of one fact (dotted paths reach into structured facts)",
+      readonly: true,
       input: { fact: { prompt: "Fact", description: "The fact to retrieve", type: "string", validation: "^[\\w\\-.]+$", maxlength: 256, optional: false } },
       output: { fact: { description: "The fact", display_as: "Fact" }, value: { description: "The value", display_as: "Value" } },
       aggregate: [{ function: "summary", output: "value" }],
     },
     get_facts: {
       description: "The values of several facts",
+      readonly: true,
       input: { facts: { prompt: "Facts", description: "Comma-separated fact names", type: "string", validation: "^[\\w\\-.,\\s]+$", maxlength: 4096, optional: false } },
       output: { values: { description: "Fact name to value", display_as: "Values" } },
     },
     agent_inventory: {
       description: "Metadata of every agent on the node",
+      readonly: true,
       input: {},
       output: { agents: { description: "Agent metadata", display_as: "Agents" } },
     },
     daemon_stats: {
       description: "Statistics of the node daemon",
+      readonly: true,
       input: {},
       output: {
         total: { description: "Messages received", display_as: "Total Messages" },
@@ -71,12 +77,14 @@ export const rpcutilDDL = {
     },
     collective_info: {
       description: "The collectives this node belongs to",
+      readonly: true,
       input: {},
       output: { collectives: { description: "All collectives", display_as: "All Collectives" }, main_collective: { description: "The main collective", display_as: "Main Collective" } },
       aggregate: [{ function: "summary", output: "main_collective" }],
     },
     get_data: {
       description: "Query a data plugin",
+      readonly: true,
       input: {
         source: { prompt: "Data Source", description: "The data plugin", type: "string", validation: "^[a-z][a-z0-9_]*$", maxlength: 64, optional: false },
         query: { prompt: "Query", description: "The plugin's argument", type: "string", maxlength: 256, optional: true },

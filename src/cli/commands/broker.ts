@@ -191,7 +191,7 @@ entry, reload. Single use and rotation in full: docs/security.md#bootstrap-crede
   );
   broker.addCommand(
     new Command("stores")
-      .description("Create the buckets and streams nodes write to and history is kept in (alive, Puppet runs, runall history, audit), with an admin credential")
+      .description("Create the buckets and streams nodes write to and history is kept in (alive, Puppet runs, runall history, audit, alerts' history), with an admin credential")
       .option("--broker <url>", "NATS broker URL(s), comma-separated (default: $MUSTER_BROKER, the client config)")
       .option("--config <file>", "client config file")
       .option("--replicas <n>", "copies of each store in a JetStream cluster (the number of brokers, up to 3); an existing store keeps its own", (v) => {

@@ -58,7 +58,7 @@ Examples:
     )
     .action(async (o: HealthOpts) => {
       const s = await openSession(o);
-      const [{ readFleetHealth }, { healthExitCode }, { renderHealth }] = await Promise.all([import("../../health/read.js"), import("../../health/model.js"), import("../health-render.js")]);
+      const [{ readFleetHealth }, { healthExitCode }, { renderHealth }, { AlertHistory }] = await Promise.all([import("../../health/read.js"), import("../../health/model.js"), import("../health-render.js"), import("../../health/alert-history.js")]);
       try {
         const report = await readFleetHealth(s.client, {
           filter: s.filter,
@@ -71,6 +71,9 @@ Examples:
         if (o.json) process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
         else if (known) process.stdout.write(`${renderHealth(report, { problemsOnly: o.problems })}\n`);
         if (known === 0 && !o.json) process.stderr.write("no nodes known: none has sent a heartbeat, registered or been provisioned (or none matches the filters)\n");
+        // the notifier's health is its last delivery (the alerts' history): say when the admins are not being told
+        const delivery = (await AlertHistory.read(await s.client.streams(), 5000).catch(() => undefined))?.lastDelivery();
+        if (delivery && !delivery.ok) process.stderr.write(`warning: alerts are not reaching the admins${delivery.failing_since ? ` (since ${delivery.failing_since})` : ""}: ${delivery.error ?? "not delivered"}; see \`muster alerts\`\n`);
         process.exitCode = healthExitCode(report);
       } finally {
         await s.client.close();

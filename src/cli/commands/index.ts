@@ -37,6 +37,11 @@ export const commands: Record<string, CommandEntry> = {
     description: "The site's health: its services (brokers, masters, provisioners, registry, console, notifier), then its nodes (unreachable, Puppet failed, stale or disabled, provisioning failed or gone), each with why",
     load: async () => (await import("./health.js")).healthCommand,
   },
+  alerts: {
+    usage: "[options]",
+    description: "The admins' alerts: whether they arrive, what is open, silenced nodes, history; acknowledge, silence, test",
+    load: async () => (await import("./alerts.js")).alertsCommand,
+  },
   inventory: {
     usage: "[options] <identity>",
     description: "Everything one node knows about itself: agents, facts, classes, collectives, data plugins",

@@ -5,6 +5,7 @@
 import { html, render } from "/vendor/lit-html/lit-html.js";
 import { api, liveStream, onUnauthenticated, setCsrf } from "./api.js";
 import { newProblems, parseRoute, titleWithProblems } from "./model.js";
+import { when } from "./when.js";
 import * as healthPage from "./health.js";
 import * as board from "./board.js";
 import * as explorer from "./explorer.js";
@@ -12,9 +13,10 @@ import * as nodePage from "./node.js";
 import * as runall from "./runall.js";
 import * as progressPage from "./progress.js";
 import * as audit from "./audit.js";
+import * as alerts from "./alerts.js";
 
-const views = { health: healthPage, board, explorer, node: nodePage, runall, progress: progressPage, audit };
-const TITLES = { health: "Health", board: "Provisioning", explorer: "Fleet", node: "Node", runall: "Puppet runs", progress: "Progress", audit: "Audit" };
+const views = { health: healthPage, board, explorer, node: nodePage, runall, progress: progressPage, audit, alerts };
+const TITLES = { health: "Health", board: "Provisioning", explorer: "Fleet", node: "Node", runall: "Puppet runs", progress: "Progress", audit: "Audit", alerts: "Alerts" };
 const main = document.getElementById("app");
 const statusEl = document.getElementById("status");
 const whoEl = document.getElementById("who");
@@ -65,6 +67,7 @@ function setStatus(status, unreachable) {
   if (view?.degraded) problems.push(`The console cannot see the fleet right now: ${view.why}. Nobody is marked unreachable meanwhile, and alerts are held.`);
   if (status?.broker && !status.broker.ok) problems.push(`The broker is down: ${status.broker.error ?? "not connected"}. Live updates resume when it is back.`);
   if (status?.registry && !status.registry.ok) problems.push(`The registry is unavailable: ${status.registry.error ?? "no answer"}. The fleet explorer will work again when it is back.`);
+  if (status?.alerts && !status.alerts.ok) problems.push(html`Alerts are not reaching the admins${status.alerts.since ? html` (since ${when(status.alerts.since)})` : ""}: ${status.alerts.error}. <a href="#/alerts">Alerts</a>`);
   statusEl.hidden = problems.length === 0;
   render(html`${problems.map((p) => html`<div>${p}</div>`)}`, statusEl);
 }

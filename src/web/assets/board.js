@@ -12,6 +12,7 @@ import {
   BOARD_EXPORT_COLUMNS,
   BOARD_SORTS,
   boardExportRows,
+  boardStatus,
   elapsedSeconds,
   formatDuration,
   formatEta,
@@ -22,6 +23,7 @@ import {
   stuckInfo,
   timelineScale,
   toCsv,
+  unreachableSet,
 } from "./model.js";
 import { timelineBar, timelineLegend } from "./timeline.js";
 import { VirtualList } from "./virtual.js";
@@ -55,6 +57,8 @@ export function mount(el, ctx, route) {
   let find = route.params.find ?? "";
   let sort = BOARD_SORTS.includes(route.params.sort) ? route.params.sort : "status";
   let dir = route.params.dir === "desc" ? "desc" : "asc";
+  // the provisioner's record says how provisioning went; whether the node still answers is health's
+  let unreachable = unreachableSet(ctx.health?.nodes);
   const groupMessages = new Map(); // group id -> {ok, text}
   const nodeMessages = new Map(); // identity -> {ok, text}: a gone node's retry or forget
   const operator = ctx.isOperator;
@@ -134,9 +138,10 @@ export function mount(el, ctx, route) {
     if (!n) return html``;
     const now = Date.now();
     const stuck = stuckInfo(n, stages(), now);
-    return html`<div class=${`row status-${n.status}${n.gone ? " is-gone" : ""}`} role="row" data-identity=${n.identity} data-status=${n.status} data-gone=${n.gone ? "true" : "false"} data-waiting=${n.waiting ? "true" : "false"} data-stuck=${stuck ? "true" : "false"}>
+    const st = boardStatus(n, unreachable);
+    return html`<div class=${`row status-${n.status}${n.gone ? " is-gone" : ""}`} role="row" data-identity=${n.identity} data-status=${n.status} data-gone=${n.gone ? "true" : "false"} data-waiting=${n.waiting ? "true" : "false"} data-stuck=${stuck ? "true" : "false"} data-unreachable=${String(st.unreachable)}>
       <span class="ident" role="cell"><a href=${`#/node/${encodeURIComponent(n.identity)}`}>${n.identity}</a></span>
-      <span role="cell" class="status-cell"><span class=${`badge ${n.status}`}>${n.status}</span>${n.gone ? html` <span class="badge gone">gone</span>` : n.waiting ? html` <span class="badge waiting">waiting</span>` : stuck ? html` <span class="badge stuck">stuck</span>` : ""}</span>
+      <span role="cell" class="status-cell"><span class=${`badge ${n.status}`}>${n.status}</span>${st.unreachable ? html` <span class="badge unreachable">unreachable</span>` : ""}${n.gone ? html` <span class="badge gone">gone</span>` : n.waiting ? html` <span class="badge waiting">waiting</span>` : stuck ? html` <span class="badge stuck">stuck</span>` : ""}</span>
       <span role="cell">${n.stage ?? ""}</span>
       <span role="cell">${n.master ?? ""}</span>
       <span class="num" role="cell">${formatDuration(elapsedSeconds(n, now))}</span>
@@ -313,7 +318,8 @@ export function mount(el, ctx, route) {
       sorted = sortBoard(all, "status", "asc");
       const c = statusCounts(sorted);
       const goneCount = sorted.filter((n) => n.gone).length;
-      summaryEl.textContent = loaded ? `${sorted.length} nodes: ${c.done} done, ${c.in_progress} in progress, ${c.pending} pending, ${c.failed} failed${goneCount ? `, ${goneCount} gone` : ""}` : "loading…";
+      const downCount = sorted.filter((n) => unreachable.has(n.identity)).length;
+      summaryEl.textContent = loaded ? `${sorted.length} nodes: ${c.done} done, ${c.in_progress} in progress, ${c.pending} pending, ${c.failed} failed${goneCount ? `, ${goneCount} gone` : ""}${downCount ? `; ${downCount} unreachable now` : ""}` : "loading…";
       const narrowed = find ? all.filter((n) => matchesFind(n, find)) : all;
       shown = sortBoard(narrowed, sort, dir);
       shownEl.textContent = find ? `${shown.length} of ${sorted.length} shown` : "";
@@ -371,6 +377,12 @@ export function mount(el, ctx, route) {
       $(".board").dataset.live = String(connected);
     },
   );
+  const offHealth = ctx.onHealth((v) => {
+    const next = unreachableSet(v?.nodes);
+    if (next.size === unreachable.size && [...next].every((id) => unreachable.has(id))) return;
+    unreachable = next;
+    changed();
+  });
   let typing = 0;
   findEl.addEventListener("input", () => {
     clearTimeout(typing);
@@ -395,6 +407,7 @@ export function mount(el, ctx, route) {
 
   return {
     unmount() {
+      offHealth();
       stream.close();
       clearInterval(ticker);
       clearInterval(attentionTicker);

@@ -5,7 +5,7 @@ import { html, render } from "/vendor/lit-html/lit-html.js";
 import { css } from "./css.js";
 import { api, query } from "./api.js";
 import { download } from "./download.js";
-import { caretLine, cellText, countBars, explorerExport, parseColumns, toCsv } from "./model.js";
+import { caretLine, cellText, countBars, explorerExport, factCellText, parseColumns, toCsv } from "./model.js";
 import { VirtualList } from "./virtual.js";
 
 const ROW_HEIGHT = 28;
@@ -67,7 +67,10 @@ export function mount(el, ctx, route) {
     if (!n || n === "loading") return html`<div class="row placeholder" role="row"><span class="muted" role="cell">…</span></div>`;
     return html`<div class="row" role="row" data-identity=${n.identity}>
       <span class="ident" role="cell"><a href=${`#/node/${encodeURIComponent(n.identity)}`}>${n.identity}</a></span>
-      ${state.columns.map((c) => html`<span role="cell" title=${cellText(n.columns?.[c])}>${cellText(n.columns?.[c])}</span>`)}
+      ${state.columns.map((c) => {
+        const t = factCellText(c, n.columns?.[c]);
+        return html`<span role="cell" title=${t}>${t}</span>`;
+      })}
     </div>`;
   };
   const list = new VirtualList(el.querySelector("#explorer-rows"), ROW_HEIGHT, row, (first, last) => {
@@ -133,7 +136,7 @@ export function mount(el, ctx, route) {
           <div class="chart">
             ${countBars(counts.counts).map(
               (b) => html`<div class="bar-row" data-value=${cellText(b.value)}>
-                <span class="label" title=${cellText(b.value)}>${b.value === null || b.value === undefined ? "(unset)" : cellText(b.value)}</span>
+                <span class="label" title=${cellText(b.value)}>${b.value === null || b.value === undefined ? "(unset)" : factCellText(state.countBy, b.value)}</span>
                 <span class="bar"><span class="fill" ${css({ width: `${(b.fraction * 100).toFixed(1)}%` })}></span></span>
                 <span class="num">${b.count}</span>
               </div>`,

@@ -66,3 +66,11 @@ export interface RoundEventLike { at: string; round: number; event: string; stag
 export function provisioningLine(p: { status: string; stage?: string | null; master?: string | null; started?: string | null; elapsed_s?: number | null; rounds?: number; tries?: number }, now: number): string;
 export function roundRows(history: RoundEventLike[] | null | undefined): { at: string; round: number; event: string; what: string; stage: string; detail: string }[];
 export function chartTicks(buckets: { start: number | string }[]): { i: number; start: number | string; anchor: "start" | "middle" | "end" }[];
+export function unreachableSet(healthNodes: { identity: string; reachable?: boolean; problems?: { kind: string }[] }[] | null | undefined): Set<string>;
+export function boardStatus(node: { identity: string; status: string }, unreachable: Set<string> | null | undefined): { status: string; unreachable: boolean; label: string };
+export function osText(os: unknown): string;
+export function factCellText(column: string, v: unknown): string;
+export function knownRunView(run: { status?: string | null; time?: number | string; last_run?: string | null; resources?: { total: number; changed: number; failed: number } | null; duration_s?: number | null; config_version?: string | null } | null | undefined): (PuppetRunView & { known_only: true }) | null;
+export interface AlertEventLike { type: string; time: number; by: string; identity?: string; kind?: string; told?: string[]; notifier?: string; held?: string; error?: string; of?: string; until?: number; note?: string }
+export function alertEventRow(e: AlertEventLike): { what: string; about: string; detail: string; ok: boolean };
+export function deliveryText(d: { ok: boolean; at: string; notifier: string | null; told: string[]; error: string | null; failing_since: string | null } | null | undefined, now?: number): string;

@@ -480,3 +480,99 @@ export function puppetRunView(summary, status, report = null) {
     applying: status?.applying === true,
   };
 }
+
+/** The nodes fleet health reports unreachable (from the health view's unhealthy nodes): a Set of identities. */
+export function unreachableSet(healthNodes) {
+  return new Set((healthNodes ?? []).filter((n) => n.reachable === false || (n.problems ?? []).some((p) => p.kind === "unreachable")).map((n) => n.identity));
+}
+
+/**
+ * A board row's status as the operator should read it: the provisioner's status, and whether
+ * health says the node is unreachable now (a node provisioned long ago stays "done" in its record
+ * however dead it is).
+ * @returns {{status: string, unreachable: boolean, label: string}}
+ */
+export function boardStatus(node, unreachable) {
+  const down = unreachable?.has(node.identity) ?? false;
+  return { status: node.status, unreachable: down, label: down ? `${node.status}, unreachable` : node.status };
+}
+
+const isPlainObject = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
+
+/** Facter's `os` fact as people say it: "Debian 13 (trixie)"; what it lacks is left out. */
+export function osText(os) {
+  if (!isPlainObject(os)) return cellText(os);
+  const name = os.name ?? os.distro?.id ?? os.family ?? "";
+  const release = os.release?.major ?? os.release?.full ?? os.distro?.release?.major ?? "";
+  const codename = os.distro?.codename ?? "";
+  const text = [name, release].filter((x) => x !== "" && x != null).join(" ") + (codename ? ` (${codename})` : "");
+  return text || cellText(os);
+}
+
+/**
+ * A fact's value in a table cell: the `os` fact as its name and release, any other structured
+ * value as its dotted parts ("family=Debian, release.major=13"), never raw JSON.
+ */
+export function factCellText(column, v) {
+  if (!isPlainObject(v)) return cellText(v);
+  if (column === "os" || column.endsWith(".os")) return osText(v);
+  return Object.entries(flattenFacts(v))
+    .map(([k, x]) => `${k}=${cellText(x)}`)
+    .join(", ");
+}
+
+/**
+ * The last Puppet run fleet health knows (its Puppet runs bucket: status, when, how long, counts),
+ * for a node whose puppet agent was not asked or did not answer (it is unreachable): the same
+ * shape as puppetRunView's, marked `known_only`. Null when health knows no run either.
+ */
+export function knownRunView(run) {
+  if (!run || !run.status) return null;
+  const at = typeof run.time === "number" ? run.time : Date.parse(run.time ?? run.last_run ?? "");
+  const res = run.resources ?? null;
+  return {
+    status: run.status,
+    label: run.status === "unchanged" ? "no changes" : run.status,
+    at: Number.isFinite(at) ? at : null,
+    duration_s: Number.isFinite(run.duration_s) ? Math.round(run.duration_s * 10) / 10 : null,
+    environment: null,
+    config_version: run.config_version ?? null,
+    puppet_version: null,
+    counts: res ? [{ name: "resources", value: res.total ?? 0 }, { name: "changed", value: res.changed ?? 0 }, { name: "failed", value: res.failed ?? 0 }] : [],
+    failed_resources: [],
+    changed_resources: [],
+    left_out: 0,
+    errors: [],
+    message: null,
+    enabled: null,
+    disable_message: null,
+    applying: false,
+    known_only: true,
+  };
+}
+
+const ALERT_EVENT_WORDS = { fired: "fired", resolved: "resolved", delivery_failed: "delivery failed", acknowledged: "acknowledged", silenced: "silenced", unsilenced: "silence ended", test: "test alert" };
+
+/**
+ * One event of the alerts' history as the Alerts page's table shows it: what happened, about what,
+ * and who was told (or why nobody was, or what failed).
+ * @returns {{what: string, about: string, detail: string, ok: boolean}}
+ */
+export function alertEventRow(e) {
+  const about = e.identity ? `${e.identity}${e.kind && e.kind !== "test" ? ` ${e.kind.replace(/_/g, " ")}` : ""}` : "the admins";
+  const what = e.type === "delivery_failed" ? `${ALERT_EVENT_WORDS[e.of] ?? e.of ?? "alert"} not delivered` : (ALERT_EVENT_WORDS[e.type] ?? e.type);
+  let detail = "";
+  if (e.type === "fired" || e.type === "resolved" || e.type === "test") detail = e.told?.length ? `told ${e.told.join(", ")}${e.notifier ? ` (through ${e.notifier})` : ""}` : e.held ? `nobody told: ${e.held}` : "nobody told";
+  else if (e.type === "delivery_failed") detail = e.error ?? "";
+  else if (e.type === "silenced") detail = `until ${localTime(e.until)}${e.note ? `: ${e.note}` : ""}`;
+  else if (e.type === "acknowledged") detail = e.note ?? "";
+  return { what, about, detail, ok: e.type !== "delivery_failed" };
+}
+
+/** The last delivery in a sentence (the Alerts page, the banner): who was told when, or what fails since when. */
+export function deliveryText(d, now = Date.now()) {
+  if (!d) return "No alert has been sent yet.";
+  if (d.ok) return `The last alert reached ${d.told?.length ? d.told.join(", ") : "its recipients"}${d.notifier ? ` through ${d.notifier}` : ""}, ${formatRelative(Date.parse(d.at), now)}.`;
+  const since = d.failing_since ? `, failing since ${formatRelative(Date.parse(d.failing_since), now)}` : "";
+  return `Alerts are not reaching the admins${since}: ${d.error ?? "not delivered"}`;
+}

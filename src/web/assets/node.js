@@ -7,7 +7,7 @@
 import { html, render } from "/vendor/lit-html/lit-html.js";
 import { api } from "./api.js";
 import { confirmAction } from "./dialog.js";
-import { cellText, factGroups, formatDuration, HEALTH_KINDS, provisioningLine, puppetRunView, roundRows } from "./model.js";
+import { cellText, factGroups, formatDuration, HEALTH_KINDS, knownRunView, provisioningLine, puppetRunView, roundRows } from "./model.js";
 import { timelineTable } from "./timeline.js";
 import { when } from "./when.js";
 
@@ -108,10 +108,13 @@ function factsSection(facts, find, onFind) {
 }
 
 function puppetSection(n) {
-  const v = puppetRunView(n.last_run_summary, n.puppet_status, n.last_run_report);
+  // what the node's puppet agent says; when it was not asked or did not answer, what health knows
+  const hp = n.health?.puppet;
+  const v = puppetRunView(n.last_run_summary, n.puppet_status, n.last_run_report) ?? knownRunView(n.puppet_runs?.[0] ?? (hp?.status ? { status: hp.status, last_run: hp.last_run, resources: hp.resources } : null));
   const now = Date.now();
   if (!v) return html`<p class="muted">No Puppet run reported (the node has no puppet agent, has not run Puppet yet, or did not answer).</p>`;
-  return html`<div class="puppet-run" data-status=${v.status}>
+  return html`<div class="puppet-run" data-status=${v.status} data-source=${v.known_only ? "health" : "node"}>
+    ${v.known_only ? html`<p class="note" id="puppet-known">The last run fleet health knows: ${n.agent_asked === false ? "the node is unreachable, so it was not asked" : "the node's puppet agent did not answer"}.</p>` : ""}
     <p>
       <span class=${`badge ${v.status === "failed" ? "failed" : v.status === "changed" ? "changed" : "ok"}`}>${v.label}</span>
       ${v.at ? when(v.at, now) : ""}${v.duration_s != null ? `, took ${formatDuration(v.duration_s)}` : ""}${v.environment ? html`, environment <code>${v.environment}</code>` : ""}

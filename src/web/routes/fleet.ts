@@ -37,12 +37,17 @@ export function fleetRoutes(app: FastifyInstance, { backend }: RouteContext): vo
     // As /api/board: a console just started (or back from a broker outage) reads the bucket first,
     // so a node it has not caught up on yet is not reported unknown.
     const runs = async () => (await (await backend.sources?.puppetRuns())?.runs(id)) ?? [];
+    // a node health knows to be unreachable is not asked (each question would wait out its
+    // timeout): the page opens at once, with the last run health knows
+    const known = backend.nodeHealth(id);
+    const ask = known?.reachable !== false;
+    const agent = (action: "last_run_summary" | "status" | "last_run_report") => (ask ? soft(backend.puppet(id, action)) : Promise.resolve(null));
     // PuppetDB's record of its runs, where the registry reaches one: null without, an error said
     const pdb = backend.puppetdbRuns(id).then(
       (r) => ({ runs: r, error: null }),
       (e: unknown) => ({ runs: null, error: (e as Error).message }),
     );
-    const [node, summary, status, report, history, fromPuppetDb] = await Promise.all([soft(backend.registry.node(id)), soft(backend.puppet(id, "last_run_summary")), soft(backend.puppet(id, "status")), soft(backend.puppet(id, "last_run_report")), soft(runs()), pdb, backend.feed.whenReady(5000)]);
+    const [node, summary, status, report, history, fromPuppetDb] = await Promise.all([soft(backend.registry.node(id)), agent("last_run_summary"), agent("status"), agent("last_run_report"), soft(runs()), pdb, backend.feed.whenReady(5000)]);
     const r = backend.feed.record(id);
     const health = backend.nodeHealth(id);
     if (!node && !r && !health) throw new ApiError(404, "not_found", `neither the registry, the provisioner nor fleet health knows ${JSON.stringify(id.slice(0, 253))}`);
@@ -63,6 +68,8 @@ export function fleetRoutes(app: FastifyInstance, { backend }: RouteContext): vo
       last_run_summary: summary,
       puppet_status: status,
       last_run_report: report,
+      /** Whether the node's puppet agent was asked (not when health says it is unreachable). */
+      agent_asked: ask,
     };
   });
 }

@@ -1,0 +1,149 @@
+import assert from "node:assert/strict";
+import { readFileSync, writeFileSync } from "node:fs";
+import { Agent, request } from "node:https";
+import { join } from "node:path";
+import { stringify as toYaml } from "yaml";
+import { labWebToken } from "../../../src/lab/credentials.js";
+import type { Site } from "../../../src/lab/site/index.js";
+import { eventually, runCli } from "../../support/collective.js";
+
+// The site's alerts and audit (issue 36 §3 and §4), as checks the site e2e runs on its started
+// Site. Each says when in the site's life it belongs; none leaves the site changed (a powered-off
+// machine is powered on again and waited for).
+//
+//   nodePowerCutAlerted        after the nodes are provisioned, with no other fault under way: a
+//                              node's power cut reaches the admins' webhook as an alert, and its
+//                              return as a resolution (the console's notifier on console.lab).
+//   provisionerPowerCutAlerted after the nodes are provisioned: a provisioner's power cut reaches
+//                              the admins (needs the site's services in health, §1: a provisioner
+//                              is no node, so only its service entry can make it unreachable).
+//   siteAuditHolds             any time the console is up: a CLI action, a console action and a
+//                              refusal are in the replicated audit stream, and the console shows them.
+
+/** The admins' webhook (the lab's receiver, where console.lab's notifier posts): every notification so far. */
+export function notifications(site: Site): { subject: string; message: string }[] {
+  return readFileSync(site.state.receiver.file, "utf8")
+    .split("\n")
+    .filter((l) => l.trim())
+    .map((l) => JSON.parse(l) as { subject: string; message: string });
+}
+
+/** A client config naming the site's brokers with the operator's credential; the env for `muster` children. */
+export function operatorEnv(site: Site, dir: string): NodeJS.ProcessEnv {
+  const cfg = join(dir, "alerts-audit-client.yaml");
+  writeFileSync(cfg, toYaml({ brokers: site.state.site!.brokers, collective: site.state.collective, tls: site.state.tls.admin }));
+  return { ...process.env, MUSTER_CONFIG: cfg, MUSTER_BROKER: "" };
+}
+
+/** The console on console.lab, over its HTTPS (the site CA), as an operator or a viewer with the lab's tokens. */
+export function siteConsole(site: Site) {
+  const web = site.state.web!;
+  const agent = new Agent({ ca: readFileSync(site.state.tls.ca) });
+  const token = (role: "operator" | "viewer") => labWebToken(web.tokens_file, role)!;
+  const call = (role: "operator" | "viewer", method: "GET" | "POST", path: string, body?: unknown, headers: Record<string, string> = {}) =>
+    new Promise<{ status: number; body: unknown }>((resolve, reject) => {
+      const data = body === undefined ? undefined : JSON.stringify(body);
+      const req = request(new URL(path, web.url), { method, agent, timeout: 30_000, headers: { authorization: `Bearer ${token(role)}`, ...(data ? { "content-type": "application/json" } : {}), ...headers } }, (res) => {
+        let text = "";
+        res.setEncoding("utf8");
+        res.on("data", (c: string) => (text += c));
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, body: text ? (JSON.parse(text) as unknown) : null }));
+      });
+      req.once("error", reject);
+      req.once("timeout", () => req.destroy(new Error(`${method} ${path}: no answer in 30 s`)));
+      req.end(data);
+    });
+  return {
+    get: (role: "operator" | "viewer", path: string) => call(role, "GET", path),
+    /** A POST with the session's CSRF token, as the console's pages send it. */
+    async post(role: "operator" | "viewer", path: string, body: unknown) {
+      const s = (await call(role, "GET", "/api/session")).body as { csrf: string };
+      return call(role, "POST", path, body, { "x-csrf-token": s.csrf });
+    },
+  };
+}
+
+const seen = (site: Site, id: string, what: RegExp) => notifications(site).filter((n) => n.subject.includes(id) && what.test(n.subject)).length;
+
+/**
+ * A provisioned node's power cut: the admins' webhook gets "<node> unreachable", then, powered on,
+ * "<node> reachable again". Returns how long each took (the deadlines are generous; the figures
+ * are for the log, not asserted).
+ */
+export async function nodePowerCutAlerted(site: Site, identity: string, o: { deadlineMs?: number } = {}): Promise<{ alertMs: number; resolvedMs: number }> {
+  const deadline = o.deadlineMs ?? 180_000;
+  const before = { down: seen(site, identity, /unreachable/), back: seen(site, identity, /reachable again/) };
+  const cut = Date.now();
+  await site.power("cut", identity);
+  const alertMs = await eventually(async () => (seen(site, identity, /unreachable/) > before.down ? Date.now() - cut : undefined), deadline, `the admins told ${identity} is unreachable (webhook ${site.state.receiver.file})`);
+  const on = Date.now();
+  await site.power("on", identity);
+  const resolvedMs = await eventually(async () => (seen(site, identity, /reachable again/) > before.back ? Date.now() - on : undefined), deadline + 180_000, `the admins told ${identity} is reachable again (after it booted)`);
+  assert.equal(seen(site, identity, /unreachable$/), before.down + 1, "told once");
+  return { alertMs, resolvedMs };
+}
+
+/**
+ * A provisioner's power cut reaches the admins (an alert naming it), and its return a resolution;
+ * the machine is up again (its unit active) when this resolves.
+ */
+export async function provisionerPowerCutAlerted(site: Site, identity = "provisioner2.lab", o: { deadlineMs?: number } = {}): Promise<{ alertMs: number; resolvedMs: number }> {
+  const deadline = o.deadlineMs ?? 180_000;
+  const named = () => notifications(site).filter((n) => n.subject.includes(identity) || n.message.includes(identity));
+  const before = named().length;
+  const cut = Date.now();
+  await site.power("cut", identity);
+  const alertMs = await eventually(async () => (named().length > before ? Date.now() - cut : undefined), deadline, `the admins told ${identity} is down`);
+  const told = named().length;
+  const on = Date.now();
+  await site.power("on", identity);
+  await site.waitUp(identity);
+  const resolvedMs = await eventually(async () => (named().length > told ? Date.now() - on : undefined), deadline + 180_000, `the admins told ${identity} is back`);
+  return { alertMs, resolvedMs };
+}
+
+/**
+ * The site's audit: a CLI action (`muster alerts test`: the CLI's record and the notifier's record of
+ * the request), a console action (an operator silencing a node, and ending it) and refusals (a
+ * viewer's POST, a viewer's look at the audit) are all in MUSTER_AUDIT, which has three copies, and
+ * the console's audit page shows each. `dir`: where to write the CLI's client config.
+ */
+export async function siteAuditHolds(site: Site, dir: string): Promise<void> {
+  const env = operatorEnv(site, dir);
+  const t = await runCli(["alerts", "test", "--note", "site audit check"], { env, timeoutMs: 120_000 });
+  assert.equal(t.code, 0, `muster alerts test: ${t.stderr || t.stdout}`);
+  const web = siteConsole(site);
+  const target = "audit-check.lab";
+  const sil = await web.post("operator", "/api/alerts/silence", { identity: target, for: "5m", note: "site audit check" });
+  assert.equal(sil.status, 200, JSON.stringify(sil.body));
+  assert.equal((await web.post("operator", "/api/alerts/unsilence", { identity: target })).status, 200);
+  const refusedPost = await web.post("viewer", "/api/alerts/test", {});
+  assert.equal(refusedPost.status, 403);
+  assert.equal((await web.get("viewer", "/api/audit")).status, 403);
+
+  type Row = { user: string; action: string; target: string; ok: boolean; source: string };
+  const want: [string, (r: Row) => boolean][] = [
+    ["the CLI's record of muster alerts test", (r) => r.source === "cli" && r.action === "alerts.test" && r.ok],
+    ["the notifier's record of the CLI's request", (r) => r.source === "node" && r.action === "notify.send" && r.target === "console.lab" && r.ok && !r.user.startsWith("web:") && r.user !== "console"],
+    ["the console's silence", (r) => r.source === "console" && r.action === "alerts.silence" && r.target === target && r.ok],
+    ["the viewer's refused test alert", (r) => r.source === "console" && r.action === "alerts.test" && !r.ok && /forbidden/.test(JSON.stringify(r))],
+    ["the viewer's refused look at the audit", (r) => r.source === "console" && r.action === "read_audit" && !r.ok],
+  ];
+  let last: Row[] = [];
+  await eventually(
+    async () => {
+      const page = await web.get("operator", "/api/audit?limit=5000");
+      last = (page.body as { rows: Row[] }).rows;
+      return want.every(([, ok]) => last.some(ok)) ? true : undefined;
+    },
+    60_000,
+    "the CLI's action, the console's and the refusals on the console's audit page",
+  ).catch((e: Error) => {
+    throw new Error(`${e.message}; missing: ${want.filter(([, ok]) => !last.some(ok)).map(([w]) => w).join(", ")}; newest rows: ${JSON.stringify(last.slice(0, 15))}`);
+  });
+  // replicated: each broker holds a copy of the audit and of the alerts' history
+  const monitor = site.state.machines!.relays.find((r) => r.name === "nats1-monitor")!.listen;
+  const jsz = (await (await fetch(`http://${monitor}/jsz?streams=true&config=true`, { signal: AbortSignal.timeout(10_000) })).json()) as { account_details?: { stream_detail?: { name: string; config?: { num_replicas?: number } }[] }[] };
+  const replicas = Object.fromEntries((jsz.account_details ?? []).flatMap((a) => a.stream_detail ?? []).map((s) => [s.name, s.config?.num_replicas]));
+  assert.deepEqual([replicas.MUSTER_AUDIT, replicas.MUSTER_ALERTS], [3, 3], JSON.stringify(replicas));
+}
