@@ -3,7 +3,8 @@ import { span } from "./model.js";
 
 // When the admins are told about a node's health (docs/fleet.md#alerts): once when it has been
 // unreachable past a threshold, once when Puppet has failed N runs in a row, and once more when
-// each recovers. Pure: the open alerts and a health report in, the notifications to send out.
+// each recovers; and about the site's own services (a provisioner, a broker, the registry...) once
+// when one is down past the same threshold, and once when it is back. Pure: the open alerts and a health report in, the notifications to send out.
 // Each carries a dedupe key made from the node and when its trouble began (its last heartbeat, its
 // first failed run), the same for every console that computes it: the notifier sends a key once
 // (notify#send dedupe_key, kept in KV), so two consoles, or one restarted, do not tell twice.
@@ -25,7 +26,7 @@ export const DEFAULT_ALERT_POLICY: AlertPolicy = { unreachableAfterS: 0, puppetF
  */
 export const RESTART_GRACE_S = 20;
 
-export type AlertKind = "unreachable" | "puppet_failing";
+export type AlertKind = "unreachable" | "puppet_failing" | "service_down";
 
 export interface Alert {
   identity: string;
@@ -53,7 +54,7 @@ function trouble(n: NodeHealth, kind: AlertKind, policy: AlertPolicy): { since: 
 }
 
 const KINDS: AlertKind[] = ["unreachable", "puppet_failing"];
-const LABEL: Record<AlertKind, [string, string]> = { unreachable: ["unreachable", "reachable again"], puppet_failing: ["Puppet failing", "Puppet runs again"] };
+const LABEL: Record<AlertKind, [string, string]> = { unreachable: ["unreachable", "reachable again"], puppet_failing: ["Puppet failing", "Puppet runs again"], service_down: ["down", "up again"] };
 
 /**
  * The notifications `report` calls for, given the alerts already open (updated in place). A node
@@ -81,6 +82,23 @@ export function alertsFor(state: AlertState, report: HealthReport, policy: Alert
         const lasted = was !== "never" && Number.isFinite(Date.parse(was)) ? ` after ${span(Math.max(0, (now - Date.parse(was)) / 1000))}` : "";
         out.push({ identity: n.identity, kind, event: "recovered", subject: `muster: ${n.identity} ${LABEL[kind][1]}`, message: `${n.identity} is ${LABEL[kind][1]}${lasted}.\n`, alert: `health#${n.identity}#${kind}#${was}`, dedupe_key: `health#${n.identity}#${kind}-recovered#${was}` });
       }
+    }
+  }
+  // the site's services: one that does not answer past the threshold is down (a restart is not)
+  for (const svc of report.services ?? []) {
+    const id = `${svc.role}/${svc.name}`;
+    present.add(id);
+    const open = state.get(id);
+    const p = svc.problems.find((x) => x.kind === "down");
+    const t = p && (svc.seen_s_ago ?? Infinity) >= Math.max(policy.unreachableAfterS, RESTART_GRACE_S) ? { since: p.since ?? svc.last_seen ?? "never", why: p.why } : undefined;
+    const was = open?.get("service_down");
+    const key = (since: string) => `health#${id}#service_down#${since}`;
+    if (t && was === undefined) {
+      state.set(id, (open ?? new Map()).set("service_down", t.since));
+      out.push({ identity: id, kind: "service_down", event: "problem", subject: `muster: ${id} down`, message: `The site's ${svc.role} ${svc.name}: ${t.why}${t.since !== "never" ? ` (since ${t.since})` : ""}.\n`, alert: key(t.since), dedupe_key: key(t.since) });
+    } else if (!p && was !== undefined) {
+      state.delete(id);
+      out.push({ identity: id, kind: "service_down", event: "recovered", subject: `muster: ${id} up again`, message: `The site's ${svc.role} ${svc.name} is up again.\n`, alert: key(was), dedupe_key: `health#${id}#service_down-recovered#${was}` });
     }
   }
   for (const id of [...state.keys()]) if (!present.has(id)) state.delete(id);

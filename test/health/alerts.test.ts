@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { alertsFor, RESTART_GRACE_S, type AlertState } from "../../src/health/alerts.js";
-import { DEFAULT_HEALTH_POLICY, healthReport, type HealthInputs } from "../../src/health/model.js";
+import { DEFAULT_HEALTH_POLICY, healthReport, type HealthInputs, type HealthReport } from "../../src/health/model.js";
 import type { Heartbeat } from "../../src/protocol/heartbeat.js";
 import type { PuppetRunRecord } from "../../src/protocol/puppet-run.js";
 
@@ -61,4 +61,30 @@ test("a restart is no outage: a node whose last heartbeat said it was stopping i
   const told = alertsFor(state, report(said(T0), T0 + (RESTART_GRACE_S + 1) * 1000), policy);
   assert.deepEqual(told.map((a) => [a.event, a.subject]), [["problem", "muster: web1 unreachable"]]);
   assert.match(told[0]!.message, /stopping/);
+});
+
+test("a site service down past the grace is told once, keyed by role and name; back, told once; a quick restart tells nobody", () => {
+  type Svc = HealthReport["services"][number];
+  const svc = (up: boolean, seenAgoS: number): Svc => ({
+    name: "provisioner@provisioner2",
+    role: "provisioner",
+    up,
+    last_seen: new Date(T0).toISOString(),
+    seen_s_ago: seenAgoS,
+    observer: null,
+    version: "1",
+    checks: [],
+    details: {},
+    problems: up ? [] : [{ kind: "down", why: `no service heartbeat for ${seenAgoS} s`, since: new Date(T0).toISOString() }],
+  });
+  const withSvc = (s: Svc, now: number): HealthReport => ({ ...report(at(now), now), services: [s] });
+  const state: AlertState = new Map();
+  assert.deepEqual(alertsFor(state, withSvc(svc(false, RESTART_GRACE_S - 5), T0 + 15_000), policy), [], "within the grace: a restart, nobody told");
+  const down = alertsFor(state, withSvc(svc(false, 30), T0 + 30_000), policy);
+  assert.deepEqual(down.map((a) => [a.event, a.kind, a.identity, a.subject]), [["problem", "service_down", "provisioner/provisioner@provisioner2", "muster: provisioner/provisioner@provisioner2 down"]]);
+  assert.equal(down[0]!.dedupe_key, `health#provisioner/provisioner@provisioner2#service_down#${new Date(T0).toISOString()}`);
+  assert.deepEqual(alertsFor(state, withSvc(svc(false, 60), T0 + 60_000), policy), [], "not again while it stays down");
+  const back = alertsFor(state, withSvc(svc(true, 1), T0 + 90_000), policy);
+  assert.deepEqual(back.map((a) => [a.event, a.subject]), [["recovered", "muster: provisioner/provisioner@provisioner2 up again"]]);
+  assert.equal(state.size, 0);
 });

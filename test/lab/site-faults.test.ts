@@ -13,6 +13,10 @@ import { labMachinesOf, labPids } from "../../src/lab/state.js";
 import type { NodeRecord } from "../../src/protocol/provision-record.js";
 import { ProvisionState } from "../../src/provisioner/state.js";
 import { eventually, repoRoot, runCli } from "../support/collective.js";
+import { notifications, siteAuditHolds } from "./site-checks/alerts-audit.js";
+import { bootGuideNode, checkAllDone, checkBrokersClean, checkDoctorClean, checkEverySenderVerified, checkShortNamedMaster } from "./site-checks/guide.js";
+import { brokerPowerCutNoFalseAlarms, provisionerPowerCut, siteServicesListed } from "./site-checks/health.js";
+import { compoundAgreesWithBroadcast, consoleShowsRuns, findsTheDatabaseMaster, puppetDbStartAndMemory } from "./site-checks/puppetdb.js";
 
 // The site as machines (issue 26): `muster lab up --site` boots three brokers, two Puppet 8 masters,
 // two provisioners and the console, each from the package through the user-data docs/deploy.md
@@ -28,6 +32,11 @@ import { eventually, repoRoot, runCli } from "../support/collective.js";
 //   6. every site machine rebooted in turn while runalls run: no run lost, nothing provisioned again;
 //   7. the site upgraded to N+1 through apt in docs/deploy.md §9's order, then rolled back.
 // The README's seed-004 commands run against the first 4 nodes once they are provisioned (after 2).
+// The site's second day (issues 35, 36, 38 and 40; the checks in site-checks/): one node booted from
+// docs/deploy.md's own commands, a master with only a short host name, every reply verified and
+// doctor clean; the site's services in health; a broker's power cut with no false alarm while a
+// node cut in the same window is reported and alerted, and a provisioner's cut seen and alerted
+// meanwhile; the console's audit; PuppetDB on console.lab answering --dm puppetdb.
 // Needs root (namespaces, overlay mounts, nspawn) and the setup's packages; heavy: CI runs it once.
 
 const execFileP = promisify(execFile);
@@ -43,6 +52,8 @@ let store: ProvisionState;
 let debNext: Promise<string>;
 /** nats2's power cut as the masters came up (test 2), and when. */
 let brokerCut: Promise<number> | undefined;
+/** node42.example.net, booted from docs/deploy.md's commands once the site is up (it provisions beside the others). */
+let guideNode: Promise<string> | undefined;
 const log: string[] = [];
 
 const buildDeb = async (out: string, v?: string) => {
@@ -72,6 +83,8 @@ before(async () => {
     },
   });
   client = await site.client("site-faults-test");
+  guideNode = bootGuideNode(site, (l) => log.push(`${((Date.now() - t0) / 1000).toFixed(0)}s ${l}`));
+  guideNode.catch(() => undefined); // its own test says why
   store = await ProvisionState.open(client, "muster_provision");
 });
 
@@ -162,7 +175,10 @@ test("the site: every role on a machine of its own, from the package, on Debian 
   assert.equal(ca.code, 0, ca.stderr);
   // the state, the registry, the heartbeats, the Puppet runs, the runall history and the audit keep three copies on the three brokers
   const s = await streams(1);
-  for (const name of ["KV_muster_provision", "KV_muster-registry", "KV_muster_alive", "KV_muster_puppet_runs", "MUSTER_RUNALL", "MUSTER_AUDIT"]) assert.equal(s.find((x) => x.name === name)?.config?.num_replicas, 3, name);
+  for (const name of ["KV_muster_provision", "KV_muster-registry", "KV_muster_alive", "KV_muster_puppet_runs", "KV_muster_services", "KV_muster_node_keys", "MUSTER_RUNALL", "MUSTER_AUDIT", "MUSTER_ALERTS"]) assert.equal(s.find((x) => x.name === name)?.config?.num_replicas, 3, name);
+  // docs/deploy.md's first master with only a short host name; the brokers started clean
+  await checkShortNamedMaster(site);
+  await checkBrokersClean(site);
 });
 
 test("a broker machine loses power while 4 nodes provision: each provisioned exactly once, ping answers; back, it rejoins and catches up", { skip: !root && "needs root" }, async (t) => {
@@ -260,6 +276,45 @@ test("the README's seed-004 commands against the site", { skip: !root && "needs 
   assert.match(registry.stdout, /node02\.us\.lab/);
   assert.match(await exec("node02.us.lab", "cat", "/etc/webapp/webapp.conf"), /database_host = node01\.eu\.lab/);
   assert.match(await exec("node02.us.lab", "systemctl", "is-active", "webapp"), /^active/);
+});
+
+test("the guide's own node (docs/deploy.md's commands as written) and every node end provisioned; every reply on the site verifies; muster doctor finds nothing missing", { skip: !root && "needs root" }, async () => {
+  assert.ok(guideNode, "the guide's node was booted");
+  await guideNode;
+  await checkAllDone(site);
+  await checkEverySenderVerified(site);
+  await checkDoctorClean(site);
+});
+
+test("the site's second day: its services in health; a broker's power cut raises no false alarm while a node cut in it is reported and alerted; a provisioner's cut is seen and alerted; the audit keeps the console's and the CLI's actions", { skip: !root && "needs root" }, async (t) => {
+  const work = mkdtempSync(join(dir, "second-day-"));
+  await siteServicesListed(site, work);
+  const victim = "node04.us.lab";
+  const said = (re: RegExp) => notifications(site).filter((n) => re.test(`${n.subject}\n${n.message}`));
+  const before = { all: notifications(site).length, victim: said(new RegExp(`${victim.replace(/\./g, "\\.")}.*unreachable`)).length, prov: said(/provisioner2/).length };
+  // one broker dark for 90 s (the false alarm came 18 s after the cut and lasted 44 s), a node cut
+  // in the same window, and a provisioner cut meanwhile: different machines, one window
+  const [broker, prov] = await Promise.all([
+    brokerPowerCutNoFalseAlarms(site, work, { broker: "nats3.lab", victim, windowMs: 90_000 }),
+    provisionerPowerCut(site, work, {
+      machine: "provisioner2.lab",
+      alerted: async (m) => void (await eventually(async () => (said(/provisioner2/).length > before.prov ? true : undefined), 180_000, `the admins told ${m} is down`)),
+    }),
+  ]);
+  t.diagnostic(`broker cut: ${JSON.stringify(broker)}; provisioner cut seen by the CLI in ${prov.cliMs} ms, the console in ${prov.consoleMs} ms`);
+  await eventually(async () => (said(new RegExp(`${victim.replace(/\./g, "\\.")}.*unreachable`)).length > before.victim ? true : undefined), 180_000, `the admins told ${victim} is unreachable`);
+  // no other node of the fleet was alerted unreachable in the window
+  const others = notifications(site).slice(before.all).filter((n) => /unreachable$/.test(n.subject) && !n.subject.includes(victim) && /node\d+\./.test(n.subject));
+  assert.deepEqual(others.map((n) => n.subject), [], "no alert for a node that stayed up");
+  await siteAuditHolds(site, work);
+});
+
+test("PuppetDB on console.lab: the masters' reports and catalogs reach it; --dm puppetdb finds the database master and agrees with broadcast; the console shows a node's runs from it", { skip: !root && "needs root" }, async (t) => {
+  const work = mkdtempSync(join(dir, "puppetdb-"));
+  await findsTheDatabaseMaster(site, work);
+  const found = await compoundAgreesWithBroadcast(site, work);
+  const runs = await consoleShowsRuns(site, "node01.eu.lab");
+  t.diagnostic(`PuppetDB: ${JSON.stringify(await puppetDbStartAndMemory(site))}; -S found ${found.join(" ")}; node01's runs ${runs.length}`);
 });
 
 /**
