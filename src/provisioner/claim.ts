@@ -66,6 +66,16 @@ export function claimNeedsRenewal(claimExpires: number, now: number, leaseS: num
   return claimExpires - now < (leaseS * 1000) / 2;
 }
 
+/**
+ * Our claim on a node waiting for a master, renewed: the record to write (compare-and-set), or
+ * undefined when it is no longer waited for here (gone, retried, taken over, decommissioned).
+ */
+export function renewedWaitClaim(v: Versioned | undefined, owner: string, now: number, leaseS: number): Versioned | undefined {
+  const rec = v?.record;
+  if (!v || !rec || rec.status !== "in_progress" || rec.owner !== owner || !rec.masterWait) return undefined;
+  return { ...v, record: { ...rec, claimExpires: now + leaseS * 1000 } };
+}
+
 /** A record write is tried for at least this long, ms (a leader election)... */
 export const WRITE_RETRY_MS = 20_000;
 /** ...and while the claim last written holds, up to this long before it runs out, ms. */

@@ -2,7 +2,7 @@ import { setMaxListeners } from "node:events";
 import type { Logger } from "pino";
 import { buildFilter } from "../filter/index.js";
 import type { Filter } from "../protocol/types.js";
-import { claimNeedsRenewal, resumeVerdict } from "./claim.js";
+import { claimNeedsRenewal, renewedWaitClaim, resumeVerdict } from "./claim.js";
 import type { Collective, NodeEvent } from "./collective.js";
 import type { ProvisionerConfig } from "./config.js";
 import { Driver, type ProvisionerEvents } from "./driver.js";
@@ -246,21 +246,15 @@ export class Provisioner {
     }
   }
 
-  /** Our claim on a node waiting for a master, renewed (one compare-and-set); a record changed meanwhile (retried, taken over, decommissioned) is no longer waited for here. */
+  /** Our claim on a node waiting for a master, renewed (one compare-and-set; claim.ts says whether it still waits here). */
   private async renewWaitClaim(identity: string): Promise<void> {
     const w = this.waitingForMaster.get(identity);
-    if (!w) return;
-    const v = await this.store.get(identity).catch(() => null);
-    if (v === null) return; // the bucket unreachable: next cycle
-    const rec = v?.record;
-    if (!v || !rec || rec.status !== "in_progress" || rec.owner !== this.cfg.id || !rec.masterWait || this.running.has(identity)) {
-      if (!this.running.has(identity)) this.waitingForMaster.delete(identity);
-      return;
-    }
-    rec.claimExpires = Date.now() + this.cfg.lock_lease * 1000;
-    const written = await this.store.compareAndSet(v).catch(() => null); // the bucket unreachable: next cycle
+    const v = w && !this.running.has(identity) ? await this.store.get(identity).catch(() => null) : null;
+    if (v === null) return; // not waiting here, running, or the bucket unreachable: next cycle
+    const next = renewedWaitClaim(v, this.cfg.id, Date.now(), this.cfg.lock_lease);
+    const written = next ? await this.store.compareAndSet(next).catch(() => null) : undefined; // null: the bucket unreachable, next cycle
     if (written === undefined) this.waitingForMaster.delete(identity);
-    else if (written !== null) w.claimExpires = rec.claimExpires;
+    else if (written !== null) w!.claimExpires = next!.record.claimExpires!;
   }
 
   /** A gone node: checked again now and then without holding a slot, provisioned on once it answers, failed when its wait ends. */
@@ -323,10 +317,6 @@ export class Provisioner {
     if (end?.type === "leave" && end.unwritten) this.lastResumeScan = 0;
     else if (end?.type === "park" && end.awaiting === "master") this.parkForMaster(identity, end.until, end.master, Date.now() + this.cfg.lock_lease * 1000);
     else if (end?.type === "park") this.park(identity, end.until);
-  }
-
-  get inFlight(): number {
-    return this.running.size;
   }
 
   /** The nodes it holds a claim on (provisioning, parked while gone, waiting for a master) and how many wait for a slot. */
