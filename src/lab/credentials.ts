@@ -5,7 +5,7 @@ import type { TlsSettings } from "../broker/connect.js";
 import { generateSigningKey, signingKeyFromPem, type SigningKey } from "../protocol/signing.js";
 import { ensureCA, issueCert, type CA } from "../security/pki.js";
 import { tokenEntries, type Role } from "../web/auth.js";
-import { LAB_PROVISIONER_CALLER } from "./names.js";
+import { LAB_COLLECTIVE, LAB_PROVISIONER_CALLER } from "./names.js";
 
 // The lab's secrets, each made once and kept across restarts of the lab: its CA and the
 // certificates it issues (the broker's, the lab's own service users', each muster server's), the
@@ -96,4 +96,26 @@ export function labWebToken(tokensFile: string, role: Role): string | undefined 
   } catch {
     return undefined; // no file (or not a tokens file): no token to show
   }
+}
+
+/**
+ * The lab's own services (its masters' puppetca servers, the notifier) enrolled in the key
+ * directory, as docs/deploy.md has an operator enroll a site's: their replies then verify (muster
+ * doctor's "replies verified"), and a provisioner that requires it trusts the masters. The lab
+ * started them, so it reads each one's node key where its server made it (security/keys.ts).
+ */
+export async function enrollLabServices(broker: string, tls: TlsSettings, identities: readonly string[]): Promise<string[]> {
+  const [{ MusterClient }, { enrollNodeKey }, { defaultCallerName, defaultNodeKeyFile }] = await Promise.all([import("../client/client.js"), import("../fleet/stores.js"), import("../security/keys.js")]);
+  const keys = identities.filter((id) => existsSync(defaultNodeKeyFile(id))).map((id) => ({ id, pubkey: signingKeyFromPem(id, readFileSync(defaultNodeKeyFile(id), "utf8")).publicKey }));
+  if (!keys.length) return [];
+  const client = await MusterClient.connect({ brokers: [broker], collective: LAB_COLLECTIVE, tls, name: "muster-lab-enroll" });
+  try {
+    for (const k of keys) {
+      const plan = await enrollNodeKey(client, { identity: k.id, pubkey: k.pubkey, by: defaultCallerName() });
+      if (plan.act === "refuse") throw new Error(`enrolling ${k.id}: ${plan.why}`);
+    }
+  } finally {
+    await client.close();
+  }
+  return keys.map((k) => k.id);
 }

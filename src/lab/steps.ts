@@ -1,6 +1,6 @@
 import { join, resolve } from "node:path";
 import { labNatsOptions, operatorEnv, writeLabAuthorization } from "./broker.js";
-import { labPki, provisionerKey, serverTls, writeClientCaBundle, type LabPki } from "./credentials.js";
+import { enrollLabServices, labPki, provisionerKey, serverTls, writeClientCaBundle, type LabPki } from "./credentials.js";
 import * as machines from "./machines/index.js";
 import type { BootMachineContext, LabMachinesState, LabPackages, MachineImage, VmImage } from "./machines/index.js";
 import { labEnvironments } from "./manifests.js";
@@ -227,6 +227,9 @@ export const LAB_STEPS: LabStepTable = {
   async "wait-fleet"({ identities, timeoutMs }, step, run) {
     run.say(`waiting for ${identities.length + run.nodes.length} muster servers to answer (${run.nodes.length} in the provisioning collective)`);
     await waitForNodes(need(run, "state"), identities, timeoutMs, "fleet", undefined, () => abandoned(step));
+    // they answer, so their node keys exist: enrolled, their replies verify (docs/deploy.md's enroll step)
+    const enrolled = await enrollLabServices(need(run, "nats").url, need(run, "pki").admin, identities);
+    if (enrolled.length) run.say(`node keys enrolled in the key directory: ${enrolled.join(", ")}`);
   },
 
   "wait-registry": ({ timeoutMs }, step, run) => waitForRegistry(need(run, "registry"), timeoutMs, step.signal),

@@ -178,7 +178,7 @@ test("the site: every role on a machine of its own, from the package, on Debian 
   for (const name of ["KV_muster_provision", "KV_muster-registry", "KV_muster_alive", "KV_muster_puppet_runs", "KV_muster_services", "KV_muster_node_keys", "MUSTER_RUNALL", "MUSTER_AUDIT", "MUSTER_ALERTS"]) assert.equal(s.find((x) => x.name === name)?.config?.num_replicas, 3, name);
   // docs/deploy.md's first master with only a short host name; the brokers started clean
   await checkShortNamedMaster(site);
-  await checkBrokersClean(site);
+  await checkBrokersClean(site, { except: ["nats2.lab"] }); // nats2's power is cut as the masters come up (test 2)
 });
 
 test("a broker machine loses power while 4 nodes provision: each provisioned exactly once, ping answers; back, it rejoins and catches up", { skip: !root && "needs root" }, async (t) => {

@@ -22,6 +22,7 @@ import { startWeb, type WebHandle } from "../../src/web/daemon.js";
 import { WebConfigSchema } from "../../src/web/config.js";
 import { DEFAULT_REGISTRY_BUCKET, DEFAULT_STATE_BUCKET } from "../../src/protocol/buckets.js";
 import { ProblemKinds, type HealthSummary } from "../../src/health/model.js";
+import { ServiceProblemKinds, type ServiceProblemKind } from "../../src/health/services.js";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { inboxPrefixFor } from "../../src/broker/connect.js";
 import { Auditor } from "../../src/security/audit.js";
@@ -430,7 +431,7 @@ test("the audit: the console's records and the nodes' audit stream (requests fro
 });
 
 test("fleet health: GET /api/health is the CLI's report, the health stream and the Prometheus gauges say the same counts", async () => {
-  type R = { nodes: { identity: string; reachable: boolean; problems: unknown[] }[]; summary: HealthSummary };
+  type R = { nodes: { identity: string; reachable: boolean; problems: unknown[] }[]; summary: HealthSummary; service_summary: Record<ServiceProblemKind, number> };
   // the report is recomputed every second: the failed records of the tests above are in it soon
   const r = await eventually(async () => {
     const body = (await (await get("/api/health", bearer(VIEWER))).json()) as R;
@@ -440,17 +441,20 @@ test("fleet health: GET /api/health is the CLI's report, the health stream and t
   // the gauges say the report's counts, read in one state: between two reports whose summaries
   // agree (a report recomputed between the reads is read again)
   const gauges = (text: string) => Object.fromEntries([...text.matchAll(/^(muster_health_\w+)\{(?:state|problem)="(\w+)"\} (\d+)$/gm)].map((m) => [`${m[1]}:${m[2]}`, Number(m[3])]));
-  const { summary, g } = await eventually(async () => {
-    const before = ((await (await get("/api/health", bearer(VIEWER))).json()) as R).summary;
+  const counts = (x: R) => ({ summary: x.summary, services: x.service_summary });
+  const { summary, services, g } = await eventually(async () => {
+    const before = counts((await (await get("/api/health", bearer(VIEWER))).json()) as R);
     const g = gauges(await (await get("/metrics", bearer(VIEWER))).text());
-    const after = ((await (await get("/api/health", bearer(VIEWER))).json()) as R).summary;
-    return JSON.stringify(before) === JSON.stringify(after) ? { summary: after, g } : undefined;
+    const after = counts((await (await get("/api/health", bearer(VIEWER))).json()) as R);
+    return JSON.stringify(before) === JSON.stringify(after) ? { ...after, g } : undefined;
   }, 10_000, "two reports alike around a read of the gauges");
   assert.ok(summary.unhealthy > 0 && summary.healthy > 0, `both healthy and unhealthy nodes, so the gauges are told apart: ${JSON.stringify(summary)}`);
   assert.deepEqual(g, {
     "muster_health_nodes:healthy": summary.healthy,
     "muster_health_nodes:unhealthy": summary.unhealthy,
     ...Object.fromEntries(ProblemKinds.map((k) => [`muster_health_problems:${k}`, summary[k]])),
+    // the site's services' problems too (the console's own service among them)
+    ...Object.fromEntries(ServiceProblemKinds.map((k) => [`muster_health_service_problems:${k}`, services[k]])),
   });
   assert.equal((await get("/metrics", {})).status, 401, "the gauges need a token too");
   const sse = await openSse(`${base}/api/health/events`, bearer(VIEWER));

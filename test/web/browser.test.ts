@@ -477,9 +477,10 @@ test("the landing page is the fleet's health: a node whose power is cut shows un
   await page.waitForSelector(item, { timeout: 120_000 }); // a deadline that only catches a hang: 3 s of silence is the rule
   const noticedMs = Date.now() - cut;
   assert.match((await page.locator(item).textContent()) ?? "", /no heartbeat for \d+ s \(one is due every 1 s; unreachable after 3 s\)/);
-  // the tab says how many nodes have problems, as the page does
-  const shownCount = Number(await page.locator("section.health-page").getAttribute("data-unhealthy"));
-  assert.ok(shownCount >= 1);
+  // the tab says how many nodes and services have problems, as the page's two sections do
+  const unhealthyShown = () => page.evaluate(() => ["section.health-page", "section.site"].reduce((n, sel) => n + Number(document.querySelector(sel)?.getAttribute("data-unhealthy") ?? 0), 0));
+  const shownCount = await unhealthyShown();
+  assert.ok(Number(await page.locator("section.health-page").getAttribute("data-unhealthy")) >= 1);
   assert.equal(await page.title(), `(${shownCount}) Health · muster`);
   await page.waitForFunction((v) => (window as unknown as { notes: { title: string }[] }).notes.some((n) => n.title.includes(v)), victim, { timeout: 5000 });
   const count = page.locator('.health-counts li[data-kind="unreachable"]');
@@ -501,7 +502,7 @@ test("the landing page is the fleet's health: a node whose power is cut shows un
   await victimEmu!.stop().catch(() => undefined);
   await power();
   await page.waitForSelector(item, { state: "detached", timeout: 15_000 });
-  const after = Number(await page.locator("section.health-page").getAttribute("data-unhealthy"));
+  const after = await unhealthyShown();
   assert.equal(await page.title(), after ? `(${after}) Health · muster` : "Health · muster");
   t.diagnostic(`unreachable on the page ${noticedMs} ms after the cut`);
   await page.close();
