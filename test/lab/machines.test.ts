@@ -65,6 +65,9 @@ const env: NodeJS.ProcessEnv = {
   XDG_CACHE_HOME: join(view, ".cache"),
   NO_COLOR: "1",
 };
+// this process's own client (discovery, the records) signs as the same operator: the machines
+// trust that key only, so a client with another key of the same name is refused by every node
+process.env.MUSTER_CONFIG_DIR = env.MUSTER_CONFIG_DIR;
 const docs = docCommandsRunBy("test/lab/machines.test.ts", { cwd: view, env, timeoutMs: 600_000 });
 /** A command of the CLI that is not a doc's (its exit code is the caller's to check). */
 const sh = (command: string, timeoutMs = 180_000) => runShell(command, { cwd: view, env, timeoutMs });
