@@ -27,6 +27,8 @@ interface Plan {
   inFleetDuring?: Stage;
   /** The notify step's own answer: an error each time (a notifier that is down). */
   notifyError?: string;
+  /** How many of the notify step's answers are that error (default all). */
+  notifyFailures?: number;
 }
 
 /**
@@ -40,6 +42,7 @@ function drive(rec: NodeRecord, plan: Plan): { actions: EngineAction[]; end: Eng
   const actions: EngineAction[] = [];
   const stopping: ("gone" | "restart" | undefined)[] = [];
   let now = T0;
+  let notifyTries = 0;
   let a = decide(run, { type: "begin" }, policy, now, () => 0.5);
   for (let guard = 0; guard < 1000; guard++) {
     actions.push(a);
@@ -53,7 +56,8 @@ function drive(rec: NodeRecord, plan: Plan): { actions: EngineAction[]; end: Eng
     now += 100;
     if (a.type === "run") {
       const step = inFlight.start(rec, a.stage);
-      let answer: EngineEvent = a.stage === "notify" && plan.notifyError ? { type: "step-failed", error: plan.notifyError, busy: false, nodeRestarted: false } : { type: "step-ok", ms: 100 };
+      const failNotice = a.stage === "notify" && plan.notifyError && (plan.notifyFailures === undefined || notifyTries++ < plan.notifyFailures);
+      let answer: EngineEvent = failNotice ? { type: "step-failed", error: plan.notifyError!, busy: false, nodeRestarted: false } : { type: "step-ok", ms: 100 };
       const stop = () => stopping.push(inFlight.nodeStopping(rec.identity, STOPPING_REASON));
       if (plan.stopDuring === a.stage && plan.stopBeforeAnswer) stop();
       if (plan.inFleetDuring === a.stage) inFlight.nodeInFleet(rec.identity);
@@ -113,13 +117,21 @@ test("a shutdown event at each step from the final run on: before disable it is 
   }
 });
 
+test("a notice that fails while a broker fails over or the notifier restarts is tried again past the steps' 3 attempts, and sent", () => {
+  const rec = inProgress();
+  const { end } = drive(rec, { stopDuring: "notify", stopBeforeAnswer: true, notifyError: "no notifier found (agent notify)", notifyFailures: 5 });
+  assert.equal(end.type, "done");
+  assert.ok(rec.log.some((l) => l.includes("notify failed (attempt 5/8)")), rec.log.join("\n"));
+  assert.ok(!rec.log.some((l) => l.includes("could not be told")), rec.log.join("\n"));
+});
+
 test("a notifier that is down while the node restarts: the notice retried, then the node done with its notice said lost; never gone", () => {
   const rec = inProgress();
   const { end } = drive(rec, { stopDuring: "notify", stopBeforeAnswer: true, notifyError: "no notifier found (agent notify)" });
   assert.equal(end.type, "done");
   assert.equal(rec.status, "done");
   assert.equal(rec.gone, undefined, "not gone");
-  assert.ok(rec.log.some((l) => l.includes("notify failed (attempt 3/3)")), rec.log.join("\n"));
+  assert.ok(rec.log.some((l) => l.includes("notify failed (attempt 8/8)")), rec.log.join("\n"));
   assert.ok(rec.log.some((l) => l.endsWith("provisioned, but the admins could not be told: no notifier found (agent notify)")), rec.log.join("\n"));
   // an edge that still reports the stop as gone at notify (an older driver's report): the engine does not park it either
   const old = inProgress({ stage: "disable" });
