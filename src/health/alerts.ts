@@ -4,7 +4,8 @@ import { span } from "./model.js";
 // When the admins are told about a node's health (docs/fleet.md#alerts): once when it has been
 // unreachable past a threshold, once when Puppet has failed N runs in a row, and once more when
 // each recovers; and about the site's own services (a provisioner, a broker, the registry...) once
-// when one is down past the same threshold, and once when it is back. Pure: the open alerts and a health report in, the notifications to send out.
+// when one is down past the same threshold, and once when it is back (`<role>/<name>` stands where a
+// node's identity would). Pure: the open alerts and a health report in, the notifications to send out.
 // Each carries a dedupe key made from the node and when its trouble began (its last heartbeat, its
 // first failed run), the same for every console that computes it: the notifier sends a key once
 // (notify#send dedupe_key, kept in KV), so two consoles, or one restarted, do not tell twice.
