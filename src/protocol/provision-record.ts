@@ -141,6 +141,15 @@ export function newRecord(identity: string, now = Date.now()): NodeRecord {
   return { identity, status: "pending", attempts: 0, rounds: 0, updatedAt: now, timings: {}, log: [] };
 }
 
+/**
+ * The dedupe key of a round's notice (the notifier sends a key once): the node, its round, what is
+ * told, and when the round began. The round's start tells a machine provisioned again under an old
+ * name (its record decommissioned, so its rounds count from 1 again) from the first one.
+ */
+export function noticeKey(rec: NodeRecord, what: "provisioned" | "failed"): string {
+  return `${rec.identity}#${rec.rounds}#${what}${rec.startedAt ? `#${rec.startedAt}` : ""}`;
+}
+
 export function appendLog(rec: NodeRecord, line: string, now = Date.now()): void {
   rec.log.push(`${new Date(now).toISOString()} ${line}`);
   if (rec.log.length > LOG_TAIL) rec.log.splice(0, rec.log.length - LOG_TAIL);

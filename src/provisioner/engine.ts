@@ -1,4 +1,4 @@
-import { appendLog, noteRound, type NodeRecord, type Stage } from "../protocol/provision-record.js";
+import { appendLog, noteRound, noticeKey, type NodeRecord, type Stage } from "../protocol/provision-record.js";
 import { lockNeedsRenewal } from "./deploy-lock.js";
 import { backoffMs, CERT_STAGES, disabledAlready, needsNothingOfNode, pastDisable, remainingStages, SLOW_STAGES } from "./stages.js";
 import { clearWaits, goneUntil, markGone, markMasterWait, masterWaitUntil, noReply, type WaitMark } from "./waits.js";
@@ -282,7 +282,7 @@ function close(run: NodeRun, ev: EngineEvent, policy: EnginePolicy, now: number)
       if (policy.notifyFailures) {
         run.phase = "failing:notify";
         const message = `muster could not provision ${rec.identity}.\nStep: ${rec.current ?? "start"}\nError: ${rec.lastError ?? error}\n\nRecent log:\n${rec.log.slice(-10).join("\n")}`;
-        return { type: "notify", subject: `Provisioning ${rec.identity} FAILED`, message, key: `${rec.identity}#${rec.rounds}#failed` };
+        return { type: "notify", subject: `Provisioning ${rec.identity} FAILED`, message, key: noticeKey(rec, "failed") };
       }
       return failed(run, error, now);
     case "failing:notify":

@@ -1,7 +1,7 @@
 import type { ProvisionDDL } from "../agents/provision/ddl.js";
 import type { PuppetcaDDL } from "../agents/puppetca/ddl.js";
 import type { ActionName, ActionOutput, AgentDDL, CallInput } from "../ddl/types.js";
-import type { NodeRecord, Stage } from "../protocol/provision-record.js";
+import { noticeKey, type NodeRecord, type Stage } from "../protocol/provision-record.js";
 import type { DeployLock } from "./deploy-lock.js";
 
 // What each stage does, one entry per stage: the agent action it calls and what it records. The
@@ -109,6 +109,6 @@ export const steps: Record<Stage, Step> = {
   async notify({ rec, master, notify }) {
     // a node that did not get the master its criteria picked says so, and why: the admins may want it moved
     const fb = rec.masterFallback && rec.masterFallback.from !== master.identity ? `\nIt fell back to ${master.identity}: ${rec.masterFallback.reason}.` : "";
-    await notify(`Provisioned ${rec.identity} against ${master.identity}${fb ? ` (fell back from ${rec.masterFallback!.from})` : ""}`, `muster provisioned ${rec.identity} (${rec.nodeAddress}) against Puppet master ${master.identity} (${master.address}).${fb}`, `${rec.identity}#${rec.rounds}#provisioned`);
+    await notify(`Provisioned ${rec.identity} against ${master.identity}${fb ? ` (fell back from ${rec.masterFallback!.from})` : ""}`, `muster provisioned ${rec.identity} (${rec.nodeAddress}) against Puppet master ${master.identity} (${master.address}).${fb}`, noticeKey(rec, "provisioned"));
   },
 };

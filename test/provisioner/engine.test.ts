@@ -6,7 +6,7 @@ import { MASTER_WAIT_S, masterWaitReason } from "../../src/provisioner/waits.js"
 import { askAgain, goneAfter, masterAwayAfter, onNodeStarted, recheckMs, requeueRestarted, whileGone, whileMasterAway } from "../../src/provisioner/liveness.js";
 import { Stages, type Stage } from "../../src/protocol/provision-record.js";
 import { CERT_STAGES, MASTER_STAGES, pastDisable, SLOW_STAGES } from "../../src/provisioner/stages.js";
-import { newRecord, type NodeRecord } from "../../src/protocol/provision-record.js";
+import { newRecord, noticeKey, type NodeRecord } from "../../src/protocol/provision-record.js";
 import { claimable, claimNeedsRenewal, claimRecord, resumeVerdict, writeWindowMs } from "../../src/provisioner/claim.js";
 import { type Versioned } from "../../src/provisioner/state.js";
 
@@ -368,7 +368,7 @@ test("a step failing for good: the lock released, then the admins told, then the
   assert.deepEqual(types(actions).slice(-4), ["release-lock", "notify", "persist", "fail"]);
   const notice = actions.find((a) => a.type === "notify") as Extract<EngineAction, { type: "notify" }>;
   assert.equal(notice.subject, "Provisioning n1 FAILED");
-  assert.equal(notice.key, "n1#1#failed", "one notice per round, however often asked");
+  assert.match(notice.key, /^n1#1#failed(#\d+)?$/, "one notice per round (its start in the key when the record has one), however often asked");
   assert.match(notice.message, /Step: bootstrap\nError: bootstrap: boom/);
   assert.equal(rec.status, "failed");
   assert.equal(rec.claimExpires, undefined);
@@ -684,4 +684,11 @@ test("resume scans and claims: a node waiting for a master is ours to wait for w
   const c = claimRecord(requeued, "n1", "p1", T0 + 5, 600);
   assert.equal(c?.v.record.masterWait, undefined);
   assert.equal(c?.v.record.rounds, 2);
+});
+
+test("a node provisioned again under its old name (its record decommissioned, rounds from 1 again) gets a notice key of its own; the same round keeps its key", () => {
+  const first = { ...inProgress(), rounds: 1, startedAt: T0 };
+  const again = { ...inProgress(), rounds: 1, startedAt: T0 + 3_600_000 };
+  assert.notEqual(noticeKey(first, "provisioned"), noticeKey(again, "provisioned"));
+  assert.equal(noticeKey(first, "provisioned"), noticeKey({ ...first, updatedAt: T0 + 5000 }, "provisioned"), "a resumed round: the same key, told once");
 });
