@@ -1,6 +1,6 @@
 import { appendLog, noteRound, noticeKey, type NodeRecord, type Stage } from "../protocol/provision-record.js";
 import { lockNeedsRenewal } from "./deploy-lock.js";
-import { backoffMs, CERT_STAGES, disabledAlready, needsNothingOfNode, pastDisable, remainingStages, SLOW_STAGES } from "./stages.js";
+import { attemptsFor, backoffMs, CERT_STAGES, disabledAlready, needsNothingOfNode, pastDisable, remainingStages, SLOW_STAGES } from "./stages.js";
 import { clearWaits, goneUntil, markGone, markMasterWait, masterWaitUntil, noReply, type WaitMark } from "./waits.js";
 
 // The provisioning engine for one node: what to do next, given its record and what just happened.
@@ -163,8 +163,8 @@ export function decide(run: NodeRun, ev: EngineEvent, policy: EnginePolicy, now:
       }
       if (run.phase === "after-failure") {
         // A notice that cannot be sent does not undo a provisioned, disabled node (failed, it could never be retried).
-        if (run.attempt >= attemptsFor(stage, policy) && stage === "notify") return noticeLost(run, policy, now);
-        if (run.attempt >= attemptsFor(stage, policy)) return failing(run, run.lastError ?? "failed", policy, now);
+        if (run.attempt >= attemptsFor(stage, policy.attempts) && stage === "notify") return noticeLost(run, policy, now);
+        if (run.attempt >= attemptsFor(stage, policy.attempts)) return failing(run, run.lastError ?? "failed", policy, now);
         run.phase = "backoff";
         return { type: "wait", ms: backoffMs(run.attempt, policy.backoffS, policy.maxBackoffS, rand), retry: { stage: stage!, attempt: run.attempt, error: run.lastError ?? "" } };
       }
@@ -211,7 +211,7 @@ export function decide(run: NodeRun, ev: EngineEvent, policy: EnginePolicy, now:
       rec.attempts = run.attempt;
       rec.lastError = `${stage}: ${ev.error}`;
       run.lastError = ev.error;
-      appendLog(rec, `${stage} failed (attempt ${run.attempt}/${attemptsFor(stage, policy)}): ${ev.error}`, now);
+      appendLog(rec, `${stage} failed (attempt ${run.attempt}/${attemptsFor(stage, policy.attempts)}): ${ev.error}`, now);
       run.phase = "after-failure";
       return { type: "persist", leaseS: policy.lockLeaseS };
     case "waited":
@@ -222,15 +222,6 @@ export function decide(run: NodeRun, ev: EngineEvent, policy: EnginePolicy, now:
   }
   throw new Error(`engine: unexpected ${ev.type} for ${rec.identity} in phase ${run.phase}`);
 }
-
-/**
- * The notice is tried longer than a step: a lost one is never sent (the node is provisioned and
- * disabled, nothing retries it), and what makes it fail is most often passing, a broker failing
- * over or the notifier restarting. With the default backoff (2 s doubling, at most 60 s) 8 tries
- * span about 3 minutes.
- */
-export const NOTIFY_ATTEMPTS = 8;
-const attemptsFor = (stage: Stage | undefined, policy: EnginePolicy) => (stage === "notify" ? Math.max(policy.attempts, NOTIFY_ATTEMPTS) : policy.attempts);
 
 function noticeLost(run: NodeRun, policy: EnginePolicy, now: number): EngineAction {
   appendLog(run.rec, `provisioned, but the admins could not be told: ${run.lastError ?? "the notice failed"}`, now);

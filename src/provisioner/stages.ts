@@ -44,6 +44,17 @@ export function remainingStages(enabled: readonly Stage[], done: Stage | undefin
   return enabled.filter((s) => Stages.indexOf(s) > idx);
 }
 
+/**
+ * The notice is tried longer than a step: a lost one is never sent (the node is provisioned and
+ * disabled, nothing retries it), and what makes it fail is most often passing, a broker failing
+ * over or the notifier restarting. With the default backoff (2 s doubling, at most 60 s) 8 tries
+ * span about 3 minutes.
+ */
+export const NOTIFY_ATTEMPTS = 8;
+
+/** How many tries a stage gets: the policy's, and NOTIFY_ATTEMPTS at least for the notice. */
+export const attemptsFor = (stage: Stage | undefined, attempts: number) => (stage === "notify" ? Math.max(attempts, NOTIFY_ATTEMPTS) : attempts);
+
 /** Delay before retry `attempt` (1-based): exponential from `base`, capped, with ±20% jitter. */
 export function backoffMs(attempt: number, baseSeconds: number, maxSeconds: number, rand = Math.random): number {
   const raw = Math.min(maxSeconds, baseSeconds * 2 ** (attempt - 1));

@@ -1,11 +1,11 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { DeployLock, lockNeedsRenewal, type AskNode } from "../../src/provisioner/deploy-lock.js";
-import { decide, isTerminal, newRun, NOTIFY_ATTEMPTS, type EngineAction, type EngineEvent, type EnginePolicy } from "../../src/provisioner/engine.js";
+import { decide, isTerminal, newRun, type EngineAction, type EngineEvent, type EnginePolicy } from "../../src/provisioner/engine.js";
 import { MASTER_WAIT_S, masterWaitReason } from "../../src/provisioner/waits.js";
 import { askAgain, goneAfter, masterAwayAfter, onNodeStarted, recheckMs, requeueRestarted, whileGone, whileMasterAway } from "../../src/provisioner/liveness.js";
 import { Stages, type Stage } from "../../src/protocol/provision-record.js";
-import { CERT_STAGES, MASTER_STAGES, pastDisable, SLOW_STAGES } from "../../src/provisioner/stages.js";
+import { CERT_STAGES, MASTER_STAGES, NOTIFY_ATTEMPTS, pastDisable, SLOW_STAGES } from "../../src/provisioner/stages.js";
 import { newRecord, noticeKey, type NodeRecord } from "../../src/protocol/provision-record.js";
 import { claimable, claimNeedsRenewal, claimRecord, resumeVerdict, writeWindowMs } from "../../src/provisioner/claim.js";
 import { type Versioned } from "../../src/provisioner/state.js";
