@@ -1,6 +1,6 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { puppetDDL, type RunCompleteData } from "../../src/agents/puppet/ddl.js";
 import { MusterClient } from "../../src/client/client.js";
@@ -8,8 +8,8 @@ import type { RunallReport } from "../../src/fleet/runall.js";
 import { startPuppetserver, type PuppetserverHandle } from "../../src/lab/puppetserver.js";
 import { CertificateAuthority, PuppetAgent, caSettingsFromSsldir } from "../../src/puppet/index.js";
 import { execCommand } from "../../src/puppet/exec.js";
-import { cleanEnv, cliPath, connectNats, record, runCli, startBroker, startMusterServer, tempDir, type Broker, type TestServer } from "../support/collective.js";
-import { docCommandsRunBy } from "../support/doc-run.js";
+import { cleanEnv, connectNats, record, runCli, startBroker, startMusterServer, tempDir, type Broker, type TestServer } from "../support/collective.js";
+import { docCommandsRunBy, pathWithMuster } from "../support/doc-run.js";
 
 // The puppet agent and `muster puppet` against a real puppetserver and real Puppet agents: three
 // `muster server` nodes, each with its own Puppet confdir/vardir/ssldir and a signed certificate.
@@ -231,10 +231,7 @@ test("a server override is refused unless the node allows it", async () => {
 test("the docs' runall commands, as written: `-C webserver` runs the web nodes; `-S \"puppet().since_lastrun>3600\"` the one whose last run ended two hours ago", async () => {
   rmSync(failFlag, { force: true });
   // through /bin/sh with `muster` on PATH and the broker in MUSTER_BROKER, as a shell on the fleet would
-  const bin = join(tmp.path, "bin");
-  mkdirSync(bin, { recursive: true });
-  if (!existsSync(join(bin, "muster"))) symlinkSync(cliPath, join(bin, "muster"));
-  const docs = docCommandsRunBy("test/fleet/puppet-real.test.ts", { cwd: tmp.path, env: { ...env, MUSTER_BROKER: broker.url, PATH: `${bin}:${env.PATH ?? ""}` }, timeoutMs: 300_000 });
+  const docs = docCommandsRunBy("test/fleet/puppet-real.test.ts", { cwd: tmp.path, env: { ...env, MUSTER_BROKER: broker.url, PATH: pathWithMuster(tmp.path, env.PATH) }, timeoutMs: 300_000 });
   const web = await docs.run("muster puppet runall 10 -C webserver");
   assert.match(web.stdout, /> Running web1\.real\.test,/);
   assert.match(web.stdout, /> Running web2\.real\.test,/);

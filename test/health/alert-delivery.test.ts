@@ -1,6 +1,6 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parse as parseYaml, stringify as toYaml } from "yaml";
 import { authorizationConfig, type BrokerAuthSpec } from "../../src/broker/auth.js";
@@ -20,8 +20,8 @@ import { createSigningKey } from "../../src/security/keys.js";
 import { generateSigningKey, type SigningKey } from "../../src/protocol/signing.js";
 import { parseAuditLines } from "../../src/security/audit.js";
 import { ensureCA, issueCert, type CA, type CertFiles } from "../../src/security/pki.js";
-import { cleanEnv, cliPath, eventually, runCli, tempDir } from "../support/collective.js";
-import { docCommandsRunBy } from "../support/doc-run.js";
+import { cleanEnv, eventually, runCli, tempDir } from "../support/collective.js";
+import { docCommandsRunBy, pathWithMuster } from "../support/doc-run.js";
 import { startSmtpReceiver, type SmtpReceiver } from "../support/smtp.js";
 
 // The console's alerts reach the admins (issue 36 §3). On the site the console's log said "no
@@ -195,10 +195,7 @@ test("a silenced node's alert is kept, not sent, and is told once the silence en
 test("muster alerts: a test alert reaches the admins; ack, silence and unsilence are kept; each action and each refusal is in the audit stream; while deliveries fail it exits 2 and muster health warns", async () => {
   const cli = (...args: string[]) => runCli(["alerts", ...args], { env: cliEnv, timeoutMs: 60_000 });
   // docs/fleet.md's `muster alerts test` and `ack`, as written: through /bin/sh with `muster` on PATH
-  const bin = join(tmp.path, "bin");
-  mkdirSync(bin, { recursive: true });
-  if (!existsSync(join(bin, "muster"))) symlinkSync(cliPath, join(bin, "muster"));
-  const docs = docCommandsRunBy("test/health/alert-delivery.test.ts", { cwd: tmp.path, env: { ...cliEnv, PATH: `${bin}:${cliEnv.PATH ?? ""}` }, timeoutMs: 60_000 });
+  const docs = docCommandsRunBy("test/health/alert-delivery.test.ts", { cwd: tmp.path, env: { ...cliEnv, PATH: pathWithMuster(tmp.path, cliEnv.PATH) }, timeoutMs: 60_000 });
   const t = await docs.run("muster alerts test");
   assert.match(t.stdout, new RegExp(`test alert delivered through ${NOTIFIER.replace(".", "\\.")} to .*${hook.url.replace(/[/.:]/g, "\\$&")}`));
   await told("muster: test alert from admin");

@@ -1,7 +1,7 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { request } from "node:https";
 import { join } from "node:path";
 import type { NatsConnection } from "@nats-io/transport-node";
@@ -18,8 +18,8 @@ import { RegistryConfigSchema } from "../../src/registry/config.js";
 import { startRegistry, type RunningRegistry } from "../../src/registry/daemon.js";
 import { ensureCA, issueCert, signCertificate } from "../../src/security/pki.js";
 import { puppetDbTlsScript } from "../../src/config/puppetdb-site.js";
-import { cleanEnv, cliPath, connectNats, eventually, runCli, tempDir } from "../support/collective.js";
-import { docCommandsRunBy } from "../support/doc-run.js";
+import { cleanEnv, connectNats, eventually, runCli, tempDir } from "../support/collective.js";
+import { docCommandsRunBy, pathWithMuster } from "../support/doc-run.js";
 import { freePort, startNats, type NatsHandle } from "../support/index.js";
 import { startPuppetDb, storeNode, storeReport, type PuppetDbHandle } from "../support/puppetdb.js";
 import { WebConfigSchema } from "../../src/web/config.js";
@@ -162,10 +162,7 @@ const cli = (args: string[], timeoutMs = 60_000) => runCli([...args, "--broker",
 let docsCache: ReturnType<typeof docCommandsRunBy> | undefined;
 const docs = () => {
   if (docsCache) return docsCache;
-  const bin = join(tmp.path, "bin");
-  mkdirSync(bin, { recursive: true });
-  if (!existsSync(join(bin, "muster"))) symlinkSync(cliPath, join(bin, "muster"));
-  return (docsCache = docCommandsRunBy("test/puppetdb/puppetdb.test.ts", { cwd: tmp.path, env: { ...env, MUSTER_BROKER: nats.url, PATH: `${bin}:${env.PATH ?? ""}` }, timeoutMs: 90_000 }));
+  return (docsCache = docCommandsRunBy("test/puppetdb/puppetdb.test.ts", { cwd: tmp.path, env: { ...env, MUSTER_BROKER: nats.url, PATH: pathWithMuster(tmp.path, env.PATH) }, timeoutMs: 90_000 }));
 };
 const puppetdbSource = () => client.source({ method: "puppetdb" });
 

@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { readdirSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
-import { repoRoot } from "./collective.js";
+import { cliPath, repoRoot } from "./collective.js";
 import { extractCommands, matchOutput, type DocCommand, type Extracted } from "./doc-commands.js";
 
 // Running the docs' commands as written (docs/README.md says how): every command of README.md,
@@ -193,4 +193,12 @@ export function docCommandsRunBy(file: string, o: Omit<ShellOptions, "until">): 
       );
     },
   };
+}
+
+/** PATH with `muster` (this checkout's CLI) first, linked in `dir`/bin: a shell on the fleet, as the docs' commands assume. */
+export function pathWithMuster(dir: string, path = process.env.PATH ?? ""): string {
+  const bin = join(dir, "bin");
+  mkdirSync(bin, { recursive: true });
+  if (!existsSync(join(bin, "muster"))) symlinkSync(cliPath, join(bin, "muster"));
+  return `${bin}:${path}`;
 }
