@@ -6,7 +6,7 @@ import { Status } from "../protocol/status.js";
 // Telling the admins, as an ordinary client: the notify agent of the first notifier that answers
 // discovery (agent `notify`, narrowed by a compound filter), with a dedupe key it keeps in KV so a
 // repeat is not sent twice (agents/notify, docs/fleet.md#alerts). Notifiers are looked for again
-// after a minute, or at once when the one used did not answer.
+// after a minute, or at once when the one used did not answer or none answered.
 
 export interface AdminNotifierOptions {
   /** The notify agent's name (default notify). */
@@ -30,9 +30,11 @@ export class AdminNotifier {
   async send(subject: string, message: string, dedupeKey: string): Promise<{ notifier: string; duplicate: boolean; told: string[] }> {
     const agent = this.o.agent ?? "notify";
     if (!this.found || Date.now() - this.found.at > 60_000) {
-      this.found = { at: Date.now(), list: await this.client.discover({ filter: buildFilter({ agent: [agent], select: this.o.select ? [this.o.select] : [] }), timeoutMs: 2000 }) };
+      const list = await this.client.discover({ filter: buildFilter({ agent: [agent], select: this.o.select ? [this.o.select] : [] }), timeoutMs: 2000 });
+      // an empty answer is not remembered: a notifier that was slow or not yet up is asked for again next time
+      this.found = list.length ? { at: Date.now(), list } : undefined;
     }
-    const notifier = this.found.list[0];
+    const notifier = this.found?.list[0];
     // a notifier that does not trust the caller's key drops the discovery unanswered: say so
     if (!notifier) throw new Error(`no notifier answered discovery (agent ${agent}${this.o.select ? `, ${this.o.select}` : ""}): the admins were not told. Check that a muster server hosts the ${agent} agent and trusts this caller's key (${this.client.key.name}) in its security.trusted_keys`);
     const res = await this.client.agent(notifyDDL, { name: agent }).call("send", { subject, message, dedupe_key: dedupeKey, ...(this.o.recipients?.length ? { recipients: this.o.recipients } : {}) }, { nodes: [notifier], timeoutMs: this.o.timeoutMs ?? 30_000 });

@@ -237,3 +237,18 @@ test("muster alerts: a test alert reaches the admins; ack, silence and unsilence
     await refusing.close();
   }
 });
+
+test("a notifier that did not answer discovery once (stopped for a moment) is asked for again at the next alert, not a minute later", async () => {
+  const sender = new AdminNotifier(client);
+  // frozen: it cannot answer the 2 s discovery
+  process.kill(notifier.pid, "SIGSTOP");
+  try {
+    await assert.rejects(sender.send("muster: frozen", "the notifier is stopped", `frozen-${Date.now()}`), /no notifier answered discovery/);
+  } finally {
+    process.kill(notifier.pid, "SIGCONT");
+  }
+  await eventually(async () => ((await client.discover({ timeoutMs: 1500, idleMs: 200 })).includes(NOTIFIER) ? true : undefined), 30_000, `${NOTIFIER} answering again`);
+  const r = await sender.send("muster: thawed", "the notifier answers again", `thawed-${Date.now()}`);
+  assert.equal(r.notifier, NOTIFIER);
+  await told("muster: thawed");
+});
