@@ -2,6 +2,9 @@ import { accessSync, constants } from "node:fs";
 import { connect as natsConnect, type NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "pino";
 import { MusterError } from "../errors.js";
+import { watchBrokerLiveness } from "./liveness.js";
+
+export { flushWithin } from "./liveness.js";
 
 /**
  * A bare broker connection, for the transports that need one (the node daemon, the emulator, the
@@ -116,6 +119,7 @@ export async function connectBroker(opts: BrokerOptions): Promise<NatsConnection
       if (n > 1) say(`connected to the broker at ${nc.getServer()} after ${n} attempts`, { broker: nc.getServer(), attempts: n });
       else opts.log?.info({ broker: nc.getServer(), from: opts.from }, `connected to the broker at ${nc.getServer()}${source}`);
       if (opts.log) watchStatus(nc, opts.log);
+      watchBrokerLiveness(nc, opts.log ? { log: opts.log } : {});
       return nc;
     } catch (e) {
       const err = (e as Error).message;
@@ -199,15 +203,3 @@ export async function closeConnection(nc: NatsConnection, graceMs = 2000): Promi
   if (how !== "drained" && !nc.isClosed()) await nc.close().catch(() => undefined);
 }
 
-/** `nc.flush()` bounded by `graceMs` (false when it did not complete, e.g. the broker is down). */
-export async function flushWithin(nc: NatsConnection, graceMs = 2000): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  const timedOut = new Promise<boolean>((r) => (timer = setTimeout(() => r(false), graceMs)));
-  const flushed = nc.flush().then(
-    () => true,
-    () => false,
-  );
-  const ok = await Promise.race([flushed, timedOut]);
-  clearTimeout(timer);
-  return ok;
-}

@@ -48,6 +48,12 @@ export class Heartbeats {
     }
   }
 
+  /** A beat of every node now, off the schedule: after a move to another broker, so the gap is the move's, not the move's and an interval. */
+  beatNow(): void {
+    if (this.o.interval <= 0 || this.stopped) return;
+    for (const rt of this.runtimes) void this.beat(rt, "up");
+  }
+
   /** The last heartbeats: each node says it is stopping (readers then need not wait out the threshold). */
   async stop(): Promise<void> {
     if (this.stopped) return;

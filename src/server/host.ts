@@ -79,6 +79,17 @@ export class NodeHost {
     for (const rt of this.opts.runtimes) this.publishLifecycle("startup", rt);
     this.startRegistration();
     this.heartbeats?.start();
+    if (this.heartbeats) this.beatOnReconnect(this.heartbeats);
+  }
+
+  /** Back on a broker (another, after one died): heartbeats at once. */
+  private beatOnReconnect(h: Heartbeats): void {
+    void (async () => {
+      for await (const s of this.opts.nc.status()) {
+        if (this.stopping) return;
+        if (s.type === "reconnect") h.beatNow();
+      }
+    })().catch(() => undefined);
   }
 
   private subscribe(subject: string, collective: string): void {

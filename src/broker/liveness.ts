@@ -1,0 +1,71 @@
+import type { NatsConnection } from "@nats-io/transport-node";
+import type { Logger } from "pino";
+
+// A broker that loses its power sends no reset: the daemon's socket stays open, what it publishes
+// goes nowhere, and NATS's own pings (every 30 s, two unanswered) notice after 60-90 s. A node whose
+// heartbeats stop that long reads as unreachable while it serves (the site's false alarm: a broker
+// cut, the nodes on it "down"). So a persistent connection asks its broker for a PONG every few
+// seconds; one that does not answer in time is dropped, and nats.js moves to another broker.
+
+/** How often a daemon's broker is asked to answer, and how long it has: a dead broker is left within about 10 s. */
+export const LIVENESS_EVERY_MS = 5000;
+export const LIVENESS_ANSWER_MS = 5000;
+
+export interface LivenessOptions {
+  everyMs?: number;
+  answerWithinMs?: number;
+  log?: Logger;
+}
+
+/**
+ * Probes `nc` until it closes or the returned function is called. While nats.js is reconnecting
+ * nothing is probed (it is already moving). Returns the stop function.
+ */
+export function watchBrokerLiveness(nc: NatsConnection, o: LivenessOptions = {}): () => void {
+  const everyMs = o.everyMs ?? LIVENESS_EVERY_MS;
+  const answerMs = o.answerWithinMs ?? LIVENESS_ANSWER_MS;
+  let connected = true;
+  let probing = false;
+  let stopped = false;
+  void (async () => {
+    for await (const s of nc.status()) {
+      if (s.type === "disconnect" || s.type === "reconnecting") connected = false;
+      else if (s.type === "reconnect") connected = true;
+    }
+  })().catch(() => undefined);
+  const timer = setInterval(() => {
+    if (stopped || probing || !connected || nc.isClosed() || nc.isDraining()) return;
+    probing = true;
+    void flushWithin(nc, answerMs)
+      .then((ok) => {
+        if (ok || stopped || !connected || nc.isClosed() || nc.isDraining()) return;
+        o.log?.warn({ broker: nc.getServer(), answer_within_ms: answerMs }, `the broker at ${nc.getServer()} did not answer within ${answerMs / 1000} s: moving to another`);
+        connected = false;
+        return nc.reconnect();
+      })
+      .catch(() => undefined)
+      .finally(() => (probing = false));
+  }, everyMs);
+  timer.unref();
+  void nc.closed().then(() => {
+    stopped = true;
+    clearInterval(timer);
+  });
+  return () => {
+    stopped = true;
+    clearInterval(timer);
+  };
+}
+
+/** `nc.flush()` bounded by `graceMs` (false when it did not complete, e.g. the broker is down). */
+export async function flushWithin(nc: NatsConnection, graceMs = 2000): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<boolean>((r) => (timer = setTimeout(() => r(false), graceMs)));
+  const flushed = nc.flush().then(
+    () => true,
+    () => false,
+  );
+  const ok = await Promise.race([flushed, timedOut]);
+  clearTimeout(timer);
+  return ok;
+}
