@@ -12,7 +12,9 @@ import { shortName } from "./roles.js";
  * PuppetDB's TLS from each master's CA (one certificate per name the masters reach it by), the
  * masters' CAs trusted and only the masters let in. Returns the names let in.
  */
-export async function placePuppetDbTls(consoleMachine: SiteMachineState, masters: string[], pdbCerts: { name: string; cert: string; key: string }[], cas: string[]): Promise<string[]> {
+export async function placePuppetDbTls(consoleMachine: SiteMachineState, masters: string[], pdbCerts: { name: string; cert: string; key: string }[], cas: string[]): Promise<{ allow: string[]; before: string }> {
+  // the unit's run before the restart the script asks for: the wait below is for a later one
+  const before = (await siteExec(consoleMachine, ["systemctl", "show", "-P", "InvocationID", "puppetdb.service"])).stdout.trim();
   const allow = masters.flatMap((id) => [id, caClientName(id)]);
   // the masters' files to PuppetDB's machine, as docs/deploy.md section 10 copies them, then its script
   const put = async (name: string, text: string) => {
@@ -27,15 +29,20 @@ export async function placePuppetDbTls(consoleMachine: SiteMachineState, masters
   // PuppetDB takes a minute to start: it does while the brokers take the masters in
   const tls = await siteExec(consoleMachine, ["sh", "-s"], puppetDbTlsScript({ names: pdbCerts.map((c) => c.name), allow, restart: "no-block" }));
   if (tls.status !== 0) throw new MusterError("MUSTER_USAGE", `PuppetDB's TLS on ${consoleMachine.identity} (docs/deploy.md#10-puppetdb): ${tls.stderr.trim()}`);
-  return allow;
+  return { allow, before };
 }
 
-/** Resolves once Debian's PuppetDB unit is active (its ExecStartPost waits until PuppetDB serves). */
-export async function waitForPuppetDb(m: SiteMachineState, timeoutMs: number, signal: AbortSignal): Promise<void> {
+/**
+ * Resolves once Debian's PuppetDB unit is active (its ExecStartPost waits until PuppetDB serves) in
+ * a run other than `before` (the one a queued restart ends: still active for a moment after it was
+ * asked for).
+ */
+export async function waitForPuppetDb(m: SiteMachineState, timeoutMs: number, signal: AbortSignal, before = ""): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const r = await siteExec(m, ["systemctl", "is-active", "puppetdb.service"]);
-    if (r.stdout.trim() === "active") return;
+    const run = before ? (await siteExec(m, ["systemctl", "show", "-P", "InvocationID", "puppetdb.service"])).stdout.trim() : "";
+    if (r.stdout.trim() === "active" && run !== before) return;
     if (r.stdout.trim() === "failed") {
       const why = await siteExec(m, ["journalctl", "-u", "puppetdb", "-o", "cat", "--no-pager", "-n", "20"]);
       throw new MusterError("MUSTER_USAGE", `PuppetDB on ${m.identity} failed to start:\n${why.stdout.trim()}`);

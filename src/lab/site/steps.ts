@@ -197,16 +197,18 @@ export const SITE_STEPS: StepTable<SiteStep, SiteRun> = {
       if (key.status !== 0) throw new MusterError("MUSTER_USAGE", `${id} made PuppetDB's certificate but not its key (${PUPPETDB_CERT_FILES.key}): ${key.stderr.trim()}`);
       pdbCerts.push({ name: puppetDbName(siteMachine(id)!.region!), cert, key: key.stdout });
     }
-    // PuppetDB's TLS before the brokers let the masters in: no node is provisioned, so no catalog
-    // compiled, before PuppetDB can take what the masters send
+    // PuppetDB serving before the brokers let the masters in: no node is provisioned, so no catalog
+    // compiled, before PuppetDB can take what the masters send. The masters' terminus drops what it
+    // cannot send (soft_write_failure) and the site's nodes run Puppet when asked, not on a timer:
+    // a production run compiled while PuppetDB restarted was never in it (CI, PuppetDB 146 s late)
     const consoleMachine = run.site.find((x) => x.role === "console")!;
-    const allow = await placePuppetDbTls(consoleMachine, masters, pdbCerts, cas);
+    const { allow, before } = await placePuppetDbTls(consoleMachine, masters, pdbCerts, cas);
     run.say(`PuppetDB on ${consoleMachine.identity} serves TLS with a certificate from each master's CA (${pdbCerts.map((c) => c.name).join(", ")}), for ${allow.join(", ")}`);
+    await waitForPuppetDb(consoleMachine, timeoutMs, step.signal, before);
+    run.say(`PuppetDB runs on ${consoleMachine.identity} (ports ${PUPPETDB_PORTS.plain} on loopback, ${PUPPETDB_PORTS.ssl} TLS)`);
     writeClientsCa(files, cas);
     await pushToBrokers(run.site, files.clientsCa, "/etc/nats/clients-ca.pem");
     run.say(`the brokers trust the masters' Puppet CAs (${masters.join(", ")}): clients-ca.pem copied to each, nats-server reloaded`);
-    await waitForPuppetDb(consoleMachine, timeoutMs, step.signal);
-    run.say(`PuppetDB runs on ${consoleMachine.identity} (ports ${PUPPETDB_PORTS.plain} on loopback, ${PUPPETDB_PORTS.ssl} TLS)`);
   },
 
   async "wait-fleet"({ identities, timeoutMs }, step, run) {

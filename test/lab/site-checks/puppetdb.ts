@@ -38,17 +38,20 @@ export async function puppetDbStartAndMemory(site: Site): Promise<{ startS: numb
 
 /** `muster find --dm puppetdb -W "environment=development customer=acme mysql::master"` prints exactly node01.eu.lab. */
 export async function findsTheDatabaseMaster(site: Site, dir: string): Promise<void> {
-  // a node's catalog reaches PuppetDB with its production run: wait for node01's (a generous deadline, no fixed pause)
+  // node01's catalog reached PuppetDB with its production run, PuppetDB serving before any node
+  // was provisioned; PuppetDB stores what it is sent in the background: a deadline, no fixed pause
   const r = await eventually(
     async () => {
       const r = await cli(site, dir, ["find", "--dm", "puppetdb", "-W", QUERY]);
       return r.stdout === "node01.eu.lab\n" ? r : undefined;
     },
-    600_000,
+    120_000,
     "PuppetDB naming node01.eu.lab the database master of acme's development",
   ).catch(async (e: Error) => {
     const last = await cli(site, dir, ["find", "--dm", "puppetdb", "-W", QUERY]);
-    throw new Error(`${e.message}; last answer: ${JSON.stringify(last.stdout)} ${last.stderr}`);
+    // what the master sent PuppetDB for node01, or why it could not
+    const sent = await site.exec("puppet-eu.lab", ["sh", "-c", "grep -E 'node01|PuppetDB|puppetdb' /var/log/puppetserver/puppetserver.log | tail -12"]).catch((x: unknown) => ({ stdout: String(x) }));
+    throw new Error(`${e.message}; last answer: ${JSON.stringify(last.stdout)} ${last.stderr}\npuppet-eu.lab's log:\n${sent.stdout}`);
   });
   assert.equal(r.code, 0, r.stderr);
   assert.equal(r.stdout, "node01.eu.lab\n");
