@@ -16,8 +16,8 @@ import { SITE_ROLES, siteMachines, type SiteRoleName } from "./roles.js";
 // retry until they answer, as they would in a cloud); each machine is up when cloud-init is done and
 // its role's units run; the brokers form their cluster, and the operator makes the fleet's stores and
 // enrolls the site machines' node keys; once the masters have made their CAs (and issued PuppetDB its
-// certificates) PuppetDB on the console's machine serves them TLS and the
-// brokers trust them (clients-ca.pem, a reload); then the fleet answers: the masters' and the
+// certificates) PuppetDB on the console's machine serves them TLS; once it does and the masters are
+// up the brokers trust them (clients-ca.pem, a reload); then the fleet answers: the masters' and the
 // notifier's muster servers, the registry and the console, the nodes waiting to be provisioned. The
 // provisioners start on their own as soon as they are up.
 
@@ -37,6 +37,7 @@ export const SITE_STEP_KINDS = [
   "machine-up",
   "wait-brokers",
   "site-stores",
+  "site-puppetdb",
   "trust-masters",
   "wait-fleet",
   "wait-console",
@@ -72,6 +73,7 @@ export interface SiteStepArgs {
   "wait-brokers": { timeoutMs: number };
   /** What the operator does once the brokers answer (docs/deploy.md#3-the-broker): the fleet's stores, the site machines' node keys enrolled. */
   "site-stores": { enroll: string[] };
+  "site-puppetdb": { masters: string[]; timeoutMs: number };
   "trust-masters": { masters: string[]; timeoutMs: number };
   "wait-fleet": { identities: string[]; timeoutMs: number };
   "wait-console": { timeoutMs: number };
@@ -98,7 +100,8 @@ export const SITE_STEP_NEEDS: Readonly<Record<SiteStepKind, readonly SiteStepKin
   "machine-up": ["boot-site-machine"],
   "wait-brokers": ["site-files", "site-relays"],
   "site-stores": ["wait-brokers"],
-  "trust-masters": ["wait-brokers", "boot-site-machine"],
+  "site-puppetdb": ["boot-site-machine"],
+  "trust-masters": ["wait-brokers", "boot-site-machine", "site-puppetdb"],
   "wait-fleet": ["trust-masters"],
   "wait-console": ["site-files", "site-relays"],
   "wait-provisioning": ["wait-brokers", "boot-site-node"],
@@ -147,7 +150,12 @@ export function planSite(o: SiteShape): SitePlan {
   step("site-stores", "site-stores", ["wait-brokers"], { enroll: machines.filter((m) => m.role === "master" || m.role === "console").map((m) => m.identity) });
   // the masters' CAs (and the certificates they issued PuppetDB) go to the brokers and to PuppetDB on the console's machine
   const consoleUp = machines.filter((m) => m.role === "console").map((m) => `up ${m.identity}`);
-  step("trust-masters", "trust-masters", ["wait-brokers", ...mastersUp, ...consoleUp], { masters: machines.filter((m) => m.role === "master").map((m) => m.identity), timeoutMs: SITE_ROLE_READY.master.withinMs });
+  // PuppetDB takes the masters' files as soon as their CAs exist (early in their user-data) and
+  // restarts while their puppetservers start; the brokers let the masters in once it serves, so
+  // no catalog is compiled that PuppetDB cannot take
+  const masterIds = machines.filter((m) => m.role === "master").map((m) => m.identity);
+  step("site-puppetdb", "site-puppetdb", ["state", ...consoleUp], { masters: masterIds, timeoutMs: SITE_ROLE_READY.master.withinMs });
+  step("trust-masters", "trust-masters", ["wait-brokers", "site-puppetdb", ...mastersUp], { masters: masterIds, timeoutMs: SITE_ROLE_READY.master.withinMs });
   const inFleet = machines.filter((m) => m.role === "master" || m.role === "console").map((m) => m.identity);
   step("wait-fleet", "wait-fleet", ["trust-masters", ...up], { identities: inFleet, timeoutMs: SITE_ROLE_READY.master.withinMs });
   step("wait-console", "wait-console", up.filter((u) => machines.find((m) => `up ${m.identity}` === u)?.role === "console"), { timeoutMs: SITE_ROLE_READY.console.withinMs });

@@ -182,30 +182,34 @@ export const SITE_STEPS: StepTable<SiteStep, SiteRun> = {
     run.say(`the fleet's stores made (3 copies each), node keys enrolled: ${enroll.join(", ")}`);
   },
 
-  async "trust-masters"({ masters, timeoutMs }, step, run) {
-    // each master made its Puppet CA in its user-data (puppetserver ca setup); the brokers trust it
-    // once it is in their clients-ca.pem and they reload, as docs/deploy.md section 4 says
-    const files = need(run, "files");
+  async "site-puppetdb"({ masters, timeoutMs }, step, run) {
+    // PuppetDB's TLS from each master's CA, under the name that master reaches it by (docs/deploy.md
+    // section 10), then the wait until it serves: the masters' terminus drops what it cannot send
+    // (soft_write_failure) and the site's nodes run Puppet when asked, not on a timer, so a
+    // production run compiled while PuppetDB restarted was never in it (CI: PuppetDB 146 s late)
     const cas: string[] = [];
     const pdbCerts: { name: string; cert: string; key: string }[] = [];
     for (const id of masters) {
       const m = run.site.find((x) => x.identity === id)!;
       cas.push(await readWhenThere(m, MASTER_FILES.puppetCa, timeoutMs, step.signal));
-      // and PuppetDB's certificate from that CA, under the name the master reaches it by (section 10)
       const cert = await readWhenThere(m, PUPPETDB_CERT_FILES.cert, timeoutMs, step.signal);
       const key = await siteExec(m, ["cat", PUPPETDB_CERT_FILES.key]);
       if (key.status !== 0) throw new MusterError("MUSTER_USAGE", `${id} made PuppetDB's certificate but not its key (${PUPPETDB_CERT_FILES.key}): ${key.stderr.trim()}`);
       pdbCerts.push({ name: puppetDbName(siteMachine(id)!.region!), cert, key: key.stdout });
     }
-    // PuppetDB serving before the brokers let the masters in: no node is provisioned, so no catalog
-    // compiled, before PuppetDB can take what the masters send. The masters' terminus drops what it
-    // cannot send (soft_write_failure) and the site's nodes run Puppet when asked, not on a timer:
-    // a production run compiled while PuppetDB restarted was never in it (CI, PuppetDB 146 s late)
     const consoleMachine = run.site.find((x) => x.role === "console")!;
     const { allow, before } = await placePuppetDbTls(consoleMachine, masters, pdbCerts, cas);
     run.say(`PuppetDB on ${consoleMachine.identity} serves TLS with a certificate from each master's CA (${pdbCerts.map((c) => c.name).join(", ")}), for ${allow.join(", ")}`);
     await waitForPuppetDb(consoleMachine, timeoutMs, step.signal, before);
     run.say(`PuppetDB runs on ${consoleMachine.identity} (ports ${PUPPETDB_PORTS.plain} on loopback, ${PUPPETDB_PORTS.ssl} TLS)`);
+  },
+
+  async "trust-masters"({ masters, timeoutMs }, step, run) {
+    // each master made its Puppet CA in its user-data (puppetserver ca setup); the brokers trust it
+    // once it is in their clients-ca.pem and they reload, as docs/deploy.md section 4 says
+    const files = need(run, "files");
+    const cas: string[] = [];
+    for (const id of masters) cas.push(await readWhenThere(run.site.find((x) => x.identity === id)!, MASTER_FILES.puppetCa, timeoutMs, step.signal));
     writeClientsCa(files, cas);
     await pushToBrokers(run.site, files.clientsCa, "/etc/nats/clients-ca.pem");
     run.say(`the brokers trust the masters' Puppet CAs (${masters.join(", ")}): clients-ca.pem copied to each, nats-server reloaded`);
