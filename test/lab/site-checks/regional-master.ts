@@ -10,14 +10,14 @@ import { ProvisionState } from "../../../src/provisioner/state.js";
 // which answers; puppet-us.lab is powered on and the node ends on it, one certificate signed.
 //
 // When: once the site is up and its first nodes are provisioned, with both masters answering and
-// no other check cutting a master or a provisioner meanwhile (it takes both masters' CAs as they
-// are). It takes about as long as puppet-us.lab's boot and puppetserver start (3-6 minutes), well
+// no other check cutting puppet-us.lab meanwhile (a provisioner's cut is fine: the other one takes
+// the node once its claim expires, and it waits the same way). It takes about as long as puppet-us.lab's boot and puppetserver start (3-6 minutes), well
 // within known_master_wait (10 minutes): the node must not fall back.
 
 const MASTER = "puppet-us.lab";
 
 /** Powers puppet-us.lab off, adds a us node, powers it on; resolves with the node's finished record. */
-export async function nodeWaitsForItsRegionsMaster(site: Site, o: { timeoutMs?: number } = {}): Promise<NodeRecord> {
+export async function nodeWaitsForItsRegionsMaster(site: Site, o: { timeoutMs?: number; onAdded?: (identity: string) => void } = {}): Promise<NodeRecord> {
   const timeoutMs = o.timeoutMs ?? 900_000;
   const client = await site.client("site-check-regional-master");
   try {
@@ -28,6 +28,7 @@ export async function nodeWaitsForItsRegionsMaster(site: Site, o: { timeoutMs?: 
     try {
       const [node] = await site.addNodes({ count: 1, country: "us" });
       id = node!.identity;
+      o.onAdded?.(id);
       const waiting = (await store.waitFor([id], (r) => r.status !== "in_progress" || r.masterWait !== undefined, timeoutMs)).get(id)!;
       assert.equal(waiting.status, "in_progress", `${id} waits rather than ends: ${waiting.lastError ?? waiting.log.slice(-4).join(" | ")}`);
       assert.equal(waiting.masterWait?.master, MASTER, `${id} waits for its region's master: ${JSON.stringify(waiting.masterWait)}`);
