@@ -14,7 +14,7 @@ import type { NodeRecord } from "../../src/protocol/provision-record.js";
 import { ProvisionState } from "../../src/provisioner/state.js";
 import { eventually, repoRoot, runCli } from "../support/collective.js";
 import { notifications, siteAuditHolds } from "./site-checks/alerts-audit.js";
-import { bootGuideNode, checkAllDone, checkBrokersClean, checkDoctorClean, checkEverySenderVerified, checkShortNamedMaster } from "./site-checks/guide.js";
+import { bootGuideNode, checkAllDone, checkBrokersClean, checkDoctorClean, checkHealthClean, checkEverySenderVerified, checkShortNamedMaster } from "./site-checks/guide.js";
 import { brokerPowerCutNoFalseAlarms, provisionerPowerCut, siteServicesListed } from "./site-checks/health.js";
 import { nodeWaitsForItsRegionsMaster } from "./site-checks/regional-master.js";
 import { compoundAgreesWithBroadcast, consoleShowsRuns, findsTheDatabaseMaster, puppetDbStartAndMemory } from "./site-checks/puppetdb.js";
@@ -279,12 +279,13 @@ test("the README's seed-004 commands against the site", { skip: !root && "needs 
   assert.match(await exec("node02.us.lab", "systemctl", "is-active", "webapp"), /^active/);
 });
 
-test("the guide's own node (docs/deploy.md's commands as written) and every node end provisioned; every reply on the site verifies; muster doctor finds nothing missing", { skip: !root && "needs root" }, async () => {
+test("the guide's own node (docs/deploy.md's commands as written) and every node end provisioned; every reply on the site verifies; muster doctor finds nothing missing; muster health is clean, the guide's node in it", { skip: !root && "needs root" }, async () => {
   assert.ok(guideNode, "the guide's node was booted");
-  await guideNode;
+  const id = await guideNode;
   await checkAllDone(site);
   await checkEverySenderVerified(site);
   await checkDoctorClean(site);
+  await checkHealthClean(site, id);
 });
 
 test("the site's second day: its services in health; a broker's power cut raises no false alarm while a node cut in it is reported and alerted; a provisioner's cut is seen and alerted; the audit keeps the console's and the CLI's actions", { skip: !root && "needs root" }, async (t) => {

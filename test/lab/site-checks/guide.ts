@@ -9,7 +9,7 @@ import { siteCredentials } from "../../../src/lab/site/credentials.js";
 import { siteMachines } from "../../../src/lab/site/roles.js";
 import type { Site } from "../../../src/lab/site/index.js";
 import { ProvisionState } from "../../../src/provisioner/state.js";
-import { repoRoot, runCli } from "../../support/collective.js";
+import { eventually, repoRoot, runCli } from "../../support/collective.js";
 import { textBlockLines } from "../../support/doc-commands.js";
 import { siteOperatorEnv } from "../../support/site.js";
 
@@ -123,6 +123,35 @@ export async function checkDoctorClean(site: Site): Promise<void> {
     const rep = JSON.parse(r.stdout) as { ok: boolean; checks: { name: string; state: string; detail: string }[] };
     for (const name of ["stores", "replies verified", "masters", "puppet CAs"]) assert.equal(rep.checks.find((c) => c.name === name)?.state, "ok", `${name}: ${JSON.stringify(rep.checks.find((c) => c.name === name))}`);
     assert.equal(rep.ok, true, JSON.stringify(rep.checks.filter((c) => c.state === "fail")));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * `muster health` with the operator's config, as docs/deploy.md's last section has the operator run
+ * it: the guide's node among the healthy, every node and every service of the site healthy, exit 0.
+ * Nodes that finished provisioning restart into production, so the report is asked again until it
+ * is clean (a deadline); the last one is what a failure shows.
+ */
+export async function checkHealthClean(site: Site, guideNode: string, timeoutMs = 120_000): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), "muster-guide-health-"));
+  type Report = { nodes: { identity: string; problems: { kind: string; why: string }[] }[]; services: { role: string; name: string; problems: { kind: string; why: string }[] }[]; summary: { unhealthy: number }; service_summary: { unhealthy: number } };
+  let last: { code: number | null; report?: Report; stderr: string } = { code: null, stderr: "" };
+  try {
+    await eventually(
+      async () => {
+        const r = await runCli(["health", "--json"], { env: siteOperatorEnv(site, dir), timeoutMs: 120_000 });
+        last = { code: r.code, stderr: r.stderr, ...(r.stdout.trim() ? { report: JSON.parse(r.stdout) as Report } : {}) };
+        return r.code === 0 && last.report?.summary.unhealthy === 0 && last.report.service_summary.unhealthy === 0 ? true : undefined;
+      },
+      timeoutMs,
+      "muster health clean on the site",
+    ).catch((e: Error) => {
+      const bad = [...(last.report?.nodes ?? []), ...(last.report?.services ?? []).map((x) => ({ identity: `${x.role}/${x.name}`, problems: x.problems }))].filter((x) => x.problems.length).map((x) => `${x.identity}: ${x.problems.map((p) => `${p.kind} (${p.why})`).join("; ")}`);
+      throw new Error(`${e.message}: exit ${last.code}; ${bad.join(" | ") || last.stderr.slice(0, 500)}`);
+    });
+    assert.ok(last.report?.nodes.some((n) => n.identity === guideNode && n.problems.length === 0), `${guideNode} is in muster health, healthy`);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
