@@ -41,9 +41,10 @@ test("server, registry serve, emulate and provisioner wait for a dead broker out
   procs.push(provisioner);
 
   const daemons: [string, MusterProcess][] = [["server", server], ["registry serve", registry], ["emulate", emulate], ["provisioner", provisioner]];
-  // said at once (well before any connect timeout), and again at the next attempt
-  await Promise.all(daemons.map(([name, p]) => waitStderr(p, waiting, 5000, name)));
-  await Promise.all(daemons.map(([name, p]) => eventually(async () => ((p.stderr().match(new RegExp(waiting, "g")) ?? []).length >= 2 ? true : undefined), 10_000, `${name} repeating the waiting message`)));
+  // said at the first refused attempt, and again at the next (the deadlines only catch a hang: four
+  // processes starting beside CI's machines took over 5 s to say anything)
+  await Promise.all(daemons.map(([name, p]) => waitStderr(p, waiting, 60_000, name)));
+  await Promise.all(daemons.map(([name, p]) => eventually(async () => ((p.stderr().match(new RegExp(waiting, "g")) ?? []).length >= 2 ? true : undefined), 60_000, `${name} repeating the waiting message`)));
   assert.match(server.stderr(), /\(from the server config\)/);
   assert.match(registry.stderr(), /\(from --broker\)/);
   assert.match(emulate.stderr(), /\(from MUSTER_BROKER\)/);
