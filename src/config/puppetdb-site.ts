@@ -126,11 +126,6 @@ export function puppetDbTlsScript(o: PuppetDbTlsOptions): string {
     'chmod 0644 "$etc/conf.d/allowlist.ini"',
     'if getent group puppetdb >/dev/null; then chgrp -R puppetdb "$ssl" "$etc/conf.d/jetty.ini" "$etc/certificate-allowlist"; chmod 0640 "$ssl"/*.p12 "$etc/conf.d/jetty.ini" "$etc/certificate-allowlist"; fi',
   ];
-  if (o.restart !== false) {
-    // a restart asked while PuppetDB's first start is under way is taken as that start, which read
-    // the old files (the site's PuppetDB served no TLS, active all along): let the start end first
-    lines.push('while [ "$(systemctl is-active puppetdb.service || true)" = activating ]; do sleep 2; done');
-    lines.push(`systemctl ${o.restart === "no-block" ? "--no-block " : ""}restart puppetdb.service`);
-  }
+  if (o.restart !== false) lines.push(`systemctl ${o.restart === "no-block" ? "--no-block " : ""}restart puppetdb.service`);
   return `${lines.join("\n")}\n`;
 }

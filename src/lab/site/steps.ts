@@ -184,11 +184,9 @@ export const SITE_STEPS: StepTable<SiteStep, SiteRun> = {
 
   async "site-puppetdb"({ masters, timeoutMs }, step, run) {
     // PuppetDB's TLS from each master's CA, under the name that master reaches it by (docs/deploy.md
-    // section 10), then the wait until it serves in a run started after the files were written: the
-    // masters' terminus drops what it cannot send (soft_write_failure) and the site's nodes run
-    // Puppet when asked, not on a timer, so what a master compiled before was never in PuppetDB.
-    // (CI: the restart, asked during PuppetDB's first start, was taken as that start, and the site's
-    // PuppetDB served no TLS at all; the script now lets the first start end.)
+    // section 10), then the wait until it serves: the masters' terminus drops what it cannot send
+    // (soft_write_failure) and the site's nodes run Puppet when asked, not on a timer, so a
+    // production run compiled while PuppetDB restarted was never in it (CI: PuppetDB 146 s late)
     const cas: string[] = [];
     const pdbCerts: { name: string; cert: string; key: string }[] = [];
     for (const id of masters) {
