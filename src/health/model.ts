@@ -267,9 +267,12 @@ export function nodeHealth(i: HealthInputs, policy: HealthPolicy, now: number, b
     if (puppet.disabled) problems.push({ kind: "puppet_disabled", why: `Puppet is disabled${puppet.disabled_since ? ` since ${puppet.disabled_since}` : ""}: ${puppet.disabled_message ?? "no message given"}`, ...(puppet.disabled_since ? { since: puppet.disabled_since } : {}) });
     // a node that is not heard from is the problem; its Puppet going stale follows from it
     if (puppet.source === "node" && puppet.stale && reachable && !puppet.disabled) problems.push({ kind: "puppet_stale", why: `Puppet has not run for ${span(puppet.age_s ?? 0)} (stale after ${span(puppet.stale_after_s)})`, ...(puppet.last_run ? { since: puppet.last_run } : {}) });
-    // PuppetDB's record: a node in the fleet that answers, with no report there within the threshold
-    if (puppet.source === "puppetdb" && (puppet.age_s === null || puppet.stale) && reachable && !puppet.disabled && beat?.heartbeat.phase !== "waiting") {
-      const own = i.beat?.heartbeat.status.puppet ? puppetRunFromStatus(i.identity, i.beat.heartbeat.status.puppet) : undefined;
+    // PuppetDB's record: a node in the fleet that answers, with no report there within the threshold.
+    // One PuppetDB does not know and whose Puppet never ran (a site machine Puppet does not manage)
+    // has nothing to report: the two witnesses agree, as with the node's own record alone
+    const own = i.beat?.heartbeat.status.puppet ? puppetRunFromStatus(i.identity, i.beat.heartbeat.status.puppet) : undefined;
+    const managed = i.puppetdb?.active === true || own !== undefined || puppet.age_s !== null;
+    if (puppet.source === "puppetdb" && (puppet.age_s === null || puppet.stale) && managed && reachable && !puppet.disabled && beat?.heartbeat.phase !== "waiting") {
       const ownAge = own ? secondsSince(own.time, now) : null;
       const said = ownAge !== null && ownAge <= puppet.stale_after_s ? `, though the node says its Puppet ran ${span(ownAge)} ago: its reports do not reach PuppetDB (its master's reports setting, puppetdb.conf)` : "";
       const report = puppet.age_s === null ? "PuppetDB holds no report of it" : `PuppetDB's last report of it is ${span(puppet.age_s)} old`;

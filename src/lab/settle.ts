@@ -9,7 +9,8 @@ import { labBrokers, type LabState } from "./state.js";
 // (search_nodes) before they were provisioned runs Puppet once more, once they are registered,
 // so the lab reads as the README says (a web node's webapp.conf names its database master). Which
 // nodes, and why, is roles.ts staleLookups (pure); this waits for the registry and runs Puppet
-// through the fleet's runall, as `muster puppet runall` would.
+// through the fleet's runall, as `muster puppet runall` would. On a site, so does a node whose
+// production run began before PuppetDB served (docs/deploy.md section 10: such a run is not in it).
 
 /** How long the nodes looked up may take to show in the registry with their classes. */
 const REGISTERED_WITHIN_MS = 60_000;
@@ -23,13 +24,20 @@ export interface SettleOutcome {
 /** What settleLookups needs of a lab: its nodes, and how its operator reaches the broker (no TLS: a test's bare broker). */
 export type SettleReach = Pick<LabState, "broker" | "site" | "collective"> & { nodes: Pick<LabState["nodes"][number], "identity" | "role">[]; tls?: { admin?: LabState["tls"]["admin"] } };
 
+/** The provisioned nodes whose production run began before `since` (ms). */
+export function ranBefore(recs: readonly NodeRecord[], since: number): string[] {
+  return recs.filter((r) => r.status === "done" && (r.stageTimes?.production?.start ?? Infinity) < since).map((r) => r.identity);
+}
+
 /** Runs Puppet again on the provisioned nodes whose lookups were made too early (`recs`: the nodes' provisioning records). */
 export async function settleLookups(s: SettleReach, recs: readonly NodeRecord[], progress: (line: string) => void = () => undefined): Promise<SettleOutcome> {
   const stale = staleLookups(
     s.nodes.map((n) => ({ identity: n.identity, role: n.role })),
     new Map(recs.map((r) => [r.identity, r])),
   );
-  if (!stale.length) return { ran: [], failed: [] };
+  // a site's nodes whose production run began before PuppetDB served: none of it reached PuppetDB
+  const beforePdb = s.site?.puppetdbSince ? ranBefore(recs, s.site.puppetdbSince).filter((id) => !stale.some((x) => x.identity === id)) : [];
+  if (!stale.length && !beforePdb.length) return { ran: [], failed: [] };
   const client = await MusterClient.connect({ brokers: labBrokers(s), collective: s.collective, name: "muster-lab-settle", tls: s.tls?.admin });
   try {
     // what they look up must be there first: each node in the registry with its role's classes
@@ -45,7 +53,8 @@ export async function settleLookups(s: SettleReach, recs: readonly NodeRecord[],
       }
     }
     for (const x of stale) progress(`${x.identity} runs Puppet again: it looked up ${x.lookedUpEarly.join(", ")} before ${x.lookedUpEarly.length > 1 ? "they were" : "it was"} provisioned`);
-    const nodes = stale.map((x) => x.identity);
+    for (const id of beforePdb) progress(`${id} runs Puppet again: its production run began before PuppetDB served, which holds none of it`);
+    const nodes = [...stale.map((x) => x.identity), ...beforePdb];
     const { report } = await runAll(client, { concurrency: nodes.length, nodes });
     const failed = report.nodes.filter((n) => n.outcome !== "ok" && n.outcome !== "changed").map((n) => ({ identity: n.identity, why: `${n.outcome}: ${n.detail}` }));
     return { ran: nodes, failed };

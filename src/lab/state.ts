@@ -102,6 +102,11 @@ export interface LabSiteState {
   suite: string;
   /** What the operator keeps on the workstation: the site's files (site/files.ts). */
   files: { dir: string; users: string; clientsCa: string };
+  /**
+   * When PuppetDB began to serve (ms): a node whose production run began earlier is not in it (the
+   * masters' terminus drops what it cannot send), and `lab up` runs its Puppet again (settle.ts).
+   */
+  puppetdbSince?: number;
 }
 
 /** A machine powered on again has a new power supervisor: note its pid where the state names the machine. */

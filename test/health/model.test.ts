@@ -164,6 +164,8 @@ test("PuppetDB: a node that answers with no report there within the stale thresh
   const old = nodeHealth({ ...seen(1, { status: ranAgo(5 * 3600) }), puppetdb: inPdb(5 * 3600) }, P, NOW);
   assert.deepEqual(old.problems.map((p) => p.kind), ["puppetdb_no_report"], "stale by PuppetDB's record, not puppet_stale twice");
   assert.match(old.problems[0]!.why, /^PuppetDB's last report of it is 5 h old \(stale after 60 min\)$/);
+  // a node PuppetDB does not know whose Puppet never ran (a site machine Puppet does not manage): nothing to report
+  assert.deepEqual(nodeHealth({ ...seen(1), puppetdb: { active: false, report_at: null, status: null } }, P, NOW).problems, []);
   // a node waiting to be provisioned, or one with Puppet disabled, is not expected to report
   assert.deepEqual(nodeHealth({ ...seen(1, { phase: "waiting" }), puppetdb: { active: false, report_at: null, status: null } }, P, NOW).problems, []);
   assert.deepEqual(nodeHealth({ ...seen(1, { status: { puppet: { ...ranAgo(60).puppet, enabled: false, disabled: true, disable_message: "x" } } }), puppetdb: inPdb(null) }, P, NOW).problems.map((p) => p.kind), ["puppet_disabled"]);

@@ -65,3 +65,12 @@ test("a node whose lookups came after what it looks up was done runs nothing aga
   // a record without the production run's start (a record from before stage times): left as it is
   assert.deepEqual(staleLookups(lab(2), new Map([[ids[0]!, rec(20, 40)], [ids[1]!, { status: "done", finishedAt: 41_000 }]])), []);
 });
+
+test("a site's nodes whose production run began before PuppetDB served run again; later ones, unfinished ones and ones with no production run do not", async () => {
+  const { ranBefore } = await import("../../src/lab/settle.js");
+  const { newRecord } = await import("../../src/protocol/provision-record.js");
+  const at = (identity: string, start: number | undefined, status: "done" | "in_progress" = "done") => ({ ...newRecord(identity, 0), status, ...(start === undefined ? {} : { stageTimes: { production: { start, end: start + 5000 } } }) });
+  const recs = [at("early", 1000), at("late", 9000), at("running", 1000, "in_progress"), at("none", undefined)];
+  assert.deepEqual(ranBefore(recs, 5000), ["early"]);
+  assert.deepEqual(ranBefore(recs, 500), []);
+});
