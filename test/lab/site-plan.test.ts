@@ -40,7 +40,7 @@ test("every role says what it installs, runs, and what up means for it", () => {
   assert.equal(siteHostsLines().split("\n").length, siteMachines().length, "the hosts template names every site machine");
 });
 
-test("the plan: brokers boot first; PuppetDB serves, then the brokers trust the masters once both are up; the fleet is waited for after that", () => {
+test("the plan: brokers boot first; the brokers trust the masters once both are up; PuppetDB starts beside the masters; the fleet is waited for after that", () => {
   const plan = planSite({ nodes: 4, suite: "trixie", kind: "nspawn" });
   assert.deepEqual(checkPlan(plan, SITE_STEP_NEEDS), []);
   const boots = plan.filter((s) => s.kind === "boot-site-machine" || s.kind === "boot-site-node").map((s) => s.id);
@@ -50,9 +50,9 @@ test("the plan: brokers boot first; PuppetDB serves, then the brokers trust the 
   for (const b of ["up nats1.lab", "up nats2.lab", "up nats3.lab"]) assert.ok(before("wait-brokers").has(b));
   for (const m of ["up puppet-eu.lab", "up puppet-us.lab", "wait-brokers"]) assert.ok(before("trust-masters").has(m), m);
   assert.ok(before("wait-fleet").has("trust-masters"), "masters connect once the brokers trust their CA... and the brokers must be up");
-  // PuppetDB serves before the brokers let the masters in (no catalog it cannot take), and starts
-  // while the masters' puppetservers do: it waits for the console, not for the masters to be up
-  assert.ok(before("trust-masters").has("site-puppetdb"), "PuppetDB before the masters serve");
+  // PuppetDB starts while the masters' puppetservers do: it waits for the console, not for the
+  // masters to be up; the site is up once it serves
+  assert.ok(before("state-up").has("site-puppetdb"), "the site is up once PuppetDB serves");
   assert.ok(before("site-puppetdb").has("up console.lab"));
   assert.ok(!before("site-puppetdb").has("up puppet-eu.lab") && !before("site-puppetdb").has("up puppet-us.lab"), "PuppetDB does not wait for the masters' puppetservers");
   // lab.json names every machine before anything is waited for

@@ -16,8 +16,9 @@ import { SITE_ROLES, siteMachines, type SiteRoleName } from "./roles.js";
 // retry until they answer, as they would in a cloud); each machine is up when cloud-init is done and
 // its role's units run; the brokers form their cluster, and the operator makes the fleet's stores and
 // enrolls the site machines' node keys; once the masters have made their CAs (and issued PuppetDB its
-// certificates) PuppetDB on the console's machine serves them TLS; once it does and the masters are
-// up the brokers trust them (clients-ca.pem, a reload); then the fleet answers: the masters' and the
+// certificates) PuppetDB on the console's machine serves them TLS (restarting while the masters'
+// puppetservers start), and once the masters are up the brokers trust them (clients-ca.pem, a
+// reload); then the fleet answers: the masters' and the
 // notifier's muster servers, the registry and the console, the nodes waiting to be provisioned. The
 // provisioners start on their own as soon as they are up.
 
@@ -101,7 +102,7 @@ export const SITE_STEP_NEEDS: Readonly<Record<SiteStepKind, readonly SiteStepKin
   "wait-brokers": ["site-files", "site-relays"],
   "site-stores": ["wait-brokers"],
   "site-puppetdb": ["boot-site-machine"],
-  "trust-masters": ["wait-brokers", "boot-site-machine", "site-puppetdb"],
+  "trust-masters": ["wait-brokers", "boot-site-machine"],
   "wait-fleet": ["trust-masters"],
   "wait-console": ["site-files", "site-relays"],
   "wait-provisioning": ["wait-brokers", "boot-site-node"],
@@ -151,16 +152,17 @@ export function planSite(o: SiteShape): SitePlan {
   // the masters' CAs (and the certificates they issued PuppetDB) go to the brokers and to PuppetDB on the console's machine
   const consoleUp = machines.filter((m) => m.role === "console").map((m) => `up ${m.identity}`);
   // PuppetDB takes the masters' files as soon as their CAs exist (early in their user-data) and
-  // restarts while their puppetservers start; the brokers let the masters in once it serves, so
-  // no catalog is compiled that PuppetDB cannot take
+  // restarts while their puppetservers start. Nothing here holds the nodes' first runs until it
+  // serves (the provisioners start on their own): `lab up` runs again those that came earlier
+  // (settle.ts), as docs/deploy.md section 10 tells an operator
   const masterIds = machines.filter((m) => m.role === "master").map((m) => m.identity);
   step("site-puppetdb", "site-puppetdb", ["state", ...consoleUp], { masters: masterIds, timeoutMs: SITE_ROLE_READY.master.withinMs });
-  step("trust-masters", "trust-masters", ["wait-brokers", "site-puppetdb", ...mastersUp], { masters: masterIds, timeoutMs: SITE_ROLE_READY.master.withinMs });
+  step("trust-masters", "trust-masters", ["wait-brokers", ...mastersUp], { masters: masterIds, timeoutMs: SITE_ROLE_READY.master.withinMs });
   const inFleet = machines.filter((m) => m.role === "master" || m.role === "console").map((m) => m.identity);
   step("wait-fleet", "wait-fleet", ["trust-masters", ...up], { identities: inFleet, timeoutMs: SITE_ROLE_READY.master.withinMs });
   step("wait-console", "wait-console", up.filter((u) => machines.find((m) => `up ${m.identity}` === u)?.role === "console"), { timeoutMs: SITE_ROLE_READY.console.withinMs });
   step("wait-provisioning", "wait-provisioning", ["wait-brokers"], { identities: nodes.map((n) => n.identity), timeoutMs: SITE_ROLE_READY.node.withinMs });
-  step("state-up", "save-state", ["wait-fleet", "wait-console", "wait-provisioning", "site-stores"], {});
+  step("state-up", "save-state", ["wait-fleet", "wait-console", "wait-provisioning", "site-stores", "site-puppetdb"], {});
   const problems = checkPlan(plan, SITE_STEP_NEEDS);
   if (problems.length) throw new Error(`the site's plan cannot run:\n${problems.join("\n")}`);
   return plan;

@@ -184,9 +184,9 @@ export const SITE_STEPS: StepTable<SiteStep, SiteRun> = {
 
   async "site-puppetdb"({ masters, timeoutMs }, step, run) {
     // PuppetDB's TLS from each master's CA, under the name that master reaches it by (docs/deploy.md
-    // section 10), then the wait until it serves: the masters' terminus drops what it cannot send
-    // (soft_write_failure) and the site's nodes run Puppet when asked, not on a timer, so a
-    // production run compiled while PuppetDB restarted was never in it (CI: PuppetDB 146 s late)
+    // section 10), then the wait until it serves in a run started after the files were written;
+    // when it did is kept: a node whose production run began earlier is not in PuppetDB (the
+    // masters' terminus drops what it cannot send, soft_write_failure), and `lab up` runs it again
     const cas: string[] = [];
     const pdbCerts: { name: string; cert: string; key: string }[] = [];
     for (const id of masters) {

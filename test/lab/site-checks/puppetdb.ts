@@ -38,8 +38,9 @@ export async function puppetDbStartAndMemory(site: Site): Promise<{ startS: numb
 
 /** `muster find --dm puppetdb -W "environment=development customer=acme mysql::master"` prints exactly node01.eu.lab. */
 export async function findsTheDatabaseMaster(site: Site, dir: string): Promise<void> {
-  // node01's catalog reached PuppetDB with its production run, PuppetDB serving before any node
-  // was provisioned; PuppetDB stores what it is sent in the background: a deadline, no fixed pause
+  // node01's catalog reached PuppetDB with a run after PuppetDB served (its provisioning's, or the
+  // one settle.ts gives a node whose run came before); PuppetDB stores what it is sent in the
+  // background: a deadline, no fixed pause
   const r = await eventually(
     async () => {
       const r = await cli(site, dir, ["find", "--dm", "puppetdb", "-W", QUERY]);
