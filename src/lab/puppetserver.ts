@@ -25,7 +25,9 @@ export { writeEnvironment, type EnvironmentFiles } from "./puppetserver-config.j
 const INSTALL_DIR = "/usr/share/puppetserver";
 const JAR = join(INSTALL_DIR, "puppetserver.jar");
 const BOOTSTRAP_DIR = "/etc/puppet/puppetserver/services.d";
-const READY_TIMEOUT_MS = 180_000;
+// A deadline that catches a hung JVM, not a measure: two labs and PuppetDB starting at once on 2
+// cores (the suite) kept one from serving for over 180 s
+const READY_TIMEOUT_MS = 480_000;
 
 export interface StartPuppetserverOptions {
   /** Loopback address to bind (127.0.0.0/8). */
