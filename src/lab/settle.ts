@@ -44,20 +44,27 @@ export async function settleLookups(s: SettleReach, recs: readonly NodeRecord[],
     const looked = [...new Set(stale.flatMap((x) => x.lookedUpEarly))];
     const registry = await client.registry();
     const deadline = Date.now() + REGISTERED_WITHIN_MS;
+    let missing: { identity: string; why: string }[] = [];
     for (const id of looked) {
       const classes = roleClasses(s.nodes.find((n) => n.identity === id)!.role);
       const filter = buildFilter({ identity: [id], class: classes });
       while (!(await registry.discover(filter, { timeoutMs: 5000, idleMs: 0 }).catch((): string[] => [])).includes(id)) {
-        if (Date.now() > deadline) return { ran: [], failed: stale.map((x) => ({ identity: x.identity, why: `${id} is not in the registry with ${classes.join(", ")} after ${REGISTERED_WITHIN_MS / 1000} s` })) };
+        if (Date.now() > deadline) {
+          missing = stale.map((x) => ({ identity: x.identity, why: `${id} is not in the registry with ${classes.join(", ")} after ${REGISTERED_WITHIN_MS / 1000} s` }));
+          break;
+        }
         await new Promise((r) => setTimeout(r, 500)); // the registry says nothing when a record arrives: ask again
       }
+      if (missing.length) break;
     }
-    for (const x of stale) progress(`${x.identity} runs Puppet again: it looked up ${x.lookedUpEarly.join(", ")} before ${x.lookedUpEarly.length > 1 ? "they were" : "it was"} provisioned`);
+    // a lookup that cannot be satisfied is said, and those nodes wait; the nodes PuppetDB lacks run all the same
+    if (!missing.length) for (const x of stale) progress(`${x.identity} runs Puppet again: it looked up ${x.lookedUpEarly.join(", ")} before ${x.lookedUpEarly.length > 1 ? "they were" : "it was"} provisioned`);
     for (const id of beforePdb) progress(`${id} runs Puppet again: its production run began before PuppetDB served, which holds none of it`);
-    const nodes = [...stale.map((x) => x.identity), ...beforePdb];
+    const nodes = [...(missing.length ? [] : stale.map((x) => x.identity)), ...beforePdb];
+    if (!nodes.length) return { ran: [], failed: missing };
     const { report } = await runAll(client, { concurrency: nodes.length, nodes });
     const failed = report.nodes.filter((n) => n.outcome !== "ok" && n.outcome !== "changed").map((n) => ({ identity: n.identity, why: `${n.outcome}: ${n.detail}` }));
-    return { ran: nodes, failed };
+    return { ran: nodes, failed: [...missing, ...failed] };
   } finally {
     await client.close();
   }
