@@ -36,7 +36,8 @@ export async function settleLookups(s: SettleReach, recs: readonly NodeRecord[],
     new Map(recs.map((r) => [r.identity, r])),
   );
   // a site's nodes whose production run began before PuppetDB served: none of it reached PuppetDB
-  const beforePdb = s.site?.puppetdbSince ? ranBefore(recs, s.site.puppetdbSince).filter((id) => !stale.some((x) => x.identity === id)) : [];
+  const missedPdb = s.site?.puppetdbSince ? ranBefore(recs, s.site.puppetdbSince) : [];
+  const beforePdb = missedPdb.filter((id) => !stale.some((x) => x.identity === id));
   if (!stale.length && !beforePdb.length) return { ran: [], failed: [] };
   const client = await MusterClient.connect({ brokers: labBrokers(s), collective: s.collective, name: "muster-lab-settle", tls: s.tls?.admin });
   try {
@@ -59,8 +60,9 @@ export async function settleLookups(s: SettleReach, recs: readonly NodeRecord[],
     }
     // a lookup that cannot be satisfied is said, and those nodes wait; the nodes PuppetDB lacks run all the same
     if (!missing.length) for (const x of stale) progress(`${x.identity} runs Puppet again: it looked up ${x.lookedUpEarly.join(", ")} before ${x.lookedUpEarly.length > 1 ? "they were" : "it was"} provisioned`);
-    for (const id of beforePdb) progress(`${id} runs Puppet again: its production run began before PuppetDB served, which holds none of it`);
-    const nodes = [...(missing.length ? [] : stale.map((x) => x.identity)), ...beforePdb];
+    const forPdb = missing.length ? missedPdb : beforePdb;
+    for (const id of forPdb) progress(`${id} runs Puppet again: its production run began before PuppetDB served, which holds none of it`);
+    const nodes = [...(missing.length ? [] : stale.map((x) => x.identity)), ...forPdb];
     if (!nodes.length) return { ran: [], failed: missing };
     const { report } = await runAll(client, { concurrency: nodes.length, nodes });
     const failed = report.nodes.filter((n) => n.outcome !== "ok" && n.outcome !== "changed").map((n) => ({ identity: n.identity, why: `${n.outcome}: ${n.detail}` }));
