@@ -29,6 +29,21 @@ export function ranBefore(recs: readonly NodeRecord[], since: number): string[] 
   return recs.filter((r) => r.status === "done" && (r.stageTimes?.production?.start ?? Infinity) < since).map((r) => r.identity);
 }
 
+/** Waits for each of `ids` in the registry with its role's classes; says why the first one that does not show in time is missing. */
+async function firstUnregistered(client: MusterClient, s: SettleReach, ids: string[]): Promise<string | undefined> {
+  const registry = await client.registry();
+  const deadline = Date.now() + REGISTERED_WITHIN_MS;
+  for (const id of ids) {
+    const classes = roleClasses(s.nodes.find((n) => n.identity === id)!.role);
+    const filter = buildFilter({ identity: [id], class: classes });
+    while (!(await registry.discover(filter, { timeoutMs: 5000, idleMs: 0 }).catch((): string[] => [])).includes(id)) {
+      if (Date.now() > deadline) return `${id} is not in the registry with ${classes.join(", ")} after ${REGISTERED_WITHIN_MS / 1000} s`;
+      await new Promise((r) => setTimeout(r, 500)); // the registry says nothing when a record arrives: ask again
+    }
+  }
+  return undefined;
+}
+
 /** Runs Puppet again on the provisioned nodes whose lookups were made too early (`recs`: the nodes' provisioning records). */
 export async function settleLookups(s: SettleReach, recs: readonly NodeRecord[], progress: (line: string) => void = () => undefined): Promise<SettleOutcome> {
   const stale = staleLookups(
@@ -42,22 +57,8 @@ export async function settleLookups(s: SettleReach, recs: readonly NodeRecord[],
   const client = await MusterClient.connect({ brokers: labBrokers(s), collective: s.collective, name: "muster-lab-settle", tls: s.tls?.admin });
   try {
     // what they look up must be there first: each node in the registry with its role's classes
-    const looked = [...new Set(stale.flatMap((x) => x.lookedUpEarly))];
-    const registry = await client.registry();
-    const deadline = Date.now() + REGISTERED_WITHIN_MS;
-    let missing: { identity: string; why: string }[] = [];
-    for (const id of looked) {
-      const classes = roleClasses(s.nodes.find((n) => n.identity === id)!.role);
-      const filter = buildFilter({ identity: [id], class: classes });
-      while (!(await registry.discover(filter, { timeoutMs: 5000, idleMs: 0 }).catch((): string[] => [])).includes(id)) {
-        if (Date.now() > deadline) {
-          missing = stale.map((x) => ({ identity: x.identity, why: `${id} is not in the registry with ${classes.join(", ")} after ${REGISTERED_WITHIN_MS / 1000} s` }));
-          break;
-        }
-        await new Promise((r) => setTimeout(r, 500)); // the registry says nothing when a record arrives: ask again
-      }
-      if (missing.length) break;
-    }
+    const unregistered = await firstUnregistered(client, s, [...new Set(stale.flatMap((x) => x.lookedUpEarly))]);
+    const missing = unregistered ? stale.map((x) => ({ identity: x.identity, why: unregistered })) : [];
     // a lookup that cannot be satisfied is said, and those nodes wait; the nodes PuppetDB lacks run all the same
     if (!missing.length) for (const x of stale) progress(`${x.identity} runs Puppet again: it looked up ${x.lookedUpEarly.join(", ")} before ${x.lookedUpEarly.length > 1 ? "they were" : "it was"} provisioned`);
     const forPdb = missing.length ? missedPdb : beforePdb;

@@ -42,8 +42,7 @@ export async function waitForPuppetDb(m: SiteMachineState, timeoutMs: number, si
   for (;;) {
     const r = await siteExec(m, ["systemctl", "is-active", "puppetdb.service"]);
     // no run before (the script's restart was its first start): any active run is the one asked for
-    const run = before ? (await siteExec(m, ["systemctl", "show", "-P", "InvocationID", "puppetdb.service"])).stdout.trim() : "";
-    if (r.stdout.trim() === "active" && (!before || run !== before)) return;
+    if (r.stdout.trim() === "active" && (!before || (await siteExec(m, ["systemctl", "show", "-P", "InvocationID", "puppetdb.service"])).stdout.trim() !== before)) return;
     if (r.stdout.trim() === "failed") {
       const why = await siteExec(m, ["journalctl", "-u", "puppetdb", "-o", "cat", "--no-pager", "-n", "20"]);
       throw new MusterError("MUSTER_USAGE", `PuppetDB on ${m.identity} failed to start:\n${why.stdout.trim()}`);

@@ -28,8 +28,6 @@ export interface SiteRun {
   site: SiteMachineState[];
   nodes: LabNode[];
   state?: LabState;
-  /** When PuppetDB began to serve (the site-puppetdb step). */
-  puppetdbSince?: number;
 }
 
 export interface SiteReach {
@@ -86,6 +84,6 @@ export function siteState(run: SiteRun): LabState {
     // the site's nodes are machines, rendered with what they trust (site/render.ts): no process node's settings
     nodeSecurity: {},
     machines: need(run, "machines"),
-    site: { machines: run.site, brokers: reach.brokers.map((b) => b.client), suite: run.o.suite, files: { dir: files.dir, users: files.users, clientsCa: files.clientsCa }, ...(run.puppetdbSince ? { puppetdbSince: run.puppetdbSince } : {}) },
+    site: { machines: run.site, brokers: reach.brokers.map((b) => b.client), suite: run.o.suite, files: { dir: files.dir, users: files.users, clientsCa: files.clientsCa } },
   };
 }

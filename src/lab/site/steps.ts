@@ -201,8 +201,7 @@ export const SITE_STEPS: StepTable<SiteStep, SiteRun> = {
     const { allow, before } = await placePuppetDbTls(consoleMachine, masters, pdbCerts, cas);
     run.say(`PuppetDB on ${consoleMachine.identity} serves TLS with a certificate from each master's CA (${pdbCerts.map((c) => c.name).join(", ")}), for ${allow.join(", ")}`);
     await waitForPuppetDb(consoleMachine, timeoutMs, step.signal, before);
-    run.puppetdbSince = Date.now();
-    if (run.state?.site) run.state.site.puppetdbSince = run.puppetdbSince;
+    need(run, "state").site!.puppetdbSince = Date.now(); // saved with lab.json at the site's last step
     run.say(`PuppetDB runs on ${consoleMachine.identity} (ports ${PUPPETDB_PORTS.plain} on loopback, ${PUPPETDB_PORTS.ssl} TLS)`);
   },
 
