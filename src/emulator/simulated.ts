@@ -132,7 +132,7 @@ export function simulatedFactories(ca: SimulatedCA, opt: SimulationOptions): Rec
         lock_deploy: (i) => {
           enabled();
           const now = Date.now();
-          if (lock && lock.expires > now && lock.owner !== i.owner) throw new RpcError(Status.Aborted, `locked by ${lock.owner}`);
+          if (lock && lock.expires > now && lock.owner !== i.owner) throw new RpcError(Status.Aborted, `locked by ${lock.owner}`, { locked: true, owner: lock.owner, expires: lock.expires });
           const taken = !lock ? "new" : lock.owner === i.owner ? "renewed" : "expired";
           lock = { owner: i.owner, expires: now + (i.lease ?? 600) * 1000 };
           return { locked: true, owner: i.owner, expires: lock.expires, taken };

@@ -1,6 +1,6 @@
 import type { ProvisionDDL } from "../agents/provision/ddl.js";
 import type { ActionName, ActionOutput, CallInput } from "../ddl/types.js";
-import { Stages, type NodeRecord, type Stage } from "../protocol/provision-record.js";
+import { appendLog, Stages, type NodeRecord, type Stage } from "../protocol/provision-record.js";
 
 // The node's deploy lock (`provision#lock_deploy`), the whole policy in one place: the lock step
 // takes it, a slow step renews it, the unlock step and a failure or abandon release it, and a
@@ -29,9 +29,20 @@ export class DeployLock {
     return this.policy.lockLeaseS + this.policy.puppetTimeoutS;
   }
 
-  /** Take (or renew: the same call by the same owner) the lock; records when it expires. */
+  /**
+   * Take (or renew: the same call by the same owner) the lock; records when it expires. A lock
+   * left by a provisioner that ran an earlier round of this node (or whose claim we took over) is
+   * stale, since this round's claim is ours: it is broken and taken. Anyone else's is respected.
+   */
   async take(rec: NodeRecord, leaseS = this.leaseS): Promise<number | undefined> {
-    const d = await this.ask(rec.identity, "lock_deploy", { owner: this.policy.owner, lease: leaseS });
+    const input = { owner: this.policy.owner, lease: leaseS };
+    const d = await this.ask(rec.identity, "lock_deploy", input).catch(async (e: unknown) => {
+      const holder = lockHolder(e);
+      if (!holder || !staleProvisionerLock(rec, holder, this.policy.owner)) throw e;
+      appendLog(rec, `the deploy lock of ${holder}, which provisioned this node before and no longer holds its claim, is stale: broken and taken`);
+      await this.ask(rec.identity, "unlock_deploy", { force: true });
+      return this.ask(rec.identity, "lock_deploy", input);
+    });
     rec.lockExpires = typeof d.expires === "number" ? d.expires : undefined;
     return rec.lockExpires;
   }
@@ -76,6 +87,23 @@ export class DeployLock {
 /** Must the lock be taken again before a slow step? It must outlast one Puppet run; before the lock step ran there is none. */
 export function lockNeedsRenewal(rec: NodeRecord, enabled: boolean, puppetTimeoutS: number, now: number): boolean {
   return enabled && rec.stage !== undefined && (rec.lockExpires ?? 0) - now < puppetTimeoutS * 1000;
+}
+
+/**
+ * Is a lock held by `holder` one a provisioner left behind? It is when `holder` is not us and the
+ * record names it as the provisioner of an earlier round (or of the claim we took over): its work on
+ * the node ended when it wrote that round's end, or when its claim expired and we took the node.
+ */
+export function staleProvisionerLock(rec: NodeRecord, holder: string, self: string): boolean {
+  if (holder === self) return false;
+  if ((rec.history ?? []).some((h) => h.event === "started" && h.by === holder)) return true;
+  return rec.log.some((l) => l.includes(`taken over from ${holder}, whose claim expired`));
+}
+
+/** The holder a refused lock_deploy names (its reply's data, as the provision agent sends it). */
+function lockHolder(e: unknown): string | undefined {
+  const data = (e as { data?: Record<string, unknown> }).data;
+  return data?.locked === true && typeof data.owner === "string" ? data.owner : undefined;
 }
 
 /** Has the node completed `stage` (or one after it)? */

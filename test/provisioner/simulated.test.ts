@@ -143,6 +143,43 @@ test("a node a dead provisioner had already disabled is finished without asking 
   assert.ok([...ca.notified].some((k) => /#1#provisioned(#\d+)?$/.test(k) && k.startsWith(`${id}#`)), "the owed notification went out");
 });
 
+test("a deploy lock left by a provisioner whose claim expired is broken and the node provisioned; an operator's lock is respected, the node failing with its holder named", async () => {
+  // The site's case (issue 36): a provisioner took the node's lock and lost the node before it wrote
+  // that step, or failed a round without reaching the node to unlock it; the next round, another
+  // provisioner's, met that lock for the rest of its lease. Locked nodes are not discovered, so both
+  // are records the heir resumes: in progress, prov-old's claim expired, no step written yet.
+  const stale = "relock1.test";
+  const held = "oplock1.test";
+  const emu = await startEmulator({
+    nc,
+    nodes: [stale, held].map((identity, i) => ({ identity, facts: { ipaddress: `127.2.2.${i + 1}`, country: "de" }, classes: [], agents: ["provision"] })),
+    collective: "muster",
+    log: silentLogger,
+    factories: simulatedFactories(ca, { puppetRunMs: [20, 80], csrMs: 5 }),
+  });
+  try {
+    const now = Date.now();
+    for (const [id, owner] of [[stale, "prov-old"], [held, "alice"]] as const) {
+      const r = await client.call("provision", "lock_deploy", { owner, lease: 3600 }, { nodes: [id] });
+      assert.equal(r.replies[0]?.statuscode, 0, `${id} locked by ${owner}`);
+      const rec: NodeRecord = { ...newRecord(id, now - 60_000), status: "in_progress", owner: "prov-old", claimExpires: now - 1000, rounds: 1, current: "lock", history: [{ at: now - 60_000, round: 1, event: "started", by: "prov-old" }] };
+      assert.ok(await store.compareAndSet({ record: rec, revision: 0 }));
+    }
+    const p = provisioner("prov-heir2", {}, ["--once"]);
+    await p.exited;
+    const after = (await store.get(stale))!.record;
+    assert.equal(after.status, "done", after.lastError);
+    assert.ok(after.log.some((l) => /deploy lock of prov-old.*stale: broken and taken/.test(l)), after.log.join("\n"));
+    const op = (await store.get(held))!.record;
+    assert.equal(op.status, "failed");
+    assert.match(op.lastError!, /^lock: .*locked by alice/);
+    const still = await client.call("provision", "is_locked", {}, { nodes: [held] });
+    assert.equal(still.replies[0]?.data.owner, "alice", "the operator's lock is still theirs");
+  } finally {
+    await emu.stop();
+  }
+});
+
 test("SIGTERM: stops taking nodes, abandons in-flight ones after the grace period, releases their locks", async () => {
   // New nodes whose runs take long: the provisioner is inside bootstrap when it is told to stop.
   const slow = ["slow1.test", "slow2.test"];
