@@ -73,6 +73,9 @@ export async function mastersCheck(client: MusterClient, timeoutMs: number): Pro
   };
 }
 
+/** How recently a node's record changed for its silence to be its restart onto its certificate. */
+const JUST_SWITCHED_MS = 60_000;
+
 /**
  * Nodes the provisioner took past `disable` reconnect on their Puppet certificate: one that does
  * not answer at all (not even "not trusted" to a direct request) is refused by the brokers, whose
@@ -90,10 +93,14 @@ export async function puppetCaCheck(client: MusterClient, discovered: string[], 
   const dark = moved.filter((r) => !answered.has(r.identity) && quiet.includes(r.identity));
   if (!dark.length) return { name: "puppet CAs", state: "ok", detail: `the ${moved.length} node(s) on their Puppet certificates reach the brokers` };
   const byMaster = [...new Set(dark.map((r) => r.master ?? "their master"))];
+  // a node restarts onto its certificate as it finishes: one that just did may still be on its way
+  const now = Date.now();
+  const recent = dark.filter((r) => now - r.updatedAt < JUST_SWITCHED_MS).map((r) => `${r.identity} ${Math.round((now - r.updatedAt) / 1000)} s ago`);
+  const note = recent.length ? `; switched only moments ago: ${recent.join(", ")}: a node is back within a minute, run muster doctor again before acting` : "";
   return {
     name: "puppet CAs",
     state: "fail",
-    detail: `${list(dark.map((r) => r.identity))} switched to their Puppet certificates and do not reach the brokers (masters ${byMaster.join(", ")})`,
+    detail: `${list(dark.map((r) => r.identity))} switched to their Puppet certificates and do not reach the brokers (masters ${byMaster.join(", ")})${note}`,
     fix: `the brokers must trust each master's Puppet CA: append /etc/muster/tls/puppet-ca.pem of ${byMaster.join(", ")} to clients-ca.pem on every broker and reload nats-server (${GUIDE.masters})`,
   };
 }
