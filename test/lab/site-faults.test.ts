@@ -314,7 +314,7 @@ test("the site's second day: its services in health; a broker's power cut raises
   await siteServicesListed(site, work);
   const victim = "node04.us.lab";
   const said = (re: RegExp) => notifications(site).filter((n) => re.test(`${n.subject}\n${n.message}`));
-  const before = { all: notifications(site).length, victim: said(new RegExp(`${victim.replace(/\./g, "\\.")}.*unreachable`)).length, prov: said(/provisioner2/).length };
+  const before = { all: notifications(site).length, victim: said(new RegExp(`${victim.replace(/\./g, "\\.")}.*unreachable`)).length, prov: said(/provisioner2/).length, victimBack: said(new RegExp(`${victim.replace(/\./g, "\\.")}.*reachable again`)).length, provBack: said(/provisioner2.*up again/).length };
   // one broker dark for 120 s (the false alarm came 18 s after the cut and lasted 44 s), a node cut
   // in the same window, and a provisioner cut meanwhile: different machines, one window. The other
   // two brokers are cut the same way in the provisioner's and the master's tests below
@@ -327,6 +327,10 @@ test("the site's second day: its services in health; a broker's power cut raises
   ]);
   t.diagnostic(`broker cut: ${JSON.stringify(broker)}; provisioner cut seen by the CLI in ${prov.cliMs} ms, the console in ${prov.consoleMs} ms`);
   await eventually(async () => (said(new RegExp(`${victim.replace(/\./g, "\\.")}.*unreachable`)).length > before.victim ? true : undefined), 180_000, `the admins told ${victim} is unreachable`);
+  // and each one's return as a resolution: the node is reachable again (brokerPowerCutNoFalseAlarms
+  // powered it on and waited for it), the provisioner up again (provisionerPowerCut did)
+  await eventually(async () => (said(new RegExp(`${victim.replace(/\./g, "\\.")}.*reachable again`)).length > before.victimBack ? true : undefined), 180_000, `the admins told ${victim} is reachable again`);
+  await eventually(async () => (said(/provisioner2.*up again/).length > before.provBack ? true : undefined), 180_000, "the admins told provisioner2 is up again");
   // no other node of the fleet was alerted unreachable in the window
   const others = notifications(site).slice(before.all).filter((n) => /unreachable$/.test(n.subject) && !n.subject.includes(victim) && /node\d+\./.test(n.subject));
   assert.deepEqual(others.map((n) => n.subject), [], "no alert for a node that stayed up");

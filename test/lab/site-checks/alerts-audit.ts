@@ -11,12 +11,6 @@ import { eventually, runCli } from "../../support/collective.js";
 // Site. Each says when in the site's life it belongs; none leaves the site changed (a powered-off
 // machine is powered on again and waited for).
 //
-//   nodePowerCutAlerted        after the nodes are provisioned, with no other fault under way: a
-//                              node's power cut reaches the admins' webhook as an alert, and its
-//                              return as a resolution (the console's notifier on console.lab).
-//   provisionerPowerCutAlerted after the nodes are provisioned: a provisioner's power cut reaches
-//                              the admins (needs the site's services in health, §1: a provisioner
-//                              is no node, so only its service entry can make it unreachable).
 //   siteAuditHolds             any time the console is up: a CLI action, a console action and a
 //                              refusal are in the replicated audit stream, and the console shows them.
 
@@ -61,45 +55,6 @@ export function siteConsole(site: Site) {
       return call(role, "POST", path, body, { "x-csrf-token": s.csrf });
     },
   };
-}
-
-const seen = (site: Site, id: string, what: RegExp) => notifications(site).filter((n) => n.subject.includes(id) && what.test(n.subject)).length;
-
-/**
- * A provisioned node's power cut: the admins' webhook gets "<node> unreachable", then, powered on,
- * "<node> reachable again". Returns how long each took (the deadlines are generous; the figures
- * are for the log, not asserted).
- */
-export async function nodePowerCutAlerted(site: Site, identity: string, o: { deadlineMs?: number } = {}): Promise<{ alertMs: number; resolvedMs: number }> {
-  const deadline = o.deadlineMs ?? 180_000;
-  const before = { down: seen(site, identity, /unreachable/), back: seen(site, identity, /reachable again/) };
-  const cut = Date.now();
-  await site.power("cut", identity);
-  const alertMs = await eventually(async () => (seen(site, identity, /unreachable/) > before.down ? Date.now() - cut : undefined), deadline, `the admins told ${identity} is unreachable (webhook ${site.state.receiver.file})`);
-  const on = Date.now();
-  await site.power("on", identity);
-  const resolvedMs = await eventually(async () => (seen(site, identity, /reachable again/) > before.back ? Date.now() - on : undefined), deadline + 180_000, `the admins told ${identity} is reachable again (after it booted)`);
-  assert.equal(seen(site, identity, /unreachable$/), before.down + 1, "told once");
-  return { alertMs, resolvedMs };
-}
-
-/**
- * A provisioner's power cut reaches the admins (an alert naming it), and its return a resolution;
- * the machine is up again (its unit active) when this resolves.
- */
-export async function provisionerPowerCutAlerted(site: Site, identity = "provisioner2.lab", o: { deadlineMs?: number } = {}): Promise<{ alertMs: number; resolvedMs: number }> {
-  const deadline = o.deadlineMs ?? 180_000;
-  const named = () => notifications(site).filter((n) => n.subject.includes(identity) || n.message.includes(identity));
-  const before = named().length;
-  const cut = Date.now();
-  await site.power("cut", identity);
-  const alertMs = await eventually(async () => (named().length > before ? Date.now() - cut : undefined), deadline, `the admins told ${identity} is down`);
-  const told = named().length;
-  const on = Date.now();
-  await site.power("on", identity);
-  await site.waitUp(identity);
-  const resolvedMs = await eventually(async () => (named().length > told ? Date.now() - on : undefined), deadline + 180_000, `the admins told ${identity} is back`);
-  return { alertMs, resolvedMs };
 }
 
 /**
