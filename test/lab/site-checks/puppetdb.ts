@@ -17,9 +17,8 @@ import { siteOperatorEnv } from "../../support/site.js";
 //     consoleShowsRuns: once every node of the site is provisioned (done) and has run Puppet in
 //     production at least once (a node's production run sends PuppetDB its catalog). They change
 //     nothing.
-//   - poweredOffIsUnreachableWhilePuppetDbListsIt: on a provisioned node no later check needs off;
-//     it powers the node off and, unless told otherwise, on again and waits for it to be up.
-//   - decommissionDeactivates: last for the node it names (it is out of the fleet for good after).
+// A node powered off while PuppetDB lists it, and decommission deactivating a node in PuppetDB, are
+// tested on this host against a real PuppetDB and puppetserver (test/puppetdb/puppetdb.test.ts).
 
 const QUERY = "environment=development customer=acme mysql::master";
 
@@ -92,48 +91,4 @@ export async function consoleShowsRuns(site: Site, identity: string): Promise<{ 
     if (r.status !== "failed") assert.deepEqual(r.events, []);
   }
   return runs;
-}
-
-/**
- * A node powered off shows in `muster health` as unreachable while PuppetDB still lists it active;
- * it is powered on again (unless `stayOff`) and up before this resolves.
- */
-export async function poweredOffIsUnreachableWhilePuppetDbListsIt(site: Site, dir: string, identity: string, o: { stayOff?: boolean } = {}): Promise<void> {
-  await site.power("off", identity);
-  try {
-    const health = await eventually(
-      async () => {
-        const r = await cli(site, dir, ["health", "--json", "-I", identity]);
-        const n = (JSON.parse(r.stdout || "{}") as { nodes?: { identity: string; reachable: boolean; problems: { kind: string; why: string }[] }[] }).nodes?.find((x) => x.identity === identity);
-        return n && !n.reachable ? n : undefined;
-      },
-      120_000,
-      `muster health calling ${identity} unreachable`,
-    );
-    assert.deepEqual(
-      health.problems.map((p) => p.kind).filter((k) => k === "unreachable" || k === "puppetdb_active"),
-      ["unreachable", "puppetdb_active"],
-    );
-    assert.match(health.problems.find((p) => p.kind === "puppetdb_active")!.why, /PuppetDB still lists it active/);
-    const text = await cli(site, dir, ["health", "--problems", "-I", identity]);
-    assert.equal(text.code, 2);
-    assert.match(text.stdout, new RegExp(`${identity.replace(/\./g, "\\.")}\\s+unreachable.*\\n\\s+PuppetDB: active\\s+PuppetDB still lists it active`));
-  } finally {
-    if (!o.stayOff) {
-      await site.power("on", identity);
-      await site.waitUp(identity);
-    }
-  }
-}
-
-/** `muster decommission --wait` deactivates the node in PuppetDB (through each master), and PuppetDB no longer lists it. */
-export async function decommissionDeactivates(site: Site, dir: string, identity: string): Promise<string> {
-  const r = await cli(site, dir, ["decommission", "--wait", identity], 300_000);
-  assert.equal(r.code, 0, r.stdout + r.stderr);
-  const line = r.stdout.split("\n").find((l) => /\spuppetdb\s/.test(l));
-  assert.match(line ?? "", /puppetdb\s+done\s+deactivated in PuppetDB https:\/\/puppetdb-(eu|us)\.lab:8081 \(by puppet-(eu|us)\.lab/, r.stdout);
-  const after = await cli(site, dir, ["find", "--dm", "puppetdb", "-I", identity]);
-  assert.equal(after.code, 1, "nothing found");
-  assert.equal(after.stdout, "");
-  return line!;
 }
