@@ -63,7 +63,13 @@ export function runCli(args: string[], opts: { env: NodeJS.ProcessEnv; cwd?: str
     let stderr = "";
     child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
     child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-    const timer = setTimeout(() => child.kill("SIGKILL"), opts.timeoutMs ?? 30_000);
+    // A hang-catcher: a command takes seconds, but under the suite's load (two cores, machines and
+    // JVMs booting beside it) a CLI start alone was seen to take 10 s; 30 s killed healthy ones.
+    const deadlineMs = opts.timeoutMs ?? 120_000;
+    const timer = setTimeout(() => {
+      stderr += `\n[runCli: killed at its ${deadlineMs / 1000} s deadline]`;
+      child.kill("SIGKILL");
+    }, deadlineMs);
     child.once("error", (e) => {
       clearTimeout(timer);
       reject(e);
