@@ -11,7 +11,7 @@ import { powerOffMachine } from "../../src/lab/machines/index.js";
 import { settleLookups } from "../../src/lab/settle.js";
 import { startSite, type Site } from "../../src/lab/site/index.js";
 import { labMachinesOf, labPids } from "../../src/lab/state.js";
-import type { NodeRecord } from "../../src/protocol/provision-record.js";
+import { recordKey, type NodeRecord } from "../../src/protocol/provision-record.js";
 import { ProvisionState } from "../../src/provisioner/state.js";
 import { eventually, repoRoot, runCli } from "../support/collective.js";
 import { notifications, siteAuditHolds } from "./site-checks/alerts-audit.js";
@@ -458,6 +458,15 @@ test("a master loses power mid-bootstrap: its region's node waits with the reaso
   await brokerCut;
 });
 
+/** What the state bucket holds of a node: its record as read by key, and its key's kept revisions (status, stage, when), for a failure's message. */
+async function recordStory(id: string): Promise<string> {
+  const got = await store.get(id).catch((e: Error) => e);
+  const now = got instanceof Error ? `get failed: ${got.message}` : got ? `${got.record.status} at revision ${got.revision}, log: ${got.record.log.slice(-5).join(" | ")}` : "no record";
+  const revs = await store.bucket.history(recordKey(id)).catch((e: Error) => e);
+  const past = revs instanceof Error ? `history failed: ${revs.message}` : revs.map((e) => { try { const r = JSON.parse(Buffer.from(e.value).toString()) as NodeRecord; return `#${e.revision} ${e.operation} ${r.status}/${r.stage ?? "-"} ${new Date(r.updatedAt).toISOString()}`; } catch { return `#${e.revision} ${e.operation} (${e.value.length} bytes)`; } }).join(", ");
+  return `${now}; revisions: ${past}`;
+}
+
 /** Every node provisioned so far, and each one's record as it stands. */
 async function provisioned(): Promise<Map<string, NodeRecord>> {
   const all = await store.list();
@@ -501,6 +510,7 @@ test("every site machine rebooted, one of each role at a time, while runalls run
   }
   const after = await provisioned();
   for (const id of nodes) {
+    if (!after.has(id)) assert.fail(`${id} is no longer done after the reboots: ${await recordStory(id)}`);
     assert.equal(after.get(id)?.rounds, before.get(id)?.rounds, `${id} was not provisioned again`);
     assert.equal(after.get(id)?.finishedAt, before.get(id)?.finishedAt, `${id}'s record is untouched`);
     assert.equal(await signedCount(id), signed.get(id), `${id}: no new certificate`);

@@ -58,8 +58,12 @@ export async function findsTheDatabaseMaster(site: Site, dir: string): Promise<v
   assert.doesNotMatch(r.stderr, /no muster fact/, "every node PuppetDB lists reports its muster fact (the muster module's)");
 }
 
-/** A compound -S filter: PuppetDB's answer is broadcast discovery's, on the same fleet. */
-export async function compoundAgreesWithBroadcast(site: Site, dir: string, select = "(country=de or country=us) and not mysql::master and os.release.major>=12"): Promise<string[]> {
+/**
+ * A compound -S filter: PuppetDB's answer is broadcast discovery's, on the same fleet: the nodes
+ * Puppet manages (class motd, which every node of the site's manifests has). The masters answer
+ * broadcast with the same facts but run no Puppet agent, so PuppetDB has never heard of them.
+ */
+export async function compoundAgreesWithBroadcast(site: Site, dir: string, select = "(country=de or country=us) and not mysql::master and os.release.major>=12 and motd"): Promise<string[]> {
   const [pdb, bcast] = await Promise.all([cli(site, dir, ["find", "--dm", "puppetdb", "-S", select, "--json"]), cli(site, dir, ["find", "-S", select, "--json", "--dt", "5"])]);
   assert.equal(pdb.code, bcast.code, `${pdb.stderr}\n${bcast.stderr}`);
   const found = JSON.parse(pdb.stdout || "[]") as string[];
