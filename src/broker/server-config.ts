@@ -34,6 +34,12 @@ export interface BrokerServerOptions {
   /** JetStream limits; nats-server's defaults are a share of the machine's memory and disk. */
   maxMemoryStore?: string;
   maxFileStore?: string;
+  /**
+   * How often JetStream forces its store to disk: "always" (each write, before it is acknowledged)
+   * or a duration (1s, 500ms). nats-server's default is 2 min: a member that loses power loses what
+   * it acknowledged since, and may rejoin and outvote a member that had it. nats-server 2.10 or later.
+   */
+  syncInterval?: string;
   paths?: Partial<typeof BROKER_PATHS>;
 }
 
@@ -41,6 +47,7 @@ const ROUTE = /^nats-route:\/\/[A-Za-z0-9.-]+:\d{1,5}$/;
 const NAME = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
 const HOST_PORT = /^[A-Za-z0-9.:[\]-]+:\d{1,5}$/;
 const SIZE = /^\d+(?:[KMGT]B?)?$/i;
+const SYNC = /^(?:always|[1-9]\d*(?:ms|s|m|h))$/;
 
 /** Why these options cannot make a config, or undefined. */
 export function brokerConfigProblem(o: BrokerServerOptions): string | undefined {
@@ -50,6 +57,7 @@ export function brokerConfigProblem(o: BrokerServerOptions): string | undefined 
   if (o.clusterName !== undefined && !NAME.test(o.clusterName)) return `cluster name ${JSON.stringify(o.clusterName)}: letters, digits, - and _`;
   for (const [k, v] of [["listen", o.listen], ["monitor", o.monitor], ["cluster listen", o.clusterListen]] as const) if (v !== undefined && !HOST_PORT.test(v)) return `${k} ${JSON.stringify(v)}: HOST:PORT`;
   for (const [k, v] of [["max memory store", o.maxMemoryStore], ["max file store", o.maxFileStore]] as const) if (v !== undefined && !SIZE.test(v)) return `${k} ${JSON.stringify(v)}: a size such as 256MB or 10GB`;
+  if (o.syncInterval !== undefined && !SYNC.test(o.syncInterval)) return `sync interval ${JSON.stringify(o.syncInterval)}: always, or a duration such as 1s or 500ms`;
   return undefined;
 }
 
@@ -60,7 +68,7 @@ export function brokerServerConfig(o: BrokerServerOptions): string {
   const why = brokerConfigProblem(o);
   if (why) throw new Error(why);
   const p = { ...BROKER_PATHS, ...o.paths };
-  const limits = [o.maxMemoryStore ? `  max_memory_store: ${o.maxMemoryStore}` : "", o.maxFileStore ? `  max_file_store: ${o.maxFileStore}` : ""].filter(Boolean);
+  const limits = [o.maxMemoryStore ? `  max_memory_store: ${o.maxMemoryStore}` : "", o.maxFileStore ? `  max_file_store: ${o.maxFileStore}` : "", o.syncInterval ? `  sync_interval: ${o.syncInterval === "always" ? "always" : q(o.syncInterval)}` : ""].filter(Boolean);
   const lines = [
     "# nats-server for muster (muster broker config): TLS with a user per certificate, JetStream",
     `server_name: ${q(o.serverName)}`,

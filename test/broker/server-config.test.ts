@@ -36,6 +36,11 @@ test("bad options are refused with what they should be", () => {
   assert.match(brokerConfigProblem({ serverName: "n1", routes: ["nats-route://x:6222"] }) ?? "", /at least two members/);
   assert.match(brokerConfigProblem({ serverName: "n1", maxFileStore: "lots" }) ?? "", /a size/);
   assert.equal(brokerConfigProblem({ serverName: "n1", routes: ["nats-route://a:1", "nats-route://b:2"], maxFileStore: "10GB" }), undefined);
+  // sync_interval: always or a duration nats-server reads; anything else is refused saying what
+  for (const bad of ["sometimes", "0s", "1", "1 s", "always;"]) assert.match(brokerConfigProblem({ serverName: "n1", syncInterval: bad }) ?? "", /always, or a duration/, bad);
+  assert.match(brokerServerConfig({ serverName: "n1", syncInterval: "always" }), /\n {2}sync_interval: always\n/);
+  assert.match(brokerServerConfig({ serverName: "n1", syncInterval: "1s" }), /\n {2}sync_interval: "1s"\n/);
+  assert.doesNotMatch(brokerServerConfig({ serverName: "n1" }), /sync_interval/);
   assert.throws(() => brokerServerConfig({ serverName: "-x" }), /letters, digits/);
 });
 

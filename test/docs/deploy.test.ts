@@ -40,8 +40,10 @@ test("§3: the nats-server.conf shown is muster broker config's for the command 
   const args = cmd.trim().split(/\s+/);
   const routes = args.flatMap((a, i) => (args[i - 1] === "--route" ? [a] : []));
   const name = args[args.indexOf("--name") + 1]!;
-  const maxFile = args.includes("--max-file-store") ? args[args.indexOf("--max-file-store") + 1] : undefined;
-  assert.equal(rendered("broker-config").text, brokerServerConfig({ serverName: name, routes, ...(maxFile ? { maxFileStore: maxFile } : {}) }));
+  const flag = (f: string) => (args.includes(f) ? args[args.indexOf(f) + 1] : undefined);
+  const [maxFile, sync] = [flag("--max-file-store"), flag("--sync-interval")];
+  assert.equal(sync, "always", "the guide's brokers sync each write");
+  assert.equal(rendered("broker-config").text, brokerServerConfig({ serverName: name, routes, ...(maxFile ? { maxFileStore: maxFile } : {}), ...(sync ? { syncInterval: sync } : {}) }));
 });
 
 test("§5: the master's server.yaml and its setup commands are the generator's", () => {

@@ -76,6 +76,7 @@ export function brokerCommand(): Command {
       .option("--cluster-listen <host:port>", "the route port", "0.0.0.0:6222")
       .option("--max-memory-store <size>", "JetStream's memory limit (e.g. 256MB); default nats-server's")
       .option("--max-file-store <size>", "JetStream's disk limit (e.g. 10GB); default nats-server's")
+      .option("--sync-interval <always|duration>", "how often JetStream forces its store to disk: always (each write, before it is acknowledged) or a duration (1s); nats-server's default, 2 min, lets a member that loses power lose what it acknowledged. nats-server 2.10+ (Debian 13)")
       .addHelpText(
         "after",
         `
@@ -88,11 +89,12 @@ Files it names (on the broker machine; see docs/deploy.md#3-the-broker):
 
 Example, the first of three:
   muster broker config --name nats1 --route nats-route://nats1.example.net:6222 \\
-    --route nats-route://nats2.example.net:6222 --route nats-route://nats3.example.net:6222 > nats-server.conf`,
+    --route nats-route://nats2.example.net:6222 --route nats-route://nats3.example.net:6222 \\
+    --sync-interval always > nats-server.conf`,
       )
-      .action(async (o: { name: string; route?: string[]; listen: string; monitor: string; clusterName: string; clusterListen: string; maxMemoryStore?: string; maxFileStore?: string }) => {
+      .action(async (o: { name: string; route?: string[]; listen: string; monitor: string; clusterName: string; clusterListen: string; maxMemoryStore?: string; maxFileStore?: string; syncInterval?: string }) => {
         const { brokerConfigProblem, brokerServerConfig } = await import("../../broker/server-config.js");
-        const opts = { serverName: o.name, routes: o.route, listen: o.listen, monitor: o.monitor, clusterName: o.clusterName, clusterListen: o.clusterListen, maxMemoryStore: o.maxMemoryStore, maxFileStore: o.maxFileStore };
+        const opts = { serverName: o.name, routes: o.route, listen: o.listen, monitor: o.monitor, clusterName: o.clusterName, clusterListen: o.clusterListen, maxMemoryStore: o.maxMemoryStore, maxFileStore: o.maxFileStore, syncInterval: o.syncInterval };
         const why = brokerConfigProblem(opts);
         if (why) throw new MusterError("MUSTER_USAGE", why);
         process.stdout.write(brokerServerConfig(opts));

@@ -54,7 +54,7 @@ export function prepareSiteFiles(labDir: string, nodes: string[], receiverUrl: s
   for (const m of siteMachines().filter((x) => x.role === "broker")) {
     natsConfigs[m.identity] = join(dir, "nats", `${m.identity}.conf`);
     mkdirSync(dirname(natsConfigs[m.identity]!), { recursive: true });
-    writeFileSync(natsConfigs[m.identity]!, brokerServerConfig({ serverName: shortName(m.identity), routes: siteRoutes(), maxFileStore: "4GB", maxMemoryStore: "64MB" }));
+    writeFileSync(natsConfigs[m.identity]!, brokerServerConfig({ serverName: shortName(m.identity), routes: siteRoutes(), maxFileStore: "4GB", maxMemoryStore: "64MB", syncInterval: "always" }));
   }
   const clientsCa = join(dir, "clients-ca.pem");
   if (!existsSync(clientsCa)) writeFileSync(clientsCa, readFileSync(creds.ca.cert));
