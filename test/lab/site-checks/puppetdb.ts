@@ -64,12 +64,23 @@ export async function findsTheDatabaseMaster(site: Site, dir: string): Promise<v
  * broadcast with the same facts but run no Puppet agent, so PuppetDB has never heard of them.
  */
 export async function compoundAgreesWithBroadcast(site: Site, dir: string, select = "(country=de or country=us) and not mysql::master and os.release.major>=12 and motd"): Promise<string[]> {
-  const [pdb, bcast] = await Promise.all([cli(site, dir, ["find", "--dm", "puppetdb", "-S", select, "--json"]), cli(site, dir, ["find", "-S", select, "--json", "--dt", "5"])]);
-  assert.equal(pdb.code, bcast.code, `${pdb.stderr}\n${bcast.stderr}`);
-  const found = JSON.parse(pdb.stdout || "[]") as string[];
-  assert.deepEqual(found, JSON.parse(bcast.stdout || "[]"), `-S ${select}`);
-  assert.ok(found.length > 0, "the filter selects some of the site's nodes");
-  return found;
+  // a node an earlier test powered off and on may still be booting: broadcast finds it once it
+  // answers again, so both are asked until they agree (a deadline; the last answers are what a
+  // failure shows)
+  let last: { pdb: string[]; bcast: string[]; codes: [number | null, number | null]; stderr: string } = { pdb: [], bcast: [], codes: [null, null], stderr: "" };
+  await eventually(
+    async () => {
+      const [pdb, bcast] = await Promise.all([cli(site, dir, ["find", "--dm", "puppetdb", "-S", select, "--json"]), cli(site, dir, ["find", "-S", select, "--json", "--dt", "5"])]);
+      last = { pdb: JSON.parse(pdb.stdout || "[]") as string[], bcast: JSON.parse(bcast.stdout || "[]") as string[], codes: [pdb.code, bcast.code], stderr: `${pdb.stderr}\n${bcast.stderr}` };
+      return last.codes[0] === last.codes[1] && JSON.stringify(last.pdb) === JSON.stringify(last.bcast) ? true : undefined;
+    },
+    180_000,
+    `-S ${select}: PuppetDB agreeing with broadcast`,
+  ).catch(() => undefined); // the last answers say how they differ, below
+  assert.equal(last.codes[0], last.codes[1], last.stderr);
+  assert.deepEqual(last.pdb, last.bcast, `-S ${select}`);
+  assert.ok(last.pdb.length > 0, "the filter selects some of the site's nodes");
+  return last.pdb;
 }
 
 /** The console's page of a node shows its last runs from PuppetDB: status, time, resources changed and failed. */
