@@ -443,8 +443,12 @@ test("a master loses power mid-bootstrap: its region's node waits with the reaso
       return rec?.masterWait ? rec : undefined;
     }, 420_000, `${eu} says it waits for its master (its record: ${JSON.stringify((await store.get(eu))?.record?.log.slice(-6))})`);
     assert.match(waiting.masterWait!.reason, /puppet-eu\.lab/, "the reason names its master");
-    const shown = await cli(["provision", "status"]);
-    assert.match(shown.stdout, new RegExp(`${eu.replace(/\./g, "\\.")}.*waiting`), "provision status shows it waiting");
+    // a listing may come from a broker still catching up after its cut (an open problem, issue 36):
+    // asked again until it shows the wait, a deadline
+    const waitingLine = new RegExp(`${eu.replace(/\./g, "\\.")}.*waiting`);
+    let shown = { stdout: "" };
+    await eventually(async () => ((shown = await cli(["provision", "status"])), waitingLine.test(shown.stdout) ? true : undefined), 120_000, "provision status showing the wait").catch(() => undefined);
+    assert.match(shown.stdout, waitingLine, "provision status shows it waiting");
     assert.notEqual(waiting.status, "failed");
     const usRec = (await waitWithJournals([us], 300_000)).get(us);
     assert.equal(usRec!.status, "done", "the other region carries on");
@@ -508,7 +512,11 @@ test("every site machine rebooted, one of each role at a time, while runalls run
     assert.deepEqual(list.map((x) => x.identity).sort(), nodes, `the runall during the reboot of ${wave.join(", ")} reported every node: ${r.stderr.slice(-400)}`);
     await Promise.all(wave.map((m) => site.waitUp(m)));
   }
-  const after = await provisioned();
+  // the same: a listing may come from a broker still catching up; a node provisioned again never
+  // turns back, so it is asked until every record reads as before (a deadline) and then judged
+  let after = await provisioned();
+  const unchanged = (m: Map<string, NodeRecord>) => nodes.every((id) => m.get(id)?.rounds === before.get(id)?.rounds && m.get(id)?.finishedAt === before.get(id)?.finishedAt);
+  await eventually(async () => (unchanged((after = await provisioned())) ? true : undefined), 120_000, "every record as before the reboots").catch(() => undefined);
   for (const id of nodes) {
     if (!after.has(id)) assert.fail(`${id} is no longer done after the reboots: ${await recordStory(id)}`);
     assert.equal(after.get(id)?.rounds, before.get(id)?.rounds, `${id} was not provisioned again`);
