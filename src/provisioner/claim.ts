@@ -38,9 +38,12 @@ export function claimRecord(existing: Versioned | undefined, identity: string, o
   rec.owner = owner;
   rec.claimExpires = now + leaseS * 1000;
   const takenOverFrom = previousOwner && previousOwner !== owner ? previousOwner : undefined;
-  if (takenOverFrom) appendLog(rec, `taken over from ${takenOverFrom}, whose claim expired`, now);
+  if (takenOverFrom) appendLog(rec, takenOverLine(takenOverFrom), now);
   return { v, takenOverFrom };
 }
+
+/** The log line a takeover writes; deploy-lock.ts reads it to know whose lock is stale. */
+export const takenOverLine = (from: string): string => `taken over from ${from}, whose claim expired`;
 
 /**
  * What a resume scan does with a record: take it up now (ours, or a claim that expired), wait for a

@@ -1,6 +1,7 @@
 import type { ProvisionDDL } from "../agents/provision/ddl.js";
 import type { ActionName, ActionOutput, CallInput } from "../ddl/types.js";
 import { appendLog, Stages, type NodeRecord, type Stage } from "../protocol/provision-record.js";
+import { takenOverLine } from "./claim.js";
 
 // The node's deploy lock (`provision#lock_deploy`), the whole policy in one place: the lock step
 // takes it, a slow step renews it, the unlock step and a failure or abandon release it, and a
@@ -97,7 +98,8 @@ export function lockNeedsRenewal(rec: NodeRecord, enabled: boolean, puppetTimeou
 export function staleProvisionerLock(rec: NodeRecord, holder: string, self: string): boolean {
   if (holder === self) return false;
   if ((rec.history ?? []).some((h) => h.event === "started" && h.by === holder)) return true;
-  return rec.log.some((l) => l.includes(`taken over from ${holder}, whose claim expired`));
+  const line = takenOverLine(holder);
+  return rec.log.some((l) => l.includes(line));
 }
 
 /** The holder a refused lock_deploy names (its reply's data, as the provision agent sends it). */

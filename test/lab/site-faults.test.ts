@@ -13,7 +13,7 @@ import { startSite, type Site } from "../../src/lab/site/index.js";
 import { labMachinesOf, labPids } from "../../src/lab/state.js";
 import { recordKey, type NodeRecord } from "../../src/protocol/provision-record.js";
 import { ProvisionState } from "../../src/provisioner/state.js";
-import { eventually, repoRoot, runCli } from "../support/collective.js";
+import { askUntil, eventually, repoRoot, runCli } from "../support/collective.js";
 import { notifications, siteAuditHolds } from "./site-checks/alerts-audit.js";
 import { bootGuideNode, checkAllDone, checkBrokersClean, checkDoctorClean, checkHealthClean, checkEverySenderVerified, checkShortNamedMaster } from "./site-checks/guide.js";
 import { brokerPowerCutNoFalseAlarms, provisionerPowerCut, siteServicesListed } from "./site-checks/health.js";
@@ -446,8 +446,7 @@ test("a master loses power mid-bootstrap: its region's node waits with the reaso
     // a listing may come from a broker still catching up after its cut (an open problem, issue 36):
     // asked again until it shows the wait, a deadline
     const waitingLine = new RegExp(`${eu.replace(/\./g, "\\.")}.*waiting`);
-    let shown = { stdout: "" };
-    await eventually(async () => ((shown = await cli(["provision", "status"])), waitingLine.test(shown.stdout) ? true : undefined), 120_000, "provision status showing the wait").catch(() => undefined);
+    const shown = await askUntil(() => cli(["provision", "status"]), (x) => waitingLine.test(x.stdout), 120_000);
     assert.match(shown.stdout, waitingLine, "provision status shows it waiting");
     assert.notEqual(waiting.status, "failed");
     const usRec = (await waitWithJournals([us], 300_000)).get(us);
@@ -514,9 +513,8 @@ test("every site machine rebooted, one of each role at a time, while runalls run
   }
   // the same: a listing may come from a broker still catching up; a node provisioned again never
   // turns back, so it is asked until every record reads as before (a deadline) and then judged
-  let after = await provisioned();
   const unchanged = (m: Map<string, NodeRecord>) => nodes.every((id) => m.get(id)?.rounds === before.get(id)?.rounds && m.get(id)?.finishedAt === before.get(id)?.finishedAt);
-  await eventually(async () => (unchanged((after = await provisioned())) ? true : undefined), 120_000, "every record as before the reboots").catch(() => undefined);
+  const after = await askUntil(provisioned, unchanged, 120_000);
   for (const id of nodes) {
     if (!after.has(id)) assert.fail(`${id} is no longer done after the reboots: ${await recordStory(id)}`);
     assert.equal(after.get(id)?.rounds, before.get(id)?.rounds, `${id} was not provisioned again`);

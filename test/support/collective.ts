@@ -274,6 +274,31 @@ export async function eventually<T>(probe: () => Promise<T | undefined>, timeout
   }
 }
 
+/**
+ * Asks `ask` until `ok` holds of its answer or the deadline passes (a hang-catcher, not a measure),
+ * and resolves with the last answer either way: the caller asserts on it, so a failure shows what
+ * was last seen. A throwing ask is asked again; one that never answered rethrows its last error.
+ */
+export async function askUntil<T>(ask: () => Promise<T>, ok: (v: T) => boolean, timeoutMs: number): Promise<T> {
+  let last: { v: T } | undefined;
+  let err: unknown;
+  await eventually(
+    async () => {
+      try {
+        last = { v: await ask() };
+        return ok(last.v) ? true : undefined;
+      } catch (e) {
+        err = e;
+        return undefined;
+      }
+    },
+    timeoutMs,
+    "an answer",
+  ).catch(() => undefined);
+  if (!last) throw err instanceof Error ? err : new Error("never answered");
+  return last.v;
+}
+
 export interface Broker {
   url: string;
   port: number;

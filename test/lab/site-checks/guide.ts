@@ -9,7 +9,7 @@ import { siteCredentials } from "../../../src/lab/site/credentials.js";
 import { siteMachines } from "../../../src/lab/site/roles.js";
 import type { Site } from "../../../src/lab/site/index.js";
 import { ProvisionState } from "../../../src/provisioner/state.js";
-import { eventually, repoRoot, runCli } from "../../support/collective.js";
+import { askUntil, eventually, repoRoot, runCli } from "../../support/collective.js";
 import { textBlockLines } from "../../support/doc-commands.js";
 import { siteOperatorEnv } from "../../support/site.js";
 
@@ -126,17 +126,15 @@ export async function checkDoctorClean(site: Site, timeoutMs = 120_000): Promise
   type Report = { ok: boolean; checks: { name: string; state: string; detail: string }[] };
   const NAMED = ["stores", "replies verified", "masters", "puppet CAs"];
   const clean = (rep: Report) => rep.ok && NAMED.every((name) => rep.checks.find((c) => c.name === name)?.state === "ok");
-  let last: { code: number | null; report?: Report; stderr: string } = { code: null, stderr: "" };
   try {
-    await eventually(
+    const last = await askUntil(
       async () => {
         const r = await runCli(["doctor", "--json", "--dt", "3"], { env: siteOperatorEnv(site, dir), timeoutMs: 180_000 });
-        last = { code: r.code, stderr: r.stderr, ...(r.stdout.trim() ? { report: JSON.parse(r.stdout) as Report } : {}) };
-        return last.report && clean(last.report) ? true : undefined;
+        return { code: r.code, stderr: r.stderr, ...(r.stdout.trim() ? { report: JSON.parse(r.stdout) as Report } : {}) };
       },
+      (x) => x.report !== undefined && clean(x.report),
       timeoutMs,
-      "muster doctor clean on the site",
-    ).catch(() => undefined); // the last report says what is wrong, below
+    );
     assert.ok(last.report, `muster doctor printed no report (exit ${last.code}): ${last.stderr}`);
     for (const name of NAMED) assert.equal(last.report.checks.find((c) => c.name === name)?.state, "ok", `${name}: ${JSON.stringify(last.report.checks.find((c) => c.name === name))}`);
     assert.equal(last.report.ok, true, JSON.stringify(last.report.checks.filter((c) => c.state === "fail")));

@@ -4,7 +4,7 @@ import { Agent, request } from "node:https";
 import { labWebToken } from "../../../src/lab/credentials.js";
 import { siteCredentials } from "../../../src/lab/site/credentials.js";
 import type { Site } from "../../../src/lab/site/index.js";
-import { eventually, runCli } from "../../support/collective.js";
+import { askUntil, eventually, runCli } from "../../support/collective.js";
 import { siteOperatorEnv } from "../../support/site.js";
 
 // Issue 38 on the site (`muster lab up --site`): PuppetDB of Debian's packaging on console.lab,
@@ -67,16 +67,14 @@ export async function compoundAgreesWithBroadcast(site: Site, dir: string, selec
   // a node an earlier test powered off and on may still be booting: broadcast finds it once it
   // answers again, so both are asked until they agree (a deadline; the last answers are what a
   // failure shows)
-  let last: { pdb: string[]; bcast: string[]; codes: [number | null, number | null]; stderr: string } = { pdb: [], bcast: [], codes: [null, null], stderr: "" };
-  await eventually(
+  const last = await askUntil(
     async () => {
       const [pdb, bcast] = await Promise.all([cli(site, dir, ["find", "--dm", "puppetdb", "-S", select, "--json"]), cli(site, dir, ["find", "-S", select, "--json", "--dt", "5"])]);
-      last = { pdb: JSON.parse(pdb.stdout || "[]") as string[], bcast: JSON.parse(bcast.stdout || "[]") as string[], codes: [pdb.code, bcast.code], stderr: `${pdb.stderr}\n${bcast.stderr}` };
-      return last.codes[0] === last.codes[1] && JSON.stringify(last.pdb) === JSON.stringify(last.bcast) ? true : undefined;
+      return { pdb: JSON.parse(pdb.stdout || "[]") as string[], bcast: JSON.parse(bcast.stdout || "[]") as string[], codes: [pdb.code, bcast.code], stderr: `${pdb.stderr}\n${bcast.stderr}` };
     },
+    (x) => x.codes[0] === x.codes[1] && JSON.stringify(x.pdb) === JSON.stringify(x.bcast),
     180_000,
-    `-S ${select}: PuppetDB agreeing with broadcast`,
-  ).catch(() => undefined); // the last answers say how they differ, below
+  );
   assert.equal(last.codes[0], last.codes[1], last.stderr);
   assert.deepEqual(last.pdb, last.bcast, `-S ${select}`);
   assert.ok(last.pdb.length > 0, "the filter selects some of the site's nodes");
