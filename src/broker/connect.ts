@@ -2,7 +2,7 @@ import { accessSync, constants } from "node:fs";
 import { connect as natsConnect, type NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "pino";
 import { MusterError } from "../errors.js";
-import { watchBrokerLiveness } from "./liveness.js";
+import { nextBroker, watchBrokerLiveness } from "./liveness.js";
 
 export { flushWithin } from "./liveness.js";
 
@@ -84,6 +84,8 @@ export async function connectBroker(opts: BrokerOptions): Promise<NatsConnection
   const servers = opts.servers.length ? opts.servers : [DEFAULT_BROKER];
   const tls = opts.tls;
   if (tls) checkTlsFiles(tls);
+  // members left for not answering (the liveness probe), by host:port: passed over when choosing where to go
+  const left = new Map<string, number>();
   const attempt = () =>
     natsConnect({
       servers,
@@ -95,6 +97,13 @@ export async function connectBroker(opts: BrokerOptions): Promise<NatsConnection
       reconnectTimeWait: 1000,
       reconnectJitter: 500,
       pingInterval: 30_000,
+      // Brokers named here are the operator's list: the members' gossip would add each again under
+      // the address it listens on, and a dead member would then cost two connect timeouts, not one.
+      ignoreClusterUpdates: servers.length > 1,
+      reconnectToServer: (pool) => {
+        const i = nextBroker(pool, left, Date.now());
+        return i === null ? null : pool[i]!;
+      },
     });
   const where = `${servers.join(", ")}${tls ? " over TLS" : ""}`;
   const source = opts.from ? ` (from ${opts.from})` : "";
@@ -119,7 +128,7 @@ export async function connectBroker(opts: BrokerOptions): Promise<NatsConnection
       if (n > 1) say(`connected to the broker at ${nc.getServer()} after ${n} attempts`, { broker: nc.getServer(), attempts: n });
       else opts.log?.info({ broker: nc.getServer(), from: opts.from }, `connected to the broker at ${nc.getServer()}${source}`);
       if (opts.log) watchStatus(nc, opts.log);
-      watchBrokerLiveness(nc, opts.log ? { log: opts.log } : {});
+      watchBrokerLiveness(nc, { ...(opts.log ? { log: opts.log } : {}), onLeave: (server) => left.set(server, Date.now()) });
       return nc;
     } catch (e) {
       const err = (e as Error).message;

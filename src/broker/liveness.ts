@@ -1,4 +1,4 @@
-import type { NatsConnection } from "@nats-io/transport-node";
+import type { NatsConnection, Server } from "@nats-io/transport-node";
 import type { Logger } from "pino";
 
 // A broker that loses its power sends no reset: the daemon's socket stays open, what it publishes
@@ -15,6 +15,25 @@ export interface LivenessOptions {
   everyMs?: number;
   answerWithinMs?: number;
   log?: Logger;
+  /** Told the server (host:port) it leaves for not answering, before it moves. */
+  onLeave?: (server: string) => void;
+}
+
+/** How long a broker left for not answering, or one a dial to failed, is passed over when choosing where to go. */
+export const AVOID_MS = 30_000;
+
+/**
+ * Where to dial next (nats.js's reconnectToServer): its own pick (the pool's first), unless that is
+ * a member left for not answering or one a dial to failed within AVOID_MS; then the first that is
+ * neither. A power-cut member answers no SYN, so each dial to it waits out the connect timeout
+ * (5 s): going back to it, or to its other address, made a node's move take 25-40 s instead of 10.
+ * null: nats.js's own pick (every member is to be avoided, or there is nothing to choose).
+ */
+export function nextBroker(pool: ReadonlyArray<Pick<Server, "listen" | "reconnects" | "lastConnect">>, left: ReadonlyMap<string, number>, now: number): number | null {
+  const avoid = (s: Pick<Server, "listen" | "reconnects" | "lastConnect">) => now - (left.get(s.listen) ?? -Infinity) < AVOID_MS || (s.reconnects > 0 && now - s.lastConnect < AVOID_MS);
+  if (!pool.length || !avoid(pool[0]!)) return null;
+  const i = pool.findIndex((s) => !avoid(s));
+  return i < 0 ? null : i;
 }
 
 /**
@@ -40,6 +59,7 @@ export function watchBrokerLiveness(nc: NatsConnection, o: LivenessOptions = {})
       .then((ok) => {
         if (ok || stopped || !connected || nc.isClosed() || nc.isDraining()) return;
         o.log?.warn({ broker: nc.getServer(), answer_within_ms: answerMs }, `the broker at ${nc.getServer()} did not answer within ${answerMs / 1000} s: moving to another`);
+        o.onLeave?.(nc.getServer());
         connected = false;
         return nc.reconnect();
       })
