@@ -2,7 +2,7 @@ import type { Logger } from "pino";
 import type { Bucket, Buckets } from "./broker/bucket.js";
 import { DEFAULT_SERVICES_BUCKET } from "./protocol/buckets.js";
 import { DEFAULT_HEARTBEAT_INTERVAL_S } from "./protocol/heartbeat.js";
-import { encodeServiceBeat, serviceKey, type ServiceBeat, type ServiceCheck, type ServiceRole } from "./protocol/service.js";
+import { encodeServiceBeat, serviceKey, type LostStretch, type ServiceBeat, type ServiceCheck, type ServiceRole } from "./protocol/service.js";
 
 // A service of the site saying it is alive, and how it is (protocol/service.ts), as a node's
 // heartbeat does (server/heartbeat.ts): a provisioner, the registry, the console each run one
@@ -16,6 +16,8 @@ import { encodeServiceBeat, serviceKey, type ServiceBeat, type ServiceCheck, typ
 export interface ServiceNow {
   checks: ServiceCheck[];
   details?: Record<string, unknown>;
+  /** A console's stretches of writes the store refused (protocol/service.ts). */
+  lost?: LostStretch[];
 }
 
 /** Writes service beats to the services bucket, opening it when it is first there. */
@@ -101,6 +103,6 @@ export class ServiceBeacon {
     } catch (e) {
       now = { checks: [{ name: "status", status: "fail", why: `it could not say how it is: ${(e as Error).message}` }] };
     }
-    await this.writer.write({ name: this.name, role: this.o.role, time: Date.now(), interval: this.intervalS, version: this.o.version, state, checks: now.checks, details: now.details ?? {} });
+    await this.writer.write({ name: this.name, role: this.o.role, time: Date.now(), interval: this.intervalS, version: this.o.version, state, checks: now.checks, details: now.details ?? {}, ...(now.lost?.length ? { lost: now.lost } : {}) });
   }
 }

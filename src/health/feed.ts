@@ -5,7 +5,7 @@ import type { PuppetRunRecord } from "../protocol/puppet-run.js";
 import type { PuppetDbNodeStatus } from "../protocol/puppetdb.js";
 import { healthReport, puppetDbView, type HealthInputs, type HealthPolicy, type HealthReport } from "./model.js";
 import type { AliveStore, Beat, PuppetRunStore, ServiceSeen, ServiceStore, Watching } from "./stores.js";
-import { ViewKeeper } from "./view.js";
+import { lostToPublish, ViewKeeper } from "./view.js";
 
 // The site's health, live, for every open page at once (the landing page, /api/health, alerts,
 // the metrics): heartbeats, service beats and Puppet runs followed through watches on their
@@ -207,6 +207,11 @@ export class HealthFeed extends EventEmitter {
     this.clock.push(setInterval(() => void this.ask(), this.o.registryEveryMs ?? 30_000));
     this.clock.push(setInterval(() => this.compute(), this.o.tickMs ?? 1000));
     for (const t of this.clock) t.unref();
+  }
+
+  /** The stretches the store refused this view's probes in (for the console's service beat: readers that read once take them too). */
+  lostStretches(max: number): { from: number; to?: number; why: string }[] {
+    return lostToPublish(this.view.stretches(), Date.now(), max);
   }
 
   /** The latest report (computed now if none yet). */

@@ -11,7 +11,7 @@ import { ProvisionState } from "../provisioner/state.js";
 import type { PuppetDbNodeStatus } from "../protocol/puppetdb.js";
 import { DEFAULT_HEALTH_POLICY, healthReport, puppetDbView, unreachableAfter, type HealthInputs, type HealthPolicy, type HealthReport } from "./model.js";
 import { AliveStore, PuppetRunStore, ServiceStore, type Beat, type ServiceSeen } from "./stores.js";
-import type { Blind } from "./view.js";
+import { lostFromConsoles, type Blind } from "./view.js";
 
 // Fleet health read once (`muster health`): every heartbeat (each carries its node's last Puppet
 // run), the services' beats, the provisioning records, the registry's answer to the filter and,
@@ -149,7 +149,7 @@ export async function readHealthInputs(client: MusterClient, o: HealthReadOption
       warn(`${what}: ${(e as Error).message}`);
       return undefined;
     });
-  const [alive, runStore, state, serviceStore] = await Promise.all([soft("the alive bucket", AliveStore.open(client)), soft("the Puppet runs bucket", PuppetRunStore.open(client)), soft("the provisioning records", ProvisionState.openExisting(client, o.stateBucket ?? DEFAULT_STATE_BUCKET)), isEmpty(filter) ? ServiceStore.open(client).catch(() => undefined) : undefined]);
+  const [alive, runStore, state, serviceStore] = await Promise.all([soft("the alive bucket", AliveStore.open(client)), soft("the Puppet runs bucket", PuppetRunStore.open(client)), soft("the provisioning records", ProvisionState.openExisting(client, o.stateBucket ?? DEFAULT_STATE_BUCKET)), ServiceStore.open(client).catch(() => undefined)]);
   // The probe first: a read that holds it is the store's as of now (quiet: a viewer may not write it).
   // A read without it came from a copy behind (seen after a broker's failover): read again.
   const nonce = `${process.pid}.${Math.random().toString(36).slice(2, 10)}`;
@@ -214,7 +214,9 @@ export async function readHealthInputs(client: MusterClient, o: HealthReadOption
   }
   const policy = o.policy ?? DEFAULT_HEALTH_POLICY;
   // heartbeats that could not be read: nobody is judged by them (an open blind stretch)
-  const view = alive && !beats ? { blind: [{ from: Date.now(), why: "the nodes' heartbeats could not be read (see the warning above), so nobody is judged unreachable" }] } : readView(probed && (named !== undefined || current()), alive?.newest ?? 0, beats?.size ?? 0, policy, Date.now());
+  const own = alive && !beats ? { blind: [{ from: Date.now(), why: "the nodes' heartbeats could not be read (see the warning above), so nobody is judged unreachable" }] } : readView(probed && (named !== undefined || current()), alive?.newest ?? 0, beats?.size ?? 0, policy, Date.now());
+  // what a watching console saw the store lose, which one read cannot see (a broker's failover a minute ago)
+  const view = { ...own, blind: [...own.blind, ...lostFromConsoles(serviceBeats?.values() ?? [], Date.now())] };
   const services = isEmpty(filter) ? { beats: [...(serviceBeats?.values() ?? [])], nodes: [...(beats ?? [])].map(([identity, beat]) => ({ identity, beat })) } : undefined;
   return { inputs, ...(services ? { services } : {}), view, sources: { alive: beats !== undefined, runs: runStore !== undefined, provisioning: records !== undefined, registry: registered !== undefined, services: serviceBeats !== undefined, puppetdb: puppetdb !== undefined } };
 }

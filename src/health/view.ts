@@ -86,6 +86,36 @@ export function viewState(blind: readonly Blind[], freshAsOf: number | undefined
  * A channel whose probes were never stored (a credential that may not write them) is left out; an
  * observer with none falls back on its connection alone.
  */
+/** How far back a console publishes its lost stretches (longer than any node's threshold is useful for). */
+export const PUBLISH_LOST_MS = 30 * 60_000;
+
+/** The lost stretches to publish in a console's service beat: those that end within PUBLISH_LOST_MS, newest last, at most `max`. */
+export function lostToPublish(blind: readonly Blind[], now: number, max: number): { from: number; to?: number; why: string }[] {
+  return blind
+    .filter((b) => b.lost && now - (b.to ?? now) < PUBLISH_LOST_MS)
+    .slice(-max)
+    .map((b) => ({ from: b.from, ...(b.to !== undefined ? { to: b.to } : {}), why: b.why }));
+}
+
+/**
+ * What a reader that reads once (`muster health`) takes from the consoles' service beats: their
+ * stretches of writes the store refused, as its own lost stretches (never anyone's silence). Only
+ * from a console heard from within three of its intervals (one that stopped vouches for nothing
+ * now), and a stretch it still called open ends now, which this reader's own probe has just proved
+ * (the store takes writes again).
+ */
+export function lostFromConsoles(beats: Iterable<{ beat: { role: string; name: string; interval: number; state: string; lost?: readonly { from: number; to?: number; why: string }[] }; at: number }>, now: number): Blind[] {
+  const out: Blind[] = [];
+  for (const { beat, at } of beats) {
+    if (beat.role !== "console" || beat.state !== "up" || now - at > 3 * beat.interval * 1000) continue;
+    for (const l of beat.lost ?? []) {
+      const to = Math.min(l.to ?? now, now);
+      if (to > l.from) out.push({ from: l.from, to, lost: true, why: `${beat.name} saw the store refuse writes: ${l.why}` });
+    }
+  }
+  return out;
+}
+
 export class ViewKeeper {
   private readonly fresh = new Map<string, number>();
   private readonly stored = new Set<string>();
@@ -93,6 +123,11 @@ export class ViewKeeper {
   private blind: Blind[] = [];
 
   constructor(private readonly o: { lagMs: number; keepMs: number }) {}
+
+  /** The stretches as of the last tick. */
+  stretches(): readonly Blind[] {
+    return this.blind;
+  }
 
   /** A probe written at `time` (this process's clock) came back through the watch of `channel`. */
   seen(channel: string, time: number): void {

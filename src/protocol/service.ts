@@ -48,7 +48,22 @@ export interface ServiceBeat extends ServiceStatus {
   state: "up" | "stopping";
   /** Set when another wrote it (a broker, by the console watching it): who, and whether the service answered them. */
   observer?: { name: string; answers: boolean };
+  /**
+   * A console's: the recent stretches during which the store refused its probes while it was
+   * connected (heartbeats sent then may be lost), so that readers who read once (`muster health`)
+   * do not count them as anyone's silence either.
+   */
+  lost?: LostStretch[];
 }
+
+/** A stretch (ms epoch, the observer's clock) the store took no writes in; `to` absent: it still takes none. */
+export interface LostStretch {
+  from: number;
+  to?: number;
+  why: string;
+}
+
+export const MAX_LOST_STRETCHES = 16;
 
 export const MAX_SERVICE_BEAT_BYTES = 64 * 1024;
 const MAX_CHECKS = 64;
@@ -120,5 +135,15 @@ export function parseServiceBeat(data: Uint8Array, key?: string): ServiceBeatPar
     if (!isObject(o) || typeof o.name !== "string" || !isValidIdentity(o.name) || typeof o.answers !== "boolean") return refuse("observer must be {name, answers}");
     observer = { name: o.name, answers: o.answers };
   }
-  return { ok: true, beat: { name: v.name, ...st.status, time: v.time, interval: v.interval, version: v.version, state: v.state, ...(observer ? { observer } : {}) } };
+  let lost: LostStretch[] | undefined;
+  if (v.lost !== undefined) {
+    if (!Array.isArray(v.lost) || v.lost.length > MAX_LOST_STRETCHES) return refuse(`lost must be a list of at most ${MAX_LOST_STRETCHES} stretches`);
+    lost = [];
+    for (const l of v.lost) {
+      const num = (x: unknown): x is number => typeof x === "number" && Number.isFinite(x) && x > 0;
+      if (!isObject(l) || !num(l.from) || (l.to !== undefined && (!num(l.to) || l.to < l.from)) || typeof l.why !== "string" || l.why.length > 2000) return refuse("each lost stretch must be {from, to?, why}: ms, to not before from");
+      lost.push({ from: l.from, ...(l.to !== undefined ? { to: l.to as number } : {}), why: l.why });
+    }
+  }
+  return { ok: true, beat: { name: v.name, ...st.status, time: v.time, interval: v.interval, version: v.version, state: v.state, ...(observer ? { observer } : {}), ...(lost?.length ? { lost } : {}) } };
 }

@@ -16,7 +16,7 @@ import type { NodeHealth } from "../health/model.js";
 import { readPuppetDbNodes } from "../health/read.js";
 import { NoPuppetDb } from "../client/discovery/puppetdb.js";
 import type { PuppetDbNodeStatus, PuppetDbRun } from "../protocol/puppetdb.js";
-import type { ServiceCheck } from "../protocol/service.js";
+import { MAX_LOST_STRETCHES, type LostStretch, type ServiceCheck } from "../protocol/service.js";
 import type { FleetSources } from "../fleet/sources.js";
 import { asRunallEvent, parseNodeEvent, RUNALL_AGENT } from "../protocol/events.js";
 import { Status } from "../protocol/status.js";
@@ -158,7 +158,7 @@ export class ConsoleBackend {
   }
 
   /** The console's own checks, for its service heartbeat: its broker, its registry, its view of health, its alerts. */
-  private serviceStatus(): { checks: ServiceCheck[]; details: Record<string, unknown> } {
+  private serviceStatus(): { checks: ServiceCheck[]; details: Record<string, unknown>; lost: LostStretch[] } {
     const s = this.status;
     const r = this.health.report();
     const d = this.alerts.lastDelivery;
@@ -175,7 +175,7 @@ export class ConsoleBackend {
             ? { name: "alerts", status: "ok", why: `the last one reached ${d.notifier ?? "the notifier"} ${ago(d.at)}` }
             : { name: "alerts", status: "fail", why: `the last one (${ago(d.at)}) was not delivered: ${d.error ?? "failed"}` },
     ];
-    return { checks, details: { nodes: r.summary.nodes, unhealthy: r.summary.unhealthy, alerts_held: this.alerts.held > 0, brokers_watched: this.cfg.health.broker_monitoring.length } };
+    return { checks, details: { nodes: r.summary.nodes, unhealthy: r.summary.unhealthy, alerts_held: this.alerts.held > 0, brokers_watched: this.cfg.health.broker_monitoring.length }, lost: this.health.lostStretches(MAX_LOST_STRETCHES) };
   }
 
   /** (Re)starts every follower (at connection, and when the broker is back). */

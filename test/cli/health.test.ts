@@ -1,8 +1,11 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { cleanEnv, eventually, runCli, spawnMuster, tempDir, type CliResult, type MusterProcess } from "../support/collective.js";
+import { cleanEnv, connectNats, eventually, runCli, spawnMuster, tempDir, type CliResult, type MusterProcess } from "../support/collective.js";
 import { startNats, type NatsHandle } from "../support/index.js";
+import { jetstream } from "@nats-io/jetstream";
+import { encodeHeartbeat, heartbeatSubject } from "../../src/protocol/heartbeat.js";
+import { encodeServiceBeat, serviceSubject } from "../../src/protocol/service.js";
 
 // `muster health`'s exit codes (0 every node healthy, 1 nothing known or matched; 2 is covered by
 // the browser test's power cut), the real CLI against a real nats-server with JetStream and
@@ -58,4 +61,30 @@ test("a filter that matches no node: nothing on stdout, stderr says why, exit 1"
   const j = await health("--json", "-I", "nosuch.example.net");
   assert.equal(j.code, 1, j.stderr);
   assert.deepEqual((JSON.parse(j.stdout) as { nodes: unknown[] }).nodes, []);
+});
+
+test("a stretch a console saw the store refuse writes in is nobody's silence in `muster health` either: a node quiet past its threshold only through that stretch stays reachable; a stopped console's stretches count for nothing", async () => {
+  const nc = await connectNats(nats.url);
+  try {
+    const js = jetstream(nc);
+    const id = "quiet.example.net";
+    // one heartbeat, then silence: unreachable 3 s after it (--unreachable-after 3, interval 1)
+    await js.publish(heartbeatSubject(id), encodeHeartbeat({ identity: id, time: Date.now(), interval: 1, version: "test", phase: "serving", state: "up", status: {} }));
+    const beatAt = Date.now();
+    const reachable = async () => (JSON.parse((await health("--json", "--unreachable-after", "3", "-I", id)).stdout) as { nodes: { reachable: boolean }[] }).nodes[0]?.reachable;
+    await eventually(async () => ((await reachable()) === false ? true : undefined), 30_000, `${id} unreachable once quiet past 3 s`);
+    const consoleBeat = (state: "up" | "stopping", lost: { from: number; to?: number; why: string }[]) =>
+      js.publish(serviceSubject("console", "console.example.net"), encodeServiceBeat({ name: "console.example.net", role: "console", time: Date.now(), interval: 10, version: "test", state, checks: [], details: {}, lost }));
+    // the console saw the store refuse its probes from just before the beat until now (still open): not silence
+    await consoleBeat("up", [{ from: beatAt - 1000, why: "jetstream is not enabled" }]);
+    assert.equal(await reachable(), true, "the console's lost stretch is taken out of the node's silence");
+    // the same stretch, closed 1 s after the beat: the silence since counts again
+    await consoleBeat("up", [{ from: beatAt - 1000, to: beatAt + 1000, why: "jetstream is not enabled" }]);
+    await eventually(async () => ((await reachable()) === false ? true : undefined), 30_000, `${id} unreachable 3 s after the stretch ended`);
+    // a console that said it stops vouches for nothing now
+    await consoleBeat("stopping", [{ from: beatAt - 1000, why: "jetstream is not enabled" }]);
+    assert.equal(await reachable(), false, "a stopped console's stretches are not taken");
+  } finally {
+    await nc.close();
+  }
 });

@@ -2,7 +2,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { DEFAULT_HEALTH_POLICY, healthReport, type HealthInputs } from "../../src/health/model.js";
 import { readView } from "../../src/health/read.js";
-import { ViewKeeper, watchedSeconds, type Blind } from "../../src/health/view.js";
+import { lostFromConsoles, lostToPublish, PUBLISH_LOST_MS, ViewKeeper, watchedSeconds, type Blind } from "../../src/health/view.js";
 import type { Heartbeat } from "../../src/protocol/heartbeat.js";
 
 // "I cannot see" is not "the node is gone" (src/health/view.ts): silence the observer could not
@@ -103,4 +103,39 @@ test("a read: its own probe proves the store current; without one, a store quiet
   assert.equal(quiet.blind[0]!.from, now - 60_000);
   assert.match(quiet.blind[0]!.why, /no heartbeat from any node for 60 s/);
   assert.deepEqual(readView(false, 0, 0, DEFAULT_HEALTH_POLICY, now), { blind: [] });
+});
+
+test("a console publishes its lost stretches of the last half hour; a reader takes a fresh console's as its own, an open one ending now, and nobody else's", () => {
+  const now = T + 3_600_000;
+  const blind: Blind[] = [
+    { from: now - PUBLISH_LOST_MS - 60_000, to: now - PUBLISH_LOST_MS - 1, why: "old", lost: true },
+    { from: now - 120_000, to: now - 100_000, why: "behind", lost: false },
+    { from: now - 90_000, to: now - 80_000, why: "refused", lost: true },
+    { from: now - 5000, why: "refused now", lost: true },
+  ];
+  assert.deepEqual(lostToPublish(blind, now, 16), [
+    { from: now - 90_000, to: now - 80_000, why: "refused" },
+    { from: now - 5000, why: "refused now" },
+  ]);
+  assert.deepEqual(lostToPublish(blind, now, 1), [{ from: now - 5000, why: "refused now" }], "the newest when there are too many");
+  const beat = (role: string, state: string, lost: { from: number; to?: number; why: string }[]) => ({ role, name: "console.lab", interval: 10, state, lost });
+  const published = lostToPublish(blind, now, 16);
+  const taken = lostFromConsoles([{ beat: beat("console", "up", published), at: now - 5000 }], now);
+  assert.deepEqual(
+    taken.map((b) => [b.from, b.to, b.lost]),
+    [
+      [now - 90_000, now - 80_000, true],
+      [now - 5000, now, true],
+    ],
+  );
+  assert.match(taken[0]!.why, /^console\.lab saw the store refuse writes: refused$/);
+  // a stale console (quiet past three intervals), a stopped one, and a service that is no console: nothing
+  assert.deepEqual(lostFromConsoles([{ beat: beat("console", "up", published), at: now - 31_000 }], now), []);
+  assert.deepEqual(lostFromConsoles([{ beat: beat("console", "stopping", published), at: now - 1000 }], now), []);
+  assert.deepEqual(lostFromConsoles([{ beat: beat("provisioner", "up", published), at: now - 1000 }], now), []);
+  // in a report: a node quiet 28 s through a 10 s stretch is reachable, without it not
+  const quiet = seen("through-failover", now - 28_000);
+  const lost = lostFromConsoles([{ beat: beat("console", "up", [{ from: now - 20_000, to: now - 10_000, why: "x" }]), at: now - 1000 }], now);
+  assert.equal(healthReport([quiet], DEFAULT_HEALTH_POLICY, now, { blind: lost }).nodes[0]!.reachable, true);
+  assert.equal(healthReport([quiet], DEFAULT_HEALTH_POLICY, now, {}).nodes[0]!.reachable, false);
 });

@@ -23,6 +23,13 @@ test("a service beat round-trips under its own key, and its key and subjects are
   assert.ok(b.ok && b.beat.observer?.answers === false && b.beat.observer.name === "console.lab");
 });
 
+test("a console's lost stretches round-trip, open or closed", () => {
+  const lost = [{ from: 1000, to: 2000, why: "jetstream is not enabled" }, { from: 3000, why: "no responders" }];
+  const p = parseServiceBeat(enc({ ...beat, lost }));
+  assert.ok(p.ok);
+  assert.deepEqual(p.beat.lost, lost);
+});
+
 test("hostile service beats are refused with a reason: another's key, a role that is none, bad checks, wrong types, garbage", () => {
   const bad: [unknown, string | undefined, RegExp][] = [
     [beat, "provisioner.someone-else", /stored under provisioner\.someone-else, names provisioner/],
@@ -36,6 +43,11 @@ test("hostile service beats are refused with a reason: another's key, a role tha
     [{ ...beat, interval: 0 }, undefined, /interval must be seconds/],
     [{ ...beat, state: "dead" }, undefined, /state must be up or stopping/],
     [{ ...beat, observer: { name: "x" } }, undefined, /observer must be/],
+    [{ ...beat, lost: "always" }, undefined, /lost must be a list of at most 16/],
+    [{ ...beat, lost: Array.from({ length: 17 }, () => ({ from: 1, why: "" })) }, undefined, /at most 16/],
+    [{ ...beat, lost: [{ from: 2000, to: 1000, why: "" }] }, undefined, /to not before from/],
+    [{ ...beat, lost: [{ from: "yesterday", why: "" }] }, undefined, /each lost stretch/],
+    [{ ...beat, lost: [{ from: 1000, why: 7 }] }, undefined, /each lost stretch/],
     ["not json", undefined, /not UTF-8 JSON/],
     ["[1,2]", undefined, /not a JSON object/],
   ];
