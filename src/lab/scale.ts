@@ -4,7 +4,7 @@ import { MusterError } from "../errors.js";
 import { isValidIdentity } from "../protocol/subjects.js";
 import { reloadBrokerUsers } from "./broker.js";
 import { provisionerKey } from "./credentials.js";
-import { bootLabMachine, bootMachine, destroyMachineDisk, freshMachineDir, machineBootContext, machineDir, machineWaiting, nodeSlot, writeSshConfig } from "./machines/index.js";
+import { bootLabMachine, bootMachine, destroyMachineDisk, freshMachineDir, machineBootContext, machineDir, machineExecAsync, machineWaiting, nodeSlot, writeSshConfig } from "./machines/index.js";
 import { nodeIdentity } from "./names.js";
 import { labNodeContext, startLabNode } from "./nodes.js";
 import { isAlive, type MusterProcess } from "./processes.js";
@@ -138,7 +138,13 @@ export async function addLabNodes(s: LabState, o: AddNodesOptions & Spawning): P
   writeLabState(s);
   if (s.machines) {
     say(`powered on ${added.length} machine(s); waiting for cloud-init to install the package and muster-server to wait in the provisioning collective`);
-    await waitForNodes(s, added.map((n) => n.identity), s.machines.kind === "vm" ? 900_000 : 300_000, "provisioning", (id) => say(machineWaiting(added.find((n) => n.identity === id)!)));
+    await waitForNodes(s, added.map((n) => n.identity), s.machines.kind === "vm" ? 900_000 : 300_000, "provisioning", (id) => say(machineWaiting(added.find((n) => n.identity === id)!))).catch(async (e: unknown) => {
+      // what a machine that did not come up says of itself, in the error (a CI log has nothing else)
+      const missing = e instanceof MusterError && e.code === "MUSTER_TIMEOUT" ? added.filter((n) => e.message.includes(n.identity) && n.machine?.kind === "nspawn") : [];
+      if (!missing.length) throw e;
+      const told = await Promise.all(missing.map(async (n) => `${n.identity}:\n${await machineStory(n.machine!.dir)}`));
+      throw new MusterError("MUSTER_TIMEOUT", `${(e as Error).message}\n${told.join("\n")}`);
+    });
     writeLabState(s);
     return added;
   }
@@ -167,4 +173,10 @@ export async function removeLabNode(s: LabState, identity: string, kill: (n: Lab
   writeLabState(s);
   if (labRunning(s)) await brokerUsers(s, s.nodes.map((x) => x.identity));
   return n;
+}
+
+/** A machine's own account of its boot, for an error: cloud-init's status, and the last lines of cloud-final's and muster-server's journals. */
+async function machineStory(dir: string): Promise<string> {
+  const r = await machineExecAsync(dir, ["sh", "-c", "cloud-init status --long 2>&1 | head -20; systemctl is-system-running 2>&1; journalctl -q --no-pager -n 25 -u cloud-final -u muster-server 2>&1"], { timeoutMs: 30_000 });
+  return (r.stdout + r.stderr).trim().split("\n").map((l) => `  ${l}`).join("\n") || "  (it said nothing)";
 }
