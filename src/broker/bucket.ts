@@ -99,6 +99,13 @@ export interface BucketCreate {
    * the registry's expiry, an agent's dedupe window).
    */
   enforceTtl?: boolean;
+  /**
+   * Reads by key go to the stream's leader, never a replica (JetStream's direct get lets any copy
+   * answer, one still catching up after its member's return among them). For state that decides
+   * what is done next: a provisioner read a node done before a broker's cut as in progress, and
+   * provisioned it again. A bucket opened without creating it reads from the leader already.
+   */
+  leaderReads?: boolean;
 }
 
 /** No responders and timeouts are what a clustered JetStream answers while a server is down or a stream leader is elected. */
@@ -334,7 +341,9 @@ export async function openBucket(nc: NatsConnection, name: string, opts: { creat
   const [{ jetstream, jetstreamManager }, { Kvm }] = await Promise.all([import("@nats-io/jetstream"), import("@nats-io/kv")]);
   const c = opts.create;
   // a broker down or a JetStream leader being elected answers with a timeout: opened again for a while, as writes are
-  const kv = await retryTransient(() => new Kvm(jetstream(nc)).create(name, { ...(c.history !== undefined ? { history: c.history } : {}), ...(c.replicas !== undefined ? { replicas: c.replicas } : {}), ...(c.ttlMs !== undefined ? { ttl: c.ttlMs } : {}) }), OPEN_RETRY_MS, openTimedOut);
+  const created = await retryTransient(() => new Kvm(jetstream(nc)).create(name, { ...(c.history !== undefined ? { history: c.history } : {}), ...(c.replicas !== undefined ? { replicas: c.replicas } : {}), ...(c.ttlMs !== undefined ? { ttl: c.ttlMs } : {}) }), OPEN_RETRY_MS, openTimedOut);
+  // bound without allow_direct, nats.js asks the stream's own API (its leader) for a key
+  const kv = c.leaderReads ? await retryTransient(() => new Kvm(jetstream(nc)).open(name, { allow_direct: false }), OPEN_RETRY_MS, openTimedOut) : created;
   if (c.enforceTtl && c.ttlMs !== undefined) {
     const jsm = await jetstreamManager(nc);
     const info = await jsm.streams.info(kvStreamName(name));

@@ -66,7 +66,7 @@ export class ProvisionState {
   }
 
   /** The bucket's options when it is created. */
-  static readonly bucketOptions = { history: 5 } as const;
+  static readonly bucketOptions = { history: 5, leaderReads: true } as const;
 
   /** The state bucket, created when absent (`replicas` applies then; an existing bucket keeps its own). */
   static async open(buckets: Buckets, name: string = DEFAULT_STATE_BUCKET, opts: { replicas?: number; onInvalid?: (key: string, reason: string) => void } = {}): Promise<ProvisionState> {

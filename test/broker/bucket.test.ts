@@ -3,6 +3,7 @@ import assert from "node:assert/strict";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { bucketsOn, type Bucket } from "../../src/broker/bucket.js";
+import { ProvisionState } from "../../src/provisioner/state.js";
 import { connectNats, eventually } from "../support/collective.js";
 import { startNats, type NatsHandle } from "../support/index.js";
 
@@ -65,4 +66,27 @@ test("a watch, stopped, or left by its reader, takes its consumer with it", asyn
   await bucket.put("k3", "changed");
   assert.equal(await seen, "k3");
   await noneLeft("reads");
+});
+
+test("a bucket created with leaderReads asks the stream's leader for a key ($JS.API.STREAM.MSG.GET), never a replica's direct get; one without may ask any copy; the provisioning state's is the first", async () => {
+  const watcher = await connectNats(nats.url);
+  try {
+    const asked: string[] = [];
+    watcher.subscribe("$JS.API.STREAM.MSG.GET.>", { callback: (_e, m) => void asked.push(`leader ${m.subject.split(".").at(-1)}`) });
+    watcher.subscribe("$JS.API.DIRECT.GET.>", { callback: (_e, m) => void asked.push(`direct ${m.subject.split(".")[4]}`) });
+    await watcher.flush();
+    const b = bucketsOn(nc);
+    const leader = await b.bucket("reads_leader", { create: { history: 1, leaderReads: ProvisionState.bucketOptions.leaderReads } });
+    const any = await b.bucket("reads_any", { create: { history: 1 } });
+    await leader.put("k", "v");
+    await any.put("k", "v");
+    assert.equal(new TextDecoder().decode((await leader.get("k"))!.value), "v");
+    assert.equal(new TextDecoder().decode((await any.get("k"))!.value), "v");
+    await watcher.flush();
+    await nc.flush();
+    await eventually(async () => (asked.length >= 2 ? true : undefined), 5000, "both reads seen");
+    assert.deepEqual(asked.sort(), ["direct KV_reads_any", "leader KV_reads_leader"]);
+  } finally {
+    await watcher.close();
+  }
 });
