@@ -77,15 +77,6 @@ export function viewState(blind: readonly Blind[], freshAsOf: number | undefined
   };
 }
 
-/**
- * What an observer that probes (the console) knows of its own view, kept from events: on each
- * watched bucket (a channel: heartbeats, service heartbeats), its probes stored or not, and come
- * back through its watch or not; and its connection. The view is current up to the oldest of the
- * channels' last probes back. Each tick opens a blind stretch when that is older than `lagMs`
- * (from that time: the view was current up to it), and closes it at the time the probes are back.
- * A channel whose probes were never stored (a credential that may not write them) is left out; an
- * observer with none falls back on its connection alone.
- */
 /** How far back a console publishes its lost stretches (longer than any node's threshold is useful for). */
 export const PUBLISH_LOST_MS = 30 * 60_000;
 
@@ -116,6 +107,15 @@ export function lostFromConsoles(beats: Iterable<{ beat: { role: string; name: s
   return out;
 }
 
+/**
+ * What an observer that probes (the console) knows of its own view, kept from events: on each
+ * watched bucket (a channel: heartbeats, service heartbeats), its probes stored or not, and come
+ * back through its watch or not; and its connection. The view is current up to the oldest of the
+ * channels' last probes back. Each tick opens a blind stretch when that is older than `lagMs`
+ * (from that time: the view was current up to it), and closes it at the time the probes are back.
+ * A channel whose probes were never stored (a credential that may not write them) is left out; an
+ * observer with none falls back on its connection alone.
+ */
 export class ViewKeeper {
   private readonly fresh = new Map<string, number>();
   private readonly stored = new Set<string>();
