@@ -1,4 +1,4 @@
-import { existsSync, rmSync } from "node:fs";
+import { existsSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { MusterError } from "../errors.js";
 import { isValidIdentity } from "../protocol/subjects.js";
@@ -178,5 +178,15 @@ export async function removeLabNode(s: LabState, identity: string, kill: (n: Lab
 /** A machine's own account of its boot, for an error: cloud-init's status, and the last lines of cloud-final's and muster-server's journals. */
 async function machineStory(dir: string): Promise<string> {
   const r = await machineExecAsync(dir, ["sh", "-c", "cloud-init status --long 2>&1 | head -20; systemctl is-system-running 2>&1; journalctl -q --no-pager -n 25 -u cloud-final -u muster-server 2>&1"], { timeoutMs: 30_000 });
-  return (r.stdout + r.stderr).trim().split("\n").map((l) => `  ${l}`).join("\n") || "  (it said nothing)";
+  // one that is not running says nothing itself: the last of its console (how it stopped, if it did)
+  const console = r.status === null ? `\nthe end of its console.log:\n${tailOf(join(dir, "console.log"), 30)}` : "";
+  return `${(r.stdout + r.stderr).trim()}${console}`.split("\n").map((l) => `  ${l}`).join("\n") || "  (it said nothing)";
+}
+
+function tailOf(file: string, lines: number): string {
+  try {
+    return readFileSync(file, "utf8").trimEnd().split("\n").slice(-lines).join("\n");
+  } catch (e) {
+    return `(${(e as Error).message})`;
+  }
 }
