@@ -122,11 +122,15 @@ const waitWithJournals = async (ids: string[], timeoutMs: number) => {
     throw new Error(`${(e as Error).message}\n${journals.join("\n")}`);
   }
 };
-/** Notifications the admins' webhook got for this node. */
-const notified = (id: string) =>
+/** The subjects of what the admins' webhook got that name this node (the provisioner's notices and the console's alerts). */
+const toldOf = (id: string) =>
   readFileSync(site.state.receiver.file, "utf8")
     .split("\n")
-    .filter((l) => l.trim() && (JSON.parse(l) as { subject?: string }).subject?.includes(id)).length;
+    .filter((l) => l.trim())
+    .map((l) => (JSON.parse(l) as { subject?: string }).subject ?? "")
+    .filter((s) => s.includes(id));
+/** The provisioner's notices of this node ("Provisioned <id> against ...", "Provisioning <id> FAILED"): the console's alerts go to the same webhook. */
+const notified = (id: string) => toldOf(id).filter((s) => s.startsWith(`Provisioned ${id} `) || s.startsWith(`Provisioning ${id} `)).length;
 const finished = (r: NodeRecord) => r.status === "done" || r.status === "failed";
 /** Where this workstation reaches one of the site's relays (host:port): a broker as natsN, its monitoring port as natsN-monitor. */
 const relay = (name: string) => site.state.machines!.relays.find((r) => r.name === name)!.listen;
@@ -198,7 +202,9 @@ test("a broker machine loses power while 4 nodes provision: each provisioned exa
       assert.ok((r.finishedAt ?? 0) > cutAt, `${r.identity} was provisioned during the outage`);
       assert.equal(await signedCount(r.identity), 1, `${r.identity}: one certificate`);
     }
-    await eventually(async () => (NODES.every((id) => notified(id) === 1) ? true : undefined), 60_000, "one notification per node");
+    await eventually(async () => (NODES.every((id) => notified(id) === 1) ? true : undefined), 60_000, "one notice per node").catch((e: Error) => {
+      throw new Error(`${e.message}; the webhook got: ${NODES.map((id) => `${id}: ${JSON.stringify(toldOf(id))}`).join("; ")}`);
+    });
   } finally {
     // back: nats2 rejoins the cluster and its copies catch up with the others'
     await site.power("on", "nats2.lab");
