@@ -145,6 +145,32 @@ export async function stopPid(pid: number, graceMs = 10_000, o: { group?: boolea
 }
 
 /** The command line a process runs with (empty when it is gone). */
+/**
+ * When the process `pid` started (clock ticks after boot, /proc/<pid>/stat's 22nd field), which
+ * with its pid names one process for good: pids come round again (32768 of them here, and a
+ * suite's labs spawn thousands), so a pid written down earlier may be another's now.
+ */
+export function processStart(pid: number): string | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    // after the command's name, which may hold spaces and parentheses: state is field 3
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19];
+  } catch {
+    return undefined;
+  }
+}
+
+/** A pid file's text: the pid and when that process started (processStart). */
+export const pidFileText = (pid: number): string => `${pid} ${processStart(pid) ?? ""}`.trimEnd() + "\n";
+
+/** The live process a pid file's text names: its pid when it runs and, where the file says when it started, is still that process. */
+export function livePidOf(text: string): number | undefined {
+  const [p, start] = text.trim().split(/\s+/);
+  const pid = Number(p);
+  if (!isAlive(pid)) return undefined;
+  return start === undefined || processStart(pid) === start ? pid : undefined;
+}
+
 export function cmdlineOf(pid: number): string {
   if (!isAlive(pid)) return "";
   try {

@@ -6,9 +6,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parse as parseYaml } from "yaml";
 import { ensureImage, imageKey, machineImageSpec, mmdebstrapArgv, removeMatching } from "../../src/lab/machines/image.js";
-import { decodeMountPath, isMounted, leaderFile, machineLeader, machineSupervisor, supervisorFile, type MachineConfig } from "../../src/lab/machines/machine.js";
+import { decodeMountPath, isMounted, isSupervisorOf, leaderFile, machineLeader, machineSupervisor, supervisorFile, type MachineConfig } from "../../src/lab/machines/machine.js";
 import { afterBoot, bootArgv } from "../../src/lab/machines/supervisor.js";
-import { isAlive, stopPid } from "../../src/lab/processes.js";
+import { isAlive, livePidOf, pidFileText, stopPid } from "../../src/lab/processes.js";
 import { servedPath, startPackageServer } from "../../src/lab/machines/package-server.js";
 import { labNetnsName, machineAddress, machineMac, machineName, machineSshAlias, masterRelayAddress, RELAY_ADDRESS } from "../../src/lab/machines/addresses.js";
 import { relayArgv } from "../../src/lab/machines/relay.js";
@@ -270,6 +270,33 @@ test("a stale leader or supervisor file naming another process is not taken for 
   } finally {
     other.kill("SIGKILL");
     rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("pids come round again: another machine's supervisor is not this one's, and a pid file names its process by when it started too, so a pid taken since by another machine is not signalled", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "muster-machine-pid-"));
+  const elsewhere = mkdtempSync(join(tmpdir(), "muster-machine-other-"));
+  // another machine's supervisor: `muster lab machine-run <its dir>` (what a pid of ours may have become)
+  const theirs = spawn("sh", ["-c", "sleep 30", "muster", "lab", "machine-run", elsewhere], { stdio: "ignore" });
+  try {
+    writeFileSync(join(dir, "machine.json"), JSON.stringify({ identity: "node08.eu.lab", kind: "nspawn" }));
+    writeFileSync(supervisorFile(dir), `${theirs.pid}\n`);
+    assert.equal(machineSupervisor(dir), undefined, "another machine's supervisor");
+    assert.equal(isSupervisorOf(theirs.pid!, dir), false);
+    assert.equal(isSupervisorOf(theirs.pid!, elsewhere), true);
+    // the file as the supervisor writes it names the process, start and all
+    assert.match(pidFileText(theirs.pid!), new RegExp(`^${theirs.pid} \\d+\n$`));
+    assert.equal(livePidOf(pidFileText(theirs.pid!)), theirs.pid);
+    // the same pid with another start: the process it named is gone, whoever has the pid now
+    assert.equal(livePidOf(`${theirs.pid} 1\n`), undefined);
+    writeFileSync(supervisorFile(elsewhere), `${theirs.pid} 1\n`);
+    assert.equal(machineSupervisor(elsewhere), undefined, "a stale supervisor file, its pid taken by a process that started later");
+    writeFileSync(supervisorFile(elsewhere), pidFileText(theirs.pid!));
+    assert.equal(machineSupervisor(elsewhere), theirs.pid);
+  } finally {
+    theirs.kill("SIGKILL");
+    rmSync(dir, { recursive: true, force: true });
+    rmSync(elsewhere, { recursive: true, force: true });
   }
 });
 

@@ -2,7 +2,7 @@ import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, readlinkSync } from "node:fs";
 import { join } from "node:path";
 import { MusterError } from "../../errors.js";
-import { cmdlineOf, isAlive } from "../processes.js";
+import { cmdlineOf, livePidOf } from "../processes.js";
 
 // One lab machine: a whole Debian system with systemd as PID 1, booted from a copy-on-write overlay
 // of the cached image with systemd-nspawn (or, with --vm, a QEMU guest with its own kernel on a
@@ -54,8 +54,7 @@ export const supervisorFile = (dir: string) => join(dir, "supervisor.pid");
 /** The live process a pid file names, if any. */
 function pidFrom(file: string): number | undefined {
   try {
-    const pid = Number(readFileSync(file, "utf8").trim());
-    return isAlive(pid) ? pid : undefined;
+    return livePidOf(readFileSync(file, "utf8"));
   } catch {
     return undefined; // no such file
   }
@@ -90,7 +89,13 @@ export function machineLeader(dir: string): number | undefined {
 /** The machine's power supervisor (`muster lab machine-run DIR`), while it runs. */
 export function machineSupervisor(dir: string): number | undefined {
   const pid = pidFrom(supervisorFile(dir));
-  return pid !== undefined && cmdlineOf(pid).split(" ").includes("machine-run") ? pid : undefined;
+  return pid !== undefined && isSupervisorOf(pid, dir) ? pid : undefined;
+}
+
+/** Whether `pid` runs `muster lab machine-run DIR` for this machine's directory (another machine's supervisor is not this one's). */
+export function isSupervisorOf(pid: number, dir: string): boolean {
+  const words = cmdlineOf(pid).split(" ");
+  return words.includes("machine-run") && words.includes(dir);
 }
 
 /** A mount point as /proc/self/mountinfo writes it: space, tab, newline and backslash as octal escapes. */

@@ -2,7 +2,7 @@ import { existsSync, rmSync } from "node:fs";
 import { basename, join } from "node:path";
 import { MusterError } from "../../errors.js";
 import { isAlive, spawnMuster, stopPid, type MusterProcess } from "../processes.js";
-import { isMounted, machineLeader, machineSupervisor, powerCut, unmountRoot } from "./machine.js";
+import { isMounted, isSupervisorOf, machineLeader, machineSupervisor, powerCut, unmountRoot } from "./machine.js";
 
 // A machine's power switch as the lab and the operator use it (`lab power`, `lab remove`, `lab
 // down`): on, off cleanly or cut, and its disk deleted as a cloud deletes a terminated instance's.
@@ -19,7 +19,8 @@ export function powerOnMachine(dir: string, detached: boolean): MusterProcess {
  * when the supervisor is gone too (killed outright): the machine is cut and its root unmounted.
  */
 export async function powerOffMachine(dir: string, supervisorPid?: number, o: { cut?: boolean; graceMs?: number } = {}): Promise<void> {
-  const sup = machineSupervisor(dir) ?? (supervisorPid && isAlive(supervisorPid) ? supervisorPid : undefined);
+  // the pid the lab's state remembers only while it is still this machine's supervisor: pids come round again
+  const sup = machineSupervisor(dir) ?? (supervisorPid && isSupervisorOf(supervisorPid, dir) ? supervisorPid : undefined);
   if (o.cut || !sup) powerCut(dir);
   else process.kill(sup, "SIGTERM");
   const deadline = Date.now() + (o.graceMs ?? 60_000);

@@ -3,6 +3,7 @@ import { appendFileSync, closeSync, openSync, readFileSync, readdirSync, readlin
 import { createConnection } from "node:net";
 import { join } from "node:path";
 import { MusterError } from "../../errors.js";
+import { pidFileText } from "../processes.js";
 import { leaderFile, machineSupervisor, mountRoot, readMachine, supervisorFile, unmountRoot, type MachineConfig, type MachineKind } from "./machine.js";
 
 // A machine's power supervisor (`muster lab machine-run DIR`, machine.ts says what a machine is):
@@ -16,7 +17,7 @@ import { leaderFile, machineSupervisor, mountRoot, readMachine, supervisorFile, 
 function claimPower(dir: string): void {
   for (let i = 0; i < 2; i++) {
     try {
-      writeFileSync(supervisorFile(dir), `${process.pid}\n`, { flag: "wx" });
+      writeFileSync(supervisorFile(dir), pidFileText(process.pid), { flag: "wx" });
       return;
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e;
@@ -206,7 +207,7 @@ async function runBoots(m: MachineConfig, dir: string, stopping: () => boolean, 
         leader = containerInit(pid);
         if (!leader) await new Promise((r) => setTimeout(r, 10)); // the kernel announces no fork to us
       }
-      writeFileSync(leaderFile(dir), `${leader ?? pid}\n`);
+      writeFileSync(leaderFile(dir), pidFileText(leader ?? pid));
       if (stopping()) powerOff(); // SIGTERM arrived while booting
       code = await exited;
       rmSync(leaderFile(dir), { force: true });
