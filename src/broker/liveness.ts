@@ -55,9 +55,13 @@ export function watchBrokerLiveness(nc: NatsConnection, o: LivenessOptions = {})
   const timer = setInterval(() => {
     if (stopped || probing || !connected || nc.isClosed() || nc.isDraining()) return;
     probing = true;
+    const before = nc.stats().inMsgs;
     void flushWithin(nc, answerMs)
       .then((ok) => {
         if (ok || stopped || !connected || nc.isClosed() || nc.isDraining()) return;
+        // messages kept coming: the broker is there, this process is busy (a node under a flood
+        // of requests, on a loaded machine), and leaving would drop its subscriptions for nothing
+        if (nc.stats().inMsgs > before) return;
         o.log?.warn({ broker: nc.getServer(), answer_within_ms: answerMs }, `the broker at ${nc.getServer()} did not answer within ${answerMs / 1000} s: moving to another`);
         o.onLeave?.(nc.getServer());
         connected = false;

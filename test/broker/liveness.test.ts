@@ -2,7 +2,7 @@ import { execFileSync } from "node:child_process";
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { AVOID_MS, nextBroker } from "../../src/broker/liveness.js";
+import { AVOID_MS, nextBroker, watchBrokerLiveness } from "../../src/broker/liveness.js";
 import { DEFAULT_HEALTH_POLICY } from "../../src/health/model.js";
 import { heartbeatSubject } from "../../src/protocol/heartbeat.js";
 import { cleanEnv, connectNats, eventually, startMusterServer, tempDir, type TestServer } from "../support/collective.js";
@@ -117,4 +117,36 @@ test("where to go after a broker stops answering: not back to it, nor to a membe
   // everything to avoid (the whole cluster down): nats.js's own pick and backoff
   assert.equal(nextBroker([s("nats3:4222", 1, now - 10), s("nats1:4222", 1, now - 10)], new Map(), now), null);
   assert.equal(nextBroker([], new Map(), now), null);
+});
+
+test("a connection still receiving messages is not left when its probe's answer is late: the broker is there, this process is busy", async () => {
+  const member = members.find((m) => m.nats.pid !== frozen)!;
+  const busy = await connectNats(member.nats.url);
+  const flood = await connectNats(member.nats.url);
+  const left: string[] = [];
+  try {
+    let got = 0;
+    // each message costs the receiver 20 ms of work, so the answer to its probe waits behind them
+    busy.subscribe("liveness.flood", {
+      callback: () => {
+        got++;
+        const end = Date.now() + 20;
+        while (Date.now() < end); // a busy process, not a wait
+      },
+    });
+    await busy.flush();
+    const stop = watchBrokerLiveness(busy, { everyMs: 100, answerWithinMs: 200, onLeave: (s) => left.push(s) });
+    // 64 KB each, so the receiver reads them a few at a time and its timers run between them,
+    // while its probe's answer waits at the broker behind the rest: 4 s of work, probes answered late
+    const N = 200;
+    for (let i = 0; i < N; i++) flood.publish("liveness.flood", new Uint8Array(64 * 1024));
+    await flood.flush();
+    await eventually(async () => (got >= N ? true : undefined), 60_000, "every message handled");
+    stop();
+    assert.deepEqual(left, [], "the connection left a broker that kept sending");
+    assert.equal(busy.isClosed(), false);
+  } finally {
+    await busy.close();
+    await flood.close();
+  }
 });
