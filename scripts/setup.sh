@@ -3,7 +3,7 @@
 # puppetserver, puppet-agent, facter, openssl for the lab and test CAs, monitoring-plugins-basic for the
 # lab nodes' NRPE checks, systemd for systemd-analyze and dpkg-deb for the package test, chromium for
 # the web console's browser tests and bench; for the lab's machines systemd-container (nspawn),
-# mmdebstrap (their image), socat (relays), iproute2 (their network), openssh-client, and for --vm
+# mmdebstrap (their image), socat (relays), iproute2 (their network; its ss for the broker liveness test), openssh-client, and for --vm
 # qemu-system-x86, qemu-utils and cloud-image-utils; lintian for the package test, apt-utils and gpg
 # for its signed apt repository, piuparts for `npm run piuparts`, strace for the privileged helper's
 # hostile tests, which delay its chown to widen a race; puppetdb, its PostgreSQL and

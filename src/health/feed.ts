@@ -3,6 +3,7 @@ import type { Logger } from "pino";
 import type { NodeRecord } from "../protocol/provision-record.js";
 import type { PuppetRunRecord } from "../protocol/puppet-run.js";
 import type { PuppetDbNodeStatus } from "../protocol/puppetdb.js";
+import type { LostStretch } from "../protocol/service.js";
 import { healthReport, puppetDbView, type HealthInputs, type HealthPolicy, type HealthReport } from "./model.js";
 import type { AliveStore, Beat, PuppetRunStore, ServiceSeen, ServiceStore, Watching } from "./stores.js";
 import { lostToPublish, ViewKeeper } from "./view.js";
@@ -210,7 +211,7 @@ export class HealthFeed extends EventEmitter {
   }
 
   /** The stretches the store refused this view's probes in (for the console's service beat: readers that read once take them too). */
-  lostStretches(max: number): { from: number; to?: number; why: string }[] {
+  lostStretches(max: number): LostStretch[] {
     return lostToPublish(this.view.stretches(), Date.now(), max);
   }
 

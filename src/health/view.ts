@@ -1,3 +1,5 @@
+import type { LostStretch, ServiceBeat } from "../protocol/service.js";
+
 // "I cannot see" is not "the node is gone" (docs/fleet.md#a-view-that-cannot-see). An observer
 // (the console, kept live; `muster health`, read once) knows stretches of time during which it
 // could not see what nodes and services send: its connection was down or its watch fell behind
@@ -81,7 +83,7 @@ export function viewState(blind: readonly Blind[], freshAsOf: number | undefined
 export const PUBLISH_LOST_MS = 30 * 60_000;
 
 /** The lost stretches to publish in a console's service beat: those that end within PUBLISH_LOST_MS, newest last, at most `max`. */
-export function lostToPublish(blind: readonly Blind[], now: number, max: number): { from: number; to?: number; why: string }[] {
+export function lostToPublish(blind: readonly Blind[], now: number, max: number): LostStretch[] {
   return blind
     .filter((b) => b.lost && now - (b.to ?? now) < PUBLISH_LOST_MS)
     .slice(-max)
@@ -95,7 +97,7 @@ export function lostToPublish(blind: readonly Blind[], now: number, max: number)
  * now), and a stretch it still called open ends now, which this reader's own probe has just proved
  * (the store takes writes again).
  */
-export function lostFromConsoles(beats: Iterable<{ beat: { role: string; name: string; interval: number; state: string; lost?: readonly { from: number; to?: number; why: string }[] }; at: number }>, now: number): Blind[] {
+export function lostFromConsoles(beats: Iterable<{ beat: Pick<ServiceBeat, "role" | "name" | "interval" | "state" | "lost">; at: number }>, now: number): Blind[] {
   const out: Blind[] = [];
   for (const { beat, at } of beats) {
     if (beat.role !== "console" || beat.state !== "up" || now - at > 3 * beat.interval * 1000) continue;

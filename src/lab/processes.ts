@@ -144,7 +144,6 @@ export async function stopPid(pid: number, graceMs = 10_000, o: { group?: boolea
   if (isAlive(pid) || o.group) signal("SIGKILL"); // a group: its forked children too, which may outlive their parent
 }
 
-/** The command line a process runs with (empty when it is gone). */
 /**
  * When the process `pid` started (clock ticks after boot, /proc/<pid>/stat's 22nd field), which
  * with its pid names one process for good: pids come round again (32768 of them here, and a
@@ -171,6 +170,7 @@ export function livePidOf(text: string): number | undefined {
   return start === undefined || processStart(pid) === start ? pid : undefined;
 }
 
+/** The command line a process runs with (empty when it is gone). */
 export function cmdlineOf(pid: number): string {
   if (!isAlive(pid)) return "";
   try {

@@ -139,8 +139,8 @@ export function parseServiceBeat(data: Uint8Array, key?: string): ServiceBeatPar
   if (v.lost !== undefined) {
     if (!Array.isArray(v.lost) || v.lost.length > MAX_LOST_STRETCHES) return refuse(`lost must be a list of at most ${MAX_LOST_STRETCHES} stretches`);
     lost = [];
+    const num = (x: unknown): x is number => typeof x === "number" && Number.isFinite(x) && x > 0;
     for (const l of v.lost) {
-      const num = (x: unknown): x is number => typeof x === "number" && Number.isFinite(x) && x > 0;
       if (!isObject(l) || !num(l.from) || (l.to !== undefined && (!num(l.to) || l.to < l.from)) || typeof l.why !== "string" || l.why.length > 2000) return refuse("each lost stretch must be {from, to?, why}: ms, to not before from");
       lost.push({ from: l.from, ...(l.to !== undefined ? { to: l.to as number } : {}), why: l.why });
     }

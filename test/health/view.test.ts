@@ -4,6 +4,7 @@ import { DEFAULT_HEALTH_POLICY, healthReport, type HealthInputs } from "../../sr
 import { readView } from "../../src/health/read.js";
 import { lostFromConsoles, lostToPublish, PUBLISH_LOST_MS, ViewKeeper, watchedSeconds, type Blind } from "../../src/health/view.js";
 import type { Heartbeat } from "../../src/protocol/heartbeat.js";
+import type { LostStretch, ServiceRole } from "../../src/protocol/service.js";
 
 // "I cannot see" is not "the node is gone" (src/health/view.ts): silence the observer could not
 // watch counts against nobody, a degraded view says why, and a node silent while the observer
@@ -118,7 +119,7 @@ test("a console publishes its lost stretches of the last half hour; a reader tak
     { from: now - 5000, why: "refused now" },
   ]);
   assert.deepEqual(lostToPublish(blind, now, 1), [{ from: now - 5000, why: "refused now" }], "the newest when there are too many");
-  const beat = (role: string, state: string, lost: { from: number; to?: number; why: string }[]) => ({ role, name: "console.lab", interval: 10, state, lost });
+  const beat = (role: ServiceRole, state: "up" | "stopping", lost: LostStretch[]) => ({ role, name: "console.lab", interval: 10, state, lost });
   const published = lostToPublish(blind, now, 16);
   const taken = lostFromConsoles([{ beat: beat("console", "up", published), at: now - 5000 }], now);
   assert.deepEqual(
