@@ -61,6 +61,9 @@ export interface BeaconOptions {
 export class ServiceBeacon {
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
+  private started = false;
+  private busy = false;
+  private again = false;
   private readonly writer: ServiceWriter;
   private readonly intervalS: number;
   private readonly name: string;
@@ -76,15 +79,41 @@ export class ServiceBeacon {
   }
 
   start(): void {
-    const tick = () => {
-      if (this.stopped) return;
-      void this.beat("up").finally(() => {
-        if (!this.stopped) this.timer = setTimeout(tick, this.intervalS * 1000);
-        this.timer?.unref();
-      });
-    };
-    tick();
+    if (this.started) return;
+    this.started = true;
+    this.tick();
   }
+
+  /**
+   * Beats now rather than at the next interval: what it says has changed, and readers that read
+   * once should know (a console's stretch of refused writes just closed). One in flight is followed
+   * by another at once; the interval counts from the last.
+   */
+  beatNow(): void {
+    if (!this.started || this.stopped) return;
+    if (this.busy) {
+      this.again = true;
+      return;
+    }
+    clearTimeout(this.timer);
+    this.tick();
+  }
+
+  private readonly tick = (): void => {
+    if (this.stopped) return;
+    this.busy = true;
+    void this.beat("up").finally(() => {
+      this.busy = false;
+      if (this.stopped) return;
+      if (this.again) {
+        this.again = false;
+        this.tick();
+        return;
+      }
+      this.timer = setTimeout(this.tick, this.intervalS * 1000);
+      this.timer.unref();
+    });
+  };
 
   /** The last beat, saying it stops (readers then need not wait out the silence); given up after 2 s (a broker away). */
   async stop(): Promise<void> {

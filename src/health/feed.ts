@@ -3,7 +3,7 @@ import type { Logger } from "pino";
 import type { NodeRecord } from "../protocol/provision-record.js";
 import type { PuppetRunRecord } from "../protocol/puppet-run.js";
 import type { PuppetDbNodeStatus } from "../protocol/puppetdb.js";
-import type { LostStretch } from "../protocol/service.js";
+import { MAX_LOST_STRETCHES, type LostStretch } from "../protocol/service.js";
 import { healthReport, puppetDbView, type HealthInputs, type HealthPolicy, type HealthReport } from "./model.js";
 import type { AliveStore, Beat, PuppetRunStore, ServiceSeen, ServiceStore, Watching } from "./stores.js";
 import { lostToPublish, ViewKeeper } from "./view.js";
@@ -79,6 +79,7 @@ export class HealthFeed extends EventEmitter {
   private current: HealthReport | undefined;
   private json: string | undefined;
   private signature = "";
+  private lostSignature: string | undefined;
   private aliveCaughtUp = false;
   private registryAsked = false;
   private sources: HealthSources | undefined;
@@ -274,6 +275,13 @@ export class HealthFeed extends EventEmitter {
     if (sig !== this.signature) {
       this.signature = sig;
       this.emit("report", r);
+    }
+    // its stretches of refused writes changed (one opened or closed): readers that read once take them from its service beat
+    const lost = JSON.stringify(lostToPublish(v.blind, now, MAX_LOST_STRETCHES));
+    if (lost !== this.lostSignature) {
+      const first = this.lostSignature === undefined;
+      this.lostSignature = lost;
+      if (!first) this.emit("lost");
     }
     this.emit("tick", r);
     return r;

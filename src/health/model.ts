@@ -4,7 +4,7 @@ import { DEFAULT_RUNINTERVAL_S, puppetRunFromStatus, type PuppetRunRecord, type 
 import { failedStage } from "../provisioner/failures.js";
 import type { PuppetDbNodeStatus } from "../protocol/puppetdb.js";
 import { servicesHealth, summariseServices, type ServiceHealth, type ServiceInputs, type ServiceSummary } from "./services.js";
-import { span, viewState, watchedSeconds, type Blind, type ViewState } from "./view.js";
+import { silentSeconds, span, viewState, type Blind, type ViewState } from "./view.js";
 
 export { span };
 
@@ -234,7 +234,7 @@ export function nodeHealth(i: HealthInputs, policy: HealthPolicy, now: number, b
     if (beat.heartbeat.state === "stopping") {
       reachable = false;
       problems.push({ kind: "unreachable", why: `stopped ${span(silent)} ago (its last heartbeat said it was stopping)`, since: iso(beat.at) });
-    } else if (watchedSeconds(beat.at, now, blind) > limit) {
+    } else if (silentSeconds(beat.at, now, blind, limit) > limit) {
       reachable = false;
       problems.push({ kind: "unreachable", why: `no heartbeat for ${span(silent)} (one is due every ${span(beat.heartbeat.interval)}; unreachable after ${span(limit)})`, since: iso(beat.at) });
     } else reachable = true;

@@ -1,7 +1,7 @@
 import type { ServiceCheck, ServiceRole } from "../protocol/service.js";
 import { ServiceRoles } from "../protocol/service.js";
 import type { Beat, ServiceSeen } from "./stores.js";
-import { span, watchedSeconds, type Blind } from "./view.js";
+import { silentSeconds, span, type Blind } from "./view.js";
 
 // The site's own services in health (docs/fleet.md#the-sites-services), beside the nodes: each
 // broker member, master, provisioner, the registry, the console and the notifier, with its role,
@@ -68,8 +68,8 @@ interface Seen {
 }
 
 function entry(s: Seen, unreachableAfterS: number, now: number, blind: readonly Blind[]): ServiceHealth {
-  const silent = watchedSeconds(s.at, now, blind);
   const limit = Math.max(unreachableAfterS, 2.5 * s.interval);
+  const silent = silentSeconds(s.at, now, blind, limit);
   const problems: ServiceProblem[] = [];
   let up = true;
   if (s.observer) {

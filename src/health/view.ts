@@ -8,7 +8,8 @@ import type { LostStretch, ServiceBeat } from "../protocol/service.js";
 // moment it went blind (nobody turns unreachable meanwhile), and alerts are held. Once it sees
 // again, what the store kept meanwhile has come in, and silence counts in full: a node that died
 // in the window is reported at once. Only a stretch during which the store itself may not have
-// taken writes (`lost`: heartbeats sent then are gone) is taken out of everyone's silence. Pure.
+// taken writes (`lost`: heartbeats sent then are gone) is taken out of everyone's silence, which
+// counts again only from its end (silentSeconds). Pure.
 
 /** "27 s", "4 min", "3.5 h", "2 days": how long, for reasons. */
 export function span(seconds: number): string {
@@ -56,6 +57,25 @@ export function watchedSeconds(from: number, now: number, blind: readonly Blind[
     end = z;
   }
   return Math.max(0, (now - from - unseen) / 1000);
+}
+
+/**
+ * Seconds of silence since `from` that count against a node or service whose limit is `limitS`:
+ * stretches taken out as watchedSeconds does, and where a stretch the store may have lost writes in
+ * (`lost`) ends after `from`, counted from its end instead. A beat sent just before that end may be
+ * among the lost, and the next is due an interval later: taking out only the stretch's length
+ * called a node quiet through a store's failover unreachable (its beat lost in the election, the
+ * next 10 s on). One already past its limit when the stretch began sent nothing then: it stays so.
+ */
+export function silentSeconds(from: number, now: number, blind: readonly Blind[], limitS: number): number {
+  let since = from;
+  for (const b of blind.filter((x) => x.lost && x.from < now).sort((x, y) => x.from - y.from)) {
+    const end = Math.min(now, b.to ?? now);
+    if (end <= since) continue;
+    if (watchedSeconds(since, Math.max(since, b.from), blind) > limitS) break;
+    since = end;
+  }
+  return watchedSeconds(since, now, blind);
 }
 
 /** The stretch it is blind in now, if any. */

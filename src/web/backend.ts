@@ -128,6 +128,8 @@ export class ConsoleBackend {
       held: () => this.historyHeld ?? this.viewHeld(),
     });
     const gauges = healthGauges(this.metrics);
+    // a stretch of refused writes opened or closed: `muster health` learns it from this beat, not one an interval later
+    this.health.on("lost", () => this.beacon?.beatNow());
     this.health.on("tick", (r) => {
       gauges(r);
       if (cfg.alerts.enabled && this.health.ready) this.alerts.onReport(r);

@@ -2,7 +2,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { DEFAULT_HEALTH_POLICY, healthReport, type HealthInputs } from "../../src/health/model.js";
 import { readView } from "../../src/health/read.js";
-import { lostFromConsoles, lostToPublish, PUBLISH_LOST_MS, ViewKeeper, watchedSeconds, type Blind } from "../../src/health/view.js";
+import { lostFromConsoles, lostToPublish, PUBLISH_LOST_MS, silentSeconds, ViewKeeper, watchedSeconds, type Blind } from "../../src/health/view.js";
 import type { Heartbeat } from "../../src/protocol/heartbeat.js";
 import type { LostStretch, ServiceRole } from "../../src/protocol/service.js";
 
@@ -42,6 +42,20 @@ test("a degraded view marks nobody unreachable for the silence it could not see,
   const lost: Blind[] = [{ ...closed[0]!, lost: true }];
   assert.equal(healthReport([seen("died-in-window", T + 6000)], DEFAULT_HEALTH_POLICY, T + 60_000, { blind: lost }).nodes[0]!.reachable, true);
   assert.equal(healthReport([seen("died-in-window", T + 6000)], DEFAULT_HEALTH_POLICY, T + 71_000, { blind: lost }).nodes[0]!.reachable, false);
+});
+
+test("a beat the store may have lost counts: silence runs from a lost stretch's end, not merely without its length", () => {
+  // a node beats every 10 s; the store elects a leader from T+12 to T+15 and drops what is sent then
+  // (its beat at T+13): the next comes at T+23 at best, and a late one at T+30 is no sign of death
+  const election: Blind[] = [{ from: T + 12_000, to: T + 15_000, why: "refused", lost: true }];
+  assert.equal(silentSeconds(T, T + 30_000, election, 25), 15);
+  assert.equal(healthReport([seen("quiet-through-election", T)], DEFAULT_HEALTH_POLICY, T + 30_000, { blind: election }).nodes[0]!.reachable, true);
+  assert.equal(healthReport([seen("quiet-through-election", T)], DEFAULT_HEALTH_POLICY, T + 41_000, { blind: election }).nodes[0]!.reachable, false, "still judged: 26 s after the stretch ended");
+  // a stretch that ended before the last beat, one not lost (this view's own blindness), and one still open
+  assert.equal(silentSeconds(T, T + 30_000, [{ from: T - 10_000, to: T - 5000, why: "", lost: true }], 25), 30);
+  assert.equal(silentSeconds(T, T + 30_000, [{ from: T + 12_000, to: T + 15_000, why: "" }], 25), 27);
+  assert.equal(silentSeconds(T, T + 30_000, [{ from: T + 20_000, why: "", lost: true }], 25), 0);
+  assert.equal(healthReport([seen("old", T - 60_000)], DEFAULT_HEALTH_POLICY, T + 30_000, { blind: election }).nodes[0]!.reachable, false, "a node dead long before the stretch is still dead after it");
 });
 
 test("silence is judged only up to the last moment the observer knows it saw (judgeUntil)", () => {
