@@ -7,9 +7,14 @@ import type { Logger } from "pino";
 // cut, the nodes on it "down"). So a persistent connection asks its broker for a PONG every few
 // seconds; one that does not answer in time is dropped, and nats.js moves to another broker.
 
-/** How often a daemon's broker is asked to answer, and how long it has: a dead broker is left within about 10 s. */
-export const LIVENESS_EVERY_MS = 5000;
-export const LIVENESS_ANSWER_MS = 5000;
+/**
+ * How often a daemon's broker is asked to answer, and how long it has: a dead broker is left within
+ * 7 s. A node's heartbeats stop for that long plus its move and up to an interval (10 s), all under
+ * the 25 s after which health calls it unreachable; at 5 s and 5 s, a move on a loaded site took
+ * a node past it.
+ */
+export const LIVENESS_EVERY_MS = 3000;
+export const LIVENESS_ANSWER_MS = 4000;
 
 export interface LivenessOptions {
   everyMs?: number;
