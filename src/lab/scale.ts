@@ -1,11 +1,10 @@
-import { existsSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { MusterError } from "../errors.js";
 import { isValidIdentity } from "../protocol/subjects.js";
 import { reloadBrokerUsers } from "./broker.js";
 import { provisionerKey } from "./credentials.js";
-import { bootLabMachine, bootMachine, destroyMachineDisk, freshMachineDir, machineBootContext, machineDir, machineExecAsync, machineWaiting, nodeSlot, writeSshConfig } from "./machines/index.js";
-import { tailLines } from "../puppet/exec.js";
+import { bootLabMachine, bootMachine, destroyMachineDisk, freshMachineDir, machineBootContext, machineDir, machineStory, machineWaiting, nodeSlot, writeSshConfig } from "./machines/index.js";
 import { nodeIdentity } from "./names.js";
 import { labNodeContext, startLabNode } from "./nodes.js";
 import { isAlive, type MusterProcess } from "./processes.js";
@@ -176,18 +175,3 @@ export async function removeLabNode(s: LabState, identity: string, kill: (n: Lab
   return n;
 }
 
-/** A machine's own account of its boot, for an error: cloud-init's status, and the last lines of cloud-final's and muster-server's journals. */
-async function machineStory(dir: string): Promise<string> {
-  const r = await machineExecAsync(dir, ["sh", "-c", "cloud-init status --long 2>&1 | head -20; systemctl is-system-running 2>&1; journalctl -q --no-pager -n 25 -u cloud-final -u muster-server 2>&1"], { timeoutMs: 30_000 });
-  // one that is not running says nothing itself: the last of its console (how it stopped, if it did)
-  const console = r.status === null ? `\nthe end of its console.log:\n${consoleTail(dir)}` : "";
-  return `${(r.stdout + r.stderr).trim()}${console}`.split("\n").map((l) => `  ${l}`).join("\n") || "  (it said nothing)";
-}
-
-function consoleTail(dir: string): string {
-  try {
-    return tailLines(readFileSync(join(dir, "console.log"), "utf8"), 30);
-  } catch (e) {
-    return `(${(e as Error).message})`;
-  }
-}

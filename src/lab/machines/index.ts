@@ -9,7 +9,7 @@
 //   ssh.ts         the operator's ssh key, config and known hosts for the machines
 //   seed.ts        a machine's NoCloud seed (the cloud-init renderer's command line)
 //   boot.ts        making a machine and powering it on; power.ts its power switch and disk
-//   machine.ts     what a machine is on disk; supervisor.ts its power supervisor
+//   machine.ts     what a machine is on disk; supervisor.ts its power supervisor; story.ts its account of a boot
 //   remains.ts     taking the machines' side of a lab down, from its state or from what is left
 //   state.ts       what lab.json keeps of the machines
 //   addresses.ts   where everything is on the lab network (pure)
@@ -26,6 +26,7 @@ export { packageServerPort, packagingFile, publishToRepo, startLabPackages, USER
 export { startPackageServer } from "./package-server.js";
 export { destroyMachineDisk, powerOffMachine, powerOnMachine } from "./power.js";
 export { labRelaySpecs, startRelays, type RelaySpec } from "./relay.js";
+export { machineStory } from "./story.js";
 export { clearMachineRemains, teardownMachines } from "./remains.js";
 export type { BootMachineContext, MachinePlan } from "./seed.js";
 export { labSshKey, writeSshConfig } from "./ssh.js";

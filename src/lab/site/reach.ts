@@ -7,7 +7,7 @@ import { MusterError } from "../../errors.js";
 import { DEFAULT_STATE_BUCKET } from "../../protocol/buckets.js";
 import { ProvisionState } from "../../provisioner/state.js";
 import { labWebToken } from "../credentials.js";
-import { machineExecAsync } from "../machines/index.js";
+import { machineExecAsync, machineStory } from "../machines/index.js";
 import type { SiteMachineState } from "../state.js";
 import type { SiteFiles } from "./files.js";
 
@@ -45,7 +45,7 @@ export async function machineUp(m: SiteMachineState, units: string[], timeoutMs:
     const why = off();
     if (why) throw new MusterError("MUSTER_USAGE", why);
     if (signal.aborted) throw abandoned();
-    if (Date.now() > deadline) throw new MusterError("MUSTER_TIMEOUT", `${m.identity} was not up within ${timeoutMs / 1000} s: cloud-init ${ci.stdout.trim() || "did not answer"}, units ${units.join(", ")} (${where})`);
+    if (Date.now() > deadline) throw new MusterError("MUSTER_TIMEOUT", `${m.identity} was not up within ${timeoutMs / 1000} s: cloud-init ${ci.stdout.trim() || "did not answer"}, units ${units.join(", ")} (${where}). What it says:\n${await machineStory(m.machine.dir, units)}`);
     await pause(2000);
   }
 }
