@@ -6,9 +6,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parse as parseYaml } from "yaml";
 import { ensureImage, imageKey, machineImageSpec, mmdebstrapArgv, removeMatching } from "../../src/lab/machines/image.js";
-import { decodeMountPath, isMounted, isSupervisorOf, leaderFile, machineLeader, machineSupervisor, supervisorFile, type MachineConfig } from "../../src/lab/machines/machine.js";
+import { decodeMountPath, isMounted, isSupervisorOf, leaderFile, machineExecAsync, machineLeader, machineSupervisor, supervisorFile, type MachineConfig } from "../../src/lab/machines/machine.js";
 import { afterBoot, bootArgv } from "../../src/lab/machines/supervisor.js";
-import { isAlive, livePidOf, pidFileText, stopPid } from "../../src/lab/processes.js";
+import { cmdlineOf, isAlive, livePidOf, pidFileText, stopPid } from "../../src/lab/processes.js";
 import { servedPath, startPackageServer } from "../../src/lab/machines/package-server.js";
 import { labNetnsName, machineAddress, machineMac, machineName, machineSshAlias, masterRelayAddress, RELAY_ADDRESS } from "../../src/lab/machines/addresses.js";
 import { relayArgv } from "../../src/lab/machines/relay.js";
@@ -19,7 +19,7 @@ import { labRole } from "../../src/lab/roles.js";
 import { LAB_REGIONS } from "../../src/lab/regions.js";
 import { readFileSync } from "node:fs";
 import { spawn, spawnSync } from "node:child_process";
-import { repoRoot, runCli } from "../support/collective.js";
+import { eventually, repoRoot, runCli } from "../support/collective.js";
 
 // The pure parts of the lab's machines: addresses, seeds, the image's cache key, the relays' and
 // the boot's command lines, and the package server's path rule (plus that server, for real).
@@ -356,5 +356,42 @@ test("the image loses its ssh host keys by pattern, with no shell in between", (
     assert.ok(!existsSync("pwned") && !existsSync(join(root, "pwned")), "the path was never given to a shell");
   } finally {
     rmSync(root, { recursive: true, force: true });
+  }
+});
+
+test("a command run in a machine while it shuts down does not keep the machine from ending: the nsenter its stop left stopped is continued, and reaps it", { skip: process.getuid?.() !== 0 && "needs root (a PID namespace of its own)" }, async () => {
+  const dir = mkdtempSync(join(tmpdir(), "muster-machine-stop-"));
+  // a "machine": a PID namespace of its own whose PID 1 sleeps, as a booted machine's init would wait
+  const machine = spawn("unshare", ["--pid", "--fork", "--kill-child", "--mount-proc", "sleep", "600"], { stdio: "ignore" });
+  let nsenter: number | undefined;
+  try {
+    const init = await eventually(async () => {
+      const kids = readFileSync(`/proc/${machine.pid}/task/${machine.pid}/children`, "utf8").trim();
+      return kids ? Number(kids.split(/\s+/)[0]) : undefined;
+    }, 10_000, "the namespace's PID 1");
+    writeFileSync(join(dir, "machine.json"), JSON.stringify({ identity: "node09.eu.lab", kind: "nspawn" }));
+    writeFileSync(leaderFile(dir), pidFileText(init));
+    assert.equal(machineLeader(dir), init);
+    const ran = machineExecAsync(dir, ["sleep", "300"], { timeoutMs: 600_000 });
+    nsenter = await eventually(async () => {
+      const all = readdirSync("/proc").filter((p) => /^\d+$/.test(p)).map(Number);
+      return all.find((p) => cmdlineOf(p).startsWith("nsenter") && cmdlineOf(p).includes(`--target=${init}`));
+    }, 10_000, "the nsenter running the command");
+    const command = await eventually(async () => {
+      const kids = readFileSync(`/proc/${nsenter}/task/${nsenter}/children`, "utf8").trim();
+      return kids ? Number(kids.split(/\s+/)[0]) : undefined;
+    }, 10_000, "the command in the machine");
+    // what systemd-shutdown does to every process in the machine: stop it, then kill it
+    process.kill(command, "SIGSTOP");
+    await eventually(async () => (/^\d+ \(.*\) T /.test(readFileSync(`/proc/${command}/stat`, "utf8")) ? true : undefined), 10_000, "the command stopped");
+    process.kill(command, "SIGKILL");
+    // the old code: nsenter stopped itself when its child stopped, and never reaped it (the 600 s timeout was all that ended it)
+    const r = await Promise.race([ran, new Promise<"hung">((res) => setTimeout(() => res("hung"), 20_000).unref())]);
+    assert.notEqual(r, "hung", "the exec ended with the command it ran");
+    assert.equal(isAlive(command), false, "the command was reaped, so its namespace can end");
+  } finally {
+    if (nsenter !== undefined && isAlive(nsenter)) process.kill(nsenter, "SIGKILL"); // the old code's stopped nsenter
+    machine.kill("SIGKILL");
+    rmSync(dir, { recursive: true, force: true });
   }
 });

@@ -6,6 +6,7 @@ import { ancestors, checkPlan } from "../../src/lab/schedule.js";
 import { planSite, SITE_ROLE_READY, SITE_STEP_NEEDS } from "../../src/lab/site/plan.js";
 import { siteBrokerUrls, siteHostsLines, siteMachines, siteRoutes, SITE_ROLES } from "../../src/lab/site/roles.js";
 import { siteBrokerSpec } from "../../src/lab/site/credentials.js";
+import { STUCK_BOOT_MS, stuckBootAction } from "../../src/lab/site/reach.js";
 import { brokerUsers } from "../../src/broker/auth.js";
 
 // The site as data (issue 26 §1, §5): its machines' fixed names, where they sit, and the plan that
@@ -81,4 +82,13 @@ test("the lab's Debian mirror: the image's only apt source, per release; another
   assert.ok(!t.includes("bookworm"));
   assert.equal(sourcesForRelease(host, "bookworm", "bookworm"), host);
   assert.equal(sourcesForRelease("deb http://deb.debian.org/debian bookworm main\n", "bookworm", "trixie"), "deb http://deb.debian.org/debian trixie main\n");
+});
+
+test("a boot that started no cloud-init stage for minutes is rebooted once; one still coming up, or rebooted already, is waited for", () => {
+  const t = 1_000_000;
+  assert.equal(stuckBootAction(undefined, t, false), "wait", "cloud-init started (or the machine does not answer)");
+  assert.equal(stuckBootAction(t, t + 30_000, false), "wait", "the first seconds of every boot say 'not started'");
+  assert.equal(stuckBootAction(t, t + STUCK_BOOT_MS, false), "wait");
+  assert.equal(stuckBootAction(t, t + STUCK_BOOT_MS + 1, false), "reboot");
+  assert.equal(stuckBootAction(t, t + 10 * STUCK_BOOT_MS, true), "wait", "once: a second stuck boot is the deadline's to report");
 });

@@ -421,11 +421,13 @@ already gone). Example:
         const s = await runningLab();
         if (!s) return;
         const n = labMachine(s, identity);
-        const { machineExecArgv } = await labMachines();
+        const { keepContinued, machineExecArgv } = await labMachines();
         const [cmd, ...args] = machineExecArgv(n.machine.dir, command) as [string, ...string[]];
         const { spawn } = await import("node:child_process");
         const child = spawn(cmd, args, { stdio: "inherit" });
+        const unwatch = keepContinued(child.pid); // a machine shutting down must not leave it stopped for good
         process.exitCode = await new Promise<number>((res) => child.once("close", (code, sig) => res(code ?? (sig ? 128 : 1))));
+        unwatch();
       }),
   );
   lab.addCommand(
@@ -439,7 +441,7 @@ already gone). Example:
         const s = await runningLab();
         if (!s) return;
         const nodes = ids.map((id) => labMachine(s, id));
-        const { machineLeader, machineExec, powerOnMachine, powerOffMachine } = await labMachines();
+        const { machineLeader, machineExecAsync, powerOnMachine, powerOffMachine } = await labMachines();
         const { stateFile } = await load();
         for (const n of nodes) {
           const on = isAlive(n.pid) && machineLeader(n.machine.dir) !== undefined;
@@ -451,7 +453,7 @@ already gone). Example:
             }
           } else if (!on) process.stdout.write(`${n.identity}: already off\n`);
           else if (action === "reboot") {
-            machineExec(n.machine.dir, ["systemctl", "reboot"]);
+            await machineExecAsync(n.machine.dir, ["systemctl", "reboot"]);
             process.stdout.write(`${n.identity}: rebooting\n`);
           } else {
             await powerOffMachine(n.machine.dir, n.pid, { cut: action === "cut" });

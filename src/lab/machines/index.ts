@@ -19,7 +19,7 @@ import { join, resolve } from "node:path";
 export { LAB_NET, masterRelayAddress, nodeSlot, PACKAGE_PORT, RELAY_ADDRESS, siteSlot, type MachineSlot } from "./addresses.js";
 export { checkMachineHost, hostRelease } from "./host.js";
 export { ensureImage, imageInfo, labImage, machineImageSpec, type MachineImage } from "./image.js";
-export { decodeMountPath, machineExec, machineExecArgv, machineExecAsync, machineLeader, machineSupervisor, unmountUnder, type MachineKind } from "./machine.js";
+export { decodeMountPath, keepContinued, machineExec, machineExecArgv, machineExecAsync, machineLeader, machineSupervisor, unmountUnder, type MachineKind } from "./machine.js";
 export { MIRROR_PATH } from "./mirror.js";
 export { labLinks, labRoutes, makeLabNetwork, netnsPath } from "./network.js";
 export { packageServerPort, packagingFile, publishToRepo, startLabPackages, USER_DATA_COMMAND } from "./packages.js";

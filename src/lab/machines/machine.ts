@@ -171,6 +171,39 @@ export function machineExec(dir: string, argv: string[], timeoutMs = 120_000): {
   return { status: r.status, stdout: r.stdout ?? "", stderr: r.stderr ?? (r.error?.message ?? "") };
 }
 
+/** A process's state letter (/proc/<pid>/stat's third field: R, S, T for stopped...), undefined when it is gone. */
+function processState(pid: number): string | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Keeps an nsenter from hanging its machine's shutdown; returns the function that stops watching.
+ * nsenter waits for its child and, when the child is stopped, stops itself until continued. A
+ * machine shutting down stops every process in it (systemd-shutdown's kill(-1, SIGSTOP) before
+ * its SIGTERM and SIGKILL), so a command run in it at that moment left nsenter stopped for good:
+ * its child, killed, stayed a zombie nobody reaped, the machine's PID namespace could not end, and
+ * nspawn never exited (seen here: a master rebooted while `cloud-init status` was being asked sat
+ * in systemd-shutdown until the nsenter was continued by hand). So a stopped nsenter is continued.
+ */
+export function keepContinued(pid: number | undefined, everyMs = 250): () => void {
+  if (pid === undefined) return () => undefined;
+  const timer = setInterval(() => {
+    if (processState(pid) !== "T") return;
+    try {
+      process.kill(pid, "SIGCONT");
+    } catch {
+      // gone meanwhile
+    }
+  }, everyMs);
+  timer.unref();
+  return () => clearInterval(timer);
+}
+
 /**
  * The same without blocking (the lab waits on many machines at once): `input` goes to the command's
  * stdin. A machine that is off or gone answers status null with why, rather than throwing.
@@ -188,10 +221,12 @@ export function machineExecAsync(dir: string, argv: string[], o: { input?: strin
     let stdout = "";
     let stderr = "";
     const timer = setTimeout(() => child.kill("SIGKILL"), o.timeoutMs ?? 120_000);
+    const unwatch = keepContinued(child.pid);
+    const done = () => (clearTimeout(timer), unwatch());
     child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
     child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-    child.once("error", (e) => (clearTimeout(timer), resolve({ status: null, stdout, stderr: e.message })));
-    child.once("close", (code) => (clearTimeout(timer), resolve({ status: code, stdout, stderr })));
+    child.once("error", (e) => (done(), resolve({ status: null, stdout, stderr: e.message })));
+    child.once("close", (code) => (done(), resolve({ status: code, stdout, stderr })));
     child.stdin.once("error", () => undefined); // a command that exits without reading its input
     child.stdin.end(o.input ?? "");
   });

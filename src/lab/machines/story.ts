@@ -11,7 +11,7 @@ import { machineExecAsync } from "./machine.js";
  * what the test printed: this is what says why the next time a machine does not come up.
  */
 export async function machineStory(dir: string, units: string[] = []): Promise<string> {
-  const journals = ["cloud-init-local", "cloud-init", "cloud-final", "muster-server", ...units].map((u) => `-u ${u}`).join(" ");
+  const journals = ["cloud-init-main", "cloud-init-local", "cloud-init-network", "cloud-final", "muster-server", ...units].map((u) => `-u ${u}`).join(" ");
   const r = await machineExecAsync(
     dir,
     ["sh", "-c", `cloud-init status --long 2>&1 | head -20; echo "systemd: $(systemctl is-system-running 2>&1)"; systemctl list-jobs --no-pager 2>&1 | head -15; systemctl --failed --no-legend --no-pager 2>&1 | head -10; journalctl -q --no-pager -b -n 30 ${journals} 2>&1`],

@@ -94,7 +94,7 @@ export async function startSite(o: SiteOptions): Promise<Site> {
     async waitUp(identity, timeoutMs = 600_000) {
       const m = state.site!.machines.find((x) => x.identity === identity);
       if (!m) throw new Error(`${identity} is not one of the site's own machines`);
-      await machineUp(m, SITE_ROLES[m.role].units, timeoutMs, new AbortController().signal, () => undefined);
+      await machineUp(m, SITE_ROLES[m.role].units, timeoutMs, new AbortController().signal, () => undefined, run.say);
     },
     addNodes: (a) =>
       addLabNodes(state, {

@@ -23,15 +23,38 @@ export function siteExec(m: { machine: { dir: string } }, argv: string[], input?
   return machineExecAsync(m.machine.dir, argv, { ...(input !== undefined ? { input } : {}) });
 }
 
+/** How long cloud-init may say "not started" in a machine that answers before its boot is taken as stuck. */
+export const STUCK_BOOT_MS = 240_000;
+
+/**
+ * What to do about a machine whose cloud-init has said "not started" since `notStartedSince` (pure):
+ * wait, or reboot it, once. A boot that started no cloud-init stage in minutes is stuck (seen once
+ * in CI after a reboot: a master answered for 20 min with cloud-init not started); an operator
+ * reboots it, and says so. A second stuck boot is left for the deadline's error to tell.
+ */
+export function stuckBootAction(notStartedSince: number | undefined, now: number, rebootedAlready: boolean): "wait" | "reboot" {
+  return notStartedSince !== undefined && !rebootedAlready && now - notStartedSince > STUCK_BOOT_MS ? "reboot" : "wait";
+}
+
 /**
  * Resolves once cloud-init is done in the machine and every unit of its role is active; rejects at
- * once when cloud-init reports an error, or `off()` says the machine went off.
+ * once when cloud-init reports an error, or `off()` says the machine went off. A boot stuck before
+ * cloud-init started is rebooted once (stuckBootAction), told to `say` with the machine's story.
  */
-export async function machineUp(m: SiteMachineState, units: string[], timeoutMs: number, signal: AbortSignal, off: () => string | undefined): Promise<void> {
+export async function machineUp(m: SiteMachineState, units: string[], timeoutMs: number, signal: AbortSignal, off: () => string | undefined, say: (line: string) => void = () => undefined): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   const where = `see ${m.machine.dir}/console.log and \`muster lab exec ${m.identity} -- cloud-init status --long\``;
+  let notStartedSince: number | undefined;
+  let rebooted = false;
   for (;;) {
     const ci = await siteExec(m, ["cloud-init", "status"]);
+    notStartedSince = /status: not started/.test(ci.stdout) ? (notStartedSince ?? Date.now()) : undefined;
+    if (stuckBootAction(notStartedSince, Date.now(), rebooted) === "reboot") {
+      rebooted = true;
+      say(`${m.identity}: cloud-init has not started in ${STUCK_BOOT_MS / 1000} s of its boot: rebooting it (${where}). What it says:\n${await machineStory(m.machine.dir, units)}`);
+      await siteExec(m, ["systemctl", "reboot"]);
+      notStartedSince = undefined;
+    }
     if (/status: error/.test(ci.stdout)) {
       const why = await siteExec(m, ["sh", "-c", "cloud-init status --long; tail -n 30 /var/log/cloud-init-output.log"]);
       throw new MusterError("MUSTER_USAGE", `${m.identity}'s user-data failed:\n${why.stdout.trim()}\n(${where})`);

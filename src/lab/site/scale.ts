@@ -84,7 +84,7 @@ export async function addSiteMachine(s: LabState, identity: string, o: { detache
   machines.writeSshConfig(s.machines!, [...s.site!.machines, ...s.nodes]);
   writeLabState(s);
   o.say(`${identity} powered on (${m.role}); waiting for it to be up`);
-  await machineUp(made, SITE_ROLES[m.role].units, 600_000, new AbortController().signal, () => undefined);
+  await machineUp(made, SITE_ROLES[m.role].units, 600_000, new AbortController().signal, () => undefined, o.say);
   return made;
 }
 

@@ -139,7 +139,7 @@ export const SITE_STEPS: StepTable<SiteStep, SiteRun> = {
 
   async "machine-up"({ identity, units, timeoutMs }, step, run) {
     const m = run.site.find((x) => x.identity === identity)!;
-    await machineUp(m, units, timeoutMs, step.signal, () => (run.servers.get(identity)?.exitCode() !== undefined ? `${identity} powered off before it was up (see ${join(m.machine.dir, "console.log")})` : undefined));
+    await machineUp(m, units, timeoutMs, step.signal, () => (run.servers.get(identity)?.exitCode() !== undefined ? `${identity} powered off before it was up (see ${join(m.machine.dir, "console.log")})` : undefined), run.say);
     run.say(`${identity} is up (${m.role}: ${units.join(", ")}) ${((Date.now() - m.machine.poweredOnAt) / 1000).toFixed(0)} s after power on`);
   },
 
