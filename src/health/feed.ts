@@ -277,7 +277,7 @@ export class HealthFeed extends EventEmitter {
       this.emit("report", r);
     }
     // its stretches of refused writes changed (one opened or closed): readers that read once take them from its service beat
-    const lost = JSON.stringify(lostToPublish(v.blind, now, MAX_LOST_STRETCHES));
+    const lost = lostToPublish(v.blind, now, MAX_LOST_STRETCHES).map((b) => `${b.from}-${b.to ?? ""}`).join(",");
     if (lost !== this.lostSignature) {
       const first = this.lostSignature === undefined;
       this.lostSignature = lost;
