@@ -24,7 +24,7 @@ export function siteExec(m: { machine: { dir: string } }, argv: string[], input?
 }
 
 /** How long cloud-init may say "not started" in a machine that answers before its boot is taken as stuck. */
-export const STUCK_BOOT_MS = 240_000;
+export const STUCK_BOOT_MS = 180_000;
 
 /**
  * What to do about a machine whose cloud-init has said "not started" since `notStartedSince` (pure):
