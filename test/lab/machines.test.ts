@@ -9,7 +9,7 @@ import { MusterClient } from "../../src/client/client.js";
 import { labWebToken, readLabState, stopLabFromState, stopLabRemains, type LabState } from "../../src/lab/lab.js";
 import { decodeMountPath, labLinks, labRoutes, machineExec, machineLeader, unmountUnder } from "../../src/lab/machines/index.js";
 import { waitForPort } from "../../src/lab/nats.js";
-import { isAlive } from "../../src/lab/processes.js";
+import { cmdlineOf, isAlive } from "../../src/lab/processes.js";
 import { emptyFilter } from "../../src/protocol/types.js";
 import { ProvisionState } from "../../src/provisioner/state.js";
 import { launchChromium, watchPageProblems } from "../support/browser.js";
@@ -77,7 +77,9 @@ let client: MusterClient | undefined;
 let store: ProvisionState;
 let debNext: Promise<string>;
 /** Brokers the test started in the lab's place (the outage): stopped with the lab, checked gone. */
-const brokerPids: number[] = [];
+// with each one's command line: pids come round again in a suite (pid_max 32768), and one taken since by another process is not ours
+const brokerPids: { pid: number; cmd: string }[] = [];
+const stillRuns = (r: { pid: number; cmd: string }) => isAlive(r.pid) && cmdlineOf(r.pid) === r.cmd;
 /** Every accessibility finding on the pages visited (axe-core), whatever its impact. */
 const a11y: string[] = [];
 
@@ -143,7 +145,7 @@ after(async () => {
       await stopLabRemains(labDir).catch(() => undefined);
     }
   }
-  for (const pid of brokerPids) if (isAlive(pid)) process.kill(pid, "SIGKILL");
+  for (const b of brokerPids) if (stillRuns(b)) process.kill(b.pid, "SIGKILL");
   unmountUnder(view); // never delete through a machine's root
   rmSync(view, { recursive: true, force: true });
 });
@@ -357,7 +359,7 @@ async function brokerOutage(ms: number): Promise<void> {
   const child = spawn("nats-server", ["-c", conf], { detached: true, stdio: ["ignore", out, out] });
   closeSync(out);
   child.unref();
-  brokerPids.push(child.pid!);
+  brokerPids.push({ pid: child.pid!, cmd: cmdlineOf(child.pid!) });
   await waitForPort("127.0.0.1", port, 30_000);
   // the lab's state names its broker: `lab status` and `lab down` find this one
   writeFileSync(join(s.dir, "lab.json"), JSON.stringify({ ...state(), natsPid: child.pid }, null, 2));
@@ -457,7 +459,7 @@ test("the lab's pages had no accessibility finding (axe: WCAG A and AA, best pra
 
 test("`lab down` stops the lab and leaves nothing: no machine on, nothing mounted, no network namespace, no relay, no client config; every doc command given to this file ran", { skip }, async () => {
   const s = state();
-  const remembered = [...readFileSync(join(labDir, "pids.jsonl"), "utf8").trim().split("\n").map((l) => (JSON.parse(l) as { pid: number }).pid), ...brokerPids];
+  const remembered = [...readFileSync(join(labDir, "pids.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l) as { pid: number; cmd: string }), ...brokerPids];
   assert.ok(remembered.length >= s.nodes.length, "every process the lab started was remembered as it started");
   await client?.close();
   client = undefined;
@@ -467,7 +469,7 @@ test("`lab down` stops the lab and leaves nothing: no machine on, nothing mounte
   const mounts = readFileSync("/proc/self/mountinfo", "utf8").split("\n").map((l) => decodeMountPath(l.split(" ")[4] ?? ""));
   assert.deepEqual(mounts.filter((m) => m.startsWith(`${view}/`)), [], "no machine root left mounted");
   for (const n of s.nodes) if (n.machine) assert.equal(machineLeader(n.machine.dir), undefined, `${n.identity} is off`);
-  assert.deepEqual(remembered.filter((pid) => isAlive(pid)), [], "no process of the lab runs (supervisors, relays, servers, the broker)");
+  assert.deepEqual(remembered.filter(stillRuns).map((r) => `${r.pid}: ${r.cmd}`), [], "no process of the lab runs (supervisors, relays, servers, the broker)");
   assert.ok(!existsSync(`/run/netns/${s.machines!.netns}`), "its network namespace is gone");
   assert.ok(!existsSync(s.machines!.socketDir), "its relays' sockets are gone");
   assert.ok(!existsSync(join(view, ".muster", "client.yaml")), "the client config is gone with it");
