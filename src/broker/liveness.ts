@@ -9,12 +9,12 @@ import type { Logger } from "pino";
 
 /**
  * How often a daemon's broker is asked to answer, and how long it has: a dead broker is left within
- * 7 s. A node's heartbeats stop for that long plus its move and up to an interval (10 s), all under
- * the 25 s after which health calls it unreachable; at 5 s and 5 s, a move on a loaded site took
- * a node past it.
+ * 8 s. A node's heartbeats stop for that long plus its move and up to an interval (10 s), all under
+ * the 25 s after which health calls it unreachable; asked every 5 s, a move on a loaded site took a
+ * node past it. 4 s to answer left a busy server's broker for nothing under the suite's fuzzing.
  */
 export const LIVENESS_EVERY_MS = 3000;
-export const LIVENESS_ANSWER_MS = 4000;
+export const LIVENESS_ANSWER_MS = 5000;
 
 export interface LivenessOptions {
   everyMs?: number;
@@ -60,13 +60,11 @@ export function watchBrokerLiveness(nc: NatsConnection, o: LivenessOptions = {})
   const timer = setInterval(() => {
     if (stopped || probing || !connected || nc.isClosed() || nc.isDraining()) return;
     probing = true;
-    const before = nc.stats().inMsgs;
-    void flushWithin(nc, answerMs)
-      .then((ok) => {
-        if (ok || stopped || !connected || nc.isClosed() || nc.isDraining()) return;
-        // messages kept coming: the broker is there, this process is busy (a node under a flood
-        // of requests, on a loaded machine), and leaving would drop its subscriptions for nothing
-        if (nc.stats().inMsgs > before) return;
+    void probeBroker(nc, answerMs)
+      .then((said) => {
+        // busy: the broker is there and this process read its answer late (a node under a flood of
+        // requests, on a loaded machine); leaving would drop its subscriptions for nothing
+        if (said !== "silent" || stopped || !connected || nc.isClosed() || nc.isDraining()) return;
         o.log?.warn({ broker: nc.getServer(), answer_within_ms: answerMs }, `the broker at ${nc.getServer()} did not answer within ${answerMs / 1000} s: moving to another`);
         o.onLeave?.(nc.getServer());
         connected = false;
@@ -84,6 +82,36 @@ export function watchBrokerLiveness(nc: NatsConnection, o: LivenessOptions = {})
     stopped = true;
     clearInterval(timer);
   };
+}
+
+/** A probe's answer timer firing this late means this process was too busy to read the answer in time. */
+export const LATE_MS = 1000;
+
+/**
+ * One probe (pure of any decision to move): "answered" once the broker's PONG is read; after
+ * `answerMs` without it, "busy" when this process kept receiving messages meanwhile or its timer
+ * fired more than LATE_MS late (the answer may be waiting unread behind its work), else "silent".
+ * Before judging, the I/O already in this turn is read (setImmediate runs after the loop's poll):
+ * an answer that arrived while the process was blocked is not taken for silence.
+ */
+export function probeBroker(nc: NatsConnection, answerMs: number): Promise<"answered" | "busy" | "silent"> {
+  const before = nc.stats().inMsgs;
+  const due = performance.now() + answerMs;
+  return new Promise((resolve) => {
+    let answered = false;
+    const t = setTimeout(() => {
+      const late = performance.now() - due;
+      setImmediate(() => resolve(answered ? "answered" : late > LATE_MS || nc.stats().inMsgs > before ? "busy" : "silent"));
+    }, answerMs);
+    nc.flush().then(
+      () => {
+        answered = true;
+        clearTimeout(t);
+        resolve("answered");
+      },
+      () => undefined, // closed or moving: the timer decides, and the watcher sees it is not connected
+    );
+  });
 }
 
 /** `nc.flush()` bounded by `graceMs` (false when it did not complete, e.g. the broker is down). */

@@ -2,7 +2,7 @@ import { execFileSync } from "node:child_process";
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { AVOID_MS, nextBroker, watchBrokerLiveness } from "../../src/broker/liveness.js";
+import { AVOID_MS, nextBroker, probeBroker, watchBrokerLiveness } from "../../src/broker/liveness.js";
 import { DEFAULT_HEALTH_POLICY } from "../../src/health/model.js";
 import { heartbeatSubject } from "../../src/protocol/heartbeat.js";
 import { cleanEnv, connectNats, eventually, startMusterServer, tempDir, type TestServer } from "../support/collective.js";
@@ -148,5 +148,21 @@ test("a connection still receiving messages is not left when its probe's answer 
   } finally {
     await busy.close();
     await flood.close();
+  }
+});
+
+test("a probe whose process was blocked past its deadline is not taken for a silent broker: the answer that came meanwhile is read first, or the lateness says busy", async () => {
+  const member = members.find((m) => m.nats.pid !== frozen)!;
+  const nc = await connectNats(member.nats.url);
+  try {
+    assert.equal(await probeBroker(nc, 2000), "answered", "a broker that answers, a process that is free");
+    for (let i = 0; i < 3; i++) {
+      const said = probeBroker(nc, 200);
+      const end = Date.now() + 1500;
+      while (Date.now() < end); // this process blocked (a burst of work), its broker answering meanwhile
+      assert.notEqual(await said, "silent", "a late read of the answer is not the broker's silence");
+    }
+  } finally {
+    await nc.close();
   }
 });
