@@ -224,5 +224,19 @@ export async function readHealthInputs(client: MusterClient, o: HealthReadOption
 /** The site's health, read once: its services (unless a filter narrows it to nodes) and its nodes. */
 export async function readFleetHealth(client: MusterClient, o: HealthReadOptions = {}, now = Date.now): Promise<HealthReport> {
   const r = await readHealthInputs(client, o);
-  return healthReport(r.inputs, o.policy ?? DEFAULT_HEALTH_POLICY, now(), { ...(r.services ? { services: r.services } : {}), blind: r.view.blind, ...(r.view.freshAsOf !== undefined ? { freshAsOf: r.view.freshAsOf } : {}) });
+  const report = () => healthReport(r.inputs, o.policy ?? DEFAULT_HEALTH_POLICY, now(), { ...(r.services ? { services: r.services } : {}), blind: r.view.blind, ...(r.view.freshAsOf !== undefined ? { freshAsOf: r.view.freshAsOf } : {}) });
+  const first = report();
+  // A node whose heartbeats the store lacks is asked before it is called unreachable: a store's
+  // election drops heartbeats a read once cannot know of (the console may not have seen it either),
+  // and a node that answers now is reachable, last seen now. One that stopped, or does not answer, is not.
+  const silent = first.nodes.filter((n) => !n.reachable && n.problems.some((p) => p.kind === "unreachable")).map((n) => r.inputs.find((i) => i.identity === n.identity)).filter((i): i is HealthInputs & { beat: Beat } => i?.beat !== undefined && i.beat.heartbeat.state !== "stopping");
+  if (!silent.length) return first;
+  const answered = await client
+    .call("rpcutil", "ping", {}, { nodes: silent.map((i) => i.identity), timeoutMs: 3000 })
+    .then((res) => new Set(res.replies.map((x) => x.sender)))
+    .catch(() => new Set<string>());
+  if (!answered.size) return first;
+  const at = now();
+  for (const i of silent) if (answered.has(i.identity)) i.beat = { ...i.beat, at };
+  return report();
 }
