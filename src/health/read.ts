@@ -229,7 +229,8 @@ export async function readFleetHealth(client: MusterClient, o: HealthReadOptions
   // A node whose heartbeats the store lacks is asked before it is called unreachable: a store's
   // election drops heartbeats a read once cannot know of (the console may not have seen it either),
   // and a node that answers now is reachable, last seen now. One that stopped, or does not answer, is not.
-  const silent = first.nodes.filter((n) => !n.reachable && n.problems.some((p) => p.kind === "unreachable")).map((n) => r.inputs.find((i) => i.identity === n.identity)).filter((i): i is HealthInputs & { beat: Beat } => i?.beat !== undefined && i.beat.heartbeat.state !== "stopping");
+  const byId = new Map(r.inputs.map((i) => [i.identity, i]));
+  const silent = first.nodes.filter((n) => !n.reachable && n.problems.some((p) => p.kind === "unreachable")).map((n) => byId.get(n.identity)).filter((i): i is HealthInputs & { beat: Beat } => i?.beat !== undefined && i.beat.heartbeat.state !== "stopping");
   if (!silent.length) return first;
   const answered = await client
     .call("rpcutil", "ping", {}, { nodes: silent.map((i) => i.identity), timeoutMs: 3000 })
