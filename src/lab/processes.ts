@@ -150,10 +150,19 @@ export async function stopPid(pid: number, graceMs = 10_000, o: { group?: boolea
  * suite's labs spawn thousands), so a pid written down earlier may be another's now.
  */
 export function processStart(pid: number): string | undefined {
+  return statFields(pid)?.[19];
+}
+
+/** A process's state letter (R, S, T when stopped...), undefined when it is gone. */
+export function processState(pid: number): string | undefined {
+  return statFields(pid)?.[0];
+}
+
+/** /proc/<pid>/stat's fields from the third (state) on: after the command's name, which may hold spaces and parentheses. */
+function statFields(pid: number): string[] | undefined {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    // after the command's name, which may hold spaces and parentheses: state is field 3
-    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19];
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ");
   } catch {
     return undefined;
   }

@@ -2,7 +2,7 @@ import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, readlinkSync } from "node:fs";
 import { join } from "node:path";
 import { MusterError } from "../../errors.js";
-import { cmdlineOf, livePidOf } from "../processes.js";
+import { cmdlineOf, livePidOf, processState } from "../processes.js";
 
 // One lab machine: a whole Debian system with systemd as PID 1, booted from a copy-on-write overlay
 // of the cached image with systemd-nspawn (or, with --vm, a QEMU guest with its own kernel on a
@@ -169,16 +169,6 @@ export function machineExec(dir: string, argv: string[], timeoutMs = 120_000): {
   const [cmd, ...args] = machineExecArgv(dir, argv) as [string, ...string[]];
   const r = spawnSync(cmd, args, { encoding: "utf8", timeout: timeoutMs, maxBuffer: 16 << 20 });
   return { status: r.status, stdout: r.stdout ?? "", stderr: r.stderr ?? (r.error?.message ?? "") };
-}
-
-/** A process's state letter (/proc/<pid>/stat's third field: R, S, T for stopped...), undefined when it is gone. */
-function processState(pid: number): string | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3);
-  } catch {
-    return undefined;
-  }
 }
 
 /**
