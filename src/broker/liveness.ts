@@ -84,31 +84,51 @@ export function watchBrokerLiveness(nc: NatsConnection, o: LivenessOptions = {})
   };
 }
 
-/** A probe's answer timer firing this late means this process was too busy to read the answer in time. */
+/** A probe's timer firing this late means this process was held (a loaded machine): its answer may have had no time to come. */
 export const LATE_MS = 1000;
+/** After a late timer, how long a probe waits again, running on time, before judging. */
+export const RECHECK_MS = 1000;
+const MAX_RECHECKS = 5;
 
 /**
- * One probe (pure of any decision to move): "answered" once the broker's PONG is read; after
- * `answerMs` without it, "busy" when this process kept receiving messages meanwhile or its timer
- * fired more than LATE_MS late (the answer may be waiting unread behind its work), else "silent".
- * Before judging, the I/O already in this turn is read (setImmediate runs after the loop's poll):
- * an answer that arrived while the process was blocked is not taken for silence.
+ * One probe (pure of any decision to move): "answered" once the broker's PONG is read; "busy"
+ * when this process received messages meanwhile (the broker is there); "silent" once `answerMs`
+ * have passed without either, judged only when the timer fired on time. A timer that fired more
+ * than LATE_MS late (the process was held: its PING may have left late, its answer may wait
+ * unread) is followed by RECHECK_MS more, until one fires on time; "busy" only when MAX_RECHECKS
+ * of those fired late too (a process that held most of every second). Calling lateness "busy" at once kept nodes on a power-cut member for a
+ * probe or two more on a loaded site (8 s each), past health's threshold. Before judging, the I/O
+ * already in is read (setImmediate runs after the loop's poll): an answer that arrived while the
+ * process was blocked is not taken for silence.
  */
 export function probeBroker(nc: NatsConnection, answerMs: number): Promise<"answered" | "busy" | "silent"> {
   const before = nc.stats().inMsgs;
-  const due = performance.now() + answerMs;
+  let rechecks = 0;
   return new Promise((resolve) => {
-    let answered = false;
-    const t = setTimeout(() => {
-      const late = performance.now() - due;
-      setImmediate(() => resolve(answered ? "answered" : late > LATE_MS || nc.stats().inMsgs > before ? "busy" : "silent"));
-    }, answerMs);
+    let done = false;
+    let t: NodeJS.Timeout | undefined;
+    const finish = (said: "answered" | "busy" | "silent") => {
+      if (done) return;
+      done = true;
+      clearTimeout(t);
+      resolve(said);
+    };
+    const wait = (ms: number) => {
+      const due = performance.now() + ms;
+      t = setTimeout(() => {
+        const late = performance.now() - due;
+        setImmediate(() => {
+          if (done) return;
+          if (nc.stats().inMsgs > before) return finish("busy");
+          if (late <= LATE_MS) return finish("silent");
+          if (rechecks++ >= MAX_RECHECKS) return finish("busy");
+          wait(RECHECK_MS);
+        });
+      }, ms);
+    };
+    wait(answerMs);
     nc.flush().then(
-      () => {
-        answered = true;
-        clearTimeout(t);
-        resolve("answered");
-      },
+      () => finish("answered"),
       () => undefined, // closed or moving: the timer decides, and the watcher sees it is not connected
     );
   });
