@@ -191,7 +191,8 @@ export async function readHealthInputs(client: MusterClient, o: HealthReadOption
           .then((ids) => new Set(ids))
           .catch((e: unknown) => void registryWarn(`asking the registry: ${(e as Error).message}`))
       : undefined,
-    serviceStore ? soft("reading the services' heartbeats", serviceStore.latest(timeoutMs)) : undefined,
+    // read again through a failover as the heartbeats are: a services' list without its brokers and provisioners says less than nothing
+    serviceStore ? soft("reading the services' heartbeats", retryTransient(() => serviceStore.latest(timeoutMs), READ_AGAIN_MS, () => true)) : undefined,
     readPuppetDbNodes(client, { registryBucket: o.registryBucket, timeoutMs }, warn),
   ]);
   if (!alive) warn("no alive bucket yet: nodes' heartbeats are kept once the console (muster web) has created it (docs/fleet.md#health)");
@@ -232,12 +233,28 @@ export async function readFleetHealth(client: MusterClient, o: HealthReadOptions
   const byId = new Map(r.inputs.map((i) => [i.identity, i]));
   const silent = first.nodes.filter((n) => !n.reachable && n.problems.some((p) => p.kind === "unreachable")).map((n) => byId.get(n.identity)).filter((i): i is HealthInputs & { beat: Beat } => i?.beat !== undefined && i.beat.heartbeat.state !== "stopping");
   if (!silent.length) return first;
+  const t0 = performance.now();
+  let failed = "";
   const answered = await client
-    .call("rpcutil", "ping", {}, { nodes: silent.map((i) => i.identity), timeoutMs: 3000 })
+    .call("rpcutil", "ping", {}, { nodes: silent.map((i) => i.identity), timeoutMs: ASK_SILENT_MS })
     .then((res) => new Set(res.replies.map((x) => x.sender)))
-    .catch(() => new Set<string>());
-  if (!answered.size) return first;
+    .catch((e: unknown) => {
+      failed = (e as Error).message;
+      return new Set<string>();
+    });
   const at = now();
   for (const i of silent) if (answered.has(i.identity)) i.beat = { ...i.beat, at };
-  return report();
+  // the ones still unreachable say they were asked, and how that went (an operator's next question)
+  const asked = failed ? `asking it failed: ${failed}` : `it did not answer a ping in ${((performance.now() - t0) / 1000).toFixed(1)} s`;
+  const out = answered.size ? report() : first;
+  const silentIds = new Set(silent.map((i) => i.identity));
+  for (const n of out.nodes) {
+    if (n.reachable || !silentIds.has(n.identity)) continue;
+    const p = n.problems.find((x) => x.kind === "unreachable");
+    if (p) p.why = `${p.why}; ${asked}`;
+  }
+  return out;
 }
+
+/** How long health waits for silent nodes to answer its ping: a loaded node (a site on two cores) answers in well under this. */
+const ASK_SILENT_MS = 5000;

@@ -89,7 +89,7 @@ test("a stretch a console saw the store refuse writes in is nobody's silence in 
   }
 });
 
-test("a node whose heartbeats the store lacks but which answers is asked before it is called unreachable: reachable while it answers, unreachable once it is gone", async () => {
+test("a node whose heartbeats the store lacks but which answers is asked before it is called unreachable: reachable while it answers, unreachable once it is gone, saying it did not answer", async () => {
   // a node that beats no more (heartbeats off) but serves: what a store's election leaves behind
   const fleet = join(tmp.path, "answers.yaml");
   const id = "answers.example.net";
@@ -100,13 +100,18 @@ test("a node whose heartbeats the store lacks but which answers is asked before 
   try {
     await node.waitForLine(/ready/, 20_000);
     await jetstream(nc).publish(heartbeatSubject(id), encodeHeartbeat({ identity: id, time: Date.now(), interval: 1, version: "test", phase: "serving", state: "up", status: {} }));
-    const read = async () => JSON.parse((await health("--json", "--unreachable-after", "3", "-I", id)).stdout) as { nodes: { reachable: boolean; last_seen: string }[] };
+    const read = async () => JSON.parse((await health("--json", "--unreachable-after", "3", "-I", id)).stdout) as { nodes: { reachable: boolean; last_seen: string; problems: { kind: string; why: string }[] }[] };
     // past its threshold since that one beat, and still reachable: it answered health's own ask
     await new Promise((r) => setTimeout(r, 4000)); // the node's silence itself, past --unreachable-after 3
     const asked = await read();
     assert.equal(asked.nodes[0]?.reachable, true, "a silent node that answers is reachable");
     await node.stop();
-    await eventually(async () => ((await read()).nodes[0]?.reachable === false ? true : undefined), 30_000, `${id} unreachable once it no longer answers`);
+    const gone = await eventually(async () => {
+      const n = (await read()).nodes[0];
+      return n?.reachable === false ? n : undefined;
+    }, 30_000, `${id} unreachable once it no longer answers`);
+    // and it says it was asked: silence alone could be the store's
+    assert.match(gone.problems.find((p) => p.kind === "unreachable")?.why ?? "", /^no heartbeat for \d+ s .*; it did not answer a ping in \d+\.\d s$/);
   } finally {
     await node.stop();
     await nc.close();
