@@ -194,7 +194,19 @@ export async function brokerPowerCutNoFalseAlarms(
     await site.waitUp(o.broker);
     if (victimCut && o.victim) await site.power("on", o.victim);
   }
-  assert.deepEqual([...falseUnreachable], [], `${o.broker}'s power cut: nodes that were reachable reported unreachable`);
+  if (falseUnreachable.size) {
+    // each one's own account of its brokers meanwhile (left, moved, reconnected), for the failure's message
+    const ids = new Set([...falseUnreachable].map((x) => x.split(": ")[1]!));
+    const since = new Date(start - 5000).toISOString().replace("T", " ").slice(0, 19);
+    const story = await Promise.all(
+      [...ids].map(async (id) => {
+        const j = await site.exec(id, ["journalctl", "-u", "muster-server", "--since", since, "-o", "short-precise", "--no-pager", "--utc"]).catch((e: Error) => ({ stdout: `(journal not read: ${e.message})` }));
+        const lines = j.stdout.split("\n").filter((l) => /broker|connect|moving|heartbeat/i.test(l)).slice(0, 15);
+        return `${id} (cut at ${new Date(start).toISOString()}):\n  ${lines.join("\n  ")}`;
+      }),
+    );
+    assert.deepEqual([...falseUnreachable], [], `${o.broker}'s power cut: nodes that were reachable reported unreachable. Their journals:\n${story.join("\n")}`);
+  }
   if (!o.victim) return { falseUnreachable: [], victimCliMs: null, victimConsoleMs: null, pingMs, degradedSeen: [...degradedSeen] };
   assert.ok(seen.cli !== null, `muster health never reported ${o.victim}, cut in the same window`);
   assert.ok(seen.console !== null, `the console never reported ${o.victim}, cut in the same window`);
