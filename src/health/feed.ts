@@ -4,9 +4,9 @@ import type { NodeRecord } from "../protocol/provision-record.js";
 import type { PuppetRunRecord } from "../protocol/puppet-run.js";
 import type { PuppetDbNodeStatus } from "../protocol/puppetdb.js";
 import { MAX_LOST_STRETCHES, type LostStretch } from "../protocol/service.js";
-import { healthReport, puppetDbView, type HealthInputs, type HealthPolicy, type HealthReport } from "./model.js";
+import { healthReport, nodesToAsk, puppetDbView, type Asked, type HealthInputs, type HealthPolicy, type HealthReport } from "./model.js";
 import type { AliveStore, Beat, PuppetRunStore, ServiceSeen, ServiceStore, Watching } from "./stores.js";
-import { lostToPublish, ViewKeeper } from "./view.js";
+import { lostToPublish, ViewKeeper, type Blind } from "./view.js";
 
 // The site's health, live, for every open page at once (the landing page, /api/health, alerts,
 // the metrics): heartbeats, service beats and Puppet runs followed through watches on their
@@ -58,7 +58,17 @@ export interface HealthFeedOptions {
   probeMs?: number;
   /** How old the last probe to come back may be before the view is degraded (default 6 s). */
   lagMs?: number;
+  /**
+   * Asks nodes whether they are there (rpcutil ping): those quiet past their limit are asked before
+   * they are judged (model.ts nodesToAsk). Without it, silence alone judges.
+   */
+  askNodes?: (identities: string[]) => Promise<{ answered: Set<string>; error?: string }>;
+  /** How long an ask may take (its timeout): nodes are asked this long before their silence reaches the limit. */
+  askLeadMs?: number;
 }
+
+/** A node asked and still quiet is asked again after this long. */
+const ASK_AGAIN_MS = 10_000;
 
 /** A watch behind this long is opened afresh (at most this often). */
 const REOPEN_AFTER_MS = 10_000;
@@ -86,6 +96,9 @@ export class HealthFeed extends EventEmitter {
   private reopenedAt = 0;
   private reopenFailures = 0;
   private readonly view: ViewKeeper;
+  /** What the nodes asked said, until a heartbeat newer than the ask comes. */
+  private readonly asked = new Map<string, Asked>();
+  private asking = false;
   /** Tells this process's probes from another's under the same name. */
   private readonly nonce = `${process.pid}.${Math.random().toString(36).slice(2, 10)}`;
   /** Why health is incomplete (no alive bucket yet, a watch that stopped), for the page. */
@@ -240,7 +253,12 @@ export class HealthFeed extends EventEmitter {
       const beat = this.beats.get(id);
       const rec = this.board.record(id);
       const pdb = puppetDbView(this.puppetdb, id, this.pdbRuns.get(id));
-      out.push({ identity: id, ...(beat ? { beat } : {}), registered: this.registered?.has(id) ?? false, ...(rec ? { provisioning: rec } : {}), runs: this.runs.get(id) ?? [], ...(pdb ? { puppetdb: pdb } : {}) });
+      let asked = this.asked.get(id);
+      if (asked && beat && beat.at > asked.at) {
+        this.asked.delete(id); // a heartbeat since says more than the ask did
+        asked = undefined;
+      }
+      out.push({ identity: id, ...(beat ? { beat } : {}), registered: this.registered?.has(id) ?? false, ...(rec ? { provisioning: rec } : {}), runs: this.runs.get(id) ?? [], ...(pdb ? { puppetdb: pdb } : {}), ...(asked ? { asked } : {}) });
     }
     return out;
   }
@@ -268,7 +286,9 @@ export class HealthFeed extends EventEmitter {
       );
     }
     const nodes = [...this.beats.entries()].map(([identity, beat]) => ({ identity, beat }));
-    const r = healthReport(this.inputs(), this.o.policy, now, { services: { beats: this.services.values(), nodes }, blind: v.blind, judgeUntil: v.judgeUntil, ...(v.freshAsOf !== undefined ? { freshAsOf: v.freshAsOf } : {}) });
+    const inputs = this.inputs();
+    this.askQuiet(inputs, now, v);
+    const r = healthReport(inputs, this.o.policy, now, { services: { beats: this.services.values(), nodes }, blind: v.blind, judgeUntil: v.judgeUntil, ...(v.freshAsOf !== undefined ? { freshAsOf: v.freshAsOf } : {}) });
     this.current = r;
     this.json = undefined;
     const sig = JSON.stringify([r.view.degraded, r.view.why, r.summary, r.service_summary, r.services.map((s) => [s.role, s.name, s.problems.map((p) => p.kind), s.checks.map((c) => c.status)]), r.nodes.filter((n) => n.problems.length).map((n) => [n.identity, n.problems.map((p) => p.kind)])]);
@@ -285,6 +305,35 @@ export class HealthFeed extends EventEmitter {
     }
     this.emit("tick", r);
     return r;
+  }
+
+  /** Asks the nodes quiet past their limit (one round at a time), marking them asked in `inputs`; the report is made again with their answers. */
+  private askQuiet(inputs: HealthInputs[], now: number, v: { blind: Blind[]; judgeUntil: number }): void {
+    if (!this.o.askNodes || this.asking || !this.o.connected()) return;
+    const ids = nodesToAsk(inputs, this.o.policy, now, { blind: v.blind, judgeUntil: v.judgeUntil }, ASK_AGAIN_MS, (this.o.askLeadMs ?? 0) / 1000);
+    if (!ids.length) return;
+    this.asking = true;
+    const at = Date.now();
+    // not judged while asked: a node whose beats a failover dropped is not called unreachable for the length of the ask
+    const byId = new Map(inputs.map((i) => [i.identity, i]));
+    for (const id of ids) {
+      const pending = { at, answered: false, pending: true };
+      this.asked.set(id, pending);
+      byId.get(id)!.asked = pending;
+    }
+    void this.o
+      .askNodes(ids)
+      .then((got) => {
+        for (const id of ids) this.asked.set(id, { at, answered: got.answered.has(id), ...(got.error ? { error: got.error } : {}) });
+      })
+      .catch((e: unknown) => {
+        this.log.warn({ err: (e as Error).message }, "asking quiet nodes failed");
+        for (const id of ids) this.asked.set(id, { at, answered: false, error: (e as Error).message }); // judged by their silence
+      })
+      .finally(() => {
+        this.asking = false;
+        if (this.clock.length) this.compute();
+      });
   }
 
   private stopWatches(): void {

@@ -4,7 +4,7 @@ import { DEFAULT_RUNINTERVAL_S, puppetRunFromStatus, type PuppetRunRecord, type 
 import { failedStage } from "../provisioner/failures.js";
 import type { PuppetDbNodeStatus } from "../protocol/puppetdb.js";
 import { servicesHealth, summariseServices, type ServiceHealth, type ServiceInputs, type ServiceSummary } from "./services.js";
-import { silentSeconds, span, viewState, type Blind, type ViewState } from "./view.js";
+import { silentSeconds, span, viewState, watchedSeconds, type Blind, type ViewState } from "./view.js";
 
 export { span };
 
@@ -68,6 +68,16 @@ export interface HealthInputs {
   runs?: readonly PuppetRunRecord[];
   /** What PuppetDB says of it; absent when no PuppetDB is configured (or it could not be read). */
   puppetdb?: PuppetDbView;
+  /** The observer asked it (rpcutil ping) at `at` (ms epoch): whether it answered, and if the ask itself failed, why. */
+  asked?: Asked;
+}
+
+export interface Asked {
+  at: number;
+  answered: boolean;
+  error?: string;
+  /** The ask is under way: not judged until it comes back (the console asks while it keeps reporting). */
+  pending?: boolean;
 }
 
 // puppetdb_active: unreachable, yet PuppetDB lists it active; puppetdb_no_report: it answers, but
@@ -219,6 +229,43 @@ function provisioningHealth(r: NodeRecord): ProvisioningHealth {
   };
 }
 
+/** Its heartbeat, last seen when it last answered an ask if that is later (an answer is as good as a beat). */
+function seenAt(i: HealthInputs): HealthInputs["beat"] {
+  const b = i.beat;
+  return b && i.asked?.answered && !i.asked.pending && i.asked.at > b.at && b.heartbeat.state !== "stopping" ? { ...b, at: i.asked.at } : b;
+}
+
+/**
+ * Quiet past its limit counting every second the observer watched, though not by the rule that
+ * counts from the end of a stretch the store may have lost writes in (silentSeconds): a node that
+ * died in a store's failover, or one whose beats the failover dropped. Only asking tells them apart.
+ */
+function doubted(at: number, now: number, blind: readonly Blind[], limitS: number): boolean {
+  return watchedSeconds(at, now, blind.filter((b) => !b.lost)) > limitS;
+}
+
+/**
+ * The nodes an observer should ask (rpcutil ping) before it judges them: quiet past their limit,
+ * whether the silence already counts (unreachable) or counts only if no store lost their beats
+ * (doubted), not stopped, and not asked since their last beat within `againMs`; `leadS` seconds
+ * before that, for an observer that keeps reporting (the console asks 4 s ahead, so a dead node's
+ * ask has come back when its silence reaches the limit; an unanswered ask judges nobody before then).
+ * Pure: the feed and `muster health` ask them and put the answers in `asked`.
+ */
+export function nodesToAsk(inputs: Iterable<HealthInputs>, policy: HealthPolicy, now: number, x: Pick<ReportExtras, "blind" | "judgeUntil"> = {}, againMs = 10_000, leadS = 0): string[] {
+  const blind = x.blind ?? [];
+  if (blind.some((b) => b.to === undefined)) return []; // it cannot see now: nobody is judged, nobody asked
+  const unseen = unseenOf(blind, now, x.judgeUntil);
+  const out: string[] = [];
+  for (const i of inputs) {
+    const beat = seenAt(i);
+    if (!beat || beat.heartbeat.state === "stopping") continue;
+    if (i.asked && i.asked.at >= beat.at && now - i.asked.at < againMs) continue;
+    if (doubted(beat.at, now, unseen, unreachableAfter(policy, beat.heartbeat.interval) - leadS)) out.push(i.identity);
+  }
+  return out.sort();
+}
+
 /**
  * One node's health at `now`; silence during `blind` stretches (the observer could not see) does
  * not count, and while `blindNow` (the observer cannot see now) a node never heard from is not
@@ -226,17 +273,26 @@ function provisioningHealth(r: NodeRecord): ProvisioningHealth {
  */
 export function nodeHealth(i: HealthInputs, policy: HealthPolicy, now: number, blind: readonly Blind[] = [], blindNow = false): NodeHealth {
   const problems: Problem[] = [];
-  const beat = i.beat;
+  const beat = seenAt(i);
   let reachable: boolean;
   if (beat) {
     const silent = secondsSince(beat.at, now);
     const limit = unreachableAfter(policy, beat.heartbeat.interval);
+    const quiet = () => `no heartbeat for ${span(silent)} (one is due every ${span(beat.heartbeat.interval)}; unreachable after ${span(limit)})`;
+    const since = i.asked && i.asked.at >= beat.at ? i.asked : undefined;
+    const unanswered = since && !since.answered && !since.pending ? (since.error ? `; asking it failed: ${since.error}` : "; it did not answer a ping") : undefined;
     if (beat.heartbeat.state === "stopping") {
       reachable = false;
       problems.push({ kind: "unreachable", why: `stopped ${span(silent)} ago (its last heartbeat said it was stopping)`, since: iso(beat.at) });
+    } else if (since?.pending) {
+      reachable = true; // being asked: its answer, or the lack of one, judges it in a moment
     } else if (silentSeconds(beat.at, now, blind, limit) > limit) {
       reachable = false;
-      problems.push({ kind: "unreachable", why: `no heartbeat for ${span(silent)} (one is due every ${span(beat.heartbeat.interval)}; unreachable after ${span(limit)})`, since: iso(beat.at) });
+      problems.push({ kind: "unreachable", why: `${quiet()}${unanswered ?? ""}`, since: iso(beat.at) });
+    } else if (unanswered && !since!.error && doubted(beat.at, now, blind, limit)) {
+      // quiet past its limit but for a stretch the store may have lost its beats in, and asked since: no answer settles it
+      reachable = false;
+      problems.push({ kind: "unreachable", why: `${quiet()}${unanswered}`, since: iso(beat.at) });
     } else reachable = true;
   } else if (i.registered) {
     reachable = true; // no heartbeats (an older muster, or heartbeat.interval 0): its registration vouches for it
@@ -320,12 +376,22 @@ export interface ReportExtras {
   judgeUntil?: number;
 }
 
+/**
+ * The stretches whose silence does not count as a node's: those the store may have lost writes in,
+ * and everything after the moment silence is judged up to (judgeUntil, and not past the start of a
+ * blind stretch still open). A closed stretch the observer alone was blind in counts: what the
+ * store kept meanwhile has come in (view.ts).
+ */
+function unseenOf(blind: readonly Blind[], now: number, judgeUntil: number | undefined): Blind[] {
+  const until = Math.min(judgeUntil ?? now, ...blind.filter((b) => b.to === undefined).map((b) => b.from));
+  return [...blind.filter((b) => b.lost), ...(until < now ? [{ from: until, to: now, why: "" }] : [])];
+}
+
 export function healthReport(inputs: Iterable<HealthInputs>, policy: HealthPolicy, now: number, x: ReportExtras = {}): HealthReport {
   const blind = x.blind ?? [];
   // Silence is judged up to the last moment seen (judgeUntil), and not past the start of a blind
   // stretch still open; stretches when the store may have lost writes never count (view.ts).
-  const until = Math.min(x.judgeUntil ?? now, ...blind.filter((b) => b.to === undefined).map((b) => b.from));
-  const unseen: Blind[] = [...blind.filter((b) => b.lost), ...(until < now ? [{ from: until, to: now, why: "" }] : [])];
+  const unseen = unseenOf(blind, now, x.judgeUntil);
   const nodes: NodeHealth[] = [];
   const blindNow = blind.some((b) => b.to === undefined);
   for (const i of inputs) nodes.push(nodeHealth(i, policy, now, unseen, blindNow));

@@ -9,7 +9,7 @@ import type { PuppetRunRecord } from "../protocol/puppet-run.js";
 import { emptyFilter, type Filter } from "../protocol/types.js";
 import { ProvisionState } from "../provisioner/state.js";
 import type { PuppetDbNodeStatus } from "../protocol/puppetdb.js";
-import { DEFAULT_HEALTH_POLICY, healthReport, puppetDbView, unreachableAfter, type HealthInputs, type HealthPolicy, type HealthReport } from "./model.js";
+import { DEFAULT_HEALTH_POLICY, healthReport, nodesToAsk, puppetDbView, unreachableAfter, type HealthInputs, type HealthPolicy, type HealthReport } from "./model.js";
 import { AliveStore, PuppetRunStore, ServiceStore, type Beat, type ServiceSeen } from "./stores.js";
 import { lostFromConsoles, type Blind } from "./view.js";
 
@@ -225,35 +225,30 @@ export async function readHealthInputs(client: MusterClient, o: HealthReadOption
 /** The site's health, read once: its services (unless a filter narrows it to nodes) and its nodes. */
 export async function readFleetHealth(client: MusterClient, o: HealthReadOptions = {}, now = Date.now): Promise<HealthReport> {
   const r = await readHealthInputs(client, o);
-  const report = () => healthReport(r.inputs, o.policy ?? DEFAULT_HEALTH_POLICY, now(), { ...(r.services ? { services: r.services } : {}), blind: r.view.blind, ...(r.view.freshAsOf !== undefined ? { freshAsOf: r.view.freshAsOf } : {}) });
-  const first = report();
-  // A node whose heartbeats the store lacks is asked before it is called unreachable: a store's
+  const policy = o.policy ?? DEFAULT_HEALTH_POLICY;
+  const extras = { ...(r.services ? { services: r.services } : {}), blind: r.view.blind, ...(r.view.freshAsOf !== undefined ? { freshAsOf: r.view.freshAsOf } : {}) };
+  // A node quiet past its limit is asked before it is judged (model.ts nodesToAsk): a store's
   // election drops heartbeats a read once cannot know of (the console may not have seen it either),
-  // and a node that answers now is reachable, last seen now. One that stopped, or does not answer, is not.
-  const byId = new Map(r.inputs.map((i) => [i.identity, i]));
-  const silent = first.nodes.filter((n) => !n.reachable && n.problems.some((p) => p.kind === "unreachable")).map((n) => byId.get(n.identity)).filter((i): i is HealthInputs & { beat: Beat } => i?.beat !== undefined && i.beat.heartbeat.state !== "stopping");
-  if (!silent.length) return first;
-  const t0 = performance.now();
-  let failed = "";
-  const answered = await client
-    .call("rpcutil", "ping", {}, { nodes: silent.map((i) => i.identity), timeoutMs: ASK_SILENT_MS })
-    .then((res) => new Set(res.replies.map((x) => x.sender)))
-    .catch((e: unknown) => {
-      failed = (e as Error).message;
-      return new Set<string>();
-    });
-  const at = now();
-  for (const i of silent) if (answered.has(i.identity)) i.beat = { ...i.beat, at };
-  // the ones still unreachable say they were asked, and how that went (an operator's next question)
-  const asked = failed ? `asking it failed: ${failed}` : `it did not answer a ping in ${((performance.now() - t0) / 1000).toFixed(1)} s`;
-  const out = answered.size ? report() : first;
-  const silentIds = new Set(silent.map((i) => i.identity));
-  for (const n of out.nodes) {
-    if (n.reachable || !silentIds.has(n.identity)) continue;
-    const p = n.problems.find((x) => x.kind === "unreachable");
-    if (p) p.why = `${p.why}; ${asked}`;
+  // and one that answers now is reachable, last seen now; one quiet only across such an election
+  // that does not answer is unreachable without waiting out the election's length.
+  const ask = nodesToAsk(r.inputs, policy, now(), { blind: r.view.blind }, 0);
+  if (ask.length) {
+    const at = now();
+    const got = await askNodes(client, ask, ASK_SILENT_MS);
+    const byId = new Map(r.inputs.map((i) => [i.identity, i]));
+    for (const id of ask) byId.get(id)!.asked = { at, answered: got.answered.has(id), ...(got.error ? { error: got.error } : {}) };
   }
-  return out;
+  return healthReport(r.inputs, policy, now(), extras);
+}
+
+/** Asks nodes whether they are there (rpcutil ping, `timeoutMs`): those that answered, or why asking failed. */
+export async function askNodes(client: MusterClient, ids: string[], timeoutMs: number): Promise<{ answered: Set<string>; error?: string }> {
+  try {
+    const res = await client.call("rpcutil", "ping", {}, { nodes: ids, timeoutMs });
+    return { answered: new Set(res.replies.map((x) => x.sender)) };
+  } catch (e) {
+    return { answered: new Set(), error: (e as Error).message };
+  }
 }
 
 /** How long health waits for silent nodes to answer its ping: a loaded node (a site on two cores) answers in well under this. */

@@ -13,7 +13,7 @@ import { BrokerWatch } from "../health/broker-watch.js";
 import { HealthFeed } from "../health/feed.js";
 import { healthGauges } from "../health/metrics.js";
 import type { NodeHealth } from "../health/model.js";
-import { readPuppetDbNodes } from "../health/read.js";
+import { askNodes, readPuppetDbNodes } from "../health/read.js";
 import { NoPuppetDb } from "../client/discovery/puppetdb.js";
 import type { PuppetDbNodeStatus, PuppetDbRun } from "../protocol/puppetdb.js";
 import { MAX_LOST_STRETCHES, type LostStretch, type ServiceCheck } from "../protocol/service.js";
@@ -47,6 +47,9 @@ const AUDIT_STREAM_RECORDS = 5000;
 
 /** Whether a built-in agent's DDL marks the action readonly (the audit page leaves reads out). */
 const isReadAction = (agent: string, action: string) => builtinDDLs[agent]?.actions[action]?.readonly === true;
+
+/** How long the console waits for quiet nodes to answer before it calls them unreachable (their silence already past the limit). */
+const ASK_QUIET_MS = 4000;
 
 export class ConsoleBackend {
   readonly feed: BoardFeed;
@@ -105,6 +108,8 @@ export class ConsoleBackend {
         observer: `console@${me}`,
         connected: () => this.client?.connected ?? false,
         reconnect: async () => this.client?.reconnect(),
+        askNodes: async (ids) => (this.client ? askNodes(this.client, ids, ASK_QUIET_MS) : { answered: new Set<string>(), error: "not connected to the broker" }),
+        askLeadMs: ASK_QUIET_MS,
       },
       log,
     );

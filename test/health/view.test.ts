@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { DEFAULT_HEALTH_POLICY, healthReport, type HealthInputs } from "../../src/health/model.js";
+import { DEFAULT_HEALTH_POLICY, healthReport, nodesToAsk, type HealthInputs } from "../../src/health/model.js";
 import { readView } from "../../src/health/read.js";
 import { lostFromConsoles, lostToPublish, PUBLISH_LOST_MS, silentSeconds, ViewKeeper, watchedSeconds, type Blind } from "../../src/health/view.js";
 import type { Heartbeat } from "../../src/protocol/heartbeat.js";
@@ -56,6 +56,46 @@ test("a beat the store may have lost counts: silence runs from a lost stretch's 
   assert.equal(silentSeconds(T, T + 30_000, [{ from: T + 12_000, to: T + 15_000, why: "" }], 25), 27);
   assert.equal(silentSeconds(T, T + 30_000, [{ from: T + 20_000, why: "", lost: true }], 25), 0);
   assert.equal(healthReport([seen("old", T - 60_000)], DEFAULT_HEALTH_POLICY, T + 30_000, { blind: election }).nodes[0]!.reachable, false, "a node dead long before the stretch is still dead after it");
+});
+
+test("quiet across a lost stretch, a node is asked: one that does not answer is unreachable then, not 25 s after the stretch; one that answers is reachable, seen when it answered; one being asked is not judged yet", () => {
+  // the store elects from T+5 to T+20; node "dead" lost its power at T+1 (its last beat at T), "alive" had its beats dropped
+  const election: Blind[] = [{ from: T + 5000, to: T + 20_000, why: "refused", lost: true }];
+  const now = T + 27_000;
+  const fleet = [seen("dead", T), seen("alive", T), seen("fresh", T + 20_000), { ...seen("stopped", T), beat: { heartbeat: { ...hb("stopped"), state: "stopping" as const }, at: T } }];
+  // by the stretch rule both are reachable for 18 s more; by the watched silence both are past 25 s: only asking tells them apart
+  assert.deepEqual(healthReport(fleet, DEFAULT_HEALTH_POLICY, now, { blind: election }).nodes.filter((n) => !n.reachable).map((n) => n.identity), ["stopped"]);
+  assert.deepEqual(nodesToAsk(fleet, DEFAULT_HEALTH_POLICY, now, { blind: election }), ["alive", "dead"], "the quiet ones, not the one that beat, nor the one that said it stopped");
+  const asked = fleet.map((i) => (i.identity === "dead" ? { ...i, asked: { at: now, answered: false } } : i.identity === "alive" ? { ...i, asked: { at: now, answered: true } } : i));
+  const r = healthReport(asked, DEFAULT_HEALTH_POLICY, now + 4000, { blind: election });
+  const dead = r.nodes.find((n) => n.identity === "dead")!;
+  assert.equal(dead.reachable, false);
+  assert.match(dead.problems[0]!.why, /^no heartbeat for 31 s \(one is due every 10 s; unreachable after 25 s\); it did not answer a ping$/);
+  const alive = r.nodes.find((n) => n.identity === "alive")!;
+  assert.equal(alive.reachable, true);
+  assert.equal(alive.last_seen, new Date(now).toISOString(), "an answer is as good as a beat");
+  // asked within the last 10 s: not again; later, yes; an ask that failed (no answer known) judges nobody
+  assert.deepEqual(nodesToAsk(asked, DEFAULT_HEALTH_POLICY, now + 4000, { blind: election }), []);
+  assert.deepEqual(nodesToAsk(asked, DEFAULT_HEALTH_POLICY, now + 11_000, { blind: election }), ["dead"]);
+  const failed = healthReport([{ ...seen("dead", T), asked: { at: now, answered: false, error: "no broker" } }], DEFAULT_HEALTH_POLICY, now + 4000, { blind: election });
+  assert.equal(failed.nodes[0]!.reachable, true, "a failed ask says nothing of the node");
+  // without a lost stretch the silence judges alone; the ask only adds what it found
+  const plain = healthReport([{ ...seen("dead", T), asked: { at: now, answered: false } }], DEFAULT_HEALTH_POLICY, now);
+  assert.match(plain.nodes[0]!.problems[0]!.why, /; it did not answer a ping$/);
+  assert.equal(healthReport([{ ...seen("back", T), asked: { at: now, answered: true } }], DEFAULT_HEALTH_POLICY, now).nodes[0]!.reachable, true, "quiet past its limit, but it answered");
+  // an ask from before its last beat is stale: the beat judges
+  assert.equal(healthReport([{ ...seen("x", T + 20_000), asked: { at: T + 10_000, answered: false } }], DEFAULT_HEALTH_POLICY, now, { blind: election }).nodes[0]!.reachable, true);
+  // asked ahead (the console, 4 s before the limit): at 22 s quiet it is asked; no answer judges nobody before 25 s
+  const early = [seen("dead", T)];
+  assert.deepEqual(nodesToAsk(early, DEFAULT_HEALTH_POLICY, T + 22_000, {}, 10_000, 4), ["dead"]);
+  assert.deepEqual(nodesToAsk(early, DEFAULT_HEALTH_POLICY, T + 20_000, {}, 10_000, 4), []);
+  const askedEarly = [{ ...seen("dead", T), asked: { at: T + 22_000, answered: false } }];
+  assert.equal(healthReport(askedEarly, DEFAULT_HEALTH_POLICY, T + 24_000).nodes[0]!.reachable, true, "24 s quiet: not yet past its limit");
+  assert.equal(healthReport(askedEarly, DEFAULT_HEALTH_POLICY, T + 26_000).nodes[0]!.reachable, false);
+  // while the ask is under way the node is not judged: a failover's dropped beats do not flash it unreachable
+  assert.equal(healthReport([{ ...seen("dead", T), asked: { at: now, answered: false, pending: true } }], DEFAULT_HEALTH_POLICY, now + 2000).nodes[0]!.reachable, true);
+  // a view blind now asks nobody (nobody is judged)
+  assert.deepEqual(nodesToAsk(fleet, DEFAULT_HEALTH_POLICY, now, { blind: [{ from: T + 22_000, why: "reconnecting" }] }), []);
 });
 
 test("silence is judged only up to the last moment the observer knows it saw (judgeUntil)", () => {
