@@ -12,6 +12,7 @@ import { cmdlineOf, isAlive, livePidOf, pidFileText, stopPid } from "../../src/l
 import { servedPath, startPackageServer } from "../../src/lab/machines/package-server.js";
 import { labNetnsName, machineAddress, machineMac, machineName, machineSshAlias, masterRelayAddress, RELAY_ADDRESS } from "../../src/lab/machines/addresses.js";
 import { relayArgv } from "../../src/lab/machines/relay.js";
+import { INOTIFY_FLOOR, inotifyRaises, makeRoomForMachines } from "../../src/lab/machines/host.js";
 import { USER_DATA_COMMAND } from "../../src/lab/machines/packages.js";
 import { instanceId, machineFacts, metaData, networkConfig, renderArgv, type BootMachineContext } from "../../src/lab/machines/seed.js";
 import { sshConfigText } from "../../src/lab/machines/ssh.js";
@@ -392,6 +393,28 @@ test("a command run in a machine while it shuts down does not keep the machine f
   } finally {
     if (nsenter !== undefined && isAlive(nsenter)) process.kill(nsenter, "SIGKILL"); // the old code's stopped nsenter
     machine.kill("SIGKILL");
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("room for machines: inotify limits below the floor are raised to it, said aloud; higher ones and unreadable ones are left alone", () => {
+  assert.deepEqual(inotifyRaises({ max_user_instances: 128, max_user_watches: 8192 }), INOTIFY_FLOOR);
+  assert.deepEqual(inotifyRaises({ max_user_instances: 4096, max_user_watches: 1_000_000 }), {});
+  assert.deepEqual(inotifyRaises({ max_user_instances: 128 }), { max_user_instances: 1024 });
+  // the same on files shaped as /proc/sys/fs/inotify is (Debian's defaults, as the CI host had them)
+  const dir = mkdtempSync(join(tmpdir(), "inotify-"));
+  try {
+    writeFileSync(join(dir, "max_user_instances"), "128\n");
+    writeFileSync(join(dir, "max_user_watches"), "1048576\n");
+    const said: string[] = [];
+    makeRoomForMachines((l) => said.push(l), dir);
+    assert.equal(readFileSync(join(dir, "max_user_instances"), "utf8").trim(), "1024");
+    assert.equal(readFileSync(join(dir, "max_user_watches"), "utf8").trim(), "1048576", "never lowered");
+    assert.equal(said.length, 1);
+    assert.match(said[0]!, /^raised fs\.inotify\.max_user_instances from 128 to 1024: /);
+    makeRoomForMachines((l) => said.push(l), dir);
+    assert.equal(said.length, 1, "once per process");
+  } finally {
     rmSync(dir, { recursive: true, force: true });
   }
 });

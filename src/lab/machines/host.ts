@@ -1,5 +1,5 @@
 import { spawnSync } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { MusterError } from "../../errors.js";
 import type { MachineKind } from "./machine.js";
@@ -59,4 +59,49 @@ export function hostRelease(): { release: string; sources: string } {
     if (existsSync(f) && /\S/.test(readFileSync(f, "utf8").replace(/^#.*$/gm, ""))) return { release, sources: readFileSync(f, "utf8") };
   }
   return { release, sources: `deb http://deb.debian.org/debian ${release} main\n` };
+}
+
+/** What the inotify limits (per user, and every machine's systemd runs as root here) must be at least, for a few hundred machines. */
+export const INOTIFY_FLOOR = { max_user_instances: 1024, max_user_watches: 524_288 } as const;
+
+/**
+ * The inotify limits to raise, given the host's: each machine's systemd and journald take several
+ * inotify instances of root's, and Debian's default of 128 ran out at about 20 machines ("Failed to
+ * allocate manager object: Too many open files", the machine never booted). Never lowered. Pure.
+ */
+export function inotifyRaises(current: Partial<Record<keyof typeof INOTIFY_FLOOR, number>>): Partial<Record<keyof typeof INOTIFY_FLOOR, number>> {
+  const out: Partial<Record<keyof typeof INOTIFY_FLOOR, number>> = {};
+  for (const k of Object.keys(INOTIFY_FLOOR) as (keyof typeof INOTIFY_FLOOR)[]) {
+    const v = current[k];
+    if (v !== undefined && v < INOTIFY_FLOOR[k]) out[k] = INOTIFY_FLOOR[k];
+  }
+  return out;
+}
+
+const roomMade = new Set<string>();
+
+/**
+ * Raises the host's inotify limits where they are below INOTIFY_FLOOR (once per process), saying
+ * what it changed; a value that cannot be read or written is left as it is (the machine's own
+ * console then says what ran out).
+ */
+export function makeRoomForMachines(say: (line: string) => void = (l) => process.stderr.write(`${l}\n`), dir = "/proc/sys/fs/inotify"): void {
+  if (roomMade.has(dir)) return;
+  roomMade.add(dir);
+  const read = (k: string) => {
+    try {
+      return Number(readFileSync(join(dir, k), "utf8").trim());
+    } catch {
+      return undefined;
+    }
+  };
+  const current = { max_user_instances: read("max_user_instances"), max_user_watches: read("max_user_watches") };
+  for (const [k, v] of Object.entries(inotifyRaises(current))) {
+    try {
+      writeFileSync(join(dir, k), `${v}\n`);
+      say(`raised fs.inotify.${k} from ${current[k as keyof typeof current]} to ${v}: every machine's systemd takes inotify instances of root's, and the default runs out at about 20 machines`);
+    } catch (e) {
+      say(`fs.inotify.${k} is ${current[k as keyof typeof current]} and could not be raised to ${v} (${(e as Error).message}): machines past about 20 may fail to boot with "Too many open files"`);
+    }
+  }
 }

@@ -2,6 +2,7 @@ import { existsSync, rmSync } from "node:fs";
 import { basename, join } from "node:path";
 import { MusterError } from "../../errors.js";
 import { isAlive, spawnMuster, stopPid, type MusterProcess } from "../processes.js";
+import { makeRoomForMachines } from "./host.js";
 import { isMounted, isSupervisorOf, machineLeader, machineSupervisor, powerCut, unmountRoot } from "./machine.js";
 
 // A machine's power switch as the lab and the operator use it (`lab power`, `lab remove`, `lab
@@ -10,6 +11,7 @@ import { isMounted, isSupervisorOf, machineLeader, machineSupervisor, powerCut, 
 /** Power a machine on: its supervisor boots it (and boots it again when it reboots). */
 export function powerOnMachine(dir: string, detached: boolean): MusterProcess {
   if (machineLeader(dir) || machineSupervisor(dir)) throw new MusterError("MUSTER_USAGE", `${basename(dir)} is already running`);
+  makeRoomForMachines();
   return spawnMuster(["lab", "machine-run", dir], { logFile: join(dir, "supervisor.log"), detached });
 }
 
