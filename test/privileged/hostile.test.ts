@@ -500,6 +500,8 @@ test("the envelope as an attacker bends it: duplicate keys, prototype keys, a BO
 test("every request is in the helper's log with its arguments, a file's content by size and digest only", async () => {
   const secret = "s3cret-token-for-the-log-test";
   refusedWith(await rig.ask(res("file", rig.path("files", "logged"), [["content", secret], ["ensure", "file"], ["mode", "4755"]])), /mode/);
+  // the answer can reach the asker before the helper's log line reaches its stderr pipe: wait for the line
+  await logged(/^(?=.*"op":"puppet\.resource")(?=.*logged)(?=.*"msg":"refused")/, 30_000).catch(() => undefined); // not there: the assertion below says so
   const log = rig.helper.stderr();
   const line = log.split("\n").find((l) => l.includes('"op":"puppet.resource"') && l.includes("logged") && l.includes('"msg":"refused"'));
   assert.ok(line, `no log line for the request: ${log.slice(-2000)}`);
