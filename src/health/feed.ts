@@ -314,9 +314,13 @@ export class HealthFeed extends EventEmitter {
     if (!ids.length) return;
     this.asking = true;
     const at = Date.now();
-    // not judged while asked: a node whose beats a failover dropped is not called unreachable for the length of the ask
+    // not judged while asked: a node whose beats a failover dropped is not called unreachable for
+    // the length of the ask. One that did not answer last time (or whose ask failed) keeps that judgement meanwhile (a
+    // dead node must not read as reachable for 4 s of every 10)
     const byId = new Map(inputs.map((i) => [i.identity, i]));
     for (const id of ids) {
+      const prev = this.asked.get(id);
+      if (prev && !prev.answered && !prev.pending) continue;
       const pending = { at, answered: false, pending: true };
       this.asked.set(id, pending);
       byId.get(id)!.asked = pending;

@@ -29,7 +29,7 @@ after(async () => {
   await nats?.stop();
 });
 
-test("the console's feed asks nodes quiet past their limit: one that answers is reachable, seen then; one that does not is unreachable saying so; neither is judged while asked, nor asked at every tick", async () => {
+test("the console's feed asks nodes quiet past their limit: one that answers is reachable, seen then; one that does not is unreachable saying so; neither is judged while first asked, a node already judged keeps its judgement while asked again, and none is asked at every tick", async () => {
   const buckets = bucketsOn(nc);
   const [alive, services, runs] = await Promise.all([AliveStore.open(buckets, { create: true }), ServiceStore.open(buckets, { create: true }), PuppetRunStore.open(buckets, { create: true })]);
   const asks: { at: number; ids: string[] }[] = [];
@@ -56,10 +56,16 @@ test("the console's feed asks nodes quiet past their limit: one that answers is 
     // one heartbeat each (interval 1), then silence: both past their limit 3 s later
     const beatAt = Date.now();
     for (const identity of ["answers.test", "gone.test"]) await js.publish(heartbeatSubject(identity), encodeHeartbeat({ identity, time: Date.now(), interval: 1, version: "test", phase: "serving", state: "up", status: {} }));
-    // never unreachable before its ask came back: the ask answers for it
+    // never unreachable before its ask came back: the ask answers for it; and gone.test, once
+    // unreachable, never reads reachable again while it is asked again
     let flashed = false;
+    let goneSeen = false;
+    let goneBack = false;
     feed.on("tick", (x: HealthReport) => {
       if (x.nodes.some((n) => n.identity === "answers.test" && !n.reachable)) flashed = true;
+      const g = x.nodes.find((n) => n.identity === "gone.test");
+      if (g && !g.reachable) goneSeen = true;
+      else if (g && goneSeen) goneBack = true;
     });
     const r = await eventually(async () => {
       const x: HealthReport = feed.report();
@@ -78,6 +84,10 @@ test("the console's feed asks nodes quiet past their limit: one that answers is 
     await eventually(async () => (Date.now() - t0 >= 2000 ? true : undefined), 5000, "two seconds of ticks");
     assert.equal(asks.length, n, `asked again within 10 s: ${JSON.stringify(asks)}`);
     assert.deepEqual(asks[0]!.ids, ["answers.test", "gone.test"]);
+    // asked again once 10 s are up, its answer (none) back, and a tick after: unreachable throughout
+    await eventually(async () => (asks.filter((a) => a.ids.includes("gone.test")).length >= 2 && Date.now() - asks.at(-1)!.at > 1500 ? true : undefined), 30_000, "gone.test asked a second time");
+    assert.equal(goneBack, false, "gone.test read reachable while it was asked again");
+    assert.equal(feed.report().nodes.find((n) => n.identity === "gone.test")?.reachable, false);
   } finally {
     feed.stop();
   }
