@@ -248,7 +248,7 @@ function doubted(at: number, now: number, blind: readonly Blind[], limitS: numbe
  * The nodes an observer should ask (rpcutil ping) before it judges them: quiet past their limit,
  * whether the silence already counts (unreachable) or counts only if no store lost their beats
  * (doubted), not stopped, and not asked since their last beat within `againMs`; `leadS` seconds
- * before that, for an observer that keeps reporting (the console asks 4 s ahead, so a dead node's
+ * (at most a fifth of the limit) before that, for an observer that keeps reporting (the console asks 4 s ahead, so a dead node's
  * ask has come back when its silence reaches the limit; an unanswered ask judges nobody before then).
  * Pure: the feed and `muster health` ask them and put the answers in `asked`.
  */
@@ -261,7 +261,9 @@ export function nodesToAsk(inputs: Iterable<HealthInputs>, policy: HealthPolicy,
     const beat = seenAt(i);
     if (!beat || beat.heartbeat.state === "stopping") continue;
     if (i.asked && i.asked.at >= beat.at && now - i.asked.at < againMs) continue;
-    if (doubted(beat.at, now, unseen, unreachableAfter(policy, beat.heartbeat.interval) - leadS)) out.push(i.identity);
+    const limit = unreachableAfter(policy, beat.heartbeat.interval);
+    // ahead by at most a fifth of the limit: a short limit (3 s, the tests') would otherwise ask every node all the time
+    if (doubted(beat.at, now, unseen, limit - Math.min(leadS, limit / 5))) out.push(i.identity);
   }
   return out.sort();
 }
