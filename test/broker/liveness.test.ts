@@ -1,4 +1,5 @@
 import { execFileSync } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import type { NatsConnection } from "@nats-io/transport-node";
@@ -172,6 +173,9 @@ test("a probe held past its deadline by its own process still finds a broker tha
   const nc = await connectNats(member.nats.url);
   process.kill(member.nats.pid, "SIGSTOP"); // the member stops answering, as a power cut leaves it
   try {
+    // a stop reaches every thread of the Go server a moment later: until then it may still answer
+    const threads = () => readdirSync(`/proc/${member.nats.pid}/task`).map((t) => readFileSync(`/proc/${member.nats.pid}/task/${t}/stat`, "utf8")).map((st) => st.slice(st.lastIndexOf(")") + 2, st.lastIndexOf(")") + 3));
+    await eventually(async () => (threads().every((st) => st === "T" || st === "t") ? true : undefined), 10_000, "every thread of the member stopped");
     for (let i = 0; i < 2; i++) {
       const t0 = performance.now();
       const said = probeBroker(nc, 200);

@@ -24,7 +24,7 @@ before(async () => {
   live = await startBroker();
   dead = await startBroker({ start: false });
   emu = spawnMuster(["emulate", "--count", "1", "--broker", live.url], { env: cleanEnv(configDir) });
-  await emu.waitForLine(/ready/, 20_000);
+  await emu.waitForLine(/ready/, 90_000); // a deadline that catches a hang: under the suite's load a start took over 20 s once
 });
 
 after(async () => {
