@@ -111,8 +111,15 @@ export interface BucketCreate {
 /** No responders and timeouts are what a clustered JetStream answers while a server is down or a stream leader is elected. */
 export function isTransient(e: unknown): boolean {
   const err = e as Error;
-  return err?.name === "TimeoutError" || /jetstream is not enabled|no responders|timeout|503|disconnect|reconnect/i.test(err?.message ?? "");
+  return err?.name === "TimeoutError" || /jetstream is not enabled|no responders|timeout|503|disconnect|reconnect/i.test(err?.message ?? "") || unavailable(e);
 }
+
+/**
+ * JetStream's answer while its meta group has no leader (error 10008, "JetStream system temporarily
+ * unavailable"): seen in the site's broker cuts when a watch or a consumer was opened then, and
+ * thrown for good where it was not asked again.
+ */
+const unavailable = (e: unknown) => /temporarily unavailable/i.test((e as Error)?.message ?? "");
 
 /** Runs `op`, again with backoff while it fails transiently (`transient`, default isTransient), for at most `withinMs`. */
 export async function retryTransient<T>(op: (attempt: number) => Promise<T>, withinMs = 20_000, transient: (e: unknown) => boolean = isTransient, signal?: AbortSignal): Promise<T> {
@@ -149,11 +156,12 @@ const FIRST_ENTRY_MS = 5_000;
 /** How long opening a bucket is retried through a broker outage: long enough for a leader election. */
 const OPEN_RETRY_MS = 10_000;
 /**
- * What opening retries: a request that timed out (a broker gone, a leader being elected). Not "no
+ * What opening retries: a request that timed out (a broker gone, a leader being elected), or one
+ * JetStream answered as temporarily unavailable (its meta group electing). Not "no
  * responders" or "jetstream is not enabled": that is what a broker without JetStream answers at
  * once, and a client that merely looks for a bucket (node keys, the state) must learn it at once.
  */
-export const openTimedOut = (e: unknown) => (e as Error)?.name === "TimeoutError" || /\btimeout\b/i.test((e as Error)?.message ?? "");
+export const openTimedOut = (e: unknown) => (e as Error)?.name === "TimeoutError" || /\btimeout\b/i.test((e as Error)?.message ?? "") || unavailable(e);
 
 /**
  * Stops a library KV iterator and deletes the consumer behind it (the library keeps it as `_data`).

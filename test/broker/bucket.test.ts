@@ -90,3 +90,17 @@ test("a bucket created with leaderReads asks the stream's leader for a key ($JS.
     await watcher.close();
   }
 });
+
+test("JetStream's 'temporarily unavailable' (its meta group without a leader) is asked again, as a timeout is; a refusal is not", async () => {
+  const { isTransient, openTimedOut, retryTransient } = await import("../../src/broker/bucket.js");
+  const unavailable = new Error("JetStream system temporarily unavailable");
+  assert.equal(isTransient(unavailable), true);
+  assert.equal(openTimedOut(unavailable), true);
+  assert.equal(openTimedOut(new Error("permissions violation for publish")), false);
+  let tries = 0;
+  const got = await retryTransient(async () => {
+    if (++tries < 3) throw unavailable;
+    return "opened";
+  }, 10_000, openTimedOut);
+  assert.deepEqual([got, tries], ["opened", 3]);
+});
