@@ -29,7 +29,7 @@ after(async () => {
   await nats?.stop();
 });
 
-test("the console's feed asks nodes quiet past their limit: one that answers is reachable, seen then; one that does not is unreachable saying so; neither is judged while first asked, a node already judged keeps its judgement while asked again, and none is asked at every tick", async () => {
+test("the console's feed asks nodes quiet past their limit: one that answers is reachable, seen then; one that does not is unreachable saying so; the one that answers never reads unreachable, not even while asked; the one judged keeps its judgement while asked again; neither is asked at every tick", async () => {
   const buckets = bucketsOn(nc);
   const [alive, services, runs] = await Promise.all([AliveStore.open(buckets, { create: true }), ServiceStore.open(buckets, { create: true }), PuppetRunStore.open(buckets, { create: true })]);
   const asks: { at: number; ids: string[] }[] = [];
