@@ -281,17 +281,17 @@ export function nodeHealth(i: HealthInputs, policy: HealthPolicy, now: number, b
     const silent = secondsSince(beat.at, now);
     const limit = unreachableAfter(policy, beat.heartbeat.interval);
     const quiet = () => `no heartbeat for ${span(silent)} (one is due every ${span(beat.heartbeat.interval)}; unreachable after ${span(limit)})`;
-    const since = i.asked && i.asked.at >= beat.at ? i.asked : undefined;
-    const unanswered = since && !since.answered && !since.pending ? (since.error ? `; asking it failed: ${since.error}` : "; it did not answer a ping") : undefined;
+    const lastAsk = i.asked && i.asked.at >= beat.at ? i.asked : undefined;
+    const unanswered = lastAsk && !lastAsk.answered && !lastAsk.pending ? (lastAsk.error ? `; asking it failed: ${lastAsk.error}` : "; it did not answer a ping") : undefined;
     if (beat.heartbeat.state === "stopping") {
       reachable = false;
       problems.push({ kind: "unreachable", why: `stopped ${span(silent)} ago (its last heartbeat said it was stopping)`, since: iso(beat.at) });
-    } else if (since?.pending) {
+    } else if (lastAsk?.pending) {
       reachable = true; // being asked: its answer, or the lack of one, judges it in a moment
     } else if (silentSeconds(beat.at, now, blind, limit) > limit) {
       reachable = false;
       problems.push({ kind: "unreachable", why: `${quiet()}${unanswered ?? ""}`, since: iso(beat.at) });
-    } else if (unanswered && !since!.error && doubted(beat.at, now, blind, limit)) {
+    } else if (unanswered && !lastAsk!.error && doubted(beat.at, now, blind, limit)) {
       // quiet past its limit but for a stretch the store may have lost its beats in, and asked since: no answer settles it
       reachable = false;
       problems.push({ kind: "unreachable", why: `${quiet()}${unanswered}`, since: iso(beat.at) });

@@ -1,9 +1,10 @@
 import { execFileSync } from "node:child_process";
-import { readdirSync, readFileSync } from "node:fs";
+import { readdirSync } from "node:fs";
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { AVOID_MS, nextBroker, probeBroker, RECHECK_MS, watchBrokerLiveness } from "../../src/broker/liveness.js";
+import { AVOID_MS, nextBroker, probeBroker, watchBrokerLiveness } from "../../src/broker/liveness.js";
+import { processState } from "../../src/lab/processes.js";
 import { DEFAULT_HEALTH_POLICY } from "../../src/health/model.js";
 import { heartbeatSubject } from "../../src/protocol/heartbeat.js";
 import { cleanEnv, connectNats, eventually, startMusterServer, tempDir, type TestServer } from "../support/collective.js";
@@ -174,16 +175,14 @@ test("a probe held past its deadline by its own process still finds a broker tha
   process.kill(member.nats.pid, "SIGSTOP"); // the member stops answering, as a power cut leaves it
   try {
     // a stop reaches every thread of the Go server a moment later: until then it may still answer
-    const threads = () => readdirSync(`/proc/${member.nats.pid}/task`).map((t) => readFileSync(`/proc/${member.nats.pid}/task/${t}/stat`, "utf8")).map((st) => st.slice(st.lastIndexOf(")") + 2, st.lastIndexOf(")") + 3));
+    const threads = () => readdirSync(`/proc/${member.nats.pid}/task`).map((tid) => processState(Number(tid)));
     await eventually(async () => (threads().every((st) => st === "T" || st === "t") ? true : undefined), 10_000, "every thread of the member stopped");
     for (let i = 0; i < 2; i++) {
-      const t0 = performance.now();
       const said = probeBroker(nc, 200);
       const end = Date.now() + 1500;
       while (Date.now() < end); // this process held past the deadline (a loaded machine)
+      // "busy" would say lateness kept it there (every recheck late); a recheck on time finds the silence
       assert.equal(await said, "silent", "nothing came back after the hold, and a recheck on time saw nothing either");
-      // the hold, one recheck and some slack: not three times the deadline's wait
-      assert.ok(performance.now() - t0 < 1500 + RECHECK_MS + 1000, `judged in ${Math.round(performance.now() - t0)} ms`);
     }
   } finally {
     process.kill(member.nats.pid, "SIGCONT");
