@@ -60,9 +60,9 @@ export interface HealthFeedOptions {
   lagMs?: number;
   /**
    * Asks nodes whether they are there (rpcutil ping): those quiet past their limit are asked before
-   * they are judged (model.ts nodesToAsk). Without it, silence alone judges.
+   * they are judged (model.ts nodesToAsk); those that answered, with when. Without it, silence alone judges.
    */
-  askNodes?: (identities: string[]) => Promise<{ answered: Set<string>; error?: string }>;
+  askNodes?: (identities: string[]) => Promise<{ answered: ReadonlyMap<string, number>; error?: string }>;
   /** How long an ask may take (its timeout): nodes are asked this long before their silence reaches the limit. */
   askLeadMs?: number;
 }
@@ -328,7 +328,8 @@ export class HealthFeed extends EventEmitter {
     void this.o
       .askNodes(ids)
       .then((got) => {
-        for (const id of ids) this.asked.set(id, { at, answered: got.answered.has(id), ...(got.error ? { error: got.error } : {}) });
+        // an answer is seen when it came; silence counts from the ask's start
+        for (const id of ids) this.asked.set(id, { at: got.answered.get(id) ?? at, answered: got.answered.has(id), ...(got.error ? { error: got.error } : {}) });
       })
       .catch((e: unknown) => {
         this.log.warn({ err: (e as Error).message }, "asking quiet nodes failed");

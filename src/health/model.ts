@@ -73,6 +73,7 @@ export interface HealthInputs {
 }
 
 export interface Asked {
+  /** When it answered; when asked, if it did not (yet). */
   at: number;
   answered: boolean;
   error?: string;
@@ -248,11 +249,12 @@ function doubted(at: number, now: number, blind: readonly Blind[], limitS: numbe
  * The nodes an observer should ask (rpcutil ping) before it judges them: quiet past their limit,
  * whether the silence already counts (unreachable) or counts only if no store lost their beats
  * (doubted), not stopped, and not asked since their last beat within `againMs`; `leadS` seconds
- * (at most a fifth of the limit) before that, for an observer that keeps reporting (the console asks 4 s ahead, so a dead node's
- * ask has come back when its silence reaches the limit; an unanswered ask judges nobody before then).
+ * before that (a number: at most a fifth of the limit), so the ask has come back when the silence
+ * reaches the limit: the console asks 4 s ahead; `muster health`, which judges as of its ask's end,
+ * asks every node whose limit falls before that end. An unanswered ask judges nobody before the limit.
  * Pure: the feed and `muster health` ask them and put the answers in `asked`.
  */
-export function nodesToAsk(inputs: Iterable<HealthInputs>, policy: HealthPolicy, now: number, x: Pick<ReportExtras, "blind" | "judgeUntil"> = {}, againMs = 10_000, leadS = 0): string[] {
+export function nodesToAsk(inputs: Iterable<HealthInputs>, policy: HealthPolicy, now: number, x: Pick<ReportExtras, "blind" | "judgeUntil"> = {}, againMs = 10_000, leadS: number | ((limitS: number) => number) = 0): string[] {
   const blind = x.blind ?? [];
   if (blind.some((b) => b.to === undefined)) return []; // it cannot see now: nobody is judged, nobody asked
   const unseen = unseenOf(blind, now, x.judgeUntil);
@@ -262,8 +264,10 @@ export function nodesToAsk(inputs: Iterable<HealthInputs>, policy: HealthPolicy,
     if (!beat || beat.heartbeat.state === "stopping") continue;
     if (i.asked && i.asked.at >= beat.at && now - i.asked.at < againMs) continue;
     const limit = unreachableAfter(policy, beat.heartbeat.interval);
-    // ahead by at most a fifth of the limit: a short limit (3 s, the tests') would otherwise ask every node all the time
-    if (doubted(beat.at, now, unseen, limit - Math.min(leadS, limit / 5))) out.push(i.identity);
+    // a number: ahead by at most a fifth of the limit (a short limit, 3 s as in the tests, would
+    // otherwise have a watching console ask every node all the time); a function: the caller's own
+    const lead = typeof leadS === "function" ? leadS(limit) : Math.min(leadS, limit / 5);
+    if (doubted(beat.at, now, unseen, limit - lead)) out.push(i.identity);
   }
   return out.sort();
 }

@@ -231,23 +231,35 @@ export async function readFleetHealth(client: MusterClient, o: HealthReadOptions
   // election drops heartbeats a read once cannot know of (the console may not have seen it either),
   // and one that answers now is reachable, last seen now; one quiet only across such an election
   // that does not answer is unreachable without waiting out the election's length.
-  const ask = nodesToAsk(r.inputs, policy, now(), { blind: r.view.blind }, 0);
+  // Every node whose limit falls within the ask's wait is asked, and all are judged as of the ask's
+  // end: a dead node is named as soon as its limit passes, and one that beat a second before the
+  // read is not judged by the seconds spent waiting on another (never later than the ask's end:
+  // past it, nodes that were not asked could be). The wait is at most half the shortest limit, so
+  // a node that answered at once is still within its limit at the end.
+  const at = now();
+  const limits = r.inputs.flatMap((i) => (i.beat ? [unreachableAfter(policy, i.beat.heartbeat.interval)] : []));
+  const waitMs = Math.min(ASK_SILENT_MS, ...limits.map((l) => l * 500));
+  const ask = nodesToAsk(r.inputs, policy, at, { blind: r.view.blind }, 0, () => waitMs / 1000);
+  let judgeAt = at;
   if (ask.length) {
-    const at = now();
-    const got = await askNodes(client, ask, ASK_SILENT_MS);
+    const got = await askNodes(client, ask, waitMs);
     const byId = new Map(r.inputs.map((i) => [i.identity, i]));
-    for (const id of ask) byId.get(id)!.asked = { at, answered: got.answered.has(id), ...(got.error ? { error: got.error } : {}) };
+    for (const id of ask) byId.get(id)!.asked = { at: got.answered.get(id) ?? at, answered: got.answered.has(id), ...(got.error ? { error: got.error } : {}) };
+    judgeAt = Math.min(now(), at + waitMs);
   }
-  return healthReport(r.inputs, policy, now(), extras);
+  return healthReport(r.inputs, policy, judgeAt, extras);
 }
 
-/** Asks nodes whether they are there (rpcutil ping, `timeoutMs`): those that answered, or why asking failed. */
-export async function askNodes(client: MusterClient, ids: string[], timeoutMs: number): Promise<{ answered: Set<string>; error?: string }> {
+/** Asks nodes whether they are there (rpcutil ping, `timeoutMs`): those that answered and when, or why asking failed. */
+export async function askNodes(client: MusterClient, ids: string[], timeoutMs: number): Promise<{ answered: Map<string, number>; error?: string }> {
+  const answered = new Map<string, number>();
   try {
-    const res = await client.call("rpcutil", "ping", {}, { nodes: ids, timeoutMs });
-    return { answered: new Set(res.replies.map((x) => x.sender)) };
+    // each answer's own time: an ask waits for its slowest, and what answered at once was there then
+    const res = await client.call("rpcutil", "ping", {}, { nodes: ids, timeoutMs, onReply: (r) => answered.set(r.sender, Date.now()) });
+    for (const r of res.replies) if (!answered.has(r.sender)) answered.set(r.sender, Date.now());
+    return { answered };
   } catch (e) {
-    return { answered: new Set(), error: (e as Error).message };
+    return { answered: new Map(), error: (e as Error).message };
   }
 }
 

@@ -108,7 +108,7 @@ export class ConsoleBackend {
         observer: `console@${me}`,
         connected: () => this.client?.connected ?? false,
         reconnect: async () => this.client?.reconnect(),
-        askNodes: async (ids) => (this.client ? askNodes(this.client, ids, ASK_QUIET_MS) : { answered: new Set<string>(), error: "not connected to the broker" }),
+        askNodes: async (ids) => (this.client ? askNodes(this.client, ids, ASK_QUIET_MS) : { answered: new Map<string, number>(), error: "not connected to the broker" }),
         askLeadMs: ASK_QUIET_MS,
       },
       log,

@@ -63,6 +63,24 @@ test("a filter that matches no node: nothing on stdout, stderr says why, exit 1"
   assert.deepEqual((JSON.parse(j.stdout) as { nodes: unknown[] }).nodes, []);
 });
 
+test("asking a silent node takes time nobody else is judged by: the nodes beating on stay healthy while a gone one goes unanswered", async () => {
+  const nc = await connectNats(nats.url);
+  try {
+    const id = "silent.example.net"; // no such node serves: its ask waits out its whole wait (half the shortest limit: 1.5 s here)
+    await jetstream(nc).publish(heartbeatSubject(id), encodeHeartbeat({ identity: id, time: Date.now(), interval: 1, version: "test", phase: "serving", state: "up", status: {} }));
+    const read = async () => JSON.parse((await health("--json", "--unreachable-after", "3", "-I", id, "-I", "node-00001.example.net", "-I", "node-00002.example.net")).stdout) as { nodes: { identity: string; reachable: boolean; problems: { why: string }[] }[] };
+    const r = await eventually(async () => {
+      const r = await read();
+      return r.nodes.find((n) => n.identity === id)?.reachable === false ? r : undefined;
+    }, 30_000, `${id} unreachable once quiet past 3 s`);
+    assert.match(r.nodes.find((n) => n.identity === id)!.problems[0]!.why, /; it did not answer a ping$/, "it was asked, and the ask went unanswered");
+    // heartbeats every second against a 3 s limit: judged by the clock after a 5 s wait (as before), they were 6 s quiet
+    assert.deepEqual(r.nodes.filter((n) => n.identity !== id).map((n) => [n.identity, n.reachable, n.problems.length]), [["node-00001.example.net", true, 0], ["node-00002.example.net", true, 0]]);
+  } finally {
+    await nc.close();
+  }
+});
+
 test("a node quiet only through a stretch a console saw the store refuse writes in is asked, not left in doubt: gone, it is unreachable at once, saying it did not answer", async () => {
   const nc = await connectNats(nats.url);
   try {

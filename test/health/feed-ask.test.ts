@@ -45,7 +45,7 @@ test("the console's feed asks nodes quiet past their limit: one that answers is 
       askNodes: async (ids) => {
         asks.push({ at: Date.now(), ids });
         await new Promise((r) => setTimeout(r, 1000)); // a ping's round trip and its wait for the silent (a real one waits up to 4 s)
-        return { answered: new Set(ids.filter((id) => id === "answers.test")) };
+        return { answered: new Map(ids.filter((id) => id === "answers.test").map((id) => [id, Date.now()])) };
       },
     },
     silentLogger,

@@ -93,6 +93,10 @@ test("quiet across a lost stretch, a node is asked: one that does not answer is 
   const everySecond = [{ ...seen("dead", T), beat: { heartbeat: { ...hb("dead"), interval: 1 }, at: T } }];
   assert.deepEqual(nodesToAsk(everySecond, { ...DEFAULT_HEALTH_POLICY, unreachableAfterS: 3 }, T + 1000, {}, 10_000, 4), []);
   assert.deepEqual(nodesToAsk(everySecond, { ...DEFAULT_HEALTH_POLICY, unreachableAfterS: 3 }, T + 2500, {}, 10_000, 4), ["dead"]);
+  // the caller's own lead, uncapped (`muster health`: every limit that falls within its 5 s ask)
+  assert.deepEqual(nodesToAsk(everySecond, { ...DEFAULT_HEALTH_POLICY, unreachableAfterS: 3 }, T + 1000, {}, 0, () => 5), ["dead"]);
+  assert.deepEqual(nodesToAsk(early, DEFAULT_HEALTH_POLICY, T + 19_000, {}, 0, () => 5), []);
+  assert.deepEqual(nodesToAsk(early, DEFAULT_HEALTH_POLICY, T + 21_000, {}, 0, () => 5), ["dead"]);
   const askedEarly = [{ ...seen("dead", T), asked: { at: T + 22_000, answered: false } }];
   assert.equal(healthReport(askedEarly, DEFAULT_HEALTH_POLICY, T + 24_000).nodes[0]!.reachable, true, "24 s quiet: not yet past its limit");
   assert.equal(healthReport(askedEarly, DEFAULT_HEALTH_POLICY, T + 26_000).nodes[0]!.reachable, false);

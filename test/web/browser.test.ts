@@ -685,8 +685,15 @@ test("the page says when the broker is down, and comes back live by itself when 
   a11y.push(...(await a11yFindings(health, "health page, degraded view (viewer)")));
   // The same port and store: every client, the console's included, reconnects by itself.
   await lab.start();
-  await page.waitForSelector("#status[hidden]", { state: "attached", timeout: 60_000 });
-  await health.waitForSelector("#health-degraded", { state: "detached", timeout: 60_000 });
+  // a banner that stays says which of its causes stayed, with the console's own account of it
+  const saying = async (wait: Promise<unknown>, what: string) =>
+    wait.catch(async (e: unknown) => {
+      const banner = await page.locator("#status").textContent().catch((x: Error) => `(unread: ${x.message})`);
+      const log = `${web.stdout()}\n${web.stderr()}`.split("\n").filter((l) => /"level":[45]0/.test(l)).slice(-30).join("\n");
+      throw new Error(`${what}: ${(e as Error).message}\nthe banner says: ${banner}\nthe console's last warnings:\n${log}`);
+    });
+  await saying(page.waitForSelector("#status[hidden]", { state: "attached", timeout: 60_000 }), "the banner did not go once the broker was back");
+  await saying(health.waitForSelector("#health-degraded", { state: "detached", timeout: 60_000 }), "the health page stayed degraded once the broker was back");
   await health.close();
   // Live again: a record written now reaches the open board.
   const id = "late.test";
