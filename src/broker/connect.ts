@@ -68,6 +68,16 @@ export interface BrokerOptions {
   timeoutMs?: number;
   /** Stops a persistent wait for the broker (a daemon shut down before its broker came). */
   signal?: AbortSignal;
+  /** Members that did not answer earlier connects (the CLI's, cli/broker-memory.ts): tried last. */
+  memory?: MemberMemory;
+}
+
+/** Members (host:port) that did not answer a connect lately, kept between processes. */
+export interface MemberMemory {
+  /** Each such member, with when it did not answer. */
+  readonly recent: ReadonlyMap<string, number>;
+  /** What a connect found: the members it tried that did not answer, and the one that did (if any). */
+  note(failed: string[], connected: string | undefined): void;
 }
 
 /** First wait of a daemon whose broker is not there yet, and the cap of its backoff, ms. */
@@ -85,7 +95,9 @@ export async function connectBroker(opts: BrokerOptions): Promise<NatsConnection
   const tls = opts.tls;
   if (tls) checkTlsFiles(tls);
   // members left for not answering (the liveness probe), by host:port: passed over when choosing where to go
-  const left = new Map<string, number>();
+  const left = new Map<string, number>(opts.memory?.recent ?? []);
+  // the members the first connect dialled, in order (for the memory): all but the last did not answer
+  let dialled: string[] | undefined = opts.memory ? [] : undefined;
   const attempt = () =>
     natsConnect({
       servers,
@@ -102,15 +114,25 @@ export async function connectBroker(opts: BrokerOptions): Promise<NatsConnection
       ignoreClusterUpdates: servers.length > 1,
       reconnectToServer: (pool) => {
         const i = nextBroker(pool, left, Date.now());
+        const target = pool[i ?? 0]; // null dials the current one, first in the pool
+        if (dialled && target) dialled.push(target.listen);
         return i === null ? null : pool[i]!;
       },
     });
   const where = `${servers.join(", ")}${tls ? " over TLS" : ""}`;
   const source = opts.from ? ` (from ${opts.from})` : "";
+  const remember = (connected: string | undefined) => {
+    if (!dialled) return;
+    opts.memory!.note([...new Set(dialled.filter((s) => s !== connected))], connected);
+    dialled = undefined; // later moves are the liveness probe's to judge
+  };
   if (!opts.persistent) {
     try {
-      return await attempt();
+      const nc = await attempt();
+      remember(nc.getServer());
+      return nc;
     } catch (e) {
+      remember(undefined);
       throw new MusterError("MUSTER_BROKER_UNREACHABLE", `cannot reach the NATS broker at ${where}${source}: ${(e as Error).message}. ${hint(e as Error, tls)}`, { cause: e });
     }
   }

@@ -7,6 +7,7 @@ import type { Filter } from "../protocol/types.js";
 import { loadClientConfig, resolveBrokerSettings, type BrokerSettings, type ClientConfig } from "./config.js";
 import { parseLimit, type LimitSpec } from "../client/limit.js";
 import type { FilterOpts, RpcOpts } from "./opts.js";
+import { brokerMemory } from "./broker-memory.js";
 
 // What a command that talks to the collective does once it runs: build the filter, connect. Kept
 // apart from options.ts (the flags), so that defining a command loads none of this.
@@ -44,7 +45,9 @@ export async function openSession(o: FilterOpts, registrySource?: (client: Muste
   if (method !== "puppetdb" && filter.identity.some((i) => pqlQueryOf(i) !== undefined)) throw new FilterError("a pql: identity is a PuppetDB query: discover with --dm puppetdb", "", 0, "-I");
   if (method === "puppetdb") (await import("../puppetdb/pql.js")).checkPuppetDbFilter(filter);
   const broker = resolveBrokerSettings({ flag: o.broker, clientConfig: o.config });
-  const client = await MusterClient.connect({ brokers: broker.servers, collective: o.target ?? config.collective, name: "muster-cli", tls: broker.tls, from: broker.from });
+  // members that did not answer this user's last commands are tried last (broker-memory.ts)
+  const memory = broker.servers.length > 1 ? brokerMemory() : undefined;
+  const client = await MusterClient.connect({ brokers: broker.servers, collective: o.target ?? config.collective, name: "muster-cli", tls: broker.tls, from: broker.from, memory });
   let source: NodeSource | undefined;
   if (method === "flatfile" || method === "file") source = await client.source({ method, file: o.nodes! });
   else if (method === "registry") {

@@ -1,7 +1,7 @@
 import type { NatsConnection, Subscription } from "@nats-io/transport-node";
 import type { Logger } from "pino";
 import type { Bucket, BucketCreate, Buckets } from "../broker/bucket.js";
-import { connectBroker, resolveBrokers, resolveTls, type TlsSettings } from "../broker/connect.js";
+import { connectBroker, resolveBrokers, resolveTls, type MemberMemory, type TlsSettings } from "../broker/connect.js";
 import { validateInput } from "../ddl/validate.js";
 import type { AgentDDL } from "../ddl/types.js";
 import { MusterError } from "../errors.js";
@@ -56,6 +56,8 @@ export interface ClientOptions {
   from?: string;
   /** Gives up a persistent wait for the broker (the daemon is stopping). */
   signal?: AbortSignal;
+  /** Members that did not answer earlier connects, tried last (the CLI's, cli/broker-memory.ts). */
+  memory?: MemberMemory;
   /**
    * Check every reply of a call (default true): a bad signature, or a key other than the one the
    * node-key directory names for the sender, drops the reply; a sender the directory does not know
@@ -182,7 +184,7 @@ export class MusterClient implements Buckets {
   static async connect(opts: ClientOptions = {}): Promise<MusterClient> {
     const key = opts.key ?? loadOrCreateSigningKey();
     if (opts.nc) return new MusterClient(opts.nc, key, opts, false);
-    const nc = await connectBroker({ servers: opts.brokers ?? resolveBrokers(opts.broker, undefined), name: opts.name ?? "muster-client", log: opts.log, tls: resolveTls(opts.tls), persistent: opts.persistent, from: opts.from, signal: opts.signal });
+    const nc = await connectBroker({ servers: opts.brokers ?? resolveBrokers(opts.broker, undefined), name: opts.name ?? "muster-client", log: opts.log, tls: resolveTls(opts.tls), persistent: opts.persistent, from: opts.from, signal: opts.signal, memory: opts.memory });
     return new MusterClient(nc, key, opts, true);
   }
 
