@@ -288,9 +288,15 @@ export class ProvisionState {
   async waitFor(ids: readonly string[], done: (r: NodeRecord) => boolean, timeoutMs: number, onUpdate?: (r: NodeRecord) => void, rereadMs = 5000): Promise<Map<string, NodeRecord>> {
     const latest = new Map<string, NodeRecord>();
     const ok = () => ids.every((id) => latest.has(id) && done(latest.get(id)!));
+    let over = false;
     const seen = (r: NodeRecord, reread = false) => {
+      // a re-read still under way when the wait ended would change the answer the caller holds
+      if (over) return;
       const prev = latest.get(r.identity);
-      if (reread && prev && prev.updatedAt >= r.updatedAt) return; // nothing the watch has not shown
+      // never back in time: a re-read through a member that is behind, or a watch opened afresh
+      // during a failover, can bring a record older than one already seen (a site e2e once got a
+      // node's earlier in_progress back after its done)
+      if (prev && (reread ? prev.updatedAt >= r.updatedAt : prev.updatedAt > r.updatedAt)) return;
       latest.set(r.identity, r);
       onUpdate?.(r);
     };
@@ -317,6 +323,7 @@ export class ProvisionState {
         if (ok()) return latest;
       }
     } finally {
+      over = true;
       clearTimeout(deadline);
       clearInterval(reread);
       w.stop();

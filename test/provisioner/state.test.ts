@@ -2,7 +2,7 @@ import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { bucketsOn, type Bucket } from "../../src/broker/bucket.js";
-import { newRecord, recordKey, type NodeRecord } from "../../src/protocol/provision-record.js";
+import { encodeNodeRecord, newRecord, recordKey, type NodeRecord } from "../../src/protocol/provision-record.js";
 import { ProvisionState, type StateChange } from "../../src/provisioner/state.js";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -78,6 +78,24 @@ test("watch: every record, caught-up, then changes; list is sorted", async () =>
   w.stop();
   const ids = (await state.list()).map((r: NodeRecord) => r.identity);
   assert.deepEqual(ids, [...ids].sort((x, y) => x.localeCompare(y)));
+});
+
+test("waitFor never goes back in time: a record older than one already seen (a member behind, a watch opened afresh) does not replace it", async () => {
+  const [a, b] = ["a.back", "b.back"];
+  await state.put({ ...newRecord(a), status: "in_progress", current: "bootstrap" });
+  await state.put({ ...newRecord(a), status: "done" });
+  await state.put({ ...newRecord(b), status: "in_progress", current: "bootstrap" });
+  const doneAt = (await state.get(a))!.record.updatedAt;
+  const finished = (r: NodeRecord) => r.status === "done" || r.status === "failed";
+  let sawDone: () => void = () => undefined;
+  const seenDone = new Promise<void>((r) => (sawDone = r));
+  const waiting = state.waitFor([a, b], finished, 20_000, (r) => r.identity === a && r.status === "done" && sawDone());
+  await seenDone;
+  // then what a lagging copy gives: a's in_progress from before its done, as the bucket's newest value
+  await raw.put(recordKey(a), encodeNodeRecord({ ...newRecord(a), status: "in_progress", current: "bootstrap", updatedAt: doneAt - 1000 }));
+  await state.put({ ...newRecord(b), status: "done" });
+  const got = await waiting;
+  assert.deepEqual([got.get(a)?.status, got.get(b)?.status], ["done", "done"]);
 });
 
 test("an empty bucket's watch catches up at once; openExisting does not create", async () => {
