@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { closeSync, mkdirSync, mkdtempSync, openSync, rmSync, writeFileSync } from "node:fs";
+import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createConnection } from "node:net";
@@ -14,8 +14,11 @@ export interface NatsHandle {
   pid: number;
   /** Where clients find the CA when TLS is on. */
   tls?: NatsTls;
-  /** Re-read nats.conf (SIGHUP): TLS files and users change without dropping connections. */
-  reload(config?: string): void;
+  /**
+   * Re-read nats.conf (SIGHUP): TLS files and users change without dropping connections. Resolves
+   * once nats-server says it reloaded (a client connecting before that meets the old users).
+   */
+  reload(config?: string): Promise<void>;
   /** What nats-server has logged so far (its last megabyte; detached: see <dir>/nats.log). */
   log(): string;
   stop(): Promise<void>;
@@ -48,6 +51,15 @@ export function tlsBlock(t: NatsTls): string {
   const verify = t.clients === "map" ? "verify_and_map: true\n" : t.clients === "verify" ? "verify: true\n" : "";
   return `tls {\n  cert_file: ${JSON.stringify(t.cert)}\n  key_file: ${JSON.stringify(t.key)}\n  ca_file: ${JSON.stringify(t.ca)}\n  ${verify}  timeout: 5\n}\n`;
 }
+
+const RELOAD_WAIT_MS = 10_000;
+const readLog = (file: string) => {
+  try {
+    return readFileSync(file, "utf8");
+  } catch {
+    return "";
+  }
+};
 
 /** Start a real nats-server (JetStream on) on a free loopback port. Always pair with stop(). */
 export async function startNats(opts: StartNatsOptions = {}): Promise<NatsHandle> {
@@ -98,9 +110,19 @@ export async function startNats(opts: StartNatsOptions = {}): Promise<NatsHandle
     dir,
     pid,
     tls: opts.tls,
-    reload(config?: string) {
+    async reload(config?: string) {
       if (config !== undefined) writeFileSync(conf, render(config));
+      const said = () => (opts.detached ? readLog(join(dir, "nats.log")) : stderr).match(/Reloaded server configuration|Failed to reload|config reload failed/gi) ?? [];
+      const before = said().length;
       process.kill(pid, "SIGHUP");
+      const giveUp = Date.now() + RELOAD_WAIT_MS;
+      for (;;) {
+        const now = said().slice(before);
+        if (now.some((l) => /^Reloaded/i.test(l))) return;
+        if (now.length) throw new Error(`nats-server did not reload ${conf}: ${(opts.detached ? readLog(join(dir, "nats.log")) : stderr).slice(-1000)}`);
+        if (Date.now() > giveUp) throw new Error(`nats-server did not say it reloaded ${conf} within ${RELOAD_WAIT_MS / 1000} s`);
+        await new Promise((r) => setTimeout(r, 50)); // polling its log for the line, with the deadline above
+      }
     },
     log: () => stderr,
     async stop() {

@@ -204,13 +204,13 @@ export const LAB_STEPS: LabStepTable = {
     await waitForNodes(reach(run), identities, timeoutMs, "provisioning", found, () => abandoned(step) ?? (announce ? poweredOff(run.nodes, run.servers) : undefined));
   },
 
-  "trust-masters"(_args, _step, run) {
+  async "trust-masters"(_args, _step, run) {
     const handles = run.masters;
     for (const h of handles) writeSearchNodesConfig(h.confdir, need(run, "registry"));
     run.say(`puppetservers ready: ${handles.map((h) => `${h.url} (${(h.startMs / 1000).toFixed(0)} s)`).join(", ")}`);
     // a provisioned node connects with its Puppet certificate: the bundle grows, then a reload
     writeClientCaBundle(run.dir, [need(run, "pki").ca.cert, ...handles.map((h) => h.caCertPath)]);
-    need(run, "nats").reload();
+    await need(run, "nats").reload();
   },
 
   "master-server"({ index, identity, region, ipaddress }, step, run) {

@@ -254,7 +254,7 @@ test("single use: once B is provisioned its bootstrap credential is retired and 
     assert.ok(!out.stdout.includes(bootstrapUser(B).user), "B's bootstrap user is left out");
     assert.ok(out.stdout.includes(bootstrapUser(A).user), "A is still waiting: its credential stays");
     assert.equal(out.stdout, authorizationConfig({ ...spec, provisioned: [B, "gone.test"] }));
-    nats.reload(out.stdout);
+    await nats.reload(out.stdout);
     // the retired credential is refused at connect, once the broker has reloaded
     const refusal = await eventually(async () => {
       try {
@@ -293,7 +293,7 @@ test("rotation: a second generation works beside the first, then the first is re
       }
     }, 15_000, "the credential refused");
   // 1. issue the new one and list both generations; 2. reload
-  nats.reload(authorizationConfig({ ...base, bootstrap: [{ identity: A }, { identity: A, generation: 2 }] }));
+  await nats.reload(authorizationConfig({ ...base, bootstrap: [{ identity: A }, { identity: A, generation: 2 }] }));
   // 3. the node swaps to the new files: the new user reaches exactly what the old one did
   const fresh = await eventually(async () => raw(gen2).catch(() => undefined), 15_000, "generation 2 accepted");
   fresh.nc.subscribe(`provisioning.node.${A}`);
@@ -302,7 +302,7 @@ test("rotation: a second generation works beside the first, then the first is re
   assert.ok(!fresh.errors.some((e) => e.includes(`provisioning.node.${A}`)), fresh.errors.join("; "));
   await fresh.nc.close();
   // 4. retire the old generation and reload: its certificate, still valid, maps to no user
-  nats.reload(authorizationConfig({ ...base, bootstrap: [{ identity: A, generation: 2 }] }));
+  await nats.reload(authorizationConfig({ ...base, bootstrap: [{ identity: A, generation: 2 }] }));
   assert.match(await refusedAtConnect(boot[A]!), /Authorization Violation/i);
   const still = await raw(gen2);
   await still.nc.close();

@@ -285,7 +285,7 @@ test("the registry works within its user: nodes register, it stores, admins quer
   const n = nodeDir("web4.test");
   puppetCert("web4.test", n.ssldir);
   spec.nodes!.push({ identity: "web4.test" });
-  nats.reload(authorizationConfig(spec)); // a node added to a running broker: its user, then a reload
+  await nats.reload(authorizationConfig(spec)); // a node added to a running broker: its user, then a reload
   const regLog = join(tmp.path, "registry.log");
   const reg = await startRegistry(RegistryConfigSchema.parse({ brokers: [nats.url], tls: tlsOf(svc.registry) }), createLogger({ level: "debug", file: regLog, name: "registry" }));
   const admin = await client("admin", "muster");
@@ -308,7 +308,7 @@ test("a registry started after a node asks it to register, within the broker's p
   const n = nodeDir("web5.test");
   puppetCert("web5.test", n.ssldir);
   spec.nodes!.push({ identity: "web5.test" });
-  nats.reload(authorizationConfig(spec));
+  await nats.reload(authorizationConfig(spec));
   const admin = await client("admin", "muster");
   let reg: Awaited<ReturnType<typeof startRegistry>> | undefined;
   try {
@@ -329,19 +329,22 @@ test("a registry started after a node asks it to register, within the broker's p
 test("PuppetDB through the registry: an admin may ask (muster.registry.*.puppetdb); a node's credential may not", async () => {
   // a PuppetDB nobody listens on: the registry's answer (an error naming it) is proof enough that the request reached it
   const reg = await startRegistry(RegistryConfigSchema.parse({ brokers: [nats.url], tls: tlsOf(svc.registry), log: { level: "silent" }, fill_on_start: false, puppetdb: { url: "http://127.0.0.1:9", timeout: 5 } }), createLogger({ level: "silent", name: "registry" }));
-  const admin = await client("admin", "muster");
-  const n = nodeDir("web6.test");
-  puppetCert("web6.test", n.ssldir);
-  spec.nodes!.push({ identity: "web6.test" });
-  nats.reload(authorizationConfig(spec));
-  const node = await raw({ cert: join(n.ssldir, "certs", "web6.test.pem"), key: join(n.ssldir, "private_keys", "web6.test.pem") });
+  let admin: MusterClient | undefined;
+  let node: Awaited<ReturnType<typeof raw>> | undefined;
   try {
+    admin = await client("admin", "muster");
+    const n = nodeDir("web6.test");
+    puppetCert("web6.test", n.ssldir);
+    spec.nodes!.push({ identity: "web6.test" });
+    await nats.reload(authorizationConfig(spec)); // its user exists once this returns
+    node = await raw({ cert: join(n.ssldir, "certs", "web6.test.pem"), key: join(n.ssldir, "private_keys", "web6.test.pem") });
     await assert.rejects((await admin.puppetdb()).discover(emptyFilter(), { timeoutMs: 10_000, idleMs: 200 }), /could not ask PuppetDB: cannot reach PuppetDB at http:\/\/127\.0\.0\.1:9/);
     node.nc.publish("muster.registry.muster-registry.puppetdb", new TextEncoder().encode('{"op":"discover","filter":{}}'));
     await node.saw(/permissions violation.*muster\.registry\.muster-registry\.puppetdb/i);
   } finally {
-    await node.nc.close();
-    await admin.close();
+    // whatever failed above, nothing is left connected: a client left reconnecting keeps the file from ending
+    await node?.nc.close();
+    await admin?.close();
     await reg.stop();
   }
 });
