@@ -7,11 +7,15 @@ import type { HealthReport } from "./model.js";
 
 // The console telling the admins about nodes' health (docs/fleet.md#alerts): the decisions are
 // alerts.ts, the delivery the notify agent's (deduplicated in its KV by key). Sent one at a time,
-// in order; one that could not be delivered is tried again a minute later. Each decision and how
+// in order; one that could not be delivered is tried again 10 s later, then 20, 40 and every minute
+// (retryDelay: a notifier just back from a broker's restart answers within seconds). Each decision and how
 // its delivery went is recorded in the alerts' history (alert-history.ts); a silenced node's alerts
 // are recorded and not sent, and told once its silence ends if the trouble lasts.
 
-const RETRY_MS = 60_000;
+/** How long before an alert not delivered `failures` times in a row is tried again: 10 s, doubling to a minute. Pure. */
+export function retryDelay(failures: number): number {
+  return Math.min(60_000, 10_000 * 2 ** Math.max(0, failures - 1));
+}
 
 /** Who delivers an alert (the console's AdminNotifier, src/fleet/admins.ts): resolves once told, rejects saying why not. */
 export interface AlertSender {
@@ -36,6 +40,8 @@ export interface AlertHooks {
 export class HealthAlerts {
   private readonly state: AlertState = new Map();
   private readonly retryAt = new Map<string, number>();
+  /** Failed deliveries in a row, by alert (its retry's delay). */
+  private readonly failures = new Map<string, number>();
   /** Problems held by a silence, by alert: told when the silence ends while they last. */
   private readonly untold = new Map<string, Alert>();
   private queue: Promise<void> = Promise.resolve();
@@ -119,6 +125,7 @@ export class HealthAlerts {
       this.sent.push(a);
       this.lastDelivery = { at: Date.now(), ok: true, notifier: r.notifier };
       this.retryAt.delete(a.dedupe_key);
+      this.failures.delete(a.dedupe_key);
       this.delivery = { ok: true, at: new Date().toISOString(), notifier: r.notifier, told: r.told, error: null, failing_since: null, subject: a.subject };
       this.log.info({ alert: { identity: a.identity, kind: a.kind, event: a.event }, notifier: r.notifier, duplicate: r.duplicate, told: r.told }, "admins told");
       // a duplicate was told (and recorded) by another console, or by this one before a restart
@@ -127,10 +134,13 @@ export class HealthAlerts {
       const error = (e as Error).message;
       this.failed++;
       this.lastDelivery = { at: Date.now(), ok: false, error: (e as Error).message };
-      this.retryAt.set(a.dedupe_key, Date.now() + RETRY_MS);
+      const failures = (this.failures.get(a.dedupe_key) ?? 0) + 1;
+      this.failures.set(a.dedupe_key, failures);
+      const delay = retryDelay(failures);
+      this.retryAt.set(a.dedupe_key, Date.now() + delay);
       this.forgetOpen(a);
       this.delivery = { ok: false, at: new Date().toISOString(), notifier: null, told: [], error, failing_since: this.delivery && !this.delivery.ok ? this.delivery.failing_since : new Date().toISOString(), subject: a.subject };
-      this.log.warn({ alert: { identity: a.identity, kind: a.kind, event: a.event }, err: error }, "could not tell the admins; trying again in a minute");
+      this.log.warn({ alert: { identity: a.identity, kind: a.kind, event: a.event }, err: error, retry_in_ms: delay }, `could not tell the admins; trying again in ${delay / 1000} s`);
       await this.record({ ...base, type: "delivery_failed", of: type, error });
     }
   }

@@ -88,3 +88,8 @@ test("a site service down past the grace is told once, keyed by role and name; b
   assert.deepEqual(back.map((a) => [a.event, a.subject]), [["recovered", "muster: provisioner/provisioner@provisioner2 up again"]]);
   assert.equal(state.size, 0);
 });
+
+test("a delivery that failed is tried again 10 s later, then 20 s, 40 s, and every minute while it fails", async () => {
+  const { retryDelay } = await import("../../src/health/alerter.js");
+  assert.deepEqual([1, 2, 3, 4, 5, 50].map(retryDelay), [10_000, 20_000, 40_000, 60_000, 60_000, 60_000]);
+});
