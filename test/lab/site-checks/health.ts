@@ -59,6 +59,18 @@ function reach(site: Site, dir: string, name: string) {
 
 const poll = () => new Promise((r) => setTimeout(r, 2000)); // the looks' pace, not a wait for an event
 
+/** The names of the clients connected to each broker member but `dark`, as its monitoring port lists them. */
+async function connectedTo(site: Site, dark: string): Promise<Set<string>> {
+  const names = new Set<string>();
+  for (const n of [1, 2, 3].filter((m) => `nats${m}.lab` !== dark)) {
+    const monitor = site.state.machines!.relays.find((x) => x.name === `nats${n}-monitor`)!.listen;
+    const res = await fetch(`http://${monitor}/connz?limit=4096`, { signal: AbortSignal.timeout(5000) }).catch(() => undefined);
+    if (!res?.ok) continue; // a member not answering: its clients are not counted as moved
+    for (const c of ((await res.json()) as { connections?: { name?: string }[] }).connections ?? []) if (c.name) names.add(c.name);
+  }
+  return names;
+}
+
 const ROLES = ["broker", "broker", "broker", "master", "master", "provisioner", "provisioner", "registry", "console", "notifier"];
 
 /**
@@ -175,12 +187,18 @@ export async function brokerPowerCutNoFalseAlarms(
       (async () => {
         // a call made while a member is dark costs a reconnect, not nodes reported as not answering.
         // A node still on the dark member has not noticed yet (its probe leaves within about 10 s):
-        // the call is made once every watched node has beaten since the cut, i.e. has moved
+        // the call is made once every watched node is connected to a member that is up, as those
+        // members' monitoring ports list them (not by heartbeats since the cut: the store may still
+        // be electing then, which is what the rest of this check is about)
+        let unmoved: string[] = [];
         await until(async () => {
-          const c = await r.cli();
           const excused = new Set(o.alsoDown?.() ?? []);
-          return [...watched].every((id) => excused.has(id) || Date.parse(c.report.nodes.find((n) => n.identity === id)?.last_seen ?? "") > start) ? true : undefined;
-        }, 60_000, `every node reachable before ${o.broker}'s cut beating again since`);
+          const on = await connectedTo(site, o.broker);
+          unmoved = [...watched].filter((id) => !excused.has(id) && !on.has(`muster-server:${id}`)).sort();
+          return unmoved.length ? undefined : true;
+        }, 60_000, `every node reachable before ${o.broker}'s cut connected to a member that is up`).catch((e: unknown) => {
+          throw new Error(`${(e as Error).message}: not yet moved: ${unmoved.join(", ")}`);
+        });
         const t0 = Date.now();
         const ping = await runCli(["ping"], { env: r.env, timeoutMs: 120_000 });
         pingMs = Date.now() - t0;
