@@ -39,9 +39,8 @@ export interface AlertHooks {
 
 export class HealthAlerts {
   private readonly state: AlertState = new Map();
-  private readonly retryAt = new Map<string, number>();
-  /** Failed deliveries in a row, by alert (its retry's delay). */
-  private readonly failures = new Map<string, number>();
+  /** Alerts whose delivery failed: when to try again, and how many failures in a row (the delay). */
+  private readonly retry = new Map<string, { at: number; failures: number }>();
   /** Problems held by a silence, by alert: told when the silence ends while they last. */
   private readonly untold = new Map<string, Alert>();
   private queue: Promise<void> = Promise.resolve();
@@ -78,7 +77,7 @@ export class HealthAlerts {
     this.held = 0;
     const now = Date.now();
     for (const a of alertsFor(this.state, report, this.policy)) {
-      if ((this.retryAt.get(a.dedupe_key) ?? 0) > now) {
+      if ((this.retry.get(a.dedupe_key)?.at ?? 0) > now) {
         this.forgetOpen(a); // decided again once its retry is due
         continue;
       }
@@ -124,8 +123,7 @@ export class HealthAlerts {
       const r = await n.send(a.subject, a.message, a.dedupe_key);
       this.sent.push(a);
       this.lastDelivery = { at: Date.now(), ok: true, notifier: r.notifier };
-      this.retryAt.delete(a.dedupe_key);
-      this.failures.delete(a.dedupe_key);
+      this.retry.delete(a.dedupe_key);
       this.delivery = { ok: true, at: new Date().toISOString(), notifier: r.notifier, told: r.told, error: null, failing_since: null, subject: a.subject };
       this.log.info({ alert: { identity: a.identity, kind: a.kind, event: a.event }, notifier: r.notifier, duplicate: r.duplicate, told: r.told }, "admins told");
       // a duplicate was told (and recorded) by another console, or by this one before a restart
@@ -134,10 +132,9 @@ export class HealthAlerts {
       const error = (e as Error).message;
       this.failed++;
       this.lastDelivery = { at: Date.now(), ok: false, error: (e as Error).message };
-      const failures = (this.failures.get(a.dedupe_key) ?? 0) + 1;
-      this.failures.set(a.dedupe_key, failures);
+      const failures = (this.retry.get(a.dedupe_key)?.failures ?? 0) + 1;
       const delay = retryDelay(failures);
-      this.retryAt.set(a.dedupe_key, Date.now() + delay);
+      this.retry.set(a.dedupe_key, { at: Date.now() + delay, failures });
       this.forgetOpen(a);
       this.delivery = { ok: false, at: new Date().toISOString(), notifier: null, told: [], error, failing_since: this.delivery && !this.delivery.ok ? this.delivery.failing_since : new Date().toISOString(), subject: a.subject };
       this.log.warn({ alert: { identity: a.identity, kind: a.kind, event: a.event }, err: error, retry_in_ms: delay }, `could not tell the admins; trying again in ${delay / 1000} s`);

@@ -112,14 +112,15 @@ export async function startNats(opts: StartNatsOptions = {}): Promise<NatsHandle
     tls: opts.tls,
     async reload(config?: string) {
       if (config !== undefined) writeFileSync(conf, render(config));
-      const said = () => (opts.detached ? readLog(join(dir, "nats.log")) : stderr).match(/Reloaded server configuration|Failed to reload|config reload failed/gi) ?? [];
+      const logText = () => (opts.detached ? readLog(join(dir, "nats.log")) : stderr);
+      const said = () => logText().match(/Reloaded server configuration|Failed to reload|config reload failed/gi) ?? [];
       const before = said().length;
       process.kill(pid, "SIGHUP");
       const giveUp = Date.now() + RELOAD_WAIT_MS;
       for (;;) {
         const now = said().slice(before);
         if (now.some((l) => /^Reloaded/i.test(l))) return;
-        if (now.length) throw new Error(`nats-server did not reload ${conf}: ${(opts.detached ? readLog(join(dir, "nats.log")) : stderr).slice(-1000)}`);
+        if (now.length) throw new Error(`nats-server did not reload ${conf}: ${logText().slice(-1000)}`);
         if (Date.now() > giveUp) throw new Error(`nats-server did not say it reloaded ${conf} within ${RELOAD_WAIT_MS / 1000} s`);
         await new Promise((r) => setTimeout(r, 50)); // polling its log for the line, with the deadline above
       }

@@ -16,7 +16,7 @@ import { ProvisionState } from "../../src/provisioner/state.js";
 import { askUntil, eventually, repoRoot, runCli } from "../support/collective.js";
 import { notifications, siteAuditHolds } from "./site-checks/alerts-audit.js";
 import { bootGuideNode, checkAllDone, checkBrokersClean, checkDoctorClean, checkHealthClean, checkEverySenderVerified, checkShortNamedMaster } from "./site-checks/guide.js";
-import { brokerPowerCutNoFalseAlarms, provisionerPowerCut, siteServicesListed } from "./site-checks/health.js";
+import { brokerPowerCutNoFalseAlarms, provisionerPowerCut, relayOf, siteServicesListed } from "./site-checks/health.js";
 import { nodeWaitsForItsRegionsMaster } from "./site-checks/regional-master.js";
 import { compoundAgreesWithBroadcast, consoleShowsRuns, findsTheDatabaseMaster, puppetDbStartAndMemory } from "./site-checks/puppetdb.js";
 
@@ -132,8 +132,8 @@ const toldOf = (id: string) =>
 /** The provisioner's notices of this node ("Provisioned <id> against ...", "Provisioning <id> FAILED"): the console's alerts go to the same webhook. */
 const notified = (id: string) => toldOf(id).filter((s) => s.startsWith(`Provisioned ${id} `) || s.startsWith(`Provisioning ${id} `)).length;
 const finished = (r: NodeRecord) => r.status === "done" || r.status === "failed";
-/** Where this workstation reaches one of the site's relays (host:port): a broker as natsN, its monitoring port as natsN-monitor. */
-const relay = (name: string) => site.state.machines!.relays.find((r) => r.name === name)!.listen;
+/** A relay of this file's site (relayOf). */
+const relay = (name: string) => relayOf(site, name);
 /** The CLI's environment: a client config naming these brokers (all three unless told). */
 const cliEnv = (brokers = site.state.site!.brokers, file = "client.yaml") => {
   const cfg = join(dir, file);

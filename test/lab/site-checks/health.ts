@@ -59,12 +59,14 @@ function reach(site: Site, dir: string, name: string) {
 
 const poll = () => new Promise((r) => setTimeout(r, 2000)); // the looks' pace, not a wait for an event
 
+/** Where this workstation reaches one of the site's relays (host:port): a broker as natsN, its monitoring port as natsN-monitor. */
+export const relayOf = (site: Site, name: string): string => site.state.machines!.relays.find((r) => r.name === name)!.listen;
+
 /** The names of the clients connected to each broker member but `dark`, as its monitoring port lists them. */
 async function connectedTo(site: Site, dark: string): Promise<Set<string>> {
   const names = new Set<string>();
   for (const n of [1, 2, 3].filter((m) => `nats${m}.lab` !== dark)) {
-    const monitor = site.state.machines!.relays.find((x) => x.name === `nats${n}-monitor`)!.listen;
-    const res = await fetch(`http://${monitor}/connz?limit=4096`, { signal: AbortSignal.timeout(5000) }).catch(() => undefined);
+    const res = await fetch(`http://${relayOf(site, `nats${n}-monitor`)}/connz?limit=4096`, { signal: AbortSignal.timeout(5000) }).catch(() => undefined);
     if (!res?.ok) continue; // a member not answering: its clients are not counted as moved
     for (const c of ((await res.json()) as { connections?: { name?: string }[] }).connections ?? []) if (c.name) names.add(c.name);
   }
