@@ -29,10 +29,10 @@ const rank = (f) => {
   const i = LONGEST_FIRST.findIndex((l) => f.includes(l));
   return i === -1 ? LONGEST_FIRST.length : i;
 };
-// Two slots run any file, longest first. A third runs only light files: those that start no
+// Two slots run any file, longest first. A third runs light files: those that start no
 // puppetserver, machine or browser and build no package. The heavy ones spend much of their time
 // waiting on JVMs and machines, which leaves a core's worth of room for the light ones; a third
-// heavy file would starve the other two (measured: docs/bench.md#the-test-suite).
+// of the longest heavy files would starve the other two (measured: docs/bench.md#the-test-suite).
 const SLOTS = 2;
 const LIGHT_SLOTS = 1;
 const HEAVY = /test\/(lab\/(site-faults|machines)\.test|agents\/provision|docs\/commands|fleet\/puppet-real|packaging\/|privileged\/hostile|provisioner\/e2e|puppet\/csr-binding|puppetdb\/puppetdb\.test|web\/(api|browser|gone|scale))/;
@@ -99,9 +99,17 @@ try {
         resolve();
       });
     });
+  // Once no light file is left, the light slot takes the heavy files that are not among the
+  // longest: the suite's tail was two slots of heavy files with the third idle (run 15: 2,930 s;
+  // the same durations scheduled this way, 2,647 s). The longest start first in the two others.
+  const pick = (lightOnly) => {
+    if (!lightOnly) return 0;
+    const light = queue.findIndex((f) => !HEAVY.test(f));
+    return light !== -1 ? light : queue.findIndex((f) => rank(f) === LONGEST_FIRST.length);
+  };
   const slot = async (lightOnly) => {
     for (;;) {
-      const i = lightOnly ? queue.findIndex((f) => !HEAVY.test(f)) : 0;
+      const i = pick(lightOnly);
       if (i === -1 || !queue.length || stopping) return;
       await runOne(queue.splice(i, 1)[0]);
     }
