@@ -7,7 +7,7 @@
 // MUSTER_TLS_CA / MUSTER_TLS_CERT / MUSTER_TLS_KEY (test/support/tls.ts), and removed afterwards.
 import { mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { spawn } from "node:child_process";
 
 function walk(dir) {
@@ -49,6 +49,21 @@ const failures = (text) => {
   return part.length > 8000 ? `${part.slice(0, 8000)}\n… and ${part.length - 8000} more characters, in the file's output above` : part.trimEnd();
 };
 
+/** User plus system seconds of the children, from bash's `times` (its second line: `0m12.345s 0m1.234s`). */
+const cpuSeconds = (text) => {
+  const line = text.trim().split("\n")[1];
+  const parts = line ? [...line.matchAll(/(\d+)m([\d.]+)s/g)] : [];
+  return parts.length === 2 ? parts.reduce((sum, m) => sum + Number(m[1]) * 60 + Number(m[2]), 0) : undefined;
+};
+let cpuTotal = 0;
+const RUN_ONE = [
+  'node --test --test-reporter=spec "$1" & pid=$!',
+  "trap 'kill -TERM $pid 2>/dev/null' TERM INT",
+  "while :; do wait $pid; rc=$?; kill -0 $pid 2>/dev/null || break; done",
+  "times >&3",
+  "exit $rc",
+].join("\n");
+
 const wanted = process.argv.slice(2);
 let files = walk("dist/test").sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
 if (wanted.length) files = files.filter((f) => wanted.some((w) => f.includes(w)));
@@ -77,12 +92,19 @@ try {
       const started = Date.now();
       // a file's output comes whole when it ends (a machines e2e takes minutes): say what runs meanwhile
       process.stdout.write(`▷ ${file} (${files.length - queue.length} of ${files.length})\n`);
-      const child = spawn(process.execPath, ["--test", "--test-reporter=spec", file], { stdio: ["ignore", "pipe", "pipe"], env });
+      // through bash, whose `times` gives the CPU the file used with everything it started and
+      // waited for (its servers, JVMs and machines): what the suite's length is made of on 2 cores
+      // (a SIGTERM or Ctrl-C to bash is passed on to the test process, and bash waits for it)
+      const child = spawn("bash", ["-c", RUN_ONE, "run-test", file], { stdio: ["ignore", "pipe", "pipe", "pipe"], env: { ...env, PATH: `${dirname(process.execPath)}:${env.PATH ?? ""}` } });
       running.add(child);
       const out = [];
+      let times = "";
       child.stdout.on("data", (d) => out.push(d));
       child.stderr.on("data", (d) => out.push(d));
+      child.stdio[3].on("data", (d) => (times += d));
       child.once("close", (code) => {
+        const cpu = cpuSeconds(times);
+        if (cpu !== undefined) cpuTotal += cpu;
         running.delete(child);
         const text = Buffer.concat(out).toString();
         for (const k of Object.keys(totals)) totals[k] += Number(new RegExp(`^ℹ ${k} (\\d+)$`, "m").exec(text)?.[1] ?? 0);
@@ -96,6 +118,7 @@ try {
         // the file's own summary lines go: the run's totals come at the end
         process.stdout.write(text.replace(/^ℹ (tests|suites|pass|fail|cancelled|skipped|todo|duration_ms) .*\n/gm, ""));
         process.stdout.write(`${code === 0 ? "✔" : "✖"} ${file} (${((Date.now() - started) / 1000).toFixed(1)} s)\n`);
+        if (cpu !== undefined) process.stdout.write(`ℹ cpu ${file} ${cpu.toFixed(1)} s\n`);
         resolve();
       });
     });
@@ -122,7 +145,7 @@ try {
     for (const c of running) c.kill("SIGTERM");
   });
   await Promise.all([...Array.from({ length: SLOTS }, () => slot(false)), ...Array.from({ length: LIGHT_SLOTS }, () => slot(true))]);
-  process.stdout.write(`ℹ files ${files.length}\nℹ tests ${totals.tests}\nℹ pass ${totals.pass}\nℹ fail ${totals.fail}\nℹ skipped ${totals.skipped}\nℹ duration_ms ${Date.now() - t0}\n`);
+  process.stdout.write(`ℹ files ${files.length}\nℹ tests ${totals.tests}\nℹ pass ${totals.pass}\nℹ fail ${totals.fail}\nℹ skipped ${totals.skipped}\nℹ duration_ms ${Date.now() - t0}\nℹ cpu_s ${cpuTotal.toFixed(0)}\n`);
   if (skips.size) {
     process.stdout.write("ℹ skipped, by reason:\n");
     for (const [why, k] of [...skips].sort((a, b) => b[1].n - a[1].n || a[0].localeCompare(b[0]))) process.stdout.write(`  ${String(k.n).padStart(3)}  ${why}  (${[...k.files].join(", ")})\n`);
