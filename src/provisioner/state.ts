@@ -281,13 +281,16 @@ export class ProvisionState {
   }
 
   /**
-   * Resolves with the latest record of each id once `done` holds for all of them (a watch:
-   * event-driven). `onUpdate` sees every record written meanwhile. Rejects at the deadline
-   * naming the ids still waiting.
+   * Resolves with the latest record of each id, and of no other node, once `done` holds for all
+   * of them (a watch: event-driven). `onUpdate` sees every record written meanwhile. Rejects at
+   * the deadline naming the ids still waiting.
    */
   async waitFor(ids: readonly string[], done: (r: NodeRecord) => boolean, timeoutMs: number, onUpdate?: (r: NodeRecord) => void, rereadMs = 5000): Promise<Map<string, NodeRecord>> {
     const latest = new Map<string, NodeRecord>();
     const ok = () => ids.every((id) => latest.has(id) && done(latest.get(id)!));
+    // the answer names the nodes asked for only: a caller that takes its values (a site e2e) got
+    // another node's in_progress record beside its own
+    const mine = () => new Map(ids.flatMap((id) => (latest.has(id) ? [[id, latest.get(id)!] as const] : [])));
     let over = false;
     const seen = (r: NodeRecord, reread = false) => {
       // a re-read still under way when the wait ended would change the answer the caller holds
@@ -320,7 +323,7 @@ export class ProvisionState {
       for await (const c of w) {
         if (c.type !== "put") continue;
         seen(c.record);
-        if (ok()) return latest;
+        if (ok()) return mine();
       }
     } finally {
       over = true;
@@ -328,7 +331,7 @@ export class ProvisionState {
       clearInterval(reread);
       w.stop();
     }
-    if (ok()) return latest;
+    if (ok()) return mine();
     const waiting = ids.filter((id) => !latest.has(id) || !done(latest.get(id)!));
     const why = (id: string) => {
       const r = latest.get(id);

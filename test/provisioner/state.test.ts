@@ -98,6 +98,14 @@ test("waitFor never goes back in time: a record older than one already seen (a m
   assert.deepEqual([got.get(a)?.status, got.get(b)?.status], ["done", "done"]);
 });
 
+test("waitFor answers with the nodes asked for only, whatever else the bucket holds", async () => {
+  const [a, other] = ["a.only", "other.only"];
+  await state.put({ ...newRecord(other), status: "in_progress", current: "bootstrap" });
+  await state.put({ ...newRecord(a), status: "done" });
+  const got = await state.waitFor([a], (r) => r.status === "done", 20_000);
+  assert.deepEqual([...got.keys()], [a]);
+});
+
 test("an empty bucket's watch catches up at once; openExisting does not create", async () => {
   assert.equal(await ProvisionState.openExisting(bucketsOn(nc), "never_made"), undefined);
   const empty = await ProvisionState.open(bucketsOn(nc), "state_empty");
