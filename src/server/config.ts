@@ -22,10 +22,13 @@ export const ServerConfigSchema = z
         facter_command: z.string().default("facter"),
         file: z.string().optional(),
         refresh_interval: z.number().positive().default(300),
+        // Puppet's view of the facts changes with its runs: gathered after each run, and
+        // otherwise this often (each gather starts the root helper and a Ruby process)
+        gather_interval: z.number().positive().default(1800),
         extra: z.record(z.string(), z.unknown()).default({}),
       })
       .strict()
-      .default({ facter: true, facter_command: "facter", refresh_interval: 300, extra: {} }),
+      .default({ facter: true, facter_command: "facter", refresh_interval: 300, gather_interval: 1800, extra: {} }),
     classes_file: z.string().optional(),
     agents: z
       .object({

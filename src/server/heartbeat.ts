@@ -16,6 +16,8 @@ export interface HeartbeatOptions {
   /** Data plugins whose values ride along. */
   status: string[];
   phase: HeartbeatPhase;
+  /** Told of each Puppet run a beat carries as it is first written (after a start, the last run too). */
+  onRun?: (identity: string, time: number) => void;
 }
 
 export class Heartbeats {
@@ -83,6 +85,7 @@ export class Heartbeats {
       if (run && this.runSent.get(rt.identity) !== run.time) {
         this.publish(puppetRunSubject(rt.identity), encodePuppetRun(run));
         this.runSent.set(rt.identity, run.time);
+        this.o.onRun?.(rt.identity, run.time);
       }
     } catch {
       // not connected right now; the next beat tries again

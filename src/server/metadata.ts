@@ -6,8 +6,10 @@ import type { Logger } from "pino";
 
 // Facts are the ones Puppet uses (`puppet facts show` as root: puppet/facter.ts, through the
 // privileged helper for an unprivileged daemon), merged with a YAML facts file (which wins, so
-// operators can pin or add facts), refreshed on an interval. Classes come from the classes file
-// of the node's own Puppet (ClassesSource), re-read whenever Puppet rewrites it.
+// operators can pin or add facts). The file is re-read on an interval; Puppet's view is gathered
+// again after each Puppet run and otherwise once `gatherEveryMs` has passed: it changes with
+// the runs, and each gather starts the root helper and a Ruby process. Classes come from the
+// classes file of the node's own Puppet (ClassesSource), re-read whenever Puppet rewrites it.
 
 export async function readFactsFile(path: string): Promise<Record<string, unknown>> {
   const v = parseYaml(await readFile(path, "utf8")) as unknown;
@@ -31,6 +33,9 @@ export interface FactSourceOptions {
   factsFile?: string;
   extra: Record<string, unknown>;
   log: Logger;
+  /** A refresh gathers only when the last gather is this old (ms); absent: every refresh gathers. */
+  gatherEveryMs?: number;
+  now?: () => number;
 }
 
 /** Holds the node's current facts; `refresh()` reloads them, keeping the last good set on error. */
@@ -41,11 +46,30 @@ export class FactSource {
     this.facts = { ...opts.extra };
   }
 
-  async refresh(): Promise<void> {
+  /** When Puppet's view was last gathered (ms; 0: never). */
+  gatheredAt = 0;
+
+  private queue: Promise<void> = Promise.resolve();
+
+  /**
+   * Reloads the facts file, and gathers Puppet's view when `gather` is true (a Puppet run just
+   * ended, the node starts or switches phase) or when the last gather is `gatherEveryMs` old.
+   * One at a time: a refresh asked for during another runs after it.
+   */
+  refresh(gather?: boolean): Promise<void> {
+    const next = this.queue.then(() => this.load(gather));
+    this.queue = next.catch(() => undefined);
+    return next;
+  }
+
+  private async load(gather?: boolean): Promise<void> {
     const { opts } = this;
-    if (opts.gather) {
+    const now = (opts.now ?? Date.now)();
+    const due = gather ?? (opts.gatherEveryMs === undefined || this.gatheredAt === 0 || now - this.gatheredAt >= opts.gatherEveryMs);
+    if (opts.gather && due) {
       try {
         this.facterFacts = await opts.gather();
+        this.gatheredAt = now;
       } catch (e) {
         opts.log.warn({ err: (e as Error).message }, "cannot gather the node's facts; keeping the previous facts");
       }

@@ -255,10 +255,15 @@ export async function startServer(cfg: ServerConfig, log: Logger, opts: StartSer
   const gather = cfg.facts.facter
     ? async () => ops.nodeFacts({ agent: "puppet", settings: await agents.nodePuppetOrDefaults(agentsConfig(cfg)) }, { facterCommand: cfg.facts.facter_command, onPartial: (reason) => log.warn({ err: reason }, "the facts are partial") })
     : undefined;
-  const facts = new FactSource({ ...(gather ? { gather } : {}), factsFile: cfg.facts.file, extra: cfg.facts.extra, log });
-  await facts.refresh();
+  const facts = new FactSource({ ...(gather ? { gather } : {}), factsFile: cfg.facts.file, extra: cfg.facts.extra, log, gatherEveryMs: cfg.facts.gather_interval * 1000 });
+  await facts.refresh(true);
   const refresh = setInterval(() => void facts.refresh(), cfg.facts.refresh_interval * 1000);
   refresh.unref();
+  // Puppet's view gathered again once a run the heartbeats see ended after the last gather: a run
+  // is what changes the facts Puppet sees (one that ended before it is in them already)
+  const onRun = (_identity: string, time: number) => {
+    if (gather && time > facts.gatheredAt) void facts.refresh(true);
+  };
   // Registration carries new classes at once; `current` is the phase serving when they change.
   let onClassesChange: (() => void) | undefined;
   const location = await classesLocation(cfg, agents, ops, log).catch((e: unknown) => {
@@ -328,7 +333,7 @@ export async function startServer(cfg: ServerConfig, log: Logger, opts: StartSer
     const own = phase === "production" || ownBootstrapCredential(cfg.provisioning?.cert, cfg.identity);
     if (own) auditor.connect(streamsOn(nc));
     if (phase === "production") buckets.connect(bucketsOn(nc));
-    const host = new NodeHost({ nc, intake, runtimes: [runtime], log, wildcard: false, registration: cfg.registration, heartbeat: { ...cfg.heartbeat, interval: own ? cfg.heartbeat.interval : 0, phase: phase === "production" ? "serving" : "waiting" }, version: VERSION });
+    const host = new NodeHost({ nc, intake, runtimes: [runtime], log, wildcard: false, registration: cfg.registration, heartbeat: { ...cfg.heartbeat, interval: own ? cfg.heartbeat.interval : 0, phase: phase === "production" ? "serving" : "waiting", onRun }, version: VERSION });
     await host.start();
     log.info({ identity: cfg.identity, phase, collectives: runtime.collectives, agents: runtime.activeAgentNames(), broker: nc.getServer(), tls: tls ? { ca: tls.ca, cert: tls.cert } : undefined, policies: phase === "production" ? [...policies.keys()] : "provisioning callers only", audit: { file: cfg.audit?.file, stream: cfg.audit?.stream?.name } }, "muster server ready");
     return { phase, runtime, host, nc };
@@ -352,7 +357,7 @@ export async function startServer(cfg: ServerConfig, log: Logger, opts: StartSer
         try {
           // the production run just wrote classes.txt: answer -C and register with it at once,
           // not one refresh interval and a splayed registration later
-          await Promise.all([facts.refresh(), classes?.refresh()]);
+          await Promise.all([facts.refresh(true), classes?.refresh()]);
           current = await serve("production");
           current.host.registerNow();
           return;

@@ -148,7 +148,7 @@ test("units: each daemon runs as a user of its own with no capability, system re
   // What needs root, the server asks of the privileged helper (docs/decisions/privileged-helper.md).
   const helper = service("muster-privileged");
   assert.equal(helper.get("User"), undefined, "the helper runs as root");
-  assert.match(helper.get("ExecStart")!, /^\/usr\/bin\/muster privileged serve --config \/etc\/muster\/server\.yaml --client-user muster --idle-exit 120$/);
+  assert.match(helper.get("ExecStart")!, /^\/usr\/bin\/muster privileged serve --config \/etc\/muster\/server\.yaml --client-user muster --idle-exit 10$/);
   assert.equal(helper.get("KillMode"), "mixed", "a restart waits for the Puppet run in flight");
   assert.equal(helper.get("TasksMax"), "512");
   assert.equal(helper.get("MemoryMax"), "2G");

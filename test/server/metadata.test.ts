@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { pino } from "pino";
-import { ClassesSource } from "../../src/server/metadata.js";
+import { ClassesSource, FactSource } from "../../src/server/metadata.js";
 import { tempDir } from "../support/collective.js";
 
 // ClassesSource on its own: the file followed, the watch (also of directories made later), and
@@ -102,4 +102,57 @@ test("asks where the file is again when the location key changes", async () => {
   } finally {
     src.stop();
   }
+});
+
+test("facts: Puppet's view gathered when asked (start, a run) or when the last gather is gather_interval old; the file re-read at every refresh; one refresh at a time", async () => {
+  const file = join(tmp.path, "facts.yaml");
+  writeFileSync(file, "pinned: a\n");
+  let clock = 1_000_000;
+  let gathers = 0;
+  let running = 0;
+  let overlapped = false;
+  const src = new FactSource({
+    gather: async () => {
+      running++;
+      overlapped ||= running > 1;
+      await new Promise((r) => setImmediate(r));
+      running--;
+      return { gathered: ++gathers };
+    },
+    factsFile: file,
+    extra: {},
+    log,
+    gatherEveryMs: 1_800_000,
+    now: () => clock,
+  });
+  await src.refresh(true);
+  assert.deepEqual(src.facts, { gathered: 1, pinned: "a" });
+  // the interval's refreshes: the file again, Puppet's view not yet
+  writeFileSync(file, "pinned: b\n");
+  clock += 300_000;
+  await src.refresh();
+  assert.deepEqual(src.facts, { gathered: 1, pinned: "b" });
+  // a run ended: gathered at once
+  await src.refresh(true);
+  assert.equal(src.facts.gathered, 2);
+  assert.equal(src.gatheredAt, clock);
+  // none for gather_interval: the next refresh past it gathers
+  clock += 1_799_999;
+  await src.refresh();
+  assert.equal(src.facts.gathered, 2);
+  clock += 1;
+  await src.refresh();
+  assert.equal(src.facts.gathered, 3);
+  // asked for together, they run one after the other
+  await Promise.all([src.refresh(true), src.refresh(true), src.refresh()]);
+  assert.equal(src.facts.gathered, 5);
+  assert.equal(overlapped, false);
+});
+
+test("facts: without gatherEveryMs every refresh gathers (the option's absence keeps the old behaviour)", async () => {
+  let gathers = 0;
+  const src = new FactSource({ gather: async () => ({ n: ++gathers }), extra: {}, log });
+  await src.refresh();
+  await src.refresh();
+  assert.equal(src.facts.n, 2);
 });

@@ -32,7 +32,7 @@ One Puppet process runs at a time (a run, puppet resource, a certificate request
 rest wait their turn. Every request is logged with its arguments (a file's content and
 fact values by size and digest only).
 Stops on SIGTERM once the operations in flight have finished. The package's unit passes
---idle-exit 120: between a node's rare privileged operations the helper holds no memory.`,
+--idle-exit 10: between a node's rare privileged operations the helper holds no memory.`,
     )
     .action(async (o: { config: string; clientUser: string; socket?: string; idleExit: string; maxConnections: string; readTimeout: string; logLevel?: string }) => {
       const [{ serveHelper, resolveUser }, { helperSettings }, { loadServerConfig }, { createLogger }, { MusterError }] = await Promise.all([
