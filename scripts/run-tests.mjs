@@ -5,7 +5,7 @@
 // The suite runs with TLS on: one test PKI (CA, nats-server certificate, client certificate) is made
 // for the run in a temp dir, named to every test process in MUSTER_TEST_PKI and handed to muster in
 // MUSTER_TLS_CA / MUSTER_TLS_CERT / MUSTER_TLS_KEY (test/support/tls.ts), and removed afterwards.
-import { mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmdirSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { spawn } from "node:child_process";
@@ -56,7 +56,58 @@ const cpuSeconds = (text) => {
   return parts.length === 2 ? parts.reduce((sum, m) => sum + Number(m[1]) * 60 + Number(m[2]), 0) : undefined;
 };
 let cpuTotal = 0;
+/**
+ * Where each file's CPU is counted, when this user may make cgroups: cgroup v1's cpuacct
+ * (cpuacct.usage, ns) or cgroup v2 (cpu.stat usage_usec); else undefined and `times` is used.
+ */
+const cpuGroups = (() => {
+  const v1 = "/sys/fs/cgroup/cpuacct";
+  const v2 = "/sys/fs/cgroup";
+  const kind = existsSync(join(v1, "cpuacct.usage")) ? { root: v1, read: (d) => Number(readFileSync(join(d, "cpuacct.usage"), "utf8")) / 1e9 } : existsSync(join(v2, "cgroup.controllers")) ? { root: v2, read: (d) => Number(/usage_usec (\d+)/.exec(readFileSync(join(d, "cpu.stat"), "utf8"))?.[1]) / 1e6 } : undefined;
+  if (!kind) return undefined;
+  const base = join(kind.root, `muster-tests-${process.pid}`);
+  try {
+    mkdirSync(base);
+  } catch {
+    return undefined;
+  }
+  let n = 0;
+  return {
+    make() {
+      const d = join(base, String(n++));
+      mkdirSync(d);
+      return d;
+    },
+    read(d) {
+      try {
+        return kind.read(d);
+      } catch {
+        return undefined;
+      }
+    },
+    drop(d) {
+      try {
+        rmdirSync(d);
+      } catch {
+        // a process the file left behind keeps it: left for the run's end
+      }
+    },
+    dropAll() {
+      try {
+        // a cgroup's directory lists its control files too: only the groups are removed
+        for (const d of readdirSync(base, { withFileTypes: true })) if (d.isDirectory()) rmdirSync(join(base, d.name));
+        rmdirSync(base);
+      } catch {
+        // ditto
+      }
+    },
+  };
+})();
+// "$2": a cgroup directory to join first (see cpuGroups), so the machines and servers the file
+// starts are counted too: `times` misses what was killed rather than waited for (a machine's
+// power cut takes its container's processes with it)
 const RUN_ONE = [
+  'if [ -n "$2" ]; then echo $$ > "$2/cgroup.procs" || true; fi',
   'node --test --test-reporter=spec "$1" & pid=$!',
   "trap 'kill -TERM $pid 2>/dev/null' TERM INT",
   "while :; do wait $pid; rc=$?; kill -0 $pid 2>/dev/null || break; done",
@@ -92,10 +143,12 @@ try {
       const started = Date.now();
       // a file's output comes whole when it ends (a machines e2e takes minutes): say what runs meanwhile
       process.stdout.write(`▷ ${file} (${files.length - queue.length} of ${files.length})\n`);
-      // through bash, whose `times` gives the CPU the file used with everything it started and
-      // waited for (its servers, JVMs and machines): what the suite's length is made of on 2 cores
+      // through bash, which joins the file's cgroup and whose `times` is the fallback: the CPU
+      // the file used with everything it started (its servers, JVMs and machines), what the
+      // suite's length is made of on 2 cores
       // (a SIGTERM or Ctrl-C to bash is passed on to the test process, and bash waits for it)
-      const child = spawn("bash", ["-c", RUN_ONE, "run-test", file], { stdio: ["ignore", "pipe", "pipe", "pipe"], env: { ...env, PATH: `${dirname(process.execPath)}:${env.PATH ?? ""}` } });
+      const group = cpuGroups?.make();
+      const child = spawn("bash", ["-c", RUN_ONE, "run-test", file, group ?? ""], { stdio: ["ignore", "pipe", "pipe", "pipe"], env: { ...env, PATH: `${dirname(process.execPath)}:${env.PATH ?? ""}` } });
       running.add(child);
       const out = [];
       let times = "";
@@ -103,7 +156,9 @@ try {
       child.stderr.on("data", (d) => out.push(d));
       child.stdio[3].on("data", (d) => (times += d));
       child.once("close", (code) => {
-        const cpu = cpuSeconds(times);
+        const counted = group ? cpuGroups.read(group) : undefined;
+        if (group) cpuGroups.drop(group);
+        const cpu = counted !== undefined && Number.isFinite(counted) ? counted : cpuSeconds(times);
         if (cpu !== undefined) cpuTotal += cpu;
         running.delete(child);
         const text = Buffer.concat(out).toString();
@@ -156,5 +211,6 @@ try {
   status = failed.length || stopping ? 1 : 0;
 } finally {
   removePki();
+  cpuGroups?.dropAll();
 }
 process.exit(status);
