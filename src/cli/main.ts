@@ -11,6 +11,11 @@ process.stdout.on("error", (e: NodeJS.ErrnoException) => {
   throw e;
 });
 
+// stdout carries the command's output alone (`--json` is parsed by scripts): what a library prints
+// with console.log goes to stderr. nats.js does, when a connection's reader fails ("reader closed"
+// during a broker's power cut), and a `muster health --json` read that way once was two documents.
+console.log = console.info = console.debug = console.error;
+
 // `muster --version` alone answers before anything else loads (scripts and health checks call it).
 if (process.argv.length === 3 && (process.argv[2] === "-v" || process.argv[2] === "--version")) {
   process.stdout.write(`${VERSION}\n`);

@@ -41,7 +41,12 @@ function reach(site: Site, dir: string, name: string) {
   const cli = async (): Promise<{ code: number | null; report: Report; ms: number }> => {
     const t0 = Date.now();
     const r = await runCli(["health", "--json"], { env, timeoutMs: 120_000 });
-    return { code: r.code, report: JSON.parse(r.stdout) as Report, ms: Date.now() - t0 };
+    try {
+      return { code: r.code, report: JSON.parse(r.stdout) as Report, ms: Date.now() - t0 };
+    } catch (e) {
+      // what stdout held besides the report says who wrote into it
+      throw new Error(`muster health --json (exit ${r.code}) printed no single JSON document (${(e as Error).message}): its stdout's last 600 characters: ${JSON.stringify(r.stdout.slice(-600))}; stderr: ${r.stderr.slice(-600)}`);
+    }
   };
   const api = () =>
     new Promise<Report>((resolve, reject) => {
