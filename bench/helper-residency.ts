@@ -10,8 +10,8 @@ import { repoRoot } from "./paths.js";
 // How long the privileged helper is resident on a node under a normal load (issue 39's
 // alternative to its memory target): it is socket-activated and exits after --idle-exit seconds
 // with no connection, and on a provisioned node the one thing that starts it is the gather of
-// Puppet's facts (`puppet.facts`: after each Puppet run, every 30 minutes by default, or every
-// facts.gather_interval without runs). Each round starts the helper as its unit does (as root, the
+// Puppet's facts (`puppet.facts`: after each Puppet run, every 30 minutes by default; every
+// facts.gather_interval, an hour, where Puppet does not run). Each round starts the helper as its unit does (as root, the
 // shipped runtime, the unit's --idle-exit), asks for the facts once, and times spawn to exit.
 // A day's residency is that figure times the gathers in a day (one per 30-minute Puppet run).
 //

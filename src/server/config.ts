@@ -23,12 +23,13 @@ export const ServerConfigSchema = z
         file: z.string().optional(),
         refresh_interval: z.number().positive().default(300),
         // Puppet's view of the facts changes with its runs: gathered after each run, and
-        // otherwise this often (each gather starts the root helper and a Ruby process)
-        gather_interval: z.number().positive().default(1800),
+        // otherwise this often (each gather starts the root helper and a Ruby process). Longer
+        // than Puppet's runinterval (30 minutes), so a node whose Puppet runs gathers once a run
+        gather_interval: z.number().positive().default(3600),
         extra: z.record(z.string(), z.unknown()).default({}),
       })
       .strict()
-      .default({ facter: true, facter_command: "facter", refresh_interval: 300, gather_interval: 1800, extra: {} }),
+      .default({ facter: true, facter_command: "facter", refresh_interval: 300, gather_interval: 3600, extra: {} }),
     classes_file: z.string().optional(),
     agents: z
       .object({
