@@ -158,7 +158,9 @@ try {
       child.once("close", (code) => {
         const counted = group ? cpuGroups.read(group) : undefined;
         if (group) cpuGroups.drop(group);
-        const cpu = counted !== undefined && Number.isFinite(counted) ? counted : cpuSeconds(times);
+        // the group holds everything `times` counts and more; a group bash could not join reads 0
+        const waited = cpuSeconds(times);
+        const cpu = counted !== undefined && Number.isFinite(counted) ? Math.max(counted, waited ?? 0) : waited;
         if (cpu !== undefined) cpuTotal += cpu;
         running.delete(child);
         const text = Buffer.concat(out).toString();
