@@ -64,7 +64,7 @@ async function applySite(index: number, stage: "bootstrap" | "production"): Prom
   const facts = { ...exportedFacts(plugin.export_facts, spec.facts), lifecycle_stage: stage };
   const env: NodeJS.ProcessEnv = { ...process.env, LANG: "C.UTF-8" };
   for (const [k, v] of Object.entries(facts)) env[`FACTER_${k}`] = v;
-  const args = ["apply", "--confdir", conf, "--vardir", join(spec.dir, "var"), "--environmentpath", join(codedir, "environments"), "--environment", stage, "--certname", spec.identity, "--color=false", "--detailed-exitcodes", "--write_catalog_summary", join(codedir, "environments", stage, "manifests", "site.pp")];
+  const args = ["apply", "--confdir", conf, "--vardir", join(spec.dir, "var"), "--publicdir", join(spec.dir, "var", "public"), "--environmentpath", join(codedir, "environments"), "--environment", stage, "--certname", spec.identity, "--color=false", "--detailed-exitcodes", "--write_catalog_summary", join(codedir, "environments", stage, "manifests", "site.pp")];
   return new Promise((resolve) => {
     execFile("puppet", args, { env, timeout: 120_000 }, (err, stdout, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, out: `${stdout}${stderr}`, node: spec.dir, identity: spec.identity, country: spec.region.country }));
   });

@@ -63,7 +63,7 @@ function apply(conf: string, manifest: string): Promise<{ code: number; out: str
   return new Promise((resolve) => {
     execFile(
       "puppet",
-      ["apply", "--confdir", conf, "--vardir", join(conf, "var"), "--modulepath", modulepath, "--color=false", "--detailed-exitcodes", "-e", manifest],
+      ["apply", "--confdir", conf, "--vardir", join(conf, "var"), "--publicdir", join(conf, "var", "public"), "--modulepath", modulepath, "--color=false", "--detailed-exitcodes", "-e", manifest],
       { timeout: 120_000, env: { ...process.env, LANG: "C.UTF-8" } },
       (err, stdout, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, out: `${stdout}${stderr}` }),
     );

@@ -56,7 +56,7 @@ after(async () => {
 /** A real Puppet catalog for the node, with these classes, writing its classes file. */
 async function puppetApply(classes: string[]): Promise<void> {
   const code = classes.map((c) => `class ${c} {}\ninclude ${c}`).join("\n");
-  const args = ["apply", "--confdir", dirs.confdir, "--vardir", dirs.vardir, "--codedir", join(base, "code"), "--logdir", join(base, "log"), "--rundir", join(base, "run"), "--write-catalog-summary", "-e", code];
+  const args = ["apply", "--confdir", dirs.confdir, "--vardir", dirs.vardir, "--publicdir", join(dirs.vardir, "public"), "--codedir", join(base, "code"), "--logdir", join(base, "log"), "--rundir", join(base, "run"), "--write-catalog-summary", "-e", code];
   const r = await execCommand("puppet", args, { timeoutMs: 120_000 });
   assert.equal(r.code, 0, r.output);
 }
