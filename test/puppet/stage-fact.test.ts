@@ -55,7 +55,7 @@ describe("with the real puppet and facter", () => {
     const base = mkdtempSync(join(work, "node-"));
     const dirs = { confdir: join(base, "etc"), vardir: join(base, "var"), ssldir: join(base, "ssl"), codedir: join(base, "code") };
     mkdirSync(dirs.confdir, { recursive: true });
-    return { base, ...dirs, args: ["--confdir", dirs.confdir, "--vardir", dirs.vardir, "--codedir", dirs.codedir, "--logdir", join(base, "log"), "--rundir", join(base, "run")] };
+    return { base, ...dirs, args: ["--confdir", dirs.confdir, "--vardir", dirs.vardir, "--codedir", dirs.codedir, "--logdir", join(base, "log"), "--rundir", join(base, "run"), "--publicdir", join(dirs.vardir, "public")] };
   };
   /** `puppet facts show NAME` for the node: what a Puppet run of that node would see. */
   const puppetFact = async (n: ReturnType<typeof node>, name: string, env: Record<string, string> = {}) => {
