@@ -1,6 +1,6 @@
 import type { Logger } from "pino";
 import type { Buckets } from "../broker/bucket.js";
-import { brokerVerdicts, type MemberLook } from "./brokers.js";
+import { brokerVerdicts, stuckCopies, type CopyMark, type MemberLook } from "./brokers.js";
 import { ServiceWriter } from "../beacon.js";
 
 // The console watching the brokers (brokers.ts decides): every `intervalS` seconds it asks each
@@ -37,6 +37,8 @@ export class BrokerWatch {
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
   private readonly names = new Map<string, string>();
+  /** Copies seen apart from their leader's, kept from look to look (stuckCopies). */
+  private marks = new Map<string, CopyMark>();
   private readonly writer: ServiceWriter;
 
   constructor(
@@ -61,7 +63,9 @@ export class BrokerWatch {
   /** One look at every member, written. */
   async once(): Promise<void> {
     const looks = await Promise.all(this.o.urls.map((u) => lookAtMember(u, this.names.get(u))));
-    const verdicts = brokerVerdicts(looks);
+    const copies = stuckCopies(looks, Date.now(), this.marks);
+    this.marks = copies.marks;
+    const verdicts = brokerVerdicts(looks, copies.stuck);
     verdicts.forEach((v, i) => v.answers && this.names.set(this.o.urls[i]!, v.name));
     const time = Date.now();
     await Promise.all(verdicts.map((v) => this.writer.write({ name: v.name, role: "broker", time, interval: this.o.intervalS ?? 5, version: this.o.version, state: "up", observer: { name: this.o.observer, answers: v.answers }, checks: v.checks, details: v.details })));

@@ -9,7 +9,8 @@ import type { ServiceCheck } from "../protocol/service.js";
 //   meta group  the JetStream meta group's leader counts it (a member left out holds no copy of
 //               anything: docs/deploy.md, "A member left out of the meta group");
 //   streams     its copy of each replicated stream is current, as the stream's leader reports it,
-//               or lagging by how many operations, last heard from how long ago.
+//               or lagging by how many operations, last heard from how long ago; or stuck: its
+//               own last sequence apart from the leader's own, unmoved (stuckCopies).
 // A stream's copies are judged only from its leader's answer: a follower's /jsz says little of
 // the others (seen: each follower reporting the other as not current while the leader counted both).
 
@@ -82,7 +83,78 @@ function leaderStreams(answering: { name: string; jsz: Record<string, unknown> }
   return [...out.values()];
 }
 
-export function brokerVerdicts(looks: readonly MemberLook[]): BrokerVerdict[] {
+/** How long a member's own copy may differ from its leader's, unmoved, before it is called stuck. */
+export const STUCK_COPY_MS = 30_000;
+
+/** A member's copy of a stream seen differing from its leader's copy: at which sequence, since when. */
+export interface CopyMark {
+  seq: number;
+  since: number;
+}
+
+/** A copy whose own last sequence has differed from its leader's, unmoved, for STUCK_COPY_MS or more. */
+export interface StuckCopy {
+  member: string;
+  stream: string;
+  leader: string;
+  seq: number;
+  leaderSeq: number;
+  forS: number;
+}
+
+/**
+ * Copies that stay apart from their leader's (what each member reports of its own copy, /jsz
+ * state.last_seq). nats-server 2.10 can leave a member back from a power cut with a copy that
+ * never catches up while the leader counts it current (docs/deploy.md#a-broker-back-from-a-power-cut);
+ * the leader's lag says nothing then, the copy's own sequence does. Such a copy is no spare: should
+ * the leader restart before it is rebuilt, it can be elected with its old state and the writes it
+ * missed are gone (a site e2e: a provisioned node's record went back to its sign_csr). A copy behind
+ * but moving is catching up; one apart from the leader for one look is the looks' own timing.
+ * Pure: `marks` are the previous look's, the new ones are returned.
+ */
+export function stuckCopies(looks: readonly MemberLook[], now: number, marks: ReadonlyMap<string, CopyMark>): { stuck: StuckCopy[]; marks: Map<string, CopyMark> } {
+  const own = new Map<string, Map<string, { seq: number; leader?: string }>>(); // stream key -> member -> its copy
+  for (const l of looks) {
+    if (l.error || l.varz === undefined) continue;
+    const me = str(obj(l.varz).server_name);
+    if (!me) continue;
+    for (const acc of arr(obj(l.jsz).account_details)) {
+      for (const sd of arr(obj(acc).stream_detail)) {
+        const s = obj(sd);
+        const name = str(s.name);
+        const seq = num(obj(s.state).last_seq);
+        if (!name || seq === undefined || !s.cluster) continue;
+        const key = `${str(obj(acc).name) ?? ""}/${name}`;
+        const leader = str(obj(s.cluster).leader);
+        own.set(key, (own.get(key) ?? new Map()).set(me, { seq, ...(leader ? { leader } : {}) }));
+      }
+    }
+  }
+  const next = new Map<string, CopyMark>();
+  const stuck: StuckCopy[] = [];
+  for (const [key, copies] of own) {
+    // the leader as it says so itself, and its own copy
+    const leader = [...copies].find(([m, c]) => c.leader === m)?.[0];
+    const lead = leader ? copies.get(leader)! : undefined;
+    if (!leader || !lead) continue;
+    for (const [member, c] of copies) {
+      if (member === leader || c.seq === lead.seq) continue;
+      const markKey = `${member} ${key}`;
+      const prev = marks.get(markKey);
+      const mark = prev && prev.seq === c.seq ? prev : { seq: c.seq, since: now };
+      next.set(markKey, mark);
+      if (now - mark.since >= STUCK_COPY_MS) stuck.push({ member, stream: key.slice(key.indexOf("/") + 1), leader, seq: c.seq, leaderSeq: lead.seq, forS: Math.round((now - mark.since) / 1000) });
+    }
+  }
+  return { stuck, marks: next };
+}
+
+const stuckWhy = (x: StuckCopy) =>
+  x.seq < x.leaderSeq
+    ? `${x.stream}: its copy has stayed at ${x.seq} for ${x.forS} s while its leader ${x.leader} is at ${x.leaderSeq}`
+    : `${x.stream}: its copy is at ${x.seq}, ahead of its leader ${x.leader} at ${x.leaderSeq}, for ${x.forS} s (the leader's copy may lack writes)`;
+
+export function brokerVerdicts(looks: readonly MemberLook[], stuck: readonly StuckCopy[] = []): BrokerVerdict[] {
   const named = looks.map((l) => {
     const v = obj(l.varz);
     return { look: l, name: str(v.server_name) ?? l.knownName ?? nameFromUrl(l.url), id: str(v.server_id), varz: v, answers: !l.error && l.varz !== undefined };
@@ -114,7 +186,11 @@ export function brokerVerdicts(looks: readonly MemberLook[]): BrokerVerdict[] {
       else checks.push({ name: "meta group", status: counted!.get(m.name) || !m.answers ? "ok" : "warn", why: `counted by its leader ${leaderView.name}${counted!.get(m.name) ? "" : ", not current"}` });
     }
     const mine = streams.filter((s) => s.leader === m.name || s.replicas.some((r) => r.name === m.name));
-    if (mine.length) {
+    const myStuck = stuck.filter((x) => x.member === m.name);
+    if (myStuck.length) {
+      // before lag: the leader counts such a copy current
+      checks.push({ name: "streams", status: "fail", why: `${myStuck.length} cop${myStuck.length === 1 ? "y" : "ies"} stuck apart from the leader's, no spare should the leader restart: ${myStuck.slice(0, 4).map(stuckWhy).join("; ")}. Rebuild: muster broker stores --rebuild ${m.name} (docs/deploy.md#a-broker-back-from-a-power-cut)` });
+    } else if (mine.length) {
       const led = mine.filter((s) => s.leader === m.name).length;
       const behind = mine.flatMap((s) => s.replicas.filter((r) => r.name === m.name && !r.current).map((r) => ({ s, r })));
       checks.push(
@@ -127,7 +203,7 @@ export function brokerVerdicts(looks: readonly MemberLook[]): BrokerVerdict[] {
       name: m.name,
       answers: m.answers,
       checks,
-      details: { url: m.look.url, version: str(m.varz.version) ?? null, uptime: str(m.varz.uptime) ?? null, connections: num(m.varz.connections) ?? null, meta_leader: leaderView?.name ?? null, streams: mine.map((s) => ({ name: s.name, leader: s.leader, ...(s.leader === m.name ? {} : { current: s.replicas.find((r) => r.name === m.name)?.current ?? null, lag: s.replicas.find((r) => r.name === m.name)?.lag ?? null }) })) },
+      details: { url: m.look.url, version: str(m.varz.version) ?? null, uptime: str(m.varz.uptime) ?? null, connections: num(m.varz.connections) ?? null, meta_leader: leaderView?.name ?? null, ...(myStuck.length ? { stuck: myStuck.map(({ stream, leader, seq, leaderSeq, forS }) => ({ stream, leader, seq, leader_seq: leaderSeq, for_s: forS })) } : {}), streams: mine.map((s) => ({ name: s.name, leader: s.leader, ...(s.leader === m.name ? {} : { current: s.replicas.find((r) => r.name === m.name)?.current ?? null, lag: s.replicas.find((r) => r.name === m.name)?.lag ?? null }) })) },
     };
   });
 }

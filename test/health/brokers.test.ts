@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { brokerVerdicts, nameFromUrl, type MemberLook } from "../../src/health/brokers.js";
+import { brokerVerdicts, nameFromUrl, STUCK_COPY_MS, stuckCopies, type MemberLook } from "../../src/health/brokers.js";
 
 // Broker members as the console sees them through their monitoring ports (src/health/brokers.ts),
 // from /varz, /routez and /jsz bodies shaped as nats-server 2.9 and 2.10 answer (these were taken
@@ -56,4 +56,63 @@ test("garbage from a monitoring port never throws: what cannot be read is left u
   assert.equal(v[1]!.name, "127.0.0.1_8222");
   assert.equal(nameFromUrl("not a url"), "broker");
   assert.equal(v[1]!.answers, false);
+});
+
+/** A member's look holding its own copy of one stream, at `seq`, the leader as it knows it, the replicas as the leader reports them. */
+const withCopy = (me: string, id: string, seq: number, leader: string) => ({
+  url: `http://${me}:8222`,
+  varz: varz(me, id),
+  routez: routes(...["ID1", "ID2", "ID3"].filter((x) => x !== id)),
+  jsz: { meta_cluster: { name: "c", leader: "n1", cluster_size: 3 }, account_details: [{ name: "$G", stream_detail: [{ name: "KV_muster_provision", state: { last_seq: seq }, cluster: { name: "c", leader, replicas: ["n1", "n2", "n3"].filter((n) => n !== me && me === leader).map((name) => ({ name, current: true, lag: 0 })) } }] }] },
+});
+
+test("a copy that stays behind while its leader counts it current is called stuck after 30 s unmoved, and the streams check names the rebuild", () => {
+  const look = (n2: number, n1 = 84) => [withCopy("n1", "ID1", n1, "n1"), withCopy("n2", "ID2", n2, "n1"), withCopy("n3", "ID3", n1, "n1")];
+  const t0 = 1_000_000;
+  let r = stuckCopies(look(44), t0, new Map());
+  assert.deepEqual(r.stuck, [], "one look apart is the looks' own timing");
+  r = stuckCopies(look(44), t0 + STUCK_COPY_MS - 1, r.marks);
+  assert.deepEqual(r.stuck, []);
+  // the leader's own lag says it is current: without the marks the member looks fine
+  assert.equal(brokerVerdicts(look(44)).find((v) => v.name === "n2")!.checks.find((c) => c.name === "streams")!.status, "ok");
+  r = stuckCopies(look(44), t0 + STUCK_COPY_MS, r.marks);
+  assert.deepEqual(r.stuck, [{ member: "n2", stream: "KV_muster_provision", leader: "n1", seq: 44, leaderSeq: 84, forS: 30 }]);
+  const v = Object.fromEntries(brokerVerdicts(look(44), r.stuck).map((x) => [x.name, x]));
+  const streams = v.n2!.checks.find((c) => c.name === "streams")!;
+  assert.equal(streams.status, "fail");
+  assert.match(streams.why, /KV_muster_provision: its copy has stayed at 44 for 30 s while its leader n1 is at 84/);
+  assert.match(streams.why, /muster broker stores --rebuild n2/);
+  assert.deepEqual(v.n2!.details.stuck, [{ stream: "KV_muster_provision", leader: "n1", seq: 44, leader_seq: 84, for_s: 30 }]);
+  assert.equal(v.n1!.checks.find((c) => c.name === "streams")!.status, "ok", "the leader and the other copy are fine");
+  assert.equal(v.n3!.checks.find((c) => c.name === "streams")!.status, "ok");
+  // rebuilt: it moves (no longer stuck, the clock starts again), then matches (forgotten)
+  r = stuckCopies(look(70, 90), t0 + 2 * STUCK_COPY_MS, r.marks);
+  assert.deepEqual(r.stuck, [], "a copy that moves is catching up");
+  assert.deepEqual([...r.marks.values()], [{ seq: 70, since: t0 + 2 * STUCK_COPY_MS }]);
+  r = stuckCopies(look(90, 90), t0 + 3 * STUCK_COPY_MS, r.marks);
+  assert.deepEqual(r.stuck, []);
+  assert.equal(r.marks.size, 0);
+});
+
+test("a copy ahead of its leader's for 30 s is called stuck too: the leader's copy may lack writes", () => {
+  const look = () => [withCopy("n1", "ID1", 44, "n1"), withCopy("n2", "ID2", 84, "n1"), withCopy("n3", "ID3", 44, "n1")];
+  let r = stuckCopies(look(), 0, new Map());
+  r = stuckCopies(look(), STUCK_COPY_MS + 5000, r.marks);
+  assert.equal(r.stuck.length, 1);
+  const why = brokerVerdicts(look(), r.stuck).find((x) => x.name === "n2")!.checks.find((c) => c.name === "streams")!.why;
+  assert.match(why, /its copy is at 84, ahead of its leader n1 at 44, for 35 s/);
+});
+
+test("stuck copies from garbage: no state, a sequence that is not a number, no leader claiming itself, a member that does not answer: nothing stuck, nothing thrown", () => {
+  const bad: MemberLook[] = [
+    { url: "http://a:8222", varz: varz("n1", "ID1"), jsz: { account_details: [{ stream_detail: [{ name: "S", cluster: { leader: "n2" } }] }] } },
+    { url: "http://b:8222", varz: varz("n2", "ID2"), jsz: { account_details: [{ stream_detail: [{ name: "S", state: { last_seq: "84" }, cluster: { leader: "n2" } }] }] } },
+    { url: "http://c:8222", varz: varz("n3", "ID3"), jsz: { account_details: [{ stream_detail: [{ name: "S", state: { last_seq: 3 }, cluster: { leader: "n1" } }] }] } },
+    { url: "http://d:8222", error: "ECONNREFUSED", varz: varz("n4", "ID4"), jsz: { account_details: [{ stream_detail: [{ name: "S", state: { last_seq: 1 }, cluster: { leader: "n4" } }] }] } },
+    { url: "http://e:8222", varz: "x", jsz: 7 },
+  ];
+  let r = stuckCopies(bad, 0, new Map());
+  r = stuckCopies(bad, 10 * STUCK_COPY_MS, r.marks);
+  assert.deepEqual(r.stuck, []);
+  assert.equal(r.marks.size, 0);
 });
