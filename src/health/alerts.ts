@@ -27,7 +27,7 @@ export const DEFAULT_ALERT_POLICY: AlertPolicy = { unreachableAfterS: 0, puppetF
  */
 export const RESTART_GRACE_S = 20;
 
-export type AlertKind = "unreachable" | "puppet_failing" | "service_down";
+export type AlertKind = "unreachable" | "puppet_failing" | "service_down" | "store_copy_stuck";
 
 export interface Alert {
   identity: string;
@@ -55,7 +55,26 @@ function trouble(n: NodeHealth, kind: AlertKind, policy: AlertPolicy): { since: 
 }
 
 const KINDS: AlertKind[] = ["unreachable", "puppet_failing"];
-const LABEL: Record<AlertKind, [string, string]> = { unreachable: ["unreachable", "reachable again"], puppet_failing: ["Puppet failing", "Puppet runs again"], service_down: ["down", "up again"] };
+const LABEL: Record<AlertKind, [string, string]> = { unreachable: ["unreachable", "reachable again"], puppet_failing: ["Puppet failing", "Puppet runs again"], service_down: ["down", "up again"], store_copy_stuck: ["store copy stuck", "store copies whole again"] };
+
+/**
+ * A broker's copies stuck apart from their leaders' (health/brokers.ts stuckCopies, in the beat's
+ * details): the broker answers, but the copy is no spare, and its leader's next restart can lose
+ * writes. Since the earliest copy's mark, as the watching console keeps it (one key per stuck spell).
+ */
+function stuckTrouble(svc: { role: string; details: Record<string, unknown>; checks: { name: string; status: string; why: string }[] }): { since: string; why: string } | undefined {
+  if (svc.role !== "broker" || !Array.isArray(svc.details.stuck) || svc.details.stuck.length === 0) return undefined;
+  const since = (svc.details.stuck as unknown[]).map((x) => (typeof x === "object" && x !== null ? (x as { since?: unknown }).since : undefined)).filter((x): x is string => typeof x === "string" && Number.isFinite(Date.parse(x))).sort()[0];
+  const why = svc.checks.find((c) => c.name === "streams" && c.status === "fail")?.why ?? "a copy of a replicated stream stays apart from its leader's";
+  return { since: since ?? "never", why };
+}
+
+/** One kind of alert closed for `id` (its other kinds stay open). */
+function closeKind(state: AlertState, id: string, kind: AlertKind): void {
+  const open = state.get(id);
+  open?.delete(kind);
+  if (open && open.size === 0) state.delete(id);
+}
 
 /**
  * The notifications `report` calls for, given the alerts already open (updated in place). A node
@@ -98,8 +117,20 @@ export function alertsFor(state: AlertState, report: HealthReport, policy: Alert
       state.set(id, (open ?? new Map()).set("service_down", t.since));
       out.push({ identity: id, kind: "service_down", event: "problem", subject: `muster: ${id} down`, message: `The site's ${svc.role} ${svc.name}: ${t.why}${t.since !== "never" ? ` (since ${t.since})` : ""}.\n`, alert: key(t.since), dedupe_key: key(t.since) });
     } else if (!p && was !== undefined) {
-      state.delete(id);
+      closeKind(state, id, "service_down");
       out.push({ identity: id, kind: "service_down", event: "recovered", subject: `muster: ${id} up again`, message: `The site's ${svc.role} ${svc.name} is up again.\n`, alert: key(was), dedupe_key: `health#${id}#service_down-recovered#${was}` });
+    }
+    // a broker that answers but holds a stuck copy: told once, and once when its copies are whole
+    // (a broker that stops answering is service_down; its stuck copy, from its last look, stays open)
+    const st = p ? undefined : stuckTrouble(svc);
+    const wasStuck = state.get(id)?.get("store_copy_stuck");
+    const stuckKey = (since: string) => `health#${id}#store_copy_stuck#${since}`;
+    if (st && wasStuck === undefined) {
+      state.set(id, (state.get(id) ?? new Map()).set("store_copy_stuck", st.since));
+      out.push({ identity: id, kind: "store_copy_stuck", event: "problem", subject: `muster: ${id} store copy stuck`, message: `The site's broker ${svc.name}: ${st.why}${st.since !== "never" ? ` (since ${st.since})` : ""}.\n`, alert: stuckKey(st.since), dedupe_key: stuckKey(st.since) });
+    } else if (!st && !p && wasStuck !== undefined) {
+      closeKind(state, id, "store_copy_stuck");
+      out.push({ identity: id, kind: "store_copy_stuck", event: "recovered", subject: `muster: ${id} store copies whole again`, message: `The site's broker ${svc.name} holds whole copies again.\n`, alert: stuckKey(wasStuck), dedupe_key: `health#${id}#store_copy_stuck-recovered#${wasStuck}` });
     }
   }
   for (const id of [...state.keys()]) if (!present.has(id)) state.delete(id);

@@ -99,6 +99,8 @@ export interface StuckCopy {
   leader: string;
   seq: number;
   leaderSeq: number;
+  /** When it was first seen apart at this sequence (ms): one stuck spell, one alert. */
+  since: number;
   forS: number;
 }
 
@@ -143,7 +145,7 @@ export function stuckCopies(looks: readonly MemberLook[], now: number, marks: Re
       const prev = marks.get(markKey);
       const mark = prev && prev.seq === c.seq ? prev : { seq: c.seq, since: now };
       next.set(markKey, mark);
-      if (now - mark.since >= STUCK_COPY_MS) stuck.push({ member, stream: key.slice(key.indexOf("/") + 1), leader, seq: c.seq, leaderSeq: lead.seq, forS: Math.round((now - mark.since) / 1000) });
+      if (now - mark.since >= STUCK_COPY_MS) stuck.push({ member, stream: key.slice(key.indexOf("/") + 1), leader, seq: c.seq, leaderSeq: lead.seq, since: mark.since, forS: Math.round((now - mark.since) / 1000) });
     }
   }
   return { stuck, marks: next };
@@ -203,7 +205,7 @@ export function brokerVerdicts(looks: readonly MemberLook[], stuck: readonly Stu
       name: m.name,
       answers: m.answers,
       checks,
-      details: { url: m.look.url, version: str(m.varz.version) ?? null, uptime: str(m.varz.uptime) ?? null, connections: num(m.varz.connections) ?? null, meta_leader: leaderView?.name ?? null, ...(myStuck.length ? { stuck: myStuck.map(({ stream, leader, seq, leaderSeq, forS }) => ({ stream, leader, seq, leader_seq: leaderSeq, for_s: forS })) } : {}), streams: mine.map((s) => ({ name: s.name, leader: s.leader, ...(s.leader === m.name ? {} : { current: s.replicas.find((r) => r.name === m.name)?.current ?? null, lag: s.replicas.find((r) => r.name === m.name)?.lag ?? null }) })) },
+      details: { url: m.look.url, version: str(m.varz.version) ?? null, uptime: str(m.varz.uptime) ?? null, connections: num(m.varz.connections) ?? null, meta_leader: leaderView?.name ?? null, ...(myStuck.length ? { stuck: myStuck.map(({ stream, leader, seq, leaderSeq, since, forS }) => ({ stream, leader, seq, leader_seq: leaderSeq, since: new Date(since).toISOString(), for_s: forS })) } : {}), streams: mine.map((s) => ({ name: s.name, leader: s.leader, ...(s.leader === m.name ? {} : { current: s.replicas.find((r) => r.name === m.name)?.current ?? null, lag: s.replicas.find((r) => r.name === m.name)?.lag ?? null }) })) },
     };
   });
 }

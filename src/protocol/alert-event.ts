@@ -19,7 +19,7 @@ export interface AlertEvent {
   by: string;
   /** The node the alert is about (absent for a test alert). */
   identity?: string;
-  /** unreachable, puppet_failing, service_down (identity is then `<role>/<name>`); "test" for a test alert. */
+  /** unreachable, puppet_failing, service_down or store_copy_stuck (identity is then `<role>/<name>`); "test" for a test alert. */
   kind?: string;
   /** The alert: `health#<node>#<kind>#<when its trouble began>`, the same on every console (a resolution names the alert it ends). */
   alert?: string;

@@ -89,6 +89,42 @@ test("a site service down past the grace is told once, keyed by role and name; b
   assert.equal(state.size, 0);
 });
 
+test("a broker holding a stuck copy is told once as store_copy_stuck with the rebuild to run, once more when whole; its going down meanwhile keeps the stuck alert open", () => {
+  type Svc = HealthReport["services"][number];
+  const since = new Date(T0).toISOString();
+  const why = "1 copy stuck apart from the leader's, no spare should the leader restart: KV_muster_provision: its copy has stayed at 44 for 30 s while its leader nats1 is at 84. Rebuild: muster broker stores --rebuild nats2 (docs/deploy.md#a-broker-back-from-a-power-cut)";
+  const broker = (o: { up?: boolean; stuck?: boolean }): Svc => ({
+    name: "nats2",
+    role: "broker",
+    up: o.up ?? true,
+    last_seen: since,
+    seen_s_ago: o.up === false ? 60 : 2,
+    observer: "console.lab",
+    version: "2.10.27",
+    checks: o.stuck ? [{ name: "streams", status: "fail", why }] : [{ name: "streams", status: "ok", why: "3 replicated stream copies current" }],
+    details: o.stuck ? { stuck: [{ stream: "KV_muster_provision", leader: "nats1", seq: 44, leader_seq: 84, since, for_s: 30 }] } : {},
+    problems: o.up === false ? [{ kind: "down", why: "does not answer console.lab", since }] : o.stuck ? [{ kind: "failing", why: `streams: ${why}` }] : [],
+  });
+  const withSvc = (s: Svc, now: number): HealthReport => ({ ...report(at(now), now), services: [s] });
+  const state: AlertState = new Map();
+  assert.deepEqual(alertsFor(state, withSvc(broker({}), T0), policy), []);
+  const told = alertsFor(state, withSvc(broker({ stuck: true }), T0 + 30_000), policy);
+  assert.deepEqual(told.map((a) => [a.event, a.kind, a.identity, a.subject]), [["problem", "store_copy_stuck", "broker/nats2", "muster: broker/nats2 store copy stuck"]]);
+  assert.match(told[0]!.message, /muster broker stores --rebuild nats2/);
+  assert.equal(told[0]!.dedupe_key, `health#broker/nats2#store_copy_stuck#${since}`);
+  assert.deepEqual(alertsFor(state, withSvc(broker({ stuck: true }), T0 + 35_000), policy), [], "not again while it stays stuck");
+  // down meanwhile: told as down; the stuck alert is not ended by a broker that cannot be looked at
+  const down = alertsFor(state, withSvc(broker({ up: false }), T0 + 120_000), policy);
+  assert.deepEqual(down.map((a) => [a.event, a.kind]), [["problem", "service_down"]]);
+  const back = alertsFor(state, withSvc(broker({}), T0 + 180_000), policy);
+  assert.deepEqual(back.map((a) => [a.event, a.kind, a.subject]).sort(), [
+    ["recovered", "service_down", "muster: broker/nats2 up again"],
+    ["recovered", "store_copy_stuck", "muster: broker/nats2 store copies whole again"],
+  ]);
+  assert.equal(back.find((a) => a.kind === "store_copy_stuck")!.alert, `health#broker/nats2#store_copy_stuck#${since}`, "the recovery names the alert it ends");
+  assert.equal(state.size, 0);
+});
+
 test("a delivery that failed is tried again 10 s later, then 20 s, 40 s, and every minute while it fails", async () => {
   const { retryDelay } = await import("../../src/health/alerter.js");
   assert.deepEqual([1, 2, 3, 4, 5, 50].map(retryDelay), [10_000, 20_000, 40_000, 60_000, 60_000, 60_000]);

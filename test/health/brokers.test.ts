@@ -76,13 +76,13 @@ test("a copy that stays behind while its leader counts it current is called stuc
   // the leader's own lag says it is current: without the marks the member looks fine
   assert.equal(brokerVerdicts(look(44)).find((v) => v.name === "n2")!.checks.find((c) => c.name === "streams")!.status, "ok");
   r = stuckCopies(look(44), t0 + STUCK_COPY_MS, r.marks);
-  assert.deepEqual(r.stuck, [{ member: "n2", stream: "KV_muster_provision", leader: "n1", seq: 44, leaderSeq: 84, forS: 30 }]);
+  assert.deepEqual(r.stuck, [{ member: "n2", stream: "KV_muster_provision", leader: "n1", seq: 44, leaderSeq: 84, since: t0, forS: 30 }]);
   const v = Object.fromEntries(brokerVerdicts(look(44), r.stuck).map((x) => [x.name, x]));
   const streams = v.n2!.checks.find((c) => c.name === "streams")!;
   assert.equal(streams.status, "fail");
   assert.match(streams.why, /KV_muster_provision: its copy has stayed at 44 for 30 s while its leader n1 is at 84/);
   assert.match(streams.why, /muster broker stores --rebuild n2/);
-  assert.deepEqual(v.n2!.details.stuck, [{ stream: "KV_muster_provision", leader: "n1", seq: 44, leader_seq: 84, for_s: 30 }]);
+  assert.deepEqual(v.n2!.details.stuck, [{ stream: "KV_muster_provision", leader: "n1", seq: 44, leader_seq: 84, since: new Date(t0).toISOString(), for_s: 30 }]);
   assert.equal(v.n1!.checks.find((c) => c.name === "streams")!.status, "ok", "the leader and the other copy are fine");
   assert.equal(v.n3!.checks.find((c) => c.name === "streams")!.status, "ok");
   // rebuilt: it moves (no longer stuck, the clock starts again), then matches (forgotten)

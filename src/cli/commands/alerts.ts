@@ -128,7 +128,7 @@ Examples:
     addCommonOptions(new Command("ack"))
       .description("Acknowledge a node's open alerts (or one, by --alert): the history and the console say who is on it")
       .argument("[identity]", "the node whose open alerts are acknowledged")
-      .option("--kind <kind>", "only its alert of this kind (unreachable, puppet_failing, service_down)")
+      .option("--kind <kind>", "only its alert of this kind (unreachable, puppet_failing, service_down, store_copy_stuck)")
       .option("--alert <id>", "one alert by its id (muster alerts --json lists them)")
       .option("--note <text>", "what you are doing about it")
       .action(async (identity: string | undefined, o: CommonOpts & { kind?: string; alert?: string; note?: string }) => {
