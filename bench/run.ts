@@ -24,6 +24,7 @@ import { emptyFilter, REPLY_PROTOCOL } from "../src/protocol/types.js";
 import { buildRequest } from "../src/client/request.js";
 import { DEFAULT_NODE_KEYS_BUCKET } from "../src/protocol/buckets.js";
 import { encodeNodeKeyEntry, nodeKeyName } from "../src/protocol/node-keys.js";
+import { fastest } from "../src/protocol/ed25519.js";
 import { signMessage } from "../src/protocol/signing.js";
 import { benchNodeKey } from "./node-keys.js";
 import { loadOrCreateSigningKey } from "../src/security/keys.js";
@@ -146,7 +147,7 @@ async function startNodes(mode: "floor" | "muster" | "unsigned", count: number, 
  * Publishes once (broadcast) or once per node (direct) with a reply inbox; resolves when all N
  * distinct nodes answered. `prefix` picks the floor's muster-sized or bare subjects.
  */
-function floorRound(nc: NatsConnection, prefix: string, identities: string[], kind: "broadcast" | "direct", payload: Uint8Array): Promise<number> {
+function floorRound(nc: NatsConnection, prefix: string, identities: string[], kind: "broadcast" | "direct", payload: Uint8Array, verify?: FloorVerifier): Promise<number> {
   const want = identities.length;
   return new Promise((ok, fail) => {
     const t0 = performance.now();
@@ -159,9 +160,15 @@ function floorRound(nc: NatsConnection, prefix: string, identities: string[], ki
     const sub = nc.subscribe(inbox, {
       callback: (err, msg) => {
         if (err) return;
-        const text = dec.decode(msg.data);
-        const pad = text.indexOf(" ");
-        seen.add(pad < 0 ? text : text.slice(0, pad));
+        if (verify) {
+          // the signed floor's reply: its body, then the node's signature over body and inbox
+          const id = verify(msg.data, inbox);
+          if (id !== undefined) seen.add(id);
+        } else {
+          const text = dec.decode(msg.data);
+          const pad = text.indexOf(" ");
+          seen.add(pad < 0 ? text : text.slice(0, pad));
+        }
         if (seen.size === want) {
           const ms = performance.now() - t0;
           clearTimeout(timer);
@@ -173,6 +180,30 @@ function floorRound(nc: NatsConnection, prefix: string, identities: string[], ki
     if (kind === "broadcast") nc.publish(`${prefix}.broadcast.agent.ping`, payload, { reply: inbox });
     else for (const id of identities) nc.publish(`${prefix}.node.${id}`, payload, { reply: inbox });
   });
+}
+
+/** Checks one signed floor reply; the identity it is from when its signature verifies. */
+type FloorVerifier = (data: Uint8Array, inbox: string) => string | undefined;
+
+/**
+ * The bare client's verification for the signed floor (issue 39's floor: one request, N signed
+ * replies, all verified by a bare client): each node's public key parsed once, as muster's key
+ * cache does, then per reply the identity read from the body and the signature checked over the
+ * body and the inbox with the same ed25519 backend muster uses. Nothing else: no envelope, no JSON.
+ */
+function floorVerifier(identities: string[]): FloorVerifier {
+  const ed = fastest();
+  const keys = new Map(identities.map((id) => [id, ed.publicKey(Buffer.from(benchNodeKey(id).publicKey, "base64"))]));
+  return (data, inbox) => {
+    if (data.length <= 64) return undefined;
+    const body = Buffer.from(data.buffer, data.byteOffset, data.length - 64);
+    const sig = Buffer.from(data.buffer, data.byteOffset + data.length - 64, 64);
+    const text = dec.decode(body);
+    const pad = text.indexOf(" ");
+    const id = pad < 0 ? text : text.slice(0, pad);
+    const key = keys.get(id);
+    return key !== undefined && ed.verify(key, Buffer.concat([body, Buffer.from(inbox)]), sig) ? id : undefined;
+  };
 }
 
 // ---- muster ---------------------------------------------------------------------------------
@@ -245,6 +276,7 @@ const MEASURES = {
   floorDirect: "floor: N requests, N replies",
   floorBroadcastBare: "bare floor: one request, N replies",
   floorBroadcastSigned: "signed floor: one request, N replies, each signed by its node",
+  floorBroadcastVerified: "verified floor: one request, N replies, each signed by its node and verified by a bare client",
   floorDirectBare: "bare floor: N requests, N replies",
   discoveryUnsigned: "before issue 13: muster discovery, replies unsigned",
   discovery: "muster discovery (broadcast discovery#ping)",
@@ -279,6 +311,8 @@ interface SizeResult {
     discoveryTotal: number;
     pingBroadcast: number;
     pingDirect: number;
+    /** issue 39: rpcutil ping to all N, every reply verified, over one request's N signed replies verified by a bare client */
+    verifiedPingDirect: number;
     pingDirectUnverified: number;
     bareDiscovery: number;
     signedDiscovery: number;
@@ -320,8 +354,9 @@ async function benchSize(url: string, env: NodeJS.ProcessEnv, count: number): Pr
     unverifiedClient = await MusterClient.connect({ brokers: [url], collective: MUSTER, name: "bench-client-unverified", key, verify: false });
     const uc = unverifiedClient;
     await fillKeyDirectory(mc, identities);
-    const floorOnce = async (prefix: string, kind: "broadcast" | "direct", payload: Uint8Array): Promise<Outcome> => {
-      const ms = await floorRound(floorNc, prefix, identities, kind, payload);
+    const verifier = floorVerifier(identities);
+    const floorOnce = async (prefix: string, kind: "broadcast" | "direct", payload: Uint8Array, verify?: FloorVerifier): Promise<Outcome> => {
+      const ms = await floorRound(floorNc, prefix, identities, kind, payload, verify);
       return { ms, totalMs: ms, answered: count };
     };
     const sized = new Uint8Array(requestBytes);
@@ -330,6 +365,7 @@ async function benchSize(url: string, env: NodeJS.ProcessEnv, count: number): Pr
       ["floorBroadcast", floorNodes, () => floorOnce(FLOOR, "broadcast", sized)],
       ["floorBroadcastBare", floorNodes, () => floorOnce(`${FLOOR}min`, "broadcast", bare)],
       ["floorBroadcastSigned", floorNodes, () => floorOnce(`${FLOOR}sig`, "broadcast", sized)],
+      ["floorBroadcastVerified", floorNodes, () => floorOnce(`${FLOOR}sig`, "broadcast", sized, verifier)],
       ["discoveryUnsigned", unsignedNodes, () => musterDiscovery(before, count)],
       ["discovery", musterNodes, () => musterDiscovery(mc, count)],
       ["pingBroadcast", musterNodes, () => musterPingBroadcast(mc, count)],
@@ -372,6 +408,7 @@ async function benchSize(url: string, env: NodeJS.ProcessEnv, count: number): Pr
         discoveryTotal: ratio(m.discovery.totalMs.median, m.floorBroadcast.ms.median),
         pingBroadcast: ratio(m.pingBroadcast.ms.median, m.floorBroadcast.ms.median),
         pingDirect: ratio(m.pingDirect.ms.median, m.floorDirect.ms.median),
+        verifiedPingDirect: ratio(m.pingDirect.ms.median, m.floorBroadcastVerified.ms.median),
         pingDirectUnverified: ratio(m.pingDirectUnverified.ms.median, m.floorDirect.ms.median),
         bareDiscovery: ratio(m.discovery.ms.median, m.floorBroadcastBare.ms.median),
         signedDiscovery: ratio(m.discovery.ms.median, m.floorBroadcastSigned.ms.median),
@@ -444,7 +481,7 @@ function report(results: SizeResult[], rss: Awaited<ReturnType<typeof benchRss>>
   lines.push("|---:|---|---:|---:|---:|---|---:|---:|");
   for (const r of results) {
     const q = r.ratios;
-    const vs: Partial<Record<MeasureKey, string>> = { discoveryUnsigned: `${q.discoveryUnsigned}x`, pingDirectUnsigned: `${q.pingDirectUnsigned}x`, discovery: `${q.discovery}x (${q.bareDiscovery}x); ${q.signedDiscovery}x signed`, pingBroadcast: `${q.pingBroadcast}x (${q.barePingBroadcast}x)`, pingDirect: `${q.pingDirect}x (${q.barePingDirect}x)`, pingDirectUnverified: `${q.pingDirectUnverified}x` };
+    const vs: Partial<Record<MeasureKey, string>> = { discoveryUnsigned: `${q.discoveryUnsigned}x`, pingDirectUnsigned: `${q.pingDirectUnsigned}x`, discovery: `${q.discovery}x (${q.bareDiscovery}x); ${q.signedDiscovery}x signed`, pingBroadcast: `${q.pingBroadcast}x (${q.barePingBroadcast}x)`, pingDirect: `${q.pingDirect}x (${q.barePingDirect}x); ${q.verifiedPingDirect}x verified`, pingDirectUnverified: `${q.pingDirectUnverified}x` };
     for (const key of Object.keys(MEASURES) as MeasureKey[]) {
       const m = r.measures[key];
       const all = m.answered.every((x) => x === r.nodes) ? "all" : `min ${Math.min(...m.answered)}/${r.nodes}`;
@@ -482,6 +519,13 @@ function report(results: SizeResult[], rss: Awaited<ReturnType<typeof benchRss>>
     const u = big.measures.pingDirectUnverified;
     lines.push(`  rpcutil ping to 10,000 nodes, every reply verified, under 1 s: median ${f(p.ms.median)} ms, p90 ${f(p.ms.p90)} ms (not verified: median ${f(u.ms.median)} ms; before issue 13, unsigned: ${f(big.measures.pingDirectUnsigned.ms.median)} ms) -> ${p.ms.p90 < 1000 && allPinged ? "met" : "NOT MET"}`);
   } else lines.push("  (include 10000 in --nodes for the node-count targets)");
+  const huge = results.find((r) => r.nodes === 50_000);
+  if (huge) {
+    const p = huge.measures.pingDirect;
+    const v = huge.measures.floorBroadcastVerified;
+    const all = p.answered.every((x) => x === huge.nodes) && v.answered.every((x) => x === huge.nodes);
+    lines.push(`  rpcutil ping of 50,000 nodes, every reply verified, within 2x one request's 50,000 signed replies verified by a bare client (issue 39): ${f(p.ms.median)} ms over ${f(v.ms.median)} ms, ${huge.ratios.verifiedPingDirect}x -> ${huge.ratios.verifiedPingDirect <= 2 && all ? "met" : "NOT MET"}`);
+  }
   if (rss) {
     const worst = Math.max(rss.server.facterFalse.rssMB, rss.server.facterTrue.rssMB, rss.server.facterFalseTls.rssMB);
     lines.push(`  idle muster server under 60 MB resident: ${worst} MB at most -> ${worst < 60 ? "met" : "NOT MET"}`);

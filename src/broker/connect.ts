@@ -109,6 +109,10 @@ export async function connectBroker(opts: BrokerOptions): Promise<NatsConnection
       reconnectTimeWait: 1000,
       reconnectJitter: 500,
       pingInterval: 30_000,
+      // nats.js builds two Errors (stacks captured) for every request and JetStream write, for a
+      // trace of where a timeout began; a provisioner spent 8% of its CPU on them (docs/bench.md,
+      // provisioning). The errors keep their type, message and cause without it.
+      noAsyncTraces: true,
       // Brokers named here are the operator's list: the members' gossip would add each again under
       // the address it listens on, and a dead member would then cost two connect timeouts, not one.
       ignoreClusterUpdates: servers.length > 1,

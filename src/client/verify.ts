@@ -60,6 +60,13 @@ interface Slot {
 }
 
 const BATCH = 128;
+/**
+ * A flush of this many replies or fewer, with no batch at the workers, is checked here: posting
+ * one costs more than checking it with libsodium (a provisioner's one reply per call spent 82 µs a
+ * reply posting to the pool; a check is about 40, so 16 hold the event loop under a millisecond).
+ * A large call's batches still go to the workers.
+ */
+const INLINE_MAX = 16;
 
 export class VerifyPool {
   private slots: Slot[] = [];
@@ -120,6 +127,10 @@ export class VerifyPool {
 
   private flush(): void {
     this.flushScheduled = false;
+    if (this.queue.length <= INLINE_MAX && this.inFlight.size === 0) {
+      for (const it of this.queue.splice(0)) this.inline(it);
+      return;
+    }
     while (this.queue.length) {
       const ready = this.slots.filter((s) => s.ready);
       if (!ready.length) {

@@ -40,5 +40,8 @@ export function watchStep(p: LivenessPolicy, probes: StepProbes, away: (what: "n
       if (masterAway && away("master", masterAway)) return;
     }
   })();
-  return () => stop.abort();
+  return () => stop.abort(STOPPED);
 }
+
+/** The watch's abort reason: one for all (abort() without one builds a DOMException and its stack, at every step of every node). */
+const STOPPED = Object.freeze({ name: "StepWatchStopped", message: "the step's watch stopped" });

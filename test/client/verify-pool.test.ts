@@ -56,3 +56,18 @@ test("a pool closed in the middle of a burst still answers every reply", async (
   await burst(pool, 600, 250);
   assert.equal(pool.counts.inline + pool.counts.workers, 900);
 });
+
+test("with the workers up, a trickle of replies (a few per turn of the event loop, none at the workers) is checked on this thread, with the same verdicts", async () => {
+  const pool = new VerifyPool(2);
+  pool.warm();
+  try {
+    await eventually(async () => (pool.readyWorkers === 2 ? true : undefined), 30_000, "both workers up");
+    for (let i = 0; i < 8; i++) await burst(pool, 1);
+    await burst(pool, 16);
+    assert.deepEqual(pool.counts, { inline: 24, workers: 0 });
+    await burst(pool, 17);
+    assert.equal(pool.counts.workers, 17, "seventeen at once go to the workers");
+  } finally {
+    await pool.close();
+  }
+});
