@@ -191,7 +191,11 @@ export function brokerVerdicts(looks: readonly MemberLook[], stuck: readonly Stu
     const myStuck = stuck.filter((x) => x.member === m.name);
     if (myStuck.length) {
       // before lag: the leader counts such a copy current
-      checks.push({ name: "streams", status: "fail", why: `${myStuck.length} cop${myStuck.length === 1 ? "y" : "ies"} stuck apart from the leader's, no spare should the leader restart: ${myStuck.slice(0, 4).map(stuckWhy).join("; ")}. Rebuild: muster broker stores --rebuild ${m.name} (docs/deploy.md#a-broker-back-from-a-power-cut)` });
+      // behind: rebuild it from the leader; ahead: it may hold the only copy of writes its leader
+      // lacks, and a rebuild would copy the leader's over them
+      const ahead = myStuck.some((x) => x.seq > x.leaderSeq);
+      const todo = ahead ? `Do not rebuild ${m.name}: compare the members' copies first` : `Rebuild: muster broker stores --rebuild ${m.name}`;
+      checks.push({ name: "streams", status: "fail", why: `${myStuck.length} cop${myStuck.length === 1 ? "y" : "ies"} stuck apart from the leader's, no spare should the leader restart: ${myStuck.slice(0, 4).map(stuckWhy).join("; ")}. ${todo} (docs/deploy.md#a-broker-back-from-a-power-cut)` });
     } else if (mine.length) {
       const led = mine.filter((s) => s.leader === m.name).length;
       const behind = mine.flatMap((s) => s.replicas.filter((r) => r.name === m.name && !r.current).map((r) => ({ s, r })));

@@ -101,6 +101,8 @@ test("a copy ahead of its leader's for 30 s is called stuck too: the leader's co
   assert.equal(r.stuck.length, 1);
   const why = brokerVerdicts(look(), r.stuck).find((x) => x.name === "n2")!.checks.find((c) => c.name === "streams")!.why;
   assert.match(why, /its copy is at 84, ahead of its leader n1 at 44, for 35 s/);
+  assert.match(why, /Do not rebuild n2: compare the members' copies first/, "a rebuild would copy the leader's shorter copy over it");
+  assert.doesNotMatch(why, /--rebuild/);
 });
 
 test("stuck copies from garbage: no state, a sequence that is not a number, no leader claiming itself, a member that does not answer: nothing stuck, nothing thrown", () => {
