@@ -113,15 +113,15 @@ function apartFrom(copies: Awaited<ReturnType<typeof copiesOf>>): Map<string, st
 
 /**
  * The brokers' stores whole before a broker goes down: every member's own copy of every replicated
- * stream at its leader's sequence. nats-server 2.10 can leave a member back from a cut with a copy
- * that never catches up; should the leader go down next, that copy can be elected and the writes it
+ * stream at its leader's sequence. nats-server 2.10 can leave a member back from a cut with copies
+ * that never catch up; should the leader go down next, such a copy can be elected and the writes it
  * lacks are lost (a CI run: a provisioned node's record went back to its sign_csr). The operator
- * learns of such a copy from `muster health` (the broker's streams check calls it stuck) and
- * rebuilds it as the check says; this does the same, once the copy has stayed apart for a minute
- * and a half: it waits until `muster health` names the copy stuck, runs the rebuild, and waits
- * for the copy. Returns the members rebuilt, with what `muster health` said of each.
+ * learns of it from `muster health` (the broker's streams check calls the copies stuck) and does
+ * what the check says; this does the same once a copy has stayed apart for a minute and a half:
+ * it waits until `muster health` names the member's copies stuck, restarts its nats-server, and
+ * rebuilds any copy still apart after that. Returns what was done, member by member.
  */
-export async function storesWhole(site: Site, dir: string, before: string): Promise<{ member: string; why: string }[]> {
+export async function storesWhole(site: Site, dir: string, before: string): Promise<{ member: string; why: string; rebuilt: boolean }[]> {
   let apart = new Map<string, string[]>();
   const whole = (within: number) =>
     until(async () => {
@@ -135,25 +135,38 @@ export async function storesWhole(site: Site, dir: string, before: string): Prom
     // stuck, as far as this can tell: what health says of it, and what it says to do
   }
   const r = reach(site, dir, "stores");
-  const rebuilt: { member: string; why: string }[] = [];
+  const done: { member: string; why: string; rebuilt: boolean }[] = [];
   for (const [member, what] of apart) {
     const said = await until(async () => {
       const c = await r.cli();
-      const why = c.report.services.find((s) => s.role === "broker" && s.name === member)?.problems.find((p) => /stuck/.test(p.why))?.why;
-      return why;
+      return c.report.services.find((s) => s.role === "broker" && s.name === member)?.problems.find((p) => /stuck/.test(p.why))?.why;
     }, 90_000, `muster health naming ${member}'s copies stuck (${what.join("; ")})`);
-    assert.match(said, new RegExp(`muster broker stores --rebuild ${member}`), "health says what to do");
-    process.stderr.write(`before ${before}: ${member}'s copies stayed apart (${what.join("; ")}); muster health: ${said}; rebuilding as it says\n`);
+    assert.match(said, new RegExp(`Restart nats-server on ${member}; a copy still stuck after that: muster broker stores --rebuild ${member}`), "health says what to do");
+    process.stderr.write(`before ${before}: ${member}'s copies stayed apart (${what.join("; ")}); muster health: ${said}; restarting its nats-server as it says\n`);
+    const restarted = await site.exec(`${member}.lab`, ["systemctl", "restart", "nats-server"]);
+    assert.equal(restarted.status, 0, `systemctl restart nats-server on ${member}.lab: ${restarted.stderr}`);
+    done.push({ member, why: said, rebuilt: false });
+  }
+  try {
+    await whole(120_000);
+    return done;
+  } catch {
+    // still apart after the restart: the rebuild, as health says
+  }
+  for (const [member, what] of apart) {
+    process.stderr.write(`before ${before}: ${member}'s copies still apart after its restart (${what.join("; ")}); rebuilding them\n`);
     const out = await runCli(["broker", "stores", "--rebuild", member], { env: r.env, timeoutMs: 300_000 });
     assert.equal(out.code, 0, `muster broker stores --rebuild ${member}: ${out.stderr}`);
-    rebuilt.push({ member, why: said });
+    const d = done.find((x) => x.member === member);
+    if (d) d.rebuilt = true;
+    else done.push({ member, why: what.join("; "), rebuilt: true });
   }
   try {
     await whole(180_000);
   } catch (e) {
-    throw new Error(`${(e as Error).message} even after rebuilding ${rebuilt.map((x) => x.member).join(", ")}: ${[...apart].map(([m, w]) => `${m}: ${w.join("; ")}`).join(" | ")}`);
+    throw new Error(`${(e as Error).message} even after restarting and rebuilding ${done.map((x) => x.member).join(", ")}: ${[...apart].map(([m, w]) => `${m}: ${w.join("; ")}`).join(" | ")}`);
   }
-  return rebuilt;
+  return done;
 }
 
 const ROLES = ["broker", "broker", "broker", "master", "master", "provisioner", "provisioner", "registry", "console", "notifier"];
