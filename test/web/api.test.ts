@@ -446,9 +446,11 @@ test("fleet health: GET /api/health is the CLI's report, the health stream and t
     const before = counts((await (await get("/api/health", bearer(VIEWER))).json()) as R);
     const g = gauges(await (await get("/metrics", bearer(VIEWER))).text());
     const after = counts((await (await get("/api/health", bearer(VIEWER))).json()) as R);
-    return JSON.stringify(before) === JSON.stringify(after) ? { ...after, g } : undefined;
-  }, 10_000, "two reports alike around a read of the gauges");
-  assert.ok(summary.unhealthy > 0 && summary.healthy > 0, `both healthy and unhealthy nodes, so the gauges are told apart: ${JSON.stringify(summary)}`);
+    // both healthy and unhealthy nodes, so the gauges are told apart (under the suite's load the
+    // emulated nodes' beats can all be late for a while: a CI run read 20 unhealthy of 20)
+    return JSON.stringify(before) === JSON.stringify(after) && after.summary.unhealthy > 0 && after.summary.healthy > 0 ? { ...after, g } : undefined;
+  }, 30_000, "two reports alike around a read of the gauges, with both healthy and unhealthy nodes");
+  assert.ok(summary.unhealthy > 0 && summary.healthy > 0, JSON.stringify(summary));
   assert.deepEqual(g, {
     "muster_health_nodes:healthy": summary.healthy,
     "muster_health_nodes:unhealthy": summary.unhealthy,
