@@ -194,9 +194,9 @@ export function brokerVerdicts(looks: readonly MemberLook[], stuck: readonly Stu
       // behind: rebuild it from the leader; ahead: it may hold the only copy of writes its leader
       // lacks, and a rebuild would copy the leader's over them
       const ahead = myStuck.some((x) => x.seq > x.leaderSeq);
-      // a restart makes the member ask for its catch-up again (a site e2e saw every copy of one
-      // member stop applying at once, where a rebuild of a busy stream did not finish either)
-      const todo = ahead ? `Do not rebuild ${m.name}: compare the members' copies first` : `Restart nats-server on ${m.name}; a copy still stuck after that: muster broker stores --rebuild ${m.name}`;
+      // a restart does not mend it (a site e2e: the copy came back at the same sequence after the
+      // member's own reboot); a rebuild gives the member a fresh copy
+      const todo = ahead ? `Do not rebuild ${m.name}: compare the members' copies first` : `Rebuild: muster broker stores --rebuild ${m.name}`;
       checks.push({ name: "streams", status: "fail", why: `${myStuck.length} cop${myStuck.length === 1 ? "y" : "ies"} stuck apart from the leader's, no spare should the leader restart: ${myStuck.slice(0, 4).map(stuckWhy).join("; ")}. ${todo} (docs/deploy.md#a-broker-back-from-a-power-cut)` });
     } else if (mine.length) {
       const led = mine.filter((s) => s.leader === m.name).length;

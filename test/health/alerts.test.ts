@@ -92,7 +92,7 @@ test("a site service down past the grace is told once, keyed by role and name; b
 test("a broker holding a stuck copy is told once as store_copy_stuck with the rebuild to run, once more when whole; its going down meanwhile keeps the stuck alert open", () => {
   type Svc = HealthReport["services"][number];
   const since = new Date(T0).toISOString();
-  const why = "1 copy stuck apart from the leader's, no spare should the leader restart: KV_muster_provision: its copy has stayed at 44 for 30 s while its leader nats1 is at 84. Restart nats-server on nats2; a copy still stuck after that: muster broker stores --rebuild nats2 (docs/deploy.md#a-broker-back-from-a-power-cut)";
+  const why = "1 copy stuck apart from the leader's, no spare should the leader restart: KV_muster_provision: its copy has stayed at 44 for 30 s while its leader nats1 is at 84. Rebuild: muster broker stores --rebuild nats2 (docs/deploy.md#a-broker-back-from-a-power-cut)";
   const broker = (o: { up?: boolean; stuck?: boolean }): Svc => ({
     name: "nats2",
     role: "broker",
