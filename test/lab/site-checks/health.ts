@@ -103,7 +103,7 @@ async function copiesOf(site: Site): Promise<Map<string, { leader?: string; seqs
   return out;
 }
 
-/** The members whose copy of some replicated stream is apart from its leader's (or that hold no copy of it), each with what. */
+/** The members whose copy of some replicated stream is apart from its leader's, each with what. */
 function apartFrom(copies: NonNullable<Awaited<ReturnType<typeof copiesOf>>>): Map<string, string[]> {
   const apart = new Map<string, string[]>();
   for (const [stream, c] of copies) {
