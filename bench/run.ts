@@ -160,15 +160,9 @@ function floorRound(nc: NatsConnection, prefix: string, identities: string[], ki
     const sub = nc.subscribe(inbox, {
       callback: (err, msg) => {
         if (err) return;
-        if (verify) {
-          // the signed floor's reply: its body, then the node's signature over body and inbox
-          const id = verify(msg.data, inbox);
-          if (id !== undefined) seen.add(id);
-        } else {
-          const text = dec.decode(msg.data);
-          const pad = text.indexOf(" ");
-          seen.add(pad < 0 ? text : text.slice(0, pad));
-        }
+        // the signed floor's reply is its body, then the node's signature over body and inbox
+        const id = verify ? verify(msg.data, inbox) : paddedIdentity(msg.data);
+        if (id !== undefined) seen.add(id);
         if (seen.size === want) {
           const ms = performance.now() - t0;
           clearTimeout(timer);
@@ -180,6 +174,13 @@ function floorRound(nc: NatsConnection, prefix: string, identities: string[], ki
     if (kind === "broadcast") nc.publish(`${prefix}.broadcast.agent.ping`, payload, { reply: inbox });
     else for (const id of identities) nc.publish(`${prefix}.node.${id}`, payload, { reply: inbox });
   });
+}
+
+/** The identity a floor reply names: its text up to the padding. */
+function paddedIdentity(body: Uint8Array): string {
+  const text = dec.decode(body);
+  const pad = text.indexOf(" ");
+  return pad < 0 ? text : text.slice(0, pad);
 }
 
 /** Checks one signed floor reply; the identity it is from when its signature verifies. */
@@ -198,9 +199,7 @@ function floorVerifier(identities: string[]): FloorVerifier {
     if (data.length <= 64) return undefined;
     const body = Buffer.from(data.buffer, data.byteOffset, data.length - 64);
     const sig = Buffer.from(data.buffer, data.byteOffset + data.length - 64, 64);
-    const text = dec.decode(body);
-    const pad = text.indexOf(" ");
-    const id = pad < 0 ? text : text.slice(0, pad);
+    const id = paddedIdentity(body);
     const key = keys.get(id);
     return key !== undefined && ed.verify(key, Buffer.concat([body, Buffer.from(inbox)]), sig) ? id : undefined;
   };

@@ -190,12 +190,11 @@ export function brokerVerdicts(looks: readonly MemberLook[], stuck: readonly Stu
     const mine = streams.filter((s) => s.leader === m.name || s.replicas.some((r) => r.name === m.name));
     const myStuck = stuck.filter((x) => x.member === m.name);
     if (myStuck.length) {
-      // before lag: the leader counts such a copy current
-      // behind: rebuild it from the leader; ahead: it may hold the only copy of writes its leader
-      // lacks, and a rebuild would copy the leader's over them
+      // before lag, which counts such a copy current. Behind: a rebuild gives the member a fresh
+      // copy (a restart does not: a site e2e saw the copy come back at the same sequence after the
+      // member's own reboot). Ahead: it may hold the only copy of writes its leader lacks, which a
+      // rebuild would overwrite with the leader's.
       const ahead = myStuck.some((x) => x.seq > x.leaderSeq);
-      // a restart does not mend it (a site e2e: the copy came back at the same sequence after the
-      // member's own reboot); a rebuild gives the member a fresh copy
       const todo = ahead ? `Do not rebuild ${m.name}: compare the members' copies first` : `Rebuild: muster broker stores --rebuild ${m.name}`;
       checks.push({ name: "streams", status: "fail", why: `${myStuck.length} cop${myStuck.length === 1 ? "y" : "ies"} stuck apart from the leader's, no spare should the leader restart: ${myStuck.slice(0, 4).map(stuckWhy).join("; ")}. ${todo} (docs/deploy.md#a-broker-back-from-a-power-cut)` });
     } else if (mine.length) {

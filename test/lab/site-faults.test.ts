@@ -16,7 +16,7 @@ import { ProvisionState } from "../../src/provisioner/state.js";
 import { askUntil, eventually, repoRoot, runCli } from "../support/collective.js";
 import { notifications, siteAuditHolds } from "./site-checks/alerts-audit.js";
 import { bootGuideNode, checkAllDone, checkBrokersClean, checkDoctorClean, checkHealthClean, checkEverySenderVerified, checkShortNamedMaster } from "./site-checks/guide.js";
-import { brokerPowerCutNoFalseAlarms, provisionerPowerCut, relayOf, siteServicesListed, storesWhole } from "./site-checks/health.js";
+import { brokerPowerCutNoFalseAlarms, memberStreams, provisionerPowerCut, relayOf, siteServicesListed, storesWhole } from "./site-checks/health.js";
 import { nodeWaitsForItsRegionsMaster } from "./site-checks/regional-master.js";
 import { compoundAgreesWithBroadcast, consoleShowsRuns, findsTheDatabaseMaster, puppetDbStartAndMemory } from "./site-checks/puppetdb.js";
 
@@ -143,12 +143,8 @@ const cliEnv = (brokers = site.state.site!.brokers, file = "client.yaml") => {
 const cli = (args: string[]) => runCli(args, { env: cliEnv(), timeoutMs: 180_000 });
 /** The CLI with one broker in its config: what a client of that member alone sees. */
 const cliVia = (n: 1 | 2 | 3, args: string[]) => runCli(args, { env: cliEnv([`tls://${relay(`nats${n}`)}`], `client-nats${n}.yaml`), timeoutMs: 180_000 });
-/** A broker's JetStream report, through the relay to its monitoring port. */
-const jsz = async (n: 1 | 2 | 3) => {
-  const res = await fetch(`http://${relay(`nats${n}-monitor`)}/jsz?streams=true&config=true`, { signal: AbortSignal.timeout(5000) });
-  return (await res.json()) as { account_details?: { stream_detail?: { name: string; config?: { num_replicas?: number }; state: { messages: number; last_seq: number }; cluster?: { replicas?: { current: boolean; lag?: number }[] } }[] }[] };
-};
-const streams = async (n: 1 | 2 | 3) => (await jsz(n)).account_details?.flatMap((a) => a.stream_detail ?? []) ?? [];
+/** Every stream a broker member holds, its own copy of each as its monitoring port reports it. */
+const streams = (n: 1 | 2 | 3) => memberStreams(site, n);
 /** The members a broker has routes to (its /routez: their server names, nats1 to nats3). */
 const routesOf = async (n: 1 | 2 | 3) => {
   const res = await fetch(`http://${relay(`nats${n}-monitor`)}/routez`, { signal: AbortSignal.timeout(5000) });
@@ -478,7 +474,7 @@ async function recordStory(id: string): Promise<string> {
   const revs = await store.bucket.history(recordKey(id)).catch((e: Error) => e);
   const past = revs instanceof Error ? `history failed: ${revs.message}` : revs.map((e) => { try { const r = JSON.parse(Buffer.from(e.value).toString()) as NodeRecord; return `#${e.revision} ${e.operation} ${r.status}/${r.stage ?? "-"} ${new Date(r.updatedAt).toISOString()}`; } catch { return `#${e.revision} ${e.operation} (${e.value.length} bytes)`; } }).join(", ");
   // each member's own copy of the state bucket's stream: which one is apart, and who leads
-  const copies = await Promise.all(([1, 2, 3] as const).map(async (n) => { try { const x = (await streams(n)).find((y) => y.name === `KV_${store.name}`) as { state: { last_seq: number }; cluster?: { leader?: string } } | undefined; return `nats${n} at ${x?.state.last_seq ?? "none"} (leader ${x?.cluster?.leader ?? "?"})`; } catch (e) { return `nats${n}: ${(e as Error).message}`; } }));
+  const copies = await Promise.all(([1, 2, 3] as const).map(async (n) => { try { const x = (await streams(n)).find((y) => y.name === `KV_${store.name}`); return `nats${n} at ${x?.state.last_seq ?? "none"} (leader ${x?.cluster?.leader ?? "?"})`; } catch (e) { return `nats${n}: ${(e as Error).message}`; } }));
   return `${now}; revisions: ${past}; copies: ${copies.join(", ")}`;
 }
 

@@ -6,7 +6,7 @@ import { stringify as toYaml } from "yaml";
 import { labWebToken } from "../../../src/lab/credentials.js";
 import type { Site } from "../../../src/lab/site/index.js";
 import { eventually, runCli } from "../../support/collective.js";
-import { relayOf } from "./health.js";
+import { memberStreams } from "./health.js";
 
 // The site's alerts and audit (issue 36 §3 and §4), as checks the site e2e runs on its started
 // Site. Each says when in the site's life it belongs; none leaves the site changed (a powered-off
@@ -98,7 +98,6 @@ export async function siteAuditHolds(site: Site, dir: string): Promise<void> {
     throw new Error(`${e.message}; missing: ${want.filter(([, ok]) => !last.some(ok)).map(([w]) => w).join(", ")}; newest rows: ${JSON.stringify(last.slice(0, 15))}`);
   });
   // replicated: each broker holds a copy of the audit and of the alerts' history
-  const jsz = (await (await fetch(`http://${relayOf(site, "nats1-monitor")}/jsz?streams=true&config=true`, { signal: AbortSignal.timeout(10_000) })).json()) as { account_details?: { stream_detail?: { name: string; config?: { num_replicas?: number } }[] }[] };
-  const replicas = Object.fromEntries((jsz.account_details ?? []).flatMap((a) => a.stream_detail ?? []).map((s) => [s.name, s.config?.num_replicas]));
+  const replicas = Object.fromEntries((await memberStreams(site, 1, 10_000)).map((s) => [s.name, s.config?.num_replicas]));
   assert.deepEqual([replicas.MUSTER_AUDIT, replicas.MUSTER_ALERTS], [3, 3], JSON.stringify(replicas));
 }

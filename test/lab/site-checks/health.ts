@@ -79,15 +79,30 @@ async function connectedTo(site: Site, dark: string): Promise<Set<string>> {
   return names;
 }
 
+/** A stream as a broker member's /jsz describes its own copy. */
+export interface MemberStream {
+  name: string;
+  config?: { num_replicas?: number };
+  state: { messages: number; last_seq: number };
+  cluster?: { leader?: string; replicas?: { name?: string; current: boolean; lag?: number }[] };
+}
+
+/** Every stream broker member `n` holds, as its monitoring port (/jsz, through the site's relay) reports its own copies; rejects when it does not answer. */
+export async function memberStreams(site: Site, n: 1 | 2 | 3, timeoutMs = 5000): Promise<MemberStream[]> {
+  const res = await fetch(`http://${relayOf(site, `nats${n}-monitor`)}/jsz?streams=true&config=true`, { signal: AbortSignal.timeout(timeoutMs) });
+  if (!res.ok) throw new Error(`nats${n}'s monitoring port: HTTP ${res.status}`);
+  const j = (await res.json()) as { account_details?: { stream_detail?: MemberStream[] }[] };
+  return j.account_details?.flatMap((a) => a.stream_detail ?? []) ?? [];
+}
+
 /** Each replicated stream's copies as their members report them (/jsz): member -> own last sequence, and the leader most members name; undefined while a member does not answer (its copies cannot be compared then). */
 async function copiesOf(site: Site): Promise<Map<string, { leader?: string; seqs: Map<string, number> }> | undefined> {
   const out = new Map<string, { leader?: string; seqs: Map<string, number>; votes: Map<string, number> }>();
   const answered = await Promise.all(
-    [1, 2, 3].map(async (n) => {
-      const res = await fetch(`http://${relayOf(site, `nats${n}-monitor`)}/jsz?streams=true&config=true`, { signal: AbortSignal.timeout(5000) }).catch(() => undefined);
-      if (!res?.ok) return false;
-      const j = (await res.json()) as { account_details?: { stream_detail?: { name: string; config?: { num_replicas?: number }; state?: { last_seq?: number }; cluster?: { leader?: string } }[] }[] };
-      for (const sd of j.account_details?.flatMap((a) => a.stream_detail ?? []) ?? []) {
+    ([1, 2, 3] as const).map(async (n) => {
+      const mine = await memberStreams(site, n).catch(() => undefined);
+      if (!mine) return false;
+      for (const sd of mine) {
         if ((sd.config?.num_replicas ?? 1) < 2 || sd.state?.last_seq === undefined) continue;
         const c = out.get(sd.name) ?? { seqs: new Map(), votes: new Map() };
         c.seqs.set(`nats${n}`, sd.state.last_seq);
