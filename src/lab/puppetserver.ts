@@ -20,7 +20,8 @@ export { writeEnvironment, type EnvironmentFiles } from "./puppetserver-config.j
 // puppetserver-config.ts writes that tree. We start the JVM the way /usr/share/puppetserver/cli/apps/foreground does, but without
 // `runuser puppet` and with our own --config dir; the bootstrap service list is Debian's
 // (/etc/puppet/puppetserver/services.d). The CA is created on first start by the CA service.
-// Measured here (2 cores, -Xmx768m, one JRuby): about 30-45 s from spawn to serving.
+// Measured here (2 cores, -Xmx768m, one JRuby, 2048-bit keys): about 30 s from spawn to serving
+// on an idle machine; 2-6 times that beside the suite's other JVMs.
 
 const INSTALL_DIR = "/usr/share/puppetserver";
 const JAR = join(INSTALL_DIR, "puppetserver.jar");
@@ -43,7 +44,7 @@ export interface StartPuppetserverOptions {
   heap?: string[];
   /** Extra JVM options, after the defaults. */
   javaArgs?: string[];
-  /** Deadline for the server to answer /status/v1/simple; default 180 s. */
+  /** Deadline for the server to answer /status/v1/simple; default 480 s (READY_TIMEOUT_MS). */
   readyTimeoutMs?: number;
   /** More addresses agents reach the master on (the lab machines' relay), named in its certificate. */
   altIps?: string[];

@@ -46,7 +46,7 @@ node default {
   }
 }
 `;
-  master = await startPuppetserver({ host, environments: { production: { manifest: site } }, readyTimeoutMs: 300_000 });
+  master = await startPuppetserver({ host, environments: { production: { manifest: site } } });
   console.log(`# puppetserver ready on ${master.url} in ${master.startMs} ms`);
   const ca = new CertificateAuthority(caSettingsFromSsldir(master.url, master.ssldir, master.certname));
   await Promise.all(

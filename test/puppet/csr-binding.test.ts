@@ -35,7 +35,7 @@ function agent(id: string): PuppetAgent {
 }
 
 before(async () => {
-  master = await startPuppetserver({ host, readyTimeoutMs: 300_000 });
+  master = await startPuppetserver({ host });
   console.log(`# puppetserver ready on ${master.url} in ${master.startMs} ms`);
   ca = new CertificateAuthority(caSettingsFromSsldir(master.url, master.ssldir, master.certname));
 });

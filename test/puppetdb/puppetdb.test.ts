@@ -89,7 +89,7 @@ before(async () => {
   // on 127.0.0.1, reached as localhost: a name, so clients ask for its certificate by name (SNI)
   const sslPort = await freePort("127.0.0.1");
   pdbUrl = `https://localhost:${sslPort}`;
-  master = await startPuppetserver({ host, puppetdb: [pdbUrl], environments: { production: { manifest: SITE, modules: { muster: shippedModule("muster"), ...SITE_MODULES } } }, readyTimeoutMs: 300_000 });
+  master = await startPuppetserver({ host, puppetdb: [pdbUrl], environments: { production: { manifest: SITE, modules: { muster: shippedModule("muster"), ...SITE_MODULES } } } });
   console.log(`# puppetserver ready in ${master.startMs} ms`);
   // TLS as a site's (config/puppetdb-site.ts): PuppetDB holds a certificate from the master's CA
   // (the terminus checks it against that CA) and one from muster's CA for another name, picked by
