@@ -114,7 +114,10 @@ export class Verification {
   }
 }
 
-/** How long a client waits for the node-key directory before treating replies as unverified. */
+/**
+ * How long the node-key directory may be silent while a client reads it before replies are
+ * treated as unverified: a limit on silence, since a 50,000-key read takes longer than this.
+ */
 const DIRECTORY_READ_MS = 5000;
 
 export class MusterClient implements Buckets {

@@ -22,11 +22,15 @@ export class KeyDirectory {
     return this.keys.size;
   }
 
-  /** Reads every entry of `bucket` and resolves once they are in; later changes keep arriving. */
-  static async watch(bucket: Bucket): Promise<KeyDirectory> {
+  /**
+   * Reads every entry of `bucket` and resolves once they are in; later changes keep arriving.
+   * `progress` is told of each change read (the reader's limit is on silence, not on size).
+   */
+  static async watch(bucket: Bucket, progress?: () => void, opened?: (dir: KeyDirectory) => void): Promise<KeyDirectory> {
     const dir = new KeyDirectory();
     const it = await bucket.watch();
     dir.stopWatch = () => it.stop();
+    opened?.(dir);
     let resolveLoaded!: () => void;
     const loaded = new Promise<void>((r) => (resolveLoaded = r));
     void (async () => {
@@ -35,6 +39,7 @@ export class KeyDirectory {
           resolveLoaded();
           continue;
         }
+        progress?.();
         const e = c.entry;
         if (e.operation === "DEL" || e.operation === "PURGE") dir.keys.delete(identityOfNodeKeyName(e.key));
         else {
@@ -51,31 +56,53 @@ export class KeyDirectory {
   }
 
   close(): void {
-    this.stopWatch();
+    const stop = this.stopWatch;
+    this.stopWatch = () => undefined;
+    stop();
   }
 }
 
 /**
- * The directory in `bucket` (opened by `open`; none there gives an unavailable one), read within
- * `timeoutMs`. A read that outlives the limit is not left running: when it lands, its watch is
- * stopped. (A client reloads an unavailable directory a minute later, so every slow read would
- * otherwise leave one more consumer on the bucket for good.)
+ * The directory in `bucket` (opened by `open`; none there gives an unavailable one). The read is
+ * given up when nothing arrives for `idleMs` (opening the bucket included), or past `maxMs` in all:
+ * a limit on silence, not on size, since 50,000 keys take seconds to arrive while a large call's
+ * replies share the connection. A read given up is not left running: its watch is stopped, now or
+ * when it opens. (A client reloads an unavailable directory a minute later, so every slow read
+ * would otherwise leave one more consumer on the bucket for good.)
  */
-export async function readKeyDirectory(open: () => Promise<Bucket | undefined>, name: string, timeoutMs: number): Promise<KeyDirectory> {
+export async function readKeyDirectory(open: () => Promise<Bucket | undefined>, name: string, idleMs: number, maxMs = Math.max(idleMs, 120_000)): Promise<KeyDirectory> {
+  const t0 = performance.now();
   let timer: NodeJS.Timeout | undefined;
+  let cap: NodeJS.Timeout | undefined;
   let late = false;
-  const timeout = new Promise<KeyDirectory>(
-    (r) =>
-      (timer = setTimeout(() => {
-        late = true;
-        r(new KeyDirectory(`reading the key directory ${name} timed out after ${timeoutMs} ms`));
-      }, timeoutMs)),
-  );
-  const read = (async () => {
+  let settled = false; // the later changes a kept directory follows are not the read's progress
+  let read = 0;
+  let reading: KeyDirectory | undefined;
+  let giveUp!: (why: string) => void;
+  const timeout = new Promise<KeyDirectory>((r) => {
+    giveUp = (why) => {
+      late = true;
+      reading?.close();
+      r(new KeyDirectory(`reading the key directory ${name} ${why} (${read} entries read in ${Math.round(performance.now() - t0)} ms)`));
+    };
+    timer = setTimeout(() => giveUp(`timed out after ${idleMs} ms with nothing arriving`), idleMs);
+    cap = setTimeout(() => giveUp(`timed out after ${maxMs} ms in all`), maxMs);
+  });
+  const progress = () => {
+    if (settled) return;
+    read++;
+    timer?.refresh();
+  };
+  const loading = (async () => {
     try {
       const b = await open();
       if (!b) return new KeyDirectory(`no key directory (bucket ${name}) on this broker`);
-      const dir = await KeyDirectory.watch(b);
+      if (late) return new KeyDirectory("given up");
+      if (!settled) timer?.refresh(); // the bucket answered: the entries' silence counts from here
+      const dir = await KeyDirectory.watch(b, progress, (d) => {
+        reading = d;
+        if (late) d.close();
+      });
       if (late) dir.close();
       return dir;
     } catch (e) {
@@ -83,8 +110,10 @@ export async function readKeyDirectory(open: () => Promise<Bucket | undefined>, 
     }
   })();
   try {
-    return await Promise.race([read, timeout]);
+    return await Promise.race([loading, timeout]);
   } finally {
+    settled = true;
     clearTimeout(timer);
+    clearTimeout(cap);
   }
 }

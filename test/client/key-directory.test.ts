@@ -11,7 +11,8 @@ import { connectNats, eventually } from "../support/collective.js";
 import { startNats, type NatsHandle } from "../support/index.js";
 
 // The client's node-key directory read (client/key-directory.ts) against a real nats-server: a read
-// within its limit follows the bucket; one that outlives it leaves no watch (consumer) behind.
+// within its limits follows the bucket; one that outlives them leaves no watch (consumer) behind.
+// The limit is on silence: a read whose entries keep coming is waited for (50,000 keys take seconds).
 
 let nats: NatsHandle;
 let nc: NatsConnection;
@@ -60,14 +61,78 @@ test("a read within its limit holds the bucket's keys and follows it; closed, it
   await eventually(async () => ((await consumers()) === 0 ? true : undefined), 15_000, "the watch's consumer removed");
 });
 
-test("a read that outlives its limit: an unavailable directory saying so, and its watch stopped when it lands", async () => {
+test("a read whose bucket opens only after its limit: an unavailable directory saying so, and no watch made then", async () => {
   const { wrapped, watches } = noting(bucket);
+  let opened = false;
   // the bucket opens only after the limit is past, as a broker under load answers
-  const dir = await readKeyDirectory(() => new Promise((r) => setTimeout(() => r(wrapped), 200)), NAME, 20);
+  const dir = await readKeyDirectory(() => new Promise((r) => setTimeout(() => ((opened = true), r(wrapped)), 200)), NAME, 20);
   assert.match(dir.unavailable ?? "", /timed out after 20 ms/);
-  await eventually(async () => (watches[0]?.stopped ? true : undefined), 10_000, "the late watch stopped");
-  assert.equal(watches.length, 1);
-  await eventually(async () => ((await consumers()) === 0 ? true : undefined), 15_000, "no consumer left on the bucket");
+  await eventually(async () => (opened ? true : undefined), 10_000, "the bucket opened");
+  await new Promise((r) => setImmediate(r));
+  assert.equal(watches.length, 0);
+  assert.equal(await consumers(), 0, "no consumer on the bucket");
+});
+
+/**
+ * A second bucket of `n` keys, watched through a wrapper that delays each change by `delayMs` and
+ * goes silent after `stallAfter` entries (until stopped): a broker whose answers arrive slowly.
+ */
+async function slowBucket(name: string, n: number, delayMs: number, stallAfter = Infinity) {
+  const b = await bucketsOn(nc).bucket(name, { create: { history: 1 } });
+  for (let i = 0; i < n; i++) {
+    const id = `slow${i}.example.net`;
+    await b.put(nodeKeyName(id), encodeNodeKeyEntry({ identity: id, pubkey: generateSigningKey(id).key.publicKey, source: "pinned", time: Date.now(), by: id }));
+  }
+  const note = { stopped: false, delivered: 0 };
+  const wrapped: Bucket = Object.create(b) as Bucket;
+  wrapped.watch = async (opts) => {
+    const w = await b.watch(opts);
+    let wake: (() => void) | undefined;
+    return {
+      stop() {
+        note.stopped = true;
+        w.stop();
+        wake?.();
+      },
+      async *[Symbol.asyncIterator]() {
+        for await (const c of w) {
+          if (note.delivered >= stallAfter) await new Promise<void>((r) => (wake = r));
+          if (note.stopped) return;
+          await new Promise((r) => setTimeout(r, delayMs));
+          if (c.kind === "entry") note.delivered++;
+          yield c;
+        }
+      },
+    } satisfies BucketWatch;
+  };
+  const streamConsumers = async () => (await (await jetstreamManager(nc)).streams.info(`KV_${name}`)).state.consumer_count;
+  return { wrapped, note, streamConsumers };
+}
+
+test("a read whose entries keep arriving is not given up, however long it takes in all", async () => {
+  const { wrapped, note } = await slowBucket(`${NAME}_slow`, 8, 40);
+  const t0 = performance.now();
+  const dir = await readKeyDirectory(async () => wrapped, "slow", 150);
+  assert.equal(dir.unavailable, undefined);
+  assert.equal(dir.size, 8);
+  assert.ok(performance.now() - t0 > 150, "the read took longer in all than its limit on silence (else this proves nothing)");
+  dir.close();
+  assert.equal(note.stopped, true);
+});
+
+test("a read that goes silent half-way is given up, says how far it got, and leaves no watch behind", async () => {
+  const { wrapped, note, streamConsumers } = await slowBucket(`${NAME}_stall`, 5, 5, 2);
+  const dir = await readKeyDirectory(async () => wrapped, "stall", 150);
+  assert.match(dir.unavailable ?? "", /^reading the key directory stall timed out after 150 ms with nothing arriving \(2 entries read in \d+ ms\)$/);
+  assert.equal(note.stopped, true);
+  await eventually(async () => ((await streamConsumers()) === 0 ? true : undefined), 15_000, "no consumer left on the bucket");
+});
+
+test("a read that trickles on past its limit in all is given up too", async () => {
+  const { wrapped, note } = await slowBucket(`${NAME}_trickle`, 20, 50);
+  const dir = await readKeyDirectory(async () => wrapped, "trickle", 200, 300);
+  assert.match(dir.unavailable ?? "", /timed out after 300 ms in all \(\d+ entries read/);
+  assert.equal(note.stopped, true);
 });
 
 test("no bucket, or one that cannot be read: an unavailable directory naming why", async () => {
