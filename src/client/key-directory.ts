@@ -10,8 +10,14 @@ export class KeyDirectory {
   invalid = 0;
   private stopWatch: () => void = () => undefined;
 
-  /** Why there is no directory (no bucket, no JetStream, no permission), when there is none. */
-  constructor(readonly unavailable?: string) {}
+  /**
+   * Why there is no directory (no bucket, no JetStream, no permission), when there is none;
+   * `timedOut`: the read was given up (a broker too busy to answer then), worth trying again soon.
+   */
+  constructor(
+    readonly unavailable?: string,
+    readonly timedOut = false,
+  ) {}
 
   /** The key this node signs with, when the directory knows it. */
   get(identity: string): NodeKeyEntry | undefined {
@@ -83,7 +89,7 @@ export async function readKeyDirectory(open: () => Promise<Bucket | undefined>, 
     giveUp = (why) => {
       late = true;
       reading?.close();
-      r(new KeyDirectory(`reading the key directory ${name} ${why} (${read} entries read in ${Math.round(performance.now() - t0)} ms)`));
+      r(new KeyDirectory(`reading the key directory ${name} ${why} (${read} entries read in ${Math.round(performance.now() - t0)} ms)`, true));
     };
     timer = setTimeout(() => giveUp(`timed out after ${idleMs} ms with nothing arriving`), idleMs);
     cap = setTimeout(() => giveUp(`timed out after ${maxMs} ms in all`), maxMs);

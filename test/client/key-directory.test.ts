@@ -162,3 +162,23 @@ test("a client looks for an unavailable directory again once at a time, however 
   assert.equal(watches[0]?.stopped, true);
   await eventually(async () => ((await consumers()) === 0 ? true : undefined), 15_000, "no consumer left on the bucket");
 });
+
+test("before a large call: a read that was given up is tried once more, and its replies wait for that; a directory with no bucket is not read again", async () => {
+  const { wrapped } = noting(bucket);
+  const found = await readKeyDirectory(async () => wrapped, NAME, 5000);
+  const answers = [new KeyDirectory("reading the key directory x timed out after 5000 ms with nothing arriving (0 entries read in 5001 ms)", true), found];
+  let loads = 0;
+  const v = new Verification(true, async () => answers[loads++]!, 60_000);
+  assert.equal(((await v.directory()) as KeyDirectory).timedOut, true, "the first read, given up");
+  const settled = await v.settled();
+  assert.equal(loads, 2);
+  assert.equal(settled, found);
+  assert.equal(v.directory(), found, "kept");
+  await v.close();
+
+  let absentLoads = 0;
+  const absent = new Verification(true, async () => (absentLoads++, new KeyDirectory("no key directory (bucket x) on this broker")), 60_000);
+  assert.match((await absent.settled()).unavailable ?? "", /no key directory/);
+  assert.equal(absentLoads, 1, "no bucket: looked for again only after its minute");
+  await absent.close();
+});
