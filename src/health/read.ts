@@ -11,7 +11,7 @@ import { ProvisionState } from "../provisioner/state.js";
 import type { PuppetDbNodeStatus } from "../protocol/puppetdb.js";
 import { DEFAULT_HEALTH_POLICY, healthReport, nodesToAsk, puppetDbView, unreachableAfter, type HealthInputs, type HealthPolicy, type HealthReport } from "./model.js";
 import { AliveStore, PuppetRunStore, ServiceStore, type Beat, type ServiceSeen } from "./stores.js";
-import { lostFromConsoles, type Blind } from "./view.js";
+import { lostFromConsoles, span, type Blind } from "./view.js";
 
 // Fleet health read once (`muster health`): every heartbeat (each carries its node's last Puppet
 // run), the services' beats, the provisioning records, the registry's answer to the filter and,
@@ -29,6 +29,18 @@ export interface HealthReadOptions {
   /** Told when a source could not be read (the report is made from the others). */
   onWarning?: (message: string) => void;
   timeoutMs?: number;
+  /**
+   * The heartbeats an earlier read of the whole fleet found (the CLI keeps them in its cache):
+   * when they cannot be read now (the store has no leader after a broker's loss), the nodes they
+   * name are asked instead (readFleetHealth), so one that died then is still named.
+   */
+  memory?: BeatMemory;
+}
+
+/** Heartbeats kept from the last read of the whole fleet, and when that read was. */
+export interface BeatMemory {
+  recall(): { at: number; beats: Map<string, Beat> } | undefined;
+  keep(beats: ReadonlyMap<string, Beat>): void;
 }
 
 /** Whether the filter names identities only (then nodes the registry no longer knows can match it too). */
@@ -83,6 +95,8 @@ export interface HealthInputsRead {
   services?: { beats: ServiceSeen[]; nodes: { identity: string; beat: Beat }[] };
   /** How far this read can vouch for silence (view.ts). */
   view: { blind: Blind[]; freshAsOf?: number };
+  /** The heartbeats are an earlier read's (BeatMemory): every node they name is to be asked. */
+  remembered?: { at: number; nodes: number };
   /** Sources that answered (for diagnostics). */
   sources: { alive: boolean; runs: boolean; provisioning: boolean; registry: boolean; services: boolean; puppetdb: boolean };
 }
@@ -196,10 +210,14 @@ export async function readHealthInputs(client: MusterClient, o: HealthReadOption
     readPuppetDbNodes(client, { registryBucket: o.registryBucket, timeoutMs }, warn),
   ]);
   if (!alive) warn("no alive bucket yet: nodes' heartbeats are kept once the console (muster web) has created it (docs/fleet.md#health)");
+  // a read of the whole fleet is kept for the next that cannot read them; one that cannot uses it
+  if (beats && isEmpty(filter)) o.memory?.keep(beats);
+  const recalled = beats ? undefined : o.memory?.recall();
+  const heard = beats ?? recalled?.beats;
   if (!identityOnly(filter) && !registered) throw new MusterError("MUSTER_REGISTRY_UNAVAILABLE", "filters on facts, classes or agents are answered from the registry, and none answered: run `muster registry serve`, or filter by identity (-I)");
   const byId = new Map<string, NodeRecord>((records ?? []).map((r) => [r.identity, r]));
   // a node PuppetDB lists is known too: one that never answered is what PuppetDB's witness is for
-  const known = new Set<string>([...(beats?.keys() ?? []), ...byId.keys(), ...(puppetdb?.keys() ?? [])]);
+  const known = new Set<string>([...(heard?.keys() ?? []), ...byId.keys(), ...(puppetdb?.keys() ?? [])]);
   const ids = inScope(known, filter, registered);
   // PuppetDB's reports are the record of runs where it is configured: its streaks, else the nodes'
   const [history, pdbHistory] = await Promise.all([
@@ -208,18 +226,22 @@ export async function readHealthInputs(client: MusterClient, o: HealthReadOption
   ]);
   const inputs: HealthInputs[] = [];
   for (const id of ids) {
-    const beat: Beat | undefined = beats?.get(id);
+    const beat: Beat | undefined = heard?.get(id);
     const rec = byId.get(id);
     const pdb = puppetDbView(puppetdb, id, pdbHistory.get(id));
     inputs.push({ identity: id, ...(beat ? { beat } : {}), registered: registered?.has(id) ?? false, ...(rec ? { provisioning: rec } : {}), runs: history.get(id) ?? [], ...(pdb ? { puppetdb: pdb } : {}) });
   }
   const policy = o.policy ?? DEFAULT_HEALTH_POLICY;
   // heartbeats that could not be read: nobody is judged by them (an open blind stretch)
-  const own = alive && !beats ? { blind: [{ from: Date.now(), why: "the nodes' heartbeats could not be read (see the warning above), so nobody is judged unreachable" }] } : readView(probed && (named !== undefined || current()), alive?.newest ?? 0, beats?.size ?? 0, policy, Date.now());
+  const own = recalled
+    ? { blind: [{ from: Date.now(), why: `the nodes' heartbeats could not be read (see the warning above): the ${recalled.beats.size} nodes an earlier read found (${span((Date.now() - recalled.at) / 1000)} ago) are asked instead: one that does not answer is unreachable when that read's last heartbeat of it is older than its limit` }] }
+    : alive && !beats
+      ? { blind: [{ from: Date.now(), why: "the nodes' heartbeats could not be read (see the warning above), so nobody is judged unreachable" }] }
+      : readView(probed && (named !== undefined || current()), alive?.newest ?? 0, beats?.size ?? 0, policy, Date.now());
   // what a watching console saw the store lose, which one read cannot see (a broker's failover a minute ago)
   const view = { ...own, blind: [...own.blind, ...lostFromConsoles(serviceBeats?.values() ?? [], Date.now())] };
   const services = isEmpty(filter) ? { beats: [...(serviceBeats?.values() ?? [])], nodes: [...(beats ?? [])].map(([identity, beat]) => ({ identity, beat })) } : undefined;
-  return { inputs, ...(services ? { services } : {}), view, sources: { alive: beats !== undefined, runs: runStore !== undefined, provisioning: records !== undefined, registry: registered !== undefined, services: serviceBeats !== undefined, puppetdb: puppetdb !== undefined } };
+  return { inputs, ...(services ? { services } : {}), view, ...(recalled ? { remembered: { at: recalled.at, nodes: recalled.beats.size } } : {}), sources: { alive: beats !== undefined, runs: runStore !== undefined, provisioning: records !== undefined, registry: registered !== undefined, services: serviceBeats !== undefined, puppetdb: puppetdb !== undefined } };
 }
 
 /** The site's health, read once: its services (unless a filter narrows it to nodes) and its nodes. */
@@ -239,11 +261,19 @@ export async function readFleetHealth(client: MusterClient, o: HealthReadOptions
   const at = now();
   let waitMs = ASK_SILENT_MS; // a loop, not Math.min(...): a fleet of 100,000 is more arguments than a call takes
   for (const i of r.inputs) if (i.beat) waitMs = Math.min(waitMs, unreachableAfter(policy, i.beat.heartbeat.interval) * 500);
-  const ask = nodesToAsk(r.inputs, policy, at, { blind: r.view.blind }, 0, () => waitMs / 1000);
+  // Heartbeats remembered from an earlier read (this one could not read them): every node they
+  // name is asked, since the view cannot see now and nodesToAsk would ask nobody. One that answers
+  // is there now; one that does not is judged by its remembered silence.
+  const ask = r.remembered ? r.inputs.filter((i) => i.beat && i.beat.heartbeat.state !== "stopping").map((i) => i.identity) : nodesToAsk(r.inputs, policy, at, { blind: r.view.blind }, 0, () => waitMs / 1000);
   let judgeAt = at;
   if (ask.length) {
     const got = await askNodes(client, ask, waitMs);
     const byId = new Map(r.inputs.map((i) => [i.identity, i]));
+    if (got.error && r.remembered) {
+      // neither the store nor the nodes could be asked: the remembered beats judge nobody
+      for (const i of r.inputs) delete i.beat;
+      return healthReport(r.inputs, policy, now(), { ...extras, blind: r.view.blind.map((b) => (b.to === undefined ? { ...b, why: `the nodes' heartbeats could not be read, and asking the nodes failed (${got.error}), so nobody is judged unreachable` } : b)) });
+    }
     for (const id of ask) byId.get(id)!.asked = { at: got.answered.get(id) ?? at, answered: got.answered.has(id), ...(got.error ? { error: got.error } : {}) };
     judgeAt = Math.min(now(), at + waitMs);
   }

@@ -130,3 +130,58 @@ test("a node whose heartbeats the store lacks but which answers is asked before 
     await nc.close();
   }
 });
+
+test("heartbeats the store cannot give (its broker back without JetStream): the nodes the last full read found are asked; both answer and are reachable; one gone is named unreachable, saying it did not answer", async () => {
+  // a broker of its own: it is restarted without JetStream on the same address, as a store left
+  // without a leader after a broker's loss answers no read while the nodes still answer pings
+  let own: NatsHandle | undefined = await startNats({ jetstream: true });
+  const port = own.port;
+  const url = own.url;
+  const { writeFileSync } = await import("node:fs");
+  const emulated = (id: string) => {
+    const file = join(tmp.path, `${id}.yaml`);
+    writeFileSync(file, `nodes:\n  - identity: ${id}\n    facts: {}\n`);
+    return spawnMuster(["emulate", "--fleet", file, "--heartbeat", "1", "--broker", url], { env });
+  };
+  const live = emulated("stays.example.net");
+  const doomed = emulated("goes.example.net");
+  type Report = { view: { degraded: boolean; why: string | null }; nodes: { identity: string; reachable: boolean; problems: { kind: string; why: string }[] }[] };
+  const read = async () => {
+    const r = await runCli(["health", "--json", "--unreachable-after", "3", "--broker", url], { env });
+    return { report: JSON.parse(r.stdout) as Report, stderr: r.stderr };
+  };
+  const verdicts = (r: Report) => r.nodes.map((n) => [n.identity, n.reachable]);
+  try {
+    const stores = await runCli(["broker", "stores", "--broker", url], { env });
+    assert.equal(stores.code, 0, stores.stderr);
+    await Promise.all([live.waitForLine(/ready/, 20_000), doomed.waitForLine(/ready/, 20_000)]);
+    // a full read that finds both: what the next read that cannot see starts from
+    await eventually(async () => {
+      const { report } = await read();
+      return report.nodes.length === 2 && report.nodes.every((n) => n.reachable) && !report.view.degraded ? true : undefined;
+    }, 20_000, "both nodes healthy in a full read");
+    await own.stop();
+    own = await startNats({ jetstream: false, port });
+    // both back on the broker (they answer a ping), and past the 3 s limit since the last beat the store kept
+    await eventually(async () => {
+      const p = await runCli(["ping", "--broker", url, "-I", "stays.example.net", "-I", "goes.example.net"], { env });
+      return /^2 replies /m.test(p.stdout) ? true : undefined;
+    }, 30_000, "both nodes answering a ping through the broker without JetStream");
+    await new Promise((r) => setTimeout(r, 3500)); // the nodes' remembered silence itself, past --unreachable-after 3
+    const both = await read();
+    assert.equal(both.report.view.degraded, true, "the view says it cannot read the heartbeats");
+    assert.match(both.report.view.why ?? "", /heartbeats could not be read .*the 2 nodes an earlier read found .* are asked instead/);
+    assert.deepEqual(verdicts(both.report), [["goes.example.net", true], ["stays.example.net", true]], "both answered: neither is called unreachable");
+    await doomed.stop();
+    const gone = await eventually(async () => {
+      const { report } = await read();
+      return report.nodes.find((n) => n.identity === "goes.example.net")?.reachable === false ? report : undefined;
+    }, 30_000, "the gone node named unreachable while the heartbeats cannot be read");
+    assert.deepEqual(verdicts(gone), [["goes.example.net", false], ["stays.example.net", true]]);
+    assert.match(gone.nodes.find((n) => n.identity === "goes.example.net")!.problems.find((p) => p.kind === "unreachable")?.why ?? "", /; it did not answer a ping$/);
+  } finally {
+    await live.stop();
+    await doomed.stop();
+    await own?.stop();
+  }
+});

@@ -4,7 +4,7 @@ import { addFilterOptions, openSession, type FilterOpts } from "../options.js";
 
 // `muster health`: the site's health at a glance (docs/fleet.md#health): its own services, then its
 // nodes, from what they already send (heartbeats, service heartbeats, Puppet runs) and the
-// provisioning records; nothing is asked anything.
+// provisioning records; only a node quiet past its limit is asked (health/read.ts).
 
 interface HealthOpts extends FilterOpts {
   bucket?: string;
@@ -38,11 +38,16 @@ A node is unreachable when its heartbeat (every 10 s by default) has not arrived
 its last heartbeat said it was stopping. Puppet's state comes with each heartbeat; its runs are
 kept per node. Puppet is stale when its last run is older than twice the node's own runinterval
 (puppet.conf; 30 minutes when unset), or than --stale-after for every node. Filters other than
--I are answered by the registry. Nothing is sent to the nodes.
+-I are answered by the registry. A node quiet past its limit is asked (rpcutil ping) before it
+is called unreachable; nothing else is sent to the nodes.
 
 When this view cannot vouch for the silence (the alive store took no write from anyone for
 longer than a node takes to count as unreachable), it says so first, and nobody is marked
-unreachable for that silence: "I cannot see" is not "the node is gone".
+unreachable for that silence: "I cannot see" is not "the node is gone". When the heartbeats
+cannot be read at all (the store has no leader for a while after a broker's loss), the nodes the
+last full read found are asked instead (kept in ~/.cache/muster/health; MUSTER_HEALTH_CACHE=off
+turns that off): one that answers is there, one that does not is unreachable once its last
+heartbeat then is older than --unreachable-after.
 
 Where a registry answers for PuppetDB (docs/puppetdb.md), PuppetDB's reports are the record of
 Puppet runs, and two disagreements are flagged: a node PuppetDB lists active that has not answered
@@ -58,7 +63,7 @@ Examples:
     )
     .action(async (o: HealthOpts) => {
       const s = await openSession(o);
-      const [{ readFleetHealth }, { healthExitCode }, { renderHealth }, { AlertHistory }] = await Promise.all([import("../../health/read.js"), import("../../health/model.js"), import("../health-render.js"), import("../../health/alert-history.js")]);
+      const [{ readFleetHealth }, { healthExitCode }, { renderHealth }, { AlertHistory }, { healthMemory }] = await Promise.all([import("../../health/read.js"), import("../../health/model.js"), import("../health-render.js"), import("../../health/alert-history.js"), import("../health-memory.js")]);
       try {
         const report = await readFleetHealth(s.client, {
           filter: s.filter,
@@ -66,6 +71,7 @@ Examples:
           registryBucket: s.config.registry_bucket,
           policy: { unreachableAfterS: o.unreachableAfter ?? 25, ...(o.staleAfter !== undefined ? { puppetStaleAfterS: o.staleAfter } : {}) },
           onWarning: (m) => process.stderr.write(`warning: ${m}\n`),
+          memory: healthMemory({ servers: s.broker.servers, collective: s.client.collective }),
         });
         const known = report.nodes.length + report.services.length;
         if (o.json) process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
