@@ -132,7 +132,17 @@ export function collectReplies(nc: NatsConnection, opts: CollectOptions): Collec
         ignored++;
         return;
       }
-      if (seen.has(r.sender)) return;
+      if (seen.has(r.sender)) {
+        // a second answer for a node already counted is never counted, but one that is forged is
+        // still judged and reported: which of the two the pool checks first is chance
+        if (!opts.check) return;
+        checking++;
+        opts.check(msg.data, r, () => {
+          checking--;
+          if (finished && checking === 0) resolveDone(replies);
+        });
+        return;
+      }
       if (opts.expect && !opts.expect.has(r.sender)) {
         ignored++;
         return;
