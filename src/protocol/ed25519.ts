@@ -10,6 +10,8 @@ import { createRequire } from "node:module";
 // callers that check only a few signatures may keep to OpenSSL.
 
 export const SPKI_ED25519_PREFIX = Buffer.from("302a300506032b6570032100", "hex");
+/** An ed25519 private key's PKCS#8 DER is this prefix and the 32-byte seed (RFC 8410). */
+const PKCS8_ED25519_PREFIX = Buffer.from("302e020100300506032b657004220420", "hex");
 
 export interface Ed25519 {
   readonly name: "libsodium" | "openssl";
@@ -46,10 +48,13 @@ function sodiumBackend(na: Sodium): Ed25519 {
   const secretOf = (privateKey: KeyObject): Buffer => {
     let sk = secrets.get(privateKey);
     if (!sk) {
-      const d = privateKey.export({ format: "jwk" }).d;
-      if (privateKey.asymmetricKeyType !== "ed25519" || !d) throw new Error("signing key is not an ed25519 private key");
+      // The seed from the key's PKCS#8 DER, not its JWK: Node 20 exports a JWK holding the key's
+      // lock while it allocates, and a garbage collection then freeing the job that generated the
+      // key (generateKeyPairSync) takes the same lock: the process hung for good (CI run 21).
+      const der = privateKey.type === "private" && privateKey.asymmetricKeyType === "ed25519" ? privateKey.export({ format: "der", type: "pkcs8" }) : undefined;
+      if (!der || der.length !== 48 || !der.subarray(0, 16).equals(PKCS8_ED25519_PREFIX)) throw new Error("signing key is not an ed25519 private key");
       sk = Buffer.alloc(64);
-      na.crypto_sign_seed_keypair(Buffer.alloc(32), sk, Buffer.from(d, "base64url"));
+      na.crypto_sign_seed_keypair(Buffer.alloc(32), sk, der.subarray(16));
       secrets.set(privateKey, sk);
     }
     return sk;
