@@ -49,6 +49,7 @@ export function collectReplies(nc: NatsConnection, opts: CollectOptions): Collec
   const inbox = createInbox();
   const replies: Reply[] = [];
   const seen = new Set<string>();
+  const judgedAgain = new Set<string>(); // senders whose one later answer was checked (below)
   let ignored = 0;
   let sub: Subscription | undefined;
   let deadline: NodeJS.Timeout | undefined;
@@ -134,8 +135,10 @@ export function collectReplies(nc: NatsConnection, opts: CollectOptions): Collec
       }
       if (seen.has(r.sender)) {
         // a second answer for a node already counted is never counted, but one that is forged is
-        // still judged and reported: which of the two the pool checks first is chance
-        if (!opts.check) return;
+        // still judged and reported: which of the two the pool checks first is chance. Only one
+        // per node: a flood of copies costs no more checks than the call's own replies
+        if (!opts.check || judgedAgain.has(r.sender)) return;
+        judgedAgain.add(r.sender);
         checking++;
         opts.check(msg.data, r, () => {
           checking--;

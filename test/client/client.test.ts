@@ -168,6 +168,22 @@ test("the collector ignores garbage, strangers and duplicates on its inbox", asy
   assert.equal(col.ignored, 4);
 });
 
+test("with a check: a node's later answer is judged once (a forgery after the real one is still reported), a flood of copies no more", async () => {
+  const judged: string[] = [];
+  // the check keeps what says it is OK and drops the rest, as a signature check keeps or drops
+  const col = collectReplies(nc, { requestId: "r2", expect: new Set(["a", "b"]), timeoutMs: 10_000, check: (_raw, r, done) => (judged.push(`${r.sender}:${r.statusmsg}`), done(r.statusmsg === "OK")) });
+  const reply = (sender: string, statusmsg: string) => encodeReply({ protocol: REPLY_PROTOCOL, requestid: "r2", sender, agent: "x", action: "y", time: 0, statuscode: 0, statusmsg, data: {} });
+  nc.publish(col.inbox, reply("a", "OK"));
+  await nc.flush();
+  for (let i = 0; i < 50; i++) nc.publish(col.inbox, reply("a", "forged"));
+  await nc.flush();
+  nc.publish(col.inbox, reply("b", "OK"));
+  col.start();
+  const replies = await col.done;
+  assert.deepEqual(replies.map((r) => [r.sender, r.statusmsg]), [["a", "OK"], ["b", "OK"]]);
+  assert.deepEqual(judged, ["a:OK", "a:forged", "b:OK"], "the real answer, one of the fifty forgeries after it, and b's");
+});
+
 test("a client built on a caller's connection leaves it open on close", async () => {
   const c = await MusterClient.connect({ nc });
   await c.close();
