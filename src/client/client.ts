@@ -161,8 +161,10 @@ export class MusterClient implements Buckets {
    * The same connection, its replies checked against the node-key directory `bucket`: for a
    * client made without one (the provisioner's, which holds waiting nodes to its own pins) that
    * must know whether another party's reply is verified (a master's, master.require_verified).
+   * `false`: no directory, every well-signed reply kept unverified at once (`muster health`
+   * asking nodes while the store, which holds the directory too, cannot be read).
    */
-  withKeyDirectory(bucket = DEFAULT_NODE_KEYS_BUCKET): MusterClient {
+  withKeyDirectory(bucket: string | false = DEFAULT_NODE_KEYS_BUCKET): MusterClient {
     return new MusterClient(this.nc, this.key, { collective: this.collective, ttl: this.ttl, log: this.log, keyBucket: bucket }, false);
   }
 

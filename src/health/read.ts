@@ -267,7 +267,10 @@ export async function readFleetHealth(client: MusterClient, o: HealthReadOptions
   const ask = r.remembered ? r.inputs.filter((i) => i.beat && i.beat.heartbeat.state !== "stopping").map((i) => i.identity) : nodesToAsk(r.inputs, policy, at, { blind: r.view.blind }, 0, () => waitMs / 1000);
   let judgeAt = at;
   if (ask.length) {
-    const got = await askNodes(client, ask, waitMs);
+    // Asked while the store cannot give the heartbeats, the answers are not held for the key
+    // directory, which that store cannot give either: waiting for it outlasted the ask, and every
+    // node that answered counted as silent (the site's nats3 cut). They are kept unverified.
+    const got = await askNodes(r.remembered ? client.withKeyDirectory(false) : client, ask, waitMs);
     const byId = new Map(r.inputs.map((i) => [i.identity, i]));
     if (got.error && r.remembered) {
       // neither the store nor the nodes could be asked: the remembered beats judge nobody
