@@ -1,5 +1,6 @@
 import * as nodeModule from "node:module";
-import { lstatSync, mkdirSync } from "node:fs";
+import { createHash } from "node:crypto";
+import { lstatSync, mkdirSync, renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 
 // The CLI's caches: Node's compile cache, the last discovery's answer (discovery-memory.ts), the
@@ -37,6 +38,28 @@ export function ensureCacheDir(dir: string): string | undefined {
     return safeCacheDir(dir) ? dir : undefined;
   } catch {
     return undefined; // a read-only home, a full disk: no cache
+  }
+}
+
+/**
+ * The file in the cache's `kind` directory (made 0700 when missing) for `question`, named by a hash
+ * of it; undefined for no cache. The discovery and health memories keep one small JSON file each.
+ */
+export function cacheFileFor(env: NodeJS.ProcessEnv, kind: string, question: unknown): string | undefined {
+  const base = cacheBase(env);
+  const dir = base && ensureCacheDir(join(base, kind));
+  if (!dir) return undefined;
+  return join(dir, `${createHash("sha256").update(JSON.stringify(question)).digest("hex").slice(0, 32)}.json`);
+}
+
+/** Replaces `file` whole (a reader never sees half of it), 0600; a full disk or read-only cache keeps the old one. */
+export function writeCacheFile(file: string, text: string): void {
+  try {
+    const tmp = `${file}.${process.pid}.tmp`;
+    writeFileSync(tmp, text, { mode: 0o600 });
+    renameSync(tmp, file);
+  } catch {
+    // no cache this time: the next command does without, as with none
   }
 }
 

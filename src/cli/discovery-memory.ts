@@ -1,8 +1,6 @@
-import { createHash } from "node:crypto";
-import { readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { readFileSync, rmSync } from "node:fs";
 import type { Filter } from "../protocol/types.js";
-import { cacheBase, ensureCacheDir } from "./cache.js";
+import { cacheFileFor, writeCacheFile } from "./cache.js";
 
 // The last broadcast discovery's answer, per broker, collective and filter, so the next one knows
 // which nodes to expect and ends as soon as they all answered instead of waiting out the idle
@@ -23,11 +21,8 @@ const none: DiscoveryMemory = { remember: () => undefined };
 
 export function discoveryMemory(question: { servers: readonly string[]; collective: string; filter: Filter }, env: NodeJS.ProcessEnv = process.env): DiscoveryMemory {
   if (env.MUSTER_DISCOVERY_CACHE === "off" || env.MUSTER_DISCOVERY_CACHE === "0") return none;
-  const base = cacheBase(env);
-  const dir = base && ensureCacheDir(join(base, "discovery"));
-  if (!dir) return none;
-  const key = createHash("sha256").update(JSON.stringify([[...question.servers].sort(), question.collective, question.filter])).digest("hex").slice(0, 32);
-  const file = join(dir, `${key}.json`);
+  const file = cacheFileFor(env, "discovery", [[...question.servers].sort(), question.collective, question.filter]);
+  if (!file) return none;
   let anticipate: string[] | undefined;
   try {
     const saved = JSON.parse(readFileSync(file, "utf8")) as { nodes?: unknown };
@@ -38,13 +33,12 @@ export function discoveryMemory(question: { servers: readonly string[]; collecti
   return {
     anticipate,
     remember(found) {
+      // a failed write: the next discovery waits its idle window
+      if (found.length > 0) return writeCacheFile(file, JSON.stringify({ nodes: found }));
       try {
-        if (found.length === 0) return rmSync(file, { force: true });
-        const tmp = `${file}.${process.pid}.tmp`;
-        writeFileSync(tmp, JSON.stringify({ nodes: found }), { mode: 0o600 });
-        renameSync(tmp, file);
+        rmSync(file, { force: true });
       } catch {
-        // a full disk or read-only cache: the next discovery waits its idle window
+        // a read-only cache: the stale answer is waited for until --dt once, as a node that left is
       }
     },
   };

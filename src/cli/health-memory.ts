@@ -1,10 +1,8 @@
-import { createHash } from "node:crypto";
-import { readFileSync, renameSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { readFileSync } from "node:fs";
 import type { BeatMemory } from "../health/read.js";
 import type { Beat } from "../health/stores.js";
 import { parseHeartbeat } from "../protocol/heartbeat.js";
-import { cacheBase, ensureCacheDir } from "./cache.js";
+import { cacheFileFor, writeCacheFile } from "./cache.js";
 
 // The heartbeats the last `muster health` of the whole fleet read, per broker and collective, so
 // that one run while the store cannot be read (no stream leader for a while after a broker's loss)
@@ -18,11 +16,8 @@ const enc = new TextEncoder();
 
 export function healthMemory(site: { servers: readonly string[]; collective: string }, env: NodeJS.ProcessEnv = process.env, now = Date.now): BeatMemory {
   if (env.MUSTER_HEALTH_CACHE === "off" || env.MUSTER_HEALTH_CACHE === "0") return none;
-  const base = cacheBase(env);
-  const dir = base && ensureCacheDir(join(base, "health"));
-  if (!dir) return none;
-  const key = createHash("sha256").update(JSON.stringify([[...site.servers].sort(), site.collective])).digest("hex").slice(0, 32);
-  const file = join(dir, `${key}.json`);
+  const file = cacheFileFor(env, "health", [[...site.servers].sort(), site.collective]);
+  if (!file) return none;
   return {
     recall() {
       try {
@@ -41,13 +36,7 @@ export function healthMemory(site: { servers: readonly string[]; collective: str
       }
     },
     keep(beats) {
-      try {
-        const tmp = `${file}.${process.pid}.tmp`;
-        writeFileSync(tmp, JSON.stringify({ at: now(), beats: [...beats.values()] }), { mode: 0o600 });
-        renameSync(tmp, file);
-      } catch {
-        // a full disk or read-only cache: the next read that cannot see asks nobody, as before
-      }
+      writeCacheFile(file, JSON.stringify({ at: now(), beats: [...beats.values()] })); // a failed write: the next read that cannot see asks nobody
     },
   };
 }
