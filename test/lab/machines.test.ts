@@ -130,7 +130,7 @@ before(() => {
   if (!root) return;
   checkoutView();
   // N+1 for the upgrade, built while the lab comes up
-  debNext = execFileP(process.execPath, [join(repoRoot, "packaging", "build-deb.mjs"), "--out", join(view, ".deb-next"), "--compress", "gzip", "--version", VERSION_NEXT], { maxBuffer: 64 << 20 }).then((r) => r.stdout.trim().split("\n").at(-1)!);
+  debNext = execFileP(process.execPath, [join(repoRoot, "packaging", "build-deb.mjs"), "--out", join(view, ".deb-next"), "--compress", "gzip", "--level", "1", "--version", VERSION_NEXT], { maxBuffer: 64 << 20 }).then((r) => r.stdout.trim().split("\n").at(-1)!);
   debNext.catch(() => undefined);
 });
 

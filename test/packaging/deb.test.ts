@@ -38,7 +38,7 @@ let server: MusterProcess | undefined;
 
 before(async () => {
   // gzip: the release's xz takes a minute on a busy machine; the contents are the same.
-  const built = await run(process.execPath, [join(repoRoot, "packaging", "build-deb.mjs"), "--out", join(tmp.path, "out"), "--compress", "gzip"], { cwd: repoRoot, maxBuffer: 16 << 20 });
+  const built = await run(process.execPath, [join(repoRoot, "packaging", "build-deb.mjs"), "--out", join(tmp.path, "out"), "--compress", "gzip", "--level", "1"], { cwd: repoRoot, maxBuffer: 16 << 20 });
   deb = built.stdout.trim().split("\n").at(-1)!;
   root = join(tmp.path, "root");
   mkdirSync(root);
@@ -50,6 +50,19 @@ after(async () => {
   await server?.stop();
   await broker?.dispose();
   tmp.remove();
+});
+
+test("build-deb refuses a compression level it cannot pass to dpkg-deb: exit 64 with what --level takes, nothing built", async () => {
+  for (const level of ["10", "fast", "-1"]) {
+    const out = join(tmp.path, `bad-level-${level}`);
+    const r = await run(process.execPath, [join(repoRoot, "packaging", "build-deb.mjs"), "--out", out, "--level", level], { cwd: repoRoot }).then(
+      () => ({ code: 0, stderr: "" }),
+      (e: { code: number; stderr: string }) => e,
+    );
+    assert.equal(r.code, 64, `--level ${level}`);
+    assert.match(r.stderr, /--level takes a compression level from 0 to 9/);
+    assert.equal(existsSync(out), false, `--level ${level}: nothing built`);
+  }
 });
 
 test("npm run package's last line is the path of muster_<version>_<arch>.deb", async () => {

@@ -36,7 +36,7 @@ const owner = (p: string) => {
 before(async () => {
   const { releaseDeb } = (await import(join(repoRoot, "packaging", "release-deb.mjs"))) as { releaseDeb: () => string };
   // the old one from its own commit (cached after the first time) while this tree's is built
-  const built = run(process.execPath, [join(repoRoot, "packaging", "build-deb.mjs"), "--out", join(tmp.path, "out"), "--compress", "gzip", "--version", NEXT], { cwd: repoRoot, maxBuffer: 16 << 20 });
+  const built = run(process.execPath, [join(repoRoot, "packaging", "build-deb.mjs"), "--out", join(tmp.path, "out"), "--compress", "gzip", "--level", "1", "--version", NEXT], { cwd: repoRoot, maxBuffer: 16 << 20 });
   oldDeb = releaseDeb();
   newDeb = (await built).stdout.trim().split("\n").at(-1)!;
   // a merged-/usr root, as every Debian 12 and 13 system is: /lib is usr/lib

@@ -26,7 +26,7 @@ const root = join(tmp.path, "root");
 const debs: Record<string, string> = {};
 
 async function buildDeb(version: string): Promise<string> {
-  const r = await run(process.execPath, [build, "--out", join(tmp.path, `out-${version}`), "--compress", "gzip", "--version", version], { cwd: repoRoot, maxBuffer: 16 << 20 });
+  const r = await run(process.execPath, [build, "--out", join(tmp.path, `out-${version}`), "--compress", "gzip", "--level", "1", "--version", version], { cwd: repoRoot, maxBuffer: 16 << 20 });
   return r.stdout.trim().split("\n").at(-1)!;
 }
 

@@ -56,7 +56,7 @@ before(async () => {
   process.env.MUSTER_CONFIG_DIR = join(dir, "keys");
   // Once, the whole lab runs from the package an operator installs (npm run package; gzip for
   // speed, the contents are the release's): every muster process of the lab is the packaged one.
-  const built = await execFileP(process.execPath, [fileURLToPath(new URL("../../../packaging/build-deb.mjs", import.meta.url)), "--out", join(dir, "deb"), "--compress", "gzip"], { maxBuffer: 16 << 20 });
+  const built = await execFileP(process.execPath, [fileURLToPath(new URL("../../../packaging/build-deb.mjs", import.meta.url)), "--out", join(dir, "deb"), "--compress", "gzip", "--level", "1"], { maxBuffer: 16 << 20 });
   const pkg = unpackMuster(built.stdout.trim().split("\n").at(-1)!, join(dir, "pkg"));
   lab = await startLab({ dir: join(dir, "lab"), nodes: NODES, detached: false, provisioner: false, bin: pkg.bin });
   client = await MusterClient.connect({ brokers: [lab.state.broker], collective: lab.state.collective, tls: lab.state.tls.admin });

@@ -25,8 +25,8 @@ export const packagingFile = (name: string) => join(REPO, "packaging", name);
 
 /** Build the package machines install, when the operator named none (gzip: the contents are the release's). */
 export async function buildLabPackage(outDir: string, progress: (l: string) => void): Promise<string> {
-  progress("building the package machines install (node packaging/build-deb.mjs --compress gzip); about 30 s");
-  const r = await execFileP(process.execPath, [packagingFile("build-deb.mjs"), "--out", outDir, "--compress", "gzip"], { maxBuffer: 64 << 20 });
+  progress("building the package machines install (node packaging/build-deb.mjs --compress gzip --level 1); about 10 s");
+  const r = await execFileP(process.execPath, [packagingFile("build-deb.mjs"), "--out", outDir, "--compress", "gzip", "--level", "1"], { maxBuffer: 64 << 20 });
   const deb = r.stdout.trim().split("\n").at(-1)!;
   if (!deb.endsWith(".deb") || !existsSync(deb)) throw new MusterError("MUSTER_USAGE", `packaging/build-deb.mjs did not print a .deb path (it printed ${JSON.stringify(deb)})`);
   return deb;

@@ -68,14 +68,18 @@ const poll = () => new Promise((r) => setTimeout(r, 2000)); // the looks' pace, 
 /** Where this workstation reaches one of the site's relays (host:port): a broker as natsN, its monitoring port as natsN-monitor. */
 export const relayOf = (site: Site, name: string): string => site.state.machines!.relays.find((r) => r.name === name)!.listen;
 
+/** The names of the clients connected to broker member `n`, as its monitoring port lists them (a node's muster server is `muster-server:<identity>`); empty when it does not answer. */
+export async function clientsOf(site: Site, n: 1 | 2 | 3): Promise<Set<string>> {
+  const res = await fetch(`http://${relayOf(site, `nats${n}-monitor`)}/connz?limit=4096`, { signal: AbortSignal.timeout(5000) }).catch(() => undefined);
+  if (!res?.ok) return new Set();
+  return new Set((((await res.json()) as { connections?: { name?: string }[] }).connections ?? []).flatMap((c) => (c.name ? [c.name] : [])));
+}
+
 /** The names of the clients connected to each broker member but `dark`, as its monitoring port lists them. */
 async function connectedTo(site: Site, dark: string): Promise<Set<string>> {
   const names = new Set<string>();
-  for (const n of [1, 2, 3].filter((m) => `nats${m}.lab` !== dark)) {
-    const res = await fetch(`http://${relayOf(site, `nats${n}-monitor`)}/connz?limit=4096`, { signal: AbortSignal.timeout(5000) }).catch(() => undefined);
-    if (!res?.ok) continue; // a member not answering: its clients are not counted as moved
-    for (const c of ((await res.json()) as { connections?: { name?: string }[] }).connections ?? []) if (c.name) names.add(c.name);
-  }
+  // a member not answering: its clients are not counted as moved
+  for (const n of ([1, 2, 3] as const).filter((m) => `nats${m}.lab` !== dark)) for (const c of await clientsOf(site, n)) names.add(c);
   return names;
 }
 
@@ -314,6 +318,9 @@ export async function brokerPowerCutNoFalseAlarms(
           const c = await r.cli();
           look("cli", c.report);
           if (seen.cli === null && victimDown(c.report)) seen.cli = Date.now() - victimCut;
+          // the next look after as long as this one took (at most 2 s), as eventually paces: back to
+          // back, the looks alone kept a core busy for the window
+          await new Promise((res) => setTimeout(res, Math.min(2000, c.ms)));
         }
       })(),
       (async () => {
