@@ -59,7 +59,8 @@ interface Slot {
   outstanding: number;
 }
 
-const BATCH = 128;
+/** Replies posted to a worker at once; a call's replies go the moment this many wait. */
+export const BATCH = 128;
 /**
  * A flush of this many replies or fewer, with no batch at the workers, is checked here: posting
  * one costs more than checking it with libsodium (a provisioner's one reply per call spent 82 µs a
