@@ -136,6 +136,31 @@ export class MusterClient implements Buckets {
     return this.verification.enabled;
   }
 
+  /**
+   * Whether replies to a call made now would be judged at once: no verification, or the node-key
+   * directory read (started now if it was not). False when it is still being read after `ms`: a
+   * call's replies would wait for it (`muster health` asks quiet nodes through the client without
+   * one then: a store electing a leader serves reads but no watch, and the directory's read waited
+   * past the ask, which counted every node that answered as silent).
+   */
+  /** Starts reading the node-key directory now, beside other work, so replies to a call made later are judged at once. */
+  readKeyDirectory(): void {
+    if (this.verification.enabled) void this.verification.directory();
+  }
+
+  async keyDirectoryWithin(ms: number): Promise<boolean> {
+    if (!this.verification.enabled) return true;
+    const dir = this.verification.directory();
+    if (dir instanceof KeyDirectory) return true;
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<false>((r) => (timer = setTimeout(() => r(false), ms)));
+    try {
+      return await Promise.race([dir.then(() => true as const, () => false as const), late]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
   /** The node-key directory, or an empty one saying why there is none; never fails a call. */
   private async loadDirectory(bucket: string): Promise<KeyDirectory> {
     return readKeyDirectory(() => this.bucketIfExists(bucket), bucket, DIRECTORY_READ_MS);

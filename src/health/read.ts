@@ -246,6 +246,7 @@ export async function readHealthInputs(client: MusterClient, o: HealthReadOption
 
 /** The site's health, read once: its services (unless a filter narrows it to nodes) and its nodes. */
 export async function readFleetHealth(client: MusterClient, o: HealthReadOptions = {}, now = Date.now): Promise<HealthReport> {
+  client.readKeyDirectory(); // beside the stores' reads: a node asked below has its answer judged at once
   const r = await readHealthInputs(client, o);
   const policy = o.policy ?? DEFAULT_HEALTH_POLICY;
   const extras = { ...(r.services ? { services: r.services } : {}), blind: r.view.blind, ...(r.view.freshAsOf !== undefined ? { freshAsOf: r.view.freshAsOf } : {}) };
@@ -267,10 +268,13 @@ export async function readFleetHealth(client: MusterClient, o: HealthReadOptions
   const ask = r.remembered ? r.inputs.filter((i) => i.beat && i.beat.heartbeat.state !== "stopping").map((i) => i.identity) : nodesToAsk(r.inputs, policy, at, { blind: r.view.blind }, 0, () => waitMs / 1000);
   let judgeAt = at;
   if (ask.length) {
-    // Asked while the store cannot give the heartbeats, the answers are not held for the key
-    // directory, which that store cannot give either: waiting for it outlasted the ask, and every
-    // node that answered counted as silent (the site's nats3 cut). They are kept unverified.
-    const got = await askNodes(r.remembered ? client.withKeyDirectory(false) : client, ask, waitMs);
+    // Asked while the store cannot give the heartbeats, or while the key directory it holds is
+    // still being read after a fifth of the wait, the answers are not held for that directory:
+    // waiting for it outlasted the ask, and every node that answered counted as silent (the site's
+    // nats3 cut, twice: once with the heartbeats unreadable, once with them readable and the
+    // directory's watch not, the store electing). They are kept unverified.
+    const held = r.remembered || !(await client.keyDirectoryWithin(waitMs / 5));
+    const got = await askNodes(held ? client.withKeyDirectory(false) : client, ask, waitMs);
     const byId = new Map(r.inputs.map((i) => [i.identity, i]));
     if (got.error && r.remembered) {
       // neither the store nor the nodes could be asked: the remembered beats judge nobody
