@@ -1,5 +1,5 @@
-import { existsSync, readFileSync, statSync } from "node:fs";
-import { isAbsolute, join } from "node:path";
+import { existsSync, lstatSync, readFileSync, realpathSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { delimiter, isAbsolute, join } from "node:path";
 import { MusterError } from "../errors.js";
 import { parseConfigPrint } from "./agent.js";
 import { execCommand, tailLines } from "./exec.js";
@@ -9,7 +9,10 @@ import { execCommand, tailLines } from "./exec.js";
 // is (certname, ssldir). The privileged helper asks here rather than trusting muster's view of
 // them: puppet.conf may move factpath to /srv/facts, or name a certname muster does not know.
 // Printing costs a Ruby process (about a second of CPU), so a result is kept for as long as the
-// puppet.conf it came from is the same file, unchanged.
+// puppet.conf it came from is the same file, unchanged, and Puppet is the same installation. The
+// helper exits when idle, so it keeps them in a file of its own cache directory too (root's, 0700;
+// keepPuppetSettingsIn): without it every start printed them again, once per Puppet run on a node
+// (the classes file's place, read after each run).
 
 /** The settings that name a place Puppet loads code, facts, plugins or its identity from. */
 export const PUPPET_CODE_SETTINGS = [
@@ -31,7 +34,7 @@ export const PUPPET_CODE_SETTINGS = [
   "publicdir",
 ] as const;
 
-const PRINTED = [...PUPPET_CODE_SETTINGS, "certname"];
+const PRINTED = [...PUPPET_CODE_SETTINGS, "certname", "classfile"];
 
 /** Facter's configuration files (Debian's, then Puppet's own packages'): facter.conf may name more fact directories. */
 export const FACTER_CONFS = ["/etc/facter/facter.conf", "/etc/puppetlabs/facter/facter.conf"];
@@ -48,9 +51,73 @@ interface Cached {
   /** puppet.conf as it was when printed: its identity and times, or absent; "unknown" (printed again next time) if it changed around then. */
   stamp: string;
   conf: string;
+  /** The Puppet that printed them (installStamp): an upgraded or replaced Puppet prints afresh. */
+  install: string;
 }
 
 const cache = new Map<string, Cached>();
+/** The file printed settings are kept in between processes, or none (keepPuppetSettingsIn). */
+let storeFile: string | undefined;
+let storeRead = false;
+
+/**
+ * Keep printed settings in `file` as well, and take those kept there: for the privileged helper,
+ * a file in its own cache directory (root's, 0700). A file that is not this user's own, or that
+ * others may read or write, is not trusted and is replaced; undefined: memory only.
+ */
+export function keepPuppetSettingsIn(file: string | undefined): void {
+  storeFile = file;
+  storeRead = false;
+}
+
+/** The Puppet installation `bin` names: the file it resolves to on PATH, and the package database (an apt upgrade of Puppet changes both). */
+function installStamp(bin: string): string {
+  let path = bin;
+  if (!isAbsolute(bin)) path = (process.env.PATH ?? "").split(delimiter).map((d) => join(d, bin)).find((p) => existsSync(p)) ?? bin;
+  let real = path;
+  try {
+    real = realpathSync(path);
+  } catch {
+    // not there: its stamp says absent
+  }
+  return `${real}@${stampOf(real)};dpkg@${stampOf("/var/lib/dpkg/status")}`;
+}
+
+const complete = (s: Record<string, string>): boolean => Boolean(s.confdir && s.vardir && s.ssldir && s.certname);
+
+function isCached(e: unknown): e is Cached {
+  const c = e as Partial<Cached> | null;
+  return (
+    typeof c === "object" && c !== null && typeof c.stamp === "string" && typeof c.conf === "string" && typeof c.install === "string" &&
+    typeof c.settings === "object" && c.settings !== null && Object.values(c.settings).every((v) => typeof v === "string") && complete(c.settings)
+  );
+}
+
+function readStore(): void {
+  if (storeRead || !storeFile) return;
+  storeRead = true;
+  try {
+    const st = lstatSync(storeFile);
+    // root's file, written by this code: where root's Puppet loads code from is not taken from anyone else
+    if (!st.isFile() || st.uid !== process.geteuid?.() || (st.mode & 0o077) !== 0) return;
+    const j = JSON.parse(readFileSync(storeFile, "utf8")) as { v?: unknown; entries?: unknown };
+    if (j.v !== 1 || typeof j.entries !== "object" || j.entries === null) return;
+    for (const [k, e] of Object.entries(j.entries)) if (isCached(e) && !cache.has(k)) cache.set(k, e);
+  } catch {
+    // none yet, or garbled: printed afresh and written whole again
+  }
+}
+
+function writeStore(): void {
+  if (!storeFile) return;
+  const tmp = `${storeFile}.${process.pid}.tmp`;
+  try {
+    writeFileSync(tmp, JSON.stringify({ v: 1, entries: Object.fromEntries([...cache].filter(([, e]) => e.stamp !== "unknown")) }), { mode: 0o600 });
+    renameSync(tmp, storeFile);
+  } catch {
+    rmSync(tmp, { force: true }); // a full disk: memory only this time
+  }
+}
 
 function stampOf(path: string): string {
   try {
@@ -64,8 +131,10 @@ function stampOf(path: string): string {
 /** Puppet's settings for this invocation, `--section agent`, printed by Puppet (kept while its puppet.conf is unchanged). */
 export async function puppetSettings(inv: PuppetInvocation, o: { signal?: AbortSignal; timeoutMs?: number } = {}): Promise<Record<string, string>> {
   const key = JSON.stringify([inv.puppetBin, inv.args, inv.env ?? {}]);
+  readStore();
   const hit = cache.get(key);
-  if (hit && stampOf(hit.conf) === hit.stamp) return hit.settings;
+  const install = installStamp(inv.puppetBin);
+  if (hit && stampOf(hit.conf) === hit.stamp && hit.install === install) return hit.settings;
   // puppet.conf before and after Puppet reads it: kept only if it did not change meanwhile (where
   // it is, is known from --confdir or an earlier print; the first print of the defaults is not kept)
   const confArg = inv.args.indexOf("--confdir");
@@ -78,10 +147,11 @@ export async function puppetSettings(inv: PuppetInvocation, o: { signal?: AbortS
   });
   if (r.timedOut || r.code !== 0) throw new MusterError("MUSTER_PUPPET_FAILED", `puppet config print failed (${r.timedOut ? "timed out" : `exit ${r.code}`}), so the helper cannot tell where Puppet loads code from: ${tailLines(r.output, 5)}`);
   const settings = parseConfigPrint(PRINTED, r.output);
-  if (!settings.confdir || !settings.vardir || !settings.ssldir || !settings.certname) throw new MusterError("MUSTER_PUPPET_FAILED", `puppet config print named no confdir, vardir, ssldir or certname: ${tailLines(r.output, 5)}`);
-  const conf = join(settings.confdir, "puppet.conf");
+  if (!complete(settings)) throw new MusterError("MUSTER_PUPPET_FAILED", `puppet config print named no confdir, vardir, ssldir or certname: ${tailLines(r.output, 5)}`);
+  const conf = join(settings.confdir!, "puppet.conf");
   const after = stampOf(conf);
-  cache.set(key, { settings, conf, stamp: known === settings.confdir && before === after ? after : "unknown" });
+  cache.set(key, { settings, conf, stamp: known === settings.confdir && before === after ? after : "unknown", install });
+  writeStore();
   return settings;
 }
 

@@ -3,6 +3,7 @@ import { dirname, join } from "node:path";
 import { parse } from "yaml";
 import { MusterError } from "../errors.js";
 import type { PuppetAgent } from "./agent.js";
+import { puppetSettings } from "./code-dirs.js";
 
 // What Puppet keeps on disk about its agent, read and written the way Puppet itself does. These
 // files are Puppet's documented interface for outside tools (puppet/agent/disabler.rb, locker.rb):
@@ -48,7 +49,10 @@ export async function puppetStateFile(agent: PuppetAgent, file: PuppetStateFile)
   const paths = puppetStatePaths(agent);
   switch (file) {
     case "classes":
-      return agent.classfile().catch(() => agent.defaultClassfile);
+      // through the kept settings (code-dirs.ts): the helper reads this after every Puppet run
+      return puppetSettings({ puppetBin: agent.settings.puppetBin, args: agent.commonArgs(), ...(agent.settings.env ? { env: agent.settings.env } : {}) })
+        .then((s) => s.classfile || agent.defaultClassfile)
+        .catch(() => agent.defaultClassfile);
     case "resources":
       return join(paths.statedir, "resources.txt");
     case "last_run_summary":
