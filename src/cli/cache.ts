@@ -5,7 +5,8 @@ import { join } from "node:path";
 
 // The CLI's caches: Node's compile cache, the last discovery's answer (discovery-memory.ts), the
 // broker members that did not answer its last connects (broker-memory.ts), and the heartbeats of
-// the last full health read (health-memory.ts).
+// the last full health read (health-memory.ts); for the privileged helper, Puppet's printed
+// settings (puppet/code-dirs.ts keepPuppetSettingsIn).
 // All are only ever kept in a directory of the invoking user's own that nobody else can write: a
 // user's ~/.cache/muster ($XDG_CACHE_HOME/muster), or the directory systemd makes for a daemon
 // (CacheDirectory=, $CACHE_DIRECTORY: /var/cache/muster/server for muster-server, owned by its
