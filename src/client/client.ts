@@ -136,6 +136,11 @@ export class MusterClient implements Buckets {
     return this.verification.enabled;
   }
 
+  /** Starts reading the node-key directory now, beside other work, so replies to a call made later are judged at once. */
+  readKeyDirectory(): void {
+    if (this.verification.enabled) void this.verification.directory();
+  }
+
   /**
    * Whether replies to a call made now would be judged at once: no verification, or the node-key
    * directory read (started now if it was not). False when it is still being read after `ms`: a
@@ -143,11 +148,6 @@ export class MusterClient implements Buckets {
    * one then: a store electing a leader serves reads but no watch, and the directory's read waited
    * past the ask, which counted every node that answered as silent).
    */
-  /** Starts reading the node-key directory now, beside other work, so replies to a call made later are judged at once. */
-  readKeyDirectory(): void {
-    if (this.verification.enabled) void this.verification.directory();
-  }
-
   async keyDirectoryWithin(ms: number): Promise<boolean> {
     if (!this.verification.enabled) return true;
     const dir = this.verification.directory();
