@@ -1,6 +1,6 @@
 import * as nodeModule from "node:module";
 import { createHash } from "node:crypto";
-import { lstatSync, mkdirSync, renameSync, writeFileSync } from "node:fs";
+import { lstatSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 
 // The CLI's caches: Node's compile cache, the last discovery's answer (discovery-memory.ts), the
@@ -62,6 +62,26 @@ export function writeCacheFile(file: string, text: string): void {
   } catch {
     // no cache this time: the next command does without, as with none
   }
+}
+
+/**
+ * `file` as a store that only its owner's own file feeds: read gives its text only when it is a
+ * regular file of this user's that no one else may read or write (the privileged helper's Puppet
+ * settings say where root loads code from), else undefined; write replaces it whole (writeCacheFile).
+ */
+export function ownCacheFile(file: string): { read(): string | undefined; write(text: string): void } {
+  return {
+    read() {
+      try {
+        const st = lstatSync(file);
+        if (!st.isFile() || st.uid !== process.geteuid?.() || (st.mode & 0o077) !== 0) return undefined;
+        return readFileSync(file, "utf8");
+      } catch {
+        return undefined; // none yet
+      }
+    },
+    write: (text) => writeCacheFile(file, text),
+  };
 }
 
 // Node 22 and later keep the V8 code of the modules a process compiles in a directory, so the next

@@ -1,4 +1,4 @@
-import { existsSync, lstatSync, readFileSync, realpathSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, realpathSync, statSync } from "node:fs";
 import { delimiter, isAbsolute, join } from "node:path";
 import { MusterError } from "../errors.js";
 import { parseConfigPrint } from "./agent.js";
@@ -11,7 +11,7 @@ import { execCommand, tailLines } from "./exec.js";
 // Printing costs a Ruby process (about a second of CPU), so a result is kept for as long as the
 // puppet.conf it came from is the same file, unchanged, and Puppet is the same installation. The
 // helper exits when idle, so it keeps them in a file of its own cache directory too (root's, 0700;
-// keepPuppetSettingsIn): without it every start printed them again, once per Puppet run on a node
+// keepPuppetSettingsIn, with the CLI's ownCacheFile): without it every start printed them again, once per Puppet run on a node
 // (the classes file's place, read after each run).
 
 /** The settings that name a place Puppet loads code, facts, plugins or its identity from. */
@@ -56,17 +56,24 @@ interface Cached {
 }
 
 const cache = new Map<string, Cached>();
-/** The file printed settings are kept in between processes, or none (keepPuppetSettingsIn). */
-let storeFile: string | undefined;
+/** Where printed settings are kept between processes: text in, text out (the CLI's ownCacheFile). */
+export interface SettingsStore {
+  /** The kept text, or undefined for none (or one not to be believed). */
+  read(): string | undefined;
+  write(text: string): void;
+}
+
+/** The store printed settings are kept in between processes, or none (keepPuppetSettingsIn). */
+let store: SettingsStore | undefined;
 let storeRead = false;
 
 /**
- * Keep printed settings in `file` as well, and take those kept there: for the privileged helper,
- * a file in its own cache directory (root's, 0700). A file that is not this user's own, or that
- * others may read or write, is not trusted and is replaced; undefined: memory only.
+ * Keep printed settings in `kept` as well, and take those kept there: for the privileged helper,
+ * a file in its own cache directory (root's, 0700) that only root's own file feeds; undefined:
+ * memory only.
  */
-export function keepPuppetSettingsIn(file: string | undefined): void {
-  storeFile = file;
+export function keepPuppetSettingsIn(kept: SettingsStore | undefined): void {
+  store = kept;
   storeRead = false;
 }
 
@@ -94,29 +101,19 @@ function isCached(e: unknown): e is Cached {
 }
 
 function readStore(): void {
-  if (storeRead || !storeFile) return;
+  if (storeRead || !store) return;
   storeRead = true;
   try {
-    const st = lstatSync(storeFile);
-    // root's file, written by this code: where root's Puppet loads code from is not taken from anyone else
-    if (!st.isFile() || st.uid !== process.geteuid?.() || (st.mode & 0o077) !== 0) return;
-    const j = JSON.parse(readFileSync(storeFile, "utf8")) as { v?: unknown; entries?: unknown };
-    if (j.v !== 1 || typeof j.entries !== "object" || j.entries === null) return;
+    const j = JSON.parse(store.read() ?? "null") as { v?: unknown; entries?: unknown } | null;
+    if (j?.v !== 1 || typeof j.entries !== "object" || j.entries === null) return;
     for (const [k, e] of Object.entries(j.entries)) if (isCached(e) && !cache.has(k)) cache.set(k, e);
   } catch {
-    // none yet, or garbled: printed afresh and written whole again
+    // garbled: printed afresh and written whole again
   }
 }
 
 function writeStore(): void {
-  if (!storeFile) return;
-  const tmp = `${storeFile}.${process.pid}.tmp`;
-  try {
-    writeFileSync(tmp, JSON.stringify({ v: 1, entries: Object.fromEntries([...cache].filter(([, e]) => e.stamp !== "unknown")) }), { mode: 0o600 });
-    renameSync(tmp, storeFile);
-  } catch {
-    rmSync(tmp, { force: true }); // a full disk: memory only this time
-  }
+  store?.write(JSON.stringify({ v: 1, entries: Object.fromEntries([...cache].filter(([, e]) => e.stamp !== "unknown")) }));
 }
 
 function stampOf(path: string): string {

@@ -43,10 +43,11 @@ test("a Puppet that cannot print its settings refuses, naming why", async () => 
   await assert.rejects(puppetSettings({ puppetBin: "/bin/false", args: [] }), /puppet config print failed \(exit 1\), so the helper cannot tell where Puppet loads code from/);
 });
 
-/** `puppetSettings` in a process of its own (the helper after its idle exit), keeping them in `store`: its factpath. */
+/** `puppetSettings` in a process of its own (the helper after its idle exit), keeping them in `store` as the helper does (ownCacheFile): its factpath. */
 function inFreshProcess(inv: { puppetBin: string; args: string[] }, store: string): string {
   const mod = new URL("../../src/puppet/code-dirs.js", import.meta.url).href;
-  const code = `const m = await import(${JSON.stringify(mod)}); m.keepPuppetSettingsIn(${JSON.stringify(store)}); process.stdout.write((await m.puppetSettings(${JSON.stringify(inv)})).factpath ?? "");`;
+  const cache = new URL("../../src/cli/cache.js", import.meta.url).href;
+  const code = `const m = await import(${JSON.stringify(mod)}); const c = await import(${JSON.stringify(cache)}); m.keepPuppetSettingsIn(c.ownCacheFile(${JSON.stringify(store)})); process.stdout.write((await m.puppetSettings(${JSON.stringify(inv)})).factpath ?? "");`;
   return execFileSync(process.execPath, ["--input-type=module", "-e", code], { encoding: "utf8" });
 }
 

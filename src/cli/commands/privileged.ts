@@ -35,7 +35,7 @@ Stops on SIGTERM once the operations in flight have finished. The package's unit
 --idle-exit 10: between a node's rare privileged operations the helper holds no memory.`,
     )
     .action(async (o: { config: string; clientUser: string; socket?: string; idleExit: string; maxConnections: string; readTimeout: string; logLevel?: string }) => {
-      const [{ serveHelper, resolveUser }, { helperSettings }, { loadServerConfig }, { createLogger }, { MusterError }, { keepPuppetSettingsIn }, { cacheFileFor }] = await Promise.all([
+      const [{ serveHelper, resolveUser }, { helperSettings }, { loadServerConfig }, { createLogger }, { MusterError }, { keepPuppetSettingsIn }, { cacheFileFor, ownCacheFile }] = await Promise.all([
         import("../../privileged/helper.js"),
         import("../../agents/helper-settings.js"),
         import("../../server/config.js"),
@@ -47,7 +47,8 @@ Stops on SIGTERM once the operations in flight have finished. The package's unit
       const log = createLogger({ level: o.logLevel, name: "muster-privileged" });
       // Puppet's settings as printed, kept between starts (it exits when idle) in its own cache
       // directory, root's and 0700 (the unit's CacheDirectory): not one Ruby process per Puppet run
-      keepPuppetSettingsIn(cacheFileFor(process.env, "puppet-settings", "v1"));
+      const kept = cacheFileFor(process.env, "puppet-settings", "v1");
+      keepPuppetSettingsIn(kept ? ownCacheFile(kept) : undefined);
       const idleS = Number(o.idleExit);
       if (!Number.isFinite(idleS) || idleS < 0) throw new MusterError("MUSTER_USAGE", `--idle-exit takes a number of seconds (0: never), not ${JSON.stringify(o.idleExit)}`);
       const maxConnections = Number(o.maxConnections);
