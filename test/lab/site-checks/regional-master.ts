@@ -1,37 +1,51 @@
 import assert from "node:assert/strict";
 import type { Site } from "../../../src/lab/site/index.js";
+import { DEFAULT_STATE_BUCKET } from "../../../src/protocol/buckets.js";
 import type { NodeRecord } from "../../../src/protocol/provision-record.js";
-import type { ProvisionState } from "../../../src/provisioner/state.js";
+import { ProvisionState } from "../../../src/provisioner/state.js";
 
-// Issue 36 §5 on the site: each node on its own region's master. With a master powered off (the
-// master's cut of site-faults' test 5), a node of that master's region is added, and it waits for its
-// master (known: the provisioners have seen it answer, and the site's provisioner.yaml names it)
-// rather than go to the other region's, which answers; the master is powered on and the node ends on
-// it, one certificate signed.
+// Issue 36 §5 on the site: each node on its own region's master. puppet-us.lab is powered off, a
+// us node is added while it is off, and the node waits for puppet-us.lab (known: the provisioners
+// have seen it answer, and the site's provisioner.yaml names it) rather than go to puppet-eu.lab,
+// which answers; puppet-us.lab is powered on and the node ends on it, one certificate signed.
 //
-// When: while the caller keeps the master off, long enough for the node to boot and be taken up (a
-// minute or two), and well within known_master_wait (10 minutes): the node must not fall back.
+// When: once the site is up and its first nodes are provisioned, with both masters answering and
+// no other check cutting puppet-us.lab meanwhile (a provisioner's cut is fine: the other one takes
+// the node once its claim expires, and it waits the same way). It takes about as long as puppet-us.lab's boot and puppetserver start (3-6 minutes), well
+// within known_master_wait (10 minutes): the node must not fall back.
 
-/** With `master` already off (and known to the provisioners): adds a node of its region; resolves with its identity once it waits for that master. */
-export async function regionNodeWaits(site: Site, store: ProvisionState, master: string, o: { country: string; timeoutMs?: number }): Promise<string> {
-  assert.ok((await store.masters.list()).some((m) => m.identity === master), `${master} is among the masters the provisioners have seen`);
-  const [node] = await site.addNodes({ count: 1, country: o.country });
-  const id = node!.identity;
-  const waiting = (await store.waitFor([id], (r) => r.status !== "in_progress" || r.masterWait !== undefined, o.timeoutMs ?? 900_000)).get(id)!;
-  assert.equal(waiting.status, "in_progress", `${id} waits rather than ends: ${waiting.lastError ?? waiting.log.slice(-4).join(" | ")}`);
-  assert.equal(waiting.masterWait?.master, master, `${id} waits for its region's master: ${JSON.stringify(waiting.masterWait)}`);
-  assert.ok(waiting.masterWait?.criterion, "as the master its criteria pick, not one it already had");
-  assert.equal(waiting.master, undefined, `${id} was not given another master meanwhile`);
-  return id;
-}
+const MASTER = "puppet-us.lab";
 
-/** Once `master` is back: the node ends provisioned on it, with no fallback, signed by it once. */
-export async function regionNodeEndsOnIt(site: Site, store: ProvisionState, master: string, id: string, timeoutMs = 900_000): Promise<NodeRecord> {
-  const rec = (await store.waitFor([id], (r) => r.status === "done" || r.status === "failed", timeoutMs)).get(id)!;
-  assert.equal(rec.status, "done", `${id}: ${rec.lastError ?? ""}`);
-  assert.equal(rec.master, master, `${id} ends on its region's master`);
-  assert.equal(rec.masterFallback, undefined, "it did not fall back");
-  const inventory = await site.exec(master, ["cat", "/etc/puppet/puppetserver/ca/inventory.txt"]);
-  assert.equal(inventory.stdout.split("\n").filter((l) => l.trim().endsWith(`/CN=${id}`)).length, 1, `${master} signed ${id} once`);
-  return rec;
+/** Powers puppet-us.lab off, adds a us node, powers it on; resolves with the node's finished record. */
+export async function nodeWaitsForItsRegionsMaster(site: Site, o: { timeoutMs?: number; onAdded?: (identity: string) => void } = {}): Promise<NodeRecord> {
+  const timeoutMs = o.timeoutMs ?? 900_000;
+  const client = await site.client("site-check-regional-master");
+  try {
+    const store = await ProvisionState.open(client, DEFAULT_STATE_BUCKET);
+    assert.ok((await store.masters.list()).some((m) => m.identity === MASTER), `${MASTER} is among the masters the provisioners have seen`);
+    await site.power("off", MASTER);
+    let id: string | undefined;
+    try {
+      const [node] = await site.addNodes({ count: 1, country: "us" });
+      id = node!.identity;
+      o.onAdded?.(id);
+      const waiting = (await store.waitFor([id], (r) => r.status !== "in_progress" || r.masterWait !== undefined, timeoutMs)).get(id)!;
+      assert.equal(waiting.status, "in_progress", `${id} waits rather than ends: ${waiting.lastError ?? waiting.log.slice(-4).join(" | ")}`);
+      assert.equal(waiting.masterWait?.master, MASTER, `${id} waits for its region's master: ${JSON.stringify(waiting.masterWait)}`);
+      assert.ok(waiting.masterWait?.criterion, "as the master its criteria pick, not one it already had");
+      assert.equal(waiting.master, undefined, `${id} was not given another master meanwhile`);
+    } finally {
+      await site.power("on", MASTER);
+    }
+    await site.waitUp(MASTER);
+    const rec = (await store.waitFor([id], (r) => r.status === "done" || r.status === "failed", timeoutMs)).get(id)!;
+    assert.equal(rec.status, "done", `${id}: ${rec.lastError ?? ""}`);
+    assert.equal(rec.master, MASTER, `${id} ends on its region's master`);
+    assert.equal(rec.masterFallback, undefined, "it did not fall back");
+    const inventory = await site.exec(MASTER, ["cat", "/etc/puppet/puppetserver/ca/inventory.txt"]);
+    assert.equal(inventory.stdout.split("\n").filter((l) => l.trim().endsWith(`/CN=${id}`)).length, 1, `${MASTER} signed ${id} once`);
+    return rec;
+  } finally {
+    await client.close();
+  }
 }
