@@ -39,9 +39,10 @@ const LAB_PROVISIONER_PACE = {
   retries: { attempts: 3, backoff: 1, max_backoff: 10 },
   // a provisioner that dies gives its nodes up to the other within a minute (issue 26 §4's fault),
   // or, mid Puppet run, once the run's own time is up too (lock_lease + puppet_timeout): a lab run
-  // takes seconds, one against a master that is gone about two minutes (Puppet's connect timeout)
+  // takes seconds to a minute on a busy machine, one against a master that is gone about two
+  // minutes (Puppet's connect timeout); the provisioner's power-cut test waits this claim out
   lock_lease: 60,
-  puppet_timeout: 240,
+  puppet_timeout: 180,
 };
 
 /** Make (or find) the site's files for these nodes; the receiver is where the notifier and the provisioners post. */
