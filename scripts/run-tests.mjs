@@ -113,9 +113,9 @@ const cpuGroups = (() => {
     },
   };
 })();
-// "$3": the file's nice value (niceOf). "$2": a cgroup directory to join first (see cpuGroups), so the machines and servers the file
+// "$2": a cgroup directory to join first (see cpuGroups), so the machines and servers the file
 // starts are counted too: `times` misses what was killed rather than waited for (a machine's
-// power cut takes its container's processes with it)
+// power cut takes its container's processes with it). "$3": the file's nice value (niceOf).
 const RUN_ONE = [
   'if [ -n "$2" ]; then echo $$ > "$2/cgroup.procs" || true; fi',
   'nice -n "$3" node --test --test-reporter=spec "$1" & pid=$!',
