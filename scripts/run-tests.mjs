@@ -38,13 +38,6 @@ const rank = (f) => {
 // of the longest heavy files would starve the other two (measured: docs/bench.md#the-test-suite).
 const SLOTS = 2;
 const LIGHT_SLOTS = 1;
-// The longest file is the suite's critical path: alone, the site's file took 1,618 s and left most
-// of a core idle while it waited on machines; in run 25, beside the others, it took 1,931 s (its
-// start-up 551 s instead of 209 s). Every other file runs at a lower CPU priority (nice 5), so the
-// site's bursts are served first and the others take the time it waits. Nice only orders who
-// runs: a file still gets the whole machine when the others wait.
-const NICE_OTHERS = 5;
-const niceOf = (f) => (rank(f) === 0 ? 0 : NICE_OTHERS);
 const HEAVY = /test\/(lab\/(site-faults|machines)\.test|agents\/provision|docs\/commands|fleet\/puppet-real|packaging\/|privileged\/hostile|provisioner\/e2e|puppet\/csr-binding|puppetdb\/puppetdb\.test|web\/(api|browser|gone|scale))/;
 /**
  * Every skipped test's reason, from the spec reporter's lines (`﹣ name (1.2ms) # reason`; the TAP
@@ -115,10 +108,10 @@ const cpuGroups = (() => {
 })();
 // "$2": a cgroup directory to join first (see cpuGroups), so the machines and servers the file
 // starts are counted too: `times` misses what was killed rather than waited for (a machine's
-// power cut takes its container's processes with it). "$3": the file's nice value (niceOf).
+// power cut takes its container's processes with it)
 const RUN_ONE = [
   'if [ -n "$2" ]; then echo $$ > "$2/cgroup.procs" || true; fi',
-  'nice -n "$3" node --test --test-reporter=spec "$1" & pid=$!',
+  'node --test --test-reporter=spec "$1" & pid=$!',
   "trap 'kill -TERM $pid 2>/dev/null' TERM INT",
   "while :; do wait $pid; rc=$?; kill -0 $pid 2>/dev/null || break; done",
   "times >&3",
@@ -158,7 +151,7 @@ try {
       // suite's length is made of on 2 cores
       // (a SIGTERM or Ctrl-C to bash is passed on to the test process, and bash waits for it)
       const group = cpuGroups?.make();
-      const child = spawn("bash", ["-c", RUN_ONE, "run-test", file, group ?? "", String(niceOf(file))], { stdio: ["ignore", "pipe", "pipe", "pipe"], env: { ...env, PATH: `${dirname(process.execPath)}:${env.PATH ?? ""}` } });
+      const child = spawn("bash", ["-c", RUN_ONE, "run-test", file, group ?? ""], { stdio: ["ignore", "pipe", "pipe", "pipe"], env: { ...env, PATH: `${dirname(process.execPath)}:${env.PATH ?? ""}` } });
       running.add(child);
       const out = [];
       let times = "";
