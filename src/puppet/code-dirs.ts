@@ -11,8 +11,8 @@ import { execCommand, tailLines } from "./exec.js";
 // Printing costs a Ruby process (about a second of CPU), so a result is kept for as long as the
 // puppet.conf it came from is the same file, unchanged, and Puppet is the same installation. The
 // helper exits when idle, so it keeps them in a file of its own cache directory too (root's, 0700;
-// keepPuppetSettingsIn, with the CLI's ownCacheFile): without it every start printed them again, once per Puppet run on a node
-// (the classes file's place, read after each run).
+// keepPuppetSettingsIn, with the CLI's ownCacheFile): without it every start printed them again,
+// once per Puppet run on a node (the classes file's place, read after each run).
 
 /** The settings that name a place Puppet loads code, facts, plugins or its identity from. */
 export const PUPPET_CODE_SETTINGS = [
