@@ -1,8 +1,9 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { closeSync, existsSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { request } from "node:https";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { bootstrapNamespaces, compiledClojure, readBootstrap } from "./clojure-aot.js";
 import { freePort } from "./ports.js";
 import { isAlive, stopChild } from "./processes.js";
 import { writeEnvironment, writePuppetserverConfig, type EnvironmentFiles } from "./puppetserver-config.js";
@@ -54,6 +55,8 @@ export interface StartPuppetserverOptions {
   signal?: AbortSignal;
   /** PuppetDB's URLs: the master sends it facts, catalogs and reports (puppet-terminus-puppetdb). */
   puppetdb?: string[];
+  /** false: the jar's Clojure compiled at start, as Debian's unit runs it; default: compiled ahead of time once (clojure-aot.ts). */
+  aot?: boolean;
 }
 
 export interface PuppetserverHandle {
@@ -96,6 +99,8 @@ export async function startPuppetserver(opts: StartPuppetserverOptions): Promise
   }
   if (!existsSync(join(layout.codedir, "environments", "production"))) writeEnvironment(layout, "production", { manifest: "" });
 
+  // the same code, its Clojure loaded as classes compiled once: about a third of a start's CPU
+  const classes = opts.aot === false ? undefined : await compiledClojure("puppetserver", JAR, bootstrapNamespaces("puppetlabs.trapperkeeper.main", readBootstrap(bootstrapFiles())));
   const java = [
     ...(opts.heap ?? ["-Xms256m", "-Xmx768m"]),
     // JRuby starts noticeably faster with C1 only; a test master compiles few catalogs.
@@ -107,8 +112,7 @@ export async function startPuppetserver(opts: StartPuppetserverOptions): Promise
     `-XX:ErrorFile=${join(layout.logdir, "puppetserver_err_pid%p.log")}`,
     `-Djava.io.tmpdir=${join(dir, "tmp")}`,
     ...(opts.javaArgs ?? []),
-    "-jar",
-    JAR,
+    ...(classes ? ["-cp", `${classes}:${JAR}`, "puppetlabs.trapperkeeper.main"] : ["-jar", JAR]),
     "--config",
     join(dir, "conf.d"),
     "--bootstrap-config",
@@ -214,6 +218,14 @@ export async function startPuppetserver(opts: StartPuppetserverOptions): Promise
     startMs: Date.now() - started,
     stop,
   };
+}
+
+function bootstrapFiles(): string[] {
+  try {
+    return readdirSync(BOOTSTRAP_DIR).filter((f) => f.endsWith(".cfg")).map((f) => join(BOOTSTRAP_DIR, f));
+  } catch {
+    return [];
+  }
 }
 
 /** Stop a detached puppetserver by its directory (reads <dir>/run/puppetserver.pid). */

@@ -1,9 +1,9 @@
 import { execFile, spawn, type ChildProcess } from "node:child_process";
-import { createHash } from "node:crypto";
 import { chownSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { compiledClojure } from "../../src/lab/clojure-aot.js";
 import { freePort } from "../../src/lab/ports.js";
 import { stopChild, watchdog } from "../../src/lab/processes.js";
 import { PuppetDb } from "../../src/puppetdb/http.js";
@@ -15,7 +15,7 @@ import { PuppetDb } from "../../src/puppetdb/http.js";
 //
 // PuppetDB's JVM is slow to start: Debian's jar carries its Clojure as source, compiled at every
 // start (about a minute on a busy 2-core machine). So the first start compiles it ahead of time,
-// once per installed jar, into a cache in the temp dir (about 35 s), and every start after that
+// once per installed jar, into the user's cache (src/lab/clojure-aot.ts; about 35 s), and every start after that
 // loads the compiled classes first: about 11 s (docs/bench.md#puppetdb). The same code either way.
 // Test files still share one PuppetDB per file.
 
@@ -41,29 +41,9 @@ function readFileSafe(file: string): string {
   }
 }
 
-/** PuppetDB's Clojure compiled ahead of time (once per jar and java), for the classpath before the jar. */
-async function compiledClasses(): Promise<string> {
-  const java = (await run(["readlink", "-f", "/usr/bin/java"], "readlink java")).trim();
-  const key = createHash("sha256")
-    .update(JSON.stringify([statSync(JAR).size, statSync(JAR).mtimeMs, java, statSync(java).mtimeMs, NAMESPACES]))
-    .digest("hex")
-    .slice(0, 16);
-  const dir = join(tmpdir(), `muster-puppetdb-classes-${key}`);
-  if (existsSync(join(dir, "done"))) return dir;
-  const work = mkdtempSync(join(tmpdir(), "muster-puppetdb-compiling-"));
-  try {
-    const script = `(binding [*compile-path* ${JSON.stringify(work)}] (doseq [n '[${NAMESPACES.join(" ")}]] (compile n)))`;
-    await run(["java", "-XX:TieredStopAtLevel=1", "-cp", `${JAR}:${work}`, "clojure.main", "-e", script], "compiling PuppetDB's Clojure");
-    writeFileSync(join(work, "done"), `${NAMESPACES.join("\n")}\n`);
-    try {
-      renameSync(work, dir);
-    } catch {
-      // another test file compiled it meanwhile: theirs is as good
-    }
-  } finally {
-    rmSync(work, { recursive: true, force: true });
-  }
-  return dir;
+/** PuppetDB's Clojure compiled ahead of time (once per jar and java, in the user's cache), for the classpath before the jar. */
+async function compiledClasses(): Promise<string | undefined> {
+  return compiledClojure("puppetdb", JAR, NAMESPACES);
 }
 
 /** PostgreSQL's server binaries: the newest major version installed. */
@@ -246,7 +226,7 @@ export async function startPuppetDb(o: StartPuppetDbOptions = {}): Promise<Puppe
     try {
       child = spawn(
         "java",
-        [`-Xmx${o.heap ?? "256m"}`, ...(o.quickJit === false ? [] : ["-XX:TieredStopAtLevel=1"]), `-Djava.io.tmpdir=${join(dir, "tmp")}`, "-cp", `${classes}:${JAR}`, "clojure.main", "-m", "puppetlabs.puppetdb.core", "services", "--config", join(dir, "conf.d"), "--bootstrap-config", BOOTSTRAP],
+        [`-Xmx${o.heap ?? "256m"}`, ...(o.quickJit === false ? [] : ["-XX:TieredStopAtLevel=1"]), `-Djava.io.tmpdir=${join(dir, "tmp")}`, "-cp", classes ? `${classes}:${JAR}` : JAR, "clojure.main", "-m", "puppetlabs.puppetdb.core", "services", "--config", join(dir, "conf.d"), "--bootstrap-config", BOOTSTRAP],
         { cwd: dir, stdio: ["ignore", out, out] },
       );
     } finally {
