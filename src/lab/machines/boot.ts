@@ -1,5 +1,5 @@
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { issueBootstrapCredential, writeBootstrapCredential } from "../../broker/bootstrap.js";
 import { loadOrCreateSigningKey } from "../../security/keys.js";
 import { freePort } from "../ports.js";
@@ -53,6 +53,18 @@ export async function freshMachineDir(ms: LabMachinesState, dir: string, identit
 }
 
 /**
+ * The image's hosts template with `lines` added, in the machine's upper layer: what the image build
+ * bakes in for the site's own release (image.ts), given to one machine instead. The directories
+ * made on the way have the image's modes (root's, 0755), so nothing of the image is hidden.
+ */
+function addHostsLines(imageRoot: string, dir: string, lines: string): void {
+  const rel = join("etc", "cloud", "templates", "hosts.debian.tmpl");
+  const tmpl = join(dir, "upper", rel);
+  mkdirSync(dirname(tmpl), { recursive: true, mode: 0o755 });
+  writeFileSync(tmpl, `${readFileSync(join(imageRoot, rel), "utf8").trimEnd()}\n\n# muster lab: the site's machines (the lab network has no DNS server)\n${lines}\n`, { mode: 0o644 });
+}
+
+/**
  * Boot one machine in its slot with the user-data `argv` renders (the renderer's command line,
  * kept as render.sh): its NoCloud seed (meta-data and network-config from the "platform",
  * user-data from the renderer), its disk, an ssh relay for the operator, then power on. The caller
@@ -89,6 +101,7 @@ export async function bootMachine(c: BootMachineContext, o: { identity: string; 
     mkdirSync(seedDir, { recursive: true });
     chmodSync(seedDir, 0o700);
     for (const [f, text] of Object.entries(seed)) writeFileSync(join(seedDir, f), text, { mode: 0o600 });
+    if (c.hosts) addHostsLines(ms.image, dir, c.hosts);
   } else {
     cfg.vm = { ...(await prepareVmDisk(dir, ms.vmImage!, slot.tap)), monitor: join(ms.socketDir, `${cfg.name}.monitor`) };
     addTap(ms.netns, cfg.vm.tap);

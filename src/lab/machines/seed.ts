@@ -29,6 +29,11 @@ export interface BootMachineContext {
   trusted: { name: string; key: string }[];
   /** The brokers as nodes name them (the site's three); default the lab's one, through its relay. */
   brokers?: string[];
+  /**
+   * Names for cloud-init's hosts template (the site's, for a node of another release than the
+   * site's): added in the machine's own disk, so the node boots the plain image of its release.
+   */
+  hosts?: string;
   detached: boolean;
   /** Each process booting a machine starts besides its supervisor (its ssh relay). */
   track: (name: string, p: MusterProcess) => void;

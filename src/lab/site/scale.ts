@@ -26,21 +26,26 @@ export async function siteBrokerUsers(s: LabState, nodes: string[], say: (l: str
 }
 
 /**
- * What booting nodes into the site needs: the image of their release (built on first use, with
- * the lab's mirror and the site's names), the site's brokers, and the callers they obey.
+ * What booting nodes into the site needs: the image of their release (built on first use), the
+ * site's names, the site's brokers, and the callers they obey.
  */
 export async function siteBootContext(s: LabState, suite: string | undefined, detached: boolean, say: (l: string) => void, track: BootMachineContext["track"]): Promise<BootMachineContext> {
   const ms = s.machines!;
   const release = suite ?? s.site!.suite;
   let forRelease = ms;
+  // A node of another release boots that release's plain image, the one a lab of it boots (often
+  // built already), with the site's names added in its own disk: a node installs nothing of the
+  // mirror's, and an image with the site's mirror and names costs a second build of minutes.
+  // A VM's disk is made from its image whole: it keeps the site's image of its release.
+  const plain = release !== s.site!.suite && ms.kind === "nspawn";
   if (release !== s.site!.suite) {
-    const img = await machines.labImage(ms.kind, resolve(".muster", "images"), say, { release, site: { hosts: siteHostsLines() } });
+    const img = await machines.labImage(ms.kind, resolve(".muster", "images"), say, plain ? { release } : { release, site: { hosts: siteHostsLines() } });
     if (img.image.mirror) linkMirror(ms.packages.dir, release, img.image.mirror);
     forRelease = { ...ms, image: img.image.root, imageKey: img.image.key };
   }
   const creds = siteCredentials(s.site!.files.dir);
   const boot = await machines.machineBootContext(s.dir, forRelease, creds.ca, creds.keys.provisioner.publicKey, detached, track);
-  return { ...boot, brokers: siteBrokerUrls(), trusted: [...boot.trusted, { name: "console", key: creds.keys.console.publicKey }] };
+  return { ...boot, brokers: siteBrokerUrls(), trusted: [...boot.trusted, { name: "console", key: creds.keys.console.publicKey }], ...(plain ? { hosts: siteHostsLines() } : {}) };
 }
 
 /** The site machine or node under this name, if any. */
