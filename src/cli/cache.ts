@@ -1,7 +1,11 @@
 import * as nodeModule from "node:module";
 import { createHash } from "node:crypto";
-import { lstatSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { lstatSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { cacheBase, ensureCacheDir } from "../cache-dir.js";
+
+// where a cache may be kept (the user's own directory): src/cache-dir.ts
+export { cacheBase, ensureCacheDir, safeCacheDir } from "../cache-dir.js";
 
 // The CLI's caches: Node's compile cache, the last discovery's answer (discovery-memory.ts), the
 // broker members that did not answer its last connects (broker-memory.ts), and the heartbeats of
@@ -12,35 +16,6 @@ import { join } from "node:path";
 // (CacheDirectory=, $CACHE_DIRECTORY: /var/cache/muster/server for muster-server, owned by its
 // user; /var/cache/muster/privileged for the root helper). Never the shared /tmp that Node would
 // pick by default: the compile cache holds code the process will run.
-
-/** The base of this process's caches, or undefined for none (no home: a system unit without one). */
-export function cacheBase(env: NodeJS.ProcessEnv): string | undefined {
-  const systemd = env.CACHE_DIRECTORY?.split(":")[0];
-  if (systemd?.startsWith("/")) return systemd;
-  if (env.XDG_CACHE_HOME?.startsWith("/")) return join(env.XDG_CACHE_HOME, "muster");
-  if (env.HOME?.startsWith("/") && env.HOME !== "/") return join(env.HOME, ".cache", "muster");
-  return undefined;
-}
-
-/** True when `dir` is a real directory of this user's that no one else may write. */
-export function safeCacheDir(dir: string, uid = process.geteuid?.()): boolean {
-  try {
-    const st = lstatSync(dir);
-    return st.isDirectory() && st.uid === uid && (st.mode & 0o022) === 0;
-  } catch {
-    return false;
-  }
-}
-
-/** `dir`, made (0700) when missing, if it is safe to keep a cache in; else undefined. Never throws. */
-export function ensureCacheDir(dir: string): string | undefined {
-  try {
-    mkdirSync(dir, { recursive: true, mode: 0o700 });
-    return safeCacheDir(dir) ? dir : undefined;
-  } catch {
-    return undefined; // a read-only home, a full disk: no cache
-  }
-}
 
 /**
  * The file in the cache's `kind` directory (made 0700 when missing) for `question`, named by a hash

@@ -356,6 +356,8 @@ export interface ConsoleOptions extends CommonOptions {
   nodeKeyText?: string;
   /** PuppetDB on this machine too (Debian's package, its PostgreSQL): the registry asks it on loopback. */
   puppetdb?: boolean;
+  /** More JVM options for that PuppetDB, in /etc/default/puppetdb (-XX:TieredStopAtLevel=1: it starts on half the CPU). */
+  puppetdbJavaArgs?: string[];
 }
 
 /**
@@ -367,6 +369,9 @@ function consolePublicKey(pem: string): string {
   if (!pem.includes("PRIVATE KEY")) return "CONSOLE_PUBLIC_KEY";
   return signingKeyFromPem("console", pem).publicKey;
 }
+
+/** JVM options added to PuppetDB's JAVA_ARGS (Debian's /etc/default/puppetdb), before its first start. */
+const puppetDbJava = (args: string[] | undefined): string[][] => (args?.length ? [["sed", "-i", "-E", `s/^JAVA_ARGS="/JAVA_ARGS="${args.join(" ")} /`, "/etc/default/puppetdb"]] : []);
 
 /** The console machine: the registry, the web console and the notifier, each its own daemon and user. */
 export function consoleUserData(o: ConsoleOptions): UserData {
@@ -399,7 +404,7 @@ export function consoleUserData(o: ConsoleOptions): UserData {
         // the role, the database, pg_trgm, a read-only role); PuppetDB then serves on loopback, and
         // its TLS port once the operator gave it the masters' certificates (docs/deploy.md#10-puppetdb)
         // (masked while it installs: it starts once, with its TLS, rather than twice)
-        ...(o.puppetdb ? [["sh", "-c", `${APT_INSTALL} postgresql`], ["systemctl", "mask", "puppetdb.service"], ["sh", "-c", `${APT_INSTALL} puppetdb`], ["systemctl", "unmask", "puppetdb.service"], ["systemctl", "enable", "postgresql.service", "puppetdb.service"]] : []),
+        ...(o.puppetdb ? [["sh", "-c", `${APT_INSTALL} postgresql`], ["systemctl", "mask", "puppetdb.service"], ["sh", "-c", `${APT_INSTALL} puppetdb`], ...puppetDbJava(o.puppetdbJavaArgs), ["systemctl", "unmask", "puppetdb.service"], ["systemctl", "enable", "postgresql.service", "puppetdb.service"]] : []),
         // each daemon reads its own files, and no other's: the package made their users
         ["chgrp", "muster-registry", CONSOLE_FILES.registryConfig, CONSOLE_FILES.registryToken, `${TLS_DIR}/registry.key`],
         ["chgrp", "muster-web", CONSOLE_FILES.webConfig, CONSOLE_FILES.webTokens, CONSOLE_FILES.webRegistryToken, `${TLS_DIR}/console.key`, `${TLS_DIR}/web-https.key`],

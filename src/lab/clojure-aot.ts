@@ -2,7 +2,7 @@ import { execFile } from "node:child_process";
 import { createHash } from "node:crypto";
 import { existsSync, mkdtempSync, readFileSync, realpathSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { cacheBase, ensureCacheDir } from "../cli/cache.js";
+import { cacheBase, ensureCacheDir } from "../cache-dir.js";
 
 // Debian's Clojure jars (puppetserver, PuppetDB) carry their Clojure as source, compiled at every
 // start of the JVM: most of a start's CPU. Compiled ahead of time once, into a cache, and put on

@@ -1,7 +1,8 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { parse as parseYaml } from "yaml";
-import { brokerUserData, masterUserData, type UserData } from "../../src/config/cloud-init.js";
+import { brokerUserData, consoleUserData, masterUserData, type UserData } from "../../src/config/cloud-init.js";
+import { renderUserDataFromFlags } from "../../src/cli/commands/user-data.js";
 import { SITE_NODE_KEY } from "../../src/config/site.js";
 
 // What the site's user-data does, in order (issue 40): a master's certname is its identity before
@@ -59,4 +60,23 @@ test("a broker's nats-server starts once, after its key is the nats user's: no s
   assert.ok(install < lifted && lifted < start, "the policy holds during the install only");
   assert.ok(key < start && at(u, /^chmod 0640 \/etc\/nats\/server\.key$/) < start, "the key is readable before the first start");
   assert.ok(!line(u).some((c) => /restart/.test(c)), "started once, not restarted");
+});
+
+const tls = { certText: "C", keyText: "K" };
+const consoleWith = (o: { puppetdb?: boolean; puppetdbJavaArgs?: string[] }) =>
+  consoleUserData({ identity: "console.example.net", source, brokers: ["tls://nats1.example.net:4222"], collective: "muster", caText: "CA", registry: tls, console: tls, notifier: tls, https: tls, registryTokenText: "T", webTokensText: "W", signingKeyText: "S", provisionerKey: "P", trustedKeys: [], recipients: [], replicas: 3, ...o });
+
+test("PuppetDB's JVM options go into /etc/default/puppetdb once the package is in and before its first start; none given, Debian's file is left as it is", () => {
+  const u = consoleWith({ puppetdb: true, puppetdbJavaArgs: ["-XX:TieredStopAtLevel=1", "-Xmx512m"] });
+  const sed = at(u, /^sed -i -E s\/\^JAVA_ARGS="\/JAVA_ARGS="-XX:TieredStopAtLevel=1 -Xmx512m \/ \/etc\/default\/puppetdb$/);
+  assert.ok(sed > at(u, /apt-get install .*puppetdb/), "after the package wrote the file");
+  assert.ok(sed < at(u, /^systemctl unmask puppetdb\.service$/) && sed < at(u, /^systemctl enable postgresql\.service puppetdb\.service$/), "before PuppetDB first starts");
+  assert.ok(!line(consoleWith({ puppetdb: true })).some((c) => c.includes("/etc/default/puppetdb")));
+});
+
+test("--puppetdb-java-arg: one JVM option each, for the console's own PuppetDB only; anything else is refused saying why", async () => {
+  const arg = ["--puppetdb-java-arg", "-XX:TieredStopAtLevel=1"];
+  await assert.rejects(renderUserDataFromFlags(["--role", "console", ...arg]), /--puppetdb-java-arg needs --puppetdb local/);
+  await assert.rejects(renderUserDataFromFlags(["--role", "console", "--puppetdb", "local", "--puppetdb-java-arg", "-Xmx1g; rm -rf /"]), /--puppetdb-java-arg takes one JVM option/);
+  await assert.rejects(renderUserDataFromFlags(["--role", "master", ...arg]), /--puppetdb-java-arg/);
 });

@@ -67,6 +67,8 @@ Every role:
   [--notify-recipient URL]... who the notifier tells (webhooks, mailto:)
   [--replicas N]              copies of the registry's bucket (3 on a 3-broker cluster)
   [--puppetdb local]          PuppetDB and its PostgreSQL on this machine too; the registry asks it
+  [--puppetdb-java-arg ARG]...   more JVM options for PuppetDB (-XX:TieredStopAtLevel=1: it starts
+                              on half the CPU)
 
 --trusted-key: another caller whose signed requests the machine obeys (an operator's key: muster
 key show prints yours as NAME=PUBLIC_KEY), besides the provisioner's. --fact: a fact the instance
@@ -129,8 +131,9 @@ const FLAGS: Record<string, "*" | Role[]> = {
   replicas: ["console"],
   "puppetdb-url": ["master"],
   puppetdb: ["console"],
+  "puppetdb-java-arg": ["console"],
 };
-const REPEATED = ["broker", "trusted-key", "fact", "plugin", "ssh-authorized-key", "alt-name", "notify-recipient", "puppetserver-java-arg"] as const;
+const REPEATED = ["broker", "trusted-key", "fact", "plugin", "ssh-authorized-key", "alt-name", "notify-recipient", "puppetserver-java-arg", "puppetdb-java-arg"] as const;
 
 const usage = (why: string): never => {
   throw new MusterError("MUSTER_USAGE", `${why} (muster user-data --help lists every role's flags)`);
@@ -195,10 +198,11 @@ export async function renderUserDataFromFlags(argv: string[]): Promise<string> {
   });
   for (const k of many["ssh-authorized-key"]) if (!/^(ssh|ecdsa|sk)-[a-z0-9@.-]+ [A-Za-z0-9+/=]+( .*)?$/.test(k)) usage(`--ssh-authorized-key takes an OpenSSH public key line, got ${JSON.stringify(k.slice(0, 40))}`);
   for (const a of many["alt-name"]) if (!/^(IP:[0-9A-Fa-f:.]+|DNS:[A-Za-z0-9.-]+)$/.test(a)) usage(`--alt-name takes IP:ADDRESS or DNS:NAME, got ${JSON.stringify(a)}`);
-  for (const a of many["puppetserver-java-arg"]) if (!/^-[A-Za-z0-9:+=._-]+$/.test(a)) usage(`--puppetserver-java-arg takes one JVM option such as -XX:TieredStopAtLevel=1, got ${JSON.stringify(a)}`);
+  for (const flag of ["puppetserver-java-arg", "puppetdb-java-arg"] as const) for (const a of many[flag]) if (!/^-[A-Za-z0-9:+=._-]+$/.test(a)) usage(`--${flag} takes one JVM option such as -XX:TieredStopAtLevel=1, got ${JSON.stringify(a)}`);
   if (o["puppetserver-heap"] && !/^\d+[mg]$/.test(o["puppetserver-heap"])) usage(`--puppetserver-heap takes a JVM size such as 768m or 2g, got ${JSON.stringify(o["puppetserver-heap"])}`);
   if (o["puppetdb-url"] && !/^https:\/\/[A-Za-z0-9.-]+:\d+$/.test(o["puppetdb-url"])) usage(`--puppetdb-url takes https://NAME:PORT (the name PuppetDB's certificate from this master's CA carries), got ${JSON.stringify(o["puppetdb-url"])}`);
   if (o.puppetdb !== undefined && o.puppetdb !== "local") usage(`--puppetdb takes local (PuppetDB on this machine), got ${JSON.stringify(o.puppetdb)}`);
+  if (many["puppetdb-java-arg"].length && o.puppetdb !== "local") usage("--puppetdb-java-arg needs --puppetdb local: it sets the JVM options of the PuppetDB on this machine");
   if (o.identity !== undefined && !/^[A-Za-z0-9][A-Za-z0-9._-]*$/.test(o.identity)) usage(`--identity takes a host name (letters, digits, . _ -), got ${JSON.stringify(o.identity)}`);
 
   const readFile = (flag: string, f: string): string => {
@@ -287,6 +291,7 @@ export async function renderUserDataFromFlags(argv: string[]): Promise<string> {
           recipients: many["notify-recipient"],
           replicas: Number(o.replicas ?? 1),
           puppetdb: o.puppetdb === "local",
+          ...(many["puppetdb-java-arg"].length ? { puppetdbJavaArgs: many["puppetdb-java-arg"] } : {}),
         }),
       );
     }
