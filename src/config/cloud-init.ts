@@ -356,7 +356,7 @@ export interface ConsoleOptions extends CommonOptions {
   nodeKeyText?: string;
   /** PuppetDB on this machine too (Debian's package, its PostgreSQL): the registry asks it on loopback. */
   puppetdb?: boolean;
-  /** More JVM options for that PuppetDB, in /etc/default/puppetdb (-XX:TieredStopAtLevel=1: it starts on half the CPU). */
+  /** More JVM options for that PuppetDB, in /etc/default/puppetdb (-XX:TieredStopAtLevel=1: it starts on about 0.6 of the CPU). */
   puppetdbJavaArgs?: string[];
 }
 

@@ -26,8 +26,8 @@ export function bootstrapNamespaces(main: string, bootstrapText: string): string
 /**
  * A directory of `jar`'s namespaces compiled ahead of time, kept per jar, java and namespace list;
  * compiled now when missing (about 20 s of CPU for puppetserver's). Undefined when there is no
- * cache of the user's own or the compile failed: the caller then runs the jar as it is, slower but
- * the same code. Two callers in one process share one compile; two processes may both compile, and
+ * cache of the user's own or the compile failed (once: <dir>.failed says why, and stops a retry at
+ * every start): the caller then runs the jar as it is, slower but the same code. Two callers in one process share one compile; two processes may both compile, and
  * the first to finish keeps its copy.
  */
 export async function compiledClojure(name: string, jar: string, namespaces: string[], env: NodeJS.ProcessEnv = process.env): Promise<string | undefined> {
@@ -48,6 +48,7 @@ export async function compiledClojure(name: string, jar: string, namespaces: str
   }
   const dir = join(cache, `${name}-${key}`);
   if (existsSync(join(dir, "done"))) return dir;
+  if (existsSync(`${dir}.failed`)) return undefined; // tried once; why is in that file
   let p = inFlight.get(dir);
   if (!p) {
     p = compile(cache, dir, jar, namespaces).finally(() => inFlight.delete(dir));
@@ -72,8 +73,14 @@ async function compile(cache: string, dir: string, jar: string, namespaces: stri
       // another process compiled it meanwhile: theirs is as good
     }
     return existsSync(join(dir, "done")) ? dir : undefined;
-  } catch {
-    return undefined; // the jar runs from source instead
+  } catch (e) {
+    // the jar runs from source instead, and later starts do not try again for this jar and java
+    try {
+      writeFileSync(`${dir}.failed`, `${(e as Error).message}\n`, { mode: 0o600 });
+    } catch {
+      /* a full disk: the next start tries again */
+    }
+    return undefined;
   } finally {
     rmSync(work, { recursive: true, force: true });
   }

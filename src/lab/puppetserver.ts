@@ -99,7 +99,7 @@ export async function startPuppetserver(opts: StartPuppetserverOptions): Promise
   }
   if (!existsSync(join(layout.codedir, "environments", "production"))) writeEnvironment(layout, "production", { manifest: "" });
 
-  // the same code, its Clojure loaded as classes compiled once: about a third of a start's CPU
+  // the same code, its Clojure loaded as classes compiled once: a start on about 0.6 of the CPU (docs/bench.md, "JVM starts")
   const classes = opts.aot === false ? undefined : await compiledClojure("puppetserver", JAR, bootstrapNamespaces("puppetlabs.trapperkeeper.main", readBootstrap(bootstrapFiles())));
   const java = [
     ...(opts.heap ?? ["-Xms256m", "-Xmx768m"]),

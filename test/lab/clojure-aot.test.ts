@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { bootstrapNamespaces, compiledClojure } from "../../src/lab/clojure-aot.js";
@@ -35,6 +35,25 @@ test("a jar that is not there gives no classes (the start then reports the missi
     assert.equal(await compiledClojure("x", join(home, "missing.jar"), ["a.b"], { XDG_CACHE_HOME: home }), undefined);
     assert.ok(existsSync(join(home, "muster", "clojure")), "the cache directory itself is made, 0700");
     assert.deepEqual(readdirSync(join(home, "muster", "clojure")), []);
+  } finally {
+    rmSync(home, { recursive: true, force: true });
+  }
+});
+
+test("a compile that fails is tried once: the jar then runs from source, and the reason is kept beside where the classes would be", async () => {
+  const home = mkdtempSync(join(tmpdir(), "muster-aot-"));
+  try {
+    const jar = "/usr/share/puppetserver/puppetserver.jar"; // scripts/setup.sh installs puppetserver
+    assert.equal(await compiledClojure("bogus", jar, ["muster.no.such.namespace"], { XDG_CACHE_HOME: home }), undefined);
+    const dir = join(home, "muster", "clojure");
+    const failed = readdirSync(dir).filter((f) => f.endsWith(".failed"));
+    assert.equal(failed.length, 1, readdirSync(dir).join(", "));
+    assert.match(readFileSync(join(dir, failed[0]!), "utf8"), /muster\/no\/such\/namespace/);
+    // asked again: no second compile (it would rewrite the reason), nothing left behind
+    writeFileSync(join(dir, failed[0]!), "kept\n");
+    assert.equal(await compiledClojure("bogus", jar, ["muster.no.such.namespace"], { XDG_CACHE_HOME: home }), undefined);
+    assert.equal(readFileSync(join(dir, failed[0]!), "utf8"), "kept\n");
+    assert.deepEqual(readdirSync(dir).filter((f) => f.startsWith("compiling-")), []);
   } finally {
     rmSync(home, { recursive: true, force: true });
   }

@@ -68,7 +68,7 @@ Every role:
   [--replicas N]              copies of the registry's bucket (3 on a 3-broker cluster)
   [--puppetdb local]          PuppetDB and its PostgreSQL on this machine too; the registry asks it
   [--puppetdb-java-arg ARG]...   more JVM options for PuppetDB (-XX:TieredStopAtLevel=1: it starts
-                              on half the CPU)
+                              on about 0.6 of the CPU)
 
 --trusted-key: another caller whose signed requests the machine obeys (an operator's key: muster
 key show prints yours as NAME=PUBLIC_KEY), besides the provisioner's. --fact: a fact the instance

@@ -134,7 +134,7 @@ export function siteRenderArgv(c: SiteRenderContext, m: SiteMachine): string[] {
         "3",
         "--puppetdb",
         "local",
-        // as the masters: C1 alone, PuppetDB's start (its Clojure compiled from source) on half the CPU
+        // as the masters: C1 alone, PuppetDB's start (its Clojure compiled from source) on about 0.6 of the CPU
         "--puppetdb-java-arg",
         "-XX:TieredStopAtLevel=1",
         ...ssh,
