@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { bootstrapNamespaces, compiledClojure } from "../../src/lab/clojure-aot.js";
@@ -33,7 +33,7 @@ test("a jar that is not there gives no classes (the start then reports the missi
   const home = mkdtempSync(join(tmpdir(), "muster-aot-"));
   try {
     assert.equal(await compiledClojure("x", join(home, "missing.jar"), ["a.b"], { XDG_CACHE_HOME: home }), undefined);
-    assert.ok(existsSync(join(home, "muster", "clojure")), "the cache directory itself is made, 0700");
+    assert.equal(statSync(join(home, "muster", "clojure")).mode & 0o777, 0o700, "the cache directory itself is made, 0700");
     assert.deepEqual(readdirSync(join(home, "muster", "clojure")), []);
   } finally {
     rmSync(home, { recursive: true, force: true });
