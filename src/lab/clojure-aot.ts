@@ -39,8 +39,9 @@ export async function compiledClojure(name: string, jar: string, namespaces: str
   let key: string;
   try {
     const java = realpathSync("/usr/bin/java");
+    const j = statSync(jar);
     key = createHash("sha256")
-      .update(JSON.stringify([statSync(jar).size, statSync(jar).mtimeMs, java, statSync(java).mtimeMs, namespaces]))
+      .update(JSON.stringify([j.size, j.mtimeMs, java, statSync(java).mtimeMs, namespaces]))
       .digest("hex")
       .slice(0, 16);
   } catch {
@@ -88,5 +89,13 @@ async function compile(cache: string, dir: string, jar: string, namespaces: stri
 
 /** The bootstrap files of a directory of them (trapperkeeper's services.d), as one text. */
 export function readBootstrap(files: string[]): string {
-  return files.map((f) => (existsSync(f) ? readFileSync(f, "utf8") : "")).join("\n");
+  return files
+    .map((f) => {
+      try {
+        return readFileSync(f, "utf8");
+      } catch {
+        return ""; // not installed: the start says so
+      }
+    })
+    .join("\n");
 }

@@ -1,9 +1,9 @@
 import { execFile, spawn, type ChildProcess } from "node:child_process";
-import { chownSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { chownSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { compiledClojure } from "../../src/lab/clojure-aot.js";
+import { bootstrapNamespaces, compiledClojure, readBootstrap } from "../../src/lab/clojure-aot.js";
 import { freePort } from "../../src/lab/ports.js";
 import { stopChild, watchdog } from "../../src/lab/processes.js";
 import { PuppetDb } from "../../src/puppetdb/http.js";
@@ -15,8 +15,8 @@ import { PuppetDb } from "../../src/puppetdb/http.js";
 //
 // PuppetDB's JVM is slow to start: Debian's jar carries its Clojure as source, compiled at every
 // start (about a minute on a busy 2-core machine). So the first start compiles it ahead of time,
-// once per installed jar, into the user's cache (src/lab/clojure-aot.ts; about 35 s), and every start after that
-// loads the compiled classes first: about 11 s (docs/bench.md#puppetdb). The same code either way.
+// once per installed jar, into the user's cache (src/lab/clojure-aot.ts; about 35 s), and every
+// start after that loads the compiled classes first: about 11 s (docs/bench.md#puppetdb). The same code either way.
 // Test files still share one PuppetDB per file.
 
 const JAR = "/usr/share/puppetdb/puppetdb.jar";
@@ -24,27 +24,7 @@ const BOOTSTRAP = "/etc/puppetdb/bootstrap.cfg";
 const AUTH_CONF = "/etc/puppetdb/conf.d/auth.conf";
 
 // The namespaces PuppetDB's services load: its entry point and the services of Debian's bootstrap.cfg.
-const NAMESPACES = [
-  "puppetlabs.puppetdb.core",
-  ...readFileSafe(BOOTSTRAP)
-    .split("\n")
-    .map((l) => l.trim())
-    .filter((l) => l && !l.startsWith("#"))
-    .map((l) => l.split("/")[0]!),
-];
-
-function readFileSafe(file: string): string {
-  try {
-    return readFileSync(file, "utf8");
-  } catch {
-    return "";
-  }
-}
-
-/** PuppetDB's Clojure compiled ahead of time (once per jar and java, in the user's cache), for the classpath before the jar. */
-async function compiledClasses(): Promise<string | undefined> {
-  return compiledClojure("puppetdb", JAR, NAMESPACES);
-}
+const NAMESPACES = bootstrapNamespaces("puppetlabs.puppetdb.core", readBootstrap([BOOTSTRAP]));
 
 /** PostgreSQL's server binaries: the newest major version installed. */
 function pgBin(): string {
@@ -192,7 +172,7 @@ function httpGet(host: string, port: number, path: string): Promise<{ status: nu
 export async function startPuppetDb(o: StartPuppetDbOptions = {}): Promise<PuppetDbHandle> {
   if (!existsSync(JAR)) throw new Error(`PuppetDB is not installed (${JAR} missing): apt-get install puppetdb (scripts/setup.sh)`);
   const host = o.host ?? "127.0.0.1";
-  const classes = o.aot === false ? undefined : await compiledClasses();
+  const classes = o.aot === false ? undefined : await compiledClojure("puppetdb", JAR, NAMESPACES);
   const postgres = await startPostgres({ host });
   const password = "muster-test-puppetdb";
   const dir = mkdtempSync(join(tmpdir(), "muster-puppetdb-"));

@@ -5,6 +5,7 @@ import { loadOrCreateSigningKey } from "../../security/keys.js";
 import { freePort } from "../ports.js";
 import type { MusterProcess } from "../processes.js";
 import { LAB_NET, nodeSlot, type MachineSlot } from "./addresses.js";
+import { HOSTS_TEMPLATE, hostsTemplateWith } from "./hosts-template.js";
 import { machineFile, type MachineConfig } from "./machine.js";
 import { addTap, netnsPath } from "./network.js";
 import { destroyMachineDisk, powerOnMachine } from "./power.js";
@@ -58,10 +59,9 @@ export async function freshMachineDir(ms: LabMachinesState, dir: string, identit
  * made on the way have the image's modes (root's, 0755), so nothing of the image is hidden.
  */
 function addHostsLines(imageRoot: string, dir: string, lines: string): void {
-  const rel = join("etc", "cloud", "templates", "hosts.debian.tmpl");
-  const tmpl = join(dir, "upper", rel);
+  const tmpl = join(dir, "upper", HOSTS_TEMPLATE);
   mkdirSync(dirname(tmpl), { recursive: true, mode: 0o755 });
-  writeFileSync(tmpl, `${readFileSync(join(imageRoot, rel), "utf8").trimEnd()}\n\n# muster lab: the site's machines (the lab network has no DNS server)\n${lines}\n`, { mode: 0o644 });
+  writeFileSync(tmpl, hostsTemplateWith(readFileSync(join(imageRoot, HOSTS_TEMPLATE), "utf8"), lines), { mode: 0o644 });
 }
 
 /**

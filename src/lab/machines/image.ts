@@ -9,6 +9,7 @@ import { hostRelease, requireTools } from "./host.js";
 import { lockReleased, takeLock } from "./image-lock.js";
 import type { MachineKind } from "./machine.js";
 import { buildMirror, MIRROR_KEYRING, MIRROR_PACKAGES, mirrorSources, sourcesForRelease } from "./mirror.js";
+import { HOSTS_TEMPLATE, hostsTemplateWith } from "./hosts-template.js";
 import { vmDisk, type VmImage } from "./vm.js";
 
 // The lab machines' image: a Debian root file system built with mmdebstrap from Debian's packages
@@ -217,8 +218,8 @@ async function buildImage(cacheDir: string, spec: ImageSpec, key: string, progre
       writeImageFile(r, "/etc/apt/sources.list.d/debian.sources", mirrorSources(`http://${RELAY_ADDRESS}:${PACKAGE_PORT}`, spec.release));
     }
     if (spec.hosts) {
-      const tmpl = join(r, "etc", "cloud", "templates", "hosts.debian.tmpl");
-      writeFileSync(tmpl, `${readFileSync(tmpl, "utf8").trimEnd()}\n\n# muster lab: the site's machines (the lab network has no DNS server)\n${spec.hosts}\n`);
+      const tmpl = join(r, HOSTS_TEMPLATE);
+      writeFileSync(tmpl, hostsTemplateWith(readFileSync(tmpl, "utf8"), spec.hosts));
     }
     for (const [path, content] of Object.entries(spec.files)) writeImageFile(r, path, content);
     for (const pattern of spec.remove) removeMatching(r, pattern);

@@ -8,6 +8,7 @@
 //   network.ts     the lab's network namespace and bridge; relay.ts the relays onto it
 //   ssh.ts         the operator's ssh key, config and known hosts for the machines
 //   seed.ts        a machine's NoCloud seed (the cloud-init renderer's command line)
+//   hosts-template.ts  the site's names in cloud-init's hosts template (image.ts and boot.ts write it)
 //   boot.ts        making a machine and powering it on; power.ts its power switch and disk
 //   machine.ts     what a machine is on disk; supervisor.ts its power supervisor; story.ts its account of a boot
 //   remains.ts     taking the machines' side of a lab down, from its state or from what is left
