@@ -1,9 +1,10 @@
 #!/usr/bin/env node
 import { VERSION } from "../version.js";
+import { storedHelp } from "./help-replay.js";
 
 // The entry: `--version`, then the compile cache (cache.ts), then the command itself (program.ts).
 // Every module loaded before the cache is on is compiled anew at each start, so only these come
-// first, and `--version` loads nothing but version.ts.
+// first, and `--version` loads nothing but version.ts (and the few lines of help-replay.ts).
 
 // `muster find | head` closes our stdout early: that is not an error.
 process.stdout.on("error", (e: NodeJS.ErrnoException) => {
@@ -19,6 +20,13 @@ console.log = console.info = console.debug = console.error;
 // `muster --version` alone answers before anything else loads (scripts and health checks call it).
 if (process.argv.length === 3 && (process.argv[2] === "-v" || process.argv[2] === "--version")) {
   process.stdout.write(`${VERSION}\n`);
+  process.exit(0);
+}
+
+// A help that the build stored is printed as stored (help-replay.ts): no commander, no command.
+const help = storedHelp(process.argv.slice(2), process.env);
+if (help !== undefined) {
+  process.stdout.write(help);
   process.exit(0);
 }
 

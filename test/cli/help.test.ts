@@ -5,12 +5,15 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { subcommandsOf } from "../../src/cli/help-texts.js";
 import { cleanEnv, cliPath, tempDir } from "../support/collective.js";
 
-// `--version` and every `--help`, at every depth, cost a start-up and nothing more (issue 10,
-// bench:cli): they load commander and muster's own option definitions, never the NATS client,
-// zod, pino, yaml, fastify... which load only when a command runs. And the help reads exactly as
-// pinned in help.snapshot.txt: making commands load lazily must not lose a word of it.
+// `--version` and every `--help`, at every depth, cost a start-up and nothing more (issues 10 and
+// 39, bench:cli). A help is replayed from the texts the build stored (src/cli/help-replay.ts),
+// loading no package at all; with the replay off, commander renders it from muster's own option
+// definitions, never loading the NATS client, zod, pino, yaml, fastify... which load only when a
+// command runs. The two read alike, word for word, and as pinned in help.snapshot.txt: making
+// commands load lazily, or replaying them, must not lose a word of it.
 // After an intended change of help text: MUSTER_UPDATE_HELP=1 node scripts/run-tests.mjs cli/help
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -20,9 +23,10 @@ const ALLOWED = new Set(["commander"]);
 const tmp = tempDir("help");
 const env = cleanEnv(join(tmp.path, "config"), { MUSTER_BROKER: "nats://127.0.0.1:9" });
 
-function run(args: string[]): Promise<{ code: number | null; stdout: string; packages: string[] }> {
+function run(args: string[], replay = true): Promise<{ code: number | null; stdout: string; packages: string[] }> {
   return new Promise((ok, fail) => {
-    const child = spawn(process.execPath, ["--import", preload, cliPath, ...args], { env, cwd: tmpdir(), stdio: ["ignore", "pipe", "pipe"] });
+    const childEnv = replay ? env : { ...env, MUSTER_HELP_REPLAY: "off" };
+    const child = spawn(process.execPath, ["--import", preload, cliPath, ...args], { env: childEnv, cwd: tmpdir(), stdio: ["ignore", "pipe", "pipe"] });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
@@ -38,10 +42,7 @@ function run(args: string[]): Promise<{ code: number | null; stdout: string; pac
   });
 }
 
-/** Subcommand names from a help text's `Commands:` section (commander's own `help` left out). */
-const subcommands = (help: string) => [...(help.split(/^Commands:$/m)[1] ?? "").split("\n\n")[0]!.matchAll(/^ {2}([a-z][a-z-]*)\b/gm)].map((m) => m[1]!).filter((n) => n !== "help");
-
-test("--version and every --help load no library but commander, and the help reads as pinned", { timeout: 600_000 }, async (t) => {
+test("--version and every --help load no library but commander, a replayed help none, and both read as pinned", { timeout: 600_000 }, async (t) => {
   t.after(() => tmp.remove());
   const version = await run(["--version"]);
   assert.equal(version.code, 0);
@@ -52,14 +53,18 @@ test("--version and every --help load no library but commander, and the help rea
   const texts: string[] = [];
   let level: string[][] = [[]];
   while (level.length) {
-    const runs = await Promise.all(level.map((path) => run([...path, "--help"])));
+    const runs = await Promise.all(level.map(async (path) => ({ replayed: await run([...path, "--help"]), rendered: await run([...path, "--help"], false) })));
     const next: string[][] = [];
-    runs.forEach((r, i) => {
+    runs.forEach(({ replayed, rendered }, i) => {
       const path = level[i]!;
-      assert.equal(r.code, 0, `muster ${path.join(" ")} --help`);
-      assert.deepEqual(r.packages.filter((p) => !ALLOWED.has(p)), [], `muster ${path.join(" ")} --help loads only commander`);
-      texts.push(`$ muster ${[...path, "--help"].join(" ")}\n${r.stdout}`);
-      for (const sub of subcommands(r.stdout)) next.push([...path, sub]);
+      const what = `muster ${[...path, "--help"].join(" ")}`;
+      assert.equal(rendered.code, 0, `${what}, rendered`);
+      assert.deepEqual(rendered.packages, ["commander"], `${what} with the replay off loads commander and no other package`);
+      assert.equal(replayed.code, 0, `${what}, replayed`);
+      assert.deepEqual(replayed.packages, [], `${what} is replayed: no package loads`);
+      assert.equal(replayed.stdout, rendered.stdout, `${what}: the replay reads as commander renders it`);
+      texts.push(`$ ${what}\n${replayed.stdout}`);
+      for (const sub of subcommandsOf(replayed.stdout)) next.push([...path, sub]);
     });
     level = next;
   }
@@ -67,4 +72,25 @@ test("--version and every --help load no library but commander, and the help rea
   assert.ok(texts.length > 30, `walked ${texts.length} help texts`);
   if (process.env.MUSTER_UPDATE_HELP === "1" || !existsSync(snapshotFile)) writeFileSync(snapshotFile, all);
   assert.equal(all, readFileSync(snapshotFile, "utf8"), "help differs from test/cli/help.snapshot.txt (after an intended change: MUSTER_UPDATE_HELP=1)");
+});
+
+test("`help <command>`, `-h` and a terminal 200 columns wide print the stored text", { timeout: 120_000 }, async () => {
+  const stored = await run(["provision", "--help"]);
+  for (const args of [["help", "provision"], ["provision", "-h"]]) {
+    const [replayed, rendered] = await Promise.all([run(args), run(args, false)]);
+    assert.deepEqual(replayed.packages, [], `muster ${args.join(" ")} is replayed`);
+    assert.equal(replayed.stdout, stored.stdout, `muster ${args.join(" ")}, replayed`);
+    assert.equal(rendered.stdout, stored.stdout, `muster ${args.join(" ")}, rendered by commander`);
+  }
+  // commander would lay help out to the terminal's width: on a pty of 200 columns it keeps to 80.
+  const shell = `stty cols 200 rows 50; MUSTER_HELP_REPLAY=off ${JSON.stringify(process.execPath)} ${JSON.stringify(cliPath)} provision --help`;
+  const onTerminal = await new Promise<string>((ok, fail) => {
+    const child = spawn("script", ["-qec", shell, "/dev/null"], { env, stdio: ["ignore", "pipe", "inherit"] });
+    let out = "";
+    child.stdout.on("data", (d: Buffer) => (out += d.toString()));
+    child.once("error", fail);
+    child.once("close", (code) => (code === 0 ? ok(out.replace(/\r\n/g, "\n")) : fail(new Error(`script exited ${code}: ${out}`))));
+  });
+  assert.ok(stored.stdout.split("\n").some((l) => l.length > 60), "the help has long lines that a wider layout would change");
+  assert.equal(onTerminal, stored.stdout, "rendered on a 200-column terminal, as stored");
 });

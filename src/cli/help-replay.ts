@@ -1,0 +1,43 @@
+import { readFileSync } from "node:fs";
+
+// `muster ... --help` prints a text that only a new build can change, yet rendering it costs a
+// start-up with commander and the command's option definitions: about 8 ms of commander's own
+// load and 10-20 ms in all over a bare node (issue 39; docs/bench.md, "Start-up"). The build
+// renders every help text once, through the CLI itself (help-texts.ts), into help.json beside this
+// module; main.ts replays the text when the arguments ask for exactly one of them. Anything else
+// (a help with other options, an unknown word, a damaged or missing file) goes to commander, so
+// the replay can only be the text commander would print. Help is rendered 80 columns wide
+// everywhere (program.ts), terminal or not, so one text serves both.
+
+/** The file the build writes: `{ "<command path>": "<help text>" }`, "" for `muster --help`. */
+export const HELP_TEXTS_FILE = new URL("./help.json", import.meta.url);
+
+/**
+ * The command path whose help `argv` (process.argv without node and the script) asks for, or
+ * undefined when it asks for something else: `[path...] --help`, `[path...] -h`, `help [path...]`.
+ * A path is words only: any option besides the one help flag leaves the choice to commander.
+ */
+export function helpPath(argv: readonly string[]): string | undefined {
+  let words: readonly string[];
+  const last = argv[argv.length - 1];
+  if (last === "--help" || last === "-h") words = argv.slice(0, -1);
+  else if (argv[0] === "help" && argv.length === 2) words = argv.slice(1); // commander's `help [command]` takes one
+  else return undefined;
+  if (!words.every((w) => /^[a-z][a-z0-9-]*$/.test(w))) return undefined;
+  return words.join(" ");
+}
+
+/** The stored help text for `argv`, or undefined to let commander render it. Never throws. */
+export function storedHelp(argv: readonly string[], env: NodeJS.ProcessEnv, file: URL | string = HELP_TEXTS_FILE): string | undefined {
+  if (env.MUSTER_HELP_REPLAY === "off") return undefined;
+  const path = helpPath(argv);
+  if (path === undefined) return undefined;
+  try {
+    const texts = JSON.parse(readFileSync(file, "utf8")) as unknown;
+    if (typeof texts !== "object" || texts === null || !Object.hasOwn(texts, path)) return undefined;
+    const text = (texts as Record<string, unknown>)[path];
+    return typeof text === "string" && text.length > 0 ? text : undefined;
+  } catch {
+    return undefined;
+  }
+}
