@@ -108,7 +108,7 @@ async function commandNames(env: NodeJS.ProcessEnv): Promise<string[]> {
 
 async function benchStart(rts: Runtime[], env: NodeJS.ProcessEnv) {
   const names = await commandNames(env);
-  // Each help twice: as muster prints it (replayed from the build's texts, src/cli/help-replay.ts)
+  // Each help twice: as muster prints it (replayed from the build's texts, src/cli/help-replay.cts)
   // and rendered by commander (MUSTER_HELP_REPLAY=off), which is the start-up of a command that
   // builds its definition: what any command that does work pays before it starts working.
   const rendered = { ...env, MUSTER_HELP_REPLAY: "off" };

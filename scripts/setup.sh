@@ -72,6 +72,6 @@ else
   npm run --silent build
 fi
 # Put `muster` on PATH (a link to this checkout), so plain `muster ...` works, e.g. against the lab.
-if [ "$(readlink -f "$(command -v muster 2>/dev/null)" 2>/dev/null)" != "$(readlink -f dist/src/cli/main.js)" ]; then
+if [ "$(readlink -f "$(command -v muster 2>/dev/null)" 2>/dev/null)" != "$(readlink -f dist/src/cli/main.cjs)" ]; then
   npm link --silent --no-audit --no-fund >/dev/null 2>&1 && echo "==> linked: $(command -v muster)" || echo "note: could not put muster on PATH (npm link); use node $PWD/dist/src/cli/main.js"
 fi

@@ -2,7 +2,7 @@ import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 
 // Every help text of the CLI, at every depth, as `muster` itself prints it through commander: what
-// the build stores for help-replay.ts, and what test/cli/help.test.ts compares the replay with.
+// the build stores for help-replay.cts, and what test/cli/help.test.ts compares the replay with.
 
 const execFileP = promisify(execFile);
 

@@ -1,10 +1,13 @@
 #!/usr/bin/env node
 import { VERSION } from "../version.js";
-import { storedHelp } from "./help-replay.js";
+import { storedHelp } from "./help-replay.cjs";
 
 // The entry: `--version`, then the compile cache (cache.ts), then the command itself (program.ts).
+// `muster` as installed starts at main.cts, which answers `--version` and a stored help before
+// any ES module loads, and imports this module for everything else; this one answers them too,
+// for `node dist/src/cli/main.js` (the tests, the lab).
 // Every module loaded before the cache is on is compiled anew at each start, so only these come
-// first, and `--version` loads nothing but version.ts (and the few lines of help-replay.ts).
+// first, and `--version` loads nothing but version.ts (and the few lines of help-replay.cts).
 
 // `muster find | head` closes our stdout early: that is not an error.
 process.stdout.on("error", (e: NodeJS.ErrnoException) => {
@@ -23,7 +26,7 @@ if (process.argv.length === 3 && (process.argv[2] === "-v" || process.argv[2] ==
   process.exit(0);
 }
 
-// A help that the build stored is printed as stored (help-replay.ts): no commander, no command.
+// A help that the build stored is printed as stored (help-replay.cts): no commander, no command.
 const help = storedHelp(process.argv.slice(2), process.env);
 if (help !== undefined) {
   process.stdout.write(help);

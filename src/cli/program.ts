@@ -40,7 +40,7 @@ else {
 // Every command at every depth (`broker users`, `provision retry`...) throws its usage errors to
 // fail() below instead of letting commander exit 1 on its own. Help and usage are laid out 80
 // columns wide on a terminal too: one text everywhere, which the build stores and main.ts replays
-// (help-replay.ts).
+// (help-replay.cts).
 const width = { getOutHelpWidth: () => 80, getErrHelpWidth: () => 80 };
 const overrideExits = (cmd: Command): void => {
   if (!ownsUsageErrors.has(cmd)) cmd.exitOverride();

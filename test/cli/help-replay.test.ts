@@ -2,11 +2,11 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { helpPath, storedHelp } from "../../src/cli/help-replay.js";
+import { helpPath, storedHelp } from "../../src/cli/help-replay.cjs";
 import { subcommandsOf } from "../../src/cli/help-texts.js";
 import { tempDir } from "../support/collective.js";
 
-// What main.ts replays and what it leaves to commander (src/cli/help-replay.ts). That the stored
+// What main.ts replays and what it leaves to commander (src/cli/help-replay.cts). That the stored
 // texts read as commander renders them is test/cli/help.test.ts's.
 
 test("helpPath takes `[path] --help`, `[path] -h` and `help <command>`, and nothing else", () => {

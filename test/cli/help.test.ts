@@ -9,7 +9,7 @@ import { subcommandsOf } from "../../src/cli/help-texts.js";
 import { cleanEnv, cliPath, tempDir } from "../support/collective.js";
 
 // `--version` and every `--help`, at every depth, cost a start-up and nothing more (issues 10 and
-// 39, bench:cli). A help is replayed from the texts the build stored (src/cli/help-replay.ts),
+// 39, bench:cli). A help is replayed from the texts the build stored (src/cli/help-replay.cts),
 // loading no package at all; with the replay off, commander renders it from muster's own option
 // definitions, never loading the NATS client, zod, pino, yaml, fastify... which load only when a
 // command runs. The two read alike, word for word, and as pinned in help.snapshot.txt: making
@@ -74,8 +74,20 @@ test("--version and every --help load no library but commander, a replayed help 
   assert.equal(all, readFileSync(snapshotFile, "utf8"), "help differs from test/cli/help.snapshot.txt (after an intended change: MUSTER_UPDATE_HELP=1)");
 });
 
-test("`help <command>`, `-h` and a terminal 200 columns wide print the stored text", { timeout: 120_000 }, async () => {
+test("`help <command>`, `-h`, main.js and a terminal 200 columns wide print the stored text", { timeout: 120_000 }, async () => {
   const stored = await run(["provision", "--help"]);
+  const esmEntry = join(dirname(cliPath), "main.js"); // the ES module entry, which `node dist/src/cli/main.js` runs
+  const viaEsm = await new Promise<{ stdout: string; packages: string }>((ok, fail) => {
+    const child = spawn(process.execPath, ["--import", preload, esmEntry, "provision", "--help"], { env, stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+    child.once("error", fail);
+    child.once("close", () => ok({ stdout, packages: /^loaded-packages: ?(.*)$/m.exec(stderr)?.[1] ?? "(no list)" }));
+  });
+  assert.equal(viaEsm.packages, "", "main.js replays the help too");
+  assert.equal(viaEsm.stdout, stored.stdout);
   for (const args of [["help", "provision"], ["provision", "-h"]]) {
     const [replayed, rendered] = await Promise.all([run(args), run(args, false)]);
     assert.deepEqual(replayed.packages, [], `muster ${args.join(" ")} is replayed`);

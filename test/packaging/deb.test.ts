@@ -85,7 +85,7 @@ test("dpkg-deb: the launcher, the runtime, the app without dev dependencies, uni
   const listing = (await run("dpkg-deb", ["--contents", deb], { maxBuffer: 64 << 20 })).stdout.split("\n").filter(Boolean);
   const entry = (path: string) => listing.find((l) => l.endsWith(` .${path}`) || l.includes(` .${path} -> `));
   for (const p of ["/usr/bin/muster", "/usr/lib/muster/node"]) assert.match(entry(p) ?? `${p} missing`, /^-rwxr-xr-x root\/root /, p);
-  for (const p of ["/usr/lib/muster/app/dist/src/cli/main.js", "/usr/lib/muster/app/package.json", "/usr/lib/muster/app/puppet/modules/muster/lib/puppet/functions/search_nodes.rb", "/usr/lib/muster/app/node_modules/@nats-io/transport-node/package.json"]) {
+  for (const p of ["/usr/lib/muster/app/dist/src/cli/main.cjs", "/usr/lib/muster/app/dist/src/cli/main.js", "/usr/lib/muster/app/dist/src/cli/help.json", "/usr/lib/muster/app/package.json", "/usr/lib/muster/app/puppet/modules/muster/lib/puppet/functions/search_nodes.rb", "/usr/lib/muster/app/node_modules/@nats-io/transport-node/package.json"]) {
     assert.ok(entry(p), `${p} is in the package`);
   }
   for (const u of UNIT_FILES) assert.ok(entry(`/usr/lib/systemd/system/${u}`), `${u} is in the package`);

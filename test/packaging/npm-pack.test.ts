@@ -19,7 +19,7 @@ test("npm pack, then npm install -g of the tarball: bin muster prints the versio
   const packed = await run("npm", ["pack", "--ignore-scripts", "--json", "--pack-destination", tmp.path], { cwd: repoRoot, maxBuffer: 16 << 20 });
   const info = JSON.parse(packed.stdout) as { filename: string; files: { path: string }[] }[];
   const files = info[0]!.files.map((f) => f.path);
-  assert.ok(files.includes("dist/src/cli/main.js"));
+  for (const f of ["dist/src/cli/main.cjs", "dist/src/cli/main.js", "dist/src/cli/help-replay.cjs", "dist/src/cli/help.json"]) assert.ok(files.includes(f), `${f} is packed`);
   assert.ok(files.includes("puppet/modules/muster/lib/puppet/functions/search_nodes.rb"), "the Puppet module muster ships");
   assert.ok(files.includes("src/web/assets/index.html") && files.includes("src/web/assets/app.js"), "the web console's pages (read at run time from src/web/assets)");
   // The console's pages are the one part of src/ that runs as it is (plain modules for the browser).
@@ -33,4 +33,7 @@ test("npm pack, then npm install -g of the tarball: bin muster prints the versio
   assert.equal((await run(bin, ["--version"], { env })).stdout.trim(), pkg.version);
   const help = await run(bin, ["--help"], { env });
   assert.match(help.stdout, /provisioner/);
+  // the stored help is what commander renders in the installed tree too
+  const rendered = await run(bin, ["provision", "--help"], { env: { ...env, MUSTER_HELP_REPLAY: "off" } });
+  assert.equal((await run(bin, ["provision", "--help"], { env })).stdout, rendered.stdout);
 });

@@ -17,7 +17,8 @@ testPki(); // MUSTER_TLS_* in this process's environment before any test builds 
 
 /** Repository root, from dist/test/support/ (compiled) . */
 export const repoRoot = fileURLToPath(new URL("../../../", import.meta.url));
-export const cliPath = join(repoRoot, "dist", "src", "cli", "main.js");
+/** `muster` as package.json's `bin` names it, the entry the package and `npm link` run (main.cts). */
+export const cliPath = join(repoRoot, "dist", "src", "cli", "main.cjs");
 /**
  * The node that runs the `muster` commands the tests spawn: the runtime the package ships
  * (packaging/runtime, which scripts/setup.sh installs), else this process's own. The CLI on it keeps

@@ -1,4 +1,5 @@
 import { readFileSync } from "node:fs";
+import { join } from "node:path";
 
 // `muster ... --help` prints a text that only a new build can change, yet rendering it costs a
 // start-up with commander and the command's option definitions: about 8 ms of commander's own
@@ -7,10 +8,11 @@ import { readFileSync } from "node:fs";
 // module; main.ts replays the text when the arguments ask for exactly one of them. Anything else
 // (a help with other options, an unknown word, a damaged or missing file) goes to commander, so
 // the replay can only be the text commander would print. Help is rendered 80 columns wide
-// everywhere (program.ts), terminal or not, so one text serves both.
+// everywhere (program.ts), terminal or not, so one text serves both. CommonJS, as main.cts is:
+// main.cts requires it before any ES module loads, and main.ts imports it as well.
 
 /** The file the build writes: `{ "<command path>": "<help text>" }`, "" for `muster --help`. */
-export const HELP_TEXTS_FILE = new URL("./help.json", import.meta.url);
+export const HELP_TEXTS_FILE = join(__dirname, "help.json");
 
 /**
  * The command path whose help `argv` (process.argv without node and the script) asks for, or
@@ -28,7 +30,7 @@ export function helpPath(argv: readonly string[]): string | undefined {
 }
 
 /** The stored help text for `argv`, or undefined to let commander render it. Never throws. */
-export function storedHelp(argv: readonly string[], env: NodeJS.ProcessEnv, file: URL | string = HELP_TEXTS_FILE): string | undefined {
+export function storedHelp(argv: readonly string[], env: NodeJS.ProcessEnv, file: string = HELP_TEXTS_FILE): string | undefined {
   if (env.MUSTER_HELP_REPLAY === "off") return undefined;
   const path = helpPath(argv);
   if (path === undefined) return undefined;
