@@ -8,7 +8,10 @@ export function serverCommand(): Command {
     .option("--broker <url>", "override the broker URL(s)")
     .option("--log-level <level>", "trace|debug|info|warn|error")
     .addHelpText("after", "\nStops cleanly on SIGTERM or SIGINT: stops taking requests, finishes in-flight actions, announces shutdown.")
+    .addHelpText("after", "MUSTER_SERVER_V8=speed keeps V8's optimising compilers on (the default, size, leaves them off:\nabout 11 MB less resident; docs/bench.md).")
     .action(async (o: { config?: string; identity?: string; broker?: string; logLevel?: string }) => {
+      // before the daemon's modules load: see v8-tuning.ts
+      (await import("../../server/v8-tuning.js")).tuneV8ForServer();
       const [{ loadServerConfig }, { startServer }, { builtinAgents }, { createLogger }] = await Promise.all([import("../../server/config.js"), import("../../server/server.js"), import("../../agents/builtin.js"), import("../../log.js")]);
       const cfg = loadServerConfig(o.config, o.identity ? { identity: o.identity } : {});
       if (o.identity) cfg.identity = o.identity;
