@@ -47,6 +47,7 @@ const overrideExits = (cmd: Command): void => {
   cmd.configureOutput(width);
   for (const sub of cmd.commands) overrideExits(sub);
 };
+program.configureOutput(width);
 for (const cmd of program.commands) overrideExits(cmd);
 
 function fail(e: unknown): never {

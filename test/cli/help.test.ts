@@ -94,15 +94,19 @@ test("`help <command>`, `-h`, main.js and a terminal 200 columns wide print the 
     assert.equal(replayed.stdout, stored.stdout, `muster ${args.join(" ")}, replayed`);
     assert.equal(rendered.stdout, stored.stdout, `muster ${args.join(" ")}, rendered by commander`);
   }
-  // commander would lay help out to the terminal's width: on a pty of 200 columns it keeps to 80.
-  const shell = `stty cols 200 rows 50; MUSTER_HELP_REPLAY=off ${JSON.stringify(process.execPath)} ${JSON.stringify(cliPath)} provision --help`;
-  const onTerminal = await new Promise<string>((ok, fail) => {
-    const child = spawn("script", ["-qec", shell, "/dev/null"], { env, stdio: ["ignore", "pipe", "inherit"] });
-    let out = "";
-    child.stdout.on("data", (d: Buffer) => (out += d.toString()));
-    child.once("error", fail);
-    child.once("close", (code) => (code === 0 ? ok(out.replace(/\r\n/g, "\n")) : fail(new Error(`script exited ${code}: ${out}`))));
-  });
-  assert.ok(stored.stdout.split("\n").some((l) => l.length > 60), "the help has long lines that a wider layout would change");
-  assert.equal(onTerminal, stored.stdout, "rendered on a 200-column terminal, as stored");
+  // commander would lay help out to the terminal's width: on a pty of 200 columns it keeps to 80,
+  // for the top level as for a command.
+  const top = await run(["--help"]);
+  for (const [args, expected] of [[["provision", "--help"], stored.stdout], [["--help"], top.stdout]] as const) {
+    const shell = `stty cols 200 rows 50; MUSTER_HELP_REPLAY=off ${JSON.stringify(process.execPath)} ${JSON.stringify(cliPath)} ${args.join(" ")}`;
+    const onTerminal = await new Promise<string>((ok, fail) => {
+      const child = spawn("script", ["-qec", shell, "/dev/null"], { env, stdio: ["ignore", "pipe", "inherit"] });
+      let out = "";
+      child.stdout.on("data", (d: Buffer) => (out += d.toString()));
+      child.once("error", fail);
+      child.once("close", (code) => (code === 0 ? ok(out.replace(/\r\n/g, "\n")) : fail(new Error(`script exited ${code}: ${out}`))));
+    });
+    assert.ok(expected.split("\n").some((l) => l.length > 60), `muster ${args.join(" ")}: the help has long lines that a wider layout would change`);
+    assert.equal(onTerminal, expected, `muster ${args.join(" ")}, rendered on a 200-column terminal, as stored`);
+  }
 });
