@@ -6,8 +6,10 @@ import { MusterError } from "../errors.js";
 // (Maglev, TurboFan) make 7 MB of the node binary's code resident and keep their own heap, to
 // speed up JavaScript a daemon runs a few times a minute: a request's checks and replies are
 // mostly native work (signatures, JSON, TLS). Without them, and with V8 told to favour size, an
-// idle `muster server` holds about 11 MB less (78 to 67 MB on Node 24), and its start costs the
-// same CPU. MUSTER_SERVER_V8=speed keeps V8's defaults, for a node whose agents do heavy work.
+// idle `muster server` holds about 11 MB less (80 to 69 MB on Node 24), and its start costs the
+// same CPU; a request costs 1.27x the CPU under sustained load (bench/daemon-requests.ts), which
+// a node's few requests a minute do not feel. MUSTER_SERVER_V8=speed keeps V8's defaults, for a
+// node that answers hundreds a second.
 // Node refuses these flags in NODE_OPTIONS, and the unit's command line is the launcher's, so the
 // daemon sets them itself, before it loads its modules; V8 reads them when it decides to optimise.
 
