@@ -5,7 +5,9 @@
 //                                [--no-find] [--out bench/results/cli-start.json]
 //
 // Start-up: `muster --version`, `muster --help` and `muster <command> --help` for every command
-// against `node -e 0` of the same runtime. Discovery: `muster find` against N emulated nodes
+// against `node -e 0` of the same runtime, each help as muster prints it (the build's stored text)
+// and rendered by commander (MUSTER_HELP_REPLAY=off: what a command pays to build its definition).
+// `muster` is package.json's bin (dist/src/cli/main.cjs), as the package and `npm link` run it. Discovery: `muster find` against N emulated nodes
 // (bench/nodes.ts, the emulator behind one connection), its replies signed and, on a second
 // emulator, unsigned, against bare-NATS discovery from the same emulator (bench/discover-floor.ts:
 // connect, publish one real signed discovery request, exit at the N-th reply). Every run is a

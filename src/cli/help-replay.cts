@@ -5,7 +5,7 @@ import { join } from "node:path";
 // start-up with commander and the command's option definitions: about 8 ms of commander's own
 // load and 10-20 ms in all over a bare node (issue 39; docs/bench.md, "Start-up"). The build
 // renders every help text once, through the CLI itself (help-texts.ts), into help.json beside this
-// module; main.ts replays the text when the arguments ask for exactly one of them. Anything else
+// module; main.cts (the bin) and main.ts replay the text when the arguments ask for exactly one. Anything else
 // (a help with other options, an unknown word, a damaged or missing file) goes to commander, so
 // the replay can only be the text commander would print. Help is rendered 80 columns wide
 // everywhere (program.ts), terminal or not, so one text serves both. CommonJS, as main.cts is:

@@ -8,7 +8,7 @@ export function serverCommand(): Command {
     .option("--broker <url>", "override the broker URL(s)")
     .option("--log-level <level>", "trace|debug|info|warn|error")
     .addHelpText("after", "\nStops cleanly on SIGTERM or SIGINT: stops taking requests, finishes in-flight actions, announces shutdown.")
-    .addHelpText("after", "MUSTER_SERVER_V8=speed keeps V8's optimising compilers on (the default, size, leaves them off:\nabout 11 MB less resident; docs/bench.md).")
+    .addHelpText("after", "\nMUSTER_SERVER_V8=speed keeps V8's optimising compilers on. The default, size, leaves them off:\nabout 11 MB less resident, 1.27x the CPU a request under sustained load (docs/bench.md).")
     .action(async (o: { config?: string; identity?: string; broker?: string; logLevel?: string }) => {
       // before the daemon's modules load: see v8-tuning.ts
       (await import("../../server/v8-tuning.js")).tuneV8ForServer();
