@@ -6,8 +6,8 @@ import { helpPath, storedHelp } from "../../src/cli/help-replay.cjs";
 import { subcommandsOf } from "../../src/cli/help-texts.js";
 import { tempDir } from "../support/collective.js";
 
-// What main.ts replays and what it leaves to commander (src/cli/help-replay.cts). That the stored
-// texts read as commander renders them is test/cli/help.test.ts's.
+// What main.cts and main.ts replay, and what they leave to commander (src/cli/help-replay.cts).
+// test/cli/help.test.ts proves that the stored texts read as commander renders them.
 
 test("helpPath takes `[path] --help`, `[path] -h` and `help <command>`, and nothing else", () => {
   assert.equal(helpPath(["--help"]), "");
