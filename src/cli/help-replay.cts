@@ -1,4 +1,4 @@
-import { readFileSync } from "node:fs";
+import { readFileSync, writeSync } from "node:fs";
 import { join } from "node:path";
 
 // `muster ... --help` prints a text that only a new build can change, yet rendering it costs a
@@ -41,5 +41,28 @@ export function storedHelp(argv: readonly string[], env: NodeJS.ProcessEnv, file
     return typeof text === "string" && text.length > 0 ? text : undefined;
   } catch {
     return undefined;
+  }
+}
+
+/**
+ * Writes `text` to standard output with write(2) itself. Touching process.stdout builds Node's
+ * stream for it (a pipe's loads net and its streams): 3-4 ms, as much as the rest of a stored
+ * help's start. A reader that has gone (EPIPE: `muster --help | head -1`) is not an error; a
+ * non-blocking descriptor that is full (EAGAIN) gets the rest through process.stdout, which Node
+ * flushes before the process exits.
+ */
+export function writeOut(text: string): void {
+  const buf = Buffer.from(text);
+  for (let at = 0; at < buf.length; ) {
+    try {
+      at += writeSync(1, buf, at);
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      if (code === "EPIPE") return;
+      if (code !== "EAGAIN") throw e;
+      process.stdout.on("error", () => undefined); // EPIPE later: the reader left, nothing to say
+      process.stdout.write(buf.subarray(at));
+      return;
+    }
   }
 }

@@ -5,17 +5,13 @@
 // 0`). Everything else is main.ts, the program's ES module entry.
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { storedHelp } from "./help-replay.cjs";
+import { storedHelp, writeOut } from "./help-replay.cjs";
 
+// Each answer is written with write(2) and the process ends by itself: nothing else is pending.
 const argv = process.argv.slice(2);
+const help = storedHelp(argv, process.env);
 if (argv.length === 1 && (argv[0] === "-v" || argv[0] === "--version")) {
   // the one version number, package.json's, as version.ts reads it (dist/src/cli -> the package)
-  process.stdout.write(`${(JSON.parse(readFileSync(join(__dirname, "..", "..", "..", "package.json"), "utf8")) as { version: string }).version}\n`);
-  process.exit(0);
-}
-const help = storedHelp(argv, process.env);
-if (help !== undefined) {
-  process.stdout.write(help);
-  process.exit(0);
-}
-void import("./main.js");
+  writeOut(`${(JSON.parse(readFileSync(join(__dirname, "..", "..", "..", "package.json"), "utf8")) as { version: string }).version}\n`);
+} else if (help !== undefined) writeOut(help);
+else void import("./main.js");

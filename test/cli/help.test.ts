@@ -110,3 +110,18 @@ test("`help <command>`, `-h`, main.js and a terminal 200 columns wide print the 
     assert.equal(onTerminal, expected, `muster ${args.join(" ")}, rendered on a 200-column terminal, as stored`);
   }
 });
+
+test("a stored help or the version to a reader that has gone exits 0 and says nothing (`muster --help | head -1`)", { timeout: 120_000 }, async () => {
+  for (const args of [["--help"], ["--version"], ["provision", "--help"]]) {
+    const r = await new Promise<{ code: number | null; stderr: string }>((ok, fail) => {
+      const child = spawn(process.execPath, [cliPath, ...args], { env, stdio: ["ignore", "pipe", "pipe"] });
+      child.stdout.destroy(); // the reader leaves before the child has started: its write gets EPIPE
+      let stderr = "";
+      child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+      child.once("error", fail);
+      child.once("close", (code) => ok({ code, stderr }));
+    });
+    assert.equal(r.code, 0, `muster ${args.join(" ")}: ${r.stderr}`);
+    assert.equal(r.stderr, "", `muster ${args.join(" ")} says nothing`);
+  }
+});
