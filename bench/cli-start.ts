@@ -22,6 +22,7 @@ import { loadavg, tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
+import { subcommandsOf } from "../src/cli/help-texts.js";
 import { buildRequest } from "../src/client/request.js";
 import { startNats, type NatsHandle } from "../src/lab/nats.js";
 import { encodeRequest } from "../src/protocol/envelope.js";
@@ -103,9 +104,7 @@ async function must(node: string, argv: string[], env: NodeJS.ProcessEnv, check:
 
 /** The command names `muster --help` lists. */
 async function commandNames(env: NodeJS.ProcessEnv): Promise<string[]> {
-  const r = await timed(process.execPath, [cliPath, "--help"], env);
-  const list = (r.stdout.split(/^Commands:$/m)[1] ?? "").split("\n\n")[0]!;
-  return [...list.matchAll(/^ {2}([a-z][a-z-]*)\b/gm)].map((m) => m[1]!).filter((n) => n !== "help");
+  return subcommandsOf((await timed(process.execPath, [cliPath, "--help"], env)).stdout);
 }
 
 async function benchStart(rts: Runtime[], env: NodeJS.ProcessEnv) {

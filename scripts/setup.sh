@@ -6,7 +6,8 @@
 # mmdebstrap (their image), socat (relays), iproute2 (their network; its ss for the broker liveness test), openssh-client, and for --vm
 # qemu-system-x86, qemu-utils and cloud-image-utils; lintian for the package test, apt-utils and gpg
 # for its signed apt repository, piuparts for `npm run piuparts`, strace for the privileged helper's
-# hostile tests, which delay its chown to widen a race; puppetdb, its PostgreSQL and
+# hostile tests, which delay its chown to widen a race; bsdutils for `script`, the pty the help test
+# lays help out on; puppetdb, its PostgreSQL and
 # puppet-terminus-puppetdb for the PuppetDB tests and bench), node modules (npm ci), and the
 # TypeScript build (skipped when dist/ is newer than every source: the test suite runs
 # ./scripts/lab.sh while its other files run from dist/, and tsc rewrites every file it emits).
@@ -17,7 +18,7 @@ SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 need=()
 for pkg in nats-server puppetserver puppet-agent facter openssl monitoring-plugins-basic systemd dpkg passwd chromium \
   systemd-container mmdebstrap socat iproute2 openssh-client qemu-system-x86 qemu-utils cloud-image-utils \
-  lintian apt-utils gpg piuparts strace postgresql puppetdb puppet-terminus-puppetdb; do
+  lintian apt-utils gpg piuparts strace bsdutils postgresql puppetdb puppet-terminus-puppetdb; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then
